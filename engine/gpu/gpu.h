@@ -1,0 +1,249 @@
+/*
+ * gpu.h - the internal Vulkan layer: instance, contexts (one logical device + compute
+ * queue each), suballocated memory, buffers, streams with automatic barriers, lazily
+ * created and cached pipelines. Knows nothing of graphs, ops or training.
+ */
+#ifndef VKT_GPU_H
+#define VKT_GPU_H
+
+#include <volk.h>
+
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#include "vkt.h"
+#include "../platform/platform.h"
+
+#define VKT_ERRMSG_SIZE 1024
+
+/* ---- errors ------------------------------------------------------------------ */
+
+/* Formats a message into `buf` (VKT_ERRMSG_SIZE bytes, may be NULL) and into the calling
+ * thread's last-error slot; returns `status` so callers can `return vkt_fail(...)`. */
+vkt_status vkt_fail(char *buf, vkt_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+vkt_status vkt_failv(char *buf, vkt_status status, const char *fmt, va_list ap);
+const char *gpu_result_name(VkResult result);
+/* Maps a VkResult to a status: OOM results to VKT_ERROR_OUT_OF_MEMORY, DEVICE_LOST... */
+vkt_status gpu_status_of(VkResult result);
+
+/* Reports a failed Vulkan call on a context: "vkQueueSubmit failed: VK_ERROR_DEVICE_LOST". */
+#define GPU_CHECK(ctx, call)                                                          \
+    do {                                                                              \
+        VkResult gpu_r_ = (call);                                                     \
+        if (gpu_r_ != VK_SUCCESS)                                                     \
+            return vkt_fail((ctx)->errmsg, gpu_status_of(gpu_r_), "%s failed: %s",    \
+                            gpu_call_name_(#call), gpu_result_name(gpu_r_));          \
+    } while (0)
+/* "vkCreateBuffer(dev, ...)" -> "vkCreateBuffer" (static buffer per thread). */
+const char *gpu_call_name_(const char *expr);
+
+/* Internal invariant: a bug, not a user error. Reports file and line, returns
+ * VKT_ERROR_INTERNAL from the enclosing function. */
+#define VKT_ASSERT(ctx_errmsg, cond)                                                  \
+    do {                                                                              \
+        if (!(cond))                                                                  \
+            return vkt_fail((ctx_errmsg), VKT_ERROR_INTERNAL,                         \
+                            "internal error at %s:%d: assertion '%s' failed", __FILE__, \
+                            __LINE__, #cond);                                         \
+    } while (0)
+
+/* ---- instance ---------------------------------------------------------------- */
+
+struct vkt_instance {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    uint32_t device_count;
+    VkPhysicalDevice *devices;
+    vkt_device_info *infos;
+    int validation, quiet;
+    atomic_uint_fast64_t validation_count;
+    char errmsg[VKT_ERRMSG_SIZE];
+};
+
+/* Fills `info` from a physical device's properties. */
+void gpu_describe_device(VkPhysicalDevice phys, vkt_device_info *info);
+
+/* ---- memory ------------------------------------------------------------------ */
+
+/* A suballocation: [offset, offset+size) inside a block's VkDeviceMemory. */
+typedef struct gpu_alloc {
+    struct gpu_block *block;
+    VkDeviceSize offset, size;
+} gpu_alloc;
+
+typedef struct gpu_free_range {
+    VkDeviceSize offset, size;
+} gpu_free_range;
+
+/* One vkAllocateMemory; suballocated first-fit with coalescing of freed ranges. */
+typedef struct gpu_block {
+    VkDeviceMemory memory;
+    VkDeviceSize size, used;
+    uint32_t type_index;
+    void *mapped;                 /* persistent map if host-visible, else NULL */
+    gpu_free_range *free;         /* sorted by offset */
+    uint32_t free_count, free_cap;
+    uint32_t live;                /* suballocations alive */
+    struct gpu_block *next;
+} gpu_block;
+
+typedef struct gpu_memory {
+    gpu_block *blocks;
+    VkDeviceSize block_size;
+    uint64_t device_bytes, bytes_in_use;
+    uint32_t block_count, alloc_count;
+} gpu_memory;
+
+/* ---- contexts ---------------------------------------------------------------- */
+
+typedef struct gpu_pipeline {
+    const struct gpu_kernel *kernel;
+    uint32_t spec[8];
+    uint32_t n_spec;
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout layout;
+    VkPipeline pipeline;
+    struct gpu_pipeline *next;
+} gpu_pipeline;
+
+struct vkt_context {
+    vkt_instance *inst;
+    VkPhysicalDevice phys;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties mem_props;
+    vkt_device_info info;
+    vkt_kernel_variant variant;
+    int force_staging;
+    VkCommandPool cmd_pool;
+    VkPipelineCache pipeline_cache;
+    char cache_path[1024];        /* "" when the file cache is off */
+    gpu_memory mem;
+    gpu_pipeline *pipelines;
+    uint32_t pipeline_count;
+    struct vkt_stream *transfer;  /* for synchronous buffer reads and writes */
+    char errmsg[VKT_ERRMSG_SIZE];
+};
+
+/* Memory type for a kind: device-local preferred for VKT_MEMORY_DEVICE, host-visible
+ * coherent for VKT_MEMORY_HOST. Returns UINT32_MAX if none fits `type_bits`. */
+uint32_t gpu_memory_type(const vkt_context *ctx, uint32_t type_bits, vkt_memory_kind kind);
+vkt_status gpu_memory_alloc(vkt_context *ctx, const VkMemoryRequirements *req,
+                            uint32_t type_index, gpu_alloc *out);
+void gpu_memory_free(vkt_context *ctx, gpu_alloc *alloc);
+void gpu_memory_destroy(vkt_context *ctx);
+
+/* Pipeline cache file under the user's cache directory ($VKT_CACHE_DIR, else
+ * $XDG_CACHE_HOME/vktrain, else ~/.cache/vktrain), keyed by the device's cache UUID. */
+vkt_status gpu_pipeline_cache_open(vkt_context *ctx, int use_file);
+void gpu_pipeline_cache_close(vkt_context *ctx);
+
+/* ---- buffers ----------------------------------------------------------------- */
+
+struct vkt_buffer {
+    vkt_context *ctx;
+    VkBuffer buffer;
+    VkDeviceSize size;
+    vkt_memory_kind kind;
+    gpu_alloc alloc;
+    void *mapped;                 /* host pointer if the memory is host-visible */
+};
+
+/* ---- kernels and pipelines --------------------------------------------------- */
+
+typedef enum gpu_bind_type {
+    GPU_BIND_STORAGE = 0, /* layout(std430, binding=i) buffer */
+    GPU_BIND_TEXEL_R = 1, /* layout(binding=i) uniform samplerBuffer, R32_SFLOAT */
+    GPU_BIND_TEXEL_RGBA = 2 /* uniform samplerBuffer, R32G32B32A32_SFLOAT (vec4 texels) */
+} gpu_bind_type;
+
+#define GPU_MAX_BINDINGS 8
+#define GPU_MAX_SPEC 8
+
+/* A compute kernel: embedded SPIR-V, its bindings (set 0, binding i = bind[i]) and the
+ * size of its push-constant struct. Defined `static const` next to its dispatch code. */
+typedef struct gpu_kernel {
+    const char *name;
+    const uint32_t *spv;
+    size_t spv_bytes;
+    uint32_t n_bindings;
+    uint8_t bind[GPU_MAX_BINDINGS]; /* gpu_bind_type per binding */
+    uint32_t push_bytes;
+} gpu_kernel;
+
+/* One binding of a dispatch: bytes [offset, offset+bytes) of a buffer, read or written.
+ * The descriptor starts at `offset` rounded down to the device's alignment; kernels add
+ * gpu_arg_shift() elements to their indices (pass it in the push constants). */
+typedef struct gpu_arg {
+    vkt_buffer *buf;
+    uint64_t offset, bytes;
+    int write;
+} gpu_arg;
+
+/* Elements (4-byte units) between the aligned descriptor start and `offset_bytes`. For
+ * GPU_BIND_TEXEL_RGBA the shift is in floats too; it is a multiple of 4 only if the
+ * offset is 16-byte aligned (kernels check and fall back to GPU_BIND_TEXEL_R). */
+uint32_t gpu_arg_shift(const vkt_context *ctx, uint64_t offset_bytes, gpu_bind_type type);
+
+/* Looks up or creates the pipeline of (kernel, specialization constants 0..n_spec-1). */
+vkt_status gpu_pipeline_get(vkt_context *ctx, const gpu_kernel *kernel, const uint32_t *spec,
+                            uint32_t n_spec, gpu_pipeline **out);
+void gpu_pipelines_destroy(vkt_context *ctx);
+
+/* ---- streams ----------------------------------------------------------------- */
+
+typedef struct gpu_range {
+    VkBuffer buffer;
+    VkDeviceSize begin, end;
+} gpu_range;
+
+typedef struct gpu_range_list {
+    gpu_range *items;
+    uint32_t count, cap;
+} gpu_range_list;
+
+struct vkt_stream {
+    vkt_context *ctx;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    int recording, submitted, has_commands;
+    VkDescriptorPool *pools;       /* grown as dispatches need descriptor sets */
+    uint32_t pool_count, pool_cap;
+    uint32_t sets_in_pool;         /* sets allocated from the newest pool */
+    VkBufferView *views;           /* texel views owned by this stream */
+    uint32_t view_count, view_cap;
+    gpu_range_list pending_reads;  /* since the last barrier */
+    gpu_range_list pending_writes;
+    VkQueryPool queries;           /* NULL unless timestamps */
+    uint32_t query_cap, query_count;
+    const char **query_names;
+    vkt_stream_stats stats;
+};
+
+/* Records one dispatch: binds the pipeline and a fresh descriptor set, pushes `push`
+ * (kernel->push_bytes bytes), inserts the barriers its arguments need, dispatches
+ * groups[0..2] workgroups. Checks every binding against maxStorageBufferRange /
+ * maxTexelBufferElements and fails with VKT_ERROR_LIMIT naming the limit. */
+vkt_status gpu_dispatch(vkt_stream *s, const gpu_kernel *kernel, const uint32_t *spec,
+                        uint32_t n_spec, const gpu_arg *args, const void *push,
+                        const uint32_t groups[3]);
+
+/* Records a barrier if the byte range [begin,end) of `buf` conflicts with what the
+ * stream recorded since its last barrier, then notes the access. Used by gpu_dispatch
+ * and by transfer commands. */
+vkt_status gpu_stream_access(vkt_stream *s, VkBuffer buf, VkDeviceSize begin,
+                             VkDeviceSize end, int write);
+
+/* Starts recording if the stream is not recording yet (after a reset). */
+vkt_status gpu_stream_begin(vkt_stream *s);
+
+/* Common argument check for kernels: a view inside its buffer with `count` elements. */
+vkt_status gpu_check_view(vkt_context *ctx, const char *what, vkt_view v, uint64_t count);
+
+/* Largest workgroup count per dimension that every Vulkan device supports. */
+#define GPU_MAX_GROUPS 65535u
+
+#endif /* VKT_GPU_H */

@@ -1,0 +1,74 @@
+/*
+ * harness.h - the small test harness every tests/test_*.c uses.
+ *
+ * A test is a main() that calls th_init(), runs checks, and returns th_finish().
+ * Checks record failures with file and line and go on. th_finish() fails the test if
+ * the Khronos validation layer (VKT_VALIDATION=1) reported any warning or error, and
+ * prints the closing line "N passed, N failed".
+ *
+ * Guarded buffers put every tensor at an unaligned offset inside a device buffer with
+ * sentinel elements before and after it, so out-of-bounds writes are caught.
+ */
+#ifndef VKT_TEST_HARNESS_H
+#define VKT_TEST_HARNESS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "vkt.h"
+
+extern vkt_instance *th_instance;
+
+/* Creates the shared instance (validation from the environment). Exits the test with
+ * a failure if no Vulkan device is usable: tests need lavapipe at least. */
+void th_init(const char *test_name);
+int th_finish(void);
+
+/* A context on device 0 with the given kernel variant (AUTO honours VKT_KERNELS). */
+vkt_context *th_context(vkt_kernel_variant variant);
+vkt_stream *th_stream(vkt_context *ctx, int timestamps);
+
+/* Records a check; returns cond. */
+int th_check(int cond, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define TH_CHECK(cond, ...) th_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+/* Expects VKT_OK; on failure reports the status name and the context's message. */
+#define TH_OK(ctx, expr)                                                                  \
+    th_check_status((ctx), (expr), VKT_OK, #expr, __FILE__, __LINE__)
+/* Expects a specific status (for error-path tests). */
+#define TH_STATUS(ctx, expr, want)                                                        \
+    th_check_status((ctx), (expr), (want), #expr, __FILE__, __LINE__)
+int th_check_status(vkt_context *ctx, vkt_status got, vkt_status want, const char *expr,
+                    const char *file, int line);
+
+/* Deterministic random numbers (xorshift64*), seeded per test by th_init. */
+void th_seed(uint64_t seed);
+uint64_t th_rand_u64(void);
+float th_rand_uniform(float lo, float hi);
+void th_fill_uniform(float *x, uint64_t n, float lo, float hi);
+
+/* A device tensor of n floats at an unaligned element offset, guard elements around. */
+typedef struct th_buf {
+    vkt_context *ctx;
+    vkt_buffer *buffer;
+    uint64_t n, offset;  /* offset of element 0, in elements */
+    uint64_t guard;      /* sentinel elements before and after */
+} th_buf;
+
+th_buf th_buf_create(vkt_context *ctx, uint64_t n);
+void th_buf_destroy(th_buf *b);
+vkt_view th_view(const th_buf *b);
+void th_buf_write(th_buf *b, const float *data);
+void th_buf_read(th_buf *b, float *data);
+/* Checks the guards still hold the sentinel; reports `what` on failure. */
+int th_buf_guards_ok(th_buf *b, const char *what);
+
+/* Compares got against want with |got-want| <= atol + rtol*|want|. NaN in want must
+ * be NaN in got. Reports the first mismatch and the max error. Returns 1 if all match. */
+int th_compare(const char *what, const float *got, const float *want, uint64_t n, float rtol,
+               float atol);
+
+/* Allocation helpers that fail the test cleanly instead of returning NULL. */
+float *th_alloc_floats(uint64_t n);
+
+#endif
