@@ -150,7 +150,8 @@ typedef struct vkt_context_options {
     int no_pipeline_cache_file;     /* 1: do not read or write the on-disk pipeline cache */
 } vkt_context_options;
 
-/* The instance must outlive the context. A context is used by one thread at a time. */
+/* The instance must outlive the context. A context is used by one thread at a time.
+ * Destroying a context also destroys the buffers and streams still alive in it. */
 vkt_status vkt_context_create(vkt_instance *instance, const vkt_context_options *options,
                               vkt_context **out_context /* OUT */);
 void vkt_context_destroy(vkt_context *context);

@@ -1,6 +1,6 @@
 /*
  * push.h - push-constant layouts, defined once and included by both C (engine/kernels)
- * and GLSL (shaders/*.comp). Only 4-byte scalars (VKT_U32, VKT_I32, VKT_F32), so the
+ * and GLSL (the compute shaders). Only 4-byte scalars (VKT_U32, VKT_I32, VKT_F32), so the
  * std430 layout GLSL uses for push constants and the C layout agree on every offset.
  * Each struct must fit in 128 bytes (the minimum maxPushConstantsSize Vulkan guarantees);
  * C checks that at compile time below.
@@ -31,7 +31,8 @@ struct vkt_push_gemm {
     VKT_F32 alpha, beta;
 };
 
-/* Unary elementwise and its derivative: y = f(x) / dx = dy * f'(x), n elements. */
+/* Unary elementwise and its derivative: y = f(x) / dx = dy * f'(x), n elements.
+ * y_off is the output: y forward, dx backward. */
 struct vkt_push_unary {
     VKT_U32 n;
     VKT_U32 op;
@@ -40,7 +41,8 @@ struct vkt_push_unary {
 };
 
 /* Binary with broadcasting over 4 dims (outermost first). Strides are in elements and
- * 0 along broadcast dimensions. `out_dims` is the iteration space. */
+ * 0 along broadcast dimensions. `out_dims` is the iteration space. y_off is the output:
+ * out forward, grad backward; n counts the elements produced (out, or grad). */
 struct vkt_push_binary {
     VKT_U32 op;
     VKT_U32 which;                 /* backward: 0 = gradient of a, 1 = of b */
@@ -58,14 +60,15 @@ struct vkt_push_reduce {
     VKT_U32 x_off, y_off;
 };
 
-/* Row softmax / log-softmax over x[rows, cols] and its backward. */
+/* Row softmax / log-softmax over x[rows, cols] and its backward (reads y and dy,
+ * writes dx). */
 struct vkt_push_softmax {
     VKT_U32 rows, cols;
     VKT_U32 log;
-    VKT_U32 x_off, y_off, dy_off;
+    VKT_U32 x_off, y_off, dy_off, dx_off;
 };
 
-/* Fill (value) and copy, n elements. */
+/* Fill (value) and copy (x to y), n elements. */
 struct vkt_push_fill {
     VKT_U32 n;
     VKT_F32 value;

@@ -38,6 +38,12 @@ vkt_status gpu_status_of(VkResult result);
 /* "vkCreateBuffer(dev, ...)" -> "vkCreateBuffer" (static buffer per thread). */
 const char *gpu_call_name_(const char *expr);
 
+/* Fault injection for tests of error paths: when the environment variable
+ * VKT_FAULT_INJECT names `call` (e.g. "vkQueueSubmit", "vkAllocateMemory"), returns the
+ * failure that call would report (VK_ERROR_DEVICE_LOST for submits and waits,
+ * VK_ERROR_OUT_OF_DEVICE_MEMORY for allocations); else VK_SUCCESS. */
+VkResult gpu_fault(const char *call);
+
 /* Internal invariant: a bug, not a user error. Reports file and line, returns
  * VKT_ERROR_INTERNAL from the enclosing function. */
 #define VKT_ASSERT(ctx_errmsg, cond)                                                  \
@@ -125,6 +131,9 @@ struct vkt_context {
     gpu_pipeline *pipelines;
     uint32_t pipeline_count;
     struct vkt_stream *transfer;  /* for synchronous buffer reads and writes */
+    struct vkt_buffer *staging;   /* host-visible bounce buffer for them */
+    struct vkt_buffer *buffers;   /* live buffers (destroyed with the context) */
+    struct vkt_stream *streams;   /* live streams (destroyed with the context) */
     char errmsg[VKT_ERRMSG_SIZE];
 };
 
@@ -135,6 +144,8 @@ vkt_status gpu_memory_alloc(vkt_context *ctx, const VkMemoryRequirements *req,
                             uint32_t type_index, gpu_alloc *out);
 void gpu_memory_free(vkt_context *ctx, gpu_alloc *alloc);
 void gpu_memory_destroy(vkt_context *ctx);
+/* 64 MiB, or maxMemoryAllocationSize if smaller. */
+VkDeviceSize gpu_default_block_size(const vkt_context *ctx);
 
 /* Pipeline cache file under the user's cache directory ($VKT_CACHE_DIR, else
  * $XDG_CACHE_HOME/vktrain, else ~/.cache/vktrain), keyed by the device's cache UUID. */
@@ -150,6 +161,7 @@ struct vkt_buffer {
     vkt_memory_kind kind;
     gpu_alloc alloc;
     void *mapped;                 /* host pointer if the memory is host-visible */
+    struct vkt_buffer *prev, *next;
 };
 
 /* ---- kernels and pipelines --------------------------------------------------- */
@@ -210,6 +222,7 @@ struct vkt_stream {
     VkCommandBuffer cmd;
     VkFence fence;
     int recording, submitted, has_commands;
+    int completed;                 /* a run finished since the last recording */
     VkDescriptorPool *pools;       /* grown as dispatches need descriptor sets */
     uint32_t pool_count, pool_cap;
     uint32_t sets_in_pool;         /* sets allocated from the newest pool */
@@ -221,6 +234,7 @@ struct vkt_stream {
     uint32_t query_cap, query_count;
     const char **query_names;
     vkt_stream_stats stats;
+    struct vkt_stream *prev, *next;
 };
 
 /* Records one dispatch: binds the pipeline and a fresh descriptor set, pushes `push`
@@ -231,11 +245,12 @@ vkt_status gpu_dispatch(vkt_stream *s, const gpu_kernel *kernel, const uint32_t 
                         uint32_t n_spec, const gpu_arg *args, const void *push,
                         const uint32_t groups[3]);
 
-/* Records a barrier if the byte range [begin,end) of `buf` conflicts with what the
- * stream recorded since its last barrier, then notes the access. Used by gpu_dispatch
- * and by transfer commands. */
-vkt_status gpu_stream_access(vkt_stream *s, VkBuffer buf, VkDeviceSize begin,
-                             VkDeviceSize end, int write);
+/* Records one barrier if any of the n accesses (byte ranges, read or write) conflicts
+ * with what the stream recorded since its last barrier (read-after-write,
+ * write-after-write, write-after-read), then notes the accesses. Used by gpu_dispatch
+ * and by transfer commands; accesses of one command never conflict with each other. */
+vkt_status gpu_stream_access(vkt_stream *s, const gpu_range *ranges, const int *writes,
+                             uint32_t n);
 
 /* Starts recording if the stream is not recording yet (after a reset). */
 vkt_status gpu_stream_begin(vkt_stream *s);

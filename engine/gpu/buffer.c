@@ -1,0 +1,201 @@
+/* Buffers: one VkBuffer each over a suballocation of a large memory block. Host reads
+ * and writes go straight through the mapping when the memory is host-visible and
+ * coherent (lavapipe, integrated GPUs), else through a staging buffer and a copy. */
+#include "gpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define STAGING_CHUNK (16ull * 1024 * 1024)
+
+static void link_buffer(vkt_context *ctx, vkt_buffer *b)
+{
+    b->next = ctx->buffers;
+    if (ctx->buffers)
+        ctx->buffers->prev = b;
+    ctx->buffers = b;
+}
+
+static void unlink_buffer(vkt_context *ctx, vkt_buffer *b)
+{
+    if (b->prev)
+        b->prev->next = b->next;
+    else if (ctx->buffers == b)
+        ctx->buffers = b->next;
+    if (b->next)
+        b->next->prev = b->prev;
+    b->prev = b->next = NULL;
+}
+
+vkt_status vkt_buffer_create(vkt_context *ctx, uint64_t bytes, vkt_memory_kind kind,
+                             vkt_buffer **out)
+{
+    if (!out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_buffer_create: out is NULL");
+    *out = NULL;
+    if (!ctx)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_buffer_create: context is NULL");
+    if (bytes == 0)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_buffer_create: size is 0 bytes");
+    if (kind != VKT_MEMORY_DEVICE && kind != VKT_MEMORY_HOST)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_buffer_create: unknown memory kind %d", (int)kind);
+    /* Refuse what no heap can hold before asking the driver. */
+    uint64_t largest = 0;
+    for (uint32_t i = 0; i < ctx->mem_props.memoryHeapCount; i++)
+        if (ctx->mem_props.memoryHeaps[i].size > largest)
+            largest = ctx->mem_props.memoryHeaps[i].size;
+    if (bytes > largest)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY,
+                        "cannot create a buffer of %llu bytes: the largest memory heap of '%s' "
+                        "holds %llu bytes", (unsigned long long)bytes, ctx->info.name,
+                        (unsigned long long)largest);
+
+    vkt_buffer *b = calloc(1, sizeof *b);
+    if (!b)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    b->ctx = ctx;
+    b->size = bytes;
+    b->kind = kind;
+    VkBufferCreateInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+        .size = bytes,
+        .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+                 VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+        .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+    };
+    VkResult r = vkCreateBuffer(ctx->device, &bi, NULL, &b->buffer);
+    if (r != VK_SUCCESS) {
+        free(b);
+        return vkt_fail(ctx->errmsg, gpu_status_of(r), "vkCreateBuffer of %llu bytes failed: %s",
+                        (unsigned long long)bytes, gpu_result_name(r));
+    }
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(ctx->device, b->buffer, &req);
+    uint32_t type = gpu_memory_type(ctx, req.memoryTypeBits, kind);
+    vkt_status st = VKT_OK;
+    if (type == UINT32_MAX)
+        st = vkt_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE,
+                      "device '%s' has no %s memory type for buffers", ctx->info.name,
+                      kind == VKT_MEMORY_HOST ? "host-visible coherent" : "usable");
+    if (st == VKT_OK)
+        st = gpu_memory_alloc(ctx, &req, type, &b->alloc);
+    if (st == VKT_OK) {
+        r = vkBindBufferMemory(ctx->device, b->buffer, b->alloc.block->memory, b->alloc.offset);
+        if (r != VK_SUCCESS)
+            st = vkt_fail(ctx->errmsg, gpu_status_of(r), "vkBindBufferMemory failed: %s",
+                          gpu_result_name(r));
+    }
+    if (st != VKT_OK) {
+        gpu_memory_free(ctx, &b->alloc);
+        vkDestroyBuffer(ctx->device, b->buffer, NULL);
+        free(b);
+        return st;
+    }
+    if (b->alloc.block->mapped)
+        b->mapped = (char *)b->alloc.block->mapped + b->alloc.offset;
+    link_buffer(ctx, b);
+    *out = b;
+    return VKT_OK;
+}
+
+void vkt_buffer_destroy(vkt_buffer *b)
+{
+    if (!b)
+        return;
+    vkt_context *ctx = b->ctx;
+    if (ctx->staging == b)
+        ctx->staging = NULL;
+    unlink_buffer(ctx, b);
+    vkDestroyBuffer(ctx->device, b->buffer, NULL);
+    gpu_memory_free(ctx, &b->alloc);
+    free(b);
+}
+
+uint64_t vkt_buffer_size(const vkt_buffer *b) { return b ? b->size : 0; }
+
+void *vkt_buffer_map(vkt_buffer *b)
+{
+    return (b && b->kind == VKT_MEMORY_HOST) ? b->mapped : NULL;
+}
+
+static vkt_status check_range(vkt_buffer *b, uint64_t offset, const void *data, uint64_t bytes,
+                              const char *fn)
+{
+    if (!b)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", fn);
+    if (!data && bytes)
+        return vkt_fail(b->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", fn);
+    if (offset > b->size || bytes > b->size - offset)
+        return vkt_fail(b->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: bytes [%llu, %llu) outside the buffer of %llu bytes", fn,
+                        (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                        (unsigned long long)b->size);
+    return VKT_OK;
+}
+
+/* The context's staging buffer and transfer stream, made on first use. */
+static vkt_status staging_get(vkt_context *ctx, vkt_buffer **out)
+{
+    if (!ctx->transfer) {
+        vkt_status st = vkt_stream_create(ctx, NULL, &ctx->transfer);
+        if (st != VKT_OK)
+            return st;
+    }
+    if (!ctx->staging) {
+        vkt_status st = vkt_buffer_create(ctx, STAGING_CHUNK, VKT_MEMORY_HOST, &ctx->staging);
+        if (st != VKT_OK)
+            return st;
+        if (!ctx->staging->mapped)
+            return vkt_fail(ctx->errmsg, VKT_ERROR_VULKAN, "staging memory could not be mapped");
+    }
+    *out = ctx->staging;
+    return VKT_OK;
+}
+
+static vkt_status staged_copy(vkt_buffer *b, uint64_t offset, void *host, uint64_t bytes,
+                              int to_device)
+{
+    vkt_context *ctx = b->ctx;
+    vkt_buffer *stg = NULL;
+    vkt_status st = staging_get(ctx, &stg);
+    for (uint64_t done = 0; st == VKT_OK && done < bytes; done += STAGING_CHUNK) {
+        uint64_t n = bytes - done < STAGING_CHUNK ? bytes - done : STAGING_CHUNK;
+        if (to_device)
+            memcpy(stg->mapped, (char *)host + done, n);
+        st = vkt_stream_reset(ctx->transfer);
+        if (st == VKT_OK)
+            st = to_device ? vkt_stream_copy(ctx->transfer, stg, 0, b, offset + done, n)
+                           : vkt_stream_copy(ctx->transfer, b, offset + done, stg, 0, n);
+        if (st == VKT_OK)
+            st = vkt_stream_run(ctx->transfer);
+        if (st == VKT_OK && !to_device)
+            memcpy((char *)host + done, stg->mapped, n);
+    }
+    return st;
+}
+
+vkt_status vkt_buffer_write(vkt_buffer *b, uint64_t offset, const void *data, uint64_t bytes)
+{
+    vkt_status st = check_range(b, offset, data, bytes, "vkt_buffer_write");
+    if (st != VKT_OK || bytes == 0)
+        return st;
+    if (b->mapped && (b->kind == VKT_MEMORY_HOST || !b->ctx->force_staging)) {
+        memcpy((char *)b->mapped + offset, data, bytes);
+        return VKT_OK;
+    }
+    return staged_copy(b, offset, (void *)data, bytes, 1);
+}
+
+vkt_status vkt_buffer_read(vkt_buffer *b, uint64_t offset, void *data, uint64_t bytes)
+{
+    vkt_status st = check_range(b, offset, data, bytes, "vkt_buffer_read");
+    if (st != VKT_OK || bytes == 0)
+        return st;
+    if (b->mapped && (b->kind == VKT_MEMORY_HOST || !b->ctx->force_staging)) {
+        memcpy(data, (char *)b->mapped + offset, bytes);
+        return VKT_OK;
+    }
+    return staged_copy(b, offset, data, bytes, 0);
+}

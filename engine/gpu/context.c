@@ -1,0 +1,147 @@
+/* Contexts: one logical device and one compute queue each. The same physical device
+ * may back several contexts (one per replica), each with its own VkDevice. */
+#include "gpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A compute-only family where the device has one (it runs beside graphics work),
+ * else the first family with compute. */
+static int pick_queue_family(VkPhysicalDevice phys, uint32_t *out)
+{
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, NULL);
+    VkQueueFamilyProperties *q = calloc(n ? n : 1, sizeof *q);
+    if (!q)
+        return 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, q);
+    int found = 0;
+    for (uint32_t i = 0; i < n && !found; i++)
+        if ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+            *out = i, found = 1;
+    for (uint32_t i = 0; i < n && !found; i++)
+        if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
+            *out = i, found = 1;
+    free(q);
+    return found;
+}
+
+static vkt_kernel_variant resolve_variant(vkt_kernel_variant asked, const vkt_device_info *info)
+{
+    if (asked == VKT_KERNELS_CPU || asked == VKT_KERNELS_GPU)
+        return asked;
+    const char *env = vkt_getenv("VKT_KERNELS");
+    if (env && strcmp(env, "cpu") == 0)
+        return VKT_KERNELS_CPU;
+    if (env && strcmp(env, "gpu") == 0)
+        return VKT_KERNELS_GPU;
+    return info->type == VKT_DEVICE_TYPE_CPU ? VKT_KERNELS_CPU : VKT_KERNELS_GPU;
+}
+
+static vkt_status create_device(vkt_context *ctx)
+{
+    if (ctx->info.api_version < VK_API_VERSION_1_1)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE,
+                        "device '%s' supports Vulkan %u.%u only; vktrain needs 1.1",
+                        ctx->info.name, VK_API_VERSION_MAJOR(ctx->info.api_version),
+                        VK_API_VERSION_MINOR(ctx->info.api_version));
+    if (!pick_queue_family(ctx->phys, &ctx->queue_family))
+        return vkt_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE, "device '%s' has no compute queue",
+                        ctx->info.name);
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                  .queueFamilyIndex = ctx->queue_family,
+                                  .queueCount = 1,
+                                  .pQueuePriorities = &prio};
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                             .queueCreateInfoCount = 1,
+                             .pQueueCreateInfos = &qi};
+    GPU_CHECK(ctx, vkCreateDevice(ctx->phys, &di, NULL, &ctx->device));
+    vkGetDeviceQueue(ctx->device, ctx->queue_family, 0, &ctx->queue);
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = ctx->queue_family};
+    GPU_CHECK(ctx, vkCreateCommandPool(ctx->device, &pi, NULL, &ctx->cmd_pool));
+    return VKT_OK;
+}
+
+vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *options,
+                              vkt_context **out)
+{
+    if (!out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_create: out is NULL");
+    *out = NULL;
+    if (!inst)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_create: instance is NULL");
+    vkt_context_options o = {0};
+    if (options)
+        o = *options;
+    if (o.device_index >= inst->device_count)
+        return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+                        "device index %u out of range: %u device(s) present", o.device_index,
+                        inst->device_count);
+    vkt_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    ctx->inst = inst;
+    ctx->phys = inst->devices[o.device_index];
+    ctx->info = inst->infos[o.device_index];
+    vkGetPhysicalDeviceProperties(ctx->phys, &ctx->props);
+    vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
+    ctx->variant = resolve_variant(o.kernels, &ctx->info);
+    ctx->force_staging = o.force_staging;
+    ctx->mem.block_size = o.block_size ? o.block_size : gpu_default_block_size(ctx);
+
+    vkt_status st = create_device(ctx);
+    if (st == VKT_OK)
+        st = gpu_pipeline_cache_open(ctx, !o.no_pipeline_cache_file);
+    if (st != VKT_OK) {
+        char msg[VKT_ERRMSG_SIZE];
+        memcpy(msg, ctx->errmsg, sizeof msg);
+        vkt_context_destroy(ctx);
+        return vkt_fail(NULL, st, "%s", msg);
+    }
+    *out = ctx;
+    return VKT_OK;
+}
+
+void vkt_context_destroy(vkt_context *ctx)
+{
+    if (!ctx)
+        return;
+    if (ctx->device)
+        vkDeviceWaitIdle(ctx->device);
+    while (ctx->streams)
+        vkt_stream_destroy(ctx->streams);
+    while (ctx->buffers)
+        vkt_buffer_destroy(ctx->buffers);
+    ctx->transfer = NULL;
+    ctx->staging = NULL;
+    if (ctx->device) {
+        gpu_pipeline_cache_close(ctx); /* saves while the pipeline count is known */
+        gpu_pipelines_destroy(ctx);
+        gpu_memory_destroy(ctx);
+        if (ctx->cmd_pool)
+            vkDestroyCommandPool(ctx->device, ctx->cmd_pool, NULL);
+        vkDestroyDevice(ctx->device, NULL);
+    }
+    free(ctx);
+}
+
+const char *vkt_context_errmsg(const vkt_context *ctx)
+{
+    return ctx ? ctx->errmsg : "vkt_context_errmsg: context is NULL";
+}
+
+vkt_status vkt_context_device_info(const vkt_context *ctx, vkt_device_info *out)
+{
+    if (!ctx || !out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_device_info: NULL");
+    *out = ctx->info;
+    return VKT_OK;
+}
+
+vkt_kernel_variant vkt_context_kernel_variant(const vkt_context *ctx)
+{
+    return ctx ? ctx->variant : VKT_KERNELS_AUTO;
+}

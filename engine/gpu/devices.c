@@ -1,0 +1,163 @@
+/* Describing physical devices, and choosing them from an index list ("0,0,1"). */
+#include "gpu.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *vkt_device_type_name(vkt_device_type t)
+{
+    switch (t) {
+    case VKT_DEVICE_TYPE_INTEGRATED_GPU: return "integrated-gpu";
+    case VKT_DEVICE_TYPE_DISCRETE_GPU: return "discrete-gpu";
+    case VKT_DEVICE_TYPE_VIRTUAL_GPU: return "virtual-gpu";
+    case VKT_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+    }
+}
+
+static vkt_device_type type_of(VkPhysicalDeviceType t)
+{
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return VKT_DEVICE_TYPE_INTEGRATED_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return VKT_DEVICE_TYPE_DISCRETE_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return VKT_DEVICE_TYPE_VIRTUAL_GPU;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return VKT_DEVICE_TYPE_CPU;
+    default: return VKT_DEVICE_TYPE_OTHER;
+    }
+}
+
+static void describe_queues(VkPhysicalDevice phys, vkt_device_info *info)
+{
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, NULL);
+    VkQueueFamilyProperties *q = calloc(n ? n : 1, sizeof *q);
+    if (!q)
+        return;
+    vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, q);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT))
+            continue;
+        if (!(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+            info->compute_only_queue = 1;
+        if (q[i].timestampValidBits > 0)
+            info->timestamps = 1;
+    }
+    free(q);
+}
+
+void gpu_describe_device(VkPhysicalDevice phys, vkt_device_info *info)
+{
+    memset(info, 0, sizeof *info);
+    VkPhysicalDeviceProperties base;
+    vkGetPhysicalDeviceProperties(phys, &base);
+
+    VkPhysicalDeviceSubgroupProperties sub = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties m3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &sub};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &m3};
+    if (base.apiVersion >= VK_API_VERSION_1_2)
+        sub.pNext = &drv; /* driver properties are core in 1.2 */
+    if (base.apiVersion >= VK_API_VERSION_1_1)
+        vkGetPhysicalDeviceProperties2(phys, &p2);
+    else
+        p2.properties = base;
+
+    const VkPhysicalDeviceProperties *p = &p2.properties;
+    snprintf(info->name, sizeof info->name, "%s", p->deviceName);
+    snprintf(info->driver_name, sizeof info->driver_name, "%s", drv.driverName);
+    snprintf(info->driver_info, sizeof info->driver_info, "%s", drv.driverInfo);
+    info->vendor_id = p->vendorID;
+    info->device_id = p->deviceID;
+    info->type = type_of(p->deviceType);
+    info->api_version = p->apiVersion;
+    info->subgroup_size = sub.subgroupSize ? sub.subgroupSize : 1;
+    info->max_storage_buffer_range = p->limits.maxStorageBufferRange;
+    info->max_shared_memory = p->limits.maxComputeSharedMemorySize;
+    info->max_workgroup_invocations = p->limits.maxComputeWorkGroupInvocations;
+    info->max_allocation_size = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize
+                                                           : (uint64_t)1 << 30;
+
+    VkPhysicalDeviceMemoryProperties mem;
+    vkGetPhysicalDeviceMemoryProperties(phys, &mem);
+    info->heap_count = mem.memoryHeapCount < VKT_MAX_HEAPS ? mem.memoryHeapCount : VKT_MAX_HEAPS;
+    for (uint32_t i = 0; i < info->heap_count; i++) {
+        info->heap_size[i] = mem.memoryHeaps[i].size;
+        info->heap_device_local[i] =
+            (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+    }
+    describe_queues(phys, info);
+}
+
+vkt_status vkt_parse_device_list(const char *text, uint32_t *indices, uint32_t capacity,
+                                 uint32_t *out_count)
+{
+    if (out_count)
+        *out_count = 0;
+    if (!text || !indices || !out_count)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_parse_device_list: NULL argument");
+    uint32_t n = 0;
+    const char *p = text;
+    for (;;) {
+        while (isspace((unsigned char)*p))
+            p++;
+        if (!isdigit((unsigned char)*p))
+            return vkt_fail(NULL, VKT_ERROR_FORMAT,
+                            "bad device list '%s': expected a device index at position %d "
+                            "(format: comma-separated indices such as 0,0,1)",
+                            text, (int)(p - text));
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (v > 1023)
+            return vkt_fail(NULL, VKT_ERROR_FORMAT, "bad device list '%s': index %lu too large",
+                            text, v);
+        if (n == capacity)
+            return vkt_fail(NULL, VKT_ERROR_LIMIT, "device list '%s' has more than %u entries",
+                            text, capacity);
+        indices[n++] = (uint32_t)v;
+        p = end;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (*p == '\0')
+            break;
+        if (*p != ',')
+            return vkt_fail(NULL, VKT_ERROR_FORMAT,
+                            "bad device list '%s': unexpected '%c' at position %d", text, *p,
+                            (int)(p - text));
+        p++;
+    }
+    *out_count = n;
+    return VKT_OK;
+}
+
+vkt_status vkt_instance_select_devices(vkt_instance *inst, uint32_t *indices, uint32_t capacity,
+                                       uint32_t *out_count)
+{
+    if (out_count)
+        *out_count = 0;
+    if (!inst || !indices || !out_count || capacity == 0)
+        return vkt_fail(inst ? inst->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_instance_select_devices: NULL argument or zero capacity");
+    const char *env = vkt_getenv("VKT_DEVICES");
+    if (!env) {
+        indices[0] = 0;
+        *out_count = 1;
+        return VKT_OK;
+    }
+    uint32_t n = 0;
+    vkt_status st = vkt_parse_device_list(env, indices, capacity, &n);
+    if (st != VKT_OK)
+        return vkt_fail(inst->errmsg, st, "VKT_DEVICES: %s", vkt_last_error());
+    for (uint32_t i = 0; i < n; i++)
+        if (indices[i] >= inst->device_count)
+            return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+                            "VKT_DEVICES='%s' names device %u but only %u device(s) exist", env,
+                            indices[i], inst->device_count);
+    *out_count = n;
+    return VKT_OK;
+}

@@ -1,0 +1,262 @@
+/* The Vulkan instance: opening the loader at run time, optional validation layer with a
+ * message counter, and the physical-device list. */
+#include "gpu.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
+
+/* The loader stays open for the life of the process: volk's function pointers point
+ * into it, and several instances may share it. */
+static pthread_mutex_t g_loader_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *g_loader;
+
+static vkt_status open_loader(const vkt_instance_options *o, char *errmsg)
+{
+    const char *path = o->loader_path ? o->loader_path : vkt_getenv("VKT_VULKAN_LIBRARY");
+    if (!path)
+        path = vkt_dl_vulkan_name();
+    vkt_status st = VKT_OK;
+    pthread_mutex_lock(&g_loader_lock);
+    if (!g_loader || o->loader_path || vkt_getenv("VKT_VULKAN_LIBRARY")) {
+        char why[512] = "";
+        void *lib = vkt_dl_open(path, why, sizeof why);
+        PFN_vkGetInstanceProcAddr gipa =
+            lib ? (PFN_vkGetInstanceProcAddr)vkt_dl_symbol(lib, "vkGetInstanceProcAddr") : NULL;
+        if (!lib)
+            st = vkt_fail(errmsg, VKT_ERROR_NO_VULKAN,
+                          "cannot load the Vulkan loader '%s': %s (install a Vulkan driver and "
+                          "loader, e.g. Debian's libvulkan1 and mesa-vulkan-drivers)", path, why);
+        else if (!gipa) {
+            vkt_dl_close(lib);
+            st = vkt_fail(errmsg, VKT_ERROR_NO_VULKAN,
+                          "'%s' is not a Vulkan loader: it has no vkGetInstanceProcAddr", path);
+        } else if (!g_loader) {
+            g_loader = lib;
+            volkInitializeCustom(gipa);
+        } else if (lib != g_loader) {
+            vkt_dl_close(lib); /* the first loader stays in use for the process */
+        } else {
+            vkt_dl_close(lib); /* drops the extra reference dlopen took */
+        }
+    }
+    pthread_mutex_unlock(&g_loader_lock);
+    return st;
+}
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(
+    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
+    const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
+{
+    (void)types;
+    vkt_instance *inst = user;
+    if (severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT)
+        return VK_FALSE;
+    atomic_fetch_add(&inst->validation_count, 1);
+    if (!inst->quiet)
+        fprintf(stderr, "vktrain: validation %s: %s\n",
+                severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning",
+                data && data->pMessage ? data->pMessage : "(no message)");
+    return VK_FALSE;
+}
+
+static int has_layer(const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0)
+        return 0;
+    VkLayerProperties *p = calloc(n, sizeof *p);
+    int found = 0;
+    if (p && vkEnumerateInstanceLayerProperties(&n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(p[i].layerName, name) == 0;
+    free(p);
+    return found;
+}
+
+static int has_instance_extension(const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateInstanceExtensionProperties(NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return 0;
+    VkExtensionProperties *p = calloc(n, sizeof *p);
+    int found = 0;
+    if (p && vkEnumerateInstanceExtensionProperties(NULL, &n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(p[i].extensionName, name) == 0;
+    free(p);
+    return found;
+}
+
+static vkt_status create_vk_instance(vkt_instance *inst)
+{
+    uint32_t api = VK_API_VERSION_1_0;
+    if (vkEnumerateInstanceVersion)
+        vkEnumerateInstanceVersion(&api);
+    if (api < VK_API_VERSION_1_1)
+        return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+                        "the Vulkan loader supports only API %u.%u; vktrain needs 1.1",
+                        VK_API_VERSION_MAJOR(api), VK_API_VERSION_MINOR(api));
+
+    const char *layers[1];
+    const char *exts[2];
+    uint32_t n_layers = 0, n_exts = 0;
+    VkInstanceCreateFlags flags = 0;
+    if (inst->validation) {
+        if (!has_layer(VALIDATION_LAYER))
+            return vkt_fail(inst->errmsg, VKT_ERROR_VULKAN,
+                            "validation was requested but %s is not installed (Debian: "
+                            "vulkan-validationlayers)", VALIDATION_LAYER);
+        layers[n_layers++] = VALIDATION_LAYER;
+        exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    }
+    if (has_instance_extension(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+        exts[n_exts++] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
+        flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+
+    VkDebugUtilsMessengerCreateInfoEXT dbg = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = on_validation,
+        .pUserData = inst,
+    };
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+        .pApplicationName = "vktrain",
+        .pEngineName = "vktrain",
+        .engineVersion = VK_MAKE_API_VERSION(0, VKT_VERSION_MAJOR, VKT_VERSION_MINOR,
+                                             VKT_VERSION_PATCH),
+        .apiVersion = api >= VK_API_VERSION_1_2 ? VK_API_VERSION_1_2 : VK_API_VERSION_1_1,
+    };
+    VkInstanceCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+        .pNext = inst->validation ? &dbg : NULL,
+        .flags = flags,
+        .pApplicationInfo = &app,
+        .enabledLayerCount = n_layers,
+        .ppEnabledLayerNames = layers,
+        .enabledExtensionCount = n_exts,
+        .ppEnabledExtensionNames = exts,
+    };
+    VkResult r = vkCreateInstance(&ci, NULL, &inst->instance);
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+        return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+                        "vkCreateInstance failed: VK_ERROR_INCOMPATIBLE_DRIVER (no Vulkan "
+                        "driver found; install one, e.g. Debian's mesa-vulkan-drivers)");
+    if (r != VK_SUCCESS)
+        return vkt_fail(inst->errmsg, gpu_status_of(r), "vkCreateInstance failed: %s",
+                        gpu_result_name(r));
+    volkLoadInstance(inst->instance);
+    if (inst->validation) {
+        r = vkCreateDebugUtilsMessengerEXT(inst->instance, &dbg, NULL, &inst->messenger);
+        if (r != VK_SUCCESS)
+            return vkt_fail(inst->errmsg, gpu_status_of(r),
+                            "vkCreateDebugUtilsMessengerEXT failed: %s", gpu_result_name(r));
+    }
+    return VKT_OK;
+}
+
+static vkt_status list_devices(vkt_instance *inst)
+{
+    uint32_t n = 0;
+    VkResult r = vkEnumeratePhysicalDevices(inst->instance, &n, NULL);
+    if (r != VK_SUCCESS)
+        return vkt_fail(inst->errmsg, gpu_status_of(r), "vkEnumeratePhysicalDevices failed: %s",
+                        gpu_result_name(r));
+    if (n == 0)
+        return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+                        "no Vulkan device found (install a driver, e.g. Debian's "
+                        "mesa-vulkan-drivers for the lavapipe CPU device)");
+    inst->devices = calloc(n, sizeof *inst->devices);
+    inst->infos = calloc(n, sizeof *inst->infos);
+    if (!inst->devices || !inst->infos)
+        return vkt_fail(inst->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    r = vkEnumeratePhysicalDevices(inst->instance, &n, inst->devices);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE)
+        return vkt_fail(inst->errmsg, gpu_status_of(r), "vkEnumeratePhysicalDevices failed: %s",
+                        gpu_result_name(r));
+    inst->device_count = n;
+    for (uint32_t i = 0; i < n; i++)
+        gpu_describe_device(inst->devices[i], &inst->infos[i]);
+    return VKT_OK;
+}
+
+vkt_status vkt_instance_create(const vkt_instance_options *options, vkt_instance **out)
+{
+    if (!out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_instance_create: out is NULL");
+    *out = NULL;
+    vkt_instance_options o = {0};
+    if (options)
+        o = *options;
+    vkt_instance *inst = calloc(1, sizeof *inst);
+    if (!inst)
+        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    const char *env = vkt_getenv("VKT_VALIDATION");
+    inst->validation = o.enable_validation || (env && strcmp(env, "0") != 0);
+    inst->quiet = o.quiet_validation;
+    atomic_init(&inst->validation_count, 0);
+
+    vkt_status st = open_loader(&o, inst->errmsg);
+    if (st == VKT_OK)
+        st = create_vk_instance(inst);
+    if (st == VKT_OK)
+        st = list_devices(inst);
+    if (st != VKT_OK) {
+        char msg[VKT_ERRMSG_SIZE];
+        memcpy(msg, inst->errmsg, sizeof msg);
+        vkt_instance_destroy(inst);
+        return vkt_fail(NULL, st, "%s", msg);
+    }
+    *out = inst;
+    return VKT_OK;
+}
+
+void vkt_instance_destroy(vkt_instance *inst)
+{
+    if (!inst)
+        return;
+    if (inst->messenger)
+        vkDestroyDebugUtilsMessengerEXT(inst->instance, inst->messenger, NULL);
+    if (inst->instance)
+        vkDestroyInstance(inst->instance, NULL);
+    free(inst->devices);
+    free(inst->infos);
+    free(inst);
+}
+
+const char *vkt_instance_errmsg(const vkt_instance *inst)
+{
+    return inst ? inst->errmsg : "vkt_instance_errmsg: instance is NULL";
+}
+
+uint64_t vkt_instance_validation_count(const vkt_instance *inst)
+{
+    return inst ? (uint64_t)atomic_load(&inst->validation_count) : 0;
+}
+
+uint32_t vkt_instance_device_count(const vkt_instance *inst)
+{
+    return inst ? inst->device_count : 0;
+}
+
+vkt_status vkt_instance_device_info(vkt_instance *inst, uint32_t index, vkt_device_info *out)
+{
+    if (!inst || !out)
+        return vkt_fail(inst ? inst->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_instance_device_info: NULL argument");
+    if (index >= inst->device_count)
+        return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+                        "device index %u out of range: %u device(s) present", index,
+                        inst->device_count);
+    *out = inst->infos[index];
+    return VKT_OK;
+}

@@ -1,0 +1,389 @@
+/* Streams: one command buffer holding many commands, recorded once and replayable.
+ * A barrier is recorded only where a command touches bytes an earlier command of the
+ * stream wrote (or writes bytes one read) since the last barrier. */
+#include "gpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define QUERY_CAP 8192 /* timestamps: two per dispatch */
+
+/* Every barrier covers compute shaders and transfers on both sides: streams mix them. */
+#define ALL_STAGES (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT)
+#define ALL_WRITES (VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
+#define ALL_ACCESS (VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | \
+                    VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT)
+
+static void link_stream(vkt_context *ctx, vkt_stream *s)
+{
+    s->next = ctx->streams;
+    if (ctx->streams)
+        ctx->streams->prev = s;
+    ctx->streams = s;
+}
+
+static void unlink_stream(vkt_context *ctx, vkt_stream *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else if (ctx->streams == s)
+        ctx->streams = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    s->prev = s->next = NULL;
+}
+
+vkt_status vkt_stream_create(vkt_context *ctx, const vkt_stream_options *options,
+                             vkt_stream **out)
+{
+    if (!out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_create: out is NULL");
+    *out = NULL;
+    if (!ctx)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_create: context is NULL");
+    vkt_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    s->ctx = ctx;
+    link_stream(ctx, s);
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .commandPool = ctx->cmd_pool,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkResult r = vkAllocateCommandBuffers(ctx->device, &ai, &s->cmd);
+    if (r == VK_SUCCESS)
+        r = vkCreateFence(ctx->device, &fi, NULL, &s->fence);
+    if (r == VK_SUCCESS && options && options->timestamps) {
+        if (!ctx->info.timestamps) {
+            vkt_stream_destroy(s);
+            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                            "device '%s' has no timestamps on its compute queue",
+                            ctx->info.name);
+        }
+        VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                    .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                    .queryCount = QUERY_CAP};
+        r = vkCreateQueryPool(ctx->device, &qi, NULL, &s->queries);
+        s->query_cap = QUERY_CAP;
+        s->query_names = calloc(QUERY_CAP / 2, sizeof *s->query_names);
+        if (r == VK_SUCCESS && !s->query_names)
+            r = VK_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    if (r != VK_SUCCESS) {
+        vkt_stream_destroy(s);
+        return vkt_fail(ctx->errmsg, gpu_status_of(r), "creating a stream failed: %s",
+                        gpu_result_name(r));
+    }
+    *out = s;
+    return VKT_OK;
+}
+
+static void release_recording(vkt_stream *s)
+{
+    VkDevice dev = s->ctx->device;
+    for (uint32_t i = 0; i < s->view_count; i++)
+        vkDestroyBufferView(dev, s->views[i], NULL);
+    s->view_count = 0;
+    for (uint32_t i = 0; i < s->pool_count; i++)
+        vkDestroyDescriptorPool(dev, s->pools[i], NULL);
+    s->pool_count = 0;
+    s->sets_in_pool = 0;
+    s->pending_reads.count = s->pending_writes.count = 0;
+    s->query_count = 0;
+    memset(&s->stats, 0, sizeof s->stats);
+    s->has_commands = 0;
+    s->completed = 0;
+}
+
+void vkt_stream_destroy(vkt_stream *s)
+{
+    if (!s)
+        return;
+    vkt_context *ctx = s->ctx;
+    if (s->submitted)
+        vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
+    if (ctx->transfer == s)
+        ctx->transfer = NULL;
+    unlink_stream(ctx, s);
+    release_recording(s);
+    free(s->views);
+    free(s->pools);
+    free(s->pending_reads.items);
+    free(s->pending_writes.items);
+    free(s->query_names);
+    if (s->queries)
+        vkDestroyQueryPool(ctx->device, s->queries, NULL);
+    if (s->fence)
+        vkDestroyFence(ctx->device, s->fence, NULL);
+    if (s->cmd)
+        vkFreeCommandBuffers(ctx->device, ctx->cmd_pool, 1, &s->cmd);
+    free(s);
+}
+
+vkt_status gpu_stream_begin(vkt_stream *s)
+{
+    vkt_context *ctx = s->ctx;
+    if (s->recording)
+        return VKT_OK;
+    if (s->has_commands)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_STATE,
+                        "the stream was already submitted: call vkt_stream_reset before "
+                        "recording new commands");
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    GPU_CHECK(ctx, vkBeginCommandBuffer(s->cmd, &bi));
+    if (s->queries)
+        vkCmdResetQueryPool(s->cmd, s->queries, 0, s->query_cap);
+    s->recording = 1;
+    return VKT_OK;
+}
+
+static int overlaps(const gpu_range *a, const gpu_range *b)
+{
+    return a->buffer == b->buffer && a->begin < b->end && b->begin < a->end;
+}
+
+static int conflicts(const gpu_range_list *l, const gpu_range *r)
+{
+    for (uint32_t i = 0; i < l->count; i++)
+        if (overlaps(&l->items[i], r))
+            return 1;
+    return 0;
+}
+
+static int list_add(gpu_range_list *l, const gpu_range *r)
+{
+    /* Merge with an identical or adjacent range of the same buffer to keep lists short. */
+    for (uint32_t i = 0; i < l->count; i++) {
+        gpu_range *x = &l->items[i];
+        if (x->buffer == r->buffer && r->begin <= x->end && x->begin <= r->end) {
+            if (r->begin < x->begin)
+                x->begin = r->begin;
+            if (r->end > x->end)
+                x->end = r->end;
+            return 1;
+        }
+    }
+    if (l->count == l->cap) {
+        uint32_t cap = l->cap ? 2 * l->cap : 16;
+        gpu_range *g = realloc(l->items, cap * sizeof *g);
+        if (!g)
+            return 0;
+        l->items = g;
+        l->cap = cap;
+    }
+    l->items[l->count++] = *r;
+    return 1;
+}
+
+/* A barrier making every write since the last barrier available and visible to later
+ * compute and transfer commands (one buffer memory barrier per written range), and
+ * ordering them after every earlier read (execution dependency). */
+static vkt_status record_barrier(vkt_stream *s)
+{
+    uint32_t n = s->pending_writes.count;
+    VkBufferMemoryBarrier stack[16], *bb = n <= 16 ? stack : malloc(n * sizeof *bb);
+    if (!bb)
+        return vkt_fail(s->ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t i = 0; i < n; i++) {
+        const gpu_range *r = &s->pending_writes.items[i];
+        bb[i] = (VkBufferMemoryBarrier){.sType = VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER,
+                                        .srcAccessMask = ALL_WRITES,
+                                        .dstAccessMask = ALL_ACCESS,
+                                        .srcQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+                                        .dstQueueFamilyIndex = VK_QUEUE_FAMILY_IGNORED,
+                                        .buffer = r->buffer,
+                                        .offset = r->begin,
+                                        .size = r->end - r->begin};
+    }
+    vkCmdPipelineBarrier(s->cmd, ALL_STAGES, ALL_STAGES, 0, 0, NULL, n, n ? bb : NULL, 0, NULL);
+    if (bb != stack)
+        free(bb);
+    s->stats.barriers++;
+    s->pending_reads.count = s->pending_writes.count = 0;
+    return VKT_OK;
+}
+
+vkt_status gpu_stream_access(vkt_stream *s, const gpu_range *ranges, const int *writes,
+                             uint32_t n)
+{
+    int hazard = 0;
+    for (uint32_t i = 0; i < n && !hazard; i++)
+        hazard = conflicts(&s->pending_writes, &ranges[i]) ||
+                 (writes[i] && conflicts(&s->pending_reads, &ranges[i]));
+    if (hazard) {
+        vkt_status st = record_barrier(s);
+        if (st != VKT_OK)
+            return st;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!list_add(writes[i] ? &s->pending_writes : &s->pending_reads, &ranges[i]))
+            return vkt_fail(s->ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    return VKT_OK;
+}
+
+vkt_status vkt_stream_copy(vkt_stream *s, vkt_buffer *src, uint64_t src_offset, vkt_buffer *dst,
+                           uint64_t dst_offset, uint64_t bytes)
+{
+    if (!s)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_copy: stream is NULL");
+    vkt_context *ctx = s->ctx;
+    if (!src || !dst)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_copy: NULL buffer");
+    if (bytes == 0)
+        return VKT_OK;
+    if (src_offset > src->size || bytes > src->size - src_offset || dst_offset > dst->size ||
+        bytes > dst->size - dst_offset)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_stream_copy: %llu bytes from offset %llu of a %llu-byte buffer to "
+                        "offset %llu of a %llu-byte buffer do not fit",
+                        (unsigned long long)bytes, (unsigned long long)src_offset,
+                        (unsigned long long)src->size, (unsigned long long)dst_offset,
+                        (unsigned long long)dst->size);
+    if (src == dst && src_offset < dst_offset + bytes && dst_offset < src_offset + bytes)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_stream_copy: source and destination ranges overlap");
+    vkt_status st = gpu_stream_begin(s);
+    if (st != VKT_OK)
+        return st;
+    gpu_range r[2] = {{src->buffer, src_offset, src_offset + bytes},
+                      {dst->buffer, dst_offset, dst_offset + bytes}};
+    int w[2] = {0, 1};
+    st = gpu_stream_access(s, r, w, 2);
+    if (st != VKT_OK)
+        return st;
+    VkBufferCopy region = {src_offset, dst_offset, bytes};
+    vkCmdCopyBuffer(s->cmd, src->buffer, dst->buffer, 1, &region);
+    s->stats.copies++;
+    s->has_commands = 1;
+    return VKT_OK;
+}
+
+/* Last command of every recording: device writes made visible to the host, which
+ * reads results through mapped memory after the fence. */
+static vkt_status end_recording(vkt_stream *s)
+{
+    vkt_context *ctx = s->ctx;
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = ALL_WRITES,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(s->cmd, ALL_STAGES, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0,
+                         NULL);
+    GPU_CHECK(ctx, vkEndCommandBuffer(s->cmd));
+    s->recording = 0;
+    s->has_commands = 1;
+    return VKT_OK;
+}
+
+vkt_status vkt_stream_wait(vkt_stream *s)
+{
+    if (!s)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_wait: stream is NULL");
+    if (!s->submitted)
+        return VKT_OK;
+    vkt_context *ctx = s->ctx;
+    VkResult r = vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
+    s->submitted = 0; /* whatever the outcome, the submission is over */
+    if (r == VK_SUCCESS)
+        r = gpu_fault("vkWaitForFences");
+    if (r != VK_SUCCESS)
+        return vkt_fail(ctx->errmsg, gpu_status_of(r), "vkWaitForFences failed: %s",
+                        gpu_result_name(r));
+    s->completed = 1;
+    return VKT_OK;
+}
+
+vkt_status vkt_stream_submit(vkt_stream *s)
+{
+    if (!s)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_submit: stream is NULL");
+    vkt_context *ctx = s->ctx;
+    vkt_status st = vkt_stream_wait(s); /* a replay waits for the previous run */
+    if (st != VKT_OK)
+        return st;
+    if (!s->recording && !s->has_commands)
+        return VKT_OK; /* nothing recorded: nothing to do */
+    if (s->recording && (st = end_recording(s)) != VKT_OK)
+        return st;
+    GPU_CHECK(ctx, vkResetFences(ctx->device, 1, &s->fence));
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &s->cmd};
+    VkResult r = gpu_fault("vkQueueSubmit");
+    if (r == VK_SUCCESS)
+        r = vkQueueSubmit(ctx->queue, 1, &si, s->fence);
+    if (r != VK_SUCCESS)
+        return vkt_fail(ctx->errmsg, gpu_status_of(r), "vkQueueSubmit failed: %s",
+                        gpu_result_name(r));
+    s->submitted = 1;
+    return VKT_OK;
+}
+
+vkt_status vkt_stream_run(vkt_stream *s)
+{
+    vkt_status st = vkt_stream_submit(s);
+    return st == VKT_OK ? vkt_stream_wait(s) : st;
+}
+
+vkt_status vkt_stream_reset(vkt_stream *s)
+{
+    if (!s)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_reset: stream is NULL");
+    vkt_status st = vkt_stream_wait(s);
+    if (st != VKT_OK)
+        return st;
+    if (s->recording) {
+        vkEndCommandBuffer(s->cmd);
+        s->recording = 0;
+    }
+    GPU_CHECK(s->ctx, vkResetCommandBuffer(s->cmd, 0));
+    release_recording(s);
+    return VKT_OK;
+}
+
+vkt_status vkt_stream_stats_get(const vkt_stream *s, vkt_stream_stats *out)
+{
+    if (!s || !out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_stats_get: NULL");
+    *out = s->stats;
+    return VKT_OK;
+}
+
+vkt_status vkt_stream_timings(vkt_stream *s, vkt_timing *out, uint32_t capacity,
+                              uint32_t *out_count)
+{
+    if (out_count)
+        *out_count = 0;
+    if (!s || !out_count || (!out && capacity))
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_timings: NULL argument");
+    vkt_context *ctx = s->ctx;
+    if (!s->queries)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_STATE,
+                        "vkt_stream_timings: the stream was created without timestamps");
+    if (s->submitted || !s->completed)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_STATE,
+                        "vkt_stream_timings: run the stream (and wait) first");
+    uint32_t n = s->query_count / 2;
+    if (n > capacity)
+        n = capacity;
+    if (n == 0)
+        return VKT_OK;
+    uint64_t *ticks = malloc(2 * n * sizeof *ticks);
+    if (!ticks)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    VkResult r = vkGetQueryPoolResults(ctx->device, s->queries, 0, 2 * n, 2 * n * sizeof *ticks,
+                                       ticks, sizeof *ticks,
+                                       VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    if (r != VK_SUCCESS) {
+        free(ticks);
+        return vkt_fail(ctx->errmsg, gpu_status_of(r), "vkGetQueryPoolResults failed: %s",
+                        gpu_result_name(r));
+    }
+    double ns = ctx->props.limits.timestampPeriod;
+    for (uint32_t i = 0; i < n; i++)
+        out[i] = (vkt_timing){s->query_names[i], (double)(ticks[2 * i + 1] - ticks[2 * i]) * ns
+                                                     * 1e-3};
+    free(ticks);
+    *out_count = n;
+    return VKT_OK;
+}

@@ -1,0 +1,172 @@
+/* POSIX implementation of platform.h (Linux, macOS, other Unix). */
+#include "platform.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdatomic.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+void *vkt_dl_open(const char *path, char *why, size_t why_size)
+{
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib && why && why_size) {
+        const char *e = dlerror();
+        snprintf(why, why_size, "%s", e ? e : "unknown dlopen error");
+    }
+    return lib;
+}
+
+void *vkt_dl_symbol(void *lib, const char *name) { return lib ? dlsym(lib, name) : NULL; }
+
+void vkt_dl_close(void *lib)
+{
+    if (lib)
+        dlclose(lib);
+}
+
+const char *vkt_dl_vulkan_name(void)
+{
+#if defined(__APPLE__)
+    return "libvulkan.1.dylib";
+#else
+    return "libvulkan.so.1";
+#endif
+}
+
+double vkt_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double vkt_cpu_time(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *vkt_getenv(const char *name)
+{
+    const char *v = getenv(name);
+    return (v && *v) ? v : NULL;
+}
+
+int vkt_mkdirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+int vkt_read_file(const char *path, void **data, size_t *size)
+{
+    *data = NULL;
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    size_t cap = 1 << 16, len = 0;
+    unsigned char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (len < cap)
+            break;
+        unsigned char *bigger = realloc(buf, cap * 2);
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        free(buf);
+        return -1;
+    }
+    *data = buf;
+    *size = len;
+    return 0;
+}
+
+static int fsync_dir_of(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+int vkt_write_file_atomic(const char *path, const void *data, size_t size)
+{
+    /* Unique per process and per call, so threads writing the same path never share
+     * a temporary file. */
+    static atomic_uint counter;
+    char tmp[4096];
+    unsigned id = atomic_fetch_add(&counter, 1);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), id) >= (int)sizeof tmp)
+        return -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return -1;
+    const unsigned char *p = data;
+    size_t left = size;
+    while (left) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            close(fd);
+            unlink(tmp);
+            return -1;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return fsync_dir_of(path);
+}
+
+int vkt_stdout_is_tty(void) { return isatty(STDOUT_FILENO); }

@@ -1,0 +1,172 @@
+/* vkt bench <what>: measured figures printed as a table, last line `result: ...`. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t g_rng = 88172645463325252ull;
+static float rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (float)((g_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+/* Checks 256 sampled entries of C = A*B (packed N x N) against a host dot product in
+ * double. Returns the largest relative error. */
+static double check_samples(const float *a, const float *b, const float *c, uint32_t n)
+{
+    double worst = 0;
+    for (int s = 0; s < 256; s++) {
+        uint32_t i = (uint32_t)(rnd() * 0.5f * (float)n + (float)n * 0.5f) % n;
+        uint32_t j = (uint32_t)(rnd() * 0.5f * (float)n + (float)n * 0.5f) % n;
+        double want = 0, scale = 0;
+        for (uint32_t k = 0; k < n; k++) {
+            want += (double)a[(size_t)i * n + k] * b[(size_t)k * n + j];
+            scale += fabs((double)a[(size_t)i * n + k] * b[(size_t)k * n + j]);
+        }
+        double err = fabs(c[(size_t)i * n + j] - want) / (scale > 0 ? scale : 1);
+        if (err > worst)
+            worst = err;
+    }
+    return worst;
+}
+
+typedef struct gemm_run {
+    double gflops, seconds;
+    double max_err;
+    int ok;
+} gemm_run;
+
+static vkt_status bench_one(vkt_context *ctx, uint32_t n, double min_seconds, gemm_run *out)
+{
+    size_t elems = (size_t)n * n;
+    float *a = malloc(elems * 4), *b = malloc(elems * 4), *c = malloc(elems * 4);
+    vkt_buffer *buf = NULL;
+    vkt_stream *s = NULL;
+    vkt_status st = (a && b && c) ? VKT_OK : VKT_ERROR_OUT_OF_MEMORY;
+    if (st == VKT_OK)
+        st = vkt_buffer_create(ctx, 3 * elems * 4, VKT_MEMORY_DEVICE, &buf);
+    if (st == VKT_OK) {
+        for (size_t i = 0; i < elems; i++) {
+            a[i] = rnd();
+            b[i] = rnd();
+        }
+        st = vkt_buffer_write(buf, 0, a, elems * 4);
+    }
+    if (st == VKT_OK)
+        st = vkt_buffer_write(buf, elems * 4, b, elems * 4);
+    if (st == VKT_OK)
+        st = vkt_stream_create(ctx, NULL, &s);
+    if (st == VKT_OK) {
+        vkt_gemm_desc d = {.m = n, .n = n, .k = n, .alpha = 1.0f, .beta = 0.0f,
+                           .a = {buf, 0}, .b = {buf, elems}, .c = {buf, 2 * elems}};
+        st = vkt_gemm(s, &d);
+    }
+    if (st == VKT_OK)
+        st = vkt_stream_run(s); /* warm-up: pipeline creation, first touch */
+    int reps = 0;
+    double total = 0, best = 1e30;
+    while (st == VKT_OK && (reps < 2 || total < min_seconds)) {
+        double t0 = now_s();
+        st = vkt_stream_run(s);
+        double dt = now_s() - t0;
+        total += dt;
+        if (dt < best)
+            best = dt;
+        reps++;
+    }
+    if (st == VKT_OK)
+        st = vkt_buffer_read(buf, 2 * elems * 4, c, elems * 4);
+    if (st == VKT_OK) {
+        out->seconds = best;
+        out->gflops = 2.0 * n * (double)n * n / best * 1e-9;
+        out->max_err = check_samples(a, b, c, n);
+        out->ok = out->max_err < 1e-5;
+    }
+    vkt_stream_destroy(s);
+    vkt_buffer_destroy(buf);
+    free(a);
+    free(b);
+    free(c);
+    return st;
+}
+
+static int bench_gemm(int argc, char **argv)
+{
+    uint32_t sizes[8] = {256, 512, 1024, 2048}, n_sizes = 4;
+    double min_seconds = 1.0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
+            if (vkt_parse_device_list(argv[++i], sizes, 8, &n_sizes) != VKT_OK) {
+                fprintf(stderr, "vkt bench gemm: --sizes takes a list such as 256,512\n");
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--min-seconds") == 0 && i + 1 < argc) {
+            min_seconds = atof(argv[++i]);
+        } else {
+            fprintf(stderr, "usage: vkt bench gemm [--sizes 256,512,...] [--min-seconds S]\n");
+            return 2;
+        }
+    }
+    vkt_instance *inst = cli_instance();
+    if (!inst)
+        return 1;
+    vkt_context *ctx = NULL;
+    vkt_status st = vkt_context_create(inst, NULL, &ctx);
+    if (st != VKT_OK) {
+        cli_fail("cannot create a context", st, vkt_last_error());
+        vkt_instance_destroy(inst);
+        return 1;
+    }
+    vkt_device_info info;
+    vkt_context_device_info(ctx, &info);
+    const char *threads = getenv("LP_NUM_THREADS");
+    printf("device: %s (%s kernels)%s%s\n", info.name,
+           vkt_context_kernel_variant(ctx) == VKT_KERNELS_CPU ? "cpu" : "gpu",
+           threads ? ", LP_NUM_THREADS=" : "", threads ? threads : "");
+    printf("%6s %12s %10s %12s %6s\n", "N", "seconds", "GFLOP/s", "max rel err", "check");
+    double g1024 = -1;
+    int all_ok = 1;
+    for (uint32_t i = 0; i < n_sizes && st == VKT_OK; i++) {
+        gemm_run r = {0};
+        st = bench_one(ctx, sizes[i], min_seconds, &r);
+        if (st != VKT_OK)
+            break;
+        printf("%6u %12.6f %10.2f %12.2e %6s\n", sizes[i], r.seconds, r.gflops, r.max_err,
+               r.ok ? "ok" : "FAIL");
+        fflush(stdout);
+        all_ok &= r.ok;
+        if (sizes[i] == 1024)
+            g1024 = r.gflops;
+    }
+    int rc = 0;
+    if (st != VKT_OK)
+        rc = cli_fail("bench gemm", st, vkt_context_errmsg(ctx));
+    else if (!all_ok)
+        rc = cli_fail("bench gemm", VKT_ERROR_INTERNAL, "GEMM result check failed");
+    if (rc == 0 && g1024 >= 0)
+        printf("result: gemm_1024_gflops=%.2f\n", g1024);
+    vkt_context_destroy(ctx);
+    vkt_instance_destroy(inst);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "gemm") == 0)
+        return bench_gemm(argc - 2, argv + 2);
+    fprintf(stderr, "usage: vkt bench gemm [options]\n");
+    return 2;
+}

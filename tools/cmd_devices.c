@@ -1,0 +1,55 @@
+/* vkt devices: the device table. */
+#include <stdio.h>
+
+#include "cli.h"
+
+static void print_device(uint32_t i, const vkt_device_info *d)
+{
+    printf("device %u: %s\n", i, d->name);
+    printf("  type                    %s\n", vkt_device_type_name(d->type));
+    printf("  vendor / device id      0x%04x / 0x%04x\n", d->vendor_id, d->device_id);
+    printf("  driver                  %s %s\n", d->driver_name[0] ? d->driver_name : "?",
+           d->driver_info);
+    printf("  Vulkan API              %u.%u.%u\n", (d->api_version >> 22) & 0x7f,
+           (d->api_version >> 12) & 0x3ff, d->api_version & 0xfff);
+    for (uint32_t h = 0; h < d->heap_count; h++)
+        printf("  memory heap %u           %.1f MiB%s\n", h,
+               (double)d->heap_size[h] / (1024.0 * 1024.0),
+               d->heap_device_local[h] ? " (device-local)" : "");
+    printf("  subgroup size           %u\n", d->subgroup_size);
+    printf("  maxStorageBufferRange   %llu bytes\n",
+           (unsigned long long)d->max_storage_buffer_range);
+    printf("  shared memory           %u bytes\n", d->max_shared_memory);
+    printf("  workgroup invocations   %u\n", d->max_workgroup_invocations);
+    printf("  max allocation          %llu bytes\n", (unsigned long long)d->max_allocation_size);
+    printf("  compute-only queue      %s\n", d->compute_only_queue ? "yes" : "no");
+    printf("  timestamps              %s\n", d->timestamps ? "yes" : "no");
+}
+
+int cmd_devices(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    vkt_instance *inst = cli_instance();
+    if (!inst)
+        return 1;
+    uint32_t n = vkt_instance_device_count(inst);
+    for (uint32_t i = 0; i < n; i++) {
+        vkt_device_info d;
+        if (vkt_instance_device_info(inst, i, &d) == VKT_OK)
+            print_device(i, &d);
+    }
+    uint32_t sel[64], count = 0;
+    vkt_status st = vkt_instance_select_devices(inst, sel, 64, &count);
+    if (st != VKT_OK) {
+        cli_fail("VKT_DEVICES", st, vkt_instance_errmsg(inst));
+        vkt_instance_destroy(inst);
+        return 1;
+    }
+    printf("selected (VKT_DEVICES):");
+    for (uint32_t i = 0; i < count; i++)
+        printf(" %u", sel[i]);
+    printf("\n");
+    vkt_instance_destroy(inst);
+    return 0;
+}

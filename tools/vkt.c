@@ -1,0 +1,64 @@
+/* vkt - the vktrain command line. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vkt <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  devices            list Vulkan devices and their limits\n"
+            "  bench gemm         GEMM GFLOP/s at 256..2048 with a correctness check\n"
+            "  version            print the version\n"
+            "  help               this text\n"
+            "\n"
+            "environment:\n"
+            "  VKT_DEVICES=0,0    devices to use (an index may repeat: one replica each)\n"
+            "  VKT_KERNELS=cpu|gpu  force the kernel variant (default: from the device type)\n"
+            "  VKT_VALIDATION=1   enable the Khronos validation layer\n"
+            "  VKT_CACHE_DIR=DIR  where the pipeline cache is kept (default ~/.cache/vktrain)\n");
+}
+
+int cli_fail(const char *what, vkt_status st, const char *msg)
+{
+    fprintf(stderr, "vkt: %s: %s: %s\n", what, vkt_status_name(st), msg);
+    return 1;
+}
+
+vkt_instance *cli_instance(void)
+{
+    vkt_instance *inst = NULL;
+    vkt_status st = vkt_instance_create(NULL, &inst);
+    if (st != VKT_OK) {
+        cli_fail("cannot start Vulkan", st, vkt_last_error());
+        return NULL;
+    }
+    return inst;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "devices") == 0)
+        return cmd_devices(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0)
+        return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "version") == 0) {
+        printf("vkt %d.%d.%d\n", VKT_VERSION_MAJOR, VKT_VERSION_MINOR, VKT_VERSION_PATCH);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "vkt: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
