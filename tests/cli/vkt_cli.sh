@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The vkt command as a user runs it: devices table, device selection errors, a quick
+# GEMM benchmark with its correctness check, and missing-Vulkan handling.
+# Usage: vkt_cli.sh BIN_DIR
+set -u
+bin=$1/vkt
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1" >&2; fi; }
+
+out=$("$bin" devices 2>&1); rc=$?
+check "vkt devices exits 0" "[[ $rc -eq 0 ]]"
+check "devices lists device 0" "grep -q '^device 0: ' <<<\"\$out\""
+check "devices shows maxStorageBufferRange" "grep -q 'maxStorageBufferRange' <<<\"\$out\""
+check "devices shows subgroup size" "grep -q 'subgroup size' <<<\"\$out\""
+out=$(VKT_DEVICES=0,0,0 "$bin" devices 2>&1)
+check "VKT_DEVICES=0,0,0 selects device 0 three times" "grep -q 'selected (VKT_DEVICES): 0 0 0' <<<\"\$out\""
+out=$(VKT_DEVICES=7 "$bin" devices 2>&1); rc=$?
+check "a missing device index fails cleanly" "[[ $rc -eq 1 ]] && grep -q 'VKT_ERROR_NO_DEVICE' <<<\"\$out\""
+out=$(VKT_VULKAN_LIBRARY=/nonexistent/libvulkan.so.1 "$bin" devices 2>&1); rc=$?
+check "no Vulkan loader: exit 1 with VKT_ERROR_NO_VULKAN" "[[ $rc -eq 1 ]] && grep -q 'VKT_ERROR_NO_VULKAN' <<<\"\$out\""
+out=$(VK_DRIVER_FILES=/nonexistent.json VK_ICD_FILENAMES=/nonexistent.json "$bin" devices 2>&1); rc=$?
+check "no Vulkan driver: exit 1 with VKT_ERROR_NO_DEVICE" "[[ $rc -eq 1 ]] && grep -q 'VKT_ERROR_NO_DEVICE' <<<\"\$out\""
+out=$("$bin" bench gemm --sizes 64,100,1024 --min-seconds 0 2>&1); rc=$?
+check "bench gemm runs and checks its results" "[[ $rc -eq 0 ]] && [[ \$(grep -c ' ok\$' <<<\"\$out\") -eq 3 ]]"
+check "bench gemm ends with the result line" "tail -1 <<<\"\$out\" | grep -Eq '^result: gemm_1024_gflops=[0-9.]+\$'"
+out=$("$bin" frobnicate 2>&1); rc=$?
+check "unknown command: usage and exit 2" "[[ $rc -eq 2 ]] && grep -q usage <<<\"\$out\""
+echo "vkt_cli: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
