@@ -346,6 +346,395 @@ vkt_status vkt_fill(vkt_stream *stream, vkt_view y, uint64_t n, float value);
 /* y[i] = x[i] for i < n (ranges must not overlap). */
 vkt_status vkt_copy(vkt_stream *stream, vkt_view x, vkt_view y, uint64_t n);
 
+/* ------------------------------------------------------------------------------ */
+/* Graphs: a static dataflow graph of tensors, built once through the functions   */
+/* below, then compiled into a model for a context (forward, backward, memory      */
+/* plan, one recorded step).                                                       */
+/* ------------------------------------------------------------------------------ */
+/*
+ * Building: every function that makes a tensor takes the graph first and returns a
+ * `vkt_tensor *` owned by the graph (valid until vkt_graph_destroy). Shapes are inferred
+ * and checked as the graph is built. Errors are sticky, so calls can be chained and
+ * checked once: a call given a NULL tensor returns NULL; a call whose shapes do not
+ * agree returns NULL and records a message naming the op and both shapes; the graph
+ * keeps the first error (vkt_graph_status, vkt_graph_errmsg) and no model can be made
+ * from it.
+ *
+ * Batch: the first dimension of every input is the batch. A model may be compiled for
+ * another batch size (vkt_model_options.batch): every shape is inferred again, and a
+ * reshape whose target has a 0 dimension infers that one (use 0 for the batch).
+ *
+ * Shapes below: B is the batch; scalars have ndim 0.
+ */
+
+typedef struct vkt_graph vkt_graph;
+typedef struct vkt_tensor vkt_tensor;
+
+typedef struct vkt_graph_options {
+    uint64_t seed; /* seeds parameter initializers and dropout; 0 = a fixed default */
+} vkt_graph_options;
+
+vkt_status vkt_graph_create(const vkt_graph_options *options, vkt_graph **out_graph /* OUT */);
+/* Models made from the graph must be destroyed first. */
+void vkt_graph_destroy(vkt_graph *graph);
+/* VKT_OK, or the first error met while building (VKT_ERROR_SHAPE for shapes that do
+ * not agree, VKT_ERROR_INVALID_ARGUMENT for NULL or bad arguments). */
+vkt_status vkt_graph_status(const vkt_graph *graph);
+/* Message of that first error ("" if none), e.g. "vkt_matmul: inner dimensions differ:
+ * a [128,784] and b [512,256]". */
+const char *vkt_graph_errmsg(const vkt_graph *graph);
+
+/* The tensor's shape as built ({0} for NULL) and its name (never NULL; ops get names
+ * such as "relu#7"). */
+vkt_shape vkt_tensor_shape(const vkt_tensor *tensor);
+const char *vkt_tensor_name(const vkt_tensor *tensor);
+/* Names a tensor (copied, at most 63 characters kept); returns it. */
+vkt_tensor *vkt_set_name(vkt_graph *graph, vkt_tensor *tensor, const char *name);
+/* The first tensor with that name, or NULL. */
+vkt_tensor *vkt_graph_find(const vkt_graph *graph, const char *name);
+/* Marks a tensor to be kept after a step so vkt_model_read can read it (the memory
+ * plan does not reuse its memory); returns it. The loss, inputs and parameters are
+ * always readable. */
+vkt_tensor *vkt_keep(vkt_graph *graph, vkt_tensor *tensor);
+
+/* ---- leaves ---- */
+
+/* A placeholder of fp32 data set before each step; shape->dims[0] is the batch. */
+vkt_tensor *vkt_input(vkt_graph *graph, const char *name, const vkt_shape *shape);
+/* Integer class labels [B] (int32 data), for vkt_softmax_cross_entropy. */
+vkt_tensor *vkt_input_labels(vkt_graph *graph, const char *name, uint32_t batch);
+
+typedef enum vkt_init_kind {
+    VKT_INIT_ZEROS = 0,
+    VKT_INIT_CONSTANT, /* a */
+    VKT_INIT_UNIFORM,  /* uniform in [a, b) */
+    VKT_INIT_NORMAL,   /* mean a, standard deviation b */
+    VKT_INIT_GLOROT,   /* uniform in +-sqrt(6 / (fan_in + fan_out)) (Glorot/Xavier) */
+    VKT_INIT_HE,       /* normal, mean 0, standard deviation sqrt(2 / fan_in) (He/Kaiming) */
+    VKT_INIT_COUNT
+} vkt_init_kind;
+
+/* fan_out is the last dimension, fan_in the product of the others (a [in,out] weight);
+ * for 1-D shapes both are the length. */
+typedef struct vkt_init {
+    vkt_init_kind kind;
+    float a, b;
+    uint64_t seed; /* 0: derived from the graph's seed and the parameter's position */
+} vkt_init;
+
+/* A trainable parameter; NULL init means zeros. Parameters have no batch dimension. */
+vkt_tensor *vkt_param(vkt_graph *graph, const char *name, const vkt_shape *shape,
+                      const vkt_init *init);
+
+/* ---- ops ---- */
+
+/* [M,K] x [K,N] -> [M,N] */
+vkt_tensor *vkt_matmul(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
+/* x[B,in] w[in,out] + b[out] -> [B,out]; b may be NULL. An activation applied to the
+ * result (its only use) is fused into it when the model is compiled. */
+vkt_tensor *vkt_linear(vkt_graph *graph, vkt_tensor *x, vkt_tensor *w, vkt_tensor *b);
+/* Elementwise with broadcasting (NumPy rules); the result has the broadcast shape. */
+vkt_tensor *vkt_add(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
+vkt_tensor *vkt_sub(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
+vkt_tensor *vkt_mul(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
+/* s * x */
+vkt_tensor *vkt_scale(vkt_graph *graph, vkt_tensor *x, float s);
+/* Activations, same shape as x. leaky_relu: x > 0 ? x : alpha * x. gelu: tanh form. */
+vkt_tensor *vkt_relu(vkt_graph *graph, vkt_tensor *x);
+vkt_tensor *vkt_leaky_relu(vkt_graph *graph, vkt_tensor *x, float alpha);
+vkt_tensor *vkt_gelu(vkt_graph *graph, vkt_tensor *x);
+vkt_tensor *vkt_tanh(vkt_graph *graph, vkt_tensor *x);
+vkt_tensor *vkt_sigmoid(vkt_graph *graph, vkt_tensor *x);
+/* Along the last axis, same shape as x. (vkt_softmax is the kernel of the same name.) */
+vkt_tensor *vkt_softmax_last(vkt_graph *graph, vkt_tensor *x);
+vkt_tensor *vkt_log_softmax(vkt_graph *graph, vkt_tensor *x);
+/* logits[B,C], labels[B] (vkt_input_labels) -> scalar: mean over the batch of
+ * -log softmax(logits)[label]. Labels must lie in [0, C). */
+vkt_tensor *vkt_softmax_cross_entropy(vkt_graph *graph, vkt_tensor *logits, vkt_tensor *labels);
+/* pred, target of one shape -> scalar: mean of (pred - target)^2 over all elements. */
+vkt_tensor *vkt_mse(vkt_graph *graph, vkt_tensor *pred, vkt_tensor *target);
+/* axis < 0: over all elements -> scalar; else the shape with dims[axis] removed. */
+vkt_tensor *vkt_sum(vkt_graph *graph, vkt_tensor *x, int axis);
+vkt_tensor *vkt_mean(vkt_graph *graph, vkt_tensor *x, int axis);
+/* Same elements, new shape (one dimension may be 0: inferred). No copy is made. */
+vkt_tensor *vkt_reshape(vkt_graph *graph, vkt_tensor *x, const vkt_shape *shape);
+/* [M,N] -> [N,M] */
+vkt_tensor *vkt_transpose(vkt_graph *graph, vkt_tensor *x);
+/* Joins n tensors (n <= 32) along axis; the other dimensions must agree. */
+vkt_tensor *vkt_concat(vkt_graph *graph, vkt_tensor *const *tensors, uint32_t n, uint32_t axis);
+/* Splits x along axis into n parts of sizes[i] (which sum to dims[axis]); writes the n
+ * parts to outs (all NULL on error). Returns outs[0]. */
+vkt_tensor *vkt_split(vkt_graph *graph, vkt_tensor *x, uint32_t axis, const uint32_t *sizes,
+                      uint32_t n, vkt_tensor **outs /* OUT */);
+/* Training: zeroes each element with probability p and scales the others by 1/(1-p);
+ * the pattern comes from a counter-based hash of (seed, step, element), so a run is
+ * reproducible. Evaluation (vkt_model_forward): the identity. 0 <= p < 1. */
+vkt_tensor *vkt_dropout(vkt_graph *graph, vkt_tensor *x, float p);
+
+/* ------------------------------------------------------------------------------ */
+/* Models: a graph compiled for a context                                          */
+/* ------------------------------------------------------------------------------ */
+/*
+ * A model owns, per category, one flat device allocation: parameters (tensors are
+ * views into it; gaps between them for alignment are zero and stay zero), gradients
+ * (the same layout), and an activation arena planned by liveness so values whose
+ * lifetimes do not overlap share memory. A training step (copy inputs in, forward,
+ * loss, backward into the gradient buffer) is recorded once into a stream on first use
+ * and replayed by every later step; the gradient of a tensor used several times is the
+ * sum of its uses' contributions (the first use writes, the others add, so no
+ * zero-fill is needed).
+ *
+ * VKT_CHECK=1 in the environment (or options.check) runs every op on the CPU reference
+ * too after each step, from the device's own inputs of that op, and fails the step with
+ * VKT_ERROR_INTERNAL naming the first op (in execution order) whose output differs.
+ * It disables memory reuse so every value can be read back.
+ */
+
+typedef struct vkt_model vkt_model;
+
+typedef struct vkt_model_options {
+    uint32_t batch;          /* 0: every input as built; else the first dimension of
+                                every input becomes `batch` */
+    int forward_only;        /* 1: no backward and no gradients (evaluation, inference) */
+    vkt_model *share_params; /* use that model's parameter buffer (same graph and context;
+                                it must outlive this model); else parameters are
+                                initialized from their vkt_init */
+    int no_memory_reuse;     /* 1: every value its own memory (debugging) */
+    int no_fusion;           /* 1: record every op alone (debugging, benchmarks) */
+    int check;               /* 1: VKT_CHECK mode (see above) */
+} vkt_model_options;
+
+/* Compiles `graph` for `context`; the graph must outlive the model, and the model must be
+ * destroyed before its context. `loss` is the scalar
+ * to differentiate; NULL (or forward_only) makes a forward-only model. Only the loss,
+ * the kept tensors and what they depend on are computed (everything when both are
+ * absent). Fails with the graph's status if building it failed, VKT_ERROR_SHAPE if the
+ * shapes do not agree at options.batch, VKT_ERROR_INVALID_ARGUMENT if loss is not a
+ * scalar of this graph. */
+vkt_status vkt_model_create(vkt_context *context, vkt_graph *graph, vkt_tensor *loss,
+                            const vkt_model_options *options, vkt_model **out_model /* OUT */);
+void vkt_model_destroy(vkt_model *model);
+const char *vkt_model_errmsg(const vkt_model *model);
+uint32_t vkt_model_batch(const vkt_model *model);
+/* A tensor's shape in this model (at its batch). */
+vkt_status vkt_model_shape(const vkt_model *model, const vkt_tensor *tensor,
+                           vkt_shape *out_shape /* OUT */);
+
+/* Copies one batch of an input into the model: `count` must be the input's element
+ * count at the model's batch. fp32 for vkt_input, int32 for vkt_input_labels (checked
+ * against the classes of the cross-entropy that reads them). */
+vkt_status vkt_model_set_input(vkt_model *model, const vkt_tensor *input, const void *data,
+                               uint64_t count);
+
+/* One training step: forward (dropout on), loss, backward into the gradient buffer.
+ * Waits for the device. Advances the step counter that seeds dropout. */
+vkt_status vkt_model_forward_backward(vkt_model *model);
+/* Forward only, in evaluation mode (dropout is the identity). Waits for the device. */
+vkt_status vkt_model_forward(vkt_model *model);
+
+/* The loss of the last step or forward. */
+vkt_status vkt_model_loss(vkt_model *model, float *out_loss /* OUT */);
+/* Reads a tensor after a step: the loss, inputs, parameters, kept tensors (vkt_keep);
+ * any tensor with options.no_memory_reuse. `count` must be its element count. */
+vkt_status vkt_model_read(vkt_model *model, const vkt_tensor *tensor, float *out /* OUT */,
+                          uint64_t count);
+/* Writes one parameter's values. */
+vkt_status vkt_model_write(vkt_model *model, const vkt_tensor *param, const float *data,
+                           uint64_t count);
+/* The gradient of a parameter after vkt_model_forward_backward. */
+vkt_status vkt_model_read_grad(vkt_model *model, const vkt_tensor *param, float *out /* OUT */,
+                               uint64_t count);
+
+/* The flat parameter and gradient buffers (same layout): for optimizers, checkpoints
+ * and averaging across replicas. count must equal vkt_model_param_count. */
+uint64_t vkt_model_param_count(const vkt_model *model);
+vkt_status vkt_model_param_offset(const vkt_model *model, const vkt_tensor *param,
+                                  uint64_t *out_offset /* OUT: elements */);
+vkt_status vkt_model_read_params(vkt_model *model, float *out /* OUT */, uint64_t count);
+vkt_status vkt_model_write_params(vkt_model *model, const float *data, uint64_t count);
+vkt_status vkt_model_read_grads(vkt_model *model, float *out /* OUT */, uint64_t count);
+vkt_status vkt_model_write_grads(vkt_model *model, const float *data, uint64_t count);
+
+/* The step counter that seeds dropout (advanced by every vkt_model_forward_backward);
+ * set it when resuming from a checkpoint. */
+uint64_t vkt_model_step_index(const vkt_model *model);
+void vkt_model_set_step_index(vkt_model *model, uint64_t step);
+
+typedef struct vkt_model_stats {
+    uint64_t param_count;               /* elements of the flat parameter buffer */
+    uint64_t param_bytes, grad_bytes;   /* grad_bytes 0 for forward-only models */
+    uint64_t activation_bytes;          /* the arena: the planned peak, with reuse */
+    uint64_t activation_no_reuse_bytes; /* the same values without reuse */
+    uint32_t values;                    /* values planned into the arena */
+    uint32_t step_dispatches, step_copies, step_barriers; /* one training step */
+    uint32_t forward_dispatches, forward_barriers;        /* one vkt_model_forward */
+} vkt_model_stats;
+
+/* Records the streams if that has not happened yet. */
+vkt_status vkt_model_stats_get(vkt_model *model, vkt_model_stats *out /* OUT */);
+
+/* ------------------------------------------------------------------------------ */
+/* Optimizers: one update of every parameter, recorded once and replayed each step */
+/* ------------------------------------------------------------------------------ */
+
+/* An optimizer updates one flat parameter buffer of n elements from the gradient buffer
+ * of the same layout, on the device: one dispatch for all parameters (two with
+ * clipping; more only past maxStorageBufferRange, one per binding-sized chunk). The
+ * update is recorded into a stream once; the per-step values (learning rate after the
+ * schedule, Adam's step, betas, weight decay, clipping) live in a small host-visible
+ * buffer that vkt_optimizer_set_step / _set_options rewrite, so every replay of the
+ * same stream uses the current values without re-recording.
+ * Messages of failed calls are kept by the optimizer's context (vkt_context_errmsg).
+ * Destroy an optimizer before its context. */
+typedef struct vkt_optimizer vkt_optimizer;
+
+typedef enum vkt_optimizer_kind {
+    VKT_OPTIMIZER_SGD = 0, /* with optional momentum and Nesterov */
+    VKT_OPTIMIZER_ADAM,    /* weight decay as L2 added to the gradient */
+    VKT_OPTIMIZER_ADAMW    /* weight decay decoupled: w -= lr * weight_decay * w */
+} vkt_optimizer_kind;
+
+typedef enum vkt_schedule_kind {
+    VKT_SCHEDULE_CONSTANT = 0, /* lr */
+    VKT_SCHEDULE_STEP,         /* lr * gamma^floor(step / step_size) */
+    /* lr * (step + 1) / warmup_steps for step < warmup_steps; then
+     * min_lr + (lr - min_lr) * (1 + cos(pi * (step - warmup_steps) /
+     * (total_steps - warmup_steps))) / 2; min_lr from total_steps on. */
+    VKT_SCHEDULE_WARMUP_COSINE
+} vkt_schedule_kind;
+
+/* A zero-initialised struct (or NULL) is plain SGD at lr 0.01 with a constant schedule.
+ * Fields marked "0 = x" take that default when 0; the others mean what 0 says. Fields
+ * that do not apply to the kind must stay 0 (a set momentum for Adam is an error). */
+typedef struct vkt_optimizer_options {
+    vkt_optimizer_kind kind;
+    float lr;             /* base learning rate, >= 0; 0 = 0.01 (SGD), 0.001 (Adam, AdamW) */
+    /* SGD: buf = momentum * buf + g; step along buf, or g + momentum * buf (Nesterov).
+     * The velocity buffer exists only if momentum > 0 at creation. */
+    float momentum;       /* [0, 1) */
+    int nesterov;         /* 1: Nesterov momentum (needs momentum > 0) */
+    /* Adam, AdamW (bias-corrected moments, t = step + 1) */
+    float beta1;          /* (0, 1); 0 = 0.9 */
+    float beta2;          /* (0, 1); 0 = 0.999 */
+    float eps;            /* > 0; 0 = 1e-8, added to sqrt(v_hat) */
+    /* every kind */
+    float weight_decay;   /* >= 0: L2 added to the gradient (SGD, Adam); decoupled (AdamW) */
+    float clip_norm;      /* > 0: scale the gradient so its global L2 norm is at most this,
+                             by min(1, clip_norm / (norm + 1e-6)); 0 = no clipping */
+    float grad_scale;     /* the gradient is multiplied by this first (e.g. 1/replicas
+                             when they are summed); 0 = 1 */
+    /* learning-rate schedule; `step` counts updates from 0 */
+    vkt_schedule_kind schedule;
+    uint64_t step_size;   /* STEP: > 0 */
+    float gamma;          /* STEP: > 0; 0 = 0.1 */
+    uint64_t warmup_steps; /* WARMUP_COSINE: <= total_steps (0 = no warmup) */
+    uint64_t total_steps; /* WARMUP_COSINE: > 0 */
+    float min_lr;         /* WARMUP_COSINE: in [0, lr] */
+} vkt_optimizer_options;
+
+const char *vkt_optimizer_kind_name(vkt_optimizer_kind kind);   /* "sgd", "adam", "adamw" */
+const char *vkt_schedule_kind_name(vkt_schedule_kind kind);     /* "constant", "step", ... */
+
+/* The learning rate of update number `step` (0 = the first) under `options` (defaults
+ * applied). NaN if the options are invalid (vkt_optimizer_create says why). */
+float vkt_schedule_lr(const vkt_optimizer_options *options, uint64_t step);
+
+/* An optimizer of n_params parameters with its moments (zero) on the device: SGD with
+ * momentum keeps n floats, Adam and AdamW 2n. Ready for step 0. */
+vkt_status vkt_optimizer_create(vkt_context *context, const vkt_optimizer_options *options,
+                                uint64_t n_params, vkt_optimizer **out_optimizer /* OUT */);
+void vkt_optimizer_destroy(vkt_optimizer *optimizer);
+
+/* Records one update of params[0, n) from grads[0, n) (views of n_params elements that
+ * do not overlap) into the stream; every submission of the stream applies it again.
+ * Record it once per stream. Clipping needs clip_norm > 0 at recording (it adds the
+ * norm pass). Views that start at a multiple of 4 elements take a vec4 path (about
+ * twice as fast on lavapipe); SGD without momentum needs only the two to agree mod 4. */
+vkt_status vkt_optimizer_record(vkt_optimizer *optimizer, vkt_stream *stream,
+                                vkt_view params, vkt_view grads);
+
+/* Writes the hyperparameters of update number `step` (0 = the first; the schedule's
+ * step and Adam's t - 1) for the next submission. Call it while no submission that
+ * runs the update is in flight (after vkt_stream_wait). */
+vkt_status vkt_optimizer_set_step(vkt_optimizer *optimizer, uint64_t step);
+/* The step the hyperparameters are set for (0 after creation). */
+uint64_t vkt_optimizer_step(const vkt_optimizer *optimizer);
+uint64_t vkt_optimizer_size(const vkt_optimizer *optimizer); /* n_params */
+
+/* Changes the options from the current step on (rewrites its hyperparameters), without
+ * re-recording: lr, schedule, momentum, betas, eps, weight decay, clip_norm, grad_scale.
+ * The kind cannot change; momentum cannot be turned on for an SGD optimizer created
+ * without it, nor clipping on after an update was recorded without it
+ * (VKT_ERROR_STATE). Same timing rule as vkt_optimizer_set_step. */
+vkt_status vkt_optimizer_set_options(vkt_optimizer *optimizer,
+                                     const vkt_optimizer_options *options);
+/* The options in use, defaults applied. */
+vkt_status vkt_optimizer_get_options(const vkt_optimizer *optimizer,
+                                     vkt_optimizer_options *out /* OUT */);
+
+/* The optimizer's state as one blob, for checkpoints and for moving state between
+ * replicas: a small header (kind, n_params, step; host byte order) and the moments.
+ * write_state checks the header against the optimizer (VKT_ERROR_FORMAT,
+ * VKT_ERROR_SHAPE) and restores the step; `bytes` must equal the state size. Both wait
+ * for the device. */
+uint64_t vkt_optimizer_state_size(const vkt_optimizer *optimizer);
+vkt_status vkt_optimizer_read_state(vkt_optimizer *optimizer, void *host /* OUT */,
+                                    uint64_t bytes);
+vkt_status vkt_optimizer_write_state(vkt_optimizer *optimizer, const void *host,
+                                     uint64_t bytes);
+
+/* ------------------------------------------------------------------------------ */
+/* Data sets and loaders (host side)                                              */
+/* ------------------------------------------------------------------------------ */
+
+/* A data set of `count` samples, each `features` floats and one int32 class label in
+ * [0, classes). Held in host memory. */
+typedef struct vkt_dataset vkt_dataset;
+
+/* Copies x[count, features] and y[count] (y may be NULL: labels all 0, classes 0).
+ * Labels outside [0, classes) are refused with a message naming the index. */
+vkt_status vkt_dataset_create(uint32_t count, uint32_t features, uint32_t classes,
+                              const float *x, const int32_t *y,
+                              vkt_dataset **out_dataset /* OUT */);
+/* Loads an MNIST-style folder: train-images-idx3-ubyte, train-labels-idx1-ubyte,
+ * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each plain or with ".gz" appended.
+ * Pixels become floats in [0, 1]. Truncated or corrupt files: VKT_ERROR_FORMAT (or
+ * VKT_ERROR_SHAPE, VKT_ERROR_IO) with a message (vkt_last_error) naming the file. */
+vkt_status vkt_dataset_load_mnist(const char *dir, vkt_dataset **out_train /* OUT */,
+                                  vkt_dataset **out_test /* OUT */);
+void vkt_dataset_destroy(vkt_dataset *dataset);
+uint32_t vkt_dataset_count(const vkt_dataset *dataset);
+uint32_t vkt_dataset_features(const vkt_dataset *dataset);
+uint32_t vkt_dataset_classes(const vkt_dataset *dataset);
+/* Row-major [count, features] and [count]; owned by the data set. */
+const float *vkt_dataset_x(const vkt_dataset *dataset);
+const int32_t *vkt_dataset_y(const vkt_dataset *dataset);
+
+/* Batches of a data set in a seeded random order that is new every epoch. */
+typedef struct vkt_loader vkt_loader;
+
+typedef struct vkt_loader_options {
+    uint32_t batch;     /* rows per batch (required) */
+    uint64_t seed;      /* permutation seed; epoch e uses a permutation of (seed, e) */
+    int no_shuffle;     /* 1: samples in stored order */
+    int keep_partial;   /* 1: the last batch of an epoch may be short; default: dropped */
+} vkt_loader_options;
+
+/* The data set must outlive the loader. */
+vkt_status vkt_loader_create(const vkt_dataset *dataset, const vkt_loader_options *options,
+                             vkt_loader **out_loader /* OUT */);
+void vkt_loader_destroy(vkt_loader *loader);
+/* Copies the next batch into x[batch, features] and y[batch]; *out_rows says how many
+ * rows were written (the batch, or fewer for a kept partial batch). Moves to the next
+ * epoch (a new permutation) when one ends. */
+vkt_status vkt_loader_next(vkt_loader *loader, float *x /* OUT */, int32_t *y /* OUT */,
+                           uint32_t *out_rows /* OUT */);
+uint32_t vkt_loader_batches_per_epoch(const vkt_loader *loader);
+/* Position: the epoch and the number of batches already taken from it. */
+void vkt_loader_position(const vkt_loader *loader, uint64_t *epoch, uint64_t *batch_index);
+/* Moves to a position (e.g. restored from a checkpoint). */
+vkt_status vkt_loader_seek(vkt_loader *loader, uint64_t epoch, uint64_t batch_index);
+
 #ifdef __cplusplus
 }
 #endif

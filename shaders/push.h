@@ -31,6 +31,10 @@ struct vkt_push_gemm {
     VKT_F32 alpha, beta;
 };
 
+/* 1-D kernels go through vec4 loads and stores where every binding has the same
+ * alignment phase: elements [0, head) and those after head + 4 * nvec one at a time, the
+ * nvec vec4s in between at once. nvec = 0: all one at a time. */
+
 /* Unary elementwise and its derivative: y = f(x) / dx = dy * f'(x), n elements.
  * y_off is the output: y forward, dx backward. */
 struct vkt_push_unary {
@@ -38,6 +42,7 @@ struct vkt_push_unary {
     VKT_U32 op;
     VKT_F32 alpha;
     VKT_U32 x_off, y_off, dy_off;
+    VKT_U32 head, nvec;
 };
 
 /* Binary with broadcasting over 4 dims (outermost first). Strides are in elements and
@@ -51,6 +56,8 @@ struct vkt_push_binary {
     VKT_U32 b_str0, b_str1, b_str2, b_str3;
     VKT_U32 a_off, b_off, y_off, dy_off;
     VKT_U32 n;                     /* elements to produce */
+    VKT_U32 head, nvec;            /* forward, one dim: the vec4 split (see above) */
+    VKT_U32 units4;                /* forward, several dims: in units of 4 elements */
 };
 
 /* Reduction of x viewed as [outer, axis, inner] along the middle dimension. */
@@ -73,6 +80,102 @@ struct vkt_push_fill {
     VKT_U32 n;
     VKT_F32 value;
     VKT_U32 x_off, y_off;
+    VKT_U32 head, nvec;
+};
+
+/* Optimizer over one chunk of the flat parameter buffer: the update
+ * (shaders/optim_update.comp) and the per-workgroup sums of squares of the gradient that
+ * clipping by global norm needs (shaders/optim_norm.comp). The norm pass of a chunk
+ * writes one partial per workgroup from part_off on; the update reads all n_parts
+ * partials (of every chunk). The per-step values are in struct vkt_optim_hyper. */
+struct vkt_push_optim {
+    VKT_U32 n;                     /* elements of this chunk */
+    VKT_U32 p_off, g_off, m_off, v_off, part_off;
+    VKT_U32 n_parts;
+    /* Update: when nvec > 0, the views share one phase mod 4 and elements
+     * [head, head + 4 nvec) go as vec4s, the rest (< 4 each side) one by one. */
+    VKT_U32 head, nvec;
+};
+
+/* Per-step hyperparameters of an optimizer. Not push constants (those are frozen when a
+ * stream is recorded) but the contents of a small host-visible buffer the host rewrites
+ * before every submission, read by shaders/optim_update.comp as a std430 block: only
+ * 4-byte scalars, so C and GLSL agree on the layout. */
+struct vkt_optim_hyper {
+    VKT_F32 lr;                    /* this step's learning rate, schedule applied */
+    VKT_F32 momentum;              /* SGD */
+    VKT_F32 beta1, beta2, eps;     /* Adam, AdamW */
+    VKT_F32 weight_decay;
+    VKT_F32 step_size;             /* Adam: lr / (1 - beta1^t) */
+    VKT_F32 rsqrt_bc2;             /* Adam: 1 / sqrt(1 - beta2^t) */
+    VKT_F32 clip_norm;             /* 0: no clipping */
+    VKT_F32 grad_scale;            /* gradients are multiplied by this first */
+    VKT_U32 nesterov;
+    VKT_U32 t;                     /* Adam's t = step + 1 (low 32 bits), for inspection */
+};
+
+/* ---- graph-layer kernels (engine/graph/gk_*.c) ---- */
+
+/* Bias + activation over [rows, cols] (the bias broadcast over rows) and its backward.
+ * Forward: P = P + b; Y = f(P) (Y is P itself unless the pre-activation is kept).
+ * Backward: DZ = f'(V) * DY (+ beta * DZ), V the pre-activation or, for activations whose
+ * derivative follows from the output, Y; DB = column sums of DZ (+ beta_b * DB). */
+struct vkt_push_bias_act {
+    VKT_U32 rows, cols;
+    VKT_F32 alpha;                 /* leaky slope / scale */
+    VKT_F32 beta, beta_b;
+    VKT_U32 b_off, p_off, y_off;   /* forward */
+    VKT_U32 v_off, dy_off, dz_off, db_off; /* backward */
+};
+
+/* Softmax cross-entropy over logits[rows, cols] with int32 labels. Forward: loss[0] =
+ * scale * sum of (logsumexp(z) - z[label]); with mode 1 also P = softmax, mode 2
+ * P = (softmax - onehot) * scale (the gradient of the mean, written by the forward).
+ * Backward: DZ = (P - onehot) * DL[0] * scale (+ beta * DZ). */
+struct vkt_push_sce {
+    VKT_U32 rows, cols;
+    VKT_U32 mode;
+    VKT_F32 scale, beta;
+    VKT_U32 z_off, l_off, loss_off, p_off, dl_off, dz_off;
+};
+
+/* Mean squared error of a, b (n elements). Forward: loss[0] = sum (a - b)^2 / n.
+ * Backward: D = sign * 2 (a - b) / n * DL[0] (+ beta * D). */
+struct vkt_push_mse {
+    VKT_U32 n;
+    VKT_F32 scale, sign, beta;
+    VKT_U32 a_off, b_off, l_off, d_off;
+};
+
+/* y = alpha * x + beta * y over n elements (beta == 0 does not read y). */
+struct vkt_push_axpby {
+    VKT_U32 n;
+    VKT_F32 alpha, beta;
+    VKT_U32 x_off, y_off;
+};
+
+/* Block copies y[dst] = alpha * x[src] + beta * y[dst] over n elements, three flavours
+ * (a specialization constant): slice/concat (rows of `len` contiguous elements: src at
+ * row * src_row + src_base + e, dst at row * dst_row + dst_base + e), broadcast
+ * (y[o, a, i] from x[o, i] with d0 = axis length, d1 = inner) and transpose (x[d0, d1]
+ * to y[d1, d0]). */
+struct vkt_push_block {
+    VKT_U32 n;
+    VKT_U32 d0, d1;
+    VKT_U32 src_row, src_base, dst_row, dst_base;
+    VKT_F32 alpha, beta;
+    VKT_U32 x_off, y_off;
+};
+
+/* Dropout: y = x * (hash(key(seed, step), i) >= threshold ? scale : 0) (+ beta * y);
+ * step (two uint32, low first) is read from the control buffer at c_off so that the
+ * recorded command buffer needs no change per step. */
+struct vkt_push_dropout {
+    VKT_U32 n;
+    VKT_U32 threshold;
+    VKT_F32 scale, beta;
+    VKT_U32 seed_lo, seed_hi;
+    VKT_U32 x_off, c_off, y_off;
 };
 
 #ifndef VULKAN
@@ -83,6 +186,14 @@ VKT_PUSH_FITS(vkt_push_binary);
 VKT_PUSH_FITS(vkt_push_reduce);
 VKT_PUSH_FITS(vkt_push_softmax);
 VKT_PUSH_FITS(vkt_push_fill);
+VKT_PUSH_FITS(vkt_push_bias_act);
+VKT_PUSH_FITS(vkt_push_sce);
+VKT_PUSH_FITS(vkt_push_mse);
+VKT_PUSH_FITS(vkt_push_axpby);
+VKT_PUSH_FITS(vkt_push_block);
+VKT_PUSH_FITS(vkt_push_dropout);
+VKT_PUSH_FITS(vkt_push_optim);
+VKT_PUSH_FITS(vkt_optim_hyper);
 #endif
 
 #endif /* VKT_PUSH_H */

@@ -103,13 +103,31 @@ static vkt_status bench_one(vkt_context *ctx, uint32_t n, double min_seconds, ge
     return st;
 }
 
+/* "256,512,1024" -> sizes; returns the count, 0 on a malformed list. */
+static uint32_t parse_sizes(const char *text, uint32_t *sizes, uint32_t cap)
+{
+    uint32_t n = 0;
+    const char *p = text;
+    while (*p && n < cap) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || v == 0 || v > 16384)
+            return 0;
+        sizes[n++] = (uint32_t)v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0')
+            return 0;
+    }
+    return *p ? 0 : n;
+}
+
 static int bench_gemm(int argc, char **argv)
 {
     uint32_t sizes[8] = {256, 512, 1024, 2048}, n_sizes = 4;
     double min_seconds = 1.0;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
-            if (vkt_parse_device_list(argv[++i], sizes, 8, &n_sizes) != VKT_OK) {
+            if ((n_sizes = parse_sizes(argv[++i], sizes, 8)) == 0) {
                 fprintf(stderr, "vkt bench gemm: --sizes takes a list such as 256,512\n");
                 return 2;
             }

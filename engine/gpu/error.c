@@ -1,50 +1,14 @@
-/* Status names, the per-thread last error, and VkResult names. */
+/* VkResult names and statuses, call names for messages, fault injection. */
 #include "gpu.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char t_last_error[VKT_ERRMSG_SIZE];
 static _Thread_local char t_call_name[96];
 
-const char *vkt_status_name(vkt_status status)
-{
-    switch (status) {
-    case VKT_OK: return "VKT_OK";
-    case VKT_ERROR_INVALID_ARGUMENT: return "VKT_ERROR_INVALID_ARGUMENT";
-    case VKT_ERROR_SHAPE: return "VKT_ERROR_SHAPE";
-    case VKT_ERROR_NO_VULKAN: return "VKT_ERROR_NO_VULKAN";
-    case VKT_ERROR_NO_DEVICE: return "VKT_ERROR_NO_DEVICE";
-    case VKT_ERROR_OUT_OF_MEMORY: return "VKT_ERROR_OUT_OF_MEMORY";
-    case VKT_ERROR_LIMIT: return "VKT_ERROR_LIMIT";
-    case VKT_ERROR_VULKAN: return "VKT_ERROR_VULKAN";
-    case VKT_ERROR_DEVICE_LOST: return "VKT_ERROR_DEVICE_LOST";
-    case VKT_ERROR_STATE: return "VKT_ERROR_STATE";
-    case VKT_ERROR_IO: return "VKT_ERROR_IO";
-    case VKT_ERROR_FORMAT: return "VKT_ERROR_FORMAT";
-    case VKT_ERROR_INTERNAL: return "VKT_ERROR_INTERNAL";
-    }
-    return "VKT_ERROR_UNKNOWN";
-}
 
-const char *vkt_last_error(void) { return t_last_error; }
 
-vkt_status vkt_failv(char *buf, vkt_status status, const char *fmt, va_list ap)
-{
-    vsnprintf(t_last_error, sizeof t_last_error, fmt, ap);
-    if (buf && buf != t_last_error)
-        memcpy(buf, t_last_error, sizeof t_last_error);
-    return status;
-}
 
-vkt_status vkt_fail(char *buf, vkt_status status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vkt_failv(buf, status, fmt, ap);
-    va_end(ap);
-    return status;
-}
 
 const char *gpu_call_name_(const char *expr)
 {

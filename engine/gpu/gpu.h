@@ -12,17 +12,10 @@
 #include <stdatomic.h>
 
 #include "vkt.h"
+#include "../core/error.h"
 #include "../platform/platform.h"
 
-#define VKT_ERRMSG_SIZE 1024
-
-/* ---- errors ------------------------------------------------------------------ */
-
-/* Formats a message into `buf` (VKT_ERRMSG_SIZE bytes, may be NULL) and into the calling
- * thread's last-error slot; returns `status` so callers can `return vkt_fail(...)`. */
-vkt_status vkt_fail(char *buf, vkt_status status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-vkt_status vkt_failv(char *buf, vkt_status status, const char *fmt, va_list ap);
+/* ---- errors (vkt_fail and VKT_ERRMSG_SIZE come from core/error.h) ------------ */
 const char *gpu_result_name(VkResult result);
 /* Maps a VkResult to a status: OOM results to VKT_ERROR_OUT_OF_MEMORY, DEVICE_LOST... */
 vkt_status gpu_status_of(VkResult result);

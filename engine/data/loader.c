@@ -1,0 +1,140 @@
+/* Batches in a seeded random order, a new permutation every epoch. The permutation of
+ * epoch e depends only on (seed, e), so a position (epoch, batches taken) is enough to
+ * resume exactly. */
+#include "data.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+vkt_status vkt_data_fail(vkt_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vkt_failv(NULL, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+/* splitmix64: a well-mixed stream from any seed. */
+static uint64_t mix(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Fisher-Yates over the identity, driven by (seed, epoch). */
+static void make_permutation(vkt_loader *l)
+{
+    uint32_t n = l->data->count;
+    for (uint32_t i = 0; i < n; i++)
+        l->perm[i] = i;
+    if (!l->shuffle)
+        return;
+    uint64_t state = l->seed ^ (l->epoch * 0xD1B54A32D192ED03ull);
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(mix(&state) % ((uint64_t)i + 1));
+        uint32_t t = l->perm[i];
+        l->perm[i] = l->perm[j];
+        l->perm[j] = t;
+    }
+}
+
+vkt_status vkt_loader_create(const vkt_dataset *data, const vkt_loader_options *o,
+                             vkt_loader **out)
+{
+    if (!out)
+        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_loader_create: out is NULL");
+    *out = NULL;
+    if (!data || !o)
+        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT,
+                             "vkt_loader_create: data set and options are required");
+    if (o->batch == 0 || (o->batch > data->count && !o->keep_partial))
+        return vkt_data_fail(VKT_ERROR_SHAPE,
+                             "vkt_loader_create: batch %u does not fit a data set of %u samples",
+                             o->batch, data->count);
+    vkt_loader *l = calloc(1, sizeof *l);
+    if (l)
+        l->perm = malloc(data->count * sizeof *l->perm);
+    if (!l || !l->perm) {
+        free(l);
+        return vkt_data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    l->data = data;
+    l->batch = o->batch;
+    l->seed = o->seed;
+    l->shuffle = !o->no_shuffle;
+    l->keep_partial = o->keep_partial;
+    make_permutation(l);
+    *out = l;
+    return VKT_OK;
+}
+
+void vkt_loader_destroy(vkt_loader *l)
+{
+    if (!l)
+        return;
+    free(l->perm);
+    free(l);
+}
+
+uint32_t vkt_loader_batches_per_epoch(const vkt_loader *l)
+{
+    if (!l)
+        return 0;
+    uint32_t n = l->data->count;
+    return l->keep_partial ? (n + l->batch - 1) / l->batch : n / l->batch;
+}
+
+vkt_status vkt_loader_next(vkt_loader *l, float *x, int32_t *y, uint32_t *out_rows)
+{
+    if (out_rows)
+        *out_rows = 0;
+    if (!l || !x)
+        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_loader_next: NULL argument");
+    if (l->taken >= vkt_loader_batches_per_epoch(l)) {
+        l->epoch++;
+        l->taken = 0;
+        make_permutation(l);
+    }
+    const vkt_dataset *d = l->data;
+    uint64_t first = l->taken * l->batch;
+    uint32_t rows = (uint32_t)(d->count - first < l->batch ? d->count - first : l->batch);
+    for (uint32_t r = 0; r < rows; r++) {
+        uint32_t s = l->perm[first + r];
+        memcpy(x + (uint64_t)r * d->features, d->x + (uint64_t)s * d->features,
+               d->features * sizeof *x);
+        if (y)
+            y[r] = d->y[s];
+    }
+    l->taken++;
+    if (out_rows)
+        *out_rows = rows;
+    return VKT_OK;
+}
+
+void vkt_loader_position(const vkt_loader *l, uint64_t *epoch, uint64_t *batch_index)
+{
+    if (epoch)
+        *epoch = l ? l->epoch : 0;
+    if (batch_index)
+        *batch_index = l ? l->taken : 0;
+}
+
+vkt_status vkt_loader_seek(vkt_loader *l, uint64_t epoch, uint64_t batch_index)
+{
+    if (!l)
+        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_loader_seek: loader is NULL");
+    if (batch_index > vkt_loader_batches_per_epoch(l))
+        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT,
+                             "vkt_loader_seek: batch %llu past the %u batches of an epoch",
+                             (unsigned long long)batch_index, vkt_loader_batches_per_epoch(l));
+    l->epoch = epoch;
+    l->taken = batch_index;
+    make_permutation(l);
+    return VKT_OK;
+}
