@@ -1,0 +1,214 @@
+/* gemm.c - dispatch of C = alpha * op(A) * op(B) + beta * C: shaders/gemm_cpu.comp for
+ * CPU-type devices (texel-buffer reads, subgroup shuffles, a 16x32 register tile per
+ * subgroup) and shaders/gemm_gpu.comp for GPUs (shared-memory tiles, a register block
+ * per thread). Both take either operand transposed and any leading dimensions.
+ * bench/gemm_notes.md has the measurements behind the designs. */
+#include "gpu/gpu.h"
+#include "push.h"
+#include "gemm_cpu.spv.h"
+#include "gemm_gpu.spv.h"
+
+#include <stdio.h>
+
+#define CPU_TM 16 /* rows of C per workgroup of gemm_cpu.comp */
+#define CPU_TN 32 /* columns of C per workgroup */
+
+/* gemm_cpu.comp reads A and B through R32F views, or through RGBA32F views when the
+ * operand is 16-byte aligned (4 floats per fetch); one kernel per pair of view kinds,
+ * all with the same SPIR-V. Index: 2 * vec4(A) + vec4(B). */
+#define GEMM_CPU_KERNEL(ta, tb)                                                           \
+    {"gemm_cpu", vkt_spv_gemm_cpu, sizeof vkt_spv_gemm_cpu, 3,                            \
+     {ta, tb, GPU_BIND_STORAGE}, sizeof(struct vkt_push_gemm)}
+static const gpu_kernel k_cpu[4] = {
+    GEMM_CPU_KERNEL(GPU_BIND_TEXEL_R, GPU_BIND_TEXEL_R),
+    GEMM_CPU_KERNEL(GPU_BIND_TEXEL_R, GPU_BIND_TEXEL_RGBA),
+    GEMM_CPU_KERNEL(GPU_BIND_TEXEL_RGBA, GPU_BIND_TEXEL_R),
+    GEMM_CPU_KERNEL(GPU_BIND_TEXEL_RGBA, GPU_BIND_TEXEL_RGBA),
+};
+static const gpu_kernel k_gpu = {
+    "gemm_gpu", vkt_spv_gemm_gpu, sizeof vkt_spv_gemm_gpu, 3,
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_gemm)};
+
+/* One matrix as stored: `rows` rows of `cols` elements, `ld` apart. */
+typedef struct operand {
+    const char *name, *ld_name;
+    vkt_view v;
+    uint32_t rows, cols, ld;
+    uint64_t extent; /* elements from the first to one past the last: (rows-1)*ld + cols */
+} operand;
+
+static vkt_status check_operand(vkt_context *ctx, operand *o)
+{
+    if (o->ld == 0)
+        o->ld = o->cols;
+    if (o->ld < o->cols)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_SHAPE,
+                        "vkt_gemm: %s is %u, less than the %u elements of a row of %s "
+                        "(stored as [%u, %u])", o->ld_name, o->ld, o->cols, o->name, o->rows,
+                        o->cols);
+    o->extent = (uint64_t)(o->rows - 1) * o->ld + o->cols;
+    char what[32];
+    snprintf(what, sizeof what, "vkt_gemm: %s", o->name);
+    vkt_status st = gpu_check_view(ctx, what, o->v, o->extent);
+    if (st != VKT_OK)
+        return st;
+    /* The shaders index with 32-bit integers, from a binding start at most a few hundred
+     * bytes before the view. */
+    if (o->extent > (1ull << 31) - 1024)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "vkt_gemm: %s spans %llu elements; at most 2^31 are supported",
+                        o->name, (unsigned long long)o->extent);
+    return VKT_OK;
+}
+
+static int overlaps(const operand *x, const operand *y)
+{
+    return x->v.buffer == y->v.buffer && x->v.offset < y->v.offset + y->extent &&
+           y->v.offset < x->v.offset + x->extent;
+}
+
+static vkt_status check(vkt_stream *s, const vkt_gemm_desc *d, operand *a, operand *b,
+                        operand *c)
+{
+    if (!s)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_gemm: stream is NULL");
+    vkt_context *ctx = s->ctx;
+    if (!d)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_gemm: desc is NULL");
+    if (d->m == 0 || d->n == 0 || d->k == 0)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_gemm: M, N and K must be at least 1 (got M=%u N=%u K=%u)", d->m,
+                        d->n, d->k);
+    *a = (operand){"A", "lda", d->a, d->trans_a ? d->k : d->m, d->trans_a ? d->m : d->k, d->lda,
+                   0};
+    *b = (operand){"B", "ldb", d->b, d->trans_b ? d->n : d->k, d->trans_b ? d->k : d->n, d->ldb,
+                   0};
+    *c = (operand){"C", "ldc", d->c, d->m, d->n, d->ldc, 0};
+    vkt_status st = check_operand(ctx, a);
+    if (st == VKT_OK)
+        st = check_operand(ctx, b);
+    if (st == VKT_OK)
+        st = check_operand(ctx, c);
+    if (st != VKT_OK)
+        return st;
+    if (overlaps(c, a) || overlaps(c, b))
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_gemm: C (elements [%llu, %llu)) overlaps %s; the output must not "
+                        "alias an input", (unsigned long long)c->v.offset,
+                        (unsigned long long)(c->v.offset + c->extent),
+                        overlaps(c, a) ? "A" : "B");
+    return VKT_OK;
+}
+
+/* gemm_cpu.comp needs 8-lane subgroups with shuffles in compute shaders. Lavapipe has
+ * them; on a device without, the GPU kernel runs instead (same results). */
+static int cpu_kernel_supported(const vkt_context *ctx)
+{
+    VkPhysicalDeviceSubgroupProperties sub = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &sub};
+    vkGetPhysicalDeviceProperties2(ctx->phys, &p2);
+    return sub.subgroupSize >= 8 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+           (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+}
+
+static uint32_t ceil_div(uint32_t x, uint32_t y) { return (uint32_t)(((uint64_t)x + y - 1) / y); }
+
+static gpu_arg arg(vkt_view v, uint64_t elements, int write)
+{
+    gpu_arg a = {v.buffer, v.offset * 4, elements * 4, write};
+    return a;
+}
+
+/* RGBA32F reads need a 16-byte aligned start, rows a multiple of 4 floats apart, and the
+ * last vec4 (up to 3 floats past the matrix) inside the buffer. */
+static int vec4_ok(const vkt_context *ctx, const operand *o)
+{
+    uint64_t rounded = (o->extent + 3) / 4 * 4;
+    return gpu_arg_shift(ctx, o->v.offset * 4, GPU_BIND_TEXEL_RGBA) % 4 == 0 &&
+           o->ld % 4 == 0 && o->v.offset + rounded <= o->v.buffer->size / 4;
+}
+
+static vkt_status dispatch_cpu(vkt_stream *s, const vkt_gemm_desc *d, const operand *a,
+                               const operand *b, const operand *c)
+{
+    vkt_context *ctx = s->ctx;
+    int va = vec4_ok(ctx, a), vb = vec4_ok(ctx, b);
+    gpu_bind_type ta = va ? GPU_BIND_TEXEL_RGBA : GPU_BIND_TEXEL_R;
+    gpu_bind_type tb = vb ? GPU_BIND_TEXEL_RGBA : GPU_BIND_TEXEL_R;
+    struct vkt_push_gemm push = {
+        .m = d->m, .n = d->n, .k = d->k,
+        .lda = a->ld, .ldb = b->ld, .ldc = c->ld,
+        .a_off = gpu_arg_shift(ctx, a->v.offset * 4, ta),
+        .b_off = gpu_arg_shift(ctx, b->v.offset * 4, tb),
+        .c_off = gpu_arg_shift(ctx, c->v.offset * 4, GPU_BIND_STORAGE),
+        .trans_a = d->trans_a != 0, .trans_b = d->trans_b != 0,
+        .alpha = d->alpha, .beta = d->beta,
+    };
+    gpu_arg args[3] = {arg(a->v, va ? (a->extent + 3) / 4 * 4 : a->extent, 0),
+                       arg(b->v, vb ? (b->extent + 3) / 4 * 4 : b->extent, 0),
+                       arg(c->v, c->extent, 1)};
+    uint32_t spec[5] = {push.trans_a, push.trans_b, (uint32_t)va, (uint32_t)vb,
+                        d->beta != 0.0f};
+    uint32_t groups[3] = {ceil_div(d->n, CPU_TN), ceil_div(d->m, CPU_TM), 1};
+    return gpu_dispatch(s, &k_cpu[2 * va + vb], spec, 5, args, &push, groups);
+}
+
+/* Tile shape of gemm_gpu.comp: BM x BN of C per workgroup of TX x TY threads, BK deep. */
+typedef struct gpu_tiles {
+    uint32_t bm, bn, bk, tx, ty;
+} gpu_tiles;
+
+/* 128x128 tiles with 8x8 outputs per thread feed large products; 64x64 tiles with 4x4
+ * per thread keep enough workgroups in flight for smaller ones. 256 threads is a
+ * multiple of every subgroup size (32 or 64 on discrete GPUs, 8..32 on integrated);
+ * devices that allow fewer invocations get 64 threads with 8x8 each. Both staging
+ * buffers take (BM + BN) * BK floats: 8 KiB, below the 16 KiB every device has, but
+ * checked against maxComputeSharedMemorySize all the same. */
+static gpu_tiles pick_gpu_tiles(const vkt_context *ctx, uint32_t m, uint32_t n)
+{
+    uint32_t inv = ctx->info.max_workgroup_invocations;
+    uint32_t shared = ctx->info.max_shared_memory;
+    gpu_tiles t = {64, 64, 16, 8, 8};
+    if (inv >= 256)
+        t = (gpu_tiles){64, 64, 16, 16, 16};
+    if (inv >= 256 && m >= 128 && n >= 128 && (uint64_t)m * n >= 512 * 512)
+        t = (gpu_tiles){128, 128, 8, 16, 16};
+    while (t.bk > 1 && (t.bm + t.bn) * t.bk * 4 > shared)
+        t.bk /= 2;
+    return t;
+}
+
+static vkt_status dispatch_gpu(vkt_stream *s, const vkt_gemm_desc *d, const operand *a,
+                               const operand *b, const operand *c)
+{
+    vkt_context *ctx = s->ctx;
+    gpu_tiles t = pick_gpu_tiles(ctx, d->m, d->n);
+    struct vkt_push_gemm push = {
+        .m = d->m, .n = d->n, .k = d->k,
+        .lda = a->ld, .ldb = b->ld, .ldc = c->ld,
+        .a_off = gpu_arg_shift(ctx, a->v.offset * 4, GPU_BIND_STORAGE),
+        .b_off = gpu_arg_shift(ctx, b->v.offset * 4, GPU_BIND_STORAGE),
+        .c_off = gpu_arg_shift(ctx, c->v.offset * 4, GPU_BIND_STORAGE),
+        .trans_a = d->trans_a != 0, .trans_b = d->trans_b != 0,
+        .alpha = d->alpha, .beta = d->beta,
+    };
+    gpu_arg args[3] = {arg(a->v, a->extent, 0), arg(b->v, b->extent, 0),
+                       arg(c->v, c->extent, 1)};
+    uint32_t spec[8] = {push.trans_a, push.trans_b, d->beta != 0.0f, t.bm, t.bn, t.bk,
+                        t.tx, t.ty};
+    uint32_t groups[3] = {ceil_div(d->n, t.bn), ceil_div(d->m, t.bm), 1};
+    return gpu_dispatch(s, &k_gpu, spec, 8, args, &push, groups);
+}
+
+vkt_status vkt_gemm(vkt_stream *stream, const vkt_gemm_desc *desc)
+{
+    operand a, b, c;
+    vkt_status st = check(stream, desc, &a, &b, &c);
+    if (st != VKT_OK)
+        return st;
+    if (stream->ctx->variant == VKT_KERNELS_CPU && cpu_kernel_supported(stream->ctx))
+        return dispatch_cpu(stream, desc, &a, &b, &c);
+    return dispatch_gpu(stream, desc, &a, &b, &c);
+}

@@ -1,0 +1,262 @@
+/* test_gemm.c - vkt_gemm against vkt_ref_gemm, for both kernel variants (CPU: texel
+ * reads and subgroup shuffles; GPU: shared-memory tiles) and all four transpose
+ * combinations: shapes that are 1, prime or off every tile size, packed and padded
+ * leading dimensions, 16-byte aligned and unaligned views (the CPU kernel's vec4 and
+ * scalar reads), alpha and beta (beta == 0 must ignore a C full of NaN, beta != 0 must
+ * read it), a product with over a million outputs, two dependent products in one
+ * stream; guard elements and padding columns must stay untouched. Then the errors. */
+#include "harness.h"
+#include "kernels/ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static vkt_context *ctx;
+static vkt_stream *s;
+static const char *variant_name;
+
+/* How a case lays out its operands. */
+enum ld_mode { LD_PACKED, LD_PAD3, LD_ROUND4 };  /* ld = 0, row + 3, row rounded up to 4, +4 */
+enum align_mode { AL_HARNESS, AL_16, AL_16_PLUS1 }; /* harness offset, 16-byte, 16-byte + 4 */
+
+typedef struct gcase {
+    int ta, tb;
+    uint32_t m, n, k;
+    float alpha, beta;
+    enum ld_mode ld_a, ld_b, ld_c;
+    enum align_mode align;
+} gcase;
+
+/* A matrix of `rows` x `cols` in a guarded device buffer, with a host copy of the whole
+ * buffer region (slack and padding included). */
+typedef struct mat {
+    th_buf buf;
+    uint32_t rows, cols, ld; /* ld as passed to vkt_gemm (0 = packed) */
+    uint64_t skip;           /* elements between the th_buf start and the view */
+    float *host;             /* buf.n elements */
+} mat;
+
+static uint32_t pick_ld(uint32_t cols, enum ld_mode mode)
+{
+    switch (mode) {
+    case LD_PACKED: return 0;
+    case LD_PAD3: return cols + 3;
+    default: return (cols + 3) / 4 * 4 + 4;
+    }
+}
+
+static mat mat_create(uint32_t rows, uint32_t cols, enum ld_mode ld_mode,
+                      enum align_mode align, int fill_nan)
+{
+    mat x = {.rows = rows, .cols = cols, .ld = pick_ld(cols, ld_mode)};
+    uint32_t ld = x.ld ? x.ld : cols;
+    uint64_t extent = (uint64_t)(rows - 1) * ld + cols;
+    x.buf = th_buf_create(ctx, extent + 8);
+    if (align != AL_HARNESS) {
+        uint64_t start = (x.buf.offset + 3) / 4 * 4; /* 16-byte aligned element */
+        x.skip = start - x.buf.offset + (align == AL_16_PLUS1 ? 1 : 0);
+    }
+    x.host = th_alloc_floats(x.buf.n);
+    th_fill_uniform(x.host, x.buf.n, -1.0f, 1.0f);
+    if (fill_nan)
+        for (uint64_t i = 0; i < x.buf.n; i++)
+            x.host[i] = NAN;
+    th_buf_write(&x.buf, x.host);
+    return x;
+}
+
+static vkt_view mat_view(const mat *x)
+{
+    vkt_view v = th_view(&x->buf);
+    v.offset += x->skip;
+    return v;
+}
+
+static void mat_destroy(mat *x)
+{
+    th_buf_destroy(&x->buf);
+    free(x->host);
+}
+
+/* Records one product into the stream (after a reset), runs it, compares all of C's
+ * region (so padding and slack must be unchanged too) and its guards. */
+static void run_case(const gcase *c)
+{
+    mat a = mat_create(c->ta ? c->k : c->m, c->ta ? c->m : c->k, c->ld_a, c->align, 0);
+    mat b = mat_create(c->tb ? c->n : c->k, c->tb ? c->k : c->n, c->ld_b, c->align, 0);
+    mat cc = mat_create(c->m, c->n, c->ld_c, c->align, c->beta == 0.0f);
+    vkt_gemm_desc d = {.trans_a = c->ta, .trans_b = c->tb, .m = c->m, .n = c->n, .k = c->k,
+                       .alpha = c->alpha, .beta = c->beta,
+                       .a = mat_view(&a), .lda = a.ld,
+                       .b = mat_view(&b), .ldb = b.ld,
+                       .c = mat_view(&cc), .ldc = cc.ld};
+    char what[160];
+    snprintf(what, sizeof what,
+             "%s gemm ta=%d tb=%d M=%u N=%u K=%u alpha=%g beta=%g lda=%u ldb=%u ldc=%u align=%d",
+             variant_name, c->ta, c->tb, c->m, c->n, c->k, c->alpha, c->beta, a.ld, b.ld, cc.ld,
+             (int)c->align);
+    TH_OK(ctx, vkt_stream_reset(s));
+    int ok = TH_OK(ctx, vkt_gemm(s, &d));
+    ok = ok && TH_OK(ctx, vkt_stream_run(s));
+    if (ok) {
+        float *got = th_alloc_floats(cc.buf.n);
+        th_buf_read(&cc.buf, got);
+        vkt_ref_gemm(c->ta, c->tb, c->m, c->n, c->k, c->alpha, a.host + a.skip, a.ld,
+                     b.host + b.skip, b.ld, c->beta, cc.host + cc.skip, cc.ld);
+        th_compare(what, got, cc.host, cc.buf.n, 1e-5f, 1e-6f * (float)c->k + 1e-6f);
+        th_buf_guards_ok(&cc.buf, what);
+        free(got);
+    }
+    mat_destroy(&a), mat_destroy(&b), mat_destroy(&cc);
+}
+
+/* Many shapes x the four transpose combinations; layouts and scalars vary by case. */
+static void check_shapes(void)
+{
+    static const uint32_t shapes[][3] = {
+        {1, 1, 1},   {7, 13, 5},  {31, 17, 29}, {65, 33, 127}, {100, 1, 300},
+        {1, 257, 64}, {16, 32, 8}, {33, 65, 4},  {17, 31, 9},   {64, 64, 64},
+    };
+    static const float scalars[][2] = {{1.0f, 0.0f}, {0.5f, 0.25f}, {-1.5f, 1.0f}};
+    for (uint32_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (uint32_t t = 0; t < 4; t++) {
+            gcase c = {.ta = (int)(t >> 1), .tb = (int)(t & 1),
+                       .m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2],
+                       .alpha = scalars[(i + t) % 3][0], .beta = scalars[(i + t) % 3][1],
+                       .ld_a = (enum ld_mode)((i + t) % 3),
+                       .ld_b = (enum ld_mode)((i + t + 1) % 3),
+                       .ld_c = (enum ld_mode)((i + t + 2) % 3),
+                       .align = (enum align_mode)((i + 2 * t) % 3)};
+            run_case(&c);
+        }
+}
+
+/* 16-byte aligned operands with leading dimensions a multiple of 4: the CPU kernel's
+ * vec4 reads, for every transpose combination, with a k-tail and without. */
+static void check_vec4_layouts(void)
+{
+    static const uint32_t shapes[][3] = {{20, 31, 11}, {48, 40, 36}, {5, 70, 6}};
+    for (uint32_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (uint32_t t = 0; t < 4; t++) {
+            gcase c = {.ta = (int)(t >> 1), .tb = (int)(t & 1),
+                       .m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2],
+                       .alpha = 1.25f, .beta = (t & 1) ? 0.0f : -0.5f,
+                       .ld_a = LD_ROUND4, .ld_b = LD_ROUND4, .ld_c = LD_ROUND4,
+                       .align = AL_16};
+            run_case(&c);
+        }
+}
+
+/* More than a million outputs (many workgroups in both grid dimensions). */
+static void check_large(int ta, int tb)
+{
+    gcase c = {.ta = ta, .tb = tb, .m = 1031, .n = 1029, .k = 64, .alpha = 1.0f, .beta = 0.5f,
+               .ld_a = LD_PACKED, .ld_b = LD_PAD3, .ld_c = LD_ROUND4, .align = AL_16};
+    run_case(&c);
+}
+
+/* E = (A * B) * D in one stream: the second product reads what the first wrote. */
+static void check_chain(void)
+{
+    const uint32_t m = 37, k = 23, n = 41, p = 19;
+    mat a = mat_create(m, k, LD_PACKED, AL_HARNESS, 0);
+    mat b = mat_create(k, n, LD_PACKED, AL_HARNESS, 0);
+    mat c = mat_create(m, n, LD_PACKED, AL_HARNESS, 1);
+    mat dm = mat_create(n, p, LD_PACKED, AL_HARNESS, 0);
+    mat e = mat_create(m, p, LD_PACKED, AL_HARNESS, 1);
+    vkt_gemm_desc d1 = {.m = m, .n = n, .k = k, .alpha = 1.0f, .a = mat_view(&a),
+                        .b = mat_view(&b), .c = mat_view(&c)};
+    vkt_gemm_desc d2 = {.m = m, .n = p, .k = n, .alpha = 1.0f, .a = mat_view(&c),
+                        .b = mat_view(&dm), .c = mat_view(&e)};
+    TH_OK(ctx, vkt_stream_reset(s));
+    TH_OK(ctx, vkt_gemm(s, &d1));
+    TH_OK(ctx, vkt_gemm(s, &d2));
+    if (TH_OK(ctx, vkt_stream_run(s))) {
+        vkt_ref_gemm(0, 0, m, n, k, 1.0f, a.host + a.skip, 0, b.host + b.skip, 0, 0.0f,
+                     c.host + c.skip, 0);
+        vkt_ref_gemm(0, 0, m, p, n, 1.0f, c.host + c.skip, 0, dm.host + dm.skip, 0, 0.0f,
+                     e.host + e.skip, 0);
+        float *got = th_alloc_floats(e.buf.n);
+        th_buf_read(&e.buf, got);
+        char what[64];
+        snprintf(what, sizeof what, "%s chain of two products", variant_name);
+        th_compare(what, got, e.host, e.buf.n, 1e-4f, 1e-4f);
+        free(got);
+    }
+    mat_destroy(&a), mat_destroy(&b), mat_destroy(&c), mat_destroy(&dm), mat_destroy(&e);
+}
+
+static int errmsg_has(const char *needle)
+{
+    return TH_CHECK(strstr(vkt_context_errmsg(ctx), needle) != NULL,
+                    "the message names '%s': %s", needle, vkt_context_errmsg(ctx));
+}
+
+static void check_errors(void)
+{
+    th_buf buf = th_buf_create(ctx, 4096);
+    vkt_view v = th_view(&buf);
+    vkt_gemm_desc ok = {.m = 8, .n = 8, .k = 8, .alpha = 1.0f, .a = v,
+                        .b = {buf.buffer, buf.offset + 64}, .c = {buf.buffer, buf.offset + 128}};
+    vkt_gemm_desc d;
+
+    TH_STATUS(NULL, vkt_gemm(NULL, &ok), VKT_ERROR_INVALID_ARGUMENT);
+    TH_STATUS(ctx, vkt_gemm(s, NULL), VKT_ERROR_INVALID_ARGUMENT);
+    d = ok, d.k = 0;
+    TH_STATUS(ctx, vkt_gemm(s, &d), VKT_ERROR_INVALID_ARGUMENT);
+
+    d = ok, d.lda = 7; /* A is [8, 8]: rows of 8 */
+    TH_STATUS(ctx, vkt_gemm(s, &d), VKT_ERROR_SHAPE);
+    errmsg_has("lda");
+    d = ok, d.trans_a = 1, d.m = 9, d.lda = 8; /* A stored [K, M] = [8, 9] */
+    TH_STATUS(ctx, vkt_gemm(s, &d), VKT_ERROR_SHAPE);
+    errmsg_has("lda");
+    d = ok, d.trans_b = 1, d.k = 9, d.ldb = 8; /* B stored [N, K] = [8, 9] */
+    TH_STATUS(ctx, vkt_gemm(s, &d), VKT_ERROR_SHAPE);
+    errmsg_has("ldb");
+    d = ok, d.ldc = 4;
+    TH_STATUS(ctx, vkt_gemm(s, &d), VKT_ERROR_SHAPE);
+    errmsg_has("ldc");
+
+    uint64_t total = vkt_buffer_size(buf.buffer) / 4;
+    d = ok, d.b.offset = total - 60; /* B needs 64 elements */
+    TH_STATUS(ctx, vkt_gemm(s, &d), VKT_ERROR_INVALID_ARGUMENT);
+    errmsg_has("outside");
+    d = ok, d.c.offset = total - 8, d.ldc = 100; /* rows 100 apart run past the end */
+    TH_STATUS(ctx, vkt_gemm(s, &d), VKT_ERROR_INVALID_ARGUMENT);
+    d = ok, d.a.buffer = NULL;
+    TH_STATUS(ctx, vkt_gemm(s, &d), VKT_ERROR_INVALID_ARGUMENT);
+    d = ok, d.c.offset = ok.a.offset + 60; /* C overlaps the end of A */
+    TH_STATUS(ctx, vkt_gemm(s, &d), VKT_ERROR_INVALID_ARGUMENT);
+    errmsg_has("overlaps");
+
+    /* After the refusals the stream still records and runs. */
+    TH_OK(ctx, vkt_stream_reset(s));
+    TH_OK(ctx, vkt_gemm(s, &ok));
+    TH_OK(ctx, vkt_stream_run(s));
+    th_buf_destroy(&buf);
+}
+
+static void run_variant(vkt_kernel_variant variant, const char *name)
+{
+    ctx = th_context(variant);
+    s = th_stream(ctx, 0);
+    variant_name = name;
+    check_shapes();
+    check_vec4_layouts();
+    check_large(0, 0);
+    check_large(1, 1);
+    check_chain();
+    check_errors();
+    vkt_stream_destroy(s);
+    s = NULL;
+}
+
+int main(void)
+{
+    th_init("test_gemm");
+    run_variant(VKT_KERNELS_CPU, "cpu");
+    run_variant(VKT_KERNELS_GPU, "gpu");
+    return th_finish();
+}
