@@ -315,7 +315,9 @@ vkt_status vkt_binary(vkt_stream *stream, vkt_binary_op op, vkt_view a, const vk
                       vkt_view b, const vkt_shape *b_shape, vkt_view out);
 /* Gradient of a (op) b with respect to operand `which` (0 = a, 1 = b), given dy of the
  * broadcast shape; summed over the dimensions that operand was broadcast along, so the
- * result `grad` has that operand's shape. */
+ * result `grad` has that operand's shape. An operand the gradient does not read may be
+ * passed as {NULL, 0}: both for add and sub, `a` for mul's gradient of a and for div's
+ * gradient of a (only b, and a's shape, are needed there). */
 vkt_status vkt_binary_backward(vkt_stream *stream, vkt_binary_op op, int which, vkt_view a,
                                const vkt_shape *a_shape, vkt_view b, const vkt_shape *b_shape,
                                vkt_view dy, vkt_view grad);
@@ -335,10 +337,10 @@ vkt_status vkt_reduce(vkt_stream *stream, vkt_reduce_op op, vkt_view x, const vk
                       uint32_t axis, vkt_view out);
 
 /* Row softmax (log_softmax when `log`) of x[rows, cols] into y[rows, cols]. */
-vkt_status vkt_softmax(vkt_stream *stream, int log, vkt_view x, vkt_view y, uint32_t rows,
+vkt_status vkt_softmax_rows(vkt_stream *stream, int log, vkt_view x, vkt_view y, uint32_t rows,
                        uint32_t cols);
 /* dx from y (the forward output) and dy. */
-vkt_status vkt_softmax_backward(vkt_stream *stream, int log, vkt_view y, vkt_view dy,
+vkt_status vkt_softmax_rows_backward(vkt_stream *stream, int log, vkt_view y, vkt_view dy,
                                 vkt_view dx, uint32_t rows, uint32_t cols);
 
 /* y[i] = value for i < n. */
@@ -361,8 +363,9 @@ vkt_status vkt_copy(vkt_stream *stream, vkt_view x, vkt_view y, uint64_t n);
  * from it.
  *
  * Batch: the first dimension of every input is the batch. A model may be compiled for
- * another batch size (vkt_model_options.batch): every shape is inferred again, and a
- * reshape whose target has a 0 dimension infers that one (use 0 for the batch).
+ * another batch size (vkt_model_options.batch): every input takes it as its first
+ * dimension and every shape is inferred again; a reshape whose target has a 0
+ * dimension infers that one (use 0 for the batch).
  *
  * Shapes below: B is the batch; scalars have ndim 0.
  */
@@ -445,8 +448,8 @@ vkt_tensor *vkt_leaky_relu(vkt_graph *graph, vkt_tensor *x, float alpha);
 vkt_tensor *vkt_gelu(vkt_graph *graph, vkt_tensor *x);
 vkt_tensor *vkt_tanh(vkt_graph *graph, vkt_tensor *x);
 vkt_tensor *vkt_sigmoid(vkt_graph *graph, vkt_tensor *x);
-/* Along the last axis, same shape as x. (vkt_softmax is the kernel of the same name.) */
-vkt_tensor *vkt_softmax_last(vkt_graph *graph, vkt_tensor *x);
+/* Along the last axis, same shape as x (vkt_softmax_rows is the kernel it records). */
+vkt_tensor *vkt_softmax(vkt_graph *graph, vkt_tensor *x);
 vkt_tensor *vkt_log_softmax(vkt_graph *graph, vkt_tensor *x);
 /* logits[B,C], labels[B] (vkt_input_labels) -> scalar: mean over the batch of
  * -log softmax(logits)[label]. Labels must lie in [0, C). */
@@ -504,13 +507,12 @@ typedef struct vkt_model_options {
     int check;               /* 1: VKT_CHECK mode (see above) */
 } vkt_model_options;
 
-/* Compiles `graph` for `context`; the graph must outlive the model, and the model must be
- * destroyed before its context. `loss` is the scalar
- * to differentiate; NULL (or forward_only) makes a forward-only model. Only the loss,
- * the kept tensors and what they depend on are computed (everything when both are
- * absent). Fails with the graph's status if building it failed, VKT_ERROR_SHAPE if the
- * shapes do not agree at options.batch, VKT_ERROR_INVALID_ARGUMENT if loss is not a
- * scalar of this graph. */
+/* Compiles `graph` for `context`; the graph must outlive the model, and the model must
+ * be destroyed before its context. `loss` is the scalar to differentiate; NULL (or
+ * forward_only) makes a forward-only model. Only the loss, the kept tensors and what
+ * they depend on are computed (everything when both are absent). Fails with the graph's
+ * status if building it failed, VKT_ERROR_SHAPE if the shapes do not agree at
+ * options.batch, VKT_ERROR_INVALID_ARGUMENT if loss is not a scalar of this graph. */
 vkt_status vkt_model_create(vkt_context *context, vkt_graph *graph, vkt_tensor *loss,
                             const vkt_model_options *options, vkt_model **out_model /* OUT */);
 void vkt_model_destroy(vkt_model *model);

@@ -92,7 +92,7 @@ static void test_storage_range_limit(vkt_context *ctx)
     vkt_buffer *b = NULL;
     TH_OK(ctx, vkt_buffer_create(ctx, rows * cols * 4, VKT_MEMORY_DEVICE, &b));
     vkt_stream *s = th_stream(ctx, 0);
-    vkt_status st = vkt_softmax(s, 0, (vkt_view){b, 0}, (vkt_view){b, 0}, (uint32_t)rows,
+    vkt_status st = vkt_softmax_rows(s, 0, (vkt_view){b, 0}, (vkt_view){b, 0}, (uint32_t)rows,
                                 (uint32_t)cols);
     TH_CHECK(st == VKT_ERROR_LIMIT, "binding beyond maxStorageBufferRange: %s (%s)",
              vkt_status_name(st), vkt_context_errmsg(ctx));

@@ -38,7 +38,7 @@ static void check(uint32_t rows, uint32_t cols, int masked)
         th_buf_write(&bx, x);
         th_buf_write(&bdy, dy);
         TH_OK(ctx, vkt_stream_reset(s));
-        TH_OK(ctx, vkt_softmax(s, lg, th_view(&bx), th_view(&by), rows, cols));
+        TH_OK(ctx, vkt_softmax_rows(s, lg, th_view(&bx), th_view(&by), rows, cols));
         TH_OK(ctx, vkt_stream_run(s));
         th_buf_read(&by, y);
         vkt_ref_softmax(lg, x, want, rows, cols);
@@ -53,7 +53,7 @@ static void check(uint32_t rows, uint32_t cols, int masked)
         /* The backward from the reference's y, so that it is checked on its own. */
         th_buf_write(&by, want);
         TH_OK(ctx, vkt_stream_reset(s));
-        TH_OK(ctx, vkt_softmax_backward(s, lg, th_view(&by), th_view(&bdy), th_view(&bdx), rows,
+        TH_OK(ctx, vkt_softmax_rows_backward(s, lg, th_view(&by), th_view(&bdy), th_view(&bdx), rows,
                                         cols));
         TH_OK(ctx, vkt_stream_run(s));
         th_buf_read(&bdx, dx);
@@ -82,8 +82,8 @@ static void check_gradient(int lg, uint32_t rows, uint32_t cols)
     th_buf_write(&bx, x);
     th_buf_write(&bdy, dy);
     TH_OK(ctx, vkt_stream_reset(s));
-    TH_OK(ctx, vkt_softmax(s, lg, th_view(&bx), th_view(&by), rows, cols));
-    TH_OK(ctx, vkt_softmax_backward(s, lg, th_view(&by), th_view(&bdy), th_view(&bdx), rows,
+    TH_OK(ctx, vkt_softmax_rows(s, lg, th_view(&bx), th_view(&by), rows, cols));
+    TH_OK(ctx, vkt_softmax_rows_backward(s, lg, th_view(&by), th_view(&bdy), th_view(&bdx), rows,
                                     cols));
     TH_OK(ctx, vkt_stream_run(s));
     th_buf_read(&bdx, dx);
@@ -122,8 +122,8 @@ static void check_in_place(void)
     th_buf_write(&bx, x);
     th_buf_write(&bdy, dy);
     TH_OK(ctx, vkt_stream_reset(s));
-    TH_OK(ctx, vkt_softmax(s, 0, th_view(&bx), th_view(&bx), R, C));
-    TH_OK(ctx, vkt_softmax_backward(s, 0, th_view(&bx), th_view(&bdy), th_view(&bdy), R, C));
+    TH_OK(ctx, vkt_softmax_rows(s, 0, th_view(&bx), th_view(&bx), R, C));
+    TH_OK(ctx, vkt_softmax_rows_backward(s, 0, th_view(&bx), th_view(&bdy), th_view(&bdy), R, C));
     TH_OK(ctx, vkt_stream_run(s));
     th_buf_read(&bx, got);
     th_compare("softmax in place", got, want, N, 2e-5f, 1e-9f);
@@ -138,16 +138,16 @@ static void check_errors(void)
 {
     th_buf b = th_buf_create(ctx, 64);
     vkt_view v = th_view(&b);
-    TH_STATUS(ctx, vkt_softmax(s, 0, v, v, 0, 8), VKT_ERROR_INVALID_ARGUMENT);
-    TH_STATUS(ctx, vkt_softmax(s, 0, v, v, 8, 0), VKT_ERROR_INVALID_ARGUMENT);
-    TH_STATUS(ctx, vkt_softmax_backward(s, 1, v, v, v, 0, 8), VKT_ERROR_INVALID_ARGUMENT);
-    TH_STATUS(NULL, vkt_softmax(NULL, 0, v, v, 8, 8), VKT_ERROR_INVALID_ARGUMENT);
-    TH_STATUS(ctx, vkt_softmax(s, 0, v, v, 0x10000, 0x10000), VKT_ERROR_LIMIT);
+    TH_STATUS(ctx, vkt_softmax_rows(s, 0, v, v, 0, 8), VKT_ERROR_INVALID_ARGUMENT);
+    TH_STATUS(ctx, vkt_softmax_rows(s, 0, v, v, 8, 0), VKT_ERROR_INVALID_ARGUMENT);
+    TH_STATUS(ctx, vkt_softmax_rows_backward(s, 1, v, v, v, 0, 8), VKT_ERROR_INVALID_ARGUMENT);
+    TH_STATUS(NULL, vkt_softmax_rows(NULL, 0, v, v, 8, 8), VKT_ERROR_INVALID_ARGUMENT);
+    TH_STATUS(ctx, vkt_softmax_rows(s, 0, v, v, 0x10000, 0x10000), VKT_ERROR_LIMIT);
     uint64_t total = vkt_buffer_size(b.buffer) / 4;
     vkt_view past = {b.buffer, total - 40};
-    TH_STATUS(ctx, vkt_softmax(s, 0, past, v, 8, 8), VKT_ERROR_INVALID_ARGUMENT);
-    TH_STATUS(ctx, vkt_softmax(s, 0, v, past, 8, 8), VKT_ERROR_INVALID_ARGUMENT);
-    TH_STATUS(ctx, vkt_softmax_backward(s, 0, v, v, past, 8, 8), VKT_ERROR_INVALID_ARGUMENT);
+    TH_STATUS(ctx, vkt_softmax_rows(s, 0, past, v, 8, 8), VKT_ERROR_INVALID_ARGUMENT);
+    TH_STATUS(ctx, vkt_softmax_rows(s, 0, v, past, 8, 8), VKT_ERROR_INVALID_ARGUMENT);
+    TH_STATUS(ctx, vkt_softmax_rows_backward(s, 0, v, v, past, 8, 8), VKT_ERROR_INVALID_ARGUMENT);
     th_buf_destroy(&b);
 }
 

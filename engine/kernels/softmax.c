@@ -39,10 +39,10 @@ static vkt_status grid(vkt_context *ctx, const char *fn, uint32_t rows, uint32_t
     return st;
 }
 
-vkt_status vkt_softmax(vkt_stream *stream, int log, vkt_view x, vkt_view y, uint32_t rows,
+vkt_status vkt_softmax_rows(vkt_stream *stream, int log, vkt_view x, vkt_view y, uint32_t rows,
                        uint32_t cols)
 {
-    vkt_status st = check(stream, "vkt_softmax", rows, cols);
+    vkt_status st = check(stream, "vkt_softmax_rows", rows, cols);
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = stream->ctx;
@@ -56,15 +56,15 @@ vkt_status vkt_softmax(vkt_stream *stream, int log, vkt_view x, vkt_view y, uint
     };
     gpu_arg args[2] = {ku_arg(x, 0, n, 0), ku_arg(y, 0, n, 1)};
     uint32_t spec[2], groups[3];
-    if ((st = grid(ctx, "vkt_softmax", rows, cols, spec, groups)) != VKT_OK)
+    if ((st = grid(ctx, "vkt_softmax_rows", rows, cols, spec, groups)) != VKT_OK)
         return st;
     return gpu_dispatch(stream, &k_softmax, spec, 2, args, &push, groups);
 }
 
-vkt_status vkt_softmax_backward(vkt_stream *stream, int log, vkt_view y, vkt_view dy,
+vkt_status vkt_softmax_rows_backward(vkt_stream *stream, int log, vkt_view y, vkt_view dy,
                                 vkt_view dx, uint32_t rows, uint32_t cols)
 {
-    vkt_status st = check(stream, "vkt_softmax_backward", rows, cols);
+    vkt_status st = check(stream, "vkt_softmax_rows_backward", rows, cols);
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = stream->ctx;
@@ -79,7 +79,7 @@ vkt_status vkt_softmax_backward(vkt_stream *stream, int log, vkt_view y, vkt_vie
     };
     gpu_arg args[3] = {ku_arg(y, 0, n, 0), ku_arg(dy, 0, n, 0), ku_arg(dx, 0, n, 1)};
     uint32_t spec[2], groups[3];
-    if ((st = grid(ctx, "vkt_softmax_backward", rows, cols, spec, groups)) != VKT_OK)
+    if ((st = grid(ctx, "vkt_softmax_rows_backward", rows, cols, spec, groups)) != VKT_OK)
         return st;
     return gpu_dispatch(stream, &k_softmax_backward, spec, 2, args, &push, groups);
 }

@@ -1,0 +1,365 @@
+/* autodiff.c - what a model computes and in which order: the active nodes, which need
+ * gradients (reverse-mode autodiff from the scalar loss), linear + activation fusion,
+ * the schedule (forward by level, backward in reverse), the values (forward results,
+ * gradients, saved and scratch arrays) and whether each gradient contribution writes or
+ * adds (the first contribution to a gradient writes, later ones add: uses of a tensor
+ * sum without a zero-fill). */
+#include "graph/model.h"
+#include "graph/gk.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int is_leaf(const vkt_tensor *t) { return t->n_in == 0; }
+
+/* An activation the fused linear kernel applies. */
+static int fusable_act(const vkt_tensor *t)
+{
+    if (t->op != GOP_UNARY)
+        return 0;
+    switch ((vkt_unary_op)t->iop) {
+    case VKT_UNARY_RELU:
+    case VKT_UNARY_LEAKY_RELU:
+    case VKT_UNARY_GELU:
+    case VKT_UNARY_TANH:
+    case VKT_UNARY_SIGMOID: return 1;
+    default: return 0;
+    }
+}
+
+static void mark_active(vkt_model *m)
+{
+    vkt_graph *g = m->g;
+    int any = m->loss != NULL;
+    for (uint32_t i = 0; i < m->n; i++)
+        if (g->nodes[i]->keep) {
+            m->node[i].active = 1;
+            any = 1;
+        }
+    if (m->loss)
+        m->node[m->loss->id].active = 1;
+    for (uint32_t i = m->n; i-- > 0;) {
+        if (!any)
+            m->node[i].active = 1;
+        if (!m->node[i].active)
+            continue;
+        for (uint32_t k = 0; k < g->nodes[i]->n_in; k++)
+            m->node[g->nodes[i]->in[k]->id].active = 1;
+    }
+    for (uint32_t i = 0; i < m->n; i++) {
+        const vkt_tensor *t = g->nodes[i];
+        uint32_t level = 0;
+        if (!m->node[i].active)
+            continue;
+        for (uint32_t k = 0; k < t->n_in; k++) {
+            mnode *in = &m->node[t->in[k]->id];
+            in->uses++;
+            if (in->level + 1 > level)
+                level = in->level + 1;
+        }
+        m->node[i].level = level;
+    }
+}
+
+/* needs_grad = reaches the loss (through non-integer inputs) and depends on a param. */
+static vkt_status mark_grads(vkt_model *m)
+{
+    vkt_graph *g = m->g;
+    uint8_t *dep = calloc(m->n, 1), *reach = calloc(m->n, 1);
+    if (!dep || !reach) {
+        free(dep);
+        free(reach);
+        return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    for (uint32_t i = 0; i < m->n; i++) {
+        const vkt_tensor *t = g->nodes[i];
+        dep[i] = t->op == GOP_PARAM;
+        for (uint32_t k = 0; k < t->n_in; k++)
+            dep[i] |= dep[t->in[k]->id];
+    }
+    reach[m->loss->id] = 1;
+    for (uint32_t i = m->loss->id + 1; i-- > 0;) {
+        const vkt_tensor *t = g->nodes[i];
+        if (!reach[i])
+            continue;
+        for (uint32_t k = 0; k < t->n_in; k++)
+            if (!t->in[k]->is_int)
+                reach[t->in[k]->id] = 1;
+    }
+    for (uint32_t i = 0; i < m->n; i++)
+        m->node[i].needs_grad = m->node[i].active && reach[i] && dep[i];
+    free(dep);
+    free(reach);
+    return VKT_OK;
+}
+
+static void mark_fusion(vkt_model *m)
+{
+    for (uint32_t i = 0; i < m->n; i++)
+        m->node[i].fused_from = m->node[i].fused_into = -1;
+    if (m->no_fusion)
+        return;
+    for (uint32_t i = 0; i < m->n; i++) {
+        const vkt_tensor *a = m->g->nodes[i];
+        if (!m->node[i].active || !fusable_act(a))
+            continue;
+        const vkt_tensor *l = a->in[0];
+        if (l->op != GOP_LINEAR || m->node[l->id].uses != 1 || l->keep || l == m->loss)
+            continue;
+        m->node[i].fused_from = (int32_t)l->id;
+        m->node[l->id].fused_into = (int32_t)i;
+    }
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Forward order: by level (nodes of one level never depend on each other, so their
+ * commands need no barrier between them), then by id. */
+static vkt_status make_order(vkt_model *m)
+{
+    uint64_t *keys = malloc((m->n ? m->n : 1) * sizeof *keys);
+    m->order = malloc((m->n ? m->n : 1) * sizeof *m->order);
+    if (!keys || !m->order) {
+        free(keys);
+        return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    m->n_order = 0;
+    for (uint32_t i = 0; i < m->n; i++)
+        if (m->node[i].active)
+            keys[m->n_order++] = (uint64_t)m->node[i].level << 32 | i;
+    qsort(keys, m->n_order, sizeof *keys, cmp_u64);
+    for (uint32_t i = 0; i < m->n_order; i++)
+        m->order[i] = (uint32_t)keys[i];
+    free(keys);
+    return VKT_OK;
+}
+
+/* Forward values: parameters and inputs at fixed offsets over every such node of the
+ * graph (id order: models sharing parameters agree), others in the arena. */
+static vkt_status make_values(vkt_model *m)
+{
+    vkt_graph *g = m->g;
+    for (uint32_t i = 0; i < m->n; i++) {
+        mnode *nd = &m->node[i];
+        const vkt_tensor *t = g->nodes[i];
+        nd->val = nd->grad = nd->aux = nd->tmp = -1;
+        uint64_t c = m->count[i];
+        if (t->op == GOP_PARAM) {
+            nd->val = model_new_value(m, MS_PARAMS, c);
+            if (nd->val >= 0)
+                m->val[nd->val].offset = m->param_elems;
+            m->param_elems += (c + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
+        } else if (t->op == GOP_INPUT || t->op == GOP_LABELS) {
+            nd->val = model_new_value(m, MS_INPUTS, c);
+            if (nd->val >= 0)
+                m->val[nd->val].offset = m->input_elems;
+            m->input_elems += (c + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
+        } else {
+            continue;
+        }
+        if (nd->val < 0)
+            return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    for (uint32_t o = 0; o < m->n_order; o++) {
+        uint32_t i = m->order[o];
+        mnode *nd = &m->node[i];
+        const vkt_tensor *t = g->nodes[i];
+        if (is_leaf(t) || nd->fused_into >= 0)
+            continue;
+        nd->val = model_new_value(m, MS_ARENA, m->count[i]);
+        if (nd->val < 0)
+            return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        if (t->op == GOP_RESHAPE) /* a view: no copy */
+            m->val[nd->val].alias = model_root(m, m->node[t->in[0]->id].val);
+        if (t->keep || t == m->loss)
+            m->val[model_root(m, nd->val)].kept = 1;
+        if (nd->fused_from >= 0) {
+            vkt_unary_op op = (vkt_unary_op)t->iop;
+            /* The backward needs the pre-activation where f' does not follow from f. */
+            if (m->training && nd->needs_grad && !gk_act_grad_from_y(op, t->f0)) {
+                nd->aux = model_new_value(m, MS_ARENA, m->count[i]);
+                if (nd->aux < 0)
+                    return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            }
+        }
+    }
+    return VKT_OK;
+}
+
+/* Gradient values, in forward order so a reshape can view its input's gradient. */
+static vkt_status make_grads(vkt_model *m)
+{
+    vkt_graph *g = m->g;
+    for (uint32_t o = 0; o < m->n_order; o++) {
+        uint32_t i = m->order[o];
+        mnode *nd = &m->node[i];
+        const vkt_tensor *t = g->nodes[i];
+        if (!nd->needs_grad || nd->fused_into >= 0)
+            continue;
+        if (t == m->loss) {
+            nd->grad = model_new_value(m, MS_CTRL, 1);
+            if (nd->grad >= 0)
+                m->val[nd->grad].offset = CTRL_ONE;
+        } else if (t->op == GOP_PARAM) {
+            nd->grad = model_new_value(m, MS_GRADS, m->count[i]);
+            if (nd->grad >= 0)
+                m->val[nd->grad].offset = m->val[nd->val].offset;
+        } else {
+            nd->grad = model_new_value(m, MS_ARENA, m->count[i]);
+            const mnode *x = t->op == GOP_RESHAPE ? &m->node[t->in[0]->id] : NULL;
+            if (nd->grad >= 0 && x && x->uses == 1 && x->grad >= 0)
+                m->val[nd->grad].alias = model_root(m, x->grad);
+        }
+        if (nd->grad < 0)
+            return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    /* Softmax-CE as the loss of its logits' only use writes their gradient itself. */
+    if (m->loss && m->loss->op == GOP_SCE) {
+        mnode *z = &m->node[m->loss->in[0]->id];
+        m->node[m->loss->id].sce_grad_fwd = z->needs_grad && z->uses == 1 && z->grad >= 0;
+    }
+    for (uint32_t i = 0; i < m->n; i++) {
+        mnode *nd = &m->node[i];
+        const vkt_tensor *t = g->nodes[i];
+        if (t->op == GOP_SCE && nd->needs_grad && !nd->sce_grad_fwd &&
+            m->node[t->in[0]->id].needs_grad) {
+            nd->aux = model_new_value(m, MS_ARENA, m->count[t->in[0]->id]); /* probabilities */
+            if (nd->aux < 0)
+                return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        }
+    }
+    return VKT_OK;
+}
+
+/* The node whose inputs a backward step of node i writes gradients into. */
+static const vkt_tensor *grad_source(const vkt_model *m, uint32_t i)
+{
+    int32_t l = m->node[i].fused_from;
+    return l >= 0 ? m->g->nodes[l] : m->g->nodes[i];
+}
+
+static int has_backward(const vkt_model *m, uint32_t i)
+{
+    const mnode *nd = &m->node[i];
+    const vkt_tensor *t = m->g->nodes[i];
+    if (!nd->needs_grad || is_leaf(t) || nd->fused_into >= 0 || nd->sce_grad_fwd)
+        return 0;
+    if (t->op == GOP_RESHAPE && m->val[nd->grad].alias >= 0)
+        return 0; /* its gradient is a view of its input's */
+    return 1;
+}
+
+static vkt_status make_steps(vkt_model *m)
+{
+    m->steps = malloc((2 * m->n_order + 1) * sizeof *m->steps);
+    if (!m->steps)
+        return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t i = 0; i < m->n; i++)
+        m->node[i].fpos = m->node[i].bpos = -1;
+    m->n_steps = 0;
+    for (uint32_t o = 0; o < m->n_order; o++) {
+        uint32_t i = m->order[o];
+        const vkt_tensor *t = m->g->nodes[i];
+        if (is_leaf(t) || t->op == GOP_RESHAPE || m->node[i].fused_into >= 0)
+            continue;
+        m->node[i].fpos = (int32_t)m->n_steps;
+        m->steps[m->n_steps++] = (mstep){i, 0};
+    }
+    m->n_fwd_steps = m->n_steps;
+    if (!m->training)
+        return VKT_OK;
+    for (uint32_t o = m->n_order; o-- > 0;) {
+        uint32_t i = m->order[o];
+        if (!has_backward(m, i))
+            continue;
+        m->node[i].bpos = (int32_t)m->n_steps;
+        m->steps[m->n_steps++] = (mstep){i, 1};
+    }
+    return VKT_OK;
+}
+
+/* Whether the backward of node i writes input k's gradient through a scratch array
+ * and an add (ops whose kernels cannot add into their output). */
+static int needs_tmp(const vkt_model *m, uint32_t i, uint32_t k)
+{
+    const vkt_tensor *t = m->g->nodes[i];
+    if (!m->node[i].acc[k])
+        return 0;
+    switch (t->op) {
+    case GOP_ADD:
+    case GOP_SUB: return !graph_shape_eq(&m->shape[t->in[k]->id], &m->shape[i]);
+    case GOP_MUL:
+    case GOP_SOFTMAX: return 1;
+    default: return 0;
+    }
+}
+
+uint32_t model_slot(const vkt_tensor *src, uint32_t j)
+{
+    int reverse = src->op == GOP_MATMUL || src->op == GOP_LINEAR;
+    return reverse ? src->n_in - 1 - j : j;
+}
+
+static vkt_status make_acc_flags(vkt_model *m)
+{
+    uint8_t *written = calloc(m->n_val ? m->n_val : 1, 1);
+    if (!written)
+        return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (m->loss && m->node[m->loss->id].sce_grad_fwd)
+        written[model_root(m, m->node[m->loss->in[0]->id].grad)] = 1;
+    for (uint32_t s = m->n_fwd_steps; s < m->n_steps; s++) {
+        uint32_t i = m->steps[s].node;
+        mnode *nd = &m->node[i];
+        const vkt_tensor *src = grad_source(m, i);
+        uint64_t tmp = 0;
+        for (uint32_t j = 0; j < src->n_in; j++) {
+            uint32_t k = model_slot(src, j);
+            const mnode *in = &m->node[src->in[k]->id];
+            if (!in->needs_grad || in->grad < 0)
+                continue;
+            int32_t r = model_root(m, in->grad);
+            nd->acc[k] = written[r];
+            written[r] = 1;
+            if (needs_tmp(m, i, k) && m->count[src->in[k]->id] > tmp)
+                tmp = m->count[src->in[k]->id];
+        }
+        /* Fused linear + activation: dz in place over the activation's gradient, unless
+         * that must stay readable (check mode, no reuse) or is not arena memory. */
+        if (nd->fused_from >= 0 &&
+            (m->no_reuse || m->val[model_root(m, nd->grad)].space != MS_ARENA))
+            tmp = m->count[i];
+        if (tmp) {
+            nd->tmp = model_new_value(m, MS_ARENA, tmp);
+            if (nd->tmp < 0) {
+                free(written);
+                return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            }
+        }
+    }
+    free(written);
+    return VKT_OK;
+}
+
+vkt_status model_analyze(vkt_model *m)
+{
+    vkt_status st = VKT_OK;
+    mark_active(m);
+    if (m->training)
+        st = mark_grads(m);
+    mark_fusion(m);
+    if (st == VKT_OK)
+        st = make_order(m);
+    if (st == VKT_OK)
+        st = make_values(m);
+    if (st == VKT_OK && m->training)
+        st = make_grads(m);
+    if (st == VKT_OK)
+        st = make_steps(m);
+    if (st == VKT_OK && m->training)
+        st = make_acc_flags(m);
+    return st;
+}

@@ -1,0 +1,151 @@
+/* gk_ref.c - fp32-interface CPU references of the graph kernels (gk.h), accumulating in
+ * double; the kernel tests compare the device against these. */
+#include "graph/gk.h"
+#include "graph/graph.h"
+#include "kernels/ref.h"
+
+#include <math.h>
+
+static float out_with(float v, float beta, float old)
+{
+    return beta != 0.0f ? (float)((double)v + (double)beta * old) : v;
+}
+
+void gk_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias, float *y,
+                     uint32_t rows, uint32_t cols)
+{
+    for (uint64_t i = 0; i < (uint64_t)rows * cols; i++) {
+        float v = bias ? pre[i] + bias[i % cols] : pre[i];
+        float f = vkt_ref_unary_f(op, alpha, v);
+        if (y) {
+            pre[i] = v;
+            y[i] = f;
+        } else {
+            pre[i] = f;
+        }
+    }
+}
+
+static double grad_from_y(vkt_unary_op op, double alpha, double y)
+{
+    switch (op) {
+    case VKT_UNARY_SCALE: return alpha;
+    case VKT_UNARY_RELU: return y > 0 ? 1.0 : 0.0;
+    case VKT_UNARY_LEAKY_RELU: return y > 0 ? 1.0 : alpha;
+    case VKT_UNARY_TANH: return 1.0 - y * y;
+    default: return y * (1.0 - y);
+    }
+}
+
+void gk_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const float *v,
+                              const float *dy, float *dz, float beta, float *db, float beta_b,
+                              uint32_t rows, uint32_t cols)
+{
+    for (uint32_t c = 0; c < cols; c++) {
+        double s = 0;
+        for (uint32_t r = 0; r < rows; r++) {
+            uint64_t i = (uint64_t)r * cols + c;
+            double d = from_y ? grad_from_y(op, alpha, v[i]) : vkt_ref_unary_df(op, alpha, v[i]);
+            float g = (float)(dy[i] * d);
+            s += g;
+            if (dz)
+                dz[i] = out_with(g, beta, dz[i]);
+        }
+        if (db)
+            db[c] = out_with((float)s, beta_b, db[c]);
+    }
+}
+
+void gk_ref_sce(const float *z, const int32_t *labels, float *loss, int mode, float *p,
+                uint32_t rows, uint32_t cols)
+{
+    double total = 0;
+    for (uint32_t r = 0; r < rows; r++) {
+        const float *zr = z + (uint64_t)r * cols;
+        double m = zr[0], s = 0;
+        for (uint32_t c = 1; c < cols; c++)
+            m = zr[c] > m ? zr[c] : m;
+        for (uint32_t c = 0; c < cols; c++)
+            s += exp(zr[c] - m);
+        int32_t l = labels[r] < 0 ? 0 : labels[r] >= (int32_t)cols ? (int32_t)cols - 1 : labels[r];
+        total += m + log(s) - zr[l];
+        for (uint32_t c = 0; mode && c < cols; c++) {
+            double q = exp(zr[c] - m) / s;
+            p[(uint64_t)r * cols + c] =
+                (float)(mode == 2 ? (q - (c == (uint32_t)l ? 1.0 : 0.0)) / rows : q);
+        }
+    }
+    loss[0] = (float)(total / rows);
+}
+
+void gk_ref_sce_backward(const float *p, const int32_t *labels, const float *dl, float *dz,
+                         float beta, uint32_t rows, uint32_t cols)
+{
+    double g = (double)dl[0] / rows;
+    for (uint32_t r = 0; r < rows; r++) {
+        int32_t l = labels[r] < 0 ? 0 : labels[r] >= (int32_t)cols ? (int32_t)cols - 1 : labels[r];
+        for (uint32_t c = 0; c < cols; c++) {
+            uint64_t i = (uint64_t)r * cols + c;
+            dz[i] = out_with((float)((p[i] - (c == (uint32_t)l ? 1.0 : 0.0)) * g), beta, dz[i]);
+        }
+    }
+}
+
+void gk_ref_mse(const float *a, const float *b, float *loss, uint64_t n)
+{
+    double s = 0;
+    for (uint64_t i = 0; i < n; i++)
+        s += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    loss[0] = (float)(s / (double)n);
+}
+
+void gk_ref_mse_backward(const float *a, const float *b, const float *dl, float *d, float sign,
+                         float beta, uint64_t n)
+{
+    double g = sign * 2.0 / (double)n * dl[0];
+    for (uint64_t i = 0; i < n; i++)
+        d[i] = out_with((float)(((double)a[i] - b[i]) * g), beta, d[i]);
+}
+
+void gk_ref_slice(const float *x, uint32_t src_row, uint32_t src_base, float *y,
+                  uint32_t dst_row, uint32_t dst_base, uint32_t rows, uint32_t len,
+                  float alpha, float beta)
+{
+    for (uint64_t r = 0; r < rows; r++)
+        for (uint64_t c = 0; c < len; c++) {
+            float *o = &y[r * dst_row + dst_base + c];
+            *o = out_with((float)((double)alpha * x[r * src_row + src_base + c]), beta, *o);
+        }
+}
+
+void gk_ref_broadcast(const float *x, float *y, uint32_t outer, uint32_t axis, uint32_t inner,
+                      float alpha, float beta)
+{
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t a = 0; a < axis; a++)
+            for (uint64_t i = 0; i < inner; i++) {
+                float *out = &y[(o * axis + a) * inner + i];
+                *out = out_with((float)((double)alpha * x[o * inner + i]), beta, *out);
+            }
+}
+
+void gk_ref_transpose(const float *x, float *y, uint32_t rows, uint32_t cols, float alpha,
+                      float beta)
+{
+    for (uint64_t i = 0; i < rows; i++)
+        for (uint64_t j = 0; j < cols; j++) {
+            float *o = &y[j * rows + i];
+            *o = out_with((float)((double)alpha * x[i * cols + j]), beta, *o);
+        }
+}
+
+void gk_ref_dropout(const float *x, uint64_t step, float *y, uint64_t n, float p, uint64_t seed,
+                    float beta)
+{
+    uint32_t key = graph_dropout_key(seed, step), thr = graph_dropout_threshold(p);
+    float scale = (float)(1.0 / (1.0 - (double)p));
+    for (uint64_t i = 0; i < n; i++) {
+        float f = graph_dropout_keep(key, (uint32_t)i, thr) ? scale : 0.0f;
+        y[i] = out_with(x[i] * f, beta, y[i]);
+    }
+}

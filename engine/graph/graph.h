@@ -1,0 +1,156 @@
+/*
+ * graph.h - the graph layer's internals: tensors (nodes), the op table, shape rules and
+ * the CPU reference of every op. The model side (autodiff, memory plan, recording,
+ * check mode) is in model.h.
+ */
+#ifndef VKT_GRAPH_GRAPH_H
+#define VKT_GRAPH_GRAPH_H
+
+#include "gpu/gpu.h"
+
+#define GRAPH_NAME_SIZE 64
+#define GRAPH_MAX_INPUTS 32 /* inputs of one node (vkt_concat) */
+
+typedef enum graph_op {
+    GOP_INPUT = 0, /* fp32 placeholder */
+    GOP_LABELS,    /* int32 placeholder [B] */
+    GOP_PARAM,
+    GOP_MATMUL,    /* a, b */
+    GOP_LINEAR,    /* x, w, b (optional) */
+    GOP_ADD,
+    GOP_SUB,
+    GOP_MUL,
+    GOP_SCALE,     /* f0 = s */
+    GOP_UNARY,     /* iop = vkt_unary_op, f0 = alpha */
+    GOP_SOFTMAX,   /* iop = 1 for log-softmax */
+    GOP_SCE,       /* logits, labels */
+    GOP_MSE,       /* pred, target */
+    GOP_SUM,       /* axis (-1 all) */
+    GOP_MEAN,      /* axis (-1 all) */
+    GOP_RESHAPE,   /* target */
+    GOP_TRANSPOSE,
+    GOP_CONCAT,    /* axis */
+    GOP_SLICE,     /* axis, start, len (the parts of vkt_split) */
+    GOP_DROPOUT,   /* f0 = p, seed */
+    GOP_COUNT
+} graph_op;
+
+struct vkt_tensor {
+    vkt_graph *graph;
+    uint32_t id;          /* position in the graph: inputs always have smaller ids */
+    graph_op op;
+    vkt_shape shape;      /* at the batch the graph was built with */
+    int is_int;           /* int32 elements (labels) */
+    int keep;             /* vkt_keep */
+    uint32_t n_in;
+    vkt_tensor **in;      /* n_in inputs (in_inline or heap) */
+    vkt_tensor *in_inline[3];
+    char name[GRAPH_NAME_SIZE];
+    /* op parameters */
+    float f0;
+    int32_t axis;
+    uint32_t start, len;
+    uint32_t iop;
+    uint64_t seed;
+    vkt_shape target;
+    vkt_init init;
+};
+
+struct vkt_graph {
+    vkt_tensor **nodes;
+    uint32_t count, cap;
+    uint64_t seed;
+    vkt_status status;
+    char errmsg[VKT_ERRMSG_SIZE];
+};
+
+/* ---- building (graph.c) ---- */
+
+/* Records the graph's first error (later ones are dropped); returns NULL. */
+vkt_tensor *graph_fail(vkt_graph *g, vkt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Checks that the graph is usable and the n inputs are non-NULL tensors of it; records
+ * an error naming `fn` otherwise. Returns 1 if the op may be built. */
+int graph_check_inputs(vkt_graph *g, const char *fn, vkt_tensor *const *in, uint32_t n);
+/* Appends a node (shape and parameters filled by the caller's template); its shape is
+ * inferred with the op's shape rule. Returns NULL (error recorded) on failure. */
+vkt_tensor *graph_add(vkt_graph *g, const char *fn, const vkt_tensor *tmpl,
+                      vkt_tensor *const *in, uint32_t n_in);
+
+/* ---- shapes (shapes.c) ---- */
+
+uint64_t graph_count(const vkt_shape *s);
+/* "[3,1,5]" ("[]" for a scalar) into buf; returns buf. */
+#define GRAPH_SHAPE_STR 64
+const char *graph_shape_str(const vkt_shape *s, char buf[GRAPH_SHAPE_STR]);
+int graph_shape_eq(const vkt_shape *a, const vkt_shape *b);
+/* The output shape of node n given its inputs' shapes. On failure writes a message
+ * (naming `fn`, the op, and the shapes) into msg and returns VKT_ERROR_SHAPE or
+ * VKT_ERROR_INVALID_ARGUMENT. */
+vkt_status graph_infer_shape(const vkt_tensor *n, const vkt_shape *const *in,
+                             vkt_shape *out, char *msg, size_t msg_size);
+/* The API function that builds op n ("vkt_matmul"), for messages. */
+const char *graph_op_fn(const vkt_tensor *n);
+/* Short op name ("matmul", "relu", "log_softmax"). */
+const char *graph_op_name(const vkt_tensor *n);
+
+/* ---- parameter initialization (init.c) ---- */
+
+/* Fills a parameter of `shape` from its initializer, deterministic for the seed. */
+void graph_init_param(const vkt_tensor *param, uint64_t graph_seed, float *out);
+
+/* ---- dropout's counter-based hash, identical to shaders/dropout.comp ---- */
+
+uint32_t graph_hash32(uint32_t x);
+/* The per-step key of a dropout node. */
+uint32_t graph_dropout_key(uint64_t seed, uint64_t step);
+/* Whether element i is kept: hash >= threshold, threshold = p * 2^32. */
+int graph_dropout_keep(uint32_t key, uint32_t i, uint32_t threshold);
+uint32_t graph_dropout_threshold(float p);
+
+/* ---- CPU reference of one op, in double (ops_ref.c, ops_ref_bwd.c) ---- */
+
+typedef struct graph_ref_args {
+    const vkt_tensor *node;
+    uint32_t n_in;
+    const vkt_shape *in_shape[GRAPH_MAX_INPUTS];
+    vkt_shape out_shape;
+    const double *in[GRAPH_MAX_INPUTS]; /* labels as exact integers */
+    double *out;
+    /* backward: dout is the gradient of the output; din[k] (NULL where not wanted) are
+     * accumulated into (+=). */
+    const double *dout;
+    double *din[GRAPH_MAX_INPUTS];
+    uint64_t step;  /* dropout */
+    int training;   /* dropout on */
+} graph_ref_args;
+
+void graph_ref_forward(const graph_ref_args *a);
+void graph_ref_backward(const graph_ref_args *a);
+/* Scalar activation and its derivative, in double (the formulas of common.glsl). */
+double graph_ref_act(vkt_unary_op op, double alpha, double x);
+double graph_ref_act_grad(vkt_unary_op op, double alpha, double x);
+
+/* ---- CPU reference of a whole graph (ref_graph.c): used by tests ---- */
+
+typedef struct graph_ref {
+    const vkt_graph *g;
+    uint32_t n;          /* nodes */
+    vkt_shape *shape;    /* per node, at the batch */
+    uint64_t *count;
+    double **val;        /* per node */
+    double **grad;       /* per node, after graph_ref_run_backward */
+    uint64_t step;
+    int training;
+} graph_ref;
+
+/* Shapes at `batch` (0 = as built); parameters from their initializers. */
+vkt_status graph_ref_init(graph_ref *r, const vkt_graph *g, uint32_t batch, char *msg,
+                          size_t msg_size);
+void graph_ref_free(graph_ref *r);
+void graph_ref_set(graph_ref *r, const vkt_tensor *t, const float *data);
+void graph_ref_run_forward(graph_ref *r);
+/* Gradients of the scalar `loss` with respect to every node (zero where unrelated). */
+void graph_ref_run_backward(graph_ref *r, const vkt_tensor *loss);
+
+#endif

@@ -1,0 +1,90 @@
+/* init.c - parameter initializers (host side, seeded, deterministic) and the
+ * counter-based hash dropout uses (the same integer steps as shaders/dropout.comp). */
+#include "graph/graph.h"
+
+#include <math.h>
+
+/* splitmix64: one 64-bit state, good enough streams for initializers. */
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) with 53 bits. */
+static double uniform01(uint64_t *s)
+{
+    return (double)(splitmix(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Standard normal by Box-Muller (one value per call: simple and deterministic). */
+static double normal01(uint64_t *s)
+{
+    double u1 = uniform01(s), u2 = uniform01(s);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+void graph_init_param(const vkt_tensor *p, uint64_t graph_seed, float *out)
+{
+    uint64_t n = graph_count(&p->shape);
+    const vkt_init *in = &p->init;
+    uint64_t state = in->seed ? in->seed
+                              : graph_seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(p->id + 1));
+    double fan_in = 1, fan_out = 1;
+    if (p->shape.ndim == 1) {
+        fan_in = fan_out = p->shape.dims[0];
+    } else if (p->shape.ndim >= 2) {
+        fan_out = p->shape.dims[p->shape.ndim - 1];
+        fan_in = (double)n / fan_out;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        double v;
+        switch (in->kind) {
+        case VKT_INIT_CONSTANT: v = in->a; break;
+        case VKT_INIT_UNIFORM: v = in->a + ((double)in->b - in->a) * uniform01(&state); break;
+        case VKT_INIT_NORMAL: v = in->a + (double)in->b * normal01(&state); break;
+        case VKT_INIT_GLOROT: {
+            double lim = sqrt(6.0 / (fan_in + fan_out));
+            v = lim * (2.0 * uniform01(&state) - 1.0);
+            break;
+        }
+        case VKT_INIT_HE: v = sqrt(2.0 / fan_in) * normal01(&state); break;
+        default: v = 0; break; /* zeros */
+        }
+        out[i] = (float)v;
+    }
+}
+
+uint32_t graph_hash32(uint32_t x)
+{
+    /* "lowbias32" integer finalizer (Chris Wellons' hash-prospector). */
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+uint32_t graph_dropout_key(uint64_t seed, uint64_t step)
+{
+    uint32_t k = graph_hash32((uint32_t)(step >> 32));
+    k = graph_hash32(k ^ (uint32_t)step);
+    k = graph_hash32(k ^ (uint32_t)(seed >> 32));
+    return graph_hash32(k ^ (uint32_t)seed);
+}
+
+int graph_dropout_keep(uint32_t key, uint32_t i, uint32_t threshold)
+{
+    return graph_hash32(key + graph_hash32(i)) >= threshold;
+}
+
+uint32_t graph_dropout_threshold(float p)
+{
+    double t = (double)p * 4294967296.0;
+    return t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
+}

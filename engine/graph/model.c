@@ -1,0 +1,297 @@
+/* model.c - compiling a graph for a context: shapes at the model's batch, analysis
+ * (autodiff.c), the memory plan (plan.c), and one flat buffer per category: parameters
+ * (initialized here), gradients, the activation arena, inputs, and the control block. */
+#include "graph/model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+vkt_status model_fail(vkt_model *m, vkt_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vkt_failv(m ? m->errmsg : NULL, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+vkt_status model_ctx_fail(vkt_model *m, vkt_status st)
+{
+    return model_fail(m, st, "%s", m->ctx->errmsg);
+}
+
+int32_t model_new_value(vkt_model *m, mspace space, uint64_t count)
+{
+    if (m->n_val == m->cap_val) {
+        uint32_t cap = m->cap_val ? 2 * m->cap_val : 64;
+        mval *v = realloc(m->val, cap * sizeof *v);
+        if (!v)
+            return -1;
+        m->val = v;
+        m->cap_val = cap;
+    }
+    m->val[m->n_val] = (mval){space, 0, count, -1, 0, 0, 0};
+    return (int32_t)m->n_val++;
+}
+
+int32_t model_root(const vkt_model *m, int32_t v)
+{
+    while (v >= 0 && m->val[v].alias >= 0)
+        v = m->val[v].alias;
+    return v;
+}
+
+vkt_view model_view(const vkt_model *m, int32_t v)
+{
+    vkt_view none = {NULL, 0};
+    int32_t r = model_root(m, v);
+    if (r < 0)
+        return none;
+    const mval *x = &m->val[r];
+    switch (x->space) {
+    case MS_ARENA: return (vkt_view){m->arena, x->offset};
+    case MS_PARAMS: return (vkt_view){m->params, x->offset};
+    case MS_GRADS: return (vkt_view){m->grads, x->offset};
+    case MS_INPUTS: return (vkt_view){m->inputs, x->offset};
+    case MS_CTRL: return (vkt_view){m->ctrl, x->offset};
+    default: return none;
+    }
+}
+
+/* Shapes of every node at the model's batch: inputs take it as their first dimension,
+ * and every op's shape rule runs again. */
+static vkt_status infer_shapes(vkt_model *m)
+{
+    for (uint32_t i = 0; i < m->n; i++) {
+        const vkt_tensor *t = m->g->nodes[i];
+        if (t->n_in == 0) {
+            m->shape[i] = t->shape;
+            if (t->op != GOP_PARAM && m->batch_override)
+                m->shape[i].dims[0] = m->batch;
+        } else {
+            const vkt_shape *in[GRAPH_MAX_INPUTS];
+            for (uint32_t k = 0; k < t->n_in; k++)
+                in[k] = &m->shape[t->in[k]->id];
+            char msg[VKT_ERRMSG_SIZE];
+            vkt_status st = graph_infer_shape(t, in, &m->shape[i], msg, sizeof msg);
+            if (st != VKT_OK)
+                return model_fail(m, st, "at batch %u: %s", m->batch, msg);
+        }
+        m->count[i] = graph_count(&m->shape[i]);
+        if (m->count[i] > UINT32_MAX)
+            return model_fail(m, VKT_ERROR_LIMIT, "tensor '%s' has %llu elements; at most "
+                              "2^32 - 1 are supported", t->name,
+                              (unsigned long long)m->count[i]);
+    }
+    return VKT_OK;
+}
+
+/* The batch the graph's inputs were built with (the first input's first dimension). */
+static uint32_t built_batch(const vkt_graph *g)
+{
+    for (uint32_t i = 0; i < g->count; i++)
+        if (g->nodes[i]->op == GOP_INPUT || g->nodes[i]->op == GOP_LABELS)
+            return g->nodes[i]->shape.dims[0];
+    return 1;
+}
+
+static int mapped_directly(const vkt_buffer *b)
+{
+    return b->mapped && !b->ctx->force_staging;
+}
+
+static vkt_status make_buffer(vkt_model *m, uint64_t elems, vkt_memory_kind kind,
+                              vkt_buffer **out)
+{
+    vkt_status st = vkt_buffer_create(m->ctx, (elems ? elems : ALIGN_ELEMS) * 4, kind, out);
+    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+}
+
+static vkt_status zero_buffer(vkt_model *m, vkt_buffer *b)
+{
+    void *z = calloc(1, b->size);
+    if (!z)
+        return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    vkt_status st = vkt_buffer_write(b, 0, z, b->size);
+    free(z);
+    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+}
+
+static vkt_status init_params(vkt_model *m)
+{
+    vkt_status st = zero_buffer(m, m->params); /* the gaps between parameters stay 0 */
+    for (uint32_t i = 0; i < m->n && st == VKT_OK; i++) {
+        const vkt_tensor *t = m->g->nodes[i];
+        if (t->op != GOP_PARAM)
+            continue;
+        float *host = malloc(m->count[i] * sizeof *host);
+        if (!host)
+            return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        graph_init_param(t, m->g->seed, host);
+        st = vkt_buffer_write(m->params, m->val[m->node[i].val].offset * 4, host,
+                              m->count[i] * 4);
+        free(host);
+        if (st != VKT_OK)
+            st = model_ctx_fail(m, st);
+    }
+    return st;
+}
+
+static vkt_status make_buffers(vkt_model *m)
+{
+    vkt_status st = VKT_OK;
+    if (m->param_owner) {
+        m->params = m->param_owner->params;
+    } else {
+        st = make_buffer(m, m->param_elems, VKT_MEMORY_DEVICE, &m->params);
+        if (st == VKT_OK)
+            st = init_params(m);
+    }
+    if (st == VKT_OK && m->training) {
+        st = make_buffer(m, m->param_elems, VKT_MEMORY_DEVICE, &m->grads);
+        if (st == VKT_OK) /* gradients of parameters the loss does not reach stay 0 */
+            st = zero_buffer(m, m->grads);
+    }
+    if (st == VKT_OK)
+        st = make_buffer(m, m->arena_elems, VKT_MEMORY_DEVICE, &m->arena);
+    if (st == VKT_OK)
+        st = make_buffer(m, m->input_elems, VKT_MEMORY_DEVICE, &m->inputs);
+    if (st == VKT_OK && !mapped_directly(m->inputs)) {
+        m->inputs_staged = 1;
+        st = make_buffer(m, m->input_elems, VKT_MEMORY_HOST, &m->staging);
+    }
+    if (st == VKT_OK)
+        st = make_buffer(m, CTRL_ELEMS, VKT_MEMORY_HOST, &m->ctrl);
+    if (st == VKT_OK) {
+        float one = 1.0f;
+        memset(m->ctrl->mapped, 0, CTRL_ELEMS * 4);
+        memcpy((char *)m->ctrl->mapped + CTRL_ONE * 4, &one, 4);
+        m->loss_staged = !mapped_directly(m->arena);
+    }
+    if (st == VKT_OK && (st = vkt_stream_create(m->ctx, NULL, &m->train)) == VKT_OK)
+        st = vkt_stream_create(m->ctx, NULL, &m->eval);
+    if (st != VKT_OK && !m->errmsg[0])
+        st = model_ctx_fail(m, st);
+    return st;
+}
+
+static vkt_status check_args(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
+                             const vkt_model_options *o)
+{
+    static const char fn[] = "vkt_model_create";
+    if (!ctx || !g)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: context or graph is NULL", fn);
+    if (g->status != VKT_OK)
+        return vkt_fail(NULL, g->status, "%s: the graph has an error: %s", fn, g->errmsg);
+    if (g->count == 0)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: the graph is empty", fn);
+    if (loss && loss->graph != g)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: the loss belongs to another "
+                        "graph", fn);
+    if (loss && graph_count(&loss->shape) != 1)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: the loss '%s' is not a scalar "
+                        "(shape has %llu elements)", fn, loss->name,
+                        (unsigned long long)graph_count(&loss->shape));
+    if (o && o->share_params && (o->share_params->g != g || o->share_params->ctx != ctx))
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: share_params is a model of "
+                        "another graph or context", fn);
+    return VKT_OK;
+}
+
+static int env_check(void)
+{
+    const char *e = getenv("VKT_CHECK");
+    return e && e[0] && strcmp(e, "0") != 0;
+}
+
+vkt_status vkt_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
+                            const vkt_model_options *options, vkt_model **out)
+{
+    if (!out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_create: out is NULL");
+    *out = NULL;
+    vkt_status st = check_args(ctx, g, loss, options);
+    if (st != VKT_OK)
+        return st;
+    vkt_model_options o;
+    memset(&o, 0, sizeof o);
+    if (options)
+        o = *options;
+    vkt_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    m->ctx = ctx;
+    m->g = g;
+    m->n = g->count;
+    m->batch = o.batch ? o.batch : built_batch(g);
+    m->batch_override = o.batch != 0;
+    m->loss = loss;
+    m->training = loss && !o.forward_only;
+    m->check = o.check || env_check();
+    m->no_reuse = o.no_memory_reuse || m->check;
+    m->no_fusion = o.no_fusion;
+    m->param_owner = o.share_params ? (o.share_params->param_owner ? o.share_params->param_owner
+                                                                   : o.share_params)
+                                    : NULL;
+    m->corrupt_node = -1;
+    m->shape = calloc(m->n, sizeof *m->shape);
+    m->count = calloc(m->n, sizeof *m->count);
+    m->node = calloc(m->n, sizeof *m->node);
+    if (!m->shape || !m->count || !m->node)
+        st = model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (st == VKT_OK)
+        st = infer_shapes(m);
+    if (st == VKT_OK)
+        st = model_analyze(m);
+    if (st == VKT_OK)
+        st = model_plan(m);
+    if (st == VKT_OK)
+        st = make_buffers(m);
+    if (st != VKT_OK) {
+        vkt_fail(NULL, st, "vkt_model_create: %s", m->errmsg);
+        vkt_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return VKT_OK;
+}
+
+void vkt_model_destroy(vkt_model *m)
+{
+    if (!m)
+        return;
+    vkt_stream_destroy(m->train);
+    vkt_stream_destroy(m->eval);
+    vkt_stream_destroy(m->hooks_stream);
+    if (!m->param_owner)
+        vkt_buffer_destroy(m->params);
+    vkt_buffer_destroy(m->grads);
+    vkt_buffer_destroy(m->arena);
+    vkt_buffer_destroy(m->inputs);
+    vkt_buffer_destroy(m->staging);
+    vkt_buffer_destroy(m->ctrl);
+    free(m->shape);
+    free(m->count);
+    free(m->node);
+    free(m->val);
+    free(m->order);
+    free(m->steps);
+    free(m);
+}
+
+const char *vkt_model_errmsg(const vkt_model *m) { return m ? m->errmsg : "model is NULL"; }
+
+uint32_t vkt_model_batch(const vkt_model *m) { return m ? m->batch : 0; }
+
+vkt_status vkt_model_shape(const vkt_model *m, const vkt_tensor *t, vkt_shape *out)
+{
+    if (out)
+        *out = (vkt_shape){0, {0}};
+    if (!m || !t || !out || t->graph != m->g || t->id >= m->n)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_model_shape: not a tensor of this model");
+    *out = m->shape[t->id];
+    return VKT_OK;
+}

@@ -1,0 +1,162 @@
+/*
+ * model.h - a graph compiled for a context: the internals shared by compilation
+ * (model.c), autodiff and scheduling (autodiff.c), the memory plan (plan.c), recording
+ * (record_fwd.c, record_bwd.c), execution (run.c) and check mode (check.c). Also the
+ * interface the optimizer layer uses (graph_model_flat, graph_model_add_epilogue).
+ */
+#ifndef VKT_GRAPH_MODEL_H
+#define VKT_GRAPH_MODEL_H
+
+#include "graph/graph.h"
+
+/* Where a value lives. */
+typedef enum mspace {
+    MS_NONE = 0,
+    MS_ARENA,  /* activations, gradients of non-parameters, saved and scratch values */
+    MS_PARAMS, /* the flat parameter buffer */
+    MS_GRADS,  /* the flat gradient buffer (the parameters' layout) */
+    MS_INPUTS, /* inputs and labels, written by the host before a step */
+    MS_CTRL    /* the host-visible control block (step counter, constant 1) */
+} mspace;
+
+/* Control block, in 4-byte elements. */
+#define CTRL_STEP 0 /* uint64 step: low word, then high */
+#define CTRL_ONE 2  /* 1.0f: the gradient of the loss with respect to itself */
+#define CTRL_LOSS 3 /* the loss copied out, when the arena is not host-visible */
+#define CTRL_ELEMS 4
+
+#define ALIGN_ELEMS 16 /* offsets of planned values: 64 bytes */
+
+/* A value: a forward result, a gradient, or a saved or scratch array of one node. */
+typedef struct mval {
+    mspace space;
+    uint64_t offset; /* elements, in its space's buffer */
+    uint64_t count;
+    int32_t alias;   /* shares the storage of that value (-1: its own) */
+    int32_t first, last; /* arena values: first and last position touching it (roots) */
+    int kept;        /* live to the end of the step (readable afterwards) */
+} mval;
+
+typedef struct mnode {
+    int active;       /* computed by this model's forward */
+    int needs_grad;   /* a gradient flows to it from the loss */
+    uint32_t uses;    /* input slots of active nodes that read it */
+    uint32_t level;   /* longest path from a leaf */
+    int32_t val;      /* forward value (-1: fused away, or inactive) */
+    int32_t grad;     /* gradient value (-1: none) */
+    int32_t aux;      /* saved for the backward: softmax-CE probabilities, pre-activation */
+    int32_t tmp;      /* backward scratch: dz, or a contribution summed afterwards */
+    int32_t fused_from; /* activation: the linear fused into it (-1 none) */
+    int32_t fused_into; /* linear: the activation it is fused into (-1 none) */
+    int sce_grad_fwd; /* softmax-CE writes its logits' gradient during the forward */
+    int32_t fpos, bpos; /* step positions (-1: none) */
+    uint8_t acc[GRAPH_MAX_INPUTS]; /* backward: 1 adds to the input's gradient, 0 writes */
+} mnode;
+
+/* One step of the schedule: a node's forward or backward. */
+typedef struct mstep {
+    uint32_t node;
+    int backward;
+} mstep;
+
+typedef vkt_status (*graph_record_fn)(vkt_stream *stream, void *user);
+
+typedef struct model_hook {
+    graph_record_fn fn;
+    void *user;
+} model_hook;
+
+#define MODEL_MAX_HOOKS 4
+
+struct vkt_model {
+    vkt_context *ctx;
+    vkt_graph *g;
+    uint32_t n;               /* graph nodes at compilation */
+    uint32_t batch;
+    int batch_override;       /* inputs take `batch` as their first dimension */
+    vkt_tensor *loss;         /* NULL: no loss */
+    int training;             /* has a backward */
+    int check, no_reuse, no_fusion;
+    vkt_model *param_owner;   /* the model whose parameter buffer this one uses */
+
+    vkt_shape *shape;         /* per node, at this batch */
+    uint64_t *count;
+    mnode *node;
+    mval *val;
+    uint32_t n_val, cap_val;
+    uint32_t *order;          /* forward order of the active nodes */
+    uint32_t n_order;
+    mstep *steps;             /* forward steps, then backward steps */
+    uint32_t n_steps, n_fwd_steps;
+
+    uint64_t param_elems, input_elems, arena_elems, no_reuse_elems;
+    uint32_t arena_values;
+    vkt_buffer *params, *grads, *arena, *inputs, *staging, *ctrl;
+    int inputs_staged;        /* inputs go through `staging` and a recorded copy */
+    int loss_staged;          /* the loss is copied into the control block */
+
+    vkt_stream *train, *eval;
+    vkt_stream *hooks_stream; /* check mode: the epilogue hooks, run after the check */
+    int train_recorded, eval_recorded;
+    vkt_stream_stats train_stats, eval_stats;
+    uint64_t step;
+    model_hook hooks[MODEL_MAX_HOOKS];
+    uint32_t n_hooks;
+    int32_t corrupt_node;     /* test hook: the node whose output is corrupted (-1) */
+    char errmsg[VKT_ERRMSG_SIZE];
+};
+
+/* ---- for the optimizer layer and other engine code ---- */
+
+/* The flat parameter and gradient buffers (views at element 0) and their length. grads
+ * is {NULL, 0} for a forward-only model. */
+vkt_status graph_model_flat(vkt_model *m, vkt_view *params, vkt_view *grads, uint64_t *count);
+/* Adds commands recorded at the end of every training step (after the backward), e.g.
+ * an optimizer update. Only before the first step (the step is recorded once). */
+vkt_status graph_model_add_epilogue(vkt_model *m, graph_record_fn fn, void *user);
+/* The training step's stream (recorded on first use): for stats and timings. */
+vkt_status graph_model_train_stream(vkt_model *m, vkt_stream **out);
+
+/* Test hook (check mode): after `t`'s forward, overwrite its first element with a wrong
+ * value. Only before the first step. */
+vkt_status graph_model_debug_corrupt(vkt_model *m, const vkt_tensor *t);
+
+/* ---- compilation internals ---- */
+
+vkt_status model_fail(vkt_model *m, vkt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Copies the context's message after a failed kernel call. */
+vkt_status model_ctx_fail(vkt_model *m, vkt_status st);
+/* A new value of `count` elements in `space`; returns its index or -1 (out of memory). */
+int32_t model_new_value(vkt_model *m, mspace space, uint64_t count);
+/* The value whose storage v uses (follows aliases). */
+int32_t model_root(const vkt_model *m, int32_t v);
+vkt_view model_view(const vkt_model *m, int32_t v);
+
+/* autodiff.c: activity, gradients, fusion, schedule, values, accumulate flags. */
+vkt_status model_analyze(vkt_model *m);
+/* The j-th input slot whose gradient the backward of `src` (the node, or the linear
+ * fused into it) writes: products go in reverse (bias, dW, dX), the others in order.
+ * The write/add flags are given in this order and record_bwd.c follows it. */
+uint32_t model_slot(const vkt_tensor *src, uint32_t j);
+/* plan.c: liveness and offsets of the arena values. */
+vkt_status model_plan(vkt_model *m);
+/* The values a step reads and writes and the phase (dispatch within the step) of each
+ * access, for liveness; returns how many. Must cover what record_*.c touch. */
+uint32_t model_step_access(const vkt_model *m, const mstep *s, int32_t *vals, int *writes,
+                           int *phases, uint32_t cap);
+
+/* record_fwd.c, record_bwd.c */
+vkt_status model_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int training);
+vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node);
+
+/* check.c: compares every op of the last run with its CPU reference. */
+vkt_status model_check(vkt_model *m, int training);
+
+/* A shape seen as [outer, dims[axis], inner]. */
+void model_axis3(const vkt_shape *s, uint32_t axis, uint32_t *outer, uint32_t *len,
+                 uint32_t *inner);
+/* Rows and columns of a node's shape seen as [rows, last dim]. */
+void model_rows_cols(const vkt_shape *s, uint32_t *rows, uint32_t *cols);
+
+#endif

@@ -1,0 +1,187 @@
+/* run.c - recording a model's two streams once (the training step: inputs in, forward,
+ * loss, backward, epilogue hooks such as the optimizer; the evaluation forward) and
+ * replaying them. The step counter that seeds dropout lives in the host-visible control
+ * block, so replays need no re-recording. Barriers come from the stream: only where a
+ * command touches memory an earlier one wrote, so independent branches get none. */
+#include "graph/model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static vkt_status record(vkt_model *m, vkt_stream *s, int training)
+{
+    vkt_status st = VKT_OK;
+    m->errmsg[0] = 0;
+    if (m->inputs_staged)
+        st = vkt_stream_copy(s, m->staging, 0, m->inputs, 0, m->inputs->size);
+    uint32_t n_steps = training ? m->n_steps : m->n_fwd_steps;
+    for (uint32_t i = 0; i < n_steps && st == VKT_OK; i++) {
+        const mstep *step = &m->steps[i];
+        if (step->backward) {
+            st = model_record_backward(m, s, step->node);
+            continue;
+        }
+        st = model_record_forward(m, s, step->node, training);
+        if (st == VKT_OK && (int32_t)step->node == m->corrupt_node)
+            st = vkt_fill(s, model_view(m, m->node[step->node].val), 1, 1234.5f);
+    }
+    /* Check mode runs the epilogue (an optimizer changing parameters) after the check,
+     * from its own stream, so the check sees the parameters the step used. */
+    for (uint32_t h = 0; training && !m->check && h < m->n_hooks && st == VKT_OK; h++)
+        st = m->hooks[h].fn(s, m->hooks[h].user);
+    if (st == VKT_OK && m->loss && m->loss_staged) {
+        vkt_view l = model_view(m, m->node[m->loss->id].val);
+        st = vkt_stream_copy(s, l.buffer, l.offset * 4, m->ctrl, CTRL_LOSS * 4, 4);
+    }
+    if (st != VKT_OK) {
+        if (!m->errmsg[0]) /* a kernel's message, kept by the context */
+            model_ctx_fail(m, st);
+        vkt_stream_reset(s);
+        return st;
+    }
+    return vkt_stream_stats_get(s, training ? &m->train_stats : &m->eval_stats);
+}
+
+static vkt_status ensure_recorded(vkt_model *m, int training)
+{
+    int *done = training ? &m->train_recorded : &m->eval_recorded;
+    if (*done)
+        return VKT_OK;
+    vkt_status st = record(m, training ? m->train : m->eval, training);
+    if (st == VKT_OK)
+        *done = 1;
+    return st;
+}
+
+/* Check mode: the epilogue hooks in a stream of their own, recorded once. */
+static vkt_status run_hooks(vkt_model *m)
+{
+    vkt_status st = VKT_OK;
+    if (!m->hooks_stream) {
+        st = vkt_stream_create(m->ctx, NULL, &m->hooks_stream);
+        for (uint32_t h = 0; h < m->n_hooks && st == VKT_OK; h++)
+            st = m->hooks[h].fn(m->hooks_stream, m->hooks[h].user);
+    }
+    if (st == VKT_OK)
+        st = vkt_stream_run(m->hooks_stream);
+    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+}
+
+static vkt_status run(vkt_model *m, int training)
+{
+    vkt_status st = ensure_recorded(m, training);
+    if (st != VKT_OK)
+        return st;
+    uint32_t *ctrl = m->ctrl->mapped;
+    ctrl[CTRL_STEP] = (uint32_t)m->step;
+    ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
+    st = vkt_stream_run(training ? m->train : m->eval);
+    if (st != VKT_OK)
+        return model_ctx_fail(m, st);
+    if (m->check)
+        st = model_check(m, training);
+    if (st == VKT_OK && m->check && training && m->n_hooks)
+        st = run_hooks(m);
+    return st;
+}
+
+vkt_status vkt_model_forward_backward(vkt_model *m)
+{
+    if (!m)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_forward_backward: model "
+                        "is NULL");
+    if (!m->training)
+        return model_fail(m, VKT_ERROR_STATE, "vkt_model_forward_backward: the model is "
+                          "forward-only (no loss, or options.forward_only)");
+    vkt_status st = run(m, 1);
+    m->step++;
+    return st;
+}
+
+vkt_status vkt_model_forward(vkt_model *m)
+{
+    if (!m)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_forward: model is NULL");
+    return run(m, 0);
+}
+
+uint64_t vkt_model_step_index(const vkt_model *m) { return m ? m->step : 0; }
+
+void vkt_model_set_step_index(vkt_model *m, uint64_t step)
+{
+    if (m)
+        m->step = step;
+}
+
+vkt_status vkt_model_stats_get(vkt_model *m, vkt_model_stats *out)
+{
+    if (!m || !out)
+        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_model_stats_get: NULL argument");
+    memset(out, 0, sizeof *out);
+    vkt_status st = m->training ? ensure_recorded(m, 1) : VKT_OK;
+    if (st == VKT_OK)
+        st = ensure_recorded(m, 0);
+    if (st != VKT_OK)
+        return st;
+    out->param_count = m->param_elems;
+    out->param_bytes = m->param_elems * 4;
+    out->grad_bytes = m->training ? m->param_elems * 4 : 0;
+    out->activation_bytes = m->arena_elems * 4;
+    out->activation_no_reuse_bytes = m->no_reuse_elems * 4;
+    out->values = m->arena_values;
+    out->step_dispatches = m->train_stats.dispatches;
+    out->step_copies = m->train_stats.copies;
+    out->step_barriers = m->train_stats.barriers;
+    out->forward_dispatches = m->eval_stats.dispatches;
+    out->forward_barriers = m->eval_stats.barriers;
+    return VKT_OK;
+}
+
+vkt_status graph_model_flat(vkt_model *m, vkt_view *params, vkt_view *grads, uint64_t *count)
+{
+    if (!m || !params || !grads || !count)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_flat: NULL argument");
+    *params = (vkt_view){m->params, 0};
+    *grads = (vkt_view){m->grads, 0};
+    *count = m->param_elems;
+    return VKT_OK;
+}
+
+vkt_status graph_model_add_epilogue(vkt_model *m, graph_record_fn fn, void *user)
+{
+    if (!m || !fn)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_add_epilogue: NULL");
+    if (m->train_recorded)
+        return model_fail(m, VKT_ERROR_STATE, "graph_model_add_epilogue: the training step is "
+                          "already recorded (add epilogues before the first step)");
+    if (m->n_hooks == MODEL_MAX_HOOKS)
+        return model_fail(m, VKT_ERROR_LIMIT, "graph_model_add_epilogue: at most %d",
+                          MODEL_MAX_HOOKS);
+    m->hooks[m->n_hooks++] = (model_hook){fn, user};
+    return VKT_OK;
+}
+
+vkt_status graph_model_train_stream(vkt_model *m, vkt_stream **out)
+{
+    if (!m || !out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_train_stream: NULL");
+    *out = NULL;
+    if (!m->training)
+        return model_fail(m, VKT_ERROR_STATE, "graph_model_train_stream: forward-only model");
+    vkt_status st = ensure_recorded(m, 1);
+    if (st == VKT_OK)
+        *out = m->train;
+    return st;
+}
+
+vkt_status graph_model_debug_corrupt(vkt_model *m, const vkt_tensor *t)
+{
+    if (!m || !t || t->graph != m->g || t->id >= m->n || m->node[t->id].fpos < 0)
+        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "graph_model_debug_corrupt: not a computed tensor of this model");
+    if (m->train_recorded || m->eval_recorded)
+        return model_fail(m, VKT_ERROR_STATE, "graph_model_debug_corrupt: already recorded");
+    m->corrupt_node = (int32_t)t->id;
+    return VKT_OK;
+}

@@ -1,0 +1,62 @@
+/*
+ * Bias + activation over P[rows, cols]: P = P + b (b broadcast over rows, when HAS_BIAS),
+ * Y = f(P). In place (Y is P, binding 2 unused) unless SEPARATE_Y keeps the
+ * pre-activation in P for the backward. The activation is a unary op code of
+ * common.glsl (SCALE with alpha 1 is the identity). Grid-stride over all elements, as
+ * vec4s when VEC4 (every view 16-byte aligned, cols a multiple of 4: lavapipe pays per
+ * invocation, so four elements each cost little more than one).
+ */
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "push.h"
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint OP = 0;
+layout(constant_id = 2) const bool HAS_BIAS = true;
+layout(constant_id = 3) const bool SEPARATE_Y = false;
+layout(constant_id = 4) const bool VEC4 = false;
+
+layout(push_constant) uniform Push { vkt_push_bias_act p; };
+layout(std430, set = 0, binding = 0) readonly buffer B { float b[]; };
+layout(std430, set = 0, binding = 0) readonly buffer B4 { vec4 b4[]; };
+layout(std430, set = 0, binding = 1) buffer P { float pre[]; };
+layout(std430, set = 0, binding = 1) buffer P4 { vec4 pre4[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer Y4 { vec4 y4[]; };
+
+float f(float v) { return vkt_unary_f(OP, p.alpha, v); }
+
+void main()
+{
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    if (VEC4) {
+        uint n4 = p.rows * p.cols / 4, c4 = p.cols / 4;
+        uint po = p.p_off / 4, bo = p.b_off / 4, yo = p.y_off / 4;
+        for (uint j = gl_GlobalInvocationID.x; j < n4; j += stride) {
+            vec4 v = pre4[po + j];
+            if (HAS_BIAS)
+                v += b4[bo + j % c4];
+            vec4 r = vec4(f(v.x), f(v.y), f(v.z), f(v.w));
+            if (SEPARATE_Y) {
+                pre4[po + j] = v;
+                y4[yo + j] = r;
+            } else {
+                pre4[po + j] = r;
+            }
+        }
+        return;
+    }
+    uint n = p.rows * p.cols;
+    for (uint i = gl_GlobalInvocationID.x; i < n; i += stride) {
+        float v = pre[p.p_off + i];
+        if (HAS_BIAS)
+            v += b[p.b_off + i % p.cols];
+        if (SEPARATE_Y) {
+            pre[p.p_off + i] = v;
+            y[p.y_off + i] = f(v);
+        } else {
+            pre[p.p_off + i] = f(v);
+        }
+    }
+}
