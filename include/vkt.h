@@ -737,6 +737,92 @@ void vkt_loader_position(const vkt_loader *loader, uint64_t *epoch, uint64_t *ba
 /* Moves to a position (e.g. restored from a checkpoint). */
 vkt_status vkt_loader_seek(vkt_loader *loader, uint64_t epoch, uint64_t batch_index);
 
+/* ------------------------------------------------------------------------------ */
+/* Trainers: model + optimizer + replicas, one call per training step             */
+/* ------------------------------------------------------------------------------ */
+/*
+ * A trainer compiles a graph on one or more replicas (one vkt_context each, from the
+ * device list), attaches the optimizer to each replica's recorded step, and runs steps
+ * on global batches fed from the host. With one replica a step is one submission:
+ * inputs, forward, loss, backward and the optimizer update in one command buffer.
+ * It owns its contexts; the instance and graph must outlive it.
+ */
+
+typedef struct vkt_trainer vkt_trainer;
+
+typedef enum vkt_parallel_mode {
+    VKT_PARALLEL_SYNC = 0, /* averaged gradients, identical replicas */
+    VKT_PARALLEL_ASYNC     /* lock-free updates of a host master copy */
+} vkt_parallel_mode;
+
+typedef struct vkt_trainer_options {
+    uint32_t batch;                   /* global batch (required) */
+    vkt_optimizer_options optimizer;  /* zeroed: SGD with its default lr */
+    const uint32_t *devices;          /* device index per replica; NULL: VKT_DEVICES, */
+    uint32_t device_count;            /*   else device 0 */
+    vkt_parallel_mode mode;
+    vkt_kernel_variant kernels;
+    int check;                        /* VKT_CHECK mode on every replica */
+} vkt_trainer_options;
+
+/* One input's data for a step or a prediction: rows of `tensor` (fp32, or int32 for
+ * labels), the batch dimension first. */
+typedef struct vkt_feed {
+    const vkt_tensor *tensor;
+    const void *data;
+} vkt_feed;
+
+vkt_status vkt_trainer_create(vkt_instance *instance, vkt_graph *graph, vkt_tensor *loss,
+                              const vkt_trainer_options *options,
+                              vkt_trainer **out_trainer /* OUT */);
+void vkt_trainer_destroy(vkt_trainer *trainer);
+const char *vkt_trainer_errmsg(const vkt_trainer *trainer);
+uint32_t vkt_trainer_replicas(const vkt_trainer *trainer);
+
+/* One step on a global batch: every feed holds options.batch rows. *out_loss (may be
+ * NULL) is the batch's mean loss before the update. */
+vkt_status vkt_trainer_step(vkt_trainer *trainer, const vkt_feed *feeds, uint32_t n_feeds,
+                            float *out_loss /* OUT */);
+/* Steps taken so far (the schedule's position). */
+uint64_t vkt_trainer_step_count(const vkt_trainer *trainer);
+/* Changes hyperparameters (same optimizer kind) from the next step on. */
+vkt_status vkt_trainer_set_optimizer(vkt_trainer *trainer, const vkt_optimizer_options *o);
+
+/* Forward in evaluation mode (no dropout) over `rows` rows of the feeds, any number, in
+ * chunks; writes `output` ([rows, ...] fp32) to out. */
+vkt_status vkt_trainer_predict(vkt_trainer *trainer, const vkt_feed *feeds, uint32_t n_feeds,
+                               uint32_t rows, const vkt_tensor *output, float *out /* OUT */);
+
+typedef struct vkt_eval_result {
+    float loss;      /* mean softmax cross-entropy over the set, in nats */
+    float accuracy;  /* fraction of samples whose largest logit is the label */
+    uint32_t count;
+} vkt_eval_result;
+
+/* Classification metrics of a data set: `input` takes its features, `logits` ([B, C])
+ * is the graph's class-score tensor. */
+vkt_status vkt_trainer_evaluate(vkt_trainer *trainer, const vkt_dataset *dataset,
+                                const vkt_tensor *input, const vkt_tensor *logits,
+                                vkt_eval_result *out /* OUT */);
+
+/* Parameters (replica 0's, which all replicas equal in sync mode). */
+uint64_t vkt_trainer_param_count(const vkt_trainer *trainer);
+vkt_status vkt_trainer_read_params(vkt_trainer *trainer, float *out /* OUT */, uint64_t count);
+vkt_status vkt_trainer_write_params(vkt_trainer *trainer, const float *data, uint64_t count);
+/* One parameter's values. */
+vkt_status vkt_trainer_read(vkt_trainer *trainer, const vkt_tensor *param, float *out /* OUT */,
+                            uint64_t count);
+
+typedef struct vkt_trainer_stats {
+    uint64_t steps;
+    double step_seconds;      /* wall time inside vkt_trainer_step, summed */
+    double host_cpu_seconds;  /* process CPU time inside vkt_trainer_step, summed */
+    uint32_t step_dispatches; /* per step, per replica, optimizer included */
+    uint64_t activation_bytes, activation_no_reuse_bytes; /* replica 0's plan */
+} vkt_trainer_stats;
+
+vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer, vkt_trainer_stats *out /* OUT */);
+
 #ifdef __cplusplus
 }
 #endif

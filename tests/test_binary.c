@@ -147,7 +147,7 @@ static void check_gradient(vkt_shape as, vkt_shape bs)
                 v[j] = keep;
                 fd[j] = (float)((lp - lm) / (xp - xm));
             }
-            char what[160], sa[64], sb[64];
+            char what[256], sa[64], sb[64];
             snprintf(what, sizeof what, "%s grad %c vs finite difference, %s with %s",
                      vkt_binary_op_name(op), which ? 'b' : 'a', str(&as, sa), str(&bs, sb));
             th_compare(what, g, fd, nv, 2e-3f, 5e-4f);

@@ -7,6 +7,9 @@
 
 int cmd_devices(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* vkt bench train (cmd_bench_train.c): argv holds the options after "train". */
+int cmd_bench_train(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 /* Prints "vkt: <what>: <status name>: <message>" to stderr; returns 1. */
 int cli_fail(const char *what, vkt_status st, const char *msg);

@@ -10,8 +10,11 @@ static void usage(FILE *f)
             "usage: vkt <command> [options]\n"
             "\n"
             "commands:\n"
+            "  train              train a model (vkt train --help for options)\n"
             "  devices            list Vulkan devices and their limits\n"
             "  bench gemm         GEMM GFLOP/s at 256..2048 with a correctness check\n"
+            "                     (--mlp: the GEMMs of an MLP training step)\n"
+            "  bench train        MLP training step time vs its GEMMs alone (the ratio)\n"
             "  version            print the version\n"
             "  help               this text\n"
             "\n"
@@ -48,6 +51,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 1, argv + 1);
+    if (strcmp(cmd, "train") == 0)
+        return cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0) {

@@ -161,7 +161,7 @@ vkt_status vkt_binary(vkt_stream *stream, vkt_binary_op op, vkt_view a, const vk
                       vkt_view b, const vkt_shape *b_shape, vkt_view out)
 {
     vkt_shape os;
-    uint64_t na, nb, nout;
+    uint64_t na = 0, nb = 0, nout = 0;
     vkt_status st = check(stream, "vkt_binary", op, a_shape, b_shape, &os, &na, &nb, &nout);
     if (st != VKT_OK)
         return st;
@@ -206,7 +206,7 @@ vkt_status vkt_binary_backward(vkt_stream *stream, vkt_binary_op op, int which, 
 {
     static const char fn[] = "vkt_binary_backward";
     vkt_shape os;
-    uint64_t na, nb, nout;
+    uint64_t na = 0, nb = 0, nout = 0;
     vkt_status st = check(stream, fn, op, a_shape, b_shape, &os, &na, &nb, &nout);
     if (st != VKT_OK)
         return st;

@@ -1,0 +1,293 @@
+/* vkt_trainer: creation, steps, parameters, statistics. */
+#include "trainer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+vkt_status trainer_fail(vkt_trainer *t, vkt_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vkt_failv(t ? t->errmsg : NULL, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+vkt_status trainer_from_model(vkt_trainer *t, const vkt_model *m, vkt_status st)
+{
+    return trainer_fail(t, st, "%s", m ? vkt_model_errmsg(m) : vkt_last_error());
+}
+
+/* The optimizer update, recorded at the end of the replica's training step. */
+static vkt_status record_update(vkt_stream *s, void *user)
+{
+    replica *r = user;
+    vkt_view params, grads;
+    uint64_t n;
+    vkt_status st = graph_model_flat(r->model, &params, &grads, &n);
+    return st == VKT_OK ? vkt_optimizer_record(r->opt, s, params, grads) : st;
+}
+
+static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device)
+{
+    vkt_context_options co = {.device_index = device, .kernels = t->opt.kernels};
+    vkt_status st = vkt_context_create(t->inst, &co, &r->ctx);
+    if (st != VKT_OK)
+        return trainer_fail(t, st, "replica %u (device %u): %s", r->index, device,
+                            vkt_last_error());
+    vkt_model_options mo = {.batch = r->rows, .check = t->opt.check};
+    st = vkt_model_create(r->ctx, t->graph, t->loss, &mo, &r->model);
+    if (st != VKT_OK)
+        return trainer_fail(t, st, "replica %u: %s", r->index, vkt_last_error());
+    st = vkt_optimizer_create(r->ctx, &t->optim, vkt_model_param_count(r->model), &r->opt);
+    if (st != VKT_OK)
+        return trainer_fail(t, st, "replica %u: optimizer: %s", r->index,
+                            vkt_context_errmsg(r->ctx));
+    st = graph_model_add_epilogue(r->model, record_update, r);
+    return st == VKT_OK ? VKT_OK : trainer_from_model(t, r->model, st);
+}
+
+static vkt_status select_devices(vkt_trainer *t, uint32_t *dev, uint32_t *n)
+{
+    if (t->opt.devices) {
+        if (t->opt.device_count == 0 || t->opt.device_count > TRAINER_MAX_REPLICAS)
+            return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                                "vkt_trainer_create: device_count must be 1..%d",
+                                TRAINER_MAX_REPLICAS);
+        memcpy(dev, t->opt.devices, t->opt.device_count * sizeof *dev);
+        *n = t->opt.device_count;
+        for (uint32_t i = 0; i < *n; i++)
+            if (dev[i] >= vkt_instance_device_count(t->inst))
+                return trainer_fail(t, VKT_ERROR_NO_DEVICE,
+                                    "device %u does not exist (%u device(s) present)", dev[i],
+                                    vkt_instance_device_count(t->inst));
+        return VKT_OK;
+    }
+    vkt_status st = vkt_instance_select_devices(t->inst, dev, TRAINER_MAX_REPLICAS, n);
+    return st == VKT_OK ? VKT_OK
+                        : trainer_fail(t, st, "%s", vkt_instance_errmsg(t->inst));
+}
+
+vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *loss,
+                              const vkt_trainer_options *options, vkt_trainer **out)
+{
+    if (!out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_create: out is NULL");
+    *out = NULL;
+    if (!inst || !graph || !loss || !options)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_trainer_create: instance, graph, loss and options are required");
+    if (vkt_graph_status(graph) != VKT_OK)
+        return vkt_fail(NULL, vkt_graph_status(graph), "%s", vkt_graph_errmsg(graph));
+    if (options->batch == 0)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_create: batch is 0");
+    vkt_trainer *t = calloc(1, sizeof *t);
+    if (!t)
+        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    t->inst = inst;
+    t->graph = graph;
+    t->loss = loss;
+    t->opt = *options;
+    t->optim = options->optimizer;
+    uint32_t dev[TRAINER_MAX_REPLICAS], n = 0;
+    vkt_status st = select_devices(t, dev, &n);
+    if (st == VKT_OK && n > options->batch)
+        st = trainer_fail(t, VKT_ERROR_SHAPE,
+                          "%u replicas cannot share a global batch of %u rows: every replica "
+                          "needs at least one row", n, options->batch);
+    if (st == VKT_OK && n > 1)
+        st = trainer_fail(t, VKT_ERROR_STATE,
+                          "training on %u replicas is not available yet: use one device "
+                          "(VKT_DEVICES=0)", n);
+    if (st == VKT_OK && !(t->rep = calloc(n, sizeof *t->rep)))
+        st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t i = 0; st == VKT_OK && i < n; i++) {
+        replica *r = &t->rep[t->n_rep++];
+        r->index = i;
+        r->row0 = (uint32_t)((uint64_t)options->batch * i / n);
+        r->rows = (uint32_t)((uint64_t)options->batch * (i + 1) / n) - r->row0;
+        st = create_replica(t, r, dev[i]);
+    }
+    if (st != VKT_OK) {
+        char msg[VKT_ERRMSG_SIZE];
+        memcpy(msg, t->errmsg, sizeof msg);
+        vkt_trainer_destroy(t);
+        return vkt_fail(NULL, st, "%s", msg);
+    }
+    vkt_model_stats ms;
+    if (vkt_model_stats_get(t->rep[0].model, &ms) == VKT_OK) {
+        t->stats.step_dispatches = ms.step_dispatches;
+        t->stats.activation_bytes = ms.activation_bytes;
+        t->stats.activation_no_reuse_bytes = ms.activation_no_reuse_bytes;
+    }
+    *out = t;
+    return VKT_OK;
+}
+
+void vkt_trainer_destroy(vkt_trainer *t)
+{
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->n_rep; i++) {
+        replica *r = &t->rep[i];
+        for (uint32_t e = 0; e < r->n_eval; e++)
+            vkt_model_destroy(r->eval[e].model);
+        vkt_model_destroy(r->model);
+        vkt_optimizer_destroy(r->opt);
+        vkt_context_destroy(r->ctx);
+    }
+    free(t->rep);
+    free(t);
+}
+
+const char *vkt_trainer_errmsg(const vkt_trainer *t)
+{
+    return t ? t->errmsg : "vkt_trainer_errmsg: trainer is NULL";
+}
+
+uint32_t vkt_trainer_replicas(const vkt_trainer *t) { return t ? t->n_rep : 0; }
+uint64_t vkt_trainer_step_count(const vkt_trainer *t) { return t ? t->steps : 0; }
+
+vkt_status trainer_row_bytes(vkt_trainer *t, vkt_model *m, const vkt_tensor *input,
+                             uint64_t *out)
+{
+    vkt_shape s;
+    vkt_status st = vkt_model_shape(m, input, &s);
+    if (st != VKT_OK)
+        return trainer_from_model(t, m, st);
+    uint64_t n = 1;
+    for (uint32_t d = 1; d < s.ndim; d++)
+        n *= s.dims[d];
+    *out = n * 4; /* fp32 and int32 alike */
+    return VKT_OK;
+}
+
+/* Every input (or labels) node the model computes from must be fed each step. */
+static vkt_status check_fed(vkt_trainer *t, vkt_model *m, const vkt_feed *feeds, uint32_t n)
+{
+    for (uint32_t id = 0; id < m->n; id++) {
+        const vkt_tensor *node = t->graph->nodes[id];
+        if ((node->op != GOP_INPUT && node->op != GOP_LABELS) || !m->node[id].active)
+            continue;
+        int fed = 0;
+        for (uint32_t f = 0; f < n && !fed; f++)
+            fed = feeds[f].tensor == node;
+        if (!fed)
+            return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                                "input '%s' is not fed: every step needs data for it",
+                                node->name);
+    }
+    return VKT_OK;
+}
+
+vkt_status trainer_feed(vkt_trainer *t, vkt_model *m, const vkt_feed *feeds, uint32_t n,
+                        uint32_t row0, uint32_t rows, uint32_t pad_to)
+{
+    if (n && !feeds)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "feeds is NULL");
+    vkt_status st = check_fed(t, m, feeds, n);
+    for (uint32_t f = 0; st == VKT_OK && f < n; f++) {
+        if (!feeds[f].tensor || !feeds[f].data)
+            return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "feed %u has no tensor or data",
+                                f);
+        uint64_t row = 0;
+        if ((st = trainer_row_bytes(t, m, feeds[f].tensor, &row)) != VKT_OK)
+            return st;
+        const char *src = (const char *)feeds[f].data + row0 * row;
+        if (pad_to > rows) { /* evaluation's last chunk: pad with zero rows */
+            char *buf = calloc(pad_to, row);
+            if (!buf)
+                return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            memcpy(buf, src, rows * row);
+            st = vkt_model_set_input(m, feeds[f].tensor, buf, pad_to * row / 4);
+            free(buf);
+        } else {
+            st = vkt_model_set_input(m, feeds[f].tensor, src, rows * row / 4);
+        }
+        if (st != VKT_OK)
+            return trainer_from_model(t, m, st);
+    }
+    return st;
+}
+
+vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
+                            float *out_loss)
+{
+    if (!t)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_step: trainer is NULL");
+    double t0 = vkt_now(), c0 = vkt_cpu_time();
+    replica *r = &t->rep[0];
+    vkt_status st = trainer_feed(t, r->model, feeds, n_feeds, r->row0, r->rows, 0);
+    if (st == VKT_OK && (st = vkt_optimizer_set_step(r->opt, t->steps)) != VKT_OK)
+        st = trainer_fail(t, st, "%s", vkt_context_errmsg(r->ctx));
+    if (st == VKT_OK && (st = vkt_model_forward_backward(r->model)) != VKT_OK)
+        st = trainer_from_model(t, r->model, st);
+    float loss = 0;
+    if (st == VKT_OK && (st = vkt_model_loss(r->model, &loss)) != VKT_OK)
+        st = trainer_from_model(t, r->model, st);
+    if (st != VKT_OK)
+        return st;
+    if (out_loss)
+        *out_loss = loss;
+    t->steps++;
+    t->stats.steps++;
+    t->stats.step_seconds += vkt_now() - t0;
+    t->stats.host_cpu_seconds += vkt_cpu_time() - c0;
+    return VKT_OK;
+}
+
+vkt_status vkt_trainer_set_optimizer(vkt_trainer *t, const vkt_optimizer_options *o)
+{
+    if (!t || !o)
+        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_trainer_set_optimizer: NULL argument");
+    for (uint32_t i = 0; i < t->n_rep; i++) {
+        vkt_status st = vkt_optimizer_set_options(t->rep[i].opt, o);
+        if (st != VKT_OK)
+            return trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[i].ctx));
+    }
+    t->optim = *o;
+    return VKT_OK;
+}
+
+uint64_t vkt_trainer_param_count(const vkt_trainer *t)
+{
+    return t ? vkt_model_param_count(t->rep[0].model) : 0;
+}
+
+vkt_status vkt_trainer_read_params(vkt_trainer *t, float *out, uint64_t count)
+{
+    if (!t)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read_params: NULL");
+    vkt_status st = vkt_model_read_params(t->rep[0].model, out, count);
+    return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
+}
+
+vkt_status vkt_trainer_write_params(vkt_trainer *t, const float *data, uint64_t count)
+{
+    if (!t)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_write_params: NULL");
+    for (uint32_t i = 0; i < t->n_rep; i++) {
+        vkt_status st = vkt_model_write_params(t->rep[i].model, data, count);
+        if (st != VKT_OK)
+            return trainer_from_model(t, t->rep[i].model, st);
+    }
+    return VKT_OK;
+}
+
+vkt_status vkt_trainer_read(vkt_trainer *t, const vkt_tensor *param, float *out, uint64_t count)
+{
+    if (!t)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read: NULL");
+    vkt_status st = vkt_model_read(t->rep[0].model, param, out, count);
+    return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
+}
+
+vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
+{
+    if (!t || !out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_stats_get: NULL");
+    *out = t->stats;
+    return VKT_OK;
+}

@@ -1,0 +1,105 @@
+/* Evaluation: forward-only models sharing the training model's parameters, run over
+ * any number of rows in fixed-size chunks (the last one padded). */
+#include "trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The evaluation model computing `output` on replica 0, made on first use. */
+static vkt_status eval_model_for(vkt_trainer *t, const vkt_tensor *output, vkt_model **out)
+{
+    replica *r = &t->rep[0];
+    for (uint32_t i = 0; i < r->n_eval; i++)
+        if (r->eval[i].output == output) {
+            *out = r->eval[i].model;
+            return VKT_OK;
+        }
+    if (r->n_eval == TRAINER_MAX_EVAL)
+        return trainer_fail(t, VKT_ERROR_LIMIT, "at most %d different prediction outputs",
+                            TRAINER_MAX_EVAL);
+    if (!output || output->graph != t->graph)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                            "the output tensor does not belong to the trainer's graph");
+    vkt_keep(t->graph, (vkt_tensor *)output); /* computed and readable in eval models */
+    vkt_model_options mo = {.batch = TRAINER_EVAL_BATCH, .forward_only = 1,
+                            .share_params = r->model};
+    vkt_model *m = NULL;
+    vkt_status st = vkt_model_create(r->ctx, t->graph, NULL, &mo, &m);
+    if (st != VKT_OK)
+        return trainer_fail(t, st, "evaluation model: %s", vkt_last_error());
+    r->eval[r->n_eval++] = (eval_model){output, m};
+    *out = m;
+    return VKT_OK;
+}
+
+vkt_status vkt_trainer_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
+                               uint32_t rows, const vkt_tensor *output, float *out)
+{
+    if (!t || !out || !output)
+        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_trainer_predict: NULL argument");
+    vkt_model *m = NULL;
+    vkt_status st = eval_model_for(t, output, &m);
+    uint64_t row_bytes = 0;
+    if (st == VKT_OK)
+        st = trainer_row_bytes(t, m, output, &row_bytes);
+    float *chunk = NULL;
+    if (st == VKT_OK && !(chunk = malloc(TRAINER_EVAL_BATCH * row_bytes)))
+        st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t row0 = 0; st == VKT_OK && row0 < rows; row0 += TRAINER_EVAL_BATCH) {
+        uint32_t n = rows - row0 < TRAINER_EVAL_BATCH ? rows - row0 : TRAINER_EVAL_BATCH;
+        st = trainer_feed(t, m, feeds, n_feeds, row0, n, TRAINER_EVAL_BATCH);
+        if (st == VKT_OK && (st = vkt_model_forward(m)) != VKT_OK)
+            st = trainer_from_model(t, m, st);
+        if (st == VKT_OK &&
+            (st = vkt_model_read(m, output, chunk, TRAINER_EVAL_BATCH * row_bytes / 4)) != VKT_OK)
+            st = trainer_from_model(t, m, st);
+        if (st == VKT_OK)
+            memcpy((char *)out + (uint64_t)row0 * row_bytes, chunk, n * row_bytes);
+    }
+    free(chunk);
+    return st;
+}
+
+vkt_status vkt_trainer_evaluate(vkt_trainer *t, const vkt_dataset *data,
+                                const vkt_tensor *input, const vkt_tensor *logits,
+                                vkt_eval_result *out)
+{
+    if (!t || !data || !input || !logits || !out)
+        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_trainer_evaluate: NULL argument");
+    memset(out, 0, sizeof *out);
+    uint32_t n = vkt_dataset_count(data), classes = vkt_dataset_classes(data);
+    vkt_shape s = vkt_tensor_shape(logits);
+    if (s.ndim != 2 || s.dims[1] != classes || classes == 0)
+        return trainer_fail(t, VKT_ERROR_SHAPE,
+                            "vkt_trainer_evaluate: logits must be [B, %u] for a data set of %u "
+                            "classes", classes, classes);
+    float *z = malloc((uint64_t)n * classes * sizeof *z);
+    if (!z)
+        return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    vkt_feed feed = {input, vkt_dataset_x(data)};
+    vkt_status st = vkt_trainer_predict(t, &feed, 1, n, logits, z);
+    if (st == VKT_OK) {
+        const int32_t *y = vkt_dataset_y(data);
+        double loss = 0;
+        uint32_t right = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            const float *zi = z + (uint64_t)i * classes;
+            uint32_t best = 0;
+            for (uint32_t c = 1; c < classes; c++)
+                best = zi[c] > zi[best] ? c : best;
+            double sum = 0;
+            for (uint32_t c = 0; c < classes; c++)
+                sum += exp((double)zi[c] - zi[best]);
+            loss += log(sum) - ((double)zi[y[i]] - zi[best]); /* -log softmax[label] */
+            right += best == (uint32_t)y[i];
+        }
+        out->loss = (float)(loss / n);
+        out->accuracy = (float)right / (float)n;
+        out->count = n;
+    }
+    free(z);
+    return st;
+}
