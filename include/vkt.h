@@ -756,13 +756,26 @@ typedef enum vkt_parallel_mode {
 } vkt_parallel_mode;
 
 typedef struct vkt_trainer_options {
-    uint32_t batch;                   /* global batch (required) */
+    uint32_t batch;                   /* global batch (required), split across replicas */
     vkt_optimizer_options optimizer;  /* zeroed: SGD with its default lr */
     const uint32_t *devices;          /* device index per replica; NULL: VKT_DEVICES, */
     uint32_t device_count;            /*   else device 0 */
     vkt_parallel_mode mode;
     vkt_kernel_variant kernels;
     int check;                        /* VKT_CHECK mode on every replica */
+    /* Async: bound the staleness (stale-synchronous parallel). A replica waits before
+     * its k-th read of the master until every replica has pushed at least k - staleness
+     * updates; with staleness 0 it also waits before pushing until every replica has
+     * read for the same step, so the result equals synchronous training (SGD). */
+    int bounded_staleness;
+    uint32_t staleness;
+    /* Linear learning-rate scaling with the number of replicas N: lr grows from lr to
+     * N * lr over `scale_lr_warmup` steps (0: at once). */
+    int scale_lr;
+    uint32_t scale_lr_warmup;
+    /* Benchmarking: replica `slow_replica` sleeps `slow_seconds` before each step. */
+    uint32_t slow_replica;
+    double slow_seconds;
 } vkt_trainer_options;
 
 /* One input's data for a step or a prediction: rows of `tensor` (fp32, or int32 for
@@ -779,14 +792,34 @@ void vkt_trainer_destroy(vkt_trainer *trainer);
 const char *vkt_trainer_errmsg(const vkt_trainer *trainer);
 uint32_t vkt_trainer_replicas(const vkt_trainer *trainer);
 
-/* One step on a global batch: every feed holds options.batch rows. *out_loss (may be
- * NULL) is the batch's mean loss before the update. */
+/* One synchronous step on a global batch: every feed holds options.batch rows, split
+ * across the replicas by rows. *out_loss (may be NULL) is the batch's mean loss before
+ * the update. In async mode use vkt_trainer_fit. */
 vkt_status vkt_trainer_step(vkt_trainer *trainer, const vkt_feed *feeds, uint32_t n_feeds,
                             float *out_loss /* OUT */);
 /* Steps taken so far (the schedule's position). */
 uint64_t vkt_trainer_step_count(const vkt_trainer *trainer);
 /* Changes hyperparameters (same optimizer kind) from the next step on. */
 vkt_status vkt_trainer_set_optimizer(vkt_trainer *trainer, const vkt_optimizer_options *o);
+
+/* Called from one training thread after each global step (sync) or each of replica 0's
+ * updates (async); may call vkt_trainer_evaluate. Returning nonzero stops training. */
+typedef int (*vkt_progress_fn)(void *user, uint64_t step, uint64_t total, float loss);
+
+/* Trains `steps` global steps on a classification data set: batches of options.batch
+ * rows in a seeded per-epoch order (vkt_loader), `input` fed the features and `labels`
+ * the labels. Sync: every step splits one global batch across the replicas. Async:
+ * every replica makes `steps` updates on its share of the same batch sequence,
+ * without waiting for the others (except for a staleness bound), lock-free on the
+ * master; afterwards every replica holds the master. The data-set position continues
+ * across calls. */
+vkt_status vkt_trainer_fit(vkt_trainer *trainer, const vkt_dataset *train,
+                           const vkt_tensor *input, const vkt_tensor *labels, uint64_t steps,
+                           uint64_t seed, vkt_progress_fn progress, void *user);
+
+/* One replica's flat parameters (sync mode keeps them bitwise equal). */
+vkt_status vkt_trainer_read_replica_params(vkt_trainer *trainer, uint32_t replica,
+                                           float *out /* OUT */, uint64_t count);
 
 /* Forward in evaluation mode (no dropout) over `rows` rows of the feeds, any number, in
  * chunks; writes `output` ([rows, ...] fp32) to out. */
@@ -813,12 +846,25 @@ vkt_status vkt_trainer_write_params(vkt_trainer *trainer, const float *data, uin
 vkt_status vkt_trainer_read(vkt_trainer *trainer, const vkt_tensor *param, float *out /* OUT */,
                             uint64_t count);
 
-typedef struct vkt_trainer_stats {
+typedef struct vkt_replica_stats {
+    double step_seconds;      /* forward + backward (+ update) on the device, summed */
+    double wait_seconds;      /* waiting at barriers or staleness gates, summed */
     uint64_t steps;
-    double step_seconds;      /* wall time inside vkt_trainer_step, summed */
-    double host_cpu_seconds;  /* process CPU time inside vkt_trainer_step, summed */
-    uint32_t step_dispatches; /* per step, per replica, optimizer included */
+} vkt_replica_stats;
+
+typedef struct vkt_trainer_stats {
+    uint64_t steps;               /* global steps (sync); updates / replicas (async) */
+    double step_seconds;          /* wall time inside vkt_trainer_step / _fit, summed */
+    double host_cpu_seconds;      /* process CPU time inside them, summed */
+    uint32_t step_dispatches;     /* per step, per replica, optimizer included */
     uint64_t activation_bytes, activation_no_reuse_bytes; /* replica 0's plan */
+    uint32_t replicas;
+    double average_seconds;       /* sync: host averaging of the gradients, summed */
+    uint64_t bytes_staged_per_step; /* host <-> device bytes per global step, all replicas */
+    /* async: staleness of each update = master updates between its read and its write */
+    double staleness_mean;
+    uint64_t staleness_p99, staleness_max, updates;
+    vkt_replica_stats replica[64];
 } vkt_trainer_stats;
 
 vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer, vkt_trainer_stats *out /* OUT */);

@@ -1,7 +1,9 @@
 /* VkResult names and statuses, call names for messages, fault injection. */
 #include "gpu.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local char t_call_name[96];
@@ -54,8 +56,14 @@ vkt_status gpu_status_of(VkResult r)
 
 VkResult gpu_fault(const char *call)
 {
+    /* "call" fails every time; "call:N" lets N calls through (counted over the process,
+     * all contexts together), then fails every later one. */
+    static atomic_uint_fast64_t passed;
     const char *spec = vkt_getenv("VKT_FAULT_INJECT");
-    if (!spec || strcmp(spec, call) != 0)
+    size_t n = strlen(call);
+    if (!spec || strncmp(spec, call, n) != 0 || (spec[n] != '\0' && spec[n] != ':'))
+        return VK_SUCCESS;
+    if (spec[n] == ':' && atomic_fetch_add(&passed, 1) < strtoull(spec + n + 1, NULL, 10))
         return VK_SUCCESS;
     if (strcmp(call, "vkAllocateMemory") == 0)
         return VK_ERROR_OUT_OF_DEVICE_MEMORY;

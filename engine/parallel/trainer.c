@@ -1,4 +1,4 @@
-/* vkt_trainer: creation, steps, parameters, statistics. */
+/* vkt_trainer: creation of the replicas, feeding, parameters, statistics. */
 #include "trainer.h"
 
 #include <stdio.h>
@@ -19,7 +19,24 @@ vkt_status trainer_from_model(vkt_trainer *t, const vkt_model *m, vkt_status st)
     return trainer_fail(t, st, "%s", m ? vkt_model_errmsg(m) : vkt_last_error());
 }
 
-/* The optimizer update, recorded at the end of the replica's training step. */
+vkt_status replica_fail(replica *r, vkt_status st, const char *fmt, ...)
+{
+    char msg[VKT_ERRMSG_SIZE - 32]; /* room for the "replica N: " prefix */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (r->t->n_rep > 1)
+        snprintf(r->errmsg, sizeof r->errmsg, "replica %u: %s", r->index, msg);
+    else
+        snprintf(r->errmsg, sizeof r->errmsg, "%s", msg);
+    vkt_fail(NULL, st, "%s", r->errmsg); /* the thread's last error too */
+    r->status = st;
+    return st;
+}
+
+/* One replica: N == 1 runs model + optimizer in one recorded step; N > 1 adds the
+ * staging of its mode. */
 static vkt_status record_update(vkt_stream *s, void *user)
 {
     replica *r = user;
@@ -40,12 +57,30 @@ static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device)
     st = vkt_model_create(r->ctx, t->graph, t->loss, &mo, &r->model);
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u: %s", r->index, vkt_last_error());
-    st = vkt_optimizer_create(r->ctx, &t->optim, vkt_model_param_count(r->model), &r->opt);
+    vkt_optimizer_options oo = t->optim;
+    if (t->opt.mode == VKT_PARALLEL_ASYNC && t->n_rep > 1)
+        oo.grad_scale = (oo.grad_scale ? oo.grad_scale : 1.0f) * r->weight;
+    st = vkt_optimizer_create(r->ctx, &oo, vkt_model_param_count(r->model), &r->opt);
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u: optimizer: %s", r->index,
                             vkt_context_errmsg(r->ctx));
-    st = graph_model_add_epilogue(r->model, record_update, r);
-    return st == VKT_OK ? VKT_OK : trainer_from_model(t, r->model, st);
+    if (t->n_rep == 1) {
+        st = graph_model_add_epilogue(r->model, record_update, r);
+        return st == VKT_OK ? VKT_OK : trainer_from_model(t, r->model, st);
+    }
+    st = vkt_buffer_create(r->ctx, vkt_model_param_count(r->model) * 4, VKT_MEMORY_HOST,
+                           &r->stage);
+    if (st != VKT_OK)
+        return trainer_fail(t, st, "replica %u: staging: %s", r->index,
+                            vkt_context_errmsg(r->ctx));
+    r->stage_host = vkt_buffer_map(r->stage);
+    if (t->opt.mode == VKT_PARALLEL_ASYNC) {
+        st = graph_model_add_epilogue(r->model, record_update, r);
+        if (st != VKT_OK)
+            return trainer_from_model(t, r->model, st);
+        return async_setup(t, r);
+    }
+    return sync_setup(t, r);
 }
 
 static vkt_status select_devices(vkt_trainer *t, uint32_t *dev, uint32_t *n)
@@ -65,8 +100,54 @@ static vkt_status select_devices(vkt_trainer *t, uint32_t *dev, uint32_t *n)
         return VKT_OK;
     }
     vkt_status st = vkt_instance_select_devices(t->inst, dev, TRAINER_MAX_REPLICAS, n);
-    return st == VKT_OK ? VKT_OK
-                        : trainer_fail(t, st, "%s", vkt_instance_errmsg(t->inst));
+    return st == VKT_OK ? VKT_OK : trainer_fail(t, st, "%s", vkt_instance_errmsg(t->inst));
+}
+
+static vkt_status check_options(vkt_trainer *t, uint32_t n)
+{
+    const vkt_trainer_options *o = &t->opt;
+    if (o->mode != VKT_PARALLEL_SYNC && o->mode != VKT_PARALLEL_ASYNC)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "unknown parallel mode %d",
+                            (int)o->mode);
+    if (n > o->batch)
+        return trainer_fail(t, VKT_ERROR_SHAPE,
+                            "%u replicas cannot share a global batch of %u rows: every "
+                            "replica needs at least one row", n, o->batch);
+    if (o->slow_seconds > 0 && o->slow_replica >= n)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                            "slow_replica %u does not exist (%u replicas)", o->slow_replica, n);
+    if (o->bounded_staleness && o->mode != VKT_PARALLEL_ASYNC)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                            "a staleness bound applies to async mode only");
+    return VKT_OK;
+}
+
+static vkt_status create_all(vkt_trainer *t)
+{
+    uint32_t dev[TRAINER_MAX_REPLICAS], n = 0;
+    vkt_status st = select_devices(t, dev, &n);
+    if (st == VKT_OK)
+        st = check_options(t, n);
+    if (st == VKT_OK && !(t->rep = calloc(n, sizeof *t->rep)))
+        st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (st != VKT_OK)
+        return st;
+    t->n_rep = n;
+    for (uint32_t i = 0; i < n; i++) { /* an even split; the first rows to the first */
+        replica *r = &t->rep[i];
+        r->t = t;
+        r->index = i;
+        r->row0 = (uint32_t)((uint64_t)t->opt.batch * i / n);
+        r->rows = (uint32_t)((uint64_t)t->opt.batch * (i + 1) / n) - r->row0;
+        r->weight = (float)r->rows / (float)t->opt.batch;
+    }
+    for (uint32_t i = 0; st == VKT_OK && i < n; i++)
+        st = create_replica(t, &t->rep[i], dev[i]);
+    if (st == VKT_OK)
+        t->param_count = vkt_model_param_count(t->rep[0].model);
+    if (st == VKT_OK && n > 1)
+        st = trainer_workers_start(t);
+    return st;
 }
 
 vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *loss,
@@ -90,25 +171,7 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
     t->loss = loss;
     t->opt = *options;
     t->optim = options->optimizer;
-    uint32_t dev[TRAINER_MAX_REPLICAS], n = 0;
-    vkt_status st = select_devices(t, dev, &n);
-    if (st == VKT_OK && n > options->batch)
-        st = trainer_fail(t, VKT_ERROR_SHAPE,
-                          "%u replicas cannot share a global batch of %u rows: every replica "
-                          "needs at least one row", n, options->batch);
-    if (st == VKT_OK && n > 1)
-        st = trainer_fail(t, VKT_ERROR_STATE,
-                          "training on %u replicas is not available yet: use one device "
-                          "(VKT_DEVICES=0)", n);
-    if (st == VKT_OK && !(t->rep = calloc(n, sizeof *t->rep)))
-        st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    for (uint32_t i = 0; st == VKT_OK && i < n; i++) {
-        replica *r = &t->rep[t->n_rep++];
-        r->index = i;
-        r->row0 = (uint32_t)((uint64_t)options->batch * i / n);
-        r->rows = (uint32_t)((uint64_t)options->batch * (i + 1) / n) - r->row0;
-        st = create_replica(t, r, dev[i]);
-    }
+    vkt_status st = create_all(t);
     if (st != VKT_OK) {
         char msg[VKT_ERRMSG_SIZE];
         memcpy(msg, t->errmsg, sizeof msg);
@@ -117,10 +180,13 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
     }
     vkt_model_stats ms;
     if (vkt_model_stats_get(t->rep[0].model, &ms) == VKT_OK) {
-        t->stats.step_dispatches = ms.step_dispatches;
+        t->stats.step_dispatches = ms.step_dispatches +
+                                   (t->rep[0].apply ? 1 + (t->optim.clip_norm > 0) : 0);
         t->stats.activation_bytes = ms.activation_bytes;
         t->stats.activation_no_reuse_bytes = ms.activation_no_reuse_bytes;
     }
+    t->stats.replicas = t->n_rep;
+    t->stats.bytes_staged_per_step = t->n_rep > 1 ? 2ull * t->n_rep * t->param_count * 4 : 0;
     *out = t;
     return VKT_OK;
 }
@@ -129,15 +195,24 @@ void vkt_trainer_destroy(vkt_trainer *t)
 {
     if (!t)
         return;
+    trainer_workers_stop(t);
     for (uint32_t i = 0; i < t->n_rep; i++) {
         replica *r = &t->rep[i];
         for (uint32_t e = 0; e < r->n_eval; e++)
             vkt_model_destroy(r->eval[e].model);
         vkt_model_destroy(r->model);
         vkt_optimizer_destroy(r->opt);
-        vkt_context_destroy(r->ctx);
+        vkt_context_destroy(r->ctx); /* also its stage buffer and apply stream */
+        vkt_loader_destroy(r->loader);
+        free(r->x);
+        free(r->y);
+        free(r->pulled);
+        free(r->stale);
     }
     free(t->rep);
+    free((void *)t->master);
+    free(t->pulls);
+    free(t->pushes);
     free(t);
 }
 
@@ -149,13 +224,13 @@ const char *vkt_trainer_errmsg(const vkt_trainer *t)
 uint32_t vkt_trainer_replicas(const vkt_trainer *t) { return t ? t->n_rep : 0; }
 uint64_t vkt_trainer_step_count(const vkt_trainer *t) { return t ? t->steps : 0; }
 
-vkt_status trainer_row_bytes(vkt_trainer *t, vkt_model *m, const vkt_tensor *input,
+vkt_status trainer_row_bytes(char *errmsg, vkt_model *m, const vkt_tensor *input,
                              uint64_t *out)
 {
     vkt_shape s;
     vkt_status st = vkt_model_shape(m, input, &s);
     if (st != VKT_OK)
-        return trainer_from_model(t, m, st);
+        return vkt_fail(errmsg, st, "%s", vkt_model_errmsg(m));
     uint64_t n = 1;
     for (uint32_t d = 1; d < s.ndim; d++)
         n *= s.dims[d];
@@ -164,7 +239,8 @@ vkt_status trainer_row_bytes(vkt_trainer *t, vkt_model *m, const vkt_tensor *inp
 }
 
 /* Every input (or labels) node the model computes from must be fed each step. */
-static vkt_status check_fed(vkt_trainer *t, vkt_model *m, const vkt_feed *feeds, uint32_t n)
+static vkt_status check_fed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_feed *feeds,
+                            uint32_t n)
 {
     for (uint32_t id = 0; id < m->n; id++) {
         const vkt_tensor *node = t->graph->nodes[id];
@@ -174,31 +250,30 @@ static vkt_status check_fed(vkt_trainer *t, vkt_model *m, const vkt_feed *feeds,
         for (uint32_t f = 0; f < n && !fed; f++)
             fed = feeds[f].tensor == node;
         if (!fed)
-            return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
-                                "input '%s' is not fed: every step needs data for it",
-                                node->name);
+            return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                            "input '%s' is not fed: every step needs data for it", node->name);
     }
     return VKT_OK;
 }
 
-vkt_status trainer_feed(vkt_trainer *t, vkt_model *m, const vkt_feed *feeds, uint32_t n,
-                        uint32_t row0, uint32_t rows, uint32_t pad_to)
+vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_feed *feeds,
+                        uint32_t n, uint32_t row0, uint32_t rows, uint32_t pad_to)
 {
     if (n && !feeds)
-        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "feeds is NULL");
-    vkt_status st = check_fed(t, m, feeds, n);
+        return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "feeds is NULL");
+    vkt_status st = check_fed(t, errmsg, m, feeds, n);
     for (uint32_t f = 0; st == VKT_OK && f < n; f++) {
         if (!feeds[f].tensor || !feeds[f].data)
-            return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "feed %u has no tensor or data",
-                                f);
+            return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "feed %u has no tensor or data",
+                            f);
         uint64_t row = 0;
-        if ((st = trainer_row_bytes(t, m, feeds[f].tensor, &row)) != VKT_OK)
+        if ((st = trainer_row_bytes(errmsg, m, feeds[f].tensor, &row)) != VKT_OK)
             return st;
         const char *src = (const char *)feeds[f].data + row0 * row;
         if (pad_to > rows) { /* evaluation's last chunk: pad with zero rows */
             char *buf = calloc(pad_to, row);
             if (!buf)
-                return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+                return vkt_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
             memcpy(buf, src, rows * row);
             st = vkt_model_set_input(m, feeds[f].tensor, buf, pad_to * row / 4);
             free(buf);
@@ -206,9 +281,23 @@ vkt_status trainer_feed(vkt_trainer *t, vkt_model *m, const vkt_feed *feeds, uin
             st = vkt_model_set_input(m, feeds[f].tensor, src, rows * row / 4);
         }
         if (st != VKT_OK)
-            return trainer_from_model(t, m, st);
+            return vkt_fail(errmsg, st, "%s", vkt_model_errmsg(m));
     }
     return st;
+}
+
+void trainer_set_step(replica *r, uint64_t step)
+{
+    vkt_trainer *t = r->t;
+    if (t->opt.scale_lr && t->n_rep > 1) {
+        double ramp = t->opt.scale_lr_warmup ? (double)step / t->opt.scale_lr_warmup : 1.0;
+        double f = 1.0 + (t->n_rep - 1) * (ramp < 1.0 ? ramp : 1.0);
+        vkt_optimizer_options o;
+        vkt_optimizer_get_options(r->opt, &o);
+        o.lr = (float)(t->optim.lr * f);
+        vkt_optimizer_set_options(r->opt, &o);
+    }
+    vkt_optimizer_set_step(r->opt, step);
 }
 
 vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
@@ -216,20 +305,22 @@ vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_fe
 {
     if (!t)
         return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_step: trainer is NULL");
+    if (t->opt.mode == VKT_PARALLEL_ASYNC && t->n_rep > 1)
+        return trainer_fail(t, VKT_ERROR_STATE,
+                            "vkt_trainer_step is synchronous: in async mode use vkt_trainer_fit");
+    if (t->lost)
+        return trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg);
     double t0 = vkt_now(), c0 = vkt_cpu_time();
-    replica *r = &t->rep[0];
-    vkt_status st = trainer_feed(t, r->model, feeds, n_feeds, r->row0, r->rows, 0);
-    if (st == VKT_OK && (st = vkt_optimizer_set_step(r->opt, t->steps)) != VKT_OK)
-        st = trainer_fail(t, st, "%s", vkt_context_errmsg(r->ctx));
-    if (st == VKT_OK && (st = vkt_model_forward_backward(r->model)) != VKT_OK)
-        st = trainer_from_model(t, r->model, st);
-    float loss = 0;
-    if (st == VKT_OK && (st = vkt_model_loss(r->model, &loss)) != VKT_OK)
-        st = trainer_from_model(t, r->model, st);
+    t->feeds = feeds;
+    t->n_feeds = n_feeds;
+    vkt_status st = trainer_run_all(t, sync_job_feeds);
     if (st != VKT_OK)
         return st;
+    double loss = 0;
+    for (uint32_t i = 0; i < t->n_rep; i++)
+        loss += (double)t->rep[i].weight * t->rep[i].loss;
     if (out_loss)
-        *out_loss = loss;
+        *out_loss = (float)loss;
     t->steps++;
     t->stats.steps++;
     t->stats.step_seconds += vkt_now() - t0;
@@ -243,7 +334,10 @@ vkt_status vkt_trainer_set_optimizer(vkt_trainer *t, const vkt_optimizer_options
         return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_set_optimizer: NULL argument");
     for (uint32_t i = 0; i < t->n_rep; i++) {
-        vkt_status st = vkt_optimizer_set_options(t->rep[i].opt, o);
+        vkt_optimizer_options oo = *o;
+        if (t->opt.mode == VKT_PARALLEL_ASYNC && t->n_rep > 1)
+            oo.grad_scale = (oo.grad_scale ? oo.grad_scale : 1.0f) * t->rep[i].weight;
+        vkt_status st = vkt_optimizer_set_options(t->rep[i].opt, &oo);
         if (st != VKT_OK)
             return trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[i].ctx));
     }
@@ -251,17 +345,23 @@ vkt_status vkt_trainer_set_optimizer(vkt_trainer *t, const vkt_optimizer_options
     return VKT_OK;
 }
 
-uint64_t vkt_trainer_param_count(const vkt_trainer *t)
+uint64_t vkt_trainer_param_count(const vkt_trainer *t) { return t ? t->param_count : 0; }
+
+vkt_status vkt_trainer_read_replica_params(vkt_trainer *t, uint32_t replica, float *out,
+                                           uint64_t count)
 {
-    return t ? vkt_model_param_count(t->rep[0].model) : 0;
+    if (!t)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read_params: NULL");
+    if (replica >= t->n_rep)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "replica %u of %u", replica,
+                            t->n_rep);
+    vkt_status st = vkt_model_read_params(t->rep[replica].model, out, count);
+    return st == VKT_OK ? st : trainer_from_model(t, t->rep[replica].model, st);
 }
 
 vkt_status vkt_trainer_read_params(vkt_trainer *t, float *out, uint64_t count)
 {
-    if (!t)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read_params: NULL");
-    vkt_status st = vkt_model_read_params(t->rep[0].model, out, count);
-    return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
+    return vkt_trainer_read_replica_params(t, 0, out, count);
 }
 
 vkt_status vkt_trainer_write_params(vkt_trainer *t, const float *data, uint64_t count)
@@ -289,5 +389,8 @@ vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
     if (!t || !out)
         return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_stats_get: NULL");
     *out = t->stats;
+    out->average_seconds = t->avg_seconds;
+    for (uint32_t i = 0; i < t->n_rep && i < 64; i++)
+        out->replica[i] = t->rep[i].stats;
     return VKT_OK;
 }

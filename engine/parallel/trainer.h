@@ -1,10 +1,23 @@
 /*
- * trainer.h - internals of vkt_trainer: replicas (context, model, optimizer), feeding
- * global batches, evaluation models. The parallel layer: it knows models and
- * optimizers, not file formats.
+ * trainer.h - internals of vkt_trainer: replicas (context, model, optimizer, staging),
+ * the worker threads that drive them, synchronous averaging and asynchronous updates.
+ * The parallel layer: it knows models and optimizers, not file formats.
+ *
+ * Sync step, per replica thread r (N > 1):
+ *   feed rows [row0, row0+rows) -> run the model's step, whose epilogue copies the flat
+ *   gradient into host-visible `stage` -> barrier -> reduce chunk r: for every element
+ *   i of the chunk, s = sum_q w_q * stage_q[i] (w_q = rows_q / batch), written back into
+ *   every replica's stage -> barrier -> run `apply` (copy stage -> gradient, optimizer).
+ *   Every replica applies the same bits, so replicas stay bitwise identical.
+ * Async step, per replica thread r: pull the master into the parameters, run the step
+ *   (forward, backward, the replica's own optimizer with grad_scale w_r, copy the new
+ *   parameters into `stage`), push master[i] += stage[i] - pulled[i] with relaxed
+ *   atomics (lost updates allowed: docs/async.md), count staleness.
  */
 #ifndef VKT_PARALLEL_TRAINER_H
 #define VKT_PARALLEL_TRAINER_H
+
+#include <stdatomic.h>
 
 #include "graph/model.h"
 
@@ -17,15 +30,35 @@ typedef struct eval_model {
     vkt_model *model;
 } eval_model;
 
+typedef struct vkt_trainer vkt_trainer_t;
+
 typedef struct replica {
+    vkt_trainer_t *t;
     uint32_t index;
     vkt_context *ctx;
     vkt_model *model;
     vkt_optimizer *opt;
     uint32_t row0, rows;        /* its share of the global batch */
+    float weight;               /* rows / batch */
+    vkt_buffer *stage;          /* host-visible, param_count floats (N > 1) */
+    float *stage_host;          /* its mapping */
+    vkt_stream *apply;          /* sync: stage -> gradient, optimizer update */
+    float *pulled;              /* async: the master as this replica read it */
     eval_model eval[TRAINER_MAX_EVAL];
     uint32_t n_eval;
+    /* per run */
+    vkt_loader *loader;
+    float *x;
+    int32_t *y;
+    float loss;
+    vkt_status status;
+    char errmsg[VKT_ERRMSG_SIZE];
+    vkt_replica_stats stats;
+    uint64_t *stale;            /* async: staleness of each update */
+    uint64_t n_stale, cap_stale;
 } replica;
+
+typedef void (*replica_job)(replica *r);
 
 struct vkt_trainer {
     vkt_instance *inst;
@@ -35,22 +68,81 @@ struct vkt_trainer {
     vkt_optimizer_options optim;
     replica *rep;
     uint32_t n_rep;
-    uint64_t steps;
+    uint64_t steps;             /* global steps taken (the schedule's position) */
+    uint64_t param_count;
     vkt_trainer_stats stats;
     char errmsg[VKT_ERRMSG_SIZE];
+
+    /* worker threads: one per replica when N > 1 */
+    vkt_thread **threads;
+    vkt_monitor *mon;
+    uint64_t job_gen, jobs_done;
+    replica_job job;
+    int quit;
+    vkt_barrier *barrier;
+
+    /* the current run (fit or step) */
+    const vkt_feed *feeds;
+    uint32_t n_feeds;
+    const vkt_dataset *data;
+    const vkt_tensor *in_x, *in_y;
+    uint64_t run_steps, seed;
+    vkt_progress_fn progress;
+    void *progress_user;
+    int stop;                   /* the progress callback asked to stop */
+    double avg_seconds;
+
+    /* async */
+    _Atomic float *master;
+    atomic_uint_fast64_t version;  /* master updates so far */
+    uint64_t *pulls, *pushes;      /* per replica, under mon */
+    int failed;                    /* under mon: a replica failed, the others stop */
+
+    int lost;                      /* a device was lost: every later step fails */
+    char lost_msg[VKT_ERRMSG_SIZE];
 };
 
 vkt_status trainer_fail(vkt_trainer *t, vkt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Copies a model's or context's message into the trainer's after a failed call. */
+/* Copies a model's message into the trainer's after a failed call. */
 vkt_status trainer_from_model(vkt_trainer *t, const vkt_model *m, vkt_status st);
+/* A replica's failure, kept on the replica (threads must not share a buffer). */
+vkt_status replica_fail(replica *r, vkt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Bytes of one row (batch dimension 1) of an input of model m. */
-vkt_status trainer_row_bytes(vkt_trainer *t, vkt_model *m, const vkt_tensor *input,
+vkt_status trainer_row_bytes(char *errmsg, vkt_model *m, const vkt_tensor *input,
                              uint64_t *out);
-/* Writes rows [row0, row0+rows) of every feed into the model's inputs; checks that
- * every input the model computes from is fed. */
-vkt_status trainer_feed(vkt_trainer *t, vkt_model *m, const vkt_feed *feeds, uint32_t n,
-                        uint32_t row0, uint32_t rows, uint32_t pad_to);
+/* Writes rows [row0, row0+rows) of every feed into the model's inputs (zero rows up to
+ * pad_to); checks that every input the model computes from is fed. */
+vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_feed *feeds,
+                        uint32_t n, uint32_t row0, uint32_t rows, uint32_t pad_to);
+
+/* fit.c: the replica's rows of the next global batch from its own loader (every
+ * replica's loader has the same seed, so all see the same sequence of batches). */
+vkt_status trainer_next_batch(replica *r);
+
+/* workers.c: runs job(r) for every replica (in threads when N > 1) and waits. */
+vkt_status trainer_run_all(vkt_trainer *t, replica_job job);
+vkt_status trainer_workers_start(vkt_trainer *t);
+void trainer_workers_stop(vkt_trainer *t);
+/* The first failure among the replicas, copied into the trainer's message. */
+vkt_status trainer_collect(vkt_trainer *t);
+
+/* sync.c */
+vkt_status sync_setup(vkt_trainer *t, replica *r);
+/* One synchronous step of replica r on its rows already fed; returns its status. */
+vkt_status sync_step(replica *r, uint64_t step);
+void sync_job_steps(replica *r);  /* fit: run_steps steps from the replica's loader */
+void sync_job_feeds(replica *r);  /* vkt_trainer_step: one step from t->feeds */
+
+/* async.c */
+vkt_status async_setup(vkt_trainer *t, replica *r);
+vkt_status async_begin(vkt_trainer *t);  /* master from replica 0's parameters */
+void async_job_steps(replica *r);
+vkt_status async_end(vkt_trainer *t);    /* master into every replica; staleness stats */
+
+/* The learning rate of a step (linear scaling with warmup when asked). */
+void trainer_set_step(replica *r, uint64_t step);
 
 #endif

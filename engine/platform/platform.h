@@ -31,6 +31,32 @@ int vkt_read_file(const char *path, void **data, size_t *size);
  * of the directory. A crash at any moment leaves either the old or the new file. */
 int vkt_write_file_atomic(const char *path, const void *data, size_t size);
 
+/* Threads, a mutex + condition pair, and a reusable barrier. */
+typedef struct vkt_thread vkt_thread;
+typedef void (*vkt_thread_fn)(void *arg);
+/* Returns 0 on success. */
+int vkt_thread_start(vkt_thread **out, vkt_thread_fn fn, void *arg);
+void vkt_thread_join(vkt_thread *t);
+
+typedef struct vkt_barrier vkt_barrier;
+vkt_barrier *vkt_barrier_create(unsigned count);
+void vkt_barrier_destroy(vkt_barrier *b);
+/* Blocks until `count` threads have arrived; reusable. Each thread brings a vote; all
+ * get back the OR of the votes of this round, so they can decide together (e.g. to
+ * stop after an error) without racing on a shared flag. */
+int vkt_barrier_wait(vkt_barrier *b, int vote);
+
+typedef struct vkt_monitor vkt_monitor; /* a mutex with one condition variable */
+vkt_monitor *vkt_monitor_create(void);
+void vkt_monitor_destroy(vkt_monitor *m);
+void vkt_monitor_lock(vkt_monitor *m);
+void vkt_monitor_unlock(vkt_monitor *m);
+void vkt_monitor_wait(vkt_monitor *m);      /* lock held */
+void vkt_monitor_broadcast(vkt_monitor *m); /* lock held */
+
+/* Sleeps for a number of seconds. */
+void vkt_sleep(double seconds);
+
 /* Whether stdout is a terminal. */
 int vkt_stdout_is_tty(void);
 

@@ -1,0 +1,100 @@
+/* vkt_trainer_fit: training on a data set, in either mode. */
+#include "trainer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static vkt_status ensure_loader(replica *r)
+{
+    vkt_trainer *t = r->t;
+    if (r->loader)
+        return VKT_OK;
+    uint32_t f = vkt_dataset_features(t->data);
+    vkt_loader_options lo = {.batch = t->opt.batch, .seed = t->seed};
+    vkt_status st = vkt_loader_create(t->data, &lo, &r->loader);
+    if (st != VKT_OK)
+        return replica_fail(r, st, "%s", vkt_last_error());
+    r->x = malloc((uint64_t)t->opt.batch * f * sizeof *r->x);
+    r->y = malloc(t->opt.batch * sizeof *r->y);
+    if (!r->x || !r->y)
+        return replica_fail(r, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    return VKT_OK;
+}
+
+vkt_status trainer_next_batch(replica *r)
+{
+    vkt_trainer *t = r->t;
+    uint32_t rows;
+    vkt_status st = ensure_loader(r);
+    if (st == VKT_OK && (st = vkt_loader_next(r->loader, r->x, r->y, &rows)) != VKT_OK)
+        return replica_fail(r, st, "%s", vkt_last_error());
+    vkt_feed feeds[2] = {{t->in_x, r->x}, {t->in_y, r->y}};
+    if (st == VKT_OK && (st = trainer_feed(t, r->errmsg, r->model, feeds, 2, r->row0, r->rows,
+                                           0)) != VKT_OK)
+        replica_fail(r, st, "%s", r->errmsg);
+    return st;
+}
+
+static vkt_status check_data(vkt_trainer *t, const vkt_dataset *data, const vkt_tensor *input,
+                             const vkt_tensor *labels)
+{
+    if (!data || !input || !labels)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                            "vkt_trainer_fit: data set, input and labels are required");
+    uint64_t row = 0;
+    vkt_status st = trainer_row_bytes(t->errmsg, t->rep[0].model, input, &row);
+    if (st != VKT_OK)
+        return st;
+    if (row / 4 != vkt_dataset_features(data))
+        return trainer_fail(t, VKT_ERROR_SHAPE,
+                            "vkt_trainer_fit: input '%s' takes %llu features per row but the "
+                            "data set has %u", vkt_tensor_name(input),
+                            (unsigned long long)(row / 4), vkt_dataset_features(data));
+    if (vkt_dataset_count(data) < t->opt.batch)
+        return trainer_fail(t, VKT_ERROR_SHAPE,
+                            "vkt_trainer_fit: the data set has %u samples, fewer than the batch "
+                            "of %u", vkt_dataset_count(data), t->opt.batch);
+    return VKT_OK;
+}
+
+vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_tensor *input,
+                           const vkt_tensor *labels, uint64_t steps, uint64_t seed,
+                           vkt_progress_fn progress, void *user)
+{
+    if (!t)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_fit: trainer is NULL");
+    if (t->lost)
+        return trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg);
+    vkt_status st = check_data(t, data, input, labels);
+    if (st != VKT_OK)
+        return st;
+    if (t->data != data || t->seed != seed) /* a new data stream: new loaders */
+        for (uint32_t i = 0; i < t->n_rep; i++) {
+            vkt_loader_destroy(t->rep[i].loader);
+            t->rep[i].loader = NULL;
+        }
+    t->data = data;
+    t->seed = seed;
+    t->in_x = input;
+    t->in_y = labels;
+    t->run_steps = steps;
+    t->progress = progress;
+    t->progress_user = user;
+    t->stop = 0;
+    double t0 = vkt_now(), c0 = vkt_cpu_time();
+    uint64_t done0 = t->rep[0].stats.steps;
+    int async = t->opt.mode == VKT_PARALLEL_ASYNC && t->n_rep > 1;
+    if (async && (st = async_begin(t)) != VKT_OK)
+        return st;
+    st = trainer_run_all(t, async ? async_job_steps : sync_job_steps);
+    if (async) {
+        vkt_status end = async_end(t);
+        if (st == VKT_OK)
+            st = end;
+        t->stats.steps += t->rep[0].stats.steps - done0;
+    }
+    t->steps += t->rep[0].stats.steps - done0;
+    t->stats.step_seconds += vkt_now() - t0;
+    t->stats.host_cpu_seconds += vkt_cpu_time() - c0;
+    return st;
+}

@@ -1,0 +1,133 @@
+/* Synchronous data parallelism: every replica runs forward and backward on its rows,
+ * host threads average the gradients through host-visible staging (each thread owns a
+ * contiguous chunk: the reduce-scatter shape), every replica applies the same update. */
+#include "trainer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Epilogue of the replica's step: the flat gradient into its staging buffer. */
+static vkt_status record_grads_out(vkt_stream *s, void *user)
+{
+    replica *r = user;
+    vkt_view p, g;
+    uint64_t n;
+    vkt_status st = graph_model_flat(r->model, &p, &g, &n);
+    return st == VKT_OK ? vkt_stream_copy(s, g.buffer, 0, r->stage, 0, n * 4) : st;
+}
+
+vkt_status sync_setup(vkt_trainer *t, replica *r)
+{
+    vkt_status st = graph_model_add_epilogue(r->model, record_grads_out, r);
+    if (st != VKT_OK)
+        return trainer_from_model(t, r->model, st);
+    vkt_view p, g;
+    uint64_t n;
+    graph_model_flat(r->model, &p, &g, &n);
+    /* The averaged gradient back into the replica, then its optimizer: recorded once. */
+    st = vkt_stream_create(r->ctx, NULL, &r->apply);
+    if (st == VKT_OK)
+        st = vkt_stream_copy(r->apply, r->stage, 0, g.buffer, 0, n * 4);
+    if (st == VKT_OK)
+        st = vkt_optimizer_record(r->opt, r->apply, p, g);
+    return st == VKT_OK ? VKT_OK
+                        : trainer_fail(t, st, "replica %u: %s", r->index,
+                                       vkt_context_errmsg(r->ctx));
+}
+
+/* Chunk [c0, c1) of the weighted average, written back into every replica's stage.
+ * The sum runs over the replicas in index order, so every replica gets the same bits. */
+static void reduce_chunk(vkt_trainer *t, uint64_t c0, uint64_t c1)
+{
+    uint32_t n = t->n_rep;
+    for (uint64_t i = c0; i < c1; i++) {
+        float s = 0.0f;
+        for (uint32_t q = 0; q < n; q++)
+            s += t->rep[q].weight * t->rep[q].stage_host[i];
+        for (uint32_t q = 0; q < n; q++)
+            t->rep[q].stage_host[i] = s;
+    }
+}
+
+/* The replica's forward and backward (and, alone, its update); then, with others,
+ * averaging and the update. Every replica reaches both barriers whatever happens, and
+ * leaves when any of them voted a failure. Returns 1 to stop. */
+static int step_together(replica *r, uint64_t step)
+{
+    vkt_trainer *t = r->t;
+    if (t->opt.slow_seconds > 0 && r->index == t->opt.slow_replica)
+        vkt_sleep(t->opt.slow_seconds);
+    double t0 = vkt_now();
+    if (r->status == VKT_OK) {
+        trainer_set_step(r, step);
+        vkt_status st = vkt_model_forward_backward(r->model);
+        if (st == VKT_OK)
+            st = vkt_model_loss(r->model, &r->loss);
+        if (st != VKT_OK)
+            replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
+    }
+    double t1 = vkt_now();
+    r->stats.step_seconds += t1 - t0;
+    if (t->n_rep == 1) {
+        r->stats.steps += r->status == VKT_OK;
+        return r->status != VKT_OK;
+    }
+    if (vkt_barrier_wait(t->barrier, r->status != VKT_OK))
+        return 1;
+    double t2 = vkt_now();
+    r->stats.wait_seconds += t2 - t1;
+    uint64_t c0 = t->param_count * r->index / t->n_rep;
+    uint64_t c1 = t->param_count * (r->index + 1) / t->n_rep;
+    reduce_chunk(t, c0, c1);
+    vkt_barrier_wait(t->barrier, 0);
+    double t3 = vkt_now();
+    if (r->index == 0)
+        t->avg_seconds += t3 - t2;
+    vkt_status st = vkt_stream_run(r->apply);
+    if (st != VKT_OK)
+        replica_fail(r, st, "%s", vkt_context_errmsg(r->ctx));
+    r->stats.step_seconds += vkt_now() - t3;
+    r->stats.steps++;
+    return 0;
+}
+
+void sync_job_feeds(replica *r)
+{
+    vkt_trainer *t = r->t;
+    vkt_status st = trainer_feed(t, r->errmsg, r->model, t->feeds, t->n_feeds, r->row0, r->rows,
+                                 0);
+    if (st != VKT_OK)
+        replica_fail(r, st, "%s", r->errmsg);
+    step_together(r, t->steps);
+}
+
+/* Replicas agree before every step whether to take it: a failure anywhere or a stop
+ * asked by the progress callback ends the run for all at the same step. */
+static int agree_to_go_on(replica *r)
+{
+    vkt_trainer *t = r->t;
+    int vote = r->status != VKT_OK || (r->index == 0 && t->stop);
+    if (t->n_rep == 1)
+        return !vote;
+    return !vkt_barrier_wait(t->barrier, vote);
+}
+
+void sync_job_steps(replica *r)
+{
+    vkt_trainer *t = r->t;
+    for (uint64_t k = 0; k < t->run_steps && agree_to_go_on(r); k++) {
+        trainer_next_batch(r);
+        if (step_together(r, t->steps + k))
+            break;
+        if (r->index != 0)
+            continue;
+        t->stats.steps++;
+        if (t->progress) {
+            double loss = 0;
+            for (uint32_t q = 0; q < t->n_rep; q++)
+                loss += (double)t->rep[q].weight * t->rep[q].loss;
+            t->stop = t->progress(t->progress_user, t->steps + k + 1,
+                                  t->steps + t->run_steps, (float)loss) != 0;
+        }
+    }
+}
