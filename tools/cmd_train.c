@@ -22,6 +22,9 @@ typedef struct train_args {
     uint64_t max_steps, seed;
     float lr, momentum, weight_decay, clip, dropout;
     int quiet;
+    uint32_t replicas, staleness;
+    int async, bounded, scale_lr;
+    double slow_seconds;
 } train_args;
 
 static double now_s(void)
@@ -51,6 +54,11 @@ static void usage(FILE *f)
             "  --schedule NAME     constant, step, cosine (warmup then cosine; default cosine)\n"
             "  --warmup N          warmup steps for cosine (default 0)\n"
             "  --seed N            initialization, shuffling and dropout seed (default 1)\n"
+            "  --replicas N        data-parallel replicas (default: one per VKT_DEVICES entry)\n"
+            "  --mode sync|async   averaged gradients, or lock-free updates (default sync)\n"
+            "  --staleness S       async: bound the staleness to S (0 equals sync)\n"
+            "  --scale-lr          multiply the lr by the replica count (warmup: --warmup)\n"
+            "  --slow-replica-ms M benchmarking: the last replica sleeps M ms per step\n"
             "  --quiet             no progress line\n");
 }
 
@@ -88,6 +96,9 @@ static int parse_args(int argc, char **argv, train_args *a)
         } else if (strcmp(k, "--quiet") == 0) {
             a->quiet = 1;
             takes = 0;
+        } else if (strcmp(k, "--scale-lr") == 0) {
+            a->scale_lr = 1;
+            takes = 0;
         } else if (!v) {
             fprintf(stderr, "vkt train: %s needs a value\n", k);
             return 2;
@@ -105,6 +116,18 @@ static int parse_args(int argc, char **argv, train_args *a)
         else if (strcmp(k, "--weight-decay") == 0) a->weight_decay = strtof(v, NULL);
         else if (strcmp(k, "--clip") == 0) a->clip = strtof(v, NULL);
         else if (strcmp(k, "--dropout") == 0) a->dropout = strtof(v, NULL);
+        else if (strcmp(k, "--replicas") == 0) a->replicas = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--slow-replica-ms") == 0) a->slow_seconds = strtod(v, NULL) / 1e3;
+        else if (strcmp(k, "--staleness") == 0) {
+            a->bounded = 1;
+            a->staleness = (uint32_t)strtoul(v, NULL, 10);
+        } else if (strcmp(k, "--mode") == 0) {
+            if (strcmp(v, "sync") != 0 && strcmp(v, "async") != 0) {
+                fprintf(stderr, "vkt train: --mode takes sync or async\n");
+                return 2;
+            }
+            a->async = strcmp(v, "async") == 0;
+        }
         else if (strcmp(k, "--hidden") == 0) {
             if (!parse_widths(v, a)) {
                 fprintf(stderr, "vkt train: --hidden takes widths such as 256,128\n");
@@ -119,6 +142,14 @@ static int parse_args(int argc, char **argv, train_args *a)
     }
     if (a->batch == 0 || (a->epochs == 0 && a->max_steps == 0)) {
         fprintf(stderr, "vkt train: --batch and --epochs (or --steps) must be positive\n");
+        return 2;
+    }
+    if (a->replicas > 64) {
+        fprintf(stderr, "vkt train: at most 64 replicas\n");
+        return 2;
+    }
+    if (a->bounded && !a->async) {
+        fprintf(stderr, "vkt train: --staleness applies to --mode async\n");
         return 2;
     }
     if (strcmp(a->model, "mlp") != 0) {
@@ -171,21 +202,79 @@ static const char *default_data_dir(void)
 typedef struct progress {
     int tty, quiet;
     double t0, last;
+    uint32_t batch, per_epoch;
+    vkt_trainer *tr;
+    const vkt_dataset *test;
+    const cli_model *m;
 } progress;
 
-static void progress_show(progress *p, uint64_t step, uint64_t total, float loss,
-                          double samples_per_s, int final)
+/* Called after every global step: the progress line, in place on a terminal, and a
+ * test evaluation after every epoch (as plain lines when not on a terminal). */
+static int on_step(void *user, uint64_t step, uint64_t total, float loss)
 {
-    if (p->quiet)
-        return;
+    progress *p = user;
     double now = now_s();
-    if (!final && now - p->last < (p->tty ? 0.1 : 2.0))
+    int final = step == total;
+    if (!p->quiet && (final || now - p->last >= (p->tty ? 0.1 : 2.0))) {
+        p->last = now;
+        printf("%sstep %llu/%llu  loss %.4f  %.0f samples/s  %.1fs%s", p->tty ? "\r" : "",
+               (unsigned long long)step, (unsigned long long)total, loss,
+               (double)step * p->batch / (now - p->t0), now - p->t0,
+               p->tty ? (final ? "\n" : "   ") : "\n");
+        fflush(stdout);
+    }
+    if (!p->quiet && !p->tty && step % p->per_epoch == 0 && !final) {
+        vkt_eval_result ev;
+        if (vkt_trainer_evaluate(p->tr, p->test, p->m->input, p->m->logits, &ev) == VKT_OK)
+            printf("epoch %llu: test_accuracy=%.4f test_loss=%.4f\n",
+                   (unsigned long long)(step / p->per_epoch), ev.accuracy, ev.loss);
+    }
+    return 0;
+}
+
+static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
+{
+    vkt_trainer_stats st;
+    if (vkt_trainer_stats_get(tr, &st) != VKT_OK || st.replicas < 2 || a->quiet)
         return;
-    p->last = now;
-    printf("%sstep %llu/%llu  loss %.4f  %.0f samples/s  %.1fs%s", p->tty ? "\r" : "",
-           (unsigned long long)step, (unsigned long long)total, loss, samples_per_s, now - p->t0,
-           p->tty ? (final ? "\n" : "   ") : "\n");
-    fflush(stdout);
+    for (uint32_t r = 0; r < st.replicas; r++)
+        printf("replica %u: %llu steps, %.2f ms per step on the device, %.2f ms per step "
+               "waiting\n", r, (unsigned long long)st.replica[r].steps,
+               st.replica[r].steps ? 1e3 * st.replica[r].step_seconds / st.replica[r].steps : 0,
+               st.replica[r].steps ? 1e3 * st.replica[r].wait_seconds / st.replica[r].steps : 0);
+    if (!a->async)
+        printf("averaging: %.3f ms per step on the host, %.2f MB staged per step\n",
+               st.steps ? 1e3 * st.average_seconds / st.steps : 0,
+               (double)st.bytes_staged_per_step / 1e6);
+    else
+        printf("async: %llu updates, staleness mean %.2f p99 %llu max %llu\n",
+               (unsigned long long)st.updates, st.staleness_mean,
+               (unsigned long long)st.staleness_p99, (unsigned long long)st.staleness_max);
+}
+
+static vkt_status make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
+                               const vkt_optimizer_options *oo, vkt_trainer **out)
+{
+    uint32_t dev[64], n = 0;
+    vkt_trainer_options to = {.batch = a->batch, .mode = a->async ? VKT_PARALLEL_ASYNC
+                                                                   : VKT_PARALLEL_SYNC,
+                              .bounded_staleness = a->bounded, .staleness = a->staleness,
+                              .scale_lr = a->scale_lr, .scale_lr_warmup = a->warmup,
+                              .slow_seconds = a->slow_seconds};
+    to.optimizer = *oo;
+    if (a->replicas) { /* --replicas N: the VKT_DEVICES list, repeated to N entries */
+        uint32_t sel[64], k = 0;
+        vkt_status st = vkt_instance_select_devices(inst, sel, 64, &k);
+        if (st != VKT_OK)
+            return st; /* the message is the thread's last error */
+        for (n = 0; n < a->replicas; n++)
+            dev[n] = sel[n % k];
+        to.devices = dev;
+        to.device_count = n;
+    }
+    if (a->slow_seconds > 0)
+        to.slow_replica = (a->replicas ? a->replicas : 1) - 1;
+    return vkt_trainer_create(inst, m->graph, m->loss, &to, out);
 }
 
 static int run(const train_args *a, vkt_instance *inst)
@@ -200,12 +289,9 @@ static int run(const train_args *a, vkt_instance *inst)
     uint64_t total = a->max_steps ? a->max_steps : (uint64_t)a->epochs * per_epoch;
     cli_model m = {0};
     vkt_trainer *tr = NULL;
-    vkt_loader *ld = NULL;
     int rc = 1;
-    float *x = NULL;
-    int32_t *y = NULL;
-    vkt_trainer_options to = {.batch = a->batch};
-    if (!optimizer_options(a, total, &to.optimizer)) {
+    vkt_optimizer_options oo;
+    if (!optimizer_options(a, total, &oo)) {
         rc = 2;
         goto done;
     }
@@ -215,63 +301,44 @@ static int run(const train_args *a, vkt_instance *inst)
         cli_fail("cannot build the model", st, vkt_graph_errmsg(m.graph));
         goto done;
     }
-    st = vkt_trainer_create(inst, m.graph, m.loss, &to, &tr);
-    if (st != VKT_OK) {
+    if ((st = make_trainer(a, inst, &m, &oo, &tr)) != VKT_OK) {
         cli_fail("cannot create the trainer", st, vkt_last_error());
-        goto done;
-    }
-    vkt_loader_options lo = {.batch = a->batch, .seed = a->seed};
-    if ((st = vkt_loader_create(train, &lo, &ld)) != VKT_OK) {
-        cli_fail("cannot create the loader", st, vkt_last_error());
-        goto done;
-    }
-    x = malloc((uint64_t)a->batch * vkt_dataset_features(train) * sizeof *x);
-    y = malloc(a->batch * sizeof *y);
-    if (!x || !y) {
-        cli_fail("train", VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         goto done;
     }
     vkt_device_info info;
     vkt_instance_device_info(inst, 0, &info);
+    uint32_t replicas = vkt_trainer_replicas(tr);
+    const char *mode = replicas > 1 && a->async ? "async" : "sync";
     if (!a->quiet)
-        printf("training %s on %u samples (%u test), batch %u, %llu steps, device: %s\n",
-               a->model, vkt_dataset_count(train), vkt_dataset_count(test), a->batch,
-               (unsigned long long)total, info.name);
-    progress p = {.tty = isatty(STDOUT_FILENO), .quiet = a->quiet, .t0 = now_s()};
-    double train_seconds = 0;
-    float loss = 0;
-    for (uint64_t s = 0; s < total; s++) {
-        double t0 = now_s();
-        uint32_t rows;
-        vkt_feed feeds[2] = {{m.input, x}, {m.labels, y}};
-        st = vkt_loader_next(ld, x, y, &rows);
-        if (st == VKT_OK && (st = vkt_trainer_step(tr, feeds, 2, &loss)) != VKT_OK) {
-            cli_fail("training step failed", st, vkt_trainer_errmsg(tr));
-            goto done;
-        }
-        train_seconds += now_s() - t0;
-        progress_show(&p, s + 1, total, loss, (double)(s + 1) * a->batch / train_seconds,
-                      s + 1 == total);
-        if (!p.tty && !a->quiet && (s + 1) % per_epoch == 0 && s + 1 != total) {
-            vkt_eval_result ev;
-            if (vkt_trainer_evaluate(tr, test, m.input, m.logits, &ev) == VKT_OK)
-                printf("epoch %llu: test_accuracy=%.4f test_loss=%.4f\n",
-                       (unsigned long long)((s + 1) / per_epoch), ev.accuracy, ev.loss);
-        }
+        printf("training %s on %u samples (%u test), batch %u, %llu steps, %u replica(s) %s, "
+               "device: %s\n", a->model, vkt_dataset_count(train), vkt_dataset_count(test),
+               a->batch, (unsigned long long)total, replicas, mode, info.name);
+    progress p = {.tty = isatty(STDOUT_FILENO), .quiet = a->quiet, .t0 = now_s(),
+                  .batch = a->batch, .per_epoch = per_epoch, .tr = tr, .test = test, .m = &m};
+    st = vkt_trainer_fit(tr, train, m.input, m.labels, total, a->seed, on_step, &p);
+    if (st != VKT_OK) {
+        cli_fail("training failed", st, vkt_trainer_errmsg(tr));
+        goto done;
     }
+    vkt_trainer_stats ts;
+    vkt_trainer_stats_get(tr, &ts);
     vkt_eval_result ev;
     if ((st = vkt_trainer_evaluate(tr, test, m.input, m.logits, &ev)) != VKT_OK) {
         cli_fail("evaluation failed", st, vkt_trainer_errmsg(tr));
         goto done;
     }
+    print_parallel_stats(tr, a);
     printf("result: test_accuracy=%.4f test_loss=%.4f steps=%llu samples_per_s=%.1f "
-           "seconds=%.1f\n", ev.accuracy, ev.loss, (unsigned long long)total,
-           (double)total * a->batch / train_seconds, now_s() - t_start);
+           "seconds=%.1f replicas=%u mode=%s", ev.accuracy, ev.loss,
+           (unsigned long long)vkt_trainer_step_count(tr),
+           (double)vkt_trainer_step_count(tr) * a->batch / ts.step_seconds, now_s() - t_start,
+           replicas, mode);
+    if (replicas > 1 && a->async)
+        printf(" staleness_mean=%.2f staleness_max=%llu", ts.staleness_mean,
+               (unsigned long long)ts.staleness_max);
+    printf("\n");
     rc = 0;
 done:
-    free(x);
-    free(y);
-    vkt_loader_destroy(ld);
     vkt_trainer_destroy(tr);
     vkt_graph_destroy(m.graph);
     vkt_dataset_destroy(train);
