@@ -12,12 +12,12 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 out=$("$bin" train 2>&1); rc=$?
 last=$(tail -1 <<<"$out")
 check "default run exits 0" "[[ $rc -eq 0 ]]"
-check "result line is well formed" "grep -Eq '^result: test_accuracy=[0-9.]+ test_loss=[0-9.]+ steps=[0-9]+ samples_per_s=[0-9.]+ seconds=[0-9.]+\$' <<<\"\$last\""
+check "result line is well formed" "grep -Eq '^result: test_accuracy=[0-9.]+ test_loss=[0-9.]+ steps=[0-9]+ samples_per_s=[0-9.]+ seconds=[0-9.]+ replicas=1 mode=sync\$' <<<\"\$last\""
 acc=$(sed -E 's/.*test_accuracy=([0-9.]+).*/\1/' <<<"$last")
 secs=$(sed -E 's/.*seconds=([0-9.]+).*/\1/' <<<"$last")
 check "default run reaches test accuracy >= 0.95 (got $acc)" "awk -v a=$acc 'BEGIN{exit !(a >= 0.95)}'"
 check "default run takes under 3 minutes (took ${secs}s)" "awk -v s=$secs 'BEGIN{exit !(s < 180)}'"
-check "plain progress lines when not on a terminal" "grep -Eq '^step [0-9]+/930  loss [0-9.]+  [0-9]+ samples/s' <<<\"\$out\""
+check "plain progress lines when not on a terminal" "grep -Eq '^step [0-9]+/620  loss [0-9.]+  [0-9]+ samples/s' <<<\"\$out\""
 check "per-epoch evaluation lines" "grep -q '^epoch 1: test_accuracy=' <<<\"\$out\""
 
 out=$("$bin" train --steps 30 --batch 50 --optimizer adam --hidden 64 --quiet 2>&1); rc=$?
