@@ -35,7 +35,8 @@ vkt_status async_begin(vkt_trainer *t)
         t->master = malloc(n * sizeof *t->master);
         t->pulls = calloc(t->n_rep, sizeof *t->pulls);
         t->pushes = calloc(t->n_rep, sizeof *t->pushes);
-        if (!t->master || !t->pulls || !t->pushes)
+        t->push_lock = vkt_monitor_create();
+        if (!t->master || !t->pulls || !t->pushes || !t->push_lock)
             return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for the master");
     }
     /* The master starts from replica 0's parameters (all replicas start equal). */
@@ -114,15 +115,24 @@ static void pull(replica *r)
         replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
 }
 
-/* master += new - pulled, element by element, lock-free. */
+/* master += new - pulled, element by element. Unbounded (Hogwild!): lock-free, so two
+ * replicas adding to one element at once may lose one addition. With a staleness bound
+ * (stale-synchronous parallel) no update may be lost: pushes take a lock, reads never
+ * do (they may see a push half done, which SSP allows for updates newer than the
+ * bound; with bound 0 the gates keep every read of a step after every push of the
+ * step before, so reads see whole updates and the result equals sync). */
 static void push(replica *r, uint64_t version_at_pull)
 {
     vkt_trainer *t = r->t;
     const float *now = r->stage_host;
+    if (t->opt.bounded_staleness)
+        vkt_monitor_lock(t->push_lock);
     for (uint64_t i = 0; i < t->param_count; i++) {
         float m = atomic_load_explicit(&t->master[i], memory_order_relaxed);
         atomic_store_explicit(&t->master[i], m + (now[i] - r->pulled[i]), memory_order_relaxed);
     }
+    if (t->opt.bounded_staleness)
+        vkt_monitor_unlock(t->push_lock);
     uint64_t v = atomic_fetch_add(&t->version, 1);
     if (r->n_stale == r->cap_stale) {
         uint64_t cap = r->cap_stale ? 2 * r->cap_stale : 1024;

@@ -211,6 +211,7 @@ void vkt_trainer_destroy(vkt_trainer *t)
     }
     free(t->rep);
     free((void *)t->master);
+    vkt_monitor_destroy(t->push_lock);
     free(t->pulls);
     free(t->pushes);
     free(t);

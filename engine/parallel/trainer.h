@@ -96,6 +96,7 @@ struct vkt_trainer {
     _Atomic float *master;
     atomic_uint_fast64_t version;  /* master updates so far */
     uint64_t *pulls, *pushes;      /* per replica, under mon */
+    vkt_monitor *push_lock;        /* bounded staleness: pushes one at a time */
     int failed;                    /* under mon: a replica failed, the others stop */
 
     int lost;                      /* a device was lost: every later step fails */
