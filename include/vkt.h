@@ -773,7 +773,12 @@ typedef struct vkt_trainer_options {
      * N * lr over `scale_lr_warmup` steps (0: at once). */
     int scale_lr;
     uint32_t scale_lr_warmup;
-    /* Benchmarking: replica `slow_replica` sleeps `slow_seconds` before each step. */
+    /* Sync: after `balance_after` steps of vkt_trainer_fit (0: never), split the global
+     * batch in proportion to each replica's measured speed (rows per second of device
+     * time), so a mixed set of devices is not held back by the slowest. */
+    uint32_t balance_after;
+    /* Benchmarking: replica `slow_replica` is slowed by `slow_seconds` per step at an even
+     * share of the batch, in proportion to its rows (as a slower device would be). */
     uint32_t slow_replica;
     double slow_seconds;
 } vkt_trainer_options;
@@ -850,6 +855,7 @@ typedef struct vkt_replica_stats {
     double step_seconds;      /* forward + backward (+ update) on the device, summed */
     double wait_seconds;      /* waiting at barriers or staleness gates, summed */
     uint64_t steps;
+    uint32_t rows;            /* its current share of the global batch */
 } vkt_replica_stats;
 
 typedef struct vkt_trainer_stats {

@@ -180,6 +180,47 @@ static void test_async(void)
     vkt_dataset_destroy(d);
 }
 
+/* A replica slowed 4x gets fewer rows after calibration; the run still equals one
+ * replica on the same batches, and replicas stay identical. */
+static void test_balance(void)
+{
+    vkt_dataset *d = synthetic(240);
+    vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .momentum = 0.9f};
+    net n1 = make_net(12), n2 = make_net(12);
+    vkt_trainer *one = make_trainer(&n1, 12, 1, VKT_PARALLEL_SYNC, 0, 0, &oo);
+    uint32_t dev[2] = {0, 0};
+    vkt_trainer_options o = {.batch = 12, .devices = dev, .device_count = 2, .optimizer = oo,
+                             .balance_after = 4, .slow_replica = 1, .slow_seconds = 0.03};
+    vkt_trainer *two = NULL;
+    TH_OK(NULL, vkt_trainer_create(th_instance, n2.g, n2.loss, &o, &two));
+    if (one && two) {
+        TH_OK(NULL, vkt_trainer_fit(one, d, n1.x, n1.y, 10, 3, NULL, NULL));
+        TH_OK(NULL, vkt_trainer_fit(two, d, n2.x, n2.y, 10, 3, NULL, NULL));
+        vkt_trainer_stats st;
+        vkt_trainer_stats_get(two, &st);
+        TH_CHECK(st.replica[1].rows < st.replica[0].rows &&
+                     st.replica[0].rows + st.replica[1].rows == 12,
+                 "the slowed replica gets fewer rows: %u and %u", st.replica[0].rows,
+                 st.replica[1].rows);
+        uint64_t np = vkt_trainer_param_count(one);
+        float *a = th_alloc_floats(np), *b = th_alloc_floats(np), *c = th_alloc_floats(np);
+        vkt_trainer_read_params(one, a, np);
+        vkt_trainer_read_replica_params(two, 0, b, np);
+        vkt_trainer_read_replica_params(two, 1, c, np);
+        th_compare("balanced 2 replicas equal one replica after 10 steps", b, a, np, 1e-4f,
+                   1e-5f);
+        TH_CHECK(memcmp(b, c, np * 4) == 0, "balanced replicas stay bitwise identical");
+        free(a);
+        free(b);
+        free(c);
+    }
+    vkt_trainer_destroy(one);
+    vkt_trainer_destroy(two);
+    vkt_graph_destroy(n1.g);
+    vkt_graph_destroy(n2.g);
+    vkt_dataset_destroy(d);
+}
+
 static void test_failures(void)
 {
     vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD};
@@ -234,6 +275,7 @@ int main(void)
     test_sync_equivalence(4, 12);
     test_sync_equivalence(3, 10); /* uneven: 3 + 3 + 4 rows */
     test_async();
+    test_balance();
     test_failures();
     return th_finish();
 }

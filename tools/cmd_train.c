@@ -22,7 +22,7 @@ typedef struct train_args {
     uint64_t max_steps, seed;
     float lr, momentum, weight_decay, clip, dropout;
     int quiet;
-    uint32_t replicas, staleness;
+    uint32_t replicas, staleness, balance;
     int async, bounded, scale_lr;
     double slow_seconds;
 } train_args;
@@ -58,6 +58,7 @@ static void usage(FILE *f)
             "  --mode sync|async   averaged gradients, or lock-free updates (default sync)\n"
             "  --staleness S       async: bound the staleness to S (0 equals sync)\n"
             "  --scale-lr          multiply the lr by the replica count (warmup: --warmup)\n"
+            "  --balance N         sync: after N steps split the batch by replica speed\n"
             "  --slow-replica-ms M benchmarking: the last replica sleeps M ms per step\n"
             "  --quiet             no progress line\n");
 }
@@ -117,6 +118,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         else if (strcmp(k, "--clip") == 0) a->clip = strtof(v, NULL);
         else if (strcmp(k, "--dropout") == 0) a->dropout = strtof(v, NULL);
         else if (strcmp(k, "--replicas") == 0) a->replicas = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--balance") == 0) a->balance = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(k, "--slow-replica-ms") == 0) a->slow_seconds = strtod(v, NULL) / 1e3;
         else if (strcmp(k, "--staleness") == 0) {
             a->bounded = 1;
@@ -238,8 +240,8 @@ static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
     if (vkt_trainer_stats_get(tr, &st) != VKT_OK || st.replicas < 2 || a->quiet)
         return;
     for (uint32_t r = 0; r < st.replicas; r++)
-        printf("replica %u: %llu steps, %.2f ms per step on the device, %.2f ms per step "
-               "waiting\n", r, (unsigned long long)st.replica[r].steps,
+        printf("replica %u: %u rows, %llu steps, %.2f ms per step on the device, %.2f ms per "
+               "step waiting\n", r, st.replica[r].rows, (unsigned long long)st.replica[r].steps,
                st.replica[r].steps ? 1e3 * st.replica[r].step_seconds / st.replica[r].steps : 0,
                st.replica[r].steps ? 1e3 * st.replica[r].wait_seconds / st.replica[r].steps : 0);
     if (!a->async)
@@ -260,7 +262,7 @@ static vkt_status make_trainer(const train_args *a, vkt_instance *inst, const cl
                                                                    : VKT_PARALLEL_SYNC,
                               .bounded_staleness = a->bounded, .staleness = a->staleness,
                               .scale_lr = a->scale_lr, .scale_lr_warmup = a->warmup,
-                              .slow_seconds = a->slow_seconds};
+                              .slow_seconds = a->slow_seconds, .balance_after = a->balance};
     to.optimizer = *oo;
     if (a->replicas) { /* --replicas N: the VKT_DEVICES list, repeated to N entries */
         uint32_t sel[64], k = 0;

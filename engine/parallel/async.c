@@ -148,9 +148,8 @@ static void push(replica *r, uint64_t version_at_pull)
 static void one_update(replica *r, uint64_t k)
 {
     vkt_trainer *t = r->t;
-    if (t->opt.slow_seconds > 0 && r->index == t->opt.slow_replica)
-        vkt_sleep(t->opt.slow_seconds);
     double t0 = vkt_now();
+    trainer_slow_down(r);
     uint64_t v0 = atomic_load(&t->version);
     pull(r);
     count(r, t->pulls);

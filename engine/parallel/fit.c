@@ -86,6 +86,20 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
     int async = t->opt.mode == VKT_PARALLEL_ASYNC && t->n_rep > 1;
     if (async && (st = async_begin(t)) != VKT_OK)
         return st;
+    uint64_t calibrate = t->opt.balance_after;
+    if (!async && t->n_rep > 1 && calibrate && !t->balanced && steps > calibrate) {
+        t->run_steps = calibrate; /* measure, re-split, then the rest */
+        st = trainer_run_all(t, sync_job_steps);
+        t->steps += t->rep[0].stats.steps - done0;
+        done0 = t->rep[0].stats.steps;
+        t->run_steps = steps - calibrate;
+        if (st == VKT_OK && !t->stop)
+            st = trainer_balance(t);
+        if (st != VKT_OK || t->stop) {
+            t->stats.step_seconds += vkt_now() - t0;
+            return st;
+        }
+    }
     st = trainer_run_all(t, async ? async_job_steps : sync_job_steps);
     if (async) {
         vkt_status end = async_end(t);

@@ -24,8 +24,9 @@ vkt_status sync_setup(vkt_trainer *t, replica *r)
     vkt_view p, g;
     uint64_t n;
     graph_model_flat(r->model, &p, &g, &n);
-    /* The averaged gradient back into the replica, then its optimizer: recorded once. */
-    st = vkt_stream_create(r->ctx, NULL, &r->apply);
+    /* The averaged gradient back into the replica, then its optimizer: recorded once
+     * (again when the replica's model is rebuilt by balancing). */
+    st = r->apply ? vkt_stream_reset(r->apply) : vkt_stream_create(r->ctx, NULL, &r->apply);
     if (st == VKT_OK)
         st = vkt_stream_copy(r->apply, r->stage, 0, g.buffer, 0, n * 4);
     if (st == VKT_OK)
@@ -55,9 +56,8 @@ static void reduce_chunk(vkt_trainer *t, uint64_t c0, uint64_t c1)
 static int step_together(replica *r, uint64_t step)
 {
     vkt_trainer *t = r->t;
-    if (t->opt.slow_seconds > 0 && r->index == t->opt.slow_replica)
-        vkt_sleep(t->opt.slow_seconds);
     double t0 = vkt_now();
+    trainer_slow_down(r);
     if (r->status == VKT_OK) {
         trainer_set_step(r, step);
         vkt_status st = vkt_model_forward_backward(r->model);

@@ -287,6 +287,13 @@ vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_fe
     return st;
 }
 
+void trainer_slow_down(replica *r)
+{
+    vkt_trainer *t = r->t;
+    if (t->opt.slow_seconds > 0 && r->index == t->opt.slow_replica)
+        vkt_sleep(t->opt.slow_seconds * r->rows * t->n_rep / t->opt.batch);
+}
+
 void trainer_set_step(replica *r, uint64_t step)
 {
     vkt_trainer *t = r->t;
@@ -391,7 +398,9 @@ vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
         return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_stats_get: NULL");
     *out = t->stats;
     out->average_seconds = t->avg_seconds;
-    for (uint32_t i = 0; i < t->n_rep && i < 64; i++)
+    for (uint32_t i = 0; i < t->n_rep && i < 64; i++) {
         out->replica[i] = t->rep[i].stats;
+        out->replica[i].rows = t->rep[i].rows;
+    }
     return VKT_OK;
 }

@@ -99,6 +99,7 @@ struct vkt_trainer {
     vkt_monitor *push_lock;        /* bounded staleness: pushes one at a time */
     int failed;                    /* under mon: a replica failed, the others stop */
 
+    int balanced;                  /* the split was re-made by measured speed */
     int lost;                      /* a device was lost: every later step fails */
     char lost_msg[VKT_ERRMSG_SIZE];
 };
@@ -142,6 +143,11 @@ vkt_status async_setup(vkt_trainer *t, replica *r);
 vkt_status async_begin(vkt_trainer *t);  /* master from replica 0's parameters */
 void async_job_steps(replica *r);
 vkt_status async_end(vkt_trainer *t);    /* master into every replica; staleness stats */
+
+/* Benchmarking: the artificial slowness of options.slow_replica, in proportion to rows. */
+void trainer_slow_down(replica *r);
+/* balance.c: re-splits the global batch by measured speed (sync); rebuilds models. */
+vkt_status trainer_balance(vkt_trainer *t);
 
 /* The learning rate of a step (linear scaling with warmup when asked). */
 void trainer_set_step(replica *r, uint64_t step);

@@ -13,7 +13,7 @@ acc() { sed -nE 's/^result: test_accuracy=([0-9.]+).*/\1/p' <<<"$1"; }
 sync=$("$bin" train --replicas 4 --mode sync --epochs 20 2>&1); rc=$?
 check "4 replicas sync: exit 0" "[[ $rc -eq 0 ]]"
 check "sync result names replicas and mode" "grep -Eq '^result: .* replicas=4 mode=sync\$' <<<\"\$sync\""
-check "sync prints per-replica times and averaging" "grep -q '^replica 3: 1240 steps' <<<\"\$sync\" && grep -q '^averaging: .* MB staged per step' <<<\"\$sync\""
+check "sync prints per-replica times and averaging" "grep -q '^replica 3: 32 rows, 1240 steps' <<<\"\$sync\" && grep -q '^averaging: .* MB staged per step' <<<\"\$sync\""
 async=$("$bin" train --replicas 4 --mode async --epochs 20 2>&1); rc=$?
 check "4 replicas async: exit 0" "[[ $rc -eq 0 ]]"
 check "async result adds staleness" "grep -Eq '^result: .* replicas=4 mode=async staleness_mean=[0-9.]+ staleness_max=[0-9]+\$' <<<\"\$async\""
