@@ -163,8 +163,11 @@ static void test_async(void)
              "bound 0: 90 updates, staleness at most N-1 = 2 (max %llu, mean %.2f)",
              (unsigned long long)st.staleness_max, st.staleness_mean);
     fit_params(VKT_PARALLEL_ASYNC, 3, 1, 1, d, as, np, &st);
-    TH_CHECK(st.updates == 90 && st.staleness_max <= 5,
-             "bound 1: staleness at most 5 (max %llu)", (unsigned long long)st.staleness_max);
+    /* While a replica works on step k, each other replica has pushed at least k - s
+     * updates and can push at most through step k + s: staleness <= (N-1)(2s+1). */
+    TH_CHECK(st.updates == 90 && st.staleness_max <= 6,
+             "bound 1: staleness at most (N-1)(2s+1) = 6 (max %llu)",
+             (unsigned long long)st.staleness_max);
     fit_params(VKT_PARALLEL_ASYNC, 4, 0, 0, d, as, np, &st);
     TH_CHECK(st.updates == 120 && st.staleness_mean >= 0 && st.staleness_p99 <= st.staleness_max,
              "unbounded: %llu updates, staleness mean %.2f p99 %llu max %llu",
