@@ -224,6 +224,48 @@ static void test_balance(void)
     vkt_dataset_destroy(d);
 }
 
+/* Linear scaling: 2 replicas at lr 0.05 with scale_lr take the steps of one replica at
+ * lr 0.1; with a warmup of 4 steps the first step still uses lr 0.05. */
+static void scaled_run(uint32_t replicas, float lr, int scale, uint32_t warmup, uint64_t steps,
+                       vkt_dataset *d, float *out, uint64_t np)
+{
+    net n = make_net(12);
+    uint32_t dev[2] = {0, 0};
+    vkt_trainer_options o = {.batch = 12, .devices = dev, .device_count = replicas,
+                             .scale_lr = scale, .scale_lr_warmup = warmup,
+                             .optimizer = {.kind = VKT_OPTIMIZER_SGD, .lr = lr}};
+    vkt_trainer *t = NULL;
+    TH_OK(NULL, vkt_trainer_create(th_instance, n.g, n.loss, &o, &t));
+    if (t) {
+        TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, steps, 9, NULL, NULL));
+        TH_OK(NULL, vkt_trainer_read_params(t, out, np));
+    }
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+}
+
+static void test_lr_scaling(void)
+{
+    vkt_dataset *d = synthetic(120);
+    uint64_t np = 432;
+    float *a = th_alloc_floats(np), *b = th_alloc_floats(np);
+    scaled_run(2, 0.05f, 1, 0, 5, d, a, np);
+    scaled_run(1, 0.1f, 0, 0, 5, d, b, np);
+    th_compare("2 replicas, lr 0.05 scaled = 1 replica, lr 0.1 (5 steps)", a, b, np, 1e-4f, 1e-5f);
+    scaled_run(2, 0.05f, 1, 4, 1, d, a, np);
+    scaled_run(1, 0.05f, 0, 0, 1, d, b, np);
+    th_compare("with warmup, step 0 uses the base lr", a, b, np, 1e-4f, 1e-5f);
+    scaled_run(2, 0.05f, 1, 4, 3, d, a, np);
+    scaled_run(1, 0.05f, 0, 0, 3, d, b, np);
+    double diff = 0;
+    for (uint64_t i = 0; i < np; i++)
+        diff += fabs((double)a[i] - b[i]);
+    TH_CHECK(diff > 1e-4, "with warmup, later steps use a larger lr (sum |diff| %.3g)", diff);
+    free(a);
+    free(b);
+    vkt_dataset_destroy(d);
+}
+
 static void test_failures(void)
 {
     vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD};
@@ -279,6 +321,7 @@ int main(void)
     test_sync_equivalence(3, 10); /* uneven: 3 + 3 + 4 rows */
     test_async();
     test_balance();
+    test_lr_scaling();
     test_failures();
     return th_finish();
 }
