@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "parallel/trainer.h"
 
 typedef struct net {
     vkt_graph *g;
@@ -99,6 +100,11 @@ static void test_sync_equivalence(uint32_t replicas, uint32_t batch)
     th_compare(what, pn, p1, np, 1e-4f, 1e-5f);
     vkt_trainer_stats st;
     vkt_trainer_stats_get(many, &st);
+    /* Each parameter's gradient is copied out on its own, right after the backward step
+     * that completes it (w2 and b2 before the first layer's backward runs). */
+    vkt_model_stats ms;
+    vkt_model_stats_get(many->rep[0].model, &ms);
+    TH_CHECK(ms.step_copies == 4, "one gradient copy-out per parameter (%u)", ms.step_copies);
     TH_CHECK(st.replicas == replicas && st.bytes_staged_per_step == 2ull * replicas * np * 4,
              "stats: %u replicas, %llu bytes staged per step", st.replicas,
              (unsigned long long)st.bytes_staged_per_step);

@@ -60,6 +60,10 @@ typedef struct mstep {
 } mstep;
 
 typedef vkt_status (*graph_record_fn)(vkt_stream *stream, void *user);
+/* Records work on a parameter's final gradient: elements [offset, offset+count) of the
+ * flat gradient buffer. */
+typedef vkt_status (*graph_grad_fn)(vkt_stream *stream, void *user, uint64_t offset,
+                                    uint64_t count);
 
 typedef struct model_hook {
     graph_record_fn fn;
@@ -102,6 +106,8 @@ struct vkt_model {
     uint64_t step;
     model_hook hooks[MODEL_MAX_HOOKS];
     uint32_t n_hooks;
+    graph_grad_fn grad_ready;  /* called as each parameter's gradient becomes final */
+    void *grad_ready_user;
     int32_t corrupt_node;     /* test hook: the node whose output is corrupted (-1) */
     char errmsg[VKT_ERRMSG_SIZE];
 };
@@ -114,6 +120,11 @@ vkt_status graph_model_flat(vkt_model *m, vkt_view *params, vkt_view *grads, uin
 /* Adds commands recorded at the end of every training step (after the backward), e.g.
  * an optimizer update. Only before the first step (the step is recorded once). */
 vkt_status graph_model_add_epilogue(vkt_model *m, graph_record_fn fn, void *user);
+/* Records fn for each parameter right after the backward step that completes its
+ * gradient (parameters the loss does not reach: after the backward), so work on early
+ * gradients (copying them out for averaging) overlaps the rest of the backward on
+ * devices that run independent commands concurrently. Only before the first step. */
+vkt_status graph_model_on_grad_ready(vkt_model *m, graph_grad_fn fn, void *user);
 /* The training step's stream (recorded on first use): for stats and timings. */
 vkt_status graph_model_train_stream(vkt_model *m, vkt_stream **out);
 

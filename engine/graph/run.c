@@ -6,7 +6,59 @@
 #include "graph/model.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+/* For every parameter with a gradient, the last training step that writes it (-1: no
+ * step does; its gradient stays zero). */
+static vkt_status grad_last_writers(vkt_model *m, int32_t *last)
+{
+    enum { CAP = GRAPH_MAX_INPUTS * 2 + 16 };
+    int32_t vals[CAP];
+    int writes[CAP], phases[CAP];
+    for (uint32_t i = 0; i < m->n; i++)
+        last[i] = -1;
+    for (uint32_t st = 0; st < m->n_steps; st++) {
+        uint32_t n = model_step_access(m, &m->steps[st], vals, writes, phases, CAP);
+        for (uint32_t a = 0; a < n; a++) {
+            if (!writes[a])
+                continue;
+            int32_t root = model_root(m, vals[a]);
+            if (m->val[root].space != MS_GRADS)
+                continue;
+            for (uint32_t p = 0; p < m->n; p++) /* the parameter owning this gradient */
+                if (m->node[p].grad >= 0 && model_root(m, m->node[p].grad) == root)
+                    last[p] = (int32_t)st;
+        }
+    }
+    return VKT_OK;
+}
+
+static vkt_status grad_ready_at(vkt_model *m, vkt_stream *s, const int32_t *last, int32_t pos)
+{
+    vkt_status st = VKT_OK;
+    for (uint32_t p = 0; p < m->n && st == VKT_OK; p++) {
+        if (m->g->nodes[p]->op != GOP_PARAM || m->node[p].grad < 0 || last[p] != pos)
+            continue;
+        const mval *v = &m->val[model_root(m, m->node[p].grad)];
+        st = m->grad_ready(s, m->grad_ready_user, v->offset, v->count);
+    }
+    return st;
+}
+
+/* Check mode and parameters no step writes: the hook for every parameter at once. */
+static vkt_status grad_ready_all(vkt_model *m, vkt_stream *s, const int32_t *last, int only_unwritten)
+{
+    vkt_status st = VKT_OK;
+    for (uint32_t p = 0; p < m->n && st == VKT_OK; p++) {
+        if (m->g->nodes[p]->op != GOP_PARAM || m->node[p].grad < 0 ||
+            (only_unwritten && last[p] >= 0))
+            continue;
+        const mval *v = &m->val[model_root(m, m->node[p].grad)];
+        st = m->grad_ready(s, m->grad_ready_user, v->offset, v->count);
+    }
+    return st;
+}
 
 static vkt_status record(vkt_model *m, vkt_stream *s, int training)
 {
@@ -15,16 +67,27 @@ static vkt_status record(vkt_model *m, vkt_stream *s, int training)
     if (m->inputs_staged)
         st = vkt_stream_copy(s, m->staging, 0, m->inputs, 0, m->inputs->size);
     uint32_t n_steps = training ? m->n_steps : m->n_fwd_steps;
+    int32_t *last = NULL;
+    int ready = training && m->grad_ready && !m->check;
+    if (ready && !(last = malloc(m->n * sizeof *last)))
+        st = model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (ready && st == VKT_OK)
+        st = grad_last_writers(m, last);
     for (uint32_t i = 0; i < n_steps && st == VKT_OK; i++) {
         const mstep *step = &m->steps[i];
         if (step->backward) {
             st = model_record_backward(m, s, step->node);
+            if (ready && st == VKT_OK)
+                st = grad_ready_at(m, s, last, (int32_t)i);
             continue;
         }
         st = model_record_forward(m, s, step->node, training);
         if (st == VKT_OK && (int32_t)step->node == m->corrupt_node)
             st = vkt_fill(s, model_view(m, m->node[step->node].val), 1, 1234.5f);
     }
+    if (ready && st == VKT_OK)
+        st = grad_ready_all(m, s, last, 1);
+    free(last);
     /* Check mode runs the epilogue (an optimizer changing parameters) after the check,
      * from its own stream, so the check sees the parameters the step used. */
     for (uint32_t h = 0; training && !m->check && h < m->n_hooks && st == VKT_OK; h++)
@@ -59,6 +122,8 @@ static vkt_status run_hooks(vkt_model *m)
     vkt_status st = VKT_OK;
     if (!m->hooks_stream) {
         st = vkt_stream_create(m->ctx, NULL, &m->hooks_stream);
+        if (st == VKT_OK && m->grad_ready)
+            st = grad_ready_all(m, m->hooks_stream, NULL, 0);
         for (uint32_t h = 0; h < m->n_hooks && st == VKT_OK; h++)
             st = m->hooks[h].fn(m->hooks_stream, m->hooks[h].user);
     }
@@ -80,7 +145,7 @@ static vkt_status run(vkt_model *m, int training)
         return model_ctx_fail(m, st);
     if (m->check)
         st = model_check(m, training);
-    if (st == VKT_OK && m->check && training && m->n_hooks)
+    if (st == VKT_OK && m->check && training && (m->n_hooks || m->grad_ready))
         st = run_hooks(m);
     return st;
 }
@@ -183,5 +248,17 @@ vkt_status graph_model_debug_corrupt(vkt_model *m, const vkt_tensor *t)
     if (m->train_recorded || m->eval_recorded)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_debug_corrupt: already recorded");
     m->corrupt_node = (int32_t)t->id;
+    return VKT_OK;
+}
+
+vkt_status graph_model_on_grad_ready(vkt_model *m, graph_grad_fn fn, void *user)
+{
+    if (!m || !fn)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_on_grad_ready: NULL");
+    if (m->train_recorded)
+        return model_fail(m, VKT_ERROR_STATE, "graph_model_on_grad_ready: the training step "
+                          "is already recorded");
+    m->grad_ready = fn;
+    m->grad_ready_user = user;
     return VKT_OK;
 }

@@ -6,19 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Epilogue of the replica's step: the flat gradient into its staging buffer. */
-static vkt_status record_grads_out(vkt_stream *s, void *user)
+/* Recorded right after the backward step that completes a parameter's gradient: that
+ * gradient into the replica's staging buffer, so on devices that overlap independent
+ * commands the copy runs while earlier layers' backward still computes. */
+static vkt_status record_grad_out(vkt_stream *s, void *user, uint64_t offset, uint64_t count)
 {
     replica *r = user;
     vkt_view p, g;
     uint64_t n;
     vkt_status st = graph_model_flat(r->model, &p, &g, &n);
-    return st == VKT_OK ? vkt_stream_copy(s, g.buffer, 0, r->stage, 0, n * 4) : st;
+    return st == VKT_OK ? vkt_stream_copy(s, g.buffer, offset * 4, r->stage, offset * 4,
+                                          count * 4)
+                        : st;
 }
 
 vkt_status sync_setup(vkt_trainer *t, replica *r)
 {
-    vkt_status st = graph_model_add_epilogue(r->model, record_grads_out, r);
+    vkt_status st = graph_model_on_grad_ready(r->model, record_grad_out, r);
     if (st != VKT_OK)
         return trainer_from_model(t, r->model, st);
     vkt_view p, g;

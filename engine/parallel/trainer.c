@@ -74,6 +74,8 @@ static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device)
         return trainer_fail(t, st, "replica %u: staging: %s", r->index,
                             vkt_context_errmsg(r->ctx));
     r->stage_host = vkt_buffer_map(r->stage);
+    /* Alignment gaps between parameters are never copied out: keep them zero. */
+    memset(r->stage_host, 0, vkt_model_param_count(r->model) * 4);
     if (t->opt.mode == VKT_PARALLEL_ASYNC) {
         st = graph_model_add_epilogue(r->model, record_update, r);
         if (st != VKT_OK)
