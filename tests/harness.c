@@ -60,6 +60,15 @@ vkt_stream *th_stream(vkt_context *ctx, int timestamps)
     return s;
 }
 
+void th_use_other_variant(vkt_context **ctx, vkt_stream **s)
+{
+    vkt_kernel_variant v = vkt_context_kernel_variant(*ctx) == VKT_KERNELS_GPU ? VKT_KERNELS_CPU
+                                                                              : VKT_KERNELS_GPU;
+    vkt_stream_destroy(*s);
+    *ctx = th_context(v);
+    *s = th_stream(*ctx, 0);
+}
+
 int th_finish(void)
 {
     uint64_t vcount = vkt_instance_validation_count(th_instance);

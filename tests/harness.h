@@ -27,6 +27,9 @@ int th_finish(void);
 /* A context on device 0 with the given kernel variant (AUTO honours VKT_KERNELS). */
 vkt_context *th_context(vkt_kernel_variant variant);
 vkt_stream *th_stream(vkt_context *ctx, int timestamps);
+/* Moves a test to the other kernel variant (CPU <-> GPU): destroys *s, makes *ctx a new
+ * context of the other variant and *s a stream on it. */
+void th_use_other_variant(vkt_context **ctx, vkt_stream **s);
 
 /* Records a check; returns cond. */
 int th_check(int cond, const char *file, int line, const char *fmt, ...)

@@ -316,16 +316,6 @@ static void check_errors(void)
     TH_CHECK(strcmp(vkt_binary_op_name(VKT_BINARY_COUNT), "unknown") == 0, "unknown op name");
 }
 
-/* The other kernel variant (workgroup sizes and row splits differ), on a few cases. */
-static void use_other_variant(void)
-{
-    vkt_kernel_variant v = vkt_context_kernel_variant(ctx) == VKT_KERNELS_GPU ? VKT_KERNELS_CPU
-                                                                             : VKT_KERNELS_GPU;
-    vkt_stream_destroy(s);
-    ctx = th_context(v);
-    s = th_stream(ctx, 0);
-}
-
 int main(void)
 {
     th_init("test_binary");
@@ -359,7 +349,7 @@ int main(void)
     check_in_place_and_null_views();
     check_phases();
     check_errors();
-    use_other_variant();
+    th_use_other_variant(&ctx, &s); /* workgroup sizes and row splits differ */
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
         if (i % 3 == 0 || i + 1 == sizeof pairs / sizeof pairs[0])
             check_pair(pairs[i].a, pairs[i].b);

@@ -150,16 +150,6 @@ static void check_errors(void)
     th_buf_destroy(&b);
 }
 
-/* The other kernel variant (workgroup sizes and row splits differ), on a few cases. */
-static void use_other_variant(void)
-{
-    vkt_kernel_variant v = vkt_context_kernel_variant(ctx) == VKT_KERNELS_GPU ? VKT_KERNELS_CPU
-                                                                             : VKT_KERNELS_GPU;
-    vkt_stream_destroy(s);
-    ctx = th_context(v);
-    s = th_stream(ctx, 0);
-}
-
 int main(void)
 {
     th_init("test_fill");
@@ -171,7 +161,7 @@ int main(void)
     check_phases();
     check_long_range();
     check_errors();
-    use_other_variant();
+    th_use_other_variant(&ctx, &s); /* workgroup sizes and row splits differ */
     check(1);
     check(65);
     check(1000003);

@@ -167,16 +167,6 @@ static void check_errors(void)
     TH_CHECK(strcmp(vkt_reduce_op_name(VKT_REDUCE_COUNT), "unknown") == 0, "unknown op name");
 }
 
-/* The other kernel variant (workgroup sizes and row splits differ), on a few cases. */
-static void use_other_variant(void)
-{
-    vkt_kernel_variant v = vkt_context_kernel_variant(ctx) == VKT_KERNELS_GPU ? VKT_KERNELS_CPU
-                                                                             : VKT_KERNELS_GPU;
-    vkt_stream_destroy(s);
-    ctx = th_context(v);
-    s = th_stream(ctx, 0);
-}
-
 int main(void)
 {
     th_init("test_reduce");
@@ -198,7 +188,7 @@ int main(void)
     check_shape(shp(2, 29, 257, 0, 0), 2);
     time_long_sum();
     check_errors();
-    use_other_variant();
+    th_use_other_variant(&ctx, &s); /* workgroup sizes and row splits differ */
     check_shape(shp(2, 13, 17, 0, 0), 0);
     check_shape(shp(3, 1, 100003, 2, 0), 0);
     check_shape(shp(2, 513, 129, 0, 0), 1);

@@ -231,16 +231,6 @@ static void check_names(void)
     TH_CHECK(strcmp(vkt_unary_op_name(VKT_UNARY_GELU), "gelu") == 0, "gelu is named gelu");
 }
 
-/* The other kernel variant (workgroup sizes and row splits differ), on a few cases. */
-static void use_other_variant(void)
-{
-    vkt_kernel_variant v = vkt_context_kernel_variant(ctx) == VKT_KERNELS_GPU ? VKT_KERNELS_CPU
-                                                                             : VKT_KERNELS_GPU;
-    vkt_stream_destroy(s);
-    ctx = th_context(v);
-    s = th_stream(ctx, 0);
-}
-
 int main(void)
 {
     th_init("test_unary");
@@ -259,7 +249,7 @@ int main(void)
     check_phases();
     check_long_range();
     check_errors();
-    use_other_variant();
+    th_use_other_variant(&ctx, &s); /* workgroup sizes and row splits differ */
     check_op(VKT_UNARY_TANH, 1);
     check_op(VKT_UNARY_SIGMOID, 1009);
     check_op(VKT_UNARY_GELU, 100003);
