@@ -43,41 +43,18 @@ static const vkt_shape *shp(const brec *b, const vkt_tensor *src, uint32_t k)
     return &b->m->shape[in_node(src, k)->id];
 }
 
-/* C[M,N] (+)= A[M,K] * B^T, B stored [N,K]. */
-static vkt_status gemm_nt(vkt_stream *s, vkt_view a, vkt_view bt, vkt_view c, uint32_t m,
-                          uint32_t k, uint32_t n, float beta_c)
+/* C[M,N] (+)= op(A) * op(B): gemm_nt with B stored [N,K] (trans_b), gemm_tn with A stored
+ * [K,M] (trans_a); beta_c 1 adds into C (a gradient's later contributions). */
+static vkt_status gemm_t(vkt_stream *s, int trans_a, int trans_b, vkt_view a, vkt_view b,
+                         vkt_view c, uint32_t m, uint32_t k, uint32_t n, float beta_c)
 {
-    vkt_gemm_desc d;
-    memset(&d, 0, sizeof d);
-    d.trans_b = 1;
-    d.m = m;
-    d.n = n;
-    d.k = k;
-    d.alpha = 1.0f;
-    d.beta = beta_c;
-    d.a = a;
-    d.b = bt;
-    d.c = c;
+    vkt_gemm_desc d = {.trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k,
+                       .alpha = 1.0f, .beta = beta_c, .a = a, .b = b, .c = c};
     return vkt_gemm(s, &d);
 }
 
-/* C[M,N] (+)= A^T * B[K,N], A stored [K,M]. */
-static vkt_status gemm_tn(vkt_stream *s, vkt_view at, vkt_view b, vkt_view c, uint32_t m,
-                          uint32_t k, uint32_t n, float beta_c)
-{
-    vkt_gemm_desc d;
-    memset(&d, 0, sizeof d);
-    d.trans_a = 1;
-    d.m = m;
-    d.n = n;
-    d.k = k;
-    d.alpha = 1.0f;
-    d.beta = beta_c;
-    d.a = at;
-    d.b = b;
-    d.c = c;
-    return vkt_gemm(s, &d);
-}
+#define gemm_nt(s, a, bt, c, m, k, n, beta) gemm_t(s, 0, 1, a, bt, c, m, k, n, beta)
+#define gemm_tn(s, at, b, c, m, k, n, beta) gemm_t(s, 1, 0, at, b, c, m, k, n, beta)
 
 /* Gradients of a product x[M,K] w[K,N] from dz[M,N]. */
 static vkt_status matmul_grads(const brec *b, const vkt_tensor *src, vkt_view dz)
