@@ -875,6 +875,85 @@ typedef struct vkt_trainer_stats {
 
 vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer, vkt_trainer_stats *out /* OUT */);
 
+/* ------------------------------------------------------------------------------ */
+/* Summaries: scalars for TensorBoard and a CSV file                              */
+/* ------------------------------------------------------------------------------ */
+/*
+ * A summary writer appends scalars (tag, step, value) to two files it creates in a log
+ * folder (made if missing), named from the Unix time of creation and the host name:
+ *  - events.out.tfevents.<time>.<host>: a TensorBoard event file (`tensorboard --logdir
+ *    DIR` draws one curve per tag). TFRecord framing, little endian: uint64 length,
+ *    masked CRC32C of the length's 8 bytes, an Event protobuf, masked CRC32C of it
+ *    (mask: ((crc >> 15) | (crc << 17)) + 0xa282ead8). The first Event carries
+ *    file_version "brain.Event:2"; each later one wall_time, step and one
+ *    Summary.Value { tag, simple_value }.
+ *  - scalars.<time>.<host>.csv: the header `step,wall_time,tag,value`, then one row per
+ *    scalar in the order written (wall_time in Unix seconds; value as %.9g, which reads
+ *    back to the same float).
+ * Records are buffered: vkt_summary_flush makes them visible to readers. One thread at a
+ * time per writer.
+ */
+typedef struct vkt_summary vkt_summary;
+
+/* Unwritable or uncreatable folder: VKT_ERROR_IO, with a message (vkt_last_error)
+ * naming the path and the system's reason. */
+vkt_status vkt_summary_create(const char *logdir, vkt_summary **out_writer /* OUT */);
+/* A tag is 1 to 256 bytes without commas, quotes or line breaks ("train/loss"). */
+vkt_status vkt_summary_scalar(vkt_summary *writer, const char *tag, uint64_t step,
+                              float value);
+vkt_status vkt_summary_flush(vkt_summary *writer);
+/* Closes the files (buffered records are written; use flush to see write errors). */
+void vkt_summary_destroy(vkt_summary *writer);
+const char *vkt_summary_errmsg(const vkt_summary *writer);
+/* Paths of the two files. */
+const char *vkt_summary_event_path(const vkt_summary *writer);
+const char *vkt_summary_csv_path(const vkt_summary *writer);
+
+/* ------------------------------------------------------------------------------ */
+/* Checkpoints (docs/checkpoint.md)                                               */
+/* ------------------------------------------------------------------------------ */
+/*
+ * A checkpoint is one versioned little-endian file with a CRC32 of its payload: the
+ * parameters (each tensor's name, shape and values), the optimizer state (moments and
+ * step) of replica 0, the step count (the schedule's position), the dropout step index
+ * and the data-set position (loader epoch, batch index, seed). Saving reads replica 0,
+ * the chief (in async mode during a run: the master parameters); it may be called from
+ * the progress callback of vkt_trainer_fit. Restoring writes every replica, whatever the
+ * number of replicas the file was saved with: the same parameters everywhere and replica
+ * 0's optimizer state copied to each. The data position is resumed by the next
+ * vkt_trainer_fit with the same seed and global batch (otherwise the order starts anew).
+ */
+
+/* Writes a checkpoint atomically (temporary file, fsync, rename, fsync of the folder):
+ * a crash at any moment leaves the old file or the new one. */
+vkt_status vkt_trainer_save(vkt_trainer *trainer, const char *path);
+/* Restores a checkpoint. A corrupt, truncated, empty or foreign file, or one of another
+ * version: VKT_ERROR_FORMAT with "checkpoint '<path>' is corrupt: <why>" (why such as
+ * "checksum mismatch ..."). Another model (a parameter missing or of another shape) or
+ * another optimizer kind: VKT_ERROR_SHAPE naming the tensor. On failure the trainer is
+ * unchanged. */
+vkt_status vkt_trainer_restore(vkt_trainer *trainer, const char *path);
+/* The step a checkpoint saved now records (inside a progress callback: that step). */
+uint64_t vkt_trainer_checkpoint_step(const vkt_trainer *trainer);
+
+/* Saves `dir`/ckpt-<step>.vkt (creating dir), then deletes all but the newest `keep`
+ * checkpoints of the folder (0: keeps all) and temporary files of interrupted saves.
+ * One writer per folder. */
+vkt_status vkt_checkpoint_save_dir(vkt_trainer *trainer, const char *dir, uint32_t keep);
+/* Restores the newest valid checkpoint of `dir`. Corrupt newer files are skipped and
+ * described, one message per line, in `notes` (may be NULL). No checkpoint (or no
+ * folder): VKT_OK with *out_found = 0. Only corrupt ones: VKT_ERROR_FORMAT. A checkpoint
+ * of another model: VKT_ERROR_SHAPE (no fallback to older files). */
+vkt_status vkt_checkpoint_restore_latest(vkt_trainer *trainer, const char *dir,
+                                         int *out_found /* OUT */, uint64_t *out_step /* OUT */,
+                                         char *notes /* OUT */, size_t notes_size);
+/* Writes the parameters of the newest valid checkpoint of `dir` as a safetensors file
+ * (8-byte little-endian header length, JSON header: dtype F32, shape, data_offsets;
+ * little-endian data), atomically. *out_step (may be NULL): its step. Messages:
+ * vkt_last_error. */
+vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char *out_path,
+                                             uint64_t *out_step /* OUT */);
+
 #ifdef __cplusplus
 }
 #endif

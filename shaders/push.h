@@ -29,6 +29,7 @@ struct vkt_push_gemm {
     VKT_U32 a_off, b_off, c_off;
     VKT_U32 trans_a, trans_b;
     VKT_F32 alpha, beta;
+    VKT_U32 cr_off; /* gemm_cpu: C's offset in its texel binding for reads (beta != 0) */
 };
 
 /* 1-D kernels go through vec4 loads and stores where every binding has the same

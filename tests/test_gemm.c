@@ -1,11 +1,14 @@
 /* test_gemm.c - vkt_gemm against vkt_ref_gemm, for both kernel variants (CPU: texel
- * reads and subgroup shuffles; GPU: shared-memory tiles) and all four transpose
+ * reads and subgroup shuffles; GPU: shared-memory tiles), the CPU variant both with
+ * storage texel buffers and with its uniform-texel fallback, and all four transpose
  * combinations: shapes that are 1, prime or off every tile size, packed and padded
  * leading dimensions, 16-byte aligned and unaligned views (the CPU kernel's vec4 and
- * scalar reads), alpha and beta (beta == 0 must ignore a C full of NaN, beta != 0 must
- * read it), a product with over a million outputs, two dependent products in one
- * stream; guard elements and padding columns must stay untouched. Then the errors. */
+ * scalar reads and stores), alpha and beta (beta == 0 must ignore a C full of NaN,
+ * beta != 0 must read it), narrow N (the CPU kernel computes C^T there), the GEMMs of an
+ * MLP training step, a product with over a million outputs, two dependent products in
+ * one stream; guard elements and padding columns must stay untouched. Then the errors. */
 #include "harness.h"
+#include "gpu/gpu.h" /* ctx->storage_texel: to run the CPU kernel's fallback */
 #include "kernels/ref.h"
 
 #include <math.h>
@@ -148,6 +151,44 @@ static void check_vec4_layouts(void)
         }
 }
 
+/* N much narrower than the CPU kernel's 32-column tile: it computes C^T = op(B)^T op(A)^T
+ * and stores it transposed (scalar stores, beta read through the same indices). */
+static void check_narrow(void)
+{
+    static const uint32_t shapes[][3] = {
+        {128, 10, 128}, {64, 1, 9}, {100, 3, 33}, {48, 12, 20}, {200, 7, 1}, {33, 2, 70},
+    };
+    static const float betas[3] = {0.0f, 1.0f, -0.75f};
+    for (uint32_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (uint32_t t = 0; t < 4; t++) {
+            gcase c = {.ta = (int)(t >> 1), .tb = (int)(t & 1),
+                       .m = shapes[i][0], .n = shapes[i][1], .k = shapes[i][2],
+                       .alpha = 0.5f, .beta = betas[(i + t) % 3],
+                       .ld_a = (enum ld_mode)((i + t) % 3), .ld_b = (enum ld_mode)(t % 3),
+                       .ld_c = (enum ld_mode)((i + 2 * t) % 3),
+                       .align = (enum align_mode)((i + t) % 3)};
+            run_case(&c);
+        }
+}
+
+/* The GEMMs of a training step of a 784-256-128-10 MLP with batch 128, as `vkt bench
+ * gemm --mlp` times them: forward X W, weight gradients X^T dY (also accumulated, beta 1),
+ * input gradients dY W^T. Packed, 16-byte aligned: vec4 reads and stores of C. */
+static void check_mlp(void)
+{
+    static const struct { int ta, tb; uint32_t m, n, k; float beta; } g[] = {
+        {0, 0, 128, 256, 784, 0.0f}, {0, 0, 128, 10, 128, 0.0f}, {1, 0, 128, 10, 128, 0.0f},
+        {0, 1, 128, 128, 10, 0.0f},  {0, 1, 128, 256, 128, 0.0f}, {1, 0, 784, 256, 128, 1.0f},
+        {1, 0, 256, 128, 128, 1.0f},
+    };
+    for (uint32_t i = 0; i < sizeof g / sizeof g[0]; i++) {
+        gcase c = {.ta = g[i].ta, .tb = g[i].tb, .m = g[i].m, .n = g[i].n, .k = g[i].k,
+                   .alpha = 1.0f, .beta = g[i].beta, .ld_a = LD_PACKED, .ld_b = LD_PACKED,
+                   .ld_c = LD_PACKED, .align = AL_16};
+        run_case(&c);
+    }
+}
+
 /* More than a million outputs (many workgroups in both grid dimensions). */
 static void check_large(int ta, int tb)
 {
@@ -238,13 +279,20 @@ static void check_errors(void)
     th_buf_destroy(&buf);
 }
 
-static void run_variant(vkt_kernel_variant variant, const char *name)
+/* storage_texel = 0 pretends the device lacks storage texel buffers of R32F / RGBA32F
+ * (which the Vulkan spec requires, so no device takes this path by itself): the CPU
+ * kernel then reads A and B as uniform texel buffers and C as a storage buffer. */
+static void run_variant(vkt_kernel_variant variant, const char *name, int storage_texel)
 {
     ctx = th_context(variant);
+    if (!storage_texel)
+        ctx->storage_texel = 0;
     s = th_stream(ctx, 0);
     variant_name = name;
     check_shapes();
     check_vec4_layouts();
+    check_narrow();
+    check_mlp();
     check_large(0, 0);
     check_large(1, 1);
     check_chain();
@@ -256,7 +304,11 @@ static void run_variant(vkt_kernel_variant variant, const char *name)
 int main(void)
 {
     th_init("test_gemm");
-    run_variant(VKT_KERNELS_CPU, "cpu");
-    run_variant(VKT_KERNELS_GPU, "gpu");
+    vkt_context *probe = th_context(VKT_KERNELS_CPU);
+    TH_CHECK(probe->storage_texel, "lavapipe supports storage texel buffers of R32F and "
+                                   "RGBA32F (mandatory in Vulkan)");
+    run_variant(VKT_KERNELS_CPU, "cpu", 1);
+    run_variant(VKT_KERNELS_CPU, "cpu-sampler", 0);
+    run_variant(VKT_KERNELS_GPU, "gpu", 1);
     return th_finish();
 }

@@ -9,7 +9,13 @@ int cmd_devices(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 /* vkt bench train (cmd_bench_train.c): argv holds the options after "train". */
 int cmd_bench_train(int argc, char **argv);
+/* vkt bench parallel (cmd_bench_parallel.c): argv holds the options after "parallel". */
+int cmd_bench_parallel(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+/* vkt export (cmd_export.c): a checkpoint's parameters as safetensors. */
+int cmd_export(int argc, char **argv);
+/* vkt plot LOGDIR -o FILE.png (cmd_plot.c): curves from vkt train --logdir's CSV. */
+int cmd_plot(int argc, char **argv);
 
 /* Prints "vkt: <what>: <status name>: <message>" to stderr; returns 1. */
 int cli_fail(const char *what, vkt_status st, const char *msg);

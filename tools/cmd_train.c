@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "models.h"
+#include "train_log.h"
 
 #ifndef VKT_DEFAULT_DATA_DIR
 #define VKT_DEFAULT_DATA_DIR "data/mnist"
@@ -25,6 +26,12 @@ typedef struct train_args {
     uint32_t replicas, staleness, balance;
     int async, bounded, scale_lr;
     double slow_seconds;
+    const char *logdir; /* summaries (train_log.h) */
+    uint32_t log_every;
+    const char *ckpt_dir;       /* --checkpoint-dir: resume from and save into */
+    uint64_t save_every;        /* steps between checkpoints (0: not by steps) */
+    double save_secs;           /* seconds between checkpoints (0: not by time) */
+    uint32_t keep;              /* checkpoints kept */
 } train_args;
 
 static double now_s(void)
@@ -60,6 +67,13 @@ static void usage(FILE *f)
             "  --scale-lr          multiply the lr by the replica count (warmup: --warmup)\n"
             "  --balance N         sync: after N steps split the batch by replica speed\n"
             "  --slow-replica-ms M benchmarking: the last replica sleeps M ms per step\n"
+            "  --logdir DIR        write TensorBoard summaries and a CSV of scalars to DIR\n"
+            "  --log-every N       summary interval in steps (default 10)\n"
+            "  --checkpoint-dir D  resume from the newest valid checkpoint in D (if any) and\n"
+            "                      save checkpoints there (docs/checkpoint.md)\n"
+            "  --save-every K      save a checkpoint every K steps (and at the end)\n"
+            "  --save-secs T       save a checkpoint every T seconds (default 60)\n"
+            "  --keep N            checkpoints kept in the folder (default 3)\n"
             "  --quiet             no progress line\n");
 }
 
@@ -86,7 +100,7 @@ static int parse_args(int argc, char **argv, train_args *a)
      * 1-5 (examples/mnist_mlp.c writes the same run out). */
     *a = (train_args){.model = "mlp", .optimizer = "momentum", .schedule = "cosine",
                       .widths = {256, 128}, .n_widths = 2, .epochs = 10, .batch = 128,
-                      .seed = 1, .lr = -1, .momentum = 0.9f};
+                      .seed = 1, .lr = -1, .momentum = 0.9f, .save_secs = 60, .keep = 3, .log_every = 10};
     a->data = getenv("VKT_DATA_DIR");
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -118,7 +132,13 @@ static int parse_args(int argc, char **argv, train_args *a)
         else if (strcmp(k, "--clip") == 0) a->clip = strtof(v, NULL);
         else if (strcmp(k, "--dropout") == 0) a->dropout = strtof(v, NULL);
         else if (strcmp(k, "--replicas") == 0) a->replicas = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--checkpoint-dir") == 0) a->ckpt_dir = v;
+        else if (strcmp(k, "--save-every") == 0) a->save_every = strtoull(v, NULL, 10);
+        else if (strcmp(k, "--save-secs") == 0) a->save_secs = strtod(v, NULL);
+        else if (strcmp(k, "--keep") == 0) a->keep = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(k, "--balance") == 0) a->balance = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--logdir") == 0) a->logdir = v;
+        else if (strcmp(k, "--log-every") == 0) a->log_every = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(k, "--slow-replica-ms") == 0) a->slow_seconds = strtod(v, NULL) / 1e3;
         else if (strcmp(k, "--staleness") == 0) {
             a->bounded = 1;
@@ -144,6 +164,10 @@ static int parse_args(int argc, char **argv, train_args *a)
     }
     if (a->batch == 0 || (a->epochs == 0 && a->max_steps == 0)) {
         fprintf(stderr, "vkt train: --batch and --epochs (or --steps) must be positive\n");
+        return 2;
+    }
+    if (a->log_every == 0) {
+        fprintf(stderr, "vkt train: --log-every must be positive\n");
         return 2;
     }
     if (a->replicas > 64) {
@@ -208,7 +232,27 @@ typedef struct progress {
     vkt_trainer *tr;
     const vkt_dataset *test;
     const cli_model *m;
+    train_log *log;
+    uint64_t step0;             /* steps restored from a checkpoint */
+    const train_args *a;
+    double last_save;
+    uint64_t saved_step;        /* the step of the last checkpoint written */
+    int save_failed;
 } progress;
+
+/* A checkpoint into --checkpoint-dir; returns 0 (and says why) if it failed. */
+static int save_checkpoint(progress *p, uint64_t step)
+{
+    vkt_status st = vkt_checkpoint_save_dir(p->tr, p->a->ckpt_dir, p->a->keep);
+    if (st != VKT_OK) {
+        cli_fail("cannot save a checkpoint", st, vkt_trainer_errmsg(p->tr));
+        p->save_failed = 1;
+        return 0;
+    }
+    p->last_save = now_s();
+    p->saved_step = step;
+    return 1;
+}
 
 /* Called after every global step: the progress line, in place on a terminal, and a
  * test evaluation after every epoch (as plain lines when not on a terminal). */
@@ -217,19 +261,30 @@ static int on_step(void *user, uint64_t step, uint64_t total, float loss)
     progress *p = user;
     double now = now_s();
     int final = step == total;
+    const train_args *a = p->a;
+    if (a->ckpt_dir && !final &&
+        ((a->save_every && step % a->save_every == 0) ||
+         (a->save_secs > 0 && now - p->last_save >= a->save_secs)) &&
+        !save_checkpoint(p, step))
+        return 1; /* stop: training on without checkpoints would lose work silently */
     if (!p->quiet && (final || now - p->last >= (p->tty ? 0.1 : 2.0))) {
         p->last = now;
         printf("%sstep %llu/%llu  loss %.4f  %.0f samples/s  %.1fs%s", p->tty ? "\r" : "",
                (unsigned long long)step, (unsigned long long)total, loss,
-               (double)step * p->batch / (now - p->t0), now - p->t0,
+               (double)(step - p->step0) * p->batch / (now - p->t0), now - p->t0,
                p->tty ? (final ? "\n" : "   ") : "\n");
         fflush(stdout);
     }
-    if (!p->quiet && !p->tty && step % p->per_epoch == 0 && !final) {
+    train_log_step(p->log, step, total, loss, now);
+    int show = !p->quiet && !p->tty;
+    if ((show || p->log->w) && step % p->per_epoch == 0 && !final) {
         vkt_eval_result ev;
-        if (vkt_trainer_evaluate(p->tr, p->test, p->m->input, p->m->logits, &ev) == VKT_OK)
-            printf("epoch %llu: test_accuracy=%.4f test_loss=%.4f\n",
-                   (unsigned long long)(step / p->per_epoch), ev.accuracy, ev.loss);
+        if (vkt_trainer_evaluate(p->tr, p->test, p->m->input, p->m->logits, &ev) == VKT_OK) {
+            if (show)
+                printf("epoch %llu: test_accuracy=%.4f test_loss=%.4f\n",
+                       (unsigned long long)(step / p->per_epoch), ev.accuracy, ev.loss);
+            train_log_eval(p->log, step, &ev);
+        }
     }
     return 0;
 }
@@ -279,6 +334,26 @@ static vkt_status make_trainer(const train_args *a, vkt_instance *inst, const cl
     return vkt_trainer_create(inst, m->graph, m->loss, &to, out);
 }
 
+/* --checkpoint-dir: restores the newest valid checkpoint, if there is one. Corrupt newer
+ * files are reported on stderr. Returns 0 (message printed) on failure. */
+static int resume(const train_args *a, vkt_trainer *tr, uint64_t *step)
+{
+    char notes[4096];
+    int found = 0;
+    vkt_status st = vkt_checkpoint_restore_latest(tr, a->ckpt_dir, &found, step, notes,
+                                                  sizeof notes);
+    if (notes[0])
+        fprintf(stderr, "vkt: warning: %s; trying an older checkpoint\n", notes);
+    if (st != VKT_OK) {
+        cli_fail("cannot resume from the checkpoints", st, vkt_trainer_errmsg(tr));
+        return 0;
+    }
+    if (found)
+        printf("resumed from step %llu\n", (unsigned long long)*step);
+    fflush(stdout);
+    return 1;
+}
+
 static int run(const train_args *a, vkt_instance *inst)
 {
     double t_start = now_s();
@@ -290,6 +365,7 @@ static int run(const train_args *a, vkt_instance *inst)
     uint32_t per_epoch = vkt_dataset_count(train) / a->batch;
     uint64_t total = a->max_steps ? a->max_steps : (uint64_t)a->epochs * per_epoch;
     cli_model m = {0};
+    train_log log = {0};
     vkt_trainer *tr = NULL;
     int rc = 1;
     vkt_optimizer_options oo;
@@ -315,13 +391,29 @@ static int run(const train_args *a, vkt_instance *inst)
         printf("training %s on %u samples (%u test), batch %u, %llu steps, %u replica(s) %s, "
                "device: %s\n", a->model, vkt_dataset_count(train), vkt_dataset_count(test),
                a->batch, (unsigned long long)total, replicas, mode, info.name);
-    progress p = {.tty = isatty(STDOUT_FILENO), .quiet = a->quiet, .t0 = now_s(),
-                  .batch = a->batch, .per_epoch = per_epoch, .tr = tr, .test = test, .m = &m};
-    st = vkt_trainer_fit(tr, train, m.input, m.labels, total, a->seed, on_step, &p);
+    double t0 = now_s();
+    if (!train_log_open(&log, a->logdir, a->log_every, a->batch, replicas, a->scale_lr,
+                        a->warmup, &oo, t0, a->quiet))
+        goto done;
+    progress p = {.tty = isatty(STDOUT_FILENO), .quiet = a->quiet, .t0 = t0,
+                  .batch = a->batch, .per_epoch = per_epoch, .tr = tr, .test = test, .m = &m,
+                  .log = &log, .a = a, .last_save = t0, .saved_step = UINT64_MAX};
+    if (a->ckpt_dir && !resume(a, tr, &p.step0))
+        goto done;
+    if (a->ckpt_dir && p.step0)
+        p.saved_step = p.step0;
+    if (total > p.step0)
+        st = vkt_trainer_fit(tr, train, m.input, m.labels, total - p.step0, a->seed, on_step,
+                             &p);
     if (st != VKT_OK) {
         cli_fail("training failed", st, vkt_trainer_errmsg(tr));
         goto done;
     }
+    if (p.save_failed)
+        goto done;
+    if (a->ckpt_dir && p.saved_step != vkt_trainer_step_count(tr) &&
+        !save_checkpoint(&p, vkt_trainer_step_count(tr)))
+        goto done;
     vkt_trainer_stats ts;
     vkt_trainer_stats_get(tr, &ts);
     vkt_eval_result ev;
@@ -329,6 +421,9 @@ static int run(const train_args *a, vkt_instance *inst)
         cli_fail("evaluation failed", st, vkt_trainer_errmsg(tr));
         goto done;
     }
+    train_log_eval(&log, vkt_trainer_step_count(tr), &ev);
+    if (replicas > 1 && a->async)
+        train_log_async(&log, vkt_trainer_step_count(tr), &ts);
     print_parallel_stats(tr, a);
     printf("result: test_accuracy=%.4f test_loss=%.4f steps=%llu samples_per_s=%.1f "
            "seconds=%.1f replicas=%u mode=%s", ev.accuracy, ev.loss,
@@ -341,6 +436,7 @@ static int run(const train_args *a, vkt_instance *inst)
     printf("\n");
     rc = 0;
 done:
+    train_log_close(&log);
     vkt_trainer_destroy(tr);
     vkt_graph_destroy(m.graph);
     vkt_dataset_destroy(train);

@@ -11,10 +11,16 @@ static void usage(FILE *f)
             "\n"
             "commands:\n"
             "  train              train a model (vkt train --help for options)\n"
+            "  export             a checkpoint's parameters as safetensors\n"
+            "                     (--checkpoint-dir DIR -o FILE)\n"
             "  devices            list Vulkan devices and their limits\n"
             "  bench gemm         GEMM GFLOP/s at 256..2048 with a correctness check\n"
-            "                     (--mlp: the GEMMs of an MLP training step)\n"
+            "                     (--mlp: an MLP training step's GEMMs; --shape M,N,K,ta,tb,beta)\n"
             "  bench train        MLP training step time vs its GEMMs alone (the ratio)\n"
+            "  bench parallel     data-parallel samples/s (1, 2, 4 replicas, sync and async),\n"
+            "                     averaging GB/s vs memcpy, waiting for a slowed replica\n"
+            "  plot LOGDIR        loss and accuracy curves of vkt train --logdir to a PNG\n"
+            "                     (-o FILE.png, default curves.png)\n"
             "  version            print the version\n"
             "  help               this text\n"
             "\n"
@@ -53,8 +59,12 @@ int main(int argc, char **argv)
         return cmd_devices(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "export") == 0)
+        return cmd_export(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "plot") == 0)
+        return cmd_plot(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0) {
         printf("vkt %d.%d.%d\n", VKT_VERSION_MAJOR, VKT_VERSION_MINOR, VKT_VERSION_PATCH);
         return 0;

@@ -90,6 +90,7 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
     ctx->variant = resolve_variant(o.kernels, &ctx->info);
     ctx->force_staging = o.force_staging;
+    ctx->storage_texel = gpu_storage_texel_ok(ctx->phys);
     ctx->mem.block_size = o.block_size ? o.block_size : gpu_default_block_size(ctx);
 
     vkt_status st = create_device(ctx);

@@ -7,6 +7,28 @@
 
 #define SETS_PER_POOL 256
 
+VkDescriptorType gpu_descriptor_type(gpu_bind_type type)
+{
+    switch (type) {
+    case GPU_BIND_STORAGE: return VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    case GPU_BIND_TEXEL_R:
+    case GPU_BIND_TEXEL_RGBA: return VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+    default: return VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER;
+    }
+}
+
+int gpu_storage_texel_ok(VkPhysicalDevice phys)
+{
+    static const VkFormat formats[2] = {VK_FORMAT_R32_SFLOAT, VK_FORMAT_R32G32B32A32_SFLOAT};
+    for (int i = 0; i < 2; i++) {
+        VkFormatProperties fp;
+        vkGetPhysicalDeviceFormatProperties(phys, formats[i], &fp);
+        if (!(fp.bufferFeatures & VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT))
+            return 0;
+    }
+    return 1;
+}
+
 static VkDeviceSize binding_alignment(const vkt_context *ctx, gpu_bind_type type)
 {
     VkDeviceSize a = type == GPU_BIND_STORAGE ? ctx->props.limits.minStorageBufferOffsetAlignment
@@ -47,12 +69,13 @@ static vkt_status new_pool(vkt_stream *s)
         s->pools = p;
         s->pool_cap = cap;
     }
-    VkDescriptorPoolSize sizes[2] = {
+    VkDescriptorPoolSize sizes[3] = {
         {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, SETS_PER_POOL * GPU_MAX_BINDINGS},
-        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, SETS_PER_POOL * GPU_MAX_BINDINGS}};
+        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, SETS_PER_POOL * GPU_MAX_BINDINGS},
+        {VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER, SETS_PER_POOL * GPU_MAX_BINDINGS}};
     VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                      .maxSets = SETS_PER_POOL,
-                                     .poolSizeCount = 2,
+                                     .poolSizeCount = 3,
                                      .pPoolSizes = sizes};
     GPU_CHECK(ctx, vkCreateDescriptorPool(ctx->device, &pi, NULL, &s->pools[s->pool_count]));
     s->pool_count++;
@@ -120,7 +143,10 @@ static vkt_status bind_arg(vkt_stream *s, const gpu_kernel *k, uint32_t i, const
         *bi = (VkDescriptorBufferInfo){a->buf->buffer, start, range};
         return VKT_OK;
     }
-    uint32_t texel = type == GPU_BIND_TEXEL_RGBA ? 16 : 4;
+    int rgba = type == GPU_BIND_TEXEL_RGBA || type == GPU_BIND_STORAGE_TEXEL_RGBA;
+    if (type == GPU_BIND_STORAGE_TEXEL_R || type == GPU_BIND_STORAGE_TEXEL_RGBA)
+        VKT_ASSERT(ctx->errmsg, ctx->storage_texel); /* kernels check before choosing it */
+    uint32_t texel = rgba ? 16 : 4;
     range = (range + texel - 1) / texel * texel;
     if (range > a->buf->size - start)
         range = (a->buf->size - start) / texel * texel;
@@ -132,9 +158,8 @@ static vkt_status bind_arg(vkt_stream *s, const gpu_kernel *k, uint32_t i, const
                         ctx->props.limits.maxTexelBufferElements);
     VkBufferViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
                                  .buffer = a->buf->buffer,
-                                 .format = type == GPU_BIND_TEXEL_RGBA
-                                               ? VK_FORMAT_R32G32B32A32_SFLOAT
-                                               : VK_FORMAT_R32_SFLOAT,
+                                 .format = rgba ? VK_FORMAT_R32G32B32A32_SFLOAT
+                                                : VK_FORMAT_R32_SFLOAT,
                                  .offset = start,
                                  .range = range};
     return add_view(s, &vi, view);
@@ -185,8 +210,7 @@ vkt_status gpu_dispatch(vkt_stream *s, const gpu_kernel *k, const uint32_t *spec
             .dstSet = set,
             .dstBinding = i,
             .descriptorCount = 1,
-            .descriptorType = storage ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-                                      : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+            .descriptorType = gpu_descriptor_type((gpu_bind_type)k->bind[i]),
             .pBufferInfo = storage ? &infos[i] : NULL,
             .pTexelBufferView = storage ? NULL : &views[i]};
         ranges[i] = (gpu_range){args[i].buf->buffer, args[i].offset,

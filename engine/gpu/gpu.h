@@ -34,7 +34,8 @@ const char *gpu_call_name_(const char *expr);
 /* Fault injection for tests of error paths: when the environment variable
  * VKT_FAULT_INJECT names `call` (e.g. "vkQueueSubmit", "vkAllocateMemory"), returns the
  * failure that call would report (VK_ERROR_DEVICE_LOST for submits and waits,
- * VK_ERROR_OUT_OF_DEVICE_MEMORY for allocations); else VK_SUCCESS. */
+ * VK_ERROR_OUT_OF_DEVICE_MEMORY for allocations); else VK_SUCCESS. "call:N" lets the
+ * first N such calls of the process through and fails the later ones. */
 VkResult gpu_fault(const char *call);
 
 /* Internal invariant: a bug, not a user error. Reports file and line, returns
@@ -117,6 +118,7 @@ struct vkt_context {
     vkt_device_info info;
     vkt_kernel_variant variant;
     int force_staging;
+    int storage_texel;            /* GPU_BIND_STORAGE_TEXEL_* usable (gpu_storage_texel_ok) */
     VkCommandPool cmd_pool;
     VkPipelineCache pipeline_cache;
     char cache_path[1024];        /* "" when the file cache is off */
@@ -162,8 +164,23 @@ struct vkt_buffer {
 typedef enum gpu_bind_type {
     GPU_BIND_STORAGE = 0, /* layout(std430, binding=i) buffer */
     GPU_BIND_TEXEL_R = 1, /* layout(binding=i) uniform samplerBuffer, R32_SFLOAT */
-    GPU_BIND_TEXEL_RGBA = 2 /* uniform samplerBuffer, R32G32B32A32_SFLOAT (vec4 texels) */
+    GPU_BIND_TEXEL_RGBA = 2, /* uniform samplerBuffer, R32G32B32A32_SFLOAT (vec4 texels) */
+    /* layout(binding=i, r32f) uniform imageBuffer: imageLoad / imageStore, R32_SFLOAT.
+     * Lavapipe inlines imageLoad where texelFetch is a call (bench/gemm_notes.md). Only
+     * where ctx->storage_texel says the device supports the format for it. */
+    GPU_BIND_STORAGE_TEXEL_R = 3,
+    GPU_BIND_STORAGE_TEXEL_RGBA = 4 /* layout(..., rgba32f) uniform imageBuffer */
 } gpu_bind_type;
+
+/* The descriptor type of a binding type: STORAGE_BUFFER, UNIFORM_TEXEL_BUFFER or
+ * STORAGE_TEXEL_BUFFER. */
+VkDescriptorType gpu_descriptor_type(gpu_bind_type type);
+
+/* Whether R32_SFLOAT and R32G32B32A32_SFLOAT both support storage texel buffers on a
+ * device (VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT in bufferFeatures). The Vulkan
+ * spec makes both mandatory; kernels still check ctx->storage_texel, set from this at
+ * context creation, and fall back to uniform texel buffers without it. */
+int gpu_storage_texel_ok(VkPhysicalDevice phys);
 
 #define GPU_MAX_BINDINGS 8
 #define GPU_MAX_SPEC 8
@@ -189,8 +206,8 @@ typedef struct gpu_arg {
 } gpu_arg;
 
 /* Elements (4-byte units) between the aligned descriptor start and `offset_bytes`. For
- * GPU_BIND_TEXEL_RGBA the shift is in floats too; it is a multiple of 4 only if the
- * offset is 16-byte aligned (kernels check and fall back to GPU_BIND_TEXEL_R). */
+ * the RGBA texel types the shift is in floats too; it is a multiple of 4 only if the
+ * offset is 16-byte aligned (kernels check and fall back to the R types). */
 uint32_t gpu_arg_shift(const vkt_context *ctx, uint64_t offset_bytes, gpu_bind_type type);
 
 /* Looks up or creates the pipeline of (kernel, specialization constants 0..n_spec-1). */

@@ -32,9 +32,7 @@ static vkt_status create_layouts(vkt_context *ctx, const gpu_kernel *k, gpu_pipe
     for (uint32_t i = 0; i < k->n_bindings; i++)
         b[i] = (VkDescriptorSetLayoutBinding){
             .binding = i,
-            .descriptorType = k->bind[i] == GPU_BIND_STORAGE
-                                  ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-                                  : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+            .descriptorType = gpu_descriptor_type((gpu_bind_type)k->bind[i]),
             .descriptorCount = 1,
             .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo li = {

@@ -1,11 +1,12 @@
-/* gemm.c - dispatch of C = alpha * op(A) * op(B) + beta * C: shaders/gemm_cpu.comp for
- * CPU-type devices (texel-buffer reads, subgroup shuffles, a 16x32 register tile per
- * subgroup) and shaders/gemm_gpu.comp for GPUs (shared-memory tiles, a register block
- * per thread). Both take either operand transposed and any leading dimensions.
- * bench/gemm_notes.md has the measurements behind the designs. */
+/* gemm.c - dispatch of C = alpha * op(A) * op(B) + beta * C: shaders/gemm_cpu.glsl for
+ * CPU-type devices (storage-texel-buffer reads and writes, subgroup shuffles, a 16x32
+ * register tile per subgroup) and shaders/gemm_gpu.comp for GPUs (shared-memory tiles, a
+ * register block per thread). Both take either operand transposed and any leading
+ * dimensions. bench/gemm_notes.md has the measurements behind the designs. */
 #include "gpu/gpu.h"
 #include "push.h"
 #include "gemm_cpu.spv.h"
+#include "gemm_cpu_sampler.spv.h"
 #include "gemm_gpu.spv.h"
 
 #include <stdio.h>
@@ -13,17 +14,32 @@
 #define CPU_TM 16 /* rows of C per workgroup of gemm_cpu.comp */
 #define CPU_TN 32 /* columns of C per workgroup */
 
-/* gemm_cpu.comp reads A and B through R32F views, or through RGBA32F views when the
- * operand is 16-byte aligned (4 floats per fetch); one kernel per pair of view kinds,
- * all with the same SPIR-V. Index: 2 * vec4(A) + vec4(B). */
-#define GEMM_CPU_KERNEL(ta, tb)                                                           \
-    {"gemm_cpu", vkt_spv_gemm_cpu, sizeof vkt_spv_gemm_cpu, 3,                            \
+/* gemm_cpu.comp reads A, B and (when beta != 0) C through storage texel buffers: R32F
+ * views, or RGBA32F views (4 floats per read) where the operand is 16-byte aligned. It
+ * writes C through a storage buffer (binding 2) and reads it through binding 3. One
+ * kernel per combination of view kinds, all with the same SPIR-V. Index: 4 vec4(A) +
+ * 2 vec4(B) + vec4(C). gemm_cpu_sampler.comp, for devices without storage texel buffers
+ * of these formats, reads A and B as uniform texel buffers and C through its storage
+ * buffer. Index: 2 vec4(A) + vec4(B). */
+#define SR GPU_BIND_STORAGE_TEXEL_R
+#define S4 GPU_BIND_STORAGE_TEXEL_RGBA
+#define GEMM_CPU_KERNEL(ta, tb, tc)                                                       \
+    {"gemm_cpu", vkt_spv_gemm_cpu, sizeof vkt_spv_gemm_cpu, 4,                            \
+     {ta, tb, GPU_BIND_STORAGE, tc}, sizeof(struct vkt_push_gemm)}
+static const gpu_kernel k_cpu[8] = {
+    GEMM_CPU_KERNEL(SR, SR, SR), GEMM_CPU_KERNEL(SR, SR, S4),
+    GEMM_CPU_KERNEL(SR, S4, SR), GEMM_CPU_KERNEL(SR, S4, S4),
+    GEMM_CPU_KERNEL(S4, SR, SR), GEMM_CPU_KERNEL(S4, SR, S4),
+    GEMM_CPU_KERNEL(S4, S4, SR), GEMM_CPU_KERNEL(S4, S4, S4),
+};
+#define TR GPU_BIND_TEXEL_R
+#define T4 GPU_BIND_TEXEL_RGBA
+#define GEMM_SAMPLER_KERNEL(ta, tb)                                                       \
+    {"gemm_cpu_sampler", vkt_spv_gemm_cpu_sampler, sizeof vkt_spv_gemm_cpu_sampler, 3,    \
      {ta, tb, GPU_BIND_STORAGE}, sizeof(struct vkt_push_gemm)}
-static const gpu_kernel k_cpu[4] = {
-    GEMM_CPU_KERNEL(GPU_BIND_TEXEL_R, GPU_BIND_TEXEL_R),
-    GEMM_CPU_KERNEL(GPU_BIND_TEXEL_R, GPU_BIND_TEXEL_RGBA),
-    GEMM_CPU_KERNEL(GPU_BIND_TEXEL_RGBA, GPU_BIND_TEXEL_R),
-    GEMM_CPU_KERNEL(GPU_BIND_TEXEL_RGBA, GPU_BIND_TEXEL_RGBA),
+static const gpu_kernel k_cpu_sampler[4] = {
+    GEMM_SAMPLER_KERNEL(TR, TR), GEMM_SAMPLER_KERNEL(TR, T4),
+    GEMM_SAMPLER_KERNEL(T4, TR), GEMM_SAMPLER_KERNEL(T4, T4),
 };
 static const gpu_kernel k_gpu = {
     "gemm_gpu", vkt_spv_gemm_gpu, sizeof vkt_spv_gemm_gpu, 3,
@@ -100,7 +116,7 @@ static vkt_status check(vkt_stream *s, const vkt_gemm_desc *d, operand *a, opera
     return VKT_OK;
 }
 
-/* gemm_cpu.comp needs 8-lane subgroups with shuffles in compute shaders. Lavapipe has
+/* gemm_cpu needs 8-lane subgroups with shuffles in compute shaders. Lavapipe has
  * them; on a device without, the GPU kernel runs instead (same results). */
 static int cpu_kernel_supported(const vkt_context *ctx)
 {
@@ -121,7 +137,7 @@ static gpu_arg arg(vkt_view v, uint64_t elements, int write)
     return a;
 }
 
-/* RGBA32F reads need a 16-byte aligned start, rows a multiple of 4 floats apart, and the
+/* RGBA32F views need a 16-byte aligned start, rows a multiple of 4 floats apart, and the
  * last vec4 (up to 3 floats past the matrix) inside the buffer. */
 static int vec4_ok(const vkt_context *ctx, const operand *o)
 {
@@ -130,29 +146,59 @@ static int vec4_ok(const vkt_context *ctx, const operand *o)
            o->ld % 4 == 0 && o->v.offset + rounded <= o->v.buffer->size / 4;
 }
 
+/* Outputs gemm_cpu computes for an M x N product, padded to whole 16x32 tiles. */
+static uint64_t cpu_padded(uint32_t m, uint32_t n)
+{
+    return (uint64_t)ceil_div(m, CPU_TM) * CPU_TM * ceil_div(n, CPU_TN) * CPU_TN;
+}
+
+/* Computing C^T = op(B)^T op(A)^T (stored transposed) pays when N is narrow: N = 10
+ * fills 10 of a tile's 32 columns but 10 of its 16 rows. Only when it saves at least a
+ * third of the padded work, as the transposed store writes one float at a time. */
+static int cpu_transpose_c(const vkt_gemm_desc *d)
+{
+    return 3 * cpu_padded(d->n, d->m) <= 2 * cpu_padded(d->m, d->n);
+}
+
 static vkt_status dispatch_cpu(vkt_stream *s, const vkt_gemm_desc *d, const operand *a,
                                const operand *b, const operand *c)
 {
     vkt_context *ctx = s->ctx;
+    int tc = cpu_transpose_c(d);
+    if (tc) { /* C^T[N, M] = op(B)^T op(A)^T: B is the left operand, A the right */
+        const operand *t = a;
+        a = b, b = t;
+    }
+    int st = ctx->storage_texel;
     int va = vec4_ok(ctx, a), vb = vec4_ok(ctx, b);
-    gpu_bind_type ta = va ? GPU_BIND_TEXEL_RGBA : GPU_BIND_TEXEL_R;
-    gpu_bind_type tb = vb ? GPU_BIND_TEXEL_RGBA : GPU_BIND_TEXEL_R;
+    /* vec4 stores (and reads) of C need its storage and texel bindings to start 16-byte
+     * aligned relative to the view, ldc and N multiples of 4 */
+    int vc = !tc && d->n % 4 == 0 && c->ld % 4 == 0 && vec4_ok(ctx, c) &&
+             gpu_arg_shift(ctx, c->v.offset * 4, GPU_BIND_STORAGE) % 4 == 0;
+    gpu_bind_type ta = st ? (va ? S4 : SR) : (va ? T4 : TR);
+    gpu_bind_type tb = st ? (vb ? S4 : SR) : (vb ? T4 : TR);
     struct vkt_push_gemm push = {
-        .m = d->m, .n = d->n, .k = d->k,
+        .m = tc ? d->n : d->m, .n = tc ? d->m : d->n, .k = d->k,
         .lda = a->ld, .ldb = b->ld, .ldc = c->ld,
         .a_off = gpu_arg_shift(ctx, a->v.offset * 4, ta),
         .b_off = gpu_arg_shift(ctx, b->v.offset * 4, tb),
         .c_off = gpu_arg_shift(ctx, c->v.offset * 4, GPU_BIND_STORAGE),
-        .trans_a = d->trans_a != 0, .trans_b = d->trans_b != 0,
+        .trans_a = tc ? !d->trans_b : d->trans_a != 0,
+        .trans_b = tc ? !d->trans_a : d->trans_b != 0,
         .alpha = d->alpha, .beta = d->beta,
+        .cr_off = gpu_arg_shift(ctx, c->v.offset * 4, vc ? S4 : SR),
     };
-    gpu_arg args[3] = {arg(a->v, va ? (a->extent + 3) / 4 * 4 : a->extent, 0),
+    /* binding 3 (gemm_cpu only): C again, read through a texel view when beta != 0, else
+     * one element of it (unused, and no maxTexelBufferElements limit on C then) */
+    int read_c = d->beta != 0.0f;
+    gpu_arg args[4] = {arg(a->v, va ? (a->extent + 3) / 4 * 4 : a->extent, 0),
                        arg(b->v, vb ? (b->extent + 3) / 4 * 4 : b->extent, 0),
-                       arg(c->v, c->extent, 1)};
-    uint32_t spec[5] = {push.trans_a, push.trans_b, (uint32_t)va, (uint32_t)vb,
-                        d->beta != 0.0f};
-    uint32_t groups[3] = {ceil_div(d->n, CPU_TN), ceil_div(d->m, CPU_TM), 1};
-    return gpu_dispatch(s, &k_cpu[2 * va + vb], spec, 5, args, &push, groups);
+                       arg(c->v, c->extent, 1), arg(c->v, read_c ? c->extent : 1, 0)};
+    uint32_t spec[7] = {push.trans_a, push.trans_b, (uint32_t)va, (uint32_t)vb,
+                        (uint32_t)read_c, (uint32_t)vc, (uint32_t)tc};
+    uint32_t groups[3] = {ceil_div(push.n, CPU_TN), ceil_div(push.m, CPU_TM), 1};
+    const gpu_kernel *k = st ? &k_cpu[4 * va + 2 * vb + vc] : &k_cpu_sampler[2 * va + vb];
+    return gpu_dispatch(s, k, spec, 7, args, &push, groups);
 }
 
 /* Tile shape of gemm_gpu.comp: BM x BN of C per workgroup of TX x TY threads, BK deep. */

@@ -14,6 +14,9 @@ static vkt_status ensure_loader(replica *r)
     vkt_status st = vkt_loader_create(t->data, &lo, &r->loader);
     if (st != VKT_OK)
         return replica_fail(r, st, "%s", vkt_last_error());
+    if (t->resume_pending && t->resume_seed == t->seed && /* restored from a checkpoint */
+        (st = vkt_loader_seek(r->loader, t->resume_epoch, t->resume_batch)) != VKT_OK)
+        return replica_fail(r, st, "%s", vkt_last_error());
     r->x = malloc((uint64_t)t->opt.batch * f * sizeof *r->x);
     r->y = malloc(t->opt.batch * sizeof *r->y);
     if (!r->x || !r->y)
@@ -101,6 +104,7 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
         }
     }
     st = trainer_run_all(t, async ? async_job_steps : sync_job_steps);
+    t->resume_pending = 0; /* a restored data position applies to this run's loaders */
     if (async) {
         vkt_status end = async_end(t);
         if (st == VKT_OK)

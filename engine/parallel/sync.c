@@ -130,8 +130,11 @@ void sync_job_steps(replica *r)
             double loss = 0;
             for (uint32_t q = 0; q < t->n_rep; q++)
                 loss += (double)t->rep[q].weight * t->rep[q].loss;
+            t->live = 1; /* a checkpoint saved from the callback sees this step */
+            t->live_steps = t->steps + k + 1;
             t->stop = t->progress(t->progress_user, t->steps + k + 1,
                                   t->steps + t->run_steps, (float)loss) != 0;
+            t->live = 0;
         }
     }
 }

@@ -100,6 +100,12 @@ struct vkt_trainer {
     int failed;                    /* under mon: a replica failed, the others stop */
 
     int balanced;                  /* the split was re-made by measured speed */
+
+    /* checkpoints (engine/io/checkpoint.c) */
+    int live;                      /* inside a progress callback of a run: */
+    uint64_t live_steps;           /*   the global steps done so far (t->steps lags) */
+    int resume_pending;            /* loaders made from now on seek to this position */
+    uint64_t resume_epoch, resume_batch, resume_seed;
     int lost;                      /* a device was lost: every later step fails */
     char lost_msg[VKT_ERRMSG_SIZE];
 };

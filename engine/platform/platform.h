@@ -18,6 +18,11 @@ const char *vkt_dl_vulkan_name(void);
 /* Monotonic clock in seconds; process CPU time in seconds. */
 double vkt_now(void);
 double vkt_cpu_time(void);
+/* Wall-clock time in seconds since the Unix epoch (UTC), for time stamps in files.
+ * The machine's host name into buf ("localhost" if unknown), always NUL-terminated.
+ * (engine/platform/host_posix.c) */
+double vkt_wall_time(void);
+void vkt_hostname(char *buf, size_t size);
 
 /* Environment variable or NULL. */
 const char *vkt_getenv(const char *name);
@@ -30,6 +35,13 @@ int vkt_read_file(const char *path, void **data, size_t *size);
 /* Writes a file atomically: temporary file in the same directory, fsync, rename, fsync
  * of the directory. A crash at any moment leaves either the old or the new file. */
 int vkt_write_file_atomic(const char *path, const void *data, size_t size);
+
+/* The names of the entries of a directory ("." and ".." left out), as one malloc'd
+ * array of malloc'd strings; free with vkt_free_names. Returns 0 on success. */
+int vkt_list_dir(const char *dir, char ***names, size_t *count);
+void vkt_free_names(char **names, size_t count);
+/* Removes a file; returns 0 on success. */
+int vkt_remove_file(const char *path);
 
 /* Threads, a mutex + condition pair, and a reusable barrier. */
 typedef struct vkt_thread vkt_thread;

@@ -1,6 +1,7 @@
 /* POSIX implementation of platform.h (Linux, macOS, other Unix). */
 #include "platform.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
@@ -170,3 +171,51 @@ int vkt_write_file_atomic(const char *path, const void *data, size_t size)
 }
 
 int vkt_stdout_is_tty(void) { return isatty(STDOUT_FILENO); }
+
+int vkt_list_dir(const char *dir, char ***names, size_t *count)
+{
+    *names = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    size_t n = 0, cap = 0;
+    char **v = NULL;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = -1;
+                break;
+            }
+            v = nv;
+        }
+        if (!(v[n] = strdup(e->d_name))) {
+            rc = -1;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (rc != 0) {
+        vkt_free_names(v, n);
+        return rc;
+    }
+    *names = v;
+    *count = n;
+    return 0;
+}
+
+void vkt_free_names(char **names, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(names[i]);
+    free(names);
+}
+
+int vkt_remove_file(const char *path) { return unlink(path); }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The vkt command as a user runs it: devices table, device selection errors, a quick
-# GEMM benchmark with its correctness check, and missing-Vulkan handling.
+# The vkt command as a user runs it: devices table, device selection errors, quick GEMM
+# benchmarks (square sizes, the MLP shapes, one shape) with their correctness checks, and
+# missing-Vulkan handling.
 # Usage: vkt_cli.sh BIN_DIR
 set -u
 bin=$1/vkt
@@ -23,6 +24,13 @@ check "no Vulkan driver: exit 1 with VKT_ERROR_NO_DEVICE" "[[ $rc -eq 1 ]] && gr
 out=$("$bin" bench gemm --sizes 64,100,1024 --min-seconds 0 2>&1); rc=$?
 check "bench gemm runs and checks its results" "[[ $rc -eq 0 ]] && [[ \$(grep -c ' ok\$' <<<\"\$out\") -eq 3 ]]"
 check "bench gemm ends with the result line" "tail -1 <<<\"\$out\" | grep -Eq '^result: gemm_1024_gflops=[0-9.]+\$'"
+out=$("$bin" bench gemm --mlp --min-seconds 0 2>&1); rc=$?
+check "bench gemm --mlp times and checks the 10 MLP GEMMs" "[[ $rc -eq 0 ]] && [[ \$(grep -c ' ok\$' <<<\"\$out\") -eq 10 ]]"
+check "bench gemm --mlp ends with the step line" "tail -1 <<<\"\$out\" | grep -Eq '^result: mlp_step_gemm_us=[0-9.]+\$'"
+out=$("$bin" bench gemm --shape 33,10,7,1,1,0.5 --min-seconds 0 2>&1); rc=$?
+check "bench gemm --shape checks one product" "[[ $rc -eq 0 ]] && grep -q ' ok\$' <<<\"\$out\""
+out=$("$bin" bench gemm --shape 3,4 2>&1); rc=$?
+check "bench gemm --shape with too few numbers: exit 2" "[[ $rc -eq 2 ]]"
 out=$("$bin" frobnicate 2>&1); rc=$?
 check "unknown command: usage and exit 2" "[[ $rc -eq 2 ]] && grep -q usage <<<\"\$out\""
 echo "vkt_cli: $pass passed, $fail failed"

@@ -1,0 +1,273 @@
+/* checkpoint.c - saving a trainer into a checkpoint file and restoring it
+ * (docs/checkpoint.md). Saving reads replica 0 (the chief); restoring validates the
+ * whole file and its match with the model before it changes anything, then writes every
+ * replica. */
+#include "io/checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "parallel/trainer.h"
+#include "platform/platform.h"
+
+/* The parameter nodes of replica 0's model, in graph order. */
+static uint32_t model_params(vkt_trainer *t, const vkt_tensor **out, uint32_t cap)
+{
+    vkt_model *m = t->rep[0].model;
+    uint32_t n = 0;
+    for (uint32_t id = 0; id < m->n; id++)
+        if (t->graph->nodes[id]->op == GOP_PARAM) {
+            if (out && n < cap)
+                out[n] = t->graph->nodes[id];
+            n++;
+        }
+    return n;
+}
+
+static uint64_t shape_count(const vkt_shape *s)
+{
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < s->ndim; d++)
+        n *= s->dims[d];
+    return n;
+}
+
+static vkt_status check_trainer(vkt_trainer *t, const char *fn, const char *path)
+{
+    if (!t || !path)
+        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: trainer and path are required", fn);
+    if (!ckpt_host_little_endian())
+        return trainer_fail(t, VKT_ERROR_INTERNAL,
+                            "%s: checkpoints need a little-endian host", fn);
+    if (t->lost)
+        return trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg);
+    return VKT_OK;
+}
+
+/* Replica 0's flat parameters, or the async master while a run is in progress. */
+static vkt_status read_flat(vkt_trainer *t, float *flat)
+{
+    if (t->live && t->master && t->opt.mode == VKT_PARALLEL_ASYNC) {
+        for (uint64_t i = 0; i < t->param_count; i++)
+            flat[i] = atomic_load_explicit(&t->master[i], memory_order_relaxed);
+        return VKT_OK;
+    }
+    vkt_status st = vkt_model_read_params(t->rep[0].model, flat, t->param_count);
+    return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
+}
+
+static void encode_meta(vkt_trainer *t, ckpt_buf *b)
+{
+    size_t at = ckpt_begin_section(b, "META");
+    ckpt_put_u64(b, t->live ? t->live_steps : t->steps);
+    ckpt_put_u64(b, vkt_model_step_index(t->rep[0].model));
+    ckpt_put_u32(b, t->n_rep);
+    ckpt_put_u32(b, (uint32_t)t->opt.mode);
+    ckpt_put_u32(b, t->opt.batch);
+    ckpt_put_u32(b, 0);
+    ckpt_end_section(b, at);
+
+    at = ckpt_begin_section(b, "DATA");
+    uint64_t epoch = 0, index = 0, seed = t->seed;
+    uint32_t has = 0;
+    if (t->rep[0].loader) {
+        vkt_loader_position(t->rep[0].loader, &epoch, &index);
+        has = 1;
+    } else if (t->resume_pending) { /* restored, not trained since */
+        epoch = t->resume_epoch;
+        index = t->resume_batch;
+        seed = t->resume_seed;
+        has = 1;
+    }
+    ckpt_put_u32(b, has);
+    ckpt_put_u32(b, 0);
+    ckpt_put_u64(b, epoch);
+    ckpt_put_u64(b, index);
+    ckpt_put_u64(b, seed);
+    ckpt_end_section(b, at);
+}
+
+static vkt_status encode(vkt_trainer *t, ckpt_buf *b)
+{
+    float *flat = malloc((t->param_count ? t->param_count : 1) * sizeof *flat);
+    uint64_t opt_bytes = vkt_optimizer_state_size(t->rep[0].opt);
+    void *opt = malloc(opt_bytes);
+    vkt_status st = flat && opt ? VKT_OK
+                                : trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (st == VKT_OK)
+        st = read_flat(t, flat);
+    if (st == VKT_OK && (st = vkt_optimizer_read_state(t->rep[0].opt, opt, opt_bytes)) != VKT_OK)
+        trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[0].ctx));
+    if (st == VKT_OK) {
+        ckpt_begin(b);
+        encode_meta(t, b);
+        uint32_t n = model_params(t, NULL, 0);
+        size_t at = ckpt_begin_section(b, "PARM");
+        ckpt_put_u32(b, n);
+        ckpt_put_u32(b, 0);
+        for (uint32_t id = 0; id < t->rep[0].model->n; id++) {
+            const vkt_tensor *p = t->graph->nodes[id];
+            uint64_t off = 0;
+            if (p->op != GOP_PARAM || vkt_model_param_offset(t->rep[0].model, p, &off))
+                continue;
+            uint32_t len = (uint32_t)strlen(p->name);
+            ckpt_put_u32(b, len);
+            ckpt_put_bytes(b, p->name, len);
+            ckpt_put_u32(b, p->shape.ndim);
+            for (uint32_t d = 0; d < p->shape.ndim; d++)
+                ckpt_put_u32(b, p->shape.dims[d]);
+            ckpt_put_u64(b, shape_count(&p->shape));
+            ckpt_put_f32s(b, flat + off, shape_count(&p->shape));
+        }
+        ckpt_end_section(b, at);
+        at = ckpt_begin_section(b, "OPTM");
+        ckpt_put_bytes(b, opt, opt_bytes);
+        ckpt_end_section(b, at);
+        ckpt_finish(b);
+        if (b->oom)
+            st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    free(flat);
+    free(opt);
+    return st;
+}
+
+vkt_status vkt_trainer_save(vkt_trainer *t, const char *path)
+{
+    vkt_status st = check_trainer(t, "vkt_trainer_save", path);
+    if (st != VKT_OK)
+        return st;
+    ckpt_buf b = {0};
+    st = encode(t, &b);
+    if (st == VKT_OK && vkt_write_file_atomic(path, b.p, b.n) != 0)
+        st = trainer_fail(t, VKT_ERROR_IO, "vkt_trainer_save: cannot write '%s'", path);
+    free(b.p);
+    return st;
+}
+
+static void shape_text(const vkt_shape *s, char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (uint32_t d = 0; d < s->ndim && n < size; d++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%u", d ? "," : "", s->dims[d]);
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+}
+
+/* Every parameter of the model, by name and shape, in the checkpoint and nothing else;
+ * builds the flat parameter array. */
+static vkt_status match_params(vkt_trainer *t, const char *path, const ckpt *k, float *flat)
+{
+    uint32_t n = model_params(t, NULL, 0);
+    for (uint32_t id = 0; id < t->rep[0].model->n; id++) {
+        const vkt_tensor *p = t->graph->nodes[id];
+        uint64_t off = 0;
+        if (p->op != GOP_PARAM || vkt_model_param_offset(t->rep[0].model, p, &off))
+            continue;
+        const ckpt_tensor *c = NULL;
+        for (uint32_t i = 0; i < k->n_tensors && !c; i++)
+            if (strcmp(k->tensors[i].name, p->name) == 0)
+                c = &k->tensors[i];
+        if (!c)
+            return trainer_fail(t, VKT_ERROR_SHAPE, "checkpoint '%s' does not match the model: "
+                                "it has no parameter '%s' (a different model?)", path,
+                                p->name);
+        if (c->shape.ndim != p->shape.ndim ||
+            memcmp(c->shape.dims, p->shape.dims, p->shape.ndim * sizeof(uint32_t)) != 0) {
+            char a[64], m[64];
+            shape_text(&c->shape, a, sizeof a);
+            shape_text(&p->shape, m, sizeof m);
+            return trainer_fail(t, VKT_ERROR_SHAPE, "checkpoint '%s' does not match the model: "
+                                "parameter '%s' has shape %s in the checkpoint and %s in the "
+                                "model", path, p->name, a, m);
+        }
+        ckpt_read_f32s(c->data, flat + off, c->count);
+    }
+    if (k->n_tensors != n)
+        return trainer_fail(t, VKT_ERROR_SHAPE, "checkpoint '%s' does not match the model: it "
+                            "holds %u parameter tensors, the model %u", path, k->n_tensors, n);
+    return VKT_OK;
+}
+
+/* The optimizer state into every replica; the first write checks the blob's header
+ * (kind, size) before anything changes. */
+static vkt_status restore_optimizer(vkt_trainer *t, const char *path, const ckpt *k)
+{
+    uint64_t want = vkt_optimizer_state_size(t->rep[0].opt);
+    if (k->opt_bytes != want)
+        return trainer_fail(t, VKT_ERROR_SHAPE, "checkpoint '%s' does not match the trainer: "
+                            "its optimizer state takes %llu bytes, this optimizer's %llu (a "
+                            "different optimizer?)", path, (unsigned long long)k->opt_bytes,
+                            (unsigned long long)want);
+    void *blob = malloc(want);
+    if (!blob)
+        return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    memcpy(blob, k->opt_state, want);
+    vkt_status st = VKT_OK;
+    for (uint32_t i = 0; i < t->n_rep && st == VKT_OK; i++)
+        if ((st = vkt_optimizer_write_state(t->rep[i].opt, blob, want)) != VKT_OK)
+            trainer_fail(t, st, "checkpoint '%s': %s", path,
+                         vkt_context_errmsg(t->rep[i].ctx));
+    free(blob);
+    return st;
+}
+
+static void restore_position(vkt_trainer *t, const ckpt *k)
+{
+    t->steps = k->step;
+    for (uint32_t i = 0; i < t->n_rep; i++) {
+        replica *r = &t->rep[i];
+        vkt_model_set_step_index(r->model, k->dropout_step);
+        vkt_optimizer_set_step(r->opt, k->step);
+        /* loaders are made again by the next fit, at the saved position */
+        vkt_loader_destroy(r->loader);
+        free(r->x);
+        free(r->y);
+        r->loader = NULL;
+        r->x = NULL;
+        r->y = NULL;
+    }
+    /* a position counts batches of the saved global batch: kept only for that batch */
+    t->resume_pending = k->has_loader && k->batch == t->opt.batch;
+    t->resume_epoch = k->epoch;
+    t->resume_batch = k->batch_index;
+    t->resume_seed = k->seed;
+}
+
+vkt_status ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k)
+{
+    float *flat = calloc(t->param_count ? t->param_count : 1, sizeof *flat);
+    if (!flat)
+        return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    vkt_status st = match_params(t, path, k, flat);
+    if (st == VKT_OK)
+        st = restore_optimizer(t, path, k);
+    for (uint32_t i = 0; st == VKT_OK && i < t->n_rep; i++)
+        if ((st = vkt_model_write_params(t->rep[i].model, flat, t->param_count)) != VKT_OK)
+            trainer_from_model(t, t->rep[i].model, st);
+    free(flat);
+    if (st == VKT_OK)
+        restore_position(t, k);
+    return st;
+}
+
+vkt_status vkt_trainer_restore(vkt_trainer *t, const char *path)
+{
+    vkt_status st = check_trainer(t, "vkt_trainer_restore", path);
+    if (st != VKT_OK)
+        return st;
+    ckpt k;
+    if ((st = ckpt_load(path, &k, t->errmsg)) != VKT_OK)
+        return st;
+    st = ckpt_restore(t, path, &k);
+    ckpt_free(&k);
+    return st;
+}
+
+uint64_t vkt_trainer_checkpoint_step(const vkt_trainer *t)
+{
+    return t ? (t->live ? t->live_steps : t->steps) : 0;
+}

@@ -1,0 +1,389 @@
+/* Checkpoints (docs/checkpoint.md):
+ *  (a) a run stopped after k steps and resumed from its checkpoint gives losses and final
+ *      parameters bitwise equal to an uninterrupted run (sync, dropout, Adam, cosine
+ *      schedule, epochs crossed), also from a checkpoint saved inside the progress
+ *      callback;
+ *  (c) a checkpoint saved with 2 replicas restores into 1 and 3 replicas;
+ *  (d) truncated, bit-flipped, empty, wrong-magic and wrong-version files, and random
+ *      corruptions, are refused with VKT_ERROR_FORMAT and a reason, leaving the trainer
+ *      unchanged; a checkpoint of another model names the mismatched tensor; the
+ *      directory manager keeps the newest N and falls back past a corrupt newest file. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "harness.h"
+#include "platform/platform.h"
+
+typedef struct net {
+    vkt_graph *g;
+    vkt_tensor *x, *y, *loss;
+} net;
+
+enum { F = 12, C = 4, BATCH = 12, STEPS = 20, COUNT = 100 };
+
+static net make_net(uint32_t hidden, float dropout)
+{
+    net n = {0};
+    vkt_graph_options go = {.seed = 5};
+    vkt_graph_create(&go, &n.g);
+    vkt_shape xs = {2, {BATCH, F}}, w1 = {2, {F, hidden}}, b1 = {1, {hidden}},
+              w2 = {2, {hidden, C}}, b2 = {1, {C}};
+    vkt_init he = {.kind = VKT_INIT_HE}, gl = {.kind = VKT_INIT_GLOROT},
+             small = {.kind = VKT_INIT_UNIFORM, .a = -0.1f, .b = 0.1f};
+    n.x = vkt_input(n.g, "x", &xs);
+    n.y = vkt_input_labels(n.g, "y", BATCH);
+    vkt_tensor *h = vkt_relu(n.g, vkt_linear(n.g, n.x, vkt_param(n.g, "w1", &w1, &he),
+                                             vkt_param(n.g, "b1", &b1, &small)));
+    if (dropout > 0)
+        h = vkt_dropout(n.g, h, dropout);
+    vkt_tensor *logits = vkt_linear(n.g, h, vkt_param(n.g, "w2", &w2, &gl),
+                                    vkt_param(n.g, "b2", &b2, &small));
+    n.loss = vkt_softmax_cross_entropy(n.g, logits, n.y);
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
+    return n;
+}
+
+static vkt_trainer *make_trainer(net *n, uint32_t replicas)
+{
+    uint32_t dev[4] = {0};
+    vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_ADAM, .lr = 0.01f,
+                                .schedule = VKT_SCHEDULE_WARMUP_COSINE, .warmup_steps = 3,
+                                .total_steps = STEPS};
+    vkt_trainer_options o = {.batch = BATCH, .devices = dev, .device_count = replicas,
+                             .optimizer = oo};
+    vkt_trainer *t = NULL;
+    vkt_status st = vkt_trainer_create(th_instance, n->g, n->loss, &o, &t);
+    TH_CHECK(st == VKT_OK, "trainer: %s", vkt_last_error());
+    return t;
+}
+
+static vkt_dataset *synthetic(void)
+{
+    float x[COUNT * F];
+    int32_t y[COUNT];
+    th_seed(42);
+    th_fill_uniform(x, COUNT * F, -1, 1);
+    for (uint32_t i = 0; i < COUNT; i++) /* the largest of the first C features */
+        for (int c = 0; c < C; c++)
+            y[i] = c == 0 || x[i * F + c] > x[i * F + y[i]] ? c : y[i];
+    vkt_dataset *d = NULL;
+    TH_OK(NULL, vkt_dataset_create(COUNT, F, C, x, y, &d));
+    return d;
+}
+
+/* Records every step's loss; optionally saves into a folder at one step. */
+typedef struct recorder {
+    float loss[STEPS + 1];
+    vkt_trainer *t;
+    const char *dir;
+    uint64_t save_at;
+} recorder;
+
+static int record(void *user, uint64_t step, uint64_t total, float loss)
+{
+    (void)total;
+    recorder *r = user;
+    if (step <= STEPS)
+        r->loss[step] = loss;
+    if (r->dir && step == r->save_at)
+        TH_OK(NULL, vkt_checkpoint_save_dir(r->t, r->dir, 2));
+    return 0;
+}
+
+static char dir_a[256], dir_b[256];
+
+static void remove_tree(const char *dir)
+{
+    char **names;
+    size_t n;
+    if (vkt_list_dir(dir, &names, &n) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    vkt_free_names(names, n);
+    rmdir(dir);
+}
+
+static int count_files(const char *dir)
+{
+    char **names;
+    size_t n;
+    if (vkt_list_dir(dir, &names, &n) != 0)
+        return -1;
+    vkt_free_names(names, n);
+    return (int)n;
+}
+
+/* Resumes from `path` (at step k) and trains to STEPS; compares with the full run. */
+static void resume_and_compare(vkt_dataset *d, const char *path, uint64_t k,
+                               const recorder *full, const float *full_params, uint64_t np)
+{
+    net n = make_net(16, 0.25f);
+    vkt_trainer *t = make_trainer(&n, 1);
+    if (!t)
+        return;
+    TH_OK(NULL, vkt_trainer_restore(t, path));
+    TH_CHECK(vkt_trainer_step_count(t) == k, "restored step %llu, want %llu",
+             (unsigned long long)vkt_trainer_step_count(t), (unsigned long long)k);
+    recorder rec = {.t = t};
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, STEPS - k, 9, record, &rec));
+    for (uint64_t s = k + 1; s <= STEPS; s++)
+        TH_CHECK(memcmp(&rec.loss[s], &full->loss[s], 4) == 0,
+                 "resumed at %llu: loss of step %llu is %.9g, uninterrupted %.9g",
+                 (unsigned long long)k, (unsigned long long)s, rec.loss[s], full->loss[s]);
+    float *p = th_alloc_floats(np);
+    TH_OK(NULL, vkt_trainer_read_params(t, p, np));
+    TH_CHECK(memcmp(p, full_params, np * 4) == 0,
+             "resumed at %llu: final parameters differ from the uninterrupted run",
+             (unsigned long long)k);
+    free(p);
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+}
+
+/* (a) */
+static void test_resume_bitwise(vkt_dataset *d)
+{
+    net n = make_net(16, 0.25f);
+    vkt_trainer *t = make_trainer(&n, 1);
+    if (!t)
+        return;
+    uint64_t np = vkt_trainer_param_count(t);
+    recorder full = {.t = t};
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, STEPS, 9, record, &full));
+    float *want = th_alloc_floats(np);
+    TH_OK(NULL, vkt_trainer_read_params(t, want, np));
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+
+    /* stopped at 11 (saved at the end), and a checkpoint at 7 from the callback */
+    n = make_net(16, 0.25f);
+    t = make_trainer(&n, 1);
+    recorder part = {.t = t, .dir = dir_a, .save_at = 7};
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 11, 9, record, &part));
+    TH_OK(NULL, vkt_checkpoint_save_dir(t, dir_a, 2));
+    for (int s = 1; s <= 11; s++)
+        TH_CHECK(memcmp(&part.loss[s], &full.loss[s], 4) == 0, "loss %d before the stop", s);
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+    TH_CHECK(count_files(dir_a) == 2, "%d files in the folder, want ckpt-7 and ckpt-11",
+             count_files(dir_a));
+
+    char p11[512], p7[512];
+    snprintf(p11, sizeof p11, "%s/ckpt-11.vkt", dir_a);
+    snprintf(p7, sizeof p7, "%s/ckpt-7.vkt", dir_a);
+    resume_and_compare(d, p11, 11, &full, want, np);
+    resume_and_compare(d, p7, 7, &full, want, np);
+
+    /* the newest of the folder, through the directory manager */
+    n = make_net(16, 0.25f);
+    t = make_trainer(&n, 1);
+    int found = 0;
+    uint64_t step = 0;
+    char notes[1024];
+    TH_OK(NULL, vkt_checkpoint_restore_latest(t, dir_a, &found, &step, notes, sizeof notes));
+    TH_CHECK(found && step == 11 && notes[0] == '\0', "restore_latest: found %d step %llu",
+             found, (unsigned long long)step);
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+    free(want);
+}
+
+/* (c) */
+static void test_replica_counts(vkt_dataset *d)
+{
+    net n2 = make_net(16, 0);
+    vkt_trainer *two = make_trainer(&n2, 2);
+    if (!two)
+        return;
+    uint64_t np = vkt_trainer_param_count(two);
+    char path[512];
+    snprintf(path, sizeof path, "%s/two.vkt", dir_b);
+    TH_OK(NULL, vkt_trainer_fit(two, d, n2.x, n2.y, 6, 3, NULL, NULL));
+    TH_OK(NULL, vkt_trainer_save(two, path));
+    float *saved = th_alloc_floats(np), *p = th_alloc_floats(np), *after = th_alloc_floats(np);
+    TH_OK(NULL, vkt_trainer_read_params(two, saved, np));
+    TH_OK(NULL, vkt_trainer_fit(two, d, n2.x, n2.y, 5, 3, NULL, NULL));
+    TH_OK(NULL, vkt_trainer_read_params(two, after, np));
+    for (uint32_t replicas = 1; replicas <= 3; replicas += 2) {
+        net n = make_net(16, 0);
+        vkt_trainer *t = make_trainer(&n, replicas);
+        if (!t)
+            continue;
+        TH_OK(NULL, vkt_trainer_restore(t, path));
+        TH_CHECK(vkt_trainer_step_count(t) == 6, "%u replicas: step %llu", replicas,
+                 (unsigned long long)vkt_trainer_step_count(t));
+        for (uint32_t r = 0; r < replicas; r++) {
+            TH_OK(NULL, vkt_trainer_read_replica_params(t, r, p, np));
+            TH_CHECK(memcmp(p, saved, np * 4) == 0, "%u replicas: replica %u's parameters "
+                     "differ from the saved ones", replicas, r);
+        }
+        /* the same data order and schedule: close to the 2-replica continuation */
+        TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 5, 3, NULL, NULL));
+        TH_OK(NULL, vkt_trainer_read_params(t, p, np));
+        th_compare("continued with another replica count", p, after, np, 1e-3f, 1e-4f);
+        vkt_trainer_destroy(t);
+        vkt_graph_destroy(n.g);
+    }
+    free(saved);
+    free(p);
+    free(after);
+    vkt_trainer_destroy(two);
+    vkt_graph_destroy(n2.g);
+}
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (n)
+        fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+/* Restoring `bytes` must fail with `want` and a message holding `why`, leaving the
+ * trainer's parameters and step as they were. */
+static void expect_refused(vkt_trainer *t, const char *path, const void *bytes, size_t n,
+                           vkt_status want, const char *why, const float *params, uint64_t np)
+{
+    write_bytes(path, bytes, n);
+    vkt_status st = vkt_trainer_restore(t, path);
+    const char *msg = vkt_trainer_errmsg(t);
+    TH_CHECK(st == want, "%s: got %s, want %s (%s)", why, vkt_status_name(st),
+             vkt_status_name(want), msg);
+    TH_CHECK(strstr(msg, why) != NULL, "message '%s' does not say '%s'", msg, why);
+    if (want == VKT_ERROR_FORMAT)
+        TH_CHECK(strstr(msg, "corrupt") != NULL, "message '%s' does not say corrupt", msg);
+    float *p = th_alloc_floats(np);
+    TH_OK(NULL, vkt_trainer_read_params(t, p, np));
+    TH_CHECK(memcmp(p, params, np * 4) == 0 && vkt_trainer_step_count(t) == 3,
+             "%s: the trainer changed", why);
+    free(p);
+}
+
+/* (d) */
+static void test_corrupt(vkt_dataset *d)
+{
+    net n = make_net(16, 0);
+    vkt_trainer *t = make_trainer(&n, 1);
+    if (!t)
+        return;
+    uint64_t np = vkt_trainer_param_count(t);
+    char good[512], bad[512];
+    snprintf(good, sizeof good, "%s/good.vkt", dir_b);
+    snprintf(bad, sizeof bad, "%s/bad.vkt", dir_b);
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 3, 1, NULL, NULL));
+    TH_OK(NULL, vkt_trainer_save(t, good));
+    float *params = th_alloc_floats(np);
+    TH_OK(NULL, vkt_trainer_read_params(t, params, np));
+    void *file;
+    size_t size;
+    TH_CHECK(vkt_read_file(good, &file, &size) == 0 && size > 64, "read back");
+    unsigned char *b = malloc(size);
+
+    expect_refused(t, bad, file, 0, VKT_ERROR_FORMAT, "empty", params, np);
+    expect_refused(t, bad, file, size / 2, VKT_ERROR_FORMAT, "truncated", params, np);
+    expect_refused(t, bad, file, 20, VKT_ERROR_FORMAT, "truncated", params, np);
+    memcpy(b, file, size);
+    b[size / 2] ^= 0x10;
+    expect_refused(t, bad, b, size, VKT_ERROR_FORMAT, "checksum mismatch", params, np);
+    memcpy(b, file, size);
+    b[0] = 'X';
+    expect_refused(t, bad, b, size, VKT_ERROR_FORMAT, "bad magic", params, np);
+    memcpy(b, file, size);
+    b[8] = 2; /* version 2, with a header checksum that agrees */
+    uint32_t crc = (uint32_t)crc32(0L, b, 28);
+    for (int i = 0; i < 4; i++)
+        b[28 + i] = (unsigned char)(crc >> (8 * i));
+    expect_refused(t, bad, b, size, VKT_ERROR_FORMAT, "unsupported version 2", params, np);
+
+    /* random corruptions: never a crash, always refused */
+    th_seed(7);
+    for (int trial = 0; trial < 200; trial++) {
+        memcpy(b, file, size);
+        size_t len = size;
+        if (trial % 3 == 0)
+            len = (size_t)(th_rand_u64() % size);
+        else
+            for (int k = 0; k < 1 + trial % 5; k++)
+                b[th_rand_u64() % size] ^= (unsigned char)(1 + th_rand_u64() % 255);
+        write_bytes(bad, b, len);
+        vkt_status st = vkt_trainer_restore(t, bad);
+        TH_CHECK(st == VKT_ERROR_FORMAT, "random corruption %d: %s", trial, vkt_status_name(st));
+    }
+
+    /* another model: the mismatched tensor is named */
+    net other = make_net(8, 0);
+    vkt_trainer *o = make_trainer(&other, 1);
+    if (o) {
+        vkt_status st = vkt_trainer_restore(o, good);
+        const char *m = vkt_trainer_errmsg(o); /* b1 [16] or w1 [12,16], by graph order */
+        TH_CHECK(st == VKT_ERROR_SHAPE && strstr(m, "does not match the model") &&
+                 ((strstr(m, "'w1'") && strstr(m, "[12,16]")) ||
+                  (strstr(m, "'b1'") && strstr(m, "[16] in the checkpoint and [8]"))),
+                 "another model: %s: %s",
+                 vkt_status_name(st), vkt_trainer_errmsg(o));
+    }
+    vkt_trainer_destroy(o);
+    vkt_graph_destroy(other.g);
+
+    /* the folder: a corrupt newest file is reported, kept, and the previous one used */
+    char dir[300], p5[512], p9[512];
+    snprintf(dir, sizeof dir, "%s/fallback", dir_b);
+    snprintf(p5, sizeof p5, "%s/ckpt-5.vkt", dir);
+    snprintf(p9, sizeof p9, "%s/ckpt-9.vkt", dir);
+    TH_CHECK(vkt_mkdirs(dir) == 0, "mkdir");
+    write_bytes(p5, file, size);
+    memcpy(b, file, size);
+    b[size - 3] ^= 0x01;
+    write_bytes(p9, b, size);
+    int found = 0;
+    uint64_t step = 0;
+    char notes[2048];
+    TH_OK(NULL, vkt_checkpoint_restore_latest(t, dir, &found, &step, notes, sizeof notes));
+    TH_CHECK(found && step == 3, "fallback: found %d step %llu", found,
+             (unsigned long long)step);
+    TH_CHECK(strstr(notes, "ckpt-9.vkt") && strstr(notes, "corrupt") &&
+             strstr(notes, "checksum mismatch"), "fallback notes: '%s'", notes);
+    struct stat sb;
+    TH_CHECK(stat(p9, &sb) == 0 && (size_t)sb.st_size == size, "the corrupt file was touched");
+    write_bytes(p5, file, 10); /* both corrupt now */
+    TH_STATUS(NULL, vkt_checkpoint_restore_latest(t, dir, &found, &step, notes, sizeof notes),
+              VKT_ERROR_FORMAT);
+    TH_CHECK(!found, "found with only corrupt files");
+    snprintf(dir, sizeof dir, "%s/none", dir_b);
+    TH_OK(NULL, vkt_checkpoint_restore_latest(t, dir, &found, &step, NULL, 0));
+    TH_CHECK(!found, "found in a missing folder");
+    remove_tree(dir);
+    snprintf(dir, sizeof dir, "%s/fallback", dir_b);
+    remove_tree(dir);
+
+    free(b);
+    free(file);
+    free(params);
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+}
+
+int main(void)
+{
+    th_init("test_checkpoint");
+    snprintf(dir_a, sizeof dir_a, "/tmp/vkt_ckpt_test_%ld_a", (long)getpid());
+    snprintf(dir_b, sizeof dir_b, "/tmp/vkt_ckpt_test_%ld_b", (long)getpid());
+    remove_tree(dir_a);
+    TH_CHECK(vkt_mkdirs(dir_b) == 0, "mkdir %s", dir_b);
+    vkt_dataset *d = synthetic();
+    test_resume_bitwise(d);
+    test_replica_counts(d);
+    test_corrupt(d);
+    vkt_dataset_destroy(d);
+    remove_tree(dir_a);
+    remove_tree(dir_b);
+    return th_finish();
+}

@@ -1,0 +1,45 @@
+/* vkt export: the parameters of the newest valid checkpoint of a folder as a
+ * safetensors file (F32 tensors by name), for other frameworks. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: vkt export --checkpoint-dir DIR -o FILE.safetensors\n"
+               "  writes the parameters of the newest valid checkpoint in DIR (from vkt train\n"
+               "  --checkpoint-dir) as safetensors: F32 tensors named as in the model\n");
+}
+
+int cmd_export(int argc, char **argv)
+{
+    const char *dir = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(k, "--help") == 0 || strcmp(k, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (!v || (strcmp(k, "--checkpoint-dir") != 0 && strcmp(k, "-o") != 0)) {
+            fprintf(stderr, "vkt export: %s '%s'\n", v ? "unknown option" : "no value for", k);
+            usage(stderr);
+            return 2;
+        }
+        if (strcmp(k, "-o") == 0)
+            out = v;
+        else
+            dir = v;
+        i++;
+    }
+    if (!dir || !out) {
+        usage(stderr);
+        return 2;
+    }
+    uint64_t step = 0;
+    vkt_status st = vkt_checkpoint_export_safetensors(dir, out, &step);
+    if (st != VKT_OK)
+        return cli_fail("cannot export", st, vkt_last_error());
+    printf("exported the parameters of step %llu to %s\n", (unsigned long long)step, out);
+    return 0;
+}

@@ -1,0 +1,260 @@
+/* vkt plot LOGDIR [-o FILE.png]: draws the curves of the CSV that `vkt train --logdir`
+ * writes (the newest scalars.*.csv in LOGDIR, or a CSV file named directly) for people
+ * without TensorBoard: an upper panel with train/loss (blue) and test/loss (orange), a
+ * lower one with test/accuracy (green), each with a grid and its y range, the steps
+ * along x. Prints what it drew. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "png.h"
+
+#define W 900
+#define H 640
+
+typedef struct series {
+    const char *tag;
+    uint8_t rgb[3];
+    double *x, *y;
+    size_t n, cap;
+} series;
+
+typedef struct canvas {
+    uint8_t px[H][W][3];
+} canvas;
+
+static void put(canvas *c, int x, int y, const uint8_t *rgb)
+{
+    if (x >= 0 && x < W && y >= 0 && y < H)
+        memcpy(c->px[y][x], rgb, 3);
+}
+
+static void line(canvas *c, int x0, int y0, int x1, int y1, const uint8_t *rgb, int thick)
+{
+    int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
+    int err = dx + dy;
+    for (;;) {
+        for (int a = 0; a < thick; a++)
+            for (int b = 0; b < thick; b++)
+                put(c, x0 + a - thick / 2, y0 + b - thick / 2, rgb);
+        if (x0 == x1 && y0 == y1)
+            break;
+        int e2 = 2 * err;
+        if (e2 >= dy) {
+            err += dy;
+            x0 += sx;
+        }
+        if (e2 <= dx) {
+            err += dx;
+            y0 += sy;
+        }
+    }
+}
+
+/* A 3x5 font for numbers: rows top to bottom, 3 bits each (4 = left column). */
+static const uint8_t g_glyph[12][5] = {
+    {7, 5, 5, 5, 7}, {2, 6, 2, 2, 7}, {7, 1, 7, 4, 7}, {7, 1, 7, 1, 7}, {5, 5, 7, 1, 1},
+    {7, 4, 7, 1, 7}, {7, 4, 7, 5, 7}, {7, 1, 1, 1, 1}, {7, 5, 7, 5, 7}, {7, 5, 7, 1, 7},
+    {0, 0, 0, 0, 2}, {0, 0, 7, 0, 0}}; /* '.', '-' */
+
+/* Draws a number's text at (x, y), top left, 3 pixels per font pixel. */
+static void text(canvas *c, int x, int y, const char *s, const uint8_t *rgb)
+{
+    for (; *s; s++, x += 12) {
+        int g = *s >= '0' && *s <= '9' ? *s - '0' : *s == '.' ? 10 : *s == '-' ? 11 : -1;
+        for (int r = 0; g >= 0 && r < 5; r++)
+            for (int k = 0; k < 3; k++)
+                if (g_glyph[g][r] & (4 >> k))
+                    for (int a = 0; a < 9; a++)
+                        put(c, x + 3 * k + a % 3, y + 3 * r + a / 3, rgb);
+    }
+}
+
+static int add_point(series *s, double x, double y)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        double *nx = realloc(s->x, cap * sizeof *nx);
+        if (nx)
+            s->x = nx;
+        double *ny = nx ? realloc(s->y, cap * sizeof *ny) : NULL;
+        if (!ny)
+            return 0;
+        s->y = ny;
+        s->cap = cap;
+    }
+    s->x[s->n] = x;
+    s->y[s->n++] = y;
+    return 1;
+}
+
+/* The newest scalars.*.csv in dir (names carry the Unix time), or dir itself if it is
+ * a file. */
+static int find_csv(const char *dir, char *out, size_t size)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0 && S_ISREG(st.st_mode)) {
+        snprintf(out, size, "%s", dir);
+        return 1;
+    }
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    char best[512] = "";
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "scalars.", 8) == 0 && n > 4 &&
+            strcmp(e->d_name + n - 4, ".csv") == 0 && n < sizeof best &&
+            strcmp(e->d_name, best) > 0)
+            snprintf(best, sizeof best, "%s", e->d_name);
+    }
+    closedir(d);
+    if (!best[0])
+        return 0;
+    snprintf(out, size, "%s/%s", dir, best);
+    return 1;
+}
+
+static int read_csv(const char *path, series *s, int ns)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char buf[1024];
+    int ok = fgets(buf, sizeof buf, f) && strncmp(buf, "step,wall_time,tag,value", 24) == 0;
+    while (ok && fgets(buf, sizeof buf, f)) {
+        char tag[512];
+        unsigned long long step;
+        double wall, value;
+        if (sscanf(buf, "%llu,%lf,%511[^,],%lf", &step, &wall, tag, &value) != 4)
+            continue; /* a partly written last line */
+        for (int i = 0; i < ns; i++)
+            if (strcmp(tag, s[i].tag) == 0 && isfinite(value))
+                ok = add_point(&s[i], (double)step, value);
+    }
+    fclose(f);
+    return ok;
+}
+
+static void fmt(char *buf, size_t n, double v)
+{
+    snprintf(buf, n, fabs(v) >= 100 ? "%.0f" : "%.3g", v);
+}
+
+/* One panel: frame, grid, y range labels, the series. */
+static void panel(canvas *c, int top, int bottom, series *s, int ns, double xmax)
+{
+    const int left = 90, right = W - 20;
+    static const uint8_t grid[3] = {225, 225, 225}, axis[3] = {60, 60, 60};
+    double lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < ns; i++)
+        for (size_t k = 0; k < s[i].n; k++) {
+            lo = fmin(lo, s[i].y[k]);
+            hi = fmax(hi, s[i].y[k]);
+        }
+    if (!(lo <= hi))
+        lo = 0, hi = 1;
+    if (lo > 0 && lo < 0.5 * hi)
+        lo = 0;
+    if (hi - lo < 1e-9)
+        hi = lo + 1;
+    for (int g = 0; g <= 4; g++) {
+        int y = bottom - (bottom - top) * g / 4, x = left + (right - left) * g / 4;
+        line(c, left, y, right, y, grid, 1);
+        line(c, x, top, x, bottom, grid, 1);
+    }
+    line(c, left, bottom, right, bottom, axis, 2);
+    line(c, left, top, left, bottom, axis, 2);
+    char label[32];
+    fmt(label, sizeof label, hi);
+    text(c, 8, top, label, axis);
+    fmt(label, sizeof label, lo);
+    text(c, 8, bottom - 15, label, axis);
+    for (int i = 0; i < ns; i++)
+        for (size_t k = 0; k < s[i].n; k++) {
+            int x = left + (int)lround((right - left) * s[i].x[k] / xmax);
+            int y = bottom - (int)lround((bottom - top) * (s[i].y[k] - lo) / (hi - lo));
+            if (k > 0) {
+                int px = left + (int)lround((right - left) * s[i].x[k - 1] / xmax);
+                int py = bottom -
+                         (int)lround((bottom - top) * (s[i].y[k - 1] - lo) / (hi - lo));
+                line(c, px, py, x, y, s[i].rgb, 3);
+            }
+            line(c, x - 3, y, x + 3, y, s[i].rgb, 3); /* a mark at every point */
+        }
+}
+
+int cmd_plot(int argc, char **argv)
+{
+    const char *dir = NULL, *out = "curves.png";
+    for (int i = 1; i < argc; i++) {
+        if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--output") == 0) && i + 1 < argc)
+            out = argv[++i];
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: vkt plot LOGDIR [-o FILE.png]   (default curves.png)\n");
+            return 0;
+        } else if (!dir && argv[i][0] != '-')
+            dir = argv[i];
+        else {
+            fprintf(stderr, "vkt plot: unexpected argument '%s'\n"
+                            "usage: vkt plot LOGDIR [-o FILE.png]\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "usage: vkt plot LOGDIR [-o FILE.png]\n");
+        return 2;
+    }
+    char csv[1024];
+    if (!find_csv(dir, csv, sizeof csv)) {
+        fprintf(stderr, "vkt plot: no scalars.*.csv in '%s' (written by vkt train --logdir)\n",
+                dir);
+        return 1;
+    }
+    series s[3] = {{.tag = "train/loss", .rgb = {31, 119, 180}},
+                   {.tag = "test/loss", .rgb = {255, 127, 14}},
+                   {.tag = "test/accuracy", .rgb = {44, 160, 44}}};
+    canvas *c = malloc(sizeof *c);
+    int rc = 1;
+    if (!c || !read_csv(csv, s, 3)) {
+        fprintf(stderr, "vkt plot: cannot read '%s' (missing, or not a vkt summary CSV)\n", csv);
+        goto done;
+    }
+    if (s[0].n == 0 && s[2].n == 0) {
+        fprintf(stderr, "vkt plot: '%s' has no train/loss or test/accuracy rows\n", csv);
+        goto done;
+    }
+    double xmax = 1;
+    for (int i = 0; i < 3; i++)
+        for (size_t k = 0; k < s[i].n; k++)
+            xmax = fmax(xmax, s[i].x[k]);
+    memset(c, 255, sizeof *c);
+    panel(c, 20, H / 2 - 20, s, 2, xmax);
+    panel(c, H / 2 + 20, H - 40, s + 2, 1, xmax);
+    static const uint8_t axis[3] = {60, 60, 60};
+    char label[32];
+    fmt(label, sizeof label, xmax);
+    text(c, W - 20 - 12 * (int)strlen(label), H - 30, label, axis);
+    text(c, 84, H - 30, "0", axis);
+    char why[512];
+    if (png_write_rgb(out, &c->px[0][0][0], W, H, why, sizeof why) != 0) {
+        fprintf(stderr, "vkt plot: %s\n", why);
+        goto done;
+    }
+    printf("wrote %s (%dx%d) from %s: upper panel train/loss (blue, %zu points) and "
+           "test/loss (orange, %zu), lower panel test/accuracy (green, %zu); steps 0..%.0f\n",
+           out, W, H, csv, s[0].n, s[1].n, s[2].n, xmax);
+    rc = 0;
+done:
+    for (int i = 0; i < 3; i++) {
+        free(s[i].x);
+        free(s[i].y);
+    }
+    free(c);
+    return rc;
+}
