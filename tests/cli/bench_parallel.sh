@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `vkt bench parallel` as a user runs it, quickly: a few steps per configuration, the
+# three tables (throughput, averaging bandwidth, waiting for a slowed replica) and a
+# well-formed result line; option errors. No timing thresholds: the figures belong to
+# bench/README.md, not here.
+# Usage: bench_parallel.sh BIN_DIR   (VKT_DATA_DIR set by ctest)
+set -u
+bin=$1/vkt
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1" >&2; fi; }
+num='[0-9]+(\.[0-9]+)?'
+
+out=$(LP_NUM_THREADS=1 "$bin" bench parallel --steps 4 --warmup 1 --slow-ms 2 --rounds 1 2>&1); rc=$?
+check "bench parallel exits 0" "[[ $rc -eq 0 ]]"
+check "the device line shows LP_NUM_THREADS" "grep -q '^device: .*LP_NUM_THREADS=1' <<<\"\$out\""
+check "throughput: sync and async rows for 1, 2 and 4 replicas" \
+  "[[ \$(grep -Ec '^(sync|async) +(1 +128|2 +64|4 +32) +[0-9]+ +$num +${num}x ' <<<\"\$out\") -eq 6 ]]"
+check "throughput: MB staged per step is 2 x replicas x params x 4 (0 for one replica)" \
+  "awk '/ params x 4 bytes/ { for (i = 1; i <= NF; i++) if (\$i == \"params\") p = \$(i-1) }
+        /^(sync|async) +[124] +[0-9]+ / { rows[++n] = \$2 \" \" \$10 }
+        END { if (!p || n != 6) exit 1
+              for (k = 1; k <= n; k++) { split(rows[k], f, \" \"); r = f[1]
+                want = r > 1 ? 8 * r * p / 1e6 : 0; d = f[2] - want
+                if (d > 0.01 || d < -0.01) exit 1 } }' <<<\"\$out\""
+check "throughput: async rows with 2 and 4 replicas report staleness" \
+  "[[ \$(grep -Ec '^async +[24] .* [0-9.]+/[0-9]+\$' <<<\"\$out\") -eq 2 ]]"
+check "averaging table: averaging, memcpy and sum rows for 2 and 4 replicas" \
+  "[[ \$(grep -Ec '^(sync averaging, [24] replicas|memcpy of [24] stages|sum of [24] arrays)' <<<\"\$out\") -eq 6 ]]"
+check "averaging table: MB/step, ms and GB/s on every row (and a 64 MiB memcpy)" \
+  "[[ \$(grep -Ec '^(sync averaging,|memcpy of|sum of) .* +$num +$num +$num\$' <<<\"\$out\") -eq 7 ]]"
+check "waiting table: sync, async and bounded async, slowed and not, 4 wait figures each" \
+  "[[ \$(grep -Ec '^(sync|async|async s<=1) +4 +(no|\\+2ms) +[0-9]+ +$num( +$num){4} +$num +$num\$' <<<\"\$out\") -eq 6 ]]"
+check "the last line is the result line" \
+  "tail -1 <<<\"\$out\" | grep -Eq '^result: sync4_samples_per_s=$num async4_samples_per_s=$num avg_gbps=$num memcpy_gbps=$num\$'"
+check "the result's figures are positive" \
+  "tail -1 <<<\"\$out\" | awk -F'[= ]' '{ exit !(\$3 > 0 && \$5 > 0 && \$7 > 0 && \$9 > 0) }'"
+
+out=$("$bin" bench parallel --help 2>&1); rc=$?
+check "--help exits 0 and names LP_NUM_THREADS" "[[ $rc -eq 0 ]] && grep -q LP_NUM_THREADS <<<\"\$out\""
+out=$("$bin" bench parallel --steps 0 2>&1); rc=$?
+check "--steps 0: usage and exit 2" "[[ $rc -eq 2 ]] && grep -q usage <<<\"\$out\""
+out=$("$bin" bench parallel --rounds 0 2>&1); rc=$?
+check "--rounds 0: usage and exit 2" "[[ $rc -eq 2 ]] && grep -q usage <<<\"\$out\""
+out=$("$bin" bench parallel --steps 2 --frobnicate 2>&1); rc=$?
+check "unknown option: usage and exit 2" "[[ $rc -eq 2 ]] && grep -q usage <<<\"\$out\""
+out=$("$bin" bench parallel --steps 2>&1); rc=$?
+check "missing value: exit 2" "[[ $rc -eq 2 ]]"
+out=$("$bin" bench parallel --steps 2 --data /nonexistent 2>&1); rc=$?
+check "missing data set: exit 1 with a message" "[[ $rc -eq 1 ]] && grep -q 'cannot load the data set' <<<\"\$out\""
+out=$("$bin" bench 2>&1); rc=$?
+check "bench alone names parallel in its usage" "[[ $rc -eq 2 ]] && grep -q parallel <<<\"\$out\""
+echo "bench_parallel: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
