@@ -13,15 +13,18 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 args=(train --steps 600 --hidden 32 --batch 64 --dropout 0.1 --optimizer adam --quiet)
 metrics() { grep -Eo 'test_accuracy=[0-9.]+ test_loss=[0-9.]+ steps=[0-9]+' <<<"$1"; }
 
+t0=$(date +%s.%N)
 ref=$("$bin" "${args[@]}" 2>&1); rc=$?
+t_ref=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.3f", b - a}')
 check "uninterrupted run exits 0" "[[ $rc -eq 0 ]]"
 want=$(metrics "$ref")
 
-# SIGKILL at random sub-second moments; every start resumes from what the last left.
+# SIGKILL at random moments within the length of an uninterrupted run (measured above, so
+# the trial kills on a fast machine too); every start resumes from what the last left.
 ck="$tmp/ck"
 killed=0 resumed=0 bad=0
 for trial in $(seq 1 12); do
-    delay=$(awk -v r=$RANDOM 'BEGIN{printf "%.2f", 0.3 + (r % 150) / 100}')
+    delay=$(awk -v r=$RANDOM -v t="$t_ref" 'BEGIN{printf "%.3f", t * (0.15 + (r % 70) / 100)}')
     out=$(timeout -s KILL "$delay" "$bin" "${args[@]}" --checkpoint-dir "$ck" --save-every 3 \
           --keep 2 2>&1); rc=$?
     [[ $rc -eq 137 ]] && killed=$((killed+1))
