@@ -704,6 +704,18 @@ vkt_status vkt_dataset_create(uint32_t count, uint32_t features, uint32_t classe
  * VKT_ERROR_SHAPE, VKT_ERROR_IO) with a message (vkt_last_error) naming the file. */
 vkt_status vkt_dataset_load_mnist(const char *dir, vkt_dataset **out_train /* OUT */,
                                   vkt_dataset **out_test /* OUT */);
+/* Loads a CSV file with a header line of column names: the column named `label_column`
+ * holds integer labels >= 0 (classes: the largest + 1), every other column a numeric
+ * feature, in order. Blank lines are skipped. Errors: VKT_ERROR_FORMAT naming the file,
+ * the line (and column) and what was expected (a bad number, a missing label column, a
+ * ragged row, an empty file); VKT_ERROR_IO when unreadable. */
+vkt_status vkt_dataset_load_csv(const char *path, const char *label_column,
+                                vkt_dataset **out_dataset /* OUT */);
+/* Reads a raw binary token file: uint8 (bytes_per_token 1) or little-endian uint16 (2).
+ * *out_tokens is malloc'd (release with free). An empty file or, for uint16, an odd byte
+ * count: VKT_ERROR_FORMAT naming the file and the offset. */
+vkt_status vkt_dataset_load_tokens(const char *path, uint32_t bytes_per_token,
+                                   uint32_t **out_tokens /* OUT */, uint64_t *out_count /* OUT */);
 void vkt_dataset_destroy(vkt_dataset *dataset);
 uint32_t vkt_dataset_count(const vkt_dataset *dataset);
 uint32_t vkt_dataset_features(const vkt_dataset *dataset);
@@ -720,6 +732,9 @@ typedef struct vkt_loader_options {
     uint64_t seed;      /* permutation seed; epoch e uses a permutation of (seed, e) */
     int no_shuffle;     /* 1: samples in stored order */
     int keep_partial;   /* 1: the last batch of an epoch may be short; default: dropped */
+    /* Batches prepared ahead by a background thread (the same batches in the same order
+     * as without it), 0: none, each batch gathered inside vkt_loader_next. */
+    uint32_t prefetch;
 } vkt_loader_options;
 
 /* The data set must outlive the loader. */
@@ -732,9 +747,12 @@ void vkt_loader_destroy(vkt_loader *loader);
 vkt_status vkt_loader_next(vkt_loader *loader, float *x /* OUT */, int32_t *y /* OUT */,
                            uint32_t *out_rows /* OUT */);
 uint32_t vkt_loader_batches_per_epoch(const vkt_loader *loader);
-/* Position: the epoch and the number of batches already taken from it. */
+/* Position: the epoch and the number of batches already taken from it (delivered by
+ * vkt_loader_next, not merely prepared by the prefetch thread). */
 void vkt_loader_position(const vkt_loader *loader, uint64_t *epoch, uint64_t *batch_index);
-/* Moves to a position (e.g. restored from a checkpoint). */
+/* Seconds vkt_loader_next spent waiting for a prefetched batch not yet ready, summed. */
+double vkt_loader_wait_seconds(const vkt_loader *loader);
+/* Moves to a position (e.g. restored from a checkpoint); discards prefetched batches. */
 vkt_status vkt_loader_seek(vkt_loader *loader, uint64_t epoch, uint64_t batch_index);
 
 /* ------------------------------------------------------------------------------ */
@@ -854,6 +872,8 @@ vkt_status vkt_trainer_read(vkt_trainer *trainer, const vkt_tensor *param, float
 typedef struct vkt_replica_stats {
     double step_seconds;      /* forward + backward (+ update) on the device, summed */
     double wait_seconds;      /* waiting at barriers or staleness gates, summed */
+    double data_wait_seconds; /* fit: inside vkt_loader_next (waiting for the prefetch
+                                 thread's batch, copying it), summed */
     uint64_t steps;
     uint32_t rows;            /* its current share of the global batch */
 } vkt_replica_stats;
@@ -870,6 +890,9 @@ typedef struct vkt_trainer_stats {
     /* async: staleness of each update = master updates between its read and its write */
     double staleness_mean;
     uint64_t staleness_p99, staleness_max, updates;
+    /* fit: the largest replica's data_wait_seconds; over step_seconds it is the fraction
+     * of step time the training loop waited for data */
+    double data_wait_seconds;
     vkt_replica_stats replica[64];
 } vkt_trainer_stats;
 

@@ -1,8 +1,10 @@
 /* Data sets and loaders: seeded per-epoch permutations that visit every sample once,
  * exact resumption from a position, partial batches, the shipped MNIST digits, and
  * clear errors. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -80,6 +82,189 @@ static void test_epochs(void)
     vkt_dataset_destroy(d);
 }
 
+/* Prefetching loaders give the same batches in the same order as synchronous ones:
+ * across epochs, with partial batches, after seeks (prepared batches discarded), with
+ * the position counting batches delivered; destroying one while its thread works; many
+ * at once. */
+static int same_next(vkt_loader *a, vkt_loader *b, uint32_t n)
+{
+    float xa[64], xb[64];
+    int32_t ya[16], yb[16];
+    uint32_t ra = 0, rb = 0;
+    vkt_status sa = vkt_loader_next(a, xa, ya, &ra), sb = vkt_loader_next(b, xb, yb, &rb);
+    return sa == VKT_OK && sb == VKT_OK && ra == rb && ra <= n &&
+           memcmp(xa, xb, ra * 4 * sizeof *xa) == 0 && memcmp(ya, yb, ra * sizeof *ya) == 0;
+}
+
+static int same_position(vkt_loader *a, vkt_loader *b)
+{
+    uint64_t ea, ia, eb, ib;
+    vkt_loader_position(a, &ea, &ia);
+    vkt_loader_position(b, &eb, &ib);
+    return ea == eb && ia == ib;
+}
+
+static void test_prefetch(void)
+{
+    enum { N = 103, F = 4, B = 16 };
+    vkt_dataset *d = make_counting(N, F);
+    for (int partial = 0; partial < 2; partial++)
+        for (uint32_t ahead = 1; ahead <= 4; ahead += 3) {
+            vkt_loader *s = NULL, *p = NULL;
+            vkt_loader_options o = {.batch = B, .seed = 9, .keep_partial = partial};
+            TH_OK(NULL, vkt_loader_create(d, &o, &s));
+            o.prefetch = ahead;
+            TH_OK(NULL, vkt_loader_create(d, &o, &p));
+            int ok = 1, pos = 1;
+            for (int b = 0; b < 40; b++) { /* several epochs */
+                ok &= same_next(s, p, B);
+                pos &= same_position(s, p);
+            }
+            TH_CHECK(ok && pos, "prefetch %u (partial %d): same batches and positions over "
+                     "epochs", ahead, partial);
+            for (volatile uint32_t spin = 0; spin < 3000000; spin++) /* let it prepare ahead: */
+                ;                                              /* the position stays put */
+            pos = same_position(s, p);
+            uint64_t e, i;
+            vkt_loader_position(p, &e, &i);
+            TH_CHECK(pos, "position counts delivered batches, got (%llu, %llu)",
+                     (unsigned long long)e, (unsigned long long)i);
+            /* seeks: backwards, forwards, to an epoch's end, then on */
+            const uint64_t to[4][2] = {{0, 1}, {5, 2}, {3, N / B}, {0, 0}};
+            ok = 1;
+            for (int k = 0; k < 4; k++) {
+                TH_OK(NULL, vkt_loader_seek(s, to[k][0], to[k][1]));
+                TH_OK(NULL, vkt_loader_seek(p, to[k][0], to[k][1]));
+                ok &= same_position(s, p);
+                for (int b = 0; b < 9; b++)
+                    ok &= same_next(s, p, B);
+                ok &= same_position(s, p);
+            }
+            TH_CHECK(ok, "prefetch %u (partial %d): seeks discard prepared batches", ahead,
+                     partial);
+            TH_STATUS(NULL, vkt_loader_seek(p, 0, 99), VKT_ERROR_INVALID_ARGUMENT);
+            TH_CHECK(vkt_loader_wait_seconds(p) >= 0 && vkt_loader_wait_seconds(s) == 0,
+                     "wait seconds counted");
+            vkt_loader_destroy(s);
+            vkt_loader_destroy(p);
+        }
+
+    /* Destroyed at once, mid-preparation, after one batch, after a seek. */
+    vkt_dataset *big = make_counting(20000, F);
+    for (int k = 0; k < 20; k++) {
+        vkt_loader *p = NULL;
+        vkt_loader_options o = {.batch = 16, .seed = (uint64_t)k, .prefetch = 3};
+        TH_OK(NULL, vkt_loader_create(big, &o, &p));
+        float x[64];
+        int32_t y[16];
+        if (k % 3 >= 1)
+            TH_OK(NULL, vkt_loader_next(p, x, y, NULL));
+        if (k % 3 == 2)
+            TH_OK(NULL, vkt_loader_seek(p, 7, 3));
+        vkt_loader_destroy(p);
+    }
+
+    /* Many loaders at once, consumed in turns. */
+    enum { M = 24 };
+    vkt_loader *many[M], *ref = NULL;
+    vkt_loader_options o = {.batch = B, .seed = 5};
+    TH_OK(NULL, vkt_loader_create(d, &o, &ref));
+    o.prefetch = 2;
+    for (int k = 0; k < M; k++)
+        TH_OK(NULL, vkt_loader_create(d, &o, &many[k]));
+    int ok = 1;
+    for (int b = 0; b < 20; b++) {
+        float xr[B * F], x[B * F];
+        int32_t yr[B], y[B];
+        uint32_t rr, rows;
+        TH_OK(NULL, vkt_loader_next(ref, xr, yr, &rr));
+        for (int k = 0; k < M; k++) {
+            ok &= vkt_loader_next(many[k], x, y, &rows) == VKT_OK && rows == rr &&
+                  memcmp(x, xr, sizeof x) == 0 && memcmp(y, yr, sizeof y) == 0;
+        }
+    }
+    TH_CHECK(ok, "%d prefetching loaders all give the synchronous order", M);
+    for (int k = 0; k < M; k++)
+        vkt_loader_destroy(many[k]);
+    vkt_loader_destroy(ref);
+    vkt_dataset_destroy(big);
+    vkt_dataset_destroy(d);
+}
+
+static const char *write_tmp(const char *name, const void *data, size_t size)
+{
+    static char path[4][256];
+    static int k;
+    char *p = path[k++ % 4];
+    snprintf(p, 256, "/tmp/vkt_test_data_%d_%s", (int)getpid(), name);
+    FILE *f = fopen(p, "wb");
+    if (f) {
+        fwrite(data, 1, size, f);
+        fclose(f);
+    }
+    return p;
+}
+
+static void expect_error(const char *path, vkt_status got, const char *a, const char *b)
+{
+    const char *m = vkt_last_error();
+    TH_CHECK(got == VKT_ERROR_FORMAT && strstr(m, path) && strstr(m, a) && (!b || strstr(m, b)),
+             "error names the file, '%s'%s%s: %s", a, b ? " and " : "", b ? b : "", m);
+    remove(path);
+}
+
+static void test_readers(void)
+{
+    const char good[] = "a, label ,b\r\n1.5,2,-3\n\n0,0,1e3\n";
+    const char *p = write_tmp("good.csv", good, sizeof good - 1);
+    vkt_dataset *d = NULL;
+    if (TH_OK(NULL, vkt_dataset_load_csv(p, "label", &d))) {
+        const float *x = vkt_dataset_x(d);
+        const int32_t *y = vkt_dataset_y(d);
+        TH_CHECK(vkt_dataset_count(d) == 2 && vkt_dataset_features(d) == 2 &&
+                 vkt_dataset_classes(d) == 3 && x[0] == 1.5f && x[1] == -3.0f && x[2] == 0 &&
+                 x[3] == 1000.0f && y[0] == 2 && y[1] == 0, "CSV features and labels");
+        vkt_dataset_destroy(d);
+    }
+    remove(p);
+    const char bad_num[] = "x,y,label\n1,2,0\n3,abc,1\n";
+    p = write_tmp("num.csv", bad_num, sizeof bad_num - 1);
+    expect_error(p, vkt_dataset_load_csv(p, "label", &d), "line 3", "'abc' is not a number");
+    const char bad_label[] = "x,label\n1,0\n2,1.5\n";
+    p = write_tmp("lab.csv", bad_label, sizeof bad_label - 1);
+    expect_error(p, vkt_dataset_load_csv(p, "label", &d), "line 3", "'1.5' is not a label");
+    p = write_tmp("nolabel.csv", "x,y\n1,2\n", 8);
+    expect_error(p, vkt_dataset_load_csv(p, "label", &d), "line 1", "no label column 'label'");
+    const char ragged[] = "x,y,label\n1,2,0\n3,1\n";
+    p = write_tmp("ragged.csv", ragged, sizeof ragged - 1);
+    expect_error(p, vkt_dataset_load_csv(p, "label", &d), "line 3", "2 fields, expected 3");
+    p = write_tmp("empty.csv", "", 0);
+    expect_error(p, vkt_dataset_load_csv(p, "label", &d), "is empty", NULL);
+    p = write_tmp("header.csv", "x,label\n", 8);
+    expect_error(p, vkt_dataset_load_csv(p, "label", &d), "no data rows", NULL);
+    TH_CHECK(d == NULL, "no data set on failure");
+    TH_STATUS(NULL, vkt_dataset_load_csv("/nonexistent.csv", "label", &d), VKT_ERROR_IO);
+
+    const unsigned char bytes[5] = {1, 2, 0xff, 0x10, 7};
+    uint32_t *tok = NULL;
+    uint64_t n = 0;
+    p = write_tmp("tok.bin", bytes, 5);
+    if (TH_OK(NULL, vkt_dataset_load_tokens(p, 1, &tok, &n)))
+        TH_CHECK(n == 5 && tok[2] == 255 && tok[4] == 7, "uint8 tokens");
+    free(tok);
+    p = write_tmp("tok16.bin", bytes, 4);
+    if (TH_OK(NULL, vkt_dataset_load_tokens(p, 2, &tok, &n)))
+        TH_CHECK(n == 2 && tok[0] == 0x0201 && tok[1] == 0x10ff, "uint16 tokens, little endian");
+    free(tok);
+    remove(p);
+    p = write_tmp("tok.bin", bytes, 5);
+    expect_error(p, vkt_dataset_load_tokens(p, 2, &tok, &n), "offset 4", "2-byte uint16");
+    TH_CHECK(tok == NULL && n == 0, "no tokens on failure");
+    p = write_tmp("tok0.bin", "", 0);
+    expect_error(p, vkt_dataset_load_tokens(p, 1, &tok, &n), "is empty", "uint8");
+    TH_STATUS(NULL, vkt_dataset_load_tokens("/tmp", 3, &tok, &n), VKT_ERROR_INVALID_ARGUMENT);
+}
+
 static void test_errors(void)
 {
     float x[4] = {0};
@@ -130,6 +315,8 @@ int main(void)
 {
     th_init("test_data");
     test_epochs();
+    test_prefetch();
+    test_readers();
     test_errors();
     test_mnist();
     return th_finish();

@@ -425,6 +425,9 @@ static int run(const train_args *a, vkt_instance *inst)
     if (replicas > 1 && a->async)
         train_log_async(&log, vkt_trainer_step_count(tr), &ts);
     print_parallel_stats(tr, a);
+    if (!a->quiet && ts.step_seconds > 0) /* the loader's prefetch thread hides loading */
+        printf("data wait: %.1f%% of step time\n",
+               100.0 * ts.data_wait_seconds / ts.step_seconds);
     printf("result: test_accuracy=%.4f test_loss=%.4f steps=%llu samples_per_s=%.1f "
            "seconds=%.1f replicas=%u mode=%s", ev.accuracy, ev.loss,
            (unsigned long long)vkt_trainer_step_count(tr),

@@ -28,20 +28,41 @@ static uint64_t mix(uint64_t *state)
 }
 
 /* Fisher-Yates over the identity, driven by (seed, epoch). */
-static void make_permutation(vkt_loader *l)
+void loader_permutation(const vkt_loader *l, uint64_t epoch, uint32_t *perm)
 {
     uint32_t n = l->data->count;
     for (uint32_t i = 0; i < n; i++)
-        l->perm[i] = i;
+        perm[i] = i;
     if (!l->shuffle)
         return;
-    uint64_t state = l->seed ^ (l->epoch * 0xD1B54A32D192ED03ull);
+    uint64_t state = l->seed ^ (epoch * 0xD1B54A32D192ED03ull);
     for (uint32_t i = n - 1; i > 0; i--) {
         uint32_t j = (uint32_t)(mix(&state) % ((uint64_t)i + 1));
-        uint32_t t = l->perm[i];
-        l->perm[i] = l->perm[j];
-        l->perm[j] = t;
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
     }
+}
+
+static void make_permutation(vkt_loader *l)
+{
+    loader_permutation(l, l->epoch, l->perm);
+}
+
+uint32_t loader_gather(const vkt_loader *l, const uint32_t *perm, uint64_t index, float *x,
+                       int32_t *y)
+{
+    const vkt_dataset *d = l->data;
+    uint64_t first = index * l->batch;
+    uint32_t rows = (uint32_t)(d->count - first < l->batch ? d->count - first : l->batch);
+    for (uint32_t r = 0; r < rows; r++) {
+        uint32_t s = perm[first + r];
+        memcpy(x + (uint64_t)r * d->features, d->x + (uint64_t)s * d->features,
+               d->features * sizeof *x);
+        if (y)
+            y[r] = d->y[s];
+    }
+    return rows;
 }
 
 vkt_status vkt_loader_create(const vkt_dataset *data, const vkt_loader_options *o,
@@ -70,6 +91,8 @@ vkt_status vkt_loader_create(const vkt_dataset *data, const vkt_loader_options *
     l->shuffle = !o->no_shuffle;
     l->keep_partial = o->keep_partial;
     make_permutation(l);
+    if (o->prefetch)
+        (void)prefetch_start(l, o->prefetch); /* on failure: synchronous, same batches */
     *out = l;
     return VKT_OK;
 }
@@ -78,6 +101,7 @@ void vkt_loader_destroy(vkt_loader *l)
 {
     if (!l)
         return;
+    prefetch_stop(l);
     free(l->perm);
     free(l);
 }
@@ -96,22 +120,18 @@ vkt_status vkt_loader_next(vkt_loader *l, float *x, int32_t *y, uint32_t *out_ro
         *out_rows = 0;
     if (!l || !x)
         return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_loader_next: NULL argument");
-    if (l->taken >= vkt_loader_batches_per_epoch(l)) {
-        l->epoch++;
-        l->taken = 0;
-        make_permutation(l);
+    uint32_t rows;
+    if (l->pf) {
+        rows = prefetch_next(l, x, y);
+    } else {
+        if (l->taken >= vkt_loader_batches_per_epoch(l)) {
+            l->epoch++;
+            l->taken = 0;
+            make_permutation(l);
+        }
+        rows = loader_gather(l, l->perm, l->taken, x, y);
+        l->taken++;
     }
-    const vkt_dataset *d = l->data;
-    uint64_t first = l->taken * l->batch;
-    uint32_t rows = (uint32_t)(d->count - first < l->batch ? d->count - first : l->batch);
-    for (uint32_t r = 0; r < rows; r++) {
-        uint32_t s = l->perm[first + r];
-        memcpy(x + (uint64_t)r * d->features, d->x + (uint64_t)s * d->features,
-               d->features * sizeof *x);
-        if (y)
-            y[r] = d->y[s];
-    }
-    l->taken++;
     if (out_rows)
         *out_rows = rows;
     return VKT_OK;
@@ -119,10 +139,27 @@ vkt_status vkt_loader_next(vkt_loader *l, float *x, int32_t *y, uint32_t *out_ro
 
 void vkt_loader_position(const vkt_loader *l, uint64_t *epoch, uint64_t *batch_index)
 {
+    uint64_t e = 0, b = 0;
+    if (l && l->pf) {
+        prefetch_position(l, &e, &b, NULL);
+    } else if (l) {
+        e = l->epoch;
+        b = l->taken;
+    }
     if (epoch)
-        *epoch = l ? l->epoch : 0;
+        *epoch = e;
     if (batch_index)
-        *batch_index = l ? l->taken : 0;
+        *batch_index = b;
+}
+
+double vkt_loader_wait_seconds(const vkt_loader *l)
+{
+    double w = 0;
+    if (l && l->pf)
+        prefetch_position(l, NULL, NULL, &w);
+    else if (l)
+        w = l->wait_seconds;
+    return w;
 }
 
 vkt_status vkt_loader_seek(vkt_loader *l, uint64_t epoch, uint64_t batch_index)
@@ -133,6 +170,10 @@ vkt_status vkt_loader_seek(vkt_loader *l, uint64_t epoch, uint64_t batch_index)
         return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT,
                              "vkt_loader_seek: batch %llu past the %u batches of an epoch",
                              (unsigned long long)batch_index, vkt_loader_batches_per_epoch(l));
+    if (l->pf) {
+        prefetch_seek(l, epoch, batch_index);
+        return VKT_OK;
+    }
     l->epoch = epoch;
     l->taken = batch_index;
     make_permutation(l);

@@ -4,13 +4,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/data.h"
+
+/* The prefetch threads stop reading the data set when a fit returns (the caller may
+ * free it before the next fit); the next batch taken resumes them. */
+static void pause_loaders(vkt_trainer *t)
+{
+    for (uint32_t i = 0; i < t->n_rep; i++)
+        loader_pause(t->rep[i].loader);
+}
+
 static vkt_status ensure_loader(replica *r)
 {
     vkt_trainer *t = r->t;
     if (r->loader)
         return VKT_OK;
     uint32_t f = vkt_dataset_features(t->data);
-    vkt_loader_options lo = {.batch = t->opt.batch, .seed = t->seed};
+    /* batches prepared ahead in the background while the device computes */
+    vkt_loader_options lo = {.batch = t->opt.batch, .seed = t->seed, .prefetch = 3};
     vkt_status st = vkt_loader_create(t->data, &lo, &r->loader);
     if (st != VKT_OK)
         return replica_fail(r, st, "%s", vkt_last_error());
@@ -29,8 +40,10 @@ vkt_status trainer_next_batch(replica *r)
     vkt_trainer *t = r->t;
     uint32_t rows;
     vkt_status st = ensure_loader(r);
+    double t0 = vkt_now();
     if (st == VKT_OK && (st = vkt_loader_next(r->loader, r->x, r->y, &rows)) != VKT_OK)
         return replica_fail(r, st, "%s", vkt_last_error());
+    r->stats.data_wait_seconds += vkt_now() - t0; /* waiting + copying the ready batch */
     vkt_feed feeds[2] = {{t->in_x, r->x}, {t->in_y, r->y}};
     if (st == VKT_OK && (st = trainer_feed(t, r->errmsg, r->model, feeds, 2, r->row0, r->rows,
                                            0)) != VKT_OK)
@@ -99,11 +112,13 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
         if (st == VKT_OK && !t->stop)
             st = trainer_balance(t);
         if (st != VKT_OK || t->stop) {
+            pause_loaders(t);
             t->stats.step_seconds += vkt_now() - t0;
             return st;
         }
     }
     st = trainer_run_all(t, async ? async_job_steps : sync_job_steps);
+    pause_loaders(t);
     t->resume_pending = 0; /* a restored data position applies to this run's loaders */
     if (async) {
         vkt_status end = async_end(t);

@@ -403,6 +403,8 @@ vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
     for (uint32_t i = 0; i < t->n_rep && i < 64; i++) {
         out->replica[i] = t->rep[i].stats;
         out->replica[i].rows = t->rep[i].rows;
+        if (t->rep[i].stats.data_wait_seconds > out->data_wait_seconds)
+            out->data_wait_seconds = t->rep[i].stats.data_wait_seconds;
     }
     return VKT_OK;
 }
