@@ -161,8 +161,11 @@ static void panel(canvas *c, int top, int bottom, series *s, int ns, double xmax
         lo = 0, hi = 1;
     if (lo > 0 && lo < 0.5 * hi)
         lo = 0;
-    if (hi - lo < 1e-9)
-        hi = lo + 1;
+    if (hi - lo < 1e-9) { /* one value (e.g. one evaluation): centre it */
+        double pad = fabs(lo) > 1e-9 ? 0.05 * fabs(lo) : 1.0;
+        lo -= pad;
+        hi += pad;
+    }
     for (int g = 0; g <= 4; g++) {
         int y = bottom - (bottom - top) * g / 4, x = left + (right - left) * g / 4;
         line(c, left, y, right, y, grid, 1);

@@ -431,7 +431,7 @@ static int run(const train_args *a, vkt_instance *inst)
     printf("result: test_accuracy=%.4f test_loss=%.4f steps=%llu samples_per_s=%.1f "
            "seconds=%.1f replicas=%u mode=%s", ev.accuracy, ev.loss,
            (unsigned long long)vkt_trainer_step_count(tr),
-           (double)vkt_trainer_step_count(tr) * a->batch / ts.step_seconds, now_s() - t_start,
+           (double)ts.steps * a->batch / ts.step_seconds /* this run's steps */, now_s() - t_start,
            replicas, mode);
     if (replicas > 1 && a->async)
         printf(" staleness_mean=%.2f staleness_max=%llu", ts.staleness_mean,
