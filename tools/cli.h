@@ -17,6 +17,12 @@ int cmd_export(int argc, char **argv);
 /* vkt plot LOGDIR -o FILE.png (cmd_plot.c): curves from vkt train --logdir's CSV. */
 int cmd_plot(int argc, char **argv);
 
+/* Monotonic wall-clock seconds. */
+double cli_now(void);
+/* The data folder when --data is not given: $VKT_DATA_DIR, else the shipped digits of
+ * the source tree the tool was built from, else data/mnist under the current folder. */
+const char *cli_default_data_dir(void);
+
 /* Prints "vkt: <what>: <status name>: <message>" to stderr; returns 1. */
 int cli_fail(const char *what, vkt_status st, const char *msg);
 /* Creates an instance, printing the error if it fails. */

@@ -7,13 +7,6 @@
 
 #include "cli.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static uint64_t g_rng = 88172645463325252ull;
 static float rnd(void)
 {
@@ -79,9 +72,9 @@ static vkt_status bench_one(vkt_context *ctx, uint32_t n, double min_seconds, ge
     int reps = 0;
     double total = 0, best = 1e30;
     while (st == VKT_OK && (reps < 2 || total < min_seconds)) {
-        double t0 = now_s();
+        double t0 = cli_now();
         st = vkt_stream_run(s);
-        double dt = now_s() - t0;
+        double dt = cli_now() - t0;
         total += dt;
         if (dt < best)
             best = dt;
@@ -191,9 +184,9 @@ static vkt_status bench_mlp_one(vkt_context *ctx, const mlp_gemm *g, double min_
         st = vkt_gemm(s, &d);
     double best = 1e30, total = 0;
     for (int run = 0; st == VKT_OK && (run < 3 || total < min_seconds); run++) {
-        double t0 = now_s();
+        double t0 = cli_now();
         st = vkt_stream_run(s);
-        total += now_s() - t0;
+        total += cli_now() - t0;
         vkt_timing t[MLP_REPS];
         uint32_t n = 0;
         if (st == VKT_OK)

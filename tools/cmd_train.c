@@ -12,9 +12,6 @@
 #include "models.h"
 #include "train_log.h"
 
-#ifndef VKT_DEFAULT_DATA_DIR
-#define VKT_DEFAULT_DATA_DIR "data/mnist"
-#endif
 
 typedef struct train_args {
     const char *data, *model, *optimizer, *schedule;
@@ -33,13 +30,6 @@ typedef struct train_args {
     double save_secs;           /* seconds between checkpoints (0: not by time) */
     uint32_t keep;              /* checkpoints kept */
 } train_args;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void usage(FILE *f)
 {
@@ -101,7 +91,6 @@ static int parse_args(int argc, char **argv, train_args *a)
     *a = (train_args){.model = "mlp", .optimizer = "momentum", .schedule = "cosine",
                       .widths = {256, 128}, .n_widths = 2, .epochs = 10, .batch = 128,
                       .seed = 1, .lr = -1, .momentum = 0.9f, .save_secs = 60, .keep = 3, .log_every = 10};
-    a->data = getenv("VKT_DATA_DIR");
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1;
@@ -219,12 +208,6 @@ static int optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_
     return 1;
 }
 
-static const char *default_data_dir(void)
-{
-    struct stat st;
-    return stat(VKT_DEFAULT_DATA_DIR, &st) == 0 ? VKT_DEFAULT_DATA_DIR : "data/mnist";
-}
-
 typedef struct progress {
     int tty, quiet;
     double t0, last;
@@ -249,7 +232,7 @@ static int save_checkpoint(progress *p, uint64_t step)
         p->save_failed = 1;
         return 0;
     }
-    p->last_save = now_s();
+    p->last_save = cli_now();
     p->saved_step = step;
     return 1;
 }
@@ -259,7 +242,7 @@ static int save_checkpoint(progress *p, uint64_t step)
 static int on_step(void *user, uint64_t step, uint64_t total, float loss)
 {
     progress *p = user;
-    double now = now_s();
+    double now = cli_now();
     int final = step == total;
     const train_args *a = p->a;
     if (a->ckpt_dir && !final &&
@@ -356,9 +339,9 @@ static int resume(const train_args *a, vkt_trainer *tr, uint64_t *step)
 
 static int run(const train_args *a, vkt_instance *inst)
 {
-    double t_start = now_s();
+    double t_start = cli_now();
     vkt_dataset *train = NULL, *test = NULL;
-    const char *dir = a->data ? a->data : default_data_dir();
+    const char *dir = a->data ? a->data : cli_default_data_dir();
     vkt_status st = vkt_dataset_load_mnist(dir, &train, &test);
     if (st != VKT_OK)
         return cli_fail("cannot load the data set", st, vkt_last_error());
@@ -391,7 +374,7 @@ static int run(const train_args *a, vkt_instance *inst)
         printf("training %s on %u samples (%u test), batch %u, %llu steps, %u replica(s) %s, "
                "device: %s\n", a->model, vkt_dataset_count(train), vkt_dataset_count(test),
                a->batch, (unsigned long long)total, replicas, mode, info.name);
-    double t0 = now_s();
+    double t0 = cli_now();
     if (!train_log_open(&log, a->logdir, a->log_every, a->batch, replicas, a->scale_lr,
                         a->warmup, &oo, t0, a->quiet))
         goto done;
@@ -431,7 +414,7 @@ static int run(const train_args *a, vkt_instance *inst)
     printf("result: test_accuracy=%.4f test_loss=%.4f steps=%llu samples_per_s=%.1f "
            "seconds=%.1f replicas=%u mode=%s", ev.accuracy, ev.loss,
            (unsigned long long)vkt_trainer_step_count(tr),
-           (double)ts.steps * a->batch / ts.step_seconds /* this run's steps */, now_s() - t_start,
+           (double)ts.steps * a->batch / ts.step_seconds /* this run's steps */, cli_now() - t_start,
            replicas, mode);
     if (replicas > 1 && a->async)
         printf(" staleness_mean=%.2f staleness_max=%llu", ts.staleness_mean,

@@ -1,0 +1,26 @@
+/* Small helpers shared by the vkt subcommands. */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+
+#ifndef VKT_DEFAULT_DATA_DIR
+#define VKT_DEFAULT_DATA_DIR "data/mnist"
+#endif
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+const char *cli_default_data_dir(void)
+{
+    const char *env = getenv("VKT_DATA_DIR");
+    if (env && *env)
+        return env;
+    struct stat st;
+    return stat(VKT_DEFAULT_DATA_DIR, &st) == 0 ? VKT_DEFAULT_DATA_DIR : "data/mnist";
+}
