@@ -16,10 +16,15 @@ static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 static vkt_context *g_contexts[TH_MAX_CONTEXTS];
 static unsigned g_context_count;
 
-void th_init(const char *test_name)
+void th_init_host(const char *test_name)
 {
     g_name = test_name;
     th_seed(0x5EED0000ull ^ (uint64_t)strlen(test_name));
+}
+
+void th_init(const char *test_name)
+{
+    th_init_host(test_name);
     vkt_status st = vkt_instance_create(NULL, &th_instance);
     if (st != VKT_OK) {
         fprintf(stderr, "%s: cannot create the Vulkan instance: %s (%s)\n", g_name,

@@ -23,6 +23,9 @@ extern vkt_instance *th_instance;
  * a failure if no Vulkan device is usable: tests need lavapipe at least. */
 void th_init(const char *test_name);
 int th_finish(void);
+/* For tests that need no Vulkan device: names the test and seeds the random numbers;
+ * th_finish then only prints the closing line. */
+void th_init_host(const char *test_name);
 
 /* A context on device 0 with the given kernel variant (AUTO honours VKT_KERNELS). */
 vkt_context *th_context(vkt_kernel_variant variant);

@@ -1,7 +1,7 @@
 /*
  * test_idx.c - the IDX reader and the MNIST loader (engine/data/idx.c).
  *
- * Needs no Vulkan device, so it does not use the harness's th_init; it prints the same
+ * Needs no Vulkan device: it uses the harness's checks without one (th_init_host), prints the
  * closing line "test_idx: N passed, M failed" and returns nonzero on any failure.
  *
  *  1. The shipped data set (VKT_DATA_DIR, else data/mnist found from the working
@@ -16,6 +16,7 @@
  * POSIX only for the temporary directory (mkdtemp, rmdir).
  */
 #include "data/idx.h"
+#include "harness.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,27 +25,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static unsigned g_passed, g_failed;
 static char g_tmp[256];  /* the temporary directory */
 
-static int check(int cond, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int check(int cond, int line, const char *fmt, ...)
-{
-    if (cond) {
-        g_passed++;
-        return 1;
-    }
-    g_failed++;
-    fprintf(stderr, "test_idx.c:%d: FAIL: ", line);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 0;
-}
-#define CHECK(cond, ...) check(!!(cond), __LINE__, __VA_ARGS__)
+#define CHECK TH_CHECK
 
 /* ------------------------------------------------------------------------------ */
 /* Writing test files                                                             */
@@ -507,6 +490,7 @@ static void test_dataset_rejects(void)
 
 int main(void)
 {
+    th_init_host("test_idx");
     const char *base = getenv("TMPDIR");
     snprintf(g_tmp, sizeof g_tmp, "%s/vkt_test_idx_XXXXXX", base && base[0] ? base : "/tmp");
     if (!mkdtemp(g_tmp)) {
@@ -521,6 +505,5 @@ int main(void)
     test_dataset_rejects();
     if (rmdir(g_tmp) != 0)
         CHECK(0, "temporary directory %s not empty at the end", g_tmp);
-    printf("test_idx: %u passed, %u failed\n", g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return th_finish();
 }

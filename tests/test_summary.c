@@ -1,7 +1,7 @@
 /*
  * test_summary.c - summaries (engine/io/crc32c.c, engine/io/summary.c).
  *
- * Needs no Vulkan device, so it does not use the harness's th_init; it prints the same
+ * Needs no Vulkan device: it uses the harness's checks without one (th_init_host), prints the
  * closing line "test_summary: N passed, M failed" and returns nonzero on any failure.
  *
  *  1. CRC32C: the table equals its defining rule; published known answers (RFC 3720
@@ -17,6 +17,7 @@
  * POSIX only for the temporary directory (mkdtemp).
  */
 #include "io/summary.h"
+#include "harness.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -25,27 +26,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static unsigned g_passed, g_failed;
 static char g_tmp[256];
 
-static int check(int cond, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int check(int cond, int line, const char *fmt, ...)
-{
-    if (cond) {
-        g_passed++;
-        return 1;
-    }
-    g_failed++;
-    fprintf(stderr, "test_summary.c:%d: FAIL: ", line);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 0;
-}
-#define CHECK(cond, ...) check(!!(cond), __LINE__, __VA_ARGS__)
+#define CHECK TH_CHECK
 
 static void test_crc32c(void)
 {
@@ -249,6 +232,7 @@ static void remove_tree(const char *path)
 
 int main(void)
 {
+    th_init_host("test_summary");
     const char *base = getenv("TMPDIR");
     snprintf(g_tmp, sizeof g_tmp, "%s/vkt_test_summary_XXXXXX", base && base[0] ? base : "/tmp");
     if (!mkdtemp(g_tmp)) {
@@ -261,6 +245,5 @@ int main(void)
     test_writer();
     test_errors();
     remove_tree(g_tmp);
-    printf("test_summary: %u passed, %u failed\n", g_passed, g_failed);
-    return g_failed != 0;
+    return th_finish();
 }
