@@ -31,10 +31,6 @@
 #include "cli.h"
 #include "models.h"
 
-#ifndef VKT_DEFAULT_DATA_DIR
-#define VKT_DEFAULT_DATA_DIR "data/mnist"
-#endif
-
 #define MAX_REP 4
 
 typedef struct bench_args {
@@ -63,13 +59,6 @@ typedef struct par_run {
     uint64_t stale_max;
 } par_run;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -89,7 +78,6 @@ static int parse_args(int argc, char **argv, bench_args *a)
 {
     *a = (bench_args){.steps = 100, .warmup = 10, .batch = 128, .slow_ms = 5.0,
                       .staleness = 1, .rounds = 3};
-    a->data = getenv("VKT_DATA_DIR");
     for (int i = 0; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -139,12 +127,6 @@ static int parse_args(int argc, char **argv, bench_args *a)
     return 0;
 }
 
-static const char *default_data_dir(void)
-{
-    struct stat st;
-    return stat(VKT_DEFAULT_DATA_DIR, &st) == 0 ? VKT_DEFAULT_DATA_DIR : "data/mnist";
-}
-
 /* Creates the trainer of one configuration, fits the warm-up, then the timed steps;
  * fills the measured part of r. Prints its own error; returns 0 or 1. */
 static int run_one(vkt_instance *inst, const cli_model *m, const vkt_dataset *train,
@@ -169,10 +151,10 @@ static int run_one(vkt_instance *inst, const cli_model *m, const vkt_dataset *tr
         st = vkt_trainer_fit(tr, train, m->input, m->labels, a->warmup, seed, NULL, NULL);
     if (st == VKT_OK)
         st = vkt_trainer_stats_get(tr, &s0);
-    double t0 = now_s();
+    double t0 = cli_now();
     if (st == VKT_OK)
         st = vkt_trainer_fit(tr, train, m->input, m->labels, a->steps, seed, NULL, NULL);
-    r->seconds = now_s() - t0;
+    r->seconds = cli_now() - t0;
     if (st == VKT_OK)
         st = vkt_trainer_stats_get(tr, &s1);
     if (st != VKT_OK) {
@@ -229,12 +211,12 @@ static double time_memcpy(size_t bytes)
     memset(src, 1, bytes);
     memcpy(dst, src, bytes);
     int reps = 0;
-    double t0 = now_s(), t = 0;
+    double t0 = cli_now(), t = 0;
     while (reps < 20 || t < 0.2) {
         memcpy(dst, src, bytes);
         src[(size_t)reps % bytes] = (char)reps; /* each copy differs: nothing to elide */
         reps++;
-        t = now_s() - t0;
+        t = cli_now() - t0;
     }
     g_sink = (float)dst[bytes / 2];
     free(src);
@@ -261,7 +243,7 @@ static double time_sum(uint32_t n, uint64_t count)
         double t0 = 0, t = 0;
         for (reps = -1; reps < 20 || t < 0.2; reps++) { /* rep -1: untimed */
             if (reps == 0)
-                t0 = now_s();
+                t0 = cli_now();
             for (uint64_t i = 0; i < count; i++) {
                 float s = 0.0f;
                 for (uint32_t q = 0; q < n; q++)
@@ -270,7 +252,7 @@ static double time_sum(uint32_t n, uint64_t count)
                     arr[q][i] = s;
             }
             if (reps >= 0)
-                t = now_s() - t0;
+                t = cli_now() - t0;
         }
         g_sink = arr[0][count / 2];
         per = t / reps;
@@ -433,7 +415,7 @@ static int bench(const bench_args *a, vkt_instance *inst)
                "cannot be faster in total\n");
 
     vkt_dataset *train = NULL, *test = NULL;
-    const char *dir = a->data ? a->data : default_data_dir();
+    const char *dir = a->data ? a->data : cli_default_data_dir();
     st = vkt_dataset_load_mnist(dir, &train, &test);
     if (st != VKT_OK)
         return cli_fail("bench parallel: cannot load the data set", st, vkt_last_error());
