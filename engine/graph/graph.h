@@ -7,6 +7,7 @@
 #define VKT_GRAPH_GRAPH_H
 
 #include "gpu/gpu.h"
+#include "kernels/kernel_util.h"
 
 #define GRAPH_NAME_SIZE 64
 #define GRAPH_MAX_INPUTS 32 /* inputs of one node (vkt_concat) */
@@ -79,10 +80,10 @@ vkt_tensor *graph_add(vkt_graph *g, const char *fn, const vkt_tensor *tmpl,
 
 /* ---- shapes (shapes.c) ---- */
 
-uint64_t graph_count(const vkt_shape *s);
-/* "[3,1,5]" ("[]" for a scalar) into buf; returns buf. */
-#define GRAPH_SHAPE_STR 64
-const char *graph_shape_str(const vkt_shape *s, char buf[GRAPH_SHAPE_STR]);
+/* Element count and "[3,1,5]" ("[]" for a scalar): the kernel layer's, one definition. */
+#define graph_count ku_shape_count
+#define GRAPH_SHAPE_STR KU_SHAPE_STR
+#define graph_shape_str ku_shape_str
 int graph_shape_eq(const vkt_shape *a, const vkt_shape *b);
 /* The output shape of node n given its inputs' shapes. On failure writes a message
  * (naming `fn`, the op, and the shapes) into msg and returns VKT_ERROR_SHAPE or

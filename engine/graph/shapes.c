@@ -6,26 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-uint64_t graph_count(const vkt_shape *s)
-{
-    uint64_t n = 1;
-    for (uint32_t i = 0; i < s->ndim && i < VKT_MAX_DIMS; i++)
-        n *= s->dims[i];
-    return n;
-}
-
-const char *graph_shape_str(const vkt_shape *s, char buf[GRAPH_SHAPE_STR])
-{
-    int len = snprintf(buf, GRAPH_SHAPE_STR, "[");
-    uint32_t nd = s->ndim <= VKT_MAX_DIMS ? s->ndim : VKT_MAX_DIMS;
-    for (uint32_t i = 0; i < nd && len > 0 && len < GRAPH_SHAPE_STR; i++)
-        len += snprintf(buf + len, GRAPH_SHAPE_STR - (size_t)len, i ? ",%u" : "%u",
-                        s->dims[i]);
-    if (len > 0 && len < GRAPH_SHAPE_STR - 1)
-        snprintf(buf + len, GRAPH_SHAPE_STR - (size_t)len, "]");
-    return buf;
-}
-
 int graph_shape_eq(const vkt_shape *a, const vkt_shape *b)
 {
     if (a->ndim != b->ndim)
