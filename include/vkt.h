@@ -406,6 +406,9 @@ vkt_tensor *vkt_keep(vkt_graph *graph, vkt_tensor *tensor);
 vkt_tensor *vkt_input(vkt_graph *graph, const char *name, const vkt_shape *shape);
 /* Integer class labels [B] (int32 data), for vkt_softmax_cross_entropy. */
 vkt_tensor *vkt_input_labels(vkt_graph *graph, const char *name, uint32_t batch);
+/* Integer labels of any shape whose first dimension is the batch, e.g. [B,T] targets of
+ * a sequence model: one label per row of the logits [B,T,C]. */
+vkt_tensor *vkt_input_labels_shape(vkt_graph *graph, const char *name, const vkt_shape *shape);
 
 typedef enum vkt_init_kind {
     VKT_INIT_ZEROS = 0,
@@ -418,7 +421,8 @@ typedef enum vkt_init_kind {
 } vkt_init_kind;
 
 /* fan_out is the last dimension, fan_in the product of the others (a [in,out] weight);
- * for 1-D shapes both are the length. */
+ * for 1-D shapes both are the length; for 4-D (a conv weight [out, in/groups, kh, kw])
+ * fan_in = in/groups * kh * kw and fan_out = out * kh * kw. */
 typedef struct vkt_init {
     vkt_init_kind kind;
     float a, b;
@@ -427,6 +431,12 @@ typedef struct vkt_init {
 
 /* A trainable parameter; NULL init means zeros. Parameters have no batch dimension. */
 vkt_tensor *vkt_param(vkt_graph *graph, const char *name, const vkt_shape *shape,
+                      const vkt_init *init);
+/* A state: a parameter the optimizer does not train, updated by the op that owns it (batch
+ * normalization's running averages). Saved in checkpoints and exported like parameters;
+ * it stays per replica (replica 0's is saved) and async training with several replicas
+ * refuses graphs that have one. */
+vkt_tensor *vkt_state(vkt_graph *graph, const char *name, const vkt_shape *shape,
                       const vkt_init *init);
 
 /* ---- ops ---- */
@@ -473,6 +483,56 @@ vkt_tensor *vkt_split(vkt_graph *graph, vkt_tensor *x, uint32_t axis, const uint
  * the pattern comes from a counter-based hash of (seed, step, element), so a run is
  * reproducible. Evaluation (vkt_model_forward): the identity. 0 <= p < 1. */
 vkt_tensor *vkt_dropout(vkt_graph *graph, vkt_tensor *x, float p);
+
+/* ---- layers: convolution, pooling, normalization, embedding, attention ----
+ * Images are NCHW. Every op has a backward; a shape that breaks a device limit
+ * (maxStorageBufferRange) is tiled where the op can (conv2d's workspace) or refused with
+ * VKT_ERROR_LIMIT when the model is created. */
+
+typedef struct vkt_conv2d_options {
+    uint32_t stride_h, stride_w;     /* 0: 1 */
+    uint32_t pad_h, pad_w;           /* zero padding on both sides */
+    uint32_t dilation_h, dilation_w; /* 0: 1 */
+    uint32_t groups;                 /* 0: 1; must divide both channel counts */
+} vkt_conv2d_options;
+
+/* x [N,C,H,W], w [OC, C/groups, KH, KW], b [OC] or NULL -> [N, OC, OH, OW] with
+ * OH = (H + 2 pad_h - dilation_h (KH - 1) - 1) / stride_h + 1. NULL options: stride 1,
+ * no padding. Runs as im2col + the tuned GEMM. */
+vkt_tensor *vkt_conv2d(vkt_graph *graph, vkt_tensor *x, vkt_tensor *w, vkt_tensor *b,
+                       const vkt_conv2d_options *options);
+/* x [N,C,H,W] -> [N,C,OH,OW], OH = (H + 2 padding - kernel) / stride + 1 (square windows;
+ * padding <= kernel / 2). Max: padding never wins. Average: divides by kernel^2. */
+vkt_tensor *vkt_max_pool2d(vkt_graph *graph, vkt_tensor *x, uint32_t kernel, uint32_t stride,
+                           uint32_t padding);
+vkt_tensor *vkt_avg_pool2d(vkt_graph *graph, vkt_tensor *x, uint32_t kernel, uint32_t stride,
+                           uint32_t padding);
+/* x [N,C,H,W] -> [N,C]: the mean of each channel (a reshape and vkt_mean). */
+vkt_tensor *vkt_global_avg_pool(vkt_graph *graph, vkt_tensor *x);
+
+/* Layer normalization over the last axis of x [..., C]: (x - mean) / sqrt(var + eps) *
+ * gamma + beta, gamma and beta [C] (eps 0: 1e-5). */
+vkt_tensor *vkt_layer_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma, vkt_tensor *beta,
+                           float eps);
+/* Batch normalization of x [N,C] or [N,C,H,W] per channel. Training steps normalize with
+ * the batch's mean and (biased) variance and update the running averages:
+ * running = (1 - momentum) running + momentum * batch value (unbiased variance), as
+ * PyTorch does; evaluation (vkt_model_forward, vkt_trainer_evaluate) uses the running
+ * averages. gamma, beta: vkt_param [C]; running_mean, running_var: vkt_state [C]
+ * (initialized to 0 and 1). eps 0: 1e-5; momentum 0: 0.1. */
+vkt_tensor *vkt_batch_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma, vkt_tensor *beta,
+                           vkt_tensor *running_mean, vkt_tensor *running_var, float eps,
+                           float momentum);
+
+/* Embedding lookup: ids [...] (a vkt_input of token ids held as floats: exact integers in
+ * [0, vocab), checked by vkt_model_set_input), table [vocab, dim] -> [..., dim]. The table's
+ * gradient sums the rows of repeated ids in a fixed order (deterministic). */
+vkt_tensor *vkt_embedding(vkt_graph *graph, vkt_tensor *ids, vkt_tensor *table);
+/* Causal multi-head self-attention on qkv [B,T,3C] (queries, keys, values side by side,
+ * head h in columns h*C/heads.. of each) -> [B,T,C]: for each head softmax(q k^T /
+ * sqrt(C/heads)) with position i seeing positions <= i, dropout p on the attention weights
+ * in training (0 <= p < 1), times v. Fused kernels; the weights are kept for the backward. */
+vkt_tensor *vkt_causal_attention(vkt_graph *graph, vkt_tensor *qkv, uint32_t heads, float dropout);
 
 /* ------------------------------------------------------------------------------ */
 /* Models: a graph compiled for a context                                          */
@@ -724,6 +784,24 @@ uint32_t vkt_dataset_classes(const vkt_dataset *dataset);
 const float *vkt_dataset_x(const vkt_dataset *dataset);
 const int32_t *vkt_dataset_y(const vkt_dataset *dataset);
 
+/* A character-level corpus: a text file's bytes, its vocabulary (the distinct bytes,
+ * sorted: ids are stable for a given file), a training part and a validation part (the
+ * last val_fraction of the text). Split 0 is training, 1 validation. */
+typedef struct vkt_text vkt_text;
+
+vkt_status vkt_text_load(const char *path, float val_fraction, vkt_text **out_text /* OUT */);
+void vkt_text_destroy(vkt_text *text);
+uint32_t vkt_text_vocab(const vkt_text *text);
+uint64_t vkt_text_length(const vkt_text *text, int split);
+/* The id of a byte (-1: not in the vocabulary) and the byte of an id. */
+int32_t vkt_text_encode(const vkt_text *text, unsigned char c);
+unsigned char vkt_text_decode(const vkt_text *text, uint32_t id);
+/* `batch` windows of `context` ids at random positions of a split: ids[b,t] as floats (for
+ * vkt_embedding) and targets[b,t] = the id that follows. *rng is the generator's state
+ * (splitmix64): the same state gives the same batches. */
+vkt_status vkt_text_batch(const vkt_text *text, int split, uint32_t batch, uint32_t context,
+                          uint64_t *rng, float *ids /* OUT */, int32_t *targets /* OUT */);
+
 /* Batches of a data set in a seeded random order that is new every epoch. */
 typedef struct vkt_loader vkt_loader;
 
@@ -860,6 +938,22 @@ typedef struct vkt_eval_result {
 vkt_status vkt_trainer_evaluate(vkt_trainer *trainer, const vkt_dataset *dataset,
                                 const vkt_tensor *input, const vkt_tensor *logits,
                                 vkt_eval_result *out /* OUT */);
+
+/* Language models on a vkt_text (ids [B,T] fed from the text, logits [B,T,vocab]): the
+ * mean next-character cross-entropy, in nats per character, over up to max_windows (0:
+ * all) evenly spread consecutive windows of `context` characters of a split. */
+vkt_status vkt_trainer_evaluate_text(vkt_trainer *trainer, const vkt_text *text, int split,
+                                     const vkt_tensor *ids, const vkt_tensor *logits,
+                                     uint32_t context, uint32_t max_windows,
+                                     float *out_loss /* OUT */);
+/* Writes n characters sampled one at a time after `prompt` (NULL or "": a line break) into
+ * out (n + 1 bytes, NUL-terminated), each from softmax(logits / temperature) of the last
+ * `context` characters (temperature 0: the most likely), with a batch-1 forward model
+ * sharing the trainer's parameters. The same seed gives the same text. */
+vkt_status vkt_trainer_sample_text(vkt_trainer *trainer, const vkt_text *text,
+                                   const vkt_tensor *ids, const vkt_tensor *logits,
+                                   uint32_t context, const char *prompt, uint32_t n,
+                                   float temperature, uint64_t seed, char *out /* OUT */);
 
 /* Parameters (replica 0's, which all replicas equal in sync mode). */
 uint64_t vkt_trainer_param_count(const vkt_trainer *trainer);

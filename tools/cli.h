@@ -19,6 +19,8 @@ int cmd_plot(int argc, char **argv);
 
 /* Monotonic wall-clock seconds. */
 double cli_now(void);
+/* The shipped text for --model charlm (Pride and Prejudice, data/austen). */
+const char *cli_default_text(void);
 /* The data folder when --data is not given: $VKT_DATA_DIR, else the shipped digits of
  * the source tree the tool was built from, else data/mnist under the current folder. */
 const char *cli_default_data_dir(void);

@@ -8,6 +8,9 @@
 #ifndef VKT_DEFAULT_DATA_DIR
 #define VKT_DEFAULT_DATA_DIR "data/mnist"
 #endif
+#ifndef VKT_DEFAULT_TEXT
+#define VKT_DEFAULT_TEXT "data/austen/pride_and_prejudice.txt"
+#endif
 
 double cli_now(void)
 {
@@ -23,4 +26,11 @@ const char *cli_default_data_dir(void)
         return env;
     struct stat st;
     return stat(VKT_DEFAULT_DATA_DIR, &st) == 0 ? VKT_DEFAULT_DATA_DIR : "data/mnist";
+}
+
+const char *cli_default_text(void)
+{
+    struct stat st;
+    return stat(VKT_DEFAULT_TEXT, &st) == 0 ? VKT_DEFAULT_TEXT
+                                            : "data/austen/pride_and_prejudice.txt";
 }

@@ -10,26 +10,11 @@
 
 #include "cli.h"
 #include "models.h"
+#include "train.h"
 #include "train_log.h"
 
 
-typedef struct train_args {
-    const char *data, *model, *optimizer, *schedule;
-    uint32_t widths[8], n_widths;
-    uint32_t epochs, batch, warmup;
-    uint64_t max_steps, seed;
-    float lr, momentum, weight_decay, clip, dropout;
-    int quiet;
-    uint32_t replicas, staleness, balance;
-    int async, bounded, scale_lr;
-    double slow_seconds;
-    const char *logdir; /* summaries (train_log.h) */
-    uint32_t log_every;
-    const char *ckpt_dir;       /* --checkpoint-dir: resume from and save into */
-    uint64_t save_every;        /* steps between checkpoints (0: not by steps) */
-    double save_secs;           /* seconds between checkpoints (0: not by time) */
-    uint32_t keep;              /* checkpoints kept */
-} train_args;
+
 
 static void usage(FILE *f)
 {
@@ -37,13 +22,16 @@ static void usage(FILE *f)
             "usage: vkt train [options]\n"
             "  --data DIR          MNIST-style folder (train-images-idx3-ubyte[.gz], ...);\n"
             "                      default: $VKT_DATA_DIR, else the shipped digits\n"
-            "  --model mlp         model (mlp)\n"
+            "  --model NAME        mlp, cnn (conv-relu-maxpool x2, linear) or charlm (a\n"
+            "                      character-level transformer on --text; see below)\n"
             "  --hidden 256,128    hidden widths of the MLP\n"
-            "  --epochs N          passes over the training set (default 10)\n"
-            "  --steps N           stop after N steps (default: epochs)\n"
-            "  --batch N           global batch (default 128)\n"
-            "  --optimizer NAME    sgd, momentum, nesterov, adam, adamw (default momentum)\n"
-            "  --lr X              learning rate (default 0.2; adam/adamw 0.001)\n"
+            "  --epochs N          passes over the training set (default 10; cnn 4)\n"
+            "  --steps N           stop after N steps (default: epochs; charlm 3000)\n"
+            "  --batch N           global batch (default 128; cnn 64; charlm 32)\n"
+            "  --optimizer NAME    sgd, momentum, nesterov, adam, adamw (default momentum;\n"
+            "                      charlm adamw)\n"
+            "  --lr X              learning rate (default 0.2, cnn 0.05; adam/adamw 0.001,\n"
+            "                      charlm 0.003)\n"
             "  --momentum X        for momentum/nesterov (default 0.9)\n"
             "  --weight-decay X    (default 0)\n"
             "  --clip X            clip gradients to global norm X (default off)\n"
@@ -64,7 +52,17 @@ static void usage(FILE *f)
             "  --save-every K      save a checkpoint every K steps (and at the end)\n"
             "  --save-secs T       save a checkpoint every T seconds (default 60)\n"
             "  --keep N            checkpoints kept in the folder (default 3)\n"
-            "  --quiet             no progress line\n");
+            "  --quiet             no progress line\n"
+            "charlm only:\n"
+            "  --text FILE         training text (default: the shipped Pride and Prejudice);\n"
+            "                      the last 10%% is the validation part\n"
+            "  --context N         characters per window (default 64)\n"
+            "  --width N           model width (default 64)\n"
+            "  --layers N          transformer blocks (default 2)\n"
+            "  --heads N           attention heads (default 4)\n"
+            "  --eval-every N      validation loss every N steps (default 500)\n"
+            "  --sample N          characters sampled at the end (default 200)\n"
+            "  --temperature T     sampling temperature (default 0.8; 0: most likely)\n");
 }
 
 static int parse_widths(const char *s, train_args *a)
@@ -88,9 +86,10 @@ static int parse_args(int argc, char **argv, train_args *a)
 {
     /* Defaults chosen on the shipped 8,000 digits: 0.955-0.959 test accuracy over seeds
      * 1-5 (examples/mnist_mlp.c writes the same run out). */
-    *a = (train_args){.model = "mlp", .optimizer = "momentum", .schedule = "cosine",
-                      .widths = {256, 128}, .n_widths = 2, .epochs = 10, .batch = 128,
-                      .seed = 1, .lr = -1, .momentum = 0.9f, .save_secs = 60, .keep = 3, .log_every = 10};
+    *a = (train_args){.model = "mlp", .schedule = "cosine", .widths = {256, 128},
+                      .n_widths = 2, .seed = 1, .lr = -1, .momentum = 0.9f, .save_secs = 60,
+                      .keep = 3, .log_every = 10, .context = 64, .width = 64, .layers = 2,
+                      .heads = 4, .eval_every = 500, .sample = 200, .temperature = 0.8f};
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1;
@@ -110,9 +109,15 @@ static int parse_args(int argc, char **argv, train_args *a)
         else if (strcmp(k, "--model") == 0) a->model = v;
         else if (strcmp(k, "--optimizer") == 0) a->optimizer = v;
         else if (strcmp(k, "--schedule") == 0) a->schedule = v;
-        else if (strcmp(k, "--epochs") == 0) a->epochs = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--epochs") == 0) {
+            a->epochs = (uint32_t)strtoul(v, NULL, 10);
+            a->epochs_given = 1;
+        }
         else if (strcmp(k, "--steps") == 0) a->max_steps = strtoull(v, NULL, 10);
-        else if (strcmp(k, "--batch") == 0) a->batch = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--batch") == 0) {
+            a->batch = (uint32_t)strtoul(v, NULL, 10);
+            a->batch_given = 1;
+        }
         else if (strcmp(k, "--warmup") == 0) a->warmup = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(k, "--seed") == 0) a->seed = strtoull(v, NULL, 10);
         else if (strcmp(k, "--lr") == 0) a->lr = strtof(v, NULL);
@@ -129,6 +134,14 @@ static int parse_args(int argc, char **argv, train_args *a)
         else if (strcmp(k, "--logdir") == 0) a->logdir = v;
         else if (strcmp(k, "--log-every") == 0) a->log_every = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(k, "--slow-replica-ms") == 0) a->slow_seconds = strtod(v, NULL) / 1e3;
+        else if (strcmp(k, "--text") == 0) a->text = v;
+        else if (strcmp(k, "--context") == 0) a->context = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--width") == 0) a->width = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--layers") == 0) a->layers = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--heads") == 0) a->heads = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--eval-every") == 0) a->eval_every = strtoull(v, NULL, 10);
+        else if (strcmp(k, "--sample") == 0) a->sample = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(k, "--temperature") == 0) a->temperature = strtof(v, NULL);
         else if (strcmp(k, "--staleness") == 0) {
             a->bounded = 1;
             a->staleness = (uint32_t)strtoul(v, NULL, 10);
@@ -151,6 +164,27 @@ static int parse_args(int argc, char **argv, train_args *a)
         }
         i += takes;
     }
+    int cnn = strcmp(a->model, "cnn") == 0, lm = strcmp(a->model, "charlm") == 0;
+    if (strcmp(a->model, "mlp") != 0 && !cnn && !lm) {
+        fprintf(stderr, "vkt train: unknown model '%s' (available: mlp, cnn, charlm)\n",
+                a->model);
+        return 2;
+    }
+    /* Defaults per model (measured on lavapipe: README, "Models"). */
+    if (!a->optimizer)
+        a->optimizer = lm ? "adamw" : "momentum";
+    if (!a->batch_given)
+        a->batch = cnn ? 64 : lm ? 32 : 128;
+    if (!a->epochs_given)
+        a->epochs = cnn ? 4 : 10;
+    if (lm && !a->max_steps)
+        a->max_steps = 3000;
+    if (lm && (a->context == 0 || a->width == 0 || a->layers == 0 || a->heads == 0 ||
+               a->width % a->heads)) {
+        fprintf(stderr, "vkt train: --context, --width, --layers and --heads must be positive "
+                "and --heads must divide --width\n");
+        return 2;
+    }
     if (a->batch == 0 || (a->epochs == 0 && a->max_steps == 0)) {
         fprintf(stderr, "vkt train: --batch and --epochs (or --steps) must be positive\n");
         return 2;
@@ -167,14 +201,10 @@ static int parse_args(int argc, char **argv, train_args *a)
         fprintf(stderr, "vkt train: --staleness applies to --mode async\n");
         return 2;
     }
-    if (strcmp(a->model, "mlp") != 0) {
-        fprintf(stderr, "vkt train: unknown model '%s' (available: mlp)\n", a->model);
-        return 2;
-    }
     return 0;
 }
 
-static int optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_options *o)
+int train_optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_options *o)
 {
     memset(o, 0, sizeof *o);
     const char *n = a->optimizer;
@@ -190,7 +220,8 @@ static int optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_
         return 0;
     }
     int adam = o->kind != VKT_OPTIMIZER_SGD;
-    o->lr = a->lr >= 0 ? a->lr : adam ? 0.001f : 0.2f;
+    int cnn = strcmp(a->model, "cnn") == 0, lm = strcmp(a->model, "charlm") == 0;
+    o->lr = a->lr >= 0 ? a->lr : lm ? 0.003f : adam ? 0.001f : cnn ? 0.05f : 0.2f;
     o->weight_decay = a->weight_decay;
     o->clip_norm = a->clip;
     if (strcmp(a->schedule, "step") == 0) {
@@ -292,8 +323,8 @@ static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
                (unsigned long long)st.staleness_p99, (unsigned long long)st.staleness_max);
 }
 
-static vkt_status make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
-                               const vkt_optimizer_options *oo, vkt_trainer **out)
+vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
+                              const vkt_optimizer_options *oo, vkt_trainer **out)
 {
     uint32_t dev[64], n = 0;
     vkt_trainer_options to = {.batch = a->batch, .mode = a->async ? VKT_PARALLEL_ASYNC
@@ -352,17 +383,27 @@ static int run(const train_args *a, vkt_instance *inst)
     vkt_trainer *tr = NULL;
     int rc = 1;
     vkt_optimizer_options oo;
-    if (!optimizer_options(a, total, &oo)) {
+    if (!train_optimizer_options(a, total, &oo)) {
         rc = 2;
         goto done;
     }
-    st = cli_build_mlp(&m, a->batch, vkt_dataset_features(train), vkt_dataset_classes(train),
-                       a->widths, a->n_widths, a->dropout, a->seed);
+    if (strcmp(a->model, "cnn") == 0 && !cli_image_side(vkt_dataset_features(train))) {
+        fprintf(stderr, "vkt: the cnn model needs square images of at least 4x4 pixels; "
+                "'%s' has %u features per sample\n", dir, vkt_dataset_features(train));
+        goto done;
+    }
+    if (strcmp(a->model, "cnn") == 0)
+        st = cli_build_cnn(&m, a->batch, vkt_dataset_features(train),
+                           vkt_dataset_classes(train), a->seed);
+    else
+        st = cli_build_mlp(&m, a->batch, vkt_dataset_features(train),
+                           vkt_dataset_classes(train), a->widths, a->n_widths, a->dropout,
+                           a->seed);
     if (st != VKT_OK) {
         cli_fail("cannot build the model", st, vkt_graph_errmsg(m.graph));
         goto done;
     }
-    if ((st = make_trainer(a, inst, &m, &oo, &tr)) != VKT_OK) {
+    if ((st = train_make_trainer(a, inst, &m, &oo, &tr)) != VKT_OK) {
         cli_fail("cannot create the trainer", st, vkt_last_error());
         goto done;
     }
@@ -439,7 +480,7 @@ int cmd_train(int argc, char **argv)
     vkt_instance *inst = cli_instance();
     if (!inst)
         return 1;
-    rc = run(&a, inst);
+    rc = strcmp(a.model, "charlm") == 0 ? train_charlm(&a, inst) : run(&a, inst);
     vkt_instance_destroy(inst);
     return rc;
 }

@@ -6,6 +6,7 @@
  * sum without a zero-fill). */
 #include "graph/model.h"
 #include "graph/gk.h"
+#include "graph/layers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,7 @@ static vkt_status mark_grads(vkt_model *m)
     }
     for (uint32_t i = 0; i < m->n; i++) {
         const vkt_tensor *t = g->nodes[i];
-        dep[i] = t->op == GOP_PARAM;
+        dep[i] = t->op == GOP_PARAM && !t->state; /* states are not trained */
         for (uint32_t k = 0; k < t->n_in; k++)
             dep[i] |= dep[t->in[k]->id];
     }
@@ -143,26 +144,35 @@ static vkt_status make_order(vkt_model *m)
 static vkt_status make_values(vkt_model *m)
 {
     vkt_graph *g = m->g;
-    for (uint32_t i = 0; i < m->n; i++) {
-        mnode *nd = &m->node[i];
-        const vkt_tensor *t = g->nodes[i];
-        nd->val = nd->grad = nd->aux = nd->tmp = -1;
-        uint64_t c = m->count[i];
-        if (t->op == GOP_PARAM) {
-            nd->val = model_new_value(m, MS_PARAMS, c);
-            if (nd->val >= 0)
-                m->val[nd->val].offset = m->param_elems;
-            m->param_elems += (c + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
-        } else if (t->op == GOP_INPUT || t->op == GOP_LABELS) {
-            nd->val = model_new_value(m, MS_INPUTS, c);
-            if (nd->val >= 0)
-                m->val[nd->val].offset = m->input_elems;
-            m->input_elems += (c + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
-        } else {
-            continue;
+    /* Trainable parameters first, then states (vkt_state): the optimizer and gradient
+     * averaging work on the first train_elems of the flat buffers only. */
+    for (int pass = 0; pass < 3; pass++) {
+        for (uint32_t i = 0; i < m->n; i++) {
+            mnode *nd = &m->node[i];
+            const vkt_tensor *t = g->nodes[i];
+            uint64_t c = m->count[i];
+            int param = t->op == GOP_PARAM, input = t->op == GOP_INPUT || t->op == GOP_LABELS;
+            if (pass == 0 && !(param && !t->state))
+                continue;
+            if (pass == 1 && !(param && t->state))
+                continue;
+            if (pass == 2 && !input)
+                continue;
+            nd->val = nd->grad = nd->aux = nd->tmp = -1;
+            uint64_t *end = param ? &m->param_elems : &m->input_elems;
+            nd->val = model_new_value(m, param ? MS_PARAMS : MS_INPUTS, c);
+            if (nd->val < 0)
+                return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            m->val[nd->val].offset = *end;
+            *end += (c + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
         }
-        if (nd->val < 0)
-            return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        if (pass == 0)
+            m->train_elems = m->param_elems;
+    }
+    for (uint32_t i = 0; i < m->n; i++) {
+        const vkt_tensor *t = g->nodes[i];
+        if (t->op != GOP_PARAM && t->op != GOP_INPUT && t->op != GOP_LABELS)
+            m->node[i].val = m->node[i].grad = m->node[i].aux = m->node[i].tmp = -1;
     }
     for (uint32_t o = 0; o < m->n_order; o++) {
         uint32_t i = m->order[o];
@@ -175,6 +185,11 @@ static vkt_status make_values(vkt_model *m)
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         if (t->op == GOP_RESHAPE) /* a view: no copy */
             m->val[nd->val].alias = model_root(m, m->node[t->in[0]->id].val);
+        if (graph_is_layer_op(t->op)) {
+            vkt_status st = layer_make_aux(m, i);
+            if (st != VKT_OK)
+                return st;
+        }
         if (t->keep || t == m->loss)
             m->val[model_root(m, nd->val)].kept = 1;
         if (nd->fused_from >= 0) {
@@ -216,6 +231,11 @@ static vkt_status make_grads(vkt_model *m)
         }
         if (nd->grad < 0)
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        if (graph_is_layer_op(t->op)) {
+            vkt_status st = layer_make_tmp(m, i);
+            if (st != VKT_OK)
+                return st;
+        }
     }
     /* Softmax-CE as the loss of its logits' only use writes their gradient itself. */
     if (m->loss && m->loss->op == GOP_SCE) {

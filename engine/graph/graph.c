@@ -225,20 +225,41 @@ vkt_tensor *vkt_input_labels(vkt_graph *g, const char *name, uint32_t batch)
     return leaf(g, "vkt_input_labels", GOP_LABELS, name, &s);
 }
 
-vkt_tensor *vkt_param(vkt_graph *g, const char *name, const vkt_shape *shape,
-                      const vkt_init *init)
+vkt_tensor *vkt_input_labels_shape(vkt_graph *g, const char *name, const vkt_shape *shape)
 {
-    if (!graph_check_inputs(g, "vkt_param", NULL, 0) ||
-        !leaf_shape_ok(g, "vkt_param", shape, 0))
+    if (!graph_check_inputs(g, "vkt_input_labels_shape", NULL, 0) ||
+        !leaf_shape_ok(g, "vkt_input_labels_shape", shape, 1))
+        return NULL;
+    return leaf(g, "vkt_input_labels_shape", GOP_LABELS, name, shape);
+}
+
+static vkt_tensor *param_leaf(vkt_graph *g, const char *fn, const char *name,
+                              const vkt_shape *shape, const vkt_init *init, int state)
+{
+    if (!graph_check_inputs(g, fn, NULL, 0) || !leaf_shape_ok(g, fn, shape, 0))
         return NULL;
     if (init && (unsigned)init->kind >= VKT_INIT_COUNT)
-        return graph_fail(g, VKT_ERROR_INVALID_ARGUMENT, "vkt_param: unknown initializer %d",
+        return graph_fail(g, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown initializer %d", fn,
                           (int)init->kind);
     if (init && init->kind == VKT_INIT_NORMAL && !(init->b >= 0))
         return graph_fail(g, VKT_ERROR_INVALID_ARGUMENT,
-                          "vkt_param: the normal initializer's deviation (b) is %g", init->b);
-    vkt_tensor *t = leaf(g, "vkt_param", GOP_PARAM, name, shape);
+                          "%s: the normal initializer's deviation (b) is %g", fn, init->b);
+    vkt_tensor *t = leaf(g, fn, GOP_PARAM, name, shape);
     if (t && init)
         t->init = *init;
+    if (t)
+        t->state = state;
     return t;
+}
+
+vkt_tensor *vkt_param(vkt_graph *g, const char *name, const vkt_shape *shape,
+                      const vkt_init *init)
+{
+    return param_leaf(g, "vkt_param", name, shape, init, 0);
+}
+
+vkt_tensor *vkt_state(vkt_graph *g, const char *name, const vkt_shape *shape,
+                      const vkt_init *init)
+{
+    return param_leaf(g, "vkt_state", name, shape, init, 1);
 }

@@ -33,6 +33,13 @@ typedef enum graph_op {
     GOP_CONCAT,    /* axis */
     GOP_SLICE,     /* axis, start, len (the parts of vkt_split) */
     GOP_DROPOUT,   /* f0 = p, seed */
+    /* layer ops (layers.c): kernels in engine/kernels/conv.h, norm.h, attention.h */
+    GOP_CONV2D,    /* x, w, b (optional); ip: stride h/w, pad h/w, dilation h/w, groups */
+    GOP_POOL2D,    /* iop = 1 max, 0 average; ip: kernel h/w, stride h/w, pad h/w */
+    GOP_LAYERNORM, /* x, gamma, beta; f0 = eps */
+    GOP_BATCHNORM, /* x, gamma, beta, running mean, running var (states); f0 = eps, f1 = momentum */
+    GOP_EMBEDDING, /* ids (fp32 token ids), table [vocab, dim] */
+    GOP_ATTENTION, /* qkv [B,T,3C]; iop = heads, f0 = dropout p, seed */
     GOP_COUNT
 } graph_op;
 
@@ -43,12 +50,14 @@ struct vkt_tensor {
     vkt_shape shape;      /* at the batch the graph was built with */
     int is_int;           /* int32 elements (labels) */
     int keep;             /* vkt_keep */
+    int state;            /* a parameter the optimizer does not train (vkt_state) */
     uint32_t n_in;
     vkt_tensor **in;      /* n_in inputs (in_inline or heap) */
     vkt_tensor *in_inline[3];
     char name[GRAPH_NAME_SIZE];
     /* op parameters */
-    float f0;
+    float f0, f1;
+    uint32_t ip[8];       /* integer parameters of layer ops */
     int32_t axis;
     uint32_t start, len;
     uint32_t iop;
@@ -95,6 +104,14 @@ const char *graph_op_fn(const vkt_tensor *n);
 /* Short op name ("matmul", "relu", "log_softmax"). */
 const char *graph_op_name(const vkt_tensor *n);
 
+/* ---- layer ops (layers.c) ---- */
+
+int graph_is_layer_op(graph_op op);
+vkt_status graph_layer_infer_shape(const vkt_tensor *n, const vkt_shape *const *in,
+                                   vkt_shape *out, char *msg, size_t msg_size);
+const char *graph_layer_op_name(const vkt_tensor *n);
+const char *graph_layer_op_fn(const vkt_tensor *n);
+
 /* ---- parameter initialization (init.c) ---- */
 
 /* Fills a parameter of `shape` from its initializer, deterministic for the seed. */
@@ -128,6 +145,10 @@ typedef struct graph_ref_args {
 
 void graph_ref_forward(const graph_ref_args *a);
 void graph_ref_backward(const graph_ref_args *a);
+/* The same for the layer ops (layers_ref.c). Batch normalization in training mode also
+ * updates its running averages (inputs 3 and 4) in place, as the device does. */
+void graph_layer_ref_forward(const graph_ref_args *a);
+void graph_layer_ref_backward(const graph_ref_args *a);
 /* Scalar activation and its derivative, in double (the formulas of common.glsl). */
 double graph_ref_act(vkt_unary_op op, double alpha, double x);
 double graph_ref_act_grad(vkt_unary_op op, double alpha, double x);

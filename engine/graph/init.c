@@ -37,6 +37,10 @@ void graph_init_param(const vkt_tensor *p, uint64_t graph_seed, float *out)
     double fan_in = 1, fan_out = 1;
     if (p->shape.ndim == 1) {
         fan_in = fan_out = p->shape.dims[0];
+    } else if (p->shape.ndim == 4) { /* a conv weight [out, in / groups, kh, kw] */
+        double field = (double)p->shape.dims[2] * p->shape.dims[3];
+        fan_in = p->shape.dims[1] * field;
+        fan_out = p->shape.dims[0] * field;
     } else if (p->shape.ndim >= 2) {
         fan_out = p->shape.dims[p->shape.ndim - 1];
         fan_in = (double)n / fan_out;

@@ -94,6 +94,7 @@ struct vkt_model {
     uint32_t n_steps, n_fwd_steps;
 
     uint64_t param_elems, input_elems, arena_elems, no_reuse_elems;
+    uint64_t train_elems;     /* the trainable parameters: the first of param_elems */
     uint32_t arena_values;
     vkt_buffer *params, *grads, *arena, *inputs, *staging, *ctrl;
     int inputs_staged;        /* inputs go through `staging` and a recorded copy */

@@ -27,10 +27,36 @@ static uint32_t classes_of(const vkt_model *m, const vkt_tensor *labels)
 {
     for (uint32_t i = 0; i < m->n; i++) {
         const vkt_tensor *t = m->g->nodes[i];
-        if (t->op == GOP_SCE && t->in[1] == labels)
-            return m->shape[t->in[0]->id].dims[1];
+        if (t->op == GOP_SCE && t->in[1] == labels) {
+            const vkt_shape *z = &m->shape[t->in[0]->id];
+            return z->dims[z->ndim - 1];
+        }
     }
     return 0;
+}
+
+/* Rows of the embedding table that `ids` indexes (0 if it feeds no embedding). */
+static uint32_t vocab_of(const vkt_model *m, const vkt_tensor *ids)
+{
+    for (uint32_t i = 0; i < m->n; i++) {
+        const vkt_tensor *t = m->g->nodes[i];
+        if (t->op == GOP_EMBEDDING && t->in[0] == ids && m->node[i].active)
+            return m->shape[t->in[1]->id].dims[0];
+    }
+    return 0;
+}
+
+/* Token ids must be exact integers in [0, vocab): the kernel cannot report a bad one. */
+static vkt_status check_ids(vkt_model *m, const vkt_tensor *t, const float *ids, uint64_t count)
+{
+    uint32_t vocab = vocab_of(m, t);
+    for (uint64_t i = 0; vocab && i < count; i++)
+        if (!(ids[i] >= 0 && ids[i] < (float)vocab && ids[i] == (float)(uint32_t)ids[i]))
+            return model_fail(m, VKT_ERROR_INVALID_ARGUMENT,
+                              "vkt_model_set_input: token id %g at position %llu of '%s' is "
+                              "not an integer in [0, %u) (the embedding's vocabulary)",
+                              (double)ids[i], (unsigned long long)i, t->name, vocab);
+    return VKT_OK;
 }
 
 vkt_status vkt_model_set_input(vkt_model *m, const vkt_tensor *t, const void *data,
@@ -53,6 +79,8 @@ vkt_status vkt_model_set_input(vkt_model *m, const vkt_tensor *t, const void *da
                 return model_fail(m, VKT_ERROR_INVALID_ARGUMENT,
                                   "%s: label %d at position %llu of '%s' is outside [0, %u)",
                                   fn, l[i], (unsigned long long)i, t->name, classes);
+    } else if ((st = check_ids(m, t, data, count)) != VKT_OK) {
+        return st;
     }
     uint64_t offset = m->val[m->node[t->id].val].offset * 4;
     if (m->inputs_staged) {

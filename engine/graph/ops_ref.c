@@ -83,9 +83,10 @@ void ref_axis_split(const vkt_shape *s, uint32_t axis, uint64_t *outer, uint64_t
         *inner *= s->dims[k];
 }
 
+/* x [m, k] (a linear's x: [..., k], m the product of the leading dimensions), w [k, n]. */
 static void fwd_matmul(const graph_ref_args *a, int bias)
 {
-    uint64_t m = a->in_shape[0]->dims[0], k = a->in_shape[0]->dims[1];
+    uint64_t k = a->in_shape[1]->dims[0], m = graph_count(a->in_shape[0]) / k;
     uint64_t n = a->in_shape[1]->dims[1];
     const double *x = a->in[0], *w = a->in[1];
     for (uint64_t i = 0; i < m; i++)
@@ -126,7 +127,7 @@ static void fwd_softmax(const graph_ref_args *a)
 
 static void fwd_sce(const graph_ref_args *a)
 {
-    uint64_t rows = a->in_shape[0]->dims[0], cols = a->in_shape[0]->dims[1];
+    uint64_t rows = graph_count(a->in_shape[1]), cols = graph_count(a->in_shape[0]) / rows;
     double total = 0;
     for (uint64_t r = 0; r < rows; r++) {
         const double *z = a->in[0] + r * cols;
@@ -226,7 +227,10 @@ void graph_ref_forward(const graph_ref_args *a)
         for (uint64_t i = 0; i < n; i++)
             a->out[i] = x[i] * ref_dropout_factor(nd, a->step, a->training, i);
         break;
-    default: break; /* leaves have no forward */
+    default:
+        if (graph_is_layer_op(nd->op))
+            graph_layer_ref_forward(a);
+        break; /* leaves have no forward */
     }
 }
 

@@ -8,7 +8,7 @@
 
 static void bwd_matmul(const graph_ref_args *a, int bias)
 {
-    uint64_t m = a->in_shape[0]->dims[0], k = a->in_shape[0]->dims[1];
+    uint64_t k = a->in_shape[1]->dims[0], m = graph_count(a->in_shape[0]) / k;
     uint64_t n = a->in_shape[1]->dims[1];
     const double *x = a->in[0], *w = a->in[1], *dy = a->dout;
     if (a->din[0]) /* dx = dy w^T */
@@ -67,7 +67,7 @@ static void bwd_softmax(const graph_ref_args *a)
 
 static void bwd_sce(const graph_ref_args *a)
 {
-    uint64_t rows = a->in_shape[0]->dims[0], cols = a->in_shape[0]->dims[1];
+    uint64_t rows = graph_count(a->in_shape[1]), cols = graph_count(a->in_shape[0]) / rows;
     double scale = a->dout[0] / (double)rows;
     for (uint64_t r = 0; r < rows; r++) {
         const double *z = a->in[0] + r * cols;
@@ -189,6 +189,9 @@ void graph_ref_backward(const graph_ref_args *a)
             for (uint64_t i = 0; i < n; i++)
                 dx[i] += dy[i] * ref_dropout_factor(nd, a->step, a->training, i);
         break;
-    default: break;
+    default:
+        if (graph_is_layer_op(nd->op))
+            graph_layer_ref_backward(a);
+        break;
     }
 }

@@ -6,6 +6,7 @@
  * the lowest offset where it overlaps no placed value that is alive at the same time
  * (the "greedy by size" heuristic of TFLite's arena planner). The peak is reported
  * beside the total without reuse. */
+#include "graph/layers.h"
 #include "graph/model.h"
 
 #include <stdlib.h>
@@ -80,7 +81,14 @@ static void op_backward(const vkt_model *m, uint32_t i, acc_list *l)
         add(l, nd->aux, 0, 0);
         add(l, in_val(m, t, 1), 0, 0);
         break;
-    default: break;
+    default:
+        if (graph_is_layer_op(t->op)) { /* reads every input, and its saved array */
+            for (uint32_t k = 0; k < t->n_in; k++)
+                add(l, in_val(m, t, k), 0, 0);
+            if (layer_aux_saved(t))
+                add(l, nd->aux, 0, 0);
+        }
+        break;
     }
     for (uint32_t k = 0; k < t->n_in; k++)
         add(l, in_grad(m, t, k), 1, 0);

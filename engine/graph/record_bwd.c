@@ -7,6 +7,7 @@
  * in place over the activation's gradient. */
 #include "graph/model.h"
 #include "graph/gk.h"
+#include "graph/layers.h"
 
 #include <string.h>
 
@@ -59,8 +60,8 @@ static vkt_status gemm_t(vkt_stream *s, int trans_a, int trans_b, vkt_view a, vk
 /* Gradients of a product x[M,K] w[K,N] from dz[M,N]. */
 static vkt_status matmul_grads(const brec *b, const vkt_tensor *src, vkt_view dz)
 {
-    const vkt_shape *xs = shp(b, src, 0), *ws = shp(b, src, 1);
-    uint32_t m = xs->dims[0], k = xs->dims[1], n = ws->dims[1];
+    uint32_t m, k, n = shp(b, src, 1)->dims[1];
+    model_rows_cols(shp(b, src, 0), &m, &k); /* a linear's x [..., k]: leading dims are rows */
     vkt_status st = VKT_OK;
     /* Slots in reverse, the order the write/add flags were given in (model_slot): for
      * matmul(w, w) dW writes, then dX adds; and X is read before dX is written, so the
@@ -78,7 +79,8 @@ static vkt_status bwd_linear(const brec *b)
 {
     vkt_model *m = b->m;
     const vkt_tensor *lin = b->nd->fused_from >= 0 ? m->g->nodes[b->nd->fused_from] : b->t;
-    uint32_t rows = shp(b, lin, 0)->dims[0], cols = shp(b, lin, 1)->dims[1];
+    uint32_t rows = (uint32_t)(m->count[lin->in[0]->id] / shp(b, lin, 1)->dims[0]);
+    uint32_t cols = shp(b, lin, 1)->dims[1];
     int bias = lin->n_in == 3 && want(b, lin, 2);
     vkt_view db = bias ? dgrad(b, lin, 2) : b->dy;
     vkt_view dz = b->dy;
@@ -237,6 +239,8 @@ vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
         return gk_dropout(s, b.dy, (vkt_view){m->ctrl, CTRL_STEP}, dgrad(&b, t, 0), n, t->f0,
                           t->seed, beta(&b, 0));
     default:
+        if (graph_is_layer_op(t->op))
+            return layer_record_backward(m, s, node);
         return model_fail(m, VKT_ERROR_INTERNAL, "internal error: op %s has no backward",
                           graph_op_name(t));
     }

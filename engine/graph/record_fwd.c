@@ -3,6 +3,7 @@
  * softmax cross-entropy as the loss also writes its logits' gradient here. */
 #include "graph/model.h"
 #include "graph/gk.h"
+#include "graph/layers.h"
 
 #include <string.h>
 
@@ -53,8 +54,9 @@ static vkt_status gemm(vkt_stream *s, vkt_view a, vkt_view b, vkt_view c, uint32
 static vkt_status linear_act(const rec *r, const vkt_tensor *lin, vkt_unary_op op, float alpha,
                              vkt_view dst, const vkt_view *y)
 {
-    const vkt_shape *xs = in_shape(r, lin, 0), *ws = in_shape(r, lin, 1);
-    uint32_t rows = xs->dims[0], k = xs->dims[1], cols = ws->dims[1];
+    const vkt_shape *ws = in_shape(r, lin, 1);
+    uint32_t rows, k, cols = ws->dims[1];
+    model_rows_cols(in_shape(r, lin, 0), &rows, &k); /* x [..., k]: leading dims are rows */
     vkt_status st = gemm(r->s, in_val(r, lin, 0), in_val(r, lin, 1), dst, rows, k, cols);
     if (st != VKT_OK)
         return st;
@@ -189,6 +191,8 @@ vkt_status model_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int 
         return gk_dropout(s, in_val(&r, t, 0), (vkt_view){m->ctrl, CTRL_STEP}, out_val(&r), n,
                           t->f0, t->seed, 0.0f);
     default:
+        if (graph_is_layer_op(t->op))
+            return layer_record_forward(m, s, node, training);
         return model_fail(m, VKT_ERROR_INTERNAL, "internal error: op %s has no forward",
                           graph_op_name(t));
     }

@@ -209,7 +209,7 @@ vkt_status graph_model_flat(vkt_model *m, vkt_view *params, vkt_view *grads, uin
         return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_flat: NULL argument");
     *params = (vkt_view){m->params, 0};
     *grads = (vkt_view){m->grads, 0};
-    *count = m->param_elems;
+    *count = m->train_elems; /* states (vkt_state) follow, untouched by optimizers */
     return VKT_OK;
 }
 

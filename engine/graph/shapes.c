@@ -39,7 +39,7 @@ const char *graph_op_name(const vkt_tensor *n)
     case GOP_CONCAT: return "concat";
     case GOP_SLICE: return "split";
     case GOP_DROPOUT: return "dropout";
-    default: return "unknown";
+    default: return graph_is_layer_op(n->op) ? graph_layer_op_name(n) : "unknown";
     }
 }
 
@@ -66,6 +66,8 @@ const char *graph_op_fn(const vkt_tensor *n)
     }
     if (n->op == GOP_SOFTMAX && n->iop)
         return "vkt_log_softmax";
+    if (graph_is_layer_op(n->op))
+        return graph_layer_op_fn(n);
     return (unsigned)n->op < GOP_COUNT ? fns[n->op] : "unknown";
 }
 
@@ -114,15 +116,17 @@ static vkt_status rule_matmul(const rule_ctx *r, vkt_shape *out)
     return VKT_OK;
 }
 
+/* x [..., in] (rows: every leading dimension), w [in, out], b [out] -> [..., out]. */
 static vkt_status rule_linear(const rule_ctx *r, vkt_shape *out)
 {
     const vkt_shape *x = r->in[0], *w = r->in[1];
     char buf[256], sb[GRAPH_SHAPE_STR];
-    if (x->ndim != 2 || w->ndim != 2)
-        return bad(r, VKT_ERROR_SHAPE, "x[B,in] and w[in,out] expected: %s",
+    if (x->ndim < 2 || w->ndim != 2)
+        return bad(r, VKT_ERROR_SHAPE, "x[...,in] (2-D or more) and w[in,out] expected: %s",
                    two(r, "x", "w", buf, sizeof buf));
-    if (x->dims[1] != w->dims[0])
-        return bad(r, VKT_ERROR_SHAPE, "x has %u features but w expects %u: %s", x->dims[1],
+    uint32_t in = x->dims[x->ndim - 1];
+    if (in != w->dims[0])
+        return bad(r, VKT_ERROR_SHAPE, "x has %u features but w expects %u: %s", in,
                    w->dims[0], two(r, "x", "w", buf, sizeof buf));
     if (r->n->n_in == 3) {
         const vkt_shape *b = r->in[2];
@@ -130,7 +134,8 @@ static vkt_status rule_linear(const rule_ctx *r, vkt_shape *out)
             return bad(r, VKT_ERROR_SHAPE, "bias b %s does not match w %s: [%u] expected",
                        graph_shape_str(b, sb), graph_shape_str(w, buf), w->dims[1]);
     }
-    *out = (vkt_shape){2, {x->dims[0], w->dims[1]}};
+    *out = *x;
+    out->dims[x->ndim - 1] = w->dims[1];
     return VKT_OK;
 }
 
@@ -143,6 +148,7 @@ static vkt_status rule_binary(const rule_ctx *r, vkt_shape *out)
     return VKT_OK;
 }
 
+/* logits [..., C] and labels of the leading shape [...]: one row per label. */
 static vkt_status rule_sce(const rule_ctx *r, vkt_shape *out)
 {
     const vkt_shape *z = r->in[0], *l = r->in[1];
@@ -151,8 +157,11 @@ static vkt_status rule_sce(const rule_ctx *r, vkt_shape *out)
         return bad(r, VKT_ERROR_INVALID_ARGUMENT,
                    "labels ('%s') must be integer labels from vkt_input_labels",
                    r->n->in[1]->name);
-    if (z->ndim != 2 || l->ndim != 1 || l->dims[0] != z->dims[0])
-        return bad(r, VKT_ERROR_SHAPE, "logits[B,C] and labels[B] expected: %s",
+    int ok = z->ndim >= 2 && l->ndim == z->ndim - 1;
+    for (uint32_t k = 0; ok && k < l->ndim; k++)
+        ok = l->dims[k] == z->dims[k];
+    if (!ok)
+        return bad(r, VKT_ERROR_SHAPE, "logits[...,C] and labels[...] expected: %s",
                    two(r, "logits", "labels", buf, sizeof buf));
     *out = (vkt_shape){0, {0}};
     return VKT_OK;
@@ -301,6 +310,9 @@ vkt_status graph_infer_shape(const vkt_tensor *n, const vkt_shape *const *in, vk
     case GOP_TRANSPOSE: return rule_transpose(&r, out);
     case GOP_CONCAT: return rule_concat(&r, out);
     case GOP_SLICE: return rule_slice(&r, out);
-    default: return bad(&r, VKT_ERROR_INTERNAL, "op %d has no shape rule", (int)n->op);
+    default:
+        if (graph_is_layer_op(n->op))
+            return graph_layer_infer_shape(n, in, out, msg, msg_size);
+        return bad(&r, VKT_ERROR_INTERNAL, "op %d has no shape rule", (int)n->op);
     }
 }

@@ -60,7 +60,10 @@ static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device)
     vkt_optimizer_options oo = t->optim;
     if (t->opt.mode == VKT_PARALLEL_ASYNC && t->n_rep > 1)
         oo.grad_scale = (oo.grad_scale ? oo.grad_scale : 1.0f) * r->weight;
-    st = vkt_optimizer_create(r->ctx, &oo, vkt_model_param_count(r->model), &r->opt);
+    vkt_view pv, gv;
+    uint64_t trained = 0;
+    graph_model_flat(r->model, &pv, &gv, &trained); /* states are not the optimizer's */
+    st = vkt_optimizer_create(r->ctx, &oo, trained, &r->opt);
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u: optimizer: %s", r->index,
                             vkt_context_errmsg(r->ctx));
@@ -121,6 +124,14 @@ static vkt_status check_options(vkt_trainer *t, uint32_t n)
     if (o->bounded_staleness && o->mode != VKT_PARALLEL_ASYNC)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
                             "a staleness bound applies to async mode only");
+    /* Replicas pull the whole master copy in async mode, which would overwrite the states
+     * each replica's ops update (running averages) with the master's stale ones. */
+    for (uint32_t i = 0; o->mode == VKT_PARALLEL_ASYNC && n > 1 && i < t->graph->count; i++)
+        if (t->graph->nodes[i]->op == GOP_PARAM && t->graph->nodes[i]->state)
+            return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                                "state '%s' (e.g. batch normalization's running averages) is "
+                                "not supported by async training with %u replicas: use sync "
+                                "mode", t->graph->nodes[i]->name, n);
     return VKT_OK;
 }
 

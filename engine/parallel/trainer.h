@@ -22,11 +22,12 @@
 #include "graph/model.h"
 
 #define TRAINER_MAX_REPLICAS 64
-#define TRAINER_MAX_EVAL 4      /* evaluation models cached, one per output tensor */
+#define TRAINER_MAX_EVAL 4      /* evaluation models cached, per output tensor and batch */
 #define TRAINER_EVAL_BATCH 500  /* rows per evaluation chunk */
 
 typedef struct eval_model {
     const vkt_tensor *output;
+    uint32_t batch;
     vkt_model *model;
 } eval_model;
 
@@ -157,5 +158,10 @@ vkt_status trainer_balance(vkt_trainer *t);
 
 /* The learning rate of a step (linear scaling with warmup when asked). */
 void trainer_set_step(replica *r, uint64_t step);
+
+/* trainer_eval.c: the forward-only model computing `output` for `batch` rows on replica
+ * 0 (sharing its parameters), made on first use and cached. */
+vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t batch,
+                              vkt_model **out);
 
 #endif

@@ -6,12 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The evaluation model computing `output` on replica 0, made on first use. */
-static vkt_status eval_model_for(vkt_trainer *t, const vkt_tensor *output, vkt_model **out)
+/* The evaluation model computing `output` for `batch` rows on replica 0, made on first
+ * use. */
+vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t batch,
+                              vkt_model **out)
 {
     replica *r = &t->rep[0];
     for (uint32_t i = 0; i < r->n_eval; i++)
-        if (r->eval[i].output == output) {
+        if (r->eval[i].output == output && r->eval[i].batch == batch) {
             *out = r->eval[i].model;
             return VKT_OK;
         }
@@ -22,13 +24,13 @@ static vkt_status eval_model_for(vkt_trainer *t, const vkt_tensor *output, vkt_m
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
                             "the output tensor does not belong to the trainer's graph");
     vkt_keep(t->graph, (vkt_tensor *)output); /* computed and readable in eval models */
-    vkt_model_options mo = {.batch = TRAINER_EVAL_BATCH, .forward_only = 1,
+    vkt_model_options mo = {.batch = batch, .forward_only = 1,
                             .share_params = r->model};
     vkt_model *m = NULL;
     vkt_status st = vkt_model_create(r->ctx, t->graph, NULL, &mo, &m);
     if (st != VKT_OK)
         return trainer_fail(t, st, "evaluation model: %s", vkt_last_error());
-    r->eval[r->n_eval++] = (eval_model){output, m};
+    r->eval[r->n_eval++] = (eval_model){output, batch, m};
     *out = m;
     return VKT_OK;
 }
@@ -40,7 +42,7 @@ vkt_status vkt_trainer_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n
         return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_predict: NULL argument");
     vkt_model *m = NULL;
-    vkt_status st = eval_model_for(t, output, &m);
+    vkt_status st = trainer_eval_model(t, output, TRAINER_EVAL_BATCH, &m);
     uint64_t row_bytes = 0;
     if (st == VKT_OK)
         st = trainer_row_bytes(t->errmsg, m, output, &row_bytes);

@@ -1,0 +1,157 @@
+/* trainer_text.c - character-level language models on a trainer: the validation loss in
+ * nats per character over consecutive windows of a text, and sampling with a
+ * temperature from a batch-1 forward-only model that shares the trained parameters. */
+#include "trainer.h"
+#include "data/data.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Mean of logsumexp(z) - z[target] over `rows` rows of `vocab` logits. */
+static double mean_nll(const float *z, const int32_t *targets, uint64_t rows, uint32_t vocab)
+{
+    double total = 0;
+    for (uint64_t r = 0; r < rows; r++) {
+        const float *zr = z + r * vocab;
+        float m = zr[0];
+        for (uint32_t c = 1; c < vocab; c++)
+            m = zr[c] > m ? zr[c] : m;
+        double sum = 0;
+        for (uint32_t c = 0; c < vocab; c++)
+            sum += exp((double)zr[c] - m);
+        total += m + log(sum) - zr[targets[r]];
+    }
+    return total / (double)rows;
+}
+
+static vkt_status check_lm(vkt_trainer *t, const char *fn, const vkt_text *text,
+                           const vkt_tensor *ids, const vkt_tensor *logits, uint32_t context)
+{
+    if (!t)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: trainer is NULL", fn);
+    if (!text || !ids || !logits || context == 0)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "%s: NULL argument or context 0",
+                            fn);
+    vkt_shape is = vkt_tensor_shape(ids), ls = vkt_tensor_shape(logits);
+    if (is.ndim != 2 || is.dims[1] != context || ls.ndim != 3 || ls.dims[1] != context ||
+        ls.dims[2] != vkt_text_vocab(text))
+        return trainer_fail(t, VKT_ERROR_SHAPE,
+                            "%s: ids [B,%u] and logits [B,%u,%u] (the text's vocabulary) "
+                            "expected", fn, context, context, vkt_text_vocab(text));
+    return VKT_OK;
+}
+
+vkt_status vkt_trainer_evaluate_text(vkt_trainer *t, const vkt_text *text, int split,
+                                     const vkt_tensor *ids, const vkt_tensor *logits,
+                                     uint32_t context, uint32_t max_windows, float *out_loss)
+{
+    static const char fn[] = "vkt_trainer_evaluate_text";
+    vkt_status st = check_lm(t, fn, text, ids, logits, context);
+    if (st != VKT_OK)
+        return st;
+    if (!out_loss)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "%s: out_loss is NULL", fn);
+    uint64_t all = (vkt_text_length(text, split) - 1) / context;
+    if (all == 0)
+        return trainer_fail(t, VKT_ERROR_SHAPE, "%s: the text part is shorter than context %u",
+                            fn, context);
+    uint32_t use = (uint32_t)(max_windows && all > max_windows ? max_windows : all);
+    uint32_t vocab = vkt_text_vocab(text);
+    uint64_t rows = (uint64_t)use * context;
+    float *x = malloc(rows * sizeof *x), *z = malloc(rows * vocab * sizeof *z);
+    int32_t *y = malloc(rows * sizeof *y);
+    if (!x || !z || !y)
+        st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t w = 0; st == VKT_OK && w < use; w++) /* evenly spread windows */
+        vkt_text_window(text, split, all * w / use * context, context, x + (uint64_t)w * context,
+                        y + (uint64_t)w * context);
+    vkt_feed feed = {ids, x};
+    if (st == VKT_OK)
+        st = vkt_trainer_predict(t, &feed, 1, use, logits, z);
+    if (st == VKT_OK)
+        *out_loss = (float)mean_nll(z, y, rows, vocab);
+    free(x);
+    free(z);
+    free(y);
+    return st;
+}
+
+/* A token drawn from softmax(z / temperature) (temperature 0: the most likely). */
+static uint32_t draw(const float *z, uint32_t vocab, float temperature, uint64_t *rng)
+{
+    uint32_t best = 0;
+    for (uint32_t c = 1; c < vocab; c++)
+        best = z[c] > z[best] ? c : best;
+    if (temperature <= 0.0f)
+        return best;
+    double sum = 0, u = (double)(vkt_text_rand(rng) >> 11) * 0x1.0p-53;
+    for (uint32_t c = 0; c < vocab; c++)
+        sum += exp(((double)z[c] - z[best]) / temperature);
+    double acc = 0;
+    for (uint32_t c = 0; c < vocab; c++) {
+        acc += exp(((double)z[c] - z[best]) / temperature) / sum;
+        if (u < acc)
+            return c;
+    }
+    return best;
+}
+
+vkt_status vkt_trainer_sample_text(vkt_trainer *t, const vkt_text *text, const vkt_tensor *ids,
+                                   const vkt_tensor *logits, uint32_t context,
+                                   const char *prompt, uint32_t n, float temperature,
+                                   uint64_t seed, char *out)
+{
+    static const char fn[] = "vkt_trainer_sample_text";
+    vkt_status st = check_lm(t, fn, text, ids, logits, context);
+    if (st != VKT_OK)
+        return st;
+    if (!out || !(temperature >= 0.0f))
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                            "%s: out is NULL or temperature %g is negative", fn, temperature);
+    size_t plen = prompt ? strlen(prompt) : 0;
+    uint32_t vocab = vkt_text_vocab(text), len = 0;
+    uint8_t *seq = malloc(plen + n + 1);
+    float *x = calloc(context, sizeof *x), *z = malloc((uint64_t)context * vocab * sizeof *z);
+    if (!seq || !x || !z)
+        st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (size_t i = 0; st == VKT_OK && i < plen; i++) {
+        int32_t id = vkt_text_encode(text, (unsigned char)prompt[i]);
+        if (id < 0)
+            st = trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                              "%s: the prompt's character %zu (byte %u) is not in the text's "
+                              "vocabulary", fn, i, (unsigned)(unsigned char)prompt[i]);
+        else
+            seq[len++] = (uint8_t)id;
+    }
+    if (st == VKT_OK && len == 0) { /* no prompt: start after a line break if there is one */
+        int32_t nl = vkt_text_encode(text, '\n');
+        seq[len++] = (uint8_t)(nl >= 0 ? nl : 0);
+    }
+    vkt_model *m = NULL;
+    if (st == VKT_OK)
+        st = trainer_eval_model(t, logits, 1, &m);
+    uint64_t rng = seed;
+    for (uint32_t k = 0; st == VKT_OK && k < n; k++) {
+        /* The last `context` tokens at positions 0..w-1; later positions are padding that
+         * the causal mask keeps out of position w-1's prediction. */
+        uint32_t w = len < context ? len : context;
+        for (uint32_t i = 0; i < w; i++)
+            x[i] = (float)seq[len - w + i];
+        if ((st = vkt_model_set_input(m, ids, x, context)) != VKT_OK ||
+            (st = vkt_model_forward(m)) != VKT_OK ||
+            (st = vkt_model_read(m, logits, z, (uint64_t)context * vocab)) != VKT_OK) {
+            st = trainer_from_model(t, m, st);
+            break;
+        }
+        uint32_t id = draw(z + (uint64_t)(w - 1) * vocab, vocab, temperature, &rng);
+        seq[len++] = (uint8_t)id;
+        out[k] = (char)vkt_text_decode(text, id);
+    }
+    if (out)
+        out[st == VKT_OK ? n : 0] = '\0';
+    free(seq);
+    free(x);
+    free(z);
+    return st;
+}

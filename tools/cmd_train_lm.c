@@ -1,0 +1,175 @@
+/* vkt train --model charlm: a character-level transformer on a text (default: the shipped
+ * Pride and Prejudice). Each step trains on `batch` random windows of `context`
+ * characters; the validation loss (nats per character) is measured every --eval-every
+ * steps on evenly spread windows of the last 10% of the text, and over all of it at the
+ * end; then it samples --sample characters. Ends with
+ *   result: val_loss=<v> train_loss=<t> steps=<n> samples_per_s=<s> seconds=<t> ...
+ * Batches come from a generator seeded by (seed, step), so a run resumed from a
+ * checkpoint sees the same batches as an uninterrupted one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "train.h"
+#include "train_log.h"
+
+#define LM_VAL_FRACTION 0.1f
+#define LM_EVAL_WINDOWS 128 /* windows for the periodic validation loss */
+
+typedef struct lm_run {
+    const train_args *a;
+    vkt_text *text;
+    cli_model m;
+    vkt_trainer *tr;
+    float *ids;
+    int32_t *targets;
+} lm_run;
+
+/* Validation (split 1) or training (split 0) loss over up to `windows` windows. */
+static int eval_loss(lm_run *r, int split, uint32_t windows, float *loss)
+{
+    vkt_status st = vkt_trainer_evaluate_text(r->tr, r->text, split, r->m.input, r->m.logits,
+                                              r->a->context, windows, loss);
+    return st == VKT_OK || !cli_fail("evaluation failed", st, vkt_trainer_errmsg(r->tr));
+}
+
+static int save(lm_run *r)
+{
+    vkt_status st = vkt_checkpoint_save_dir(r->tr, r->a->ckpt_dir, r->a->keep);
+    return st == VKT_OK || !cli_fail("cannot save a checkpoint", st, vkt_trainer_errmsg(r->tr));
+}
+
+/* Steps from the trainer's count to `total`, with progress and periodic validation. */
+static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_seconds)
+{
+    const train_args *a = r->a;
+    int tty = isatty(STDOUT_FILENO);
+    double t0 = cli_now(), last = 0;
+    uint64_t first = vkt_trainer_step_count(r->tr);
+    for (uint64_t step = first + 1; step <= total; step++) {
+        uint64_t rng = a->seed * 0x9E3779B97F4A7C15ull + step; /* this step's batches */
+        vkt_status st = vkt_text_batch(r->text, 0, a->batch, a->context, &rng, r->ids,
+                                       r->targets);
+        vkt_feed feeds[2] = {{r->m.input, r->ids}, {r->m.labels, r->targets}};
+        float loss = 0;
+        if (st != VKT_OK)
+            return !cli_fail("cannot make a batch", st, vkt_last_error());
+        if ((st = vkt_trainer_step(r->tr, feeds, 2, &loss)) != VKT_OK)
+            return !cli_fail("training failed", st, vkt_trainer_errmsg(r->tr));
+        double now = cli_now();
+        train_log_step(log, step, total, loss, now);
+        if (!a->quiet && (step == total || now - last >= (tty ? 0.1 : 5.0))) {
+            last = now;
+            printf("%sstep %llu/%llu  loss %.4f  %.0f samples/s  %.1fs%s", tty ? "\r" : "",
+                   (unsigned long long)step, (unsigned long long)total, loss,
+                   (double)(step - first) * a->batch / (now - t0), now - t0,
+                   tty ? (step == total ? "\n" : "   ") : "\n");
+            fflush(stdout);
+        }
+        if (a->eval_every && step % a->eval_every == 0 && step != total) {
+            float val;
+            if (!eval_loss(r, 1, LM_EVAL_WINDOWS, &val))
+                return 0;
+            if (!a->quiet)
+                printf("%sstep %llu: val_loss=%.4f (%u windows)\n", tty ? "\n" : "",
+                       (unsigned long long)step, val, LM_EVAL_WINDOWS);
+        }
+        if (a->ckpt_dir && a->save_every && step % a->save_every == 0 && !save(r))
+            return 0;
+    }
+    *train_seconds = cli_now() - t0;
+    return 1;
+}
+
+static int run(lm_run *r, vkt_instance *inst)
+{
+    const train_args *a = r->a;
+    double t_start = cli_now();
+    const char *path = a->text ? a->text : cli_default_text();
+    vkt_status st = vkt_text_load(path, LM_VAL_FRACTION, &r->text);
+    if (st != VKT_OK)
+        return cli_fail("cannot load the text", st, vkt_last_error());
+    cli_lm_shape shape = {vkt_text_vocab(r->text), a->context, a->width, a->layers, a->heads,
+                          a->dropout};
+    uint64_t total = a->max_steps;
+    vkt_optimizer_options oo;
+    if (!train_optimizer_options(a, total, &oo))
+        return 2;
+    if (oo.schedule == VKT_SCHEDULE_WARMUP_COSINE && a->warmup == 0)
+        oo.warmup_steps = total / 20; /* a short warmup: Adam's early steps are large */
+    if ((st = cli_build_charlm(&r->m, a->batch, &shape, a->seed)) != VKT_OK)
+        return cli_fail("cannot build the model", st, vkt_graph_errmsg(r->m.graph));
+    if ((st = train_make_trainer(a, inst, &r->m, &oo, &r->tr)) != VKT_OK)
+        return cli_fail("cannot create the trainer", st, vkt_last_error());
+    uint64_t rows = (uint64_t)a->batch * a->context;
+    r->ids = malloc(rows * sizeof *r->ids);
+    r->targets = malloc(rows * sizeof *r->targets);
+    if (!r->ids || !r->targets)
+        return cli_fail("out of host memory", VKT_ERROR_OUT_OF_MEMORY, "");
+    if (a->ckpt_dir) {
+        int found = 0;
+        uint64_t step = 0;
+        char notes[4096];
+        st = vkt_checkpoint_restore_latest(r->tr, a->ckpt_dir, &found, &step, notes,
+                                           sizeof notes);
+        if (notes[0])
+            fprintf(stderr, "vkt: warning: %s; trying an older checkpoint\n", notes);
+        if (st != VKT_OK)
+            return cli_fail("cannot resume from the checkpoints", st, vkt_trainer_errmsg(r->tr));
+        if (found)
+            printf("resumed from step %llu\n", (unsigned long long)step);
+    }
+    vkt_device_info info;
+    vkt_instance_device_info(inst, 0, &info);
+    uint32_t replicas = vkt_trainer_replicas(r->tr);
+    const char *mode = replicas > 1 && a->async ? "async" : "sync";
+    if (!a->quiet)
+        printf("training charlm (%u layers, %u heads, width %u, context %u, vocabulary %u) on "
+               "%llu characters (%llu validation), batch %u, %llu steps, %u replica(s) %s, "
+               "device: %s\n", a->layers, a->heads, a->width, a->context, shape.vocab,
+               (unsigned long long)vkt_text_length(r->text, 0),
+               (unsigned long long)vkt_text_length(r->text, 1), a->batch,
+               (unsigned long long)total, replicas, mode, info.name);
+    train_log log = {0};
+    double seconds = 0;
+    uint64_t first = vkt_trainer_step_count(r->tr);
+    int ok = train_log_open(&log, a->logdir, a->log_every, a->batch, replicas, a->scale_lr,
+                            a->warmup, &oo, cli_now(), a->quiet) &&
+             train_steps(r, total, &log, &seconds);
+    train_log_close(&log);
+    if (!ok || (a->ckpt_dir && !save(r)))
+        return 1;
+    float val = 0, trn = 0;
+    if (!eval_loss(r, 1, 0, &val) || !eval_loss(r, 0, 1000, &trn))
+        return 1;
+    char *text = malloc(a->sample + 1);
+    if (!text)
+        return cli_fail("out of host memory", VKT_ERROR_OUT_OF_MEMORY, "");
+    st = vkt_trainer_sample_text(r->tr, r->text, r->m.input, r->m.logits, a->context, NULL,
+                                 a->sample, a->temperature, a->seed, text);
+    if (st == VKT_OK)
+        printf("sample (temperature %.2f):\n%s\n", a->temperature, text);
+    free(text);
+    if (st != VKT_OK)
+        return cli_fail("sampling failed", st, vkt_trainer_errmsg(r->tr));
+    uint64_t steps = vkt_trainer_step_count(r->tr) - first;
+    printf("result: val_loss=%.4f train_loss=%.4f steps=%llu samples_per_s=%.1f seconds=%.1f "
+           "replicas=%u mode=%s\n", val, trn, (unsigned long long)vkt_trainer_step_count(r->tr),
+           seconds > 0 ? (double)steps * a->batch / seconds : 0.0, cli_now() - t_start,
+           replicas, mode);
+    return 0;
+}
+
+int train_charlm(const train_args *a, vkt_instance *inst)
+{
+    lm_run r = {.a = a};
+    int rc = run(&r, inst);
+    vkt_trainer_destroy(r.tr);
+    vkt_graph_destroy(r.m.graph);
+    vkt_text_destroy(r.text);
+    free(r.ids);
+    free(r.targets);
+    return rc;
+}
