@@ -1,0 +1,459 @@
+/* Fused causal attention (engine/kernels/attention.h). (1) The double reference
+ * backward against central differences of a random weighted sum of the reference
+ * forward, with and without dropout (a fixed step fixes the mask). (2) The device
+ * forward (y and probs) and backward (beta 0 over NaN, beta 1 over random values)
+ * against the references on awkward shapes, with guard elements around every tensor,
+ * both with views that can be read as vec4s and with odd offsets, on both kernel
+ * variants (subgroup shuffles on CPU devices, plain loads for GPUs). (3) Dropout: the
+ * kept fraction read off the device, masks that change with the step read at run time
+ * by a replayed stream, bitwise repeatable results. (4) Error paths and the limits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "harness.h"
+#include "kernels/attention.h"
+
+static vkt_context *g_ctx;
+static int g_aligned; /* 1: tensors start 16-byte aligned (the vec4 paths); 0: odd offsets */
+
+/* ---- device tensors with a host copy ---------------------------------------------- */
+
+typedef struct tb {
+    th_buf b;
+    float *h;
+} tb;
+
+static tb tb_new(uint64_t n, float lo, float hi)
+{
+    tb x = {.b = {.ctx = g_ctx, .n = n, .offset = g_aligned ? 64 : 67, .guard = 64},
+            .h = th_alloc_floats(n)};
+    uint64_t total = x.b.offset + n + x.b.guard;
+    TH_OK(g_ctx, vkt_buffer_create(g_ctx, total * 4, VKT_MEMORY_DEVICE, &x.b.buffer));
+    uint32_t *fill = malloc(total * 4);
+    for (uint64_t i = 0; fill && i < total; i++)
+        fill[i] = 0x7FBADBADu; /* the harness's sentinel (a NaN) */
+    if (fill)
+        TH_OK(g_ctx, vkt_buffer_write(x.b.buffer, 0, fill, total * 4));
+    free(fill);
+    th_fill_uniform(x.h, n, lo, hi);
+    th_buf_write(&x.b, x.h);
+    return x;
+}
+
+static void tb_free(tb *x)
+{
+    th_buf_destroy(&x->b);
+    free(x->h);
+}
+
+static void run(vkt_stream *s)
+{
+    TH_OK(g_ctx, vkt_stream_run(s));
+    TH_OK(g_ctx, vkt_stream_reset(s));
+}
+
+static void set_step(tb *ctrl, uint64_t step)
+{
+    uint32_t w[2] = {(uint32_t)step, (uint32_t)(step >> 32)};
+    TH_OK(g_ctx, vkt_buffer_write(ctrl->b.buffer, ctrl->b.offset * 4, w, 8));
+}
+
+static double *to_double(const float *x, uint64_t n)
+{
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    for (uint64_t i = 0; d && i < n; i++)
+        d[i] = x[i];
+    return d;
+}
+
+/* Device result vs a double reference; checks the guards too. */
+static int expect(tb *x, const double *want, const char *what, float rtol, float atol)
+{
+    float *got = th_alloc_floats(x->b.n), *w = th_alloc_floats(x->b.n);
+    for (uint64_t i = 0; i < x->b.n; i++)
+        w[i] = (float)want[i];
+    th_buf_read(&x->b, got);
+    int ok = th_compare(what, got, w, x->b.n, rtol, atol);
+    ok &= th_buf_guards_ok(&x->b, what);
+    free(got);
+    free(w);
+    return ok;
+}
+
+/* ---- (1) reference backward vs central differences ------------------------------ */
+
+static double weighted_forward(const double *qkv, const double *w, double *y, uint32_t b,
+                               uint32_t t, uint32_t h, uint32_t d, float pd, uint64_t seed,
+                               uint64_t step)
+{
+    ka_ref_attention(qkv, y, b, t, h, d, pd, seed, step);
+    double l = 0.0;
+    for (uint64_t i = 0; i < (uint64_t)b * t * h * d; i++)
+        l += w[i] * y[i];
+    return l;
+}
+
+static void test_ref_gradients(void)
+{
+    const uint32_t shapes[][4] = {{1, 1, 1, 2}, {2, 5, 3, 3}, {1, 7, 1, 4}, {2, 6, 2, 5}};
+    for (unsigned si = 0; si < 4; si++)
+        for (int dropout = 0; dropout < 2; dropout++) {
+            uint32_t b = shapes[si][0], t = shapes[si][1], h = shapes[si][2], d = shapes[si][3];
+            float pd = dropout ? 0.3f : 0.0f;
+            uint64_t seed = 77 + si, step = 12345, n = (uint64_t)b * t * 3 * h * d;
+            uint64_t ny = (uint64_t)b * t * h * d;
+            double *x = malloc(n * sizeof *x), *g = calloc(n, sizeof *g);
+            double *w = malloc(ny * sizeof *w), *y = malloc(ny * sizeof *y);
+            for (uint64_t i = 0; i < n; i++)
+                x[i] = th_rand_uniform(-2, 2);
+            for (uint64_t i = 0; i < ny; i++)
+                w[i] = th_rand_uniform(-1, 1);
+            ka_ref_attention_backward(x, w, g, b, t, h, d, pd, seed, step);
+            double worst = 0.0, eps = 1e-5;
+            for (uint64_t i = 0; i < n; i++) {
+                double keep = x[i];
+                x[i] = keep + eps;
+                double lp = weighted_forward(x, w, y, b, t, h, d, pd, seed, step);
+                x[i] = keep - eps;
+                double lm = weighted_forward(x, w, y, b, t, h, d, pd, seed, step);
+                x[i] = keep;
+                double fd = (lp - lm) / (2 * eps), err = fabs(fd - g[i]) / (1e-6 + fabs(fd));
+                if (err > worst)
+                    worst = err;
+            }
+            TH_CHECK(worst < 1e-5, "reference backward vs central differences, b=%u t=%u "
+                     "heads=%u d=%u p_drop=%.1f: worst relative error %.2e", b, t, h, d,
+                     (double)pd, worst);
+            free(x);
+            free(g);
+            free(w);
+            free(y);
+        }
+    /* The gradient check is not vacuous: dropout changes the gradient. */
+    uint64_t n = 2 * 5 * 3 * 2 * 3, ny = 2 * 5 * 2 * 3;
+    double *x = malloc(n * sizeof *x), *g0 = calloc(n, sizeof *g0), *g1 = calloc(n, sizeof *g1);
+    double *w = malloc(ny * sizeof *w);
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = th_rand_uniform(-2, 2);
+    for (uint64_t i = 0; i < ny; i++)
+        w[i] = th_rand_uniform(-1, 1);
+    ka_ref_attention_backward(x, w, g0, 2, 5, 2, 3, 0.0f, 1, 1);
+    ka_ref_attention_backward(x, w, g1, 2, 5, 2, 3, 0.5f, 1, 1);
+    double diff = 0.0;
+    for (uint64_t i = 0; i < n; i++)
+        diff += fabs(g0[i] - g1[i]);
+    TH_CHECK(diff > 1e-3, "dropout changes the reference gradient (%.3g)", diff);
+    free(x);
+    free(g0);
+    free(g1);
+    free(w);
+}
+
+/* ---- (2) device vs reference ------------------------------------------------------ */
+
+typedef struct shape {
+    uint32_t b, t, heads, d;
+} shape;
+
+/* Forward, then backward with beta 0 (dqkv full of NaN) and beta 1 (random dqkv). */
+static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step)
+{
+    uint32_t b = sh.b, t = sh.t, H = sh.heads, d = sh.d;
+    uint64_t nq = (uint64_t)b * t * 3 * H * d, ny = (uint64_t)b * t * H * d;
+    uint64_t np = (uint64_t)b * H * t * t, nw = ka_attention_workspace_elems(b, t, H, d);
+    uint64_t seed = 0xA77E000000ull + t;
+    tb qkv = tb_new(nq, -2, 2), y = tb_new(ny, -1, 1), probs = tb_new(np, -1, 1);
+    tb ctrl = tb_new(2, 0, 0), dy = tb_new(ny, -1, 1), dqkv = tb_new(nq, -1, 1);
+    tb ws = tb_new(nw, -1, 1);
+    set_step(&ctrl, step);
+    char what[128];
+    snprintf(what, sizeof what, "b=%u t=%u heads=%u d=%u p_drop=%.2f aligned=%d %s", b, t, H,
+             d, (double)pd, g_aligned,
+             vkt_context_kernel_variant(g_ctx) == VKT_KERNELS_CPU ? "cpu" : "gpu");
+    TH_OK(g_ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&probs.b),
+                              th_view(&ctrl.b), b, t, H, d, pd, seed));
+    run(s);
+    double *xq = to_double(qkv.h, nq), *xdy = to_double(dy.h, ny);
+    double *ry = malloc(ny * sizeof *ry), *rp = malloc(np * sizeof *rp);
+    double *rg = calloc(nq, sizeof *rg);
+    ka_ref_attention(xq, ry, b, t, H, d, pd, seed, step);
+    ka_ref_attention_probs(xq, rp, b, t, H, d);
+    char w2[160];
+    snprintf(w2, sizeof w2, "attention y %s", what);
+    expect(&y, ry, w2, 1e-4f, 1e-5f);
+    snprintf(w2, sizeof w2, "attention probs %s", what);
+    expect(&probs, rp, w2, 1e-4f, 1e-6f);
+
+    /* beta 0: old contents are NaN and must not leak into the result */
+    for (uint64_t i = 0; i < nq; i++)
+        dqkv.h[i] = NAN;
+    th_buf_write(&dqkv.b, dqkv.h);
+    TH_OK(g_ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&probs.b), th_view(&ctrl.b),
+                                       th_view(&dy.b), th_view(&dqkv.b), 0.0f, th_view(&ws.b),
+                                       b, t, H, d, pd, seed));
+    run(s);
+    ka_ref_attention_backward(xq, xdy, rg, b, t, H, d, pd, seed, step);
+    /* a gradient element sums up to 2 t products of size ~1 */
+    float atol = 2e-6f * (float)(t + 4);
+    snprintf(w2, sizeof w2, "attention backward beta 0 %s", what);
+    expect(&dqkv, rg, w2, 1e-4f, atol);
+    th_buf_guards_ok(&ws.b, "attention workspace");
+    /* beta 1 adds to what is there */
+    th_fill_uniform(dqkv.h, nq, -1, 1);
+    th_buf_write(&dqkv.b, dqkv.h);
+    for (uint64_t i = 0; i < nq; i++)
+        rg[i] += dqkv.h[i];
+    TH_OK(g_ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&probs.b), th_view(&ctrl.b),
+                                       th_view(&dy.b), th_view(&dqkv.b), 1.0f, th_view(&ws.b),
+                                       b, t, H, d, pd, seed));
+    run(s);
+    snprintf(w2, sizeof w2, "attention backward beta 1 %s", what);
+    expect(&dqkv, rg, w2, 1e-4f, atol);
+    free(xq);
+    free(xdy);
+    free(ry);
+    free(rp);
+    free(rg);
+    tb_free(&qkv);
+    tb_free(&y);
+    tb_free(&probs);
+    tb_free(&ctrl);
+    tb_free(&dy);
+    tb_free(&dqkv);
+    tb_free(&ws);
+}
+
+/* Each head width compiles its own pipelines, slowly on lavapipe: the plain-load kernel
+ * (GPUs) is checked on fewer shapes. */
+static void test_device(vkt_stream *s, int few)
+{
+    /* t 1 and 7 (one partial block), 12 (t % 4 == 0, two blocks), 13, 67 (many blocks);
+     * d 3 and 5 (no vec4 rows), 4, 8, 16, 32 (two shuffle rounds), KA_MAX_D; heads 1
+     * and 3, b 1 and 2 */
+    const shape shapes[] = {{2, 7, 3, 3}, {2, 12, 3, 4}, {2, 67, 1, 8}, {1, 1, 1, 3},
+                            {1, 7, 1, 16}, {1, 13, 2, 5}, {1, 16, 2, 32}, {2, 9, 1, KA_MAX_D}};
+    unsigned n = few ? 3 : sizeof shapes / sizeof shapes[0];
+    for (unsigned i = 0; i < n; i++) {
+        if (shapes[i].d == KA_MAX_D && !g_aligned)
+            continue; /* its scalar-read pipelines alone take seconds to compile */
+        check_case(s, shapes[i], 0.0f, 0);
+        check_case(s, shapes[i], 0.25f, 3 + i);
+    }
+    /* the typical size of a small character-level transformer */
+    check_case(s, (shape){32, 64, 4, 16}, 0.1f, 0x100000005ull);
+}
+
+/* ---- (3) dropout -------------------------------------------------------------------- */
+
+/* q = k = 0 makes p_ij = 1 / (i + 1); v_j = e_j (d = t) makes y_i[c] = mask_ic / (1 - p)
+ * / (i + 1) for c <= i: the device's mask can be read off y. */
+static void test_dropout_mask(vkt_stream *s)
+{
+    enum { B = 4, T = 32, H = 4 };
+    const float pd = 0.3f;
+    const uint64_t seed = 99;
+    uint64_t nq = (uint64_t)B * T * 3 * H * T, ny = (uint64_t)B * T * H * T;
+    tb qkv = tb_new(nq, 0, 0), y = tb_new(ny, 0, 0), probs = tb_new((uint64_t)B * H * T * T, 0, 0);
+    tb ctrl = tb_new(2, 0, 0);
+    for (uint64_t r = 0; r < (uint64_t)B * T; r++)
+        for (uint32_t h = 0; h < H; h++)
+            for (uint32_t c = 0; c < T; c++)
+                qkv.h[r * 3 * H * T + 2 * H * T + h * T + c] = c == r % T ? 1.0f : 0.0f;
+    th_buf_write(&qkv.b, qkv.h);
+    /* One recorded stream, replayed with a new step in ctrl each time. */
+    TH_OK(g_ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&probs.b),
+                              th_view(&ctrl.b), B, T, H, T, pd, seed));
+    const uint64_t steps[3] = {7, 8, 7};
+    float *got[3];
+    for (int k = 0; k < 3; k++) {
+        set_step(&ctrl, steps[k]);
+        TH_OK(g_ctx, vkt_stream_run(s));
+        got[k] = th_alloc_floats(ny);
+        th_buf_read(&y.b, got[k]);
+        uint32_t key = graph_dropout_key(seed, steps[k]), thr = graph_dropout_threshold(pd);
+        uint64_t kept = 0, total = 0, wrong = 0;
+        for (uint32_t bb = 0; bb < B; bb++)
+            for (uint32_t h = 0; h < H; h++)
+                for (uint32_t i = 0; i < T; i++)
+                    for (uint32_t j = 0; j < T; j++) {
+                        float v = got[k][((uint64_t)bb * T + i) * H * T + h * T + j];
+                        float full = (float)(1.0 / (1.0 - pd) / (i + 1));
+                        int on = j <= i && fabsf(v - full) < 1e-5f * full;
+                        if (!on && v != 0.0f && !(j <= i && fabsf(v) < 1e-7f))
+                            wrong++; /* neither kept nor dropped */
+                        if (j > i)
+                            continue;
+                        uint32_t idx = (uint32_t)((((uint64_t)bb * H + h) * T + i) * T + j);
+                        wrong += on != graph_dropout_keep(key, idx, thr);
+                        kept += on;
+                        total++;
+                    }
+        double frac = (double)kept / (double)total;
+        TH_CHECK(wrong == 0, "dropout step %llu: %llu attention weights differ from the mask",
+                 (unsigned long long)steps[k], (unsigned long long)wrong);
+        TH_CHECK(fabs(frac - (1.0 - pd)) < 0.025, "dropout keeps %.4f of %llu weights, p = %.2f",
+                 frac, (unsigned long long)total, (double)pd);
+    }
+    uint64_t differ = 0;
+    for (uint64_t i = 0; i < ny; i++)
+        differ += got[0][i] != got[1][i];
+    TH_CHECK(differ > ny / 10, "steps 7 and 8 give different masks (%llu of %llu outputs differ)",
+             (unsigned long long)differ, (unsigned long long)ny);
+    TH_CHECK(memcmp(got[0], got[2], ny * 4) == 0, "step 7 again gives bitwise the same output");
+    TH_OK(g_ctx, vkt_stream_reset(s));
+    for (int k = 0; k < 3; k++)
+        free(got[k]);
+    tb_free(&qkv);
+    tb_free(&y);
+    tb_free(&probs);
+    tb_free(&ctrl);
+}
+
+/* Same inputs, same step: bitwise the same y, probs and dqkv on every run. */
+static void test_repeatable(vkt_stream *s)
+{
+    const uint32_t b = 3, t = 21, H = 2, d = 8;
+    uint64_t nq = (uint64_t)b * t * 3 * H * d, ny = (uint64_t)b * t * H * d;
+    tb qkv = tb_new(nq, -2, 2), y = tb_new(ny, 0, 0), probs = tb_new((uint64_t)b * H * t * t, 0, 0);
+    tb ctrl = tb_new(2, 0, 0), dy = tb_new(ny, -1, 1), dqkv = tb_new(nq, 0, 0);
+    tb ws = tb_new(ka_attention_workspace_elems(b, t, H, d), 0, 0);
+    set_step(&ctrl, 41);
+    float *first = NULL;
+    uint64_t n_out = ny + nq;
+    for (int k = 0; k < 3; k++) {
+        TH_OK(g_ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&probs.b),
+                                  th_view(&ctrl.b), b, t, H, d, 0.2f, 5));
+        TH_OK(g_ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&probs.b),
+                                           th_view(&ctrl.b), th_view(&dy.b), th_view(&dqkv.b),
+                                           0.0f, th_view(&ws.b), b, t, H, d, 0.2f, 5));
+        run(s);
+        float *out = th_alloc_floats(n_out);
+        th_buf_read(&y.b, out);
+        th_buf_read(&dqkv.b, out + ny);
+        if (!first)
+            first = out;
+        else {
+            TH_CHECK(memcmp(first, out, n_out * 4) == 0, "run %d is bitwise the same as run 0",
+                     k);
+            free(out);
+        }
+    }
+    free(first);
+    tb_free(&qkv);
+    tb_free(&y);
+    tb_free(&probs);
+    tb_free(&ctrl);
+    tb_free(&dy);
+    tb_free(&dqkv);
+    tb_free(&ws);
+}
+
+/* ---- (4) errors and limits ---------------------------------------------------------- */
+
+/* The longest sequence the device accepts still computes the right thing. */
+static void test_max_t(vkt_stream *s)
+{
+    uint32_t mt = ka_attention_max_t(g_ctx, 16);
+    TH_CHECK(mt >= 256, "at least 256 positions with d = 16 (max %u)", mt);
+    if (mt > 2048)
+        mt = 2048; /* devices without a loop limit: a long row is enough */
+    check_case(s, (shape){1, mt, 1, 16}, 0.0f, 0);
+}
+
+static void test_errors(vkt_stream *s)
+{
+    const uint32_t b = 2, t = 5, H = 2, d = 4;
+    uint64_t nq = (uint64_t)b * t * 3 * H * d, ny = (uint64_t)b * t * H * d;
+    tb qkv = tb_new(nq, -1, 1), y = tb_new(ny, 0, 0), probs = tb_new((uint64_t)b * H * t * t, 0, 0);
+    tb ctrl = tb_new(2, 0, 0), dqkv = tb_new(nq, 0, 0);
+    tb ws = tb_new(ka_attention_workspace_elems(b, t, H, d), 0, 0);
+    vkt_view q = th_view(&qkv.b), yv = th_view(&y.b), pv = th_view(&probs.b);
+    vkt_view cv = th_view(&ctrl.b), gv = th_view(&dqkv.b), wv = th_view(&ws.b);
+    vkt_view none = {NULL, 0};
+#define FWD_FAILS(want, ...)                                                                \
+    do {                                                                                    \
+        TH_STATUS(g_ctx, ka_attention(__VA_ARGS__), want);                                  \
+        TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "ka_attention"), "message: %s",          \
+                 vkt_context_errmsg(g_ctx));                                                \
+    } while (0)
+#define BWD_FAILS(want, ...)                                                                \
+    do {                                                                                    \
+        TH_STATUS(g_ctx, ka_attention_backward(__VA_ARGS__), want);                         \
+        TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "ka_attention_backward"), "message: %s", \
+                 vkt_context_errmsg(g_ctx));                                                \
+    } while (0)
+    TH_STATUS(NULL, ka_attention(NULL, q, yv, pv, cv, b, t, H, d, 0, 1),
+              VKT_ERROR_INVALID_ARGUMENT);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, 0, t, H, d, 0, 1);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, 0, H, d, 0, 1);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, 0, d, 0, 1);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, 0, 0, 1);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d, 1.0f, 1);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d, -0.1f, 1);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d, NAN, 1);
+    FWD_FAILS(VKT_ERROR_LIMIT, s, q, yv, pv, cv, b, t, H, KA_MAX_D + 1, 0, 1);
+    uint32_t mt = ka_attention_max_t(g_ctx, d);
+    if (mt < UINT32_MAX) {
+        FWD_FAILS(VKT_ERROR_LIMIT, s, q, yv, pv, cv, 1, mt + 1, 1, d, 0, 1);
+        TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "at most t ="), "message: %s",
+                 vkt_context_errmsg(g_ctx));
+    }
+    /* views too small for the sizes (past the guard elements too) */
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, 4 * t, H, d, 0, 1);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d + 8, 0, 1);
+    /* dropout needs ctrl; without dropout it may be absent */
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, none, b, t, H, d, 0.5f, 1);
+    TH_OK(g_ctx, ka_attention(s, q, yv, pv, none, b, t, H, d, 0, 1));
+    /* an output over an input */
+    vkt_view over = {qkv.b.buffer, qkv.b.offset + 3};
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, over, pv, cv, b, t, H, d, 0, 1);
+    TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "overlaps"), "message: %s",
+             vkt_context_errmsg(g_ctx));
+    /* the workspace over probs, dqkv over qkv */
+    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, pv, b, t, H, d, 0, 1);
+    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, q, 0, wv, b, t, H, d, 0, 1);
+    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, NAN, wv, b, t, H, d, 0, 1);
+    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, wv, b, t, H, d, 2.0f, 1);
+    BWD_FAILS(VKT_ERROR_LIMIT, s, q, pv, cv, yv, gv, 0, wv, b, t, H, KA_MAX_D + 1, 0, 1);
+    vkt_view short_ws = {ws.b.buffer, ws.b.offset + 64 + 2};
+    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, short_ws, b, t, H, d, 0, 1);
+    TH_OK(g_ctx, ka_attention_backward(s, q, pv, cv, yv, gv, 0, wv, b, t, H, d, 0.5f, 1));
+    TH_OK(g_ctx, vkt_stream_reset(s));
+    TH_CHECK(ka_attention_max_t(g_ctx, 0) == 0 && ka_attention_max_t(g_ctx, KA_MAX_D + 1) == 0,
+             "no t for unsupported widths");
+    TH_CHECK(ka_attention_workspace_elems(2, 5, 3, 4) == 2 * 3 * 5 * 5 + 2 * 3 * 5,
+             "workspace: dP and the row sums");
+#undef FWD_FAILS
+#undef BWD_FAILS
+    tb_free(&qkv);
+    tb_free(&y);
+    tb_free(&probs);
+    tb_free(&ctrl);
+    tb_free(&dqkv);
+    tb_free(&ws);
+}
+
+int main(void)
+{
+    th_init("test_attention");
+    test_ref_gradients();
+    g_ctx = th_context(VKT_KERNELS_AUTO);
+    vkt_stream *s = th_stream(g_ctx, 0);
+    for (int variant = 0; variant < 2; variant++) {
+        /* the plain-load kernel differs only in how rows are fetched: aligned views */
+        for (g_aligned = variant; g_aligned < 2; g_aligned++)
+            test_device(s, variant == 1);
+        if (variant == 0)
+            test_dropout_mask(s);
+        test_repeatable(s);
+        g_aligned = 0; /* the scalar reads: the most loop iterations */
+        test_max_t(s);
+        test_errors(s);
+        if (variant == 0)
+            th_use_other_variant(&g_ctx, &s);
+    }
+    vkt_stream_destroy(s);
+    return th_finish();
+}
