@@ -635,6 +635,21 @@ typedef struct vkt_model_stats {
 /* Records the streams if that has not happened yet. */
 vkt_status vkt_model_stats_get(vkt_model *model, vkt_model_stats *out /* OUT */);
 
+/* Device time of each op in one step (a profile): the forward steps, then (training
+ * models) the backward steps, each with the op's name ("conv2d"), the tensor's name, and
+ * the dispatches it records. Timed from a separate stream with a timestamp around every
+ * dispatch, run `runs` times (the first as a warm-up; the rest averaged); parameters are
+ * not updated. */
+typedef struct vkt_op_timing {
+    const char *op;
+    char name[64];
+    int backward;
+    uint32_t dispatches;
+    double microseconds;
+} vkt_op_timing;
+vkt_status vkt_model_profile(vkt_model *model, uint32_t runs, vkt_op_timing *out /* OUT */,
+                             uint32_t capacity, uint32_t *out_count /* OUT */);
+
 /* ------------------------------------------------------------------------------ */
 /* Optimizers: one update of every parameter, recorded once and replayed each step */
 /* ------------------------------------------------------------------------------ */

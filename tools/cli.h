@@ -11,6 +11,8 @@ int cmd_bench(int argc, char **argv);
 int cmd_bench_train(int argc, char **argv);
 /* vkt bench parallel (cmd_bench_parallel.c): argv holds the options after "parallel". */
 int cmd_bench_parallel(int argc, char **argv);
+/* vkt bench layers (cmd_bench_layers.c): argv holds the options after "layers". */
+int cmd_bench_layers(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 /* vkt export (cmd_export.c): a checkpoint's parameters as safetensors. */
 int cmd_export(int argc, char **argv);

@@ -19,6 +19,8 @@ static void usage(FILE *f)
             "  bench train        MLP training step time vs its GEMMs alone (the ratio)\n"
             "  bench parallel     data-parallel samples/s (1, 2, 4 replicas, sync and async),\n"
             "                     averaging GB/s vs memcpy, waiting for a slowed replica\n"
+            "  bench layers       per-op forward and backward times of the CNN and the\n"
+            "                     character transformer (--model cnn|charlm)\n"
             "  plot LOGDIR        loss and accuracy curves of vkt train --logdir to a PNG\n"
             "                     (-o FILE.png, default curves.png)\n"
             "  version            print the version\n"

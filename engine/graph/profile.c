@@ -1,0 +1,76 @@
+/* profile.c - vkt_model_profile: every step of a model recorded into a stream with
+ * timestamps, the dispatch range of each step noted, and the device times summed per
+ * step over several runs. */
+#include "graph/model.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Records node steps [0, n) into s; first[k] is the dispatch index step k starts at. */
+static vkt_status record_steps(vkt_model *m, vkt_stream *s, uint32_t n, uint32_t *first)
+{
+    vkt_status st = VKT_OK;
+    if (m->inputs_staged)
+        st = vkt_stream_copy(s, m->staging, 0, m->inputs, 0, m->inputs->size);
+    for (uint32_t k = 0; k < n && st == VKT_OK; k++) {
+        vkt_stream_stats ss;
+        vkt_stream_stats_get(s, &ss);
+        first[k] = ss.dispatches;
+        const mstep *step = &m->steps[k];
+        st = step->backward ? model_record_backward(m, s, step->node)
+                            : model_record_forward(m, s, step->node, m->training);
+    }
+    vkt_stream_stats ss;
+    vkt_stream_stats_get(s, &ss);
+    first[n] = ss.dispatches;
+    return st;
+}
+
+vkt_status vkt_model_profile(vkt_model *m, uint32_t runs, vkt_op_timing *out, uint32_t capacity,
+                             uint32_t *out_count)
+{
+    if (!m || !out || !out_count || runs == 0)
+        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_model_profile: NULL argument or zero runs");
+    uint32_t n = m->training ? m->n_steps : m->n_fwd_steps;
+    *out_count = n;
+    if (capacity < n)
+        return model_fail(m, VKT_ERROR_INVALID_ARGUMENT,
+                          "vkt_model_profile: %u steps, room for %u", n, capacity);
+    vkt_stream_options so = {.timestamps = 1};
+    vkt_stream *s = NULL;
+    uint32_t *first = malloc((n + 1) * sizeof *first);
+    vkt_timing *t = NULL;
+    vkt_status st = first ? vkt_stream_create(m->ctx, &so, &s) : VKT_ERROR_OUT_OF_MEMORY;
+    if (st == VKT_OK)
+        st = record_steps(m, s, n, first);
+    if (st == VKT_OK && !(t = malloc((first[n] + 1) * sizeof *t)))
+        st = VKT_ERROR_OUT_OF_MEMORY;
+    for (uint32_t k = 0; k < n; k++) {
+        const vkt_tensor *node = m->g->nodes[m->steps[k].node];
+        out[k] = (vkt_op_timing){.op = graph_op_name(node), .backward = m->steps[k].backward,
+                                 .dispatches = st == VKT_OK ? first[k + 1] - first[k] : 0};
+        snprintf(out[k].name, sizeof out[k].name, "%s", node->name);
+    }
+    uint32_t *ctrl = m->ctrl->mapped;
+    ctrl[CTRL_STEP] = (uint32_t)m->step;
+    ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
+    for (uint32_t r = 0; r < runs && st == VKT_OK; r++) {
+        uint32_t got = 0;
+        st = vkt_stream_run(s);
+        if (st == VKT_OK)
+            st = vkt_stream_timings(s, t, first[n] + 1, &got);
+        for (uint32_t k = 0; st == VKT_OK && k < n && (r > 0 || runs == 1); k++)
+            for (uint32_t d = first[k]; d < first[k + 1] && d < got; d++)
+                out[k].microseconds += t[d].microseconds / (runs == 1 ? 1 : runs - 1);
+    }
+    if (st == VKT_ERROR_OUT_OF_MEMORY && !m->errmsg[0])
+        model_fail(m, st, "out of host memory");
+    else if (st != VKT_OK)
+        model_ctx_fail(m, st);
+    vkt_stream_destroy(s);
+    free(first);
+    free(t);
+    return st;
+}

@@ -1,0 +1,159 @@
+/* vkt bench layers: the device time of every op's forward and backward in one training
+ * step of the CNN (`vkt train --model cnn`) and of the character transformer (`--model
+ * charlm`) at their example sizes, from vkt_model_profile, beside the measured wall time
+ * of a whole step (vkt_model_forward_backward; no optimizer). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "models.h"
+
+#define MAX_STEPS 512
+
+typedef struct layers_args {
+    uint32_t runs, steps;
+    int cnn, lm;
+} layers_args;
+
+/* Random inputs: pixels in [0,1) or token ids < vocab, labels < classes. */
+static vkt_status feed_random(vkt_model *m, const cli_model *cm, uint32_t classes, int ids)
+{
+    vkt_shape xs, ls;
+    vkt_status st = vkt_model_shape(m, cm->input, &xs);
+    if (st == VKT_OK)
+        st = vkt_model_shape(m, cm->labels, &ls);
+    if (st != VKT_OK)
+        return st;
+    uint64_t nx = 1, nl = 1, rng = 12345;
+    for (uint32_t d = 0; d < xs.ndim; d++)
+        nx *= xs.dims[d];
+    for (uint32_t d = 0; d < ls.ndim; d++)
+        nl *= ls.dims[d];
+    float *x = malloc(nx * sizeof *x);
+    int32_t *l = malloc(nl * sizeof *l);
+    if (!x || !l) {
+        free(x);
+        free(l);
+        return VKT_ERROR_OUT_OF_MEMORY;
+    }
+    for (uint64_t i = 0; i < nx; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = ids ? (float)((rng >> 33) % classes) : (float)(rng >> 40) / 16777216.0f;
+    }
+    for (uint64_t i = 0; i < nl; i++)
+        l[i] = (int32_t)(i * 7 % classes);
+    st = vkt_model_set_input(m, cm->input, x, nx);
+    if (st == VKT_OK)
+        st = vkt_model_set_input(m, cm->labels, l, nl);
+    free(x);
+    free(l);
+    return st;
+}
+
+static void print_table(const char *title, const vkt_op_timing *t, uint32_t n, double wall_ms)
+{
+    double fwd = 0, bwd = 0;
+    for (uint32_t k = 0; k < n; k++)
+        *(t[k].backward ? &bwd : &fwd) += t[k].microseconds / 1e3;
+    printf("%s: step %.2f ms wall (forward + backward, no optimizer); device time of the ops "
+           "%.2f ms: forward %.2f, backward %.2f\n", title, wall_ms, fwd + bwd, fwd, bwd);
+    printf("  %-22s %-26s %11s %11s %10s\n", "op", "tensor", "forward_ms", "backward_ms",
+           "dispatches");
+    for (uint32_t k = 0; k < n; k++) {
+        if (t[k].backward)
+            continue;
+        double b = 0;
+        uint32_t disp = t[k].dispatches;
+        for (uint32_t j = 0; j < n; j++)
+            if (t[j].backward && strcmp(t[j].name, t[k].name) == 0) {
+                b += t[j].microseconds / 1e3;
+                disp += t[j].dispatches;
+            }
+        printf("  %-22s %-26s %11.3f %11.3f %10u\n", t[k].op, t[k].name, t[k].microseconds / 1e3,
+               b, disp);
+    }
+    fflush(stdout);
+}
+
+static int bench_model(vkt_instance *inst, const char *title, cli_model *cm, uint32_t classes,
+                       int ids, const layers_args *a)
+{
+    vkt_context *ctx = NULL;
+    vkt_model *m = NULL;
+    vkt_op_timing *t = calloc(MAX_STEPS, sizeof *t);
+    uint32_t n = 0;
+    int rc = 1;
+    vkt_context_options co = {0};
+    vkt_status st = t ? vkt_context_create(inst, &co, &ctx) : VKT_ERROR_OUT_OF_MEMORY;
+    if (st == VKT_OK)
+        st = vkt_model_create(ctx, cm->graph, cm->loss, NULL, &m);
+    if (st == VKT_OK)
+        st = feed_random(m, cm, classes, ids);
+    double t0 = 0;
+    for (uint32_t i = 0; st == VKT_OK && i <= a->steps; i++) {
+        if (i == 1)
+            t0 = cli_now(); /* the first step records the command buffer */
+        st = vkt_model_forward_backward(m);
+    }
+    double wall_ms = (cli_now() - t0) * 1e3 / a->steps;
+    if (st == VKT_OK)
+        st = vkt_model_profile(m, a->runs, t, MAX_STEPS, &n);
+    if (st == VKT_OK) {
+        print_table(title, t, n, wall_ms);
+        rc = 0;
+    } else {
+        cli_fail(title, st, m ? vkt_model_errmsg(m) : vkt_last_error());
+    }
+    vkt_model_destroy(m);
+    vkt_context_destroy(ctx);
+    free(t);
+    return rc;
+}
+
+int cmd_bench_layers(int argc, char **argv)
+{
+    layers_args a = {.runs = 6, .steps = 10, .cnn = 1, .lm = 1};
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
+            a.runs = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
+            a.steps = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            a.cnn = strcmp(v, "cnn") == 0;
+            a.lm = strcmp(v, "charlm") == 0;
+        } else {
+            fprintf(stderr, "usage: vkt bench layers [--model cnn|charlm] [--runs N] "
+                    "[--steps N]\n");
+            return 2;
+        }
+    }
+    if (a.runs < 2 || a.steps == 0 || (!a.cnn && !a.lm)) {
+        fprintf(stderr, "vkt bench layers: --runs >= 2, --steps >= 1, --model cnn or charlm\n");
+        return 2;
+    }
+    vkt_instance *inst = cli_instance();
+    if (!inst)
+        return 1;
+    int rc = 0;
+    cli_model cm = {0};
+    if (a.cnn) {
+        vkt_status st = cli_build_cnn(&cm, 64, 784, 10, 1);
+        rc |= st != VKT_OK ? cli_fail("cnn", st, vkt_graph_errmsg(cm.graph))
+                           : bench_model(inst, "cnn (batch 64, 28x28)", &cm, 10, 0, &a);
+        vkt_graph_destroy(cm.graph);
+    }
+    if (a.lm) {
+        cli_lm_shape s = {75, 64, 64, 2, 4, 0.0f}; /* the shipped text's 75 characters */
+        memset(&cm, 0, sizeof cm);
+        vkt_status st = cli_build_charlm(&cm, 32, &s, 1);
+        rc |= st != VKT_OK
+                  ? cli_fail("charlm", st, vkt_graph_errmsg(cm.graph))
+                  : bench_model(inst, "charlm (batch 32, context 64, width 64, 2 layers, 4 heads)",
+                                &cm, 75, 1, &a);
+        vkt_graph_destroy(cm.graph);
+    }
+    vkt_instance_destroy(inst);
+    return rc;
+}
