@@ -1,0 +1,428 @@
+/* norm.c - dispatch of layer and batch normalization, forward and backward (see norm.h;
+ * shaders/layernorm*.comp, shaders/batchnorm*.comp). */
+#include "kernels/norm.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "kernels/kernel_util.h"
+#include "push_norm.h"
+#include "batchnorm.spv.h"
+#include "batchnorm_backward.spv.h"
+#include "layernorm.spv.h"
+#include "layernorm_backward.spv.h"
+
+#define S GPU_BIND_STORAGE
+
+static const gpu_kernel k_layernorm = {
+    "layernorm", vkt_spv_layernorm, sizeof vkt_spv_layernorm, 5, {S, S, S, S, S},
+    sizeof(struct vkt_push_layernorm)};
+static const gpu_kernel k_layernorm_backward = {
+    "layernorm_backward", vkt_spv_layernorm_backward, sizeof vkt_spv_layernorm_backward, 7,
+    {S, S, S, S, S, S, S}, sizeof(struct vkt_push_layernorm)};
+static const gpu_kernel k_batchnorm = {
+    "batchnorm", vkt_spv_batchnorm, sizeof vkt_spv_batchnorm, 7, {S, S, S, S, S, S, S},
+    sizeof(struct vkt_push_batchnorm)};
+static const gpu_kernel k_batchnorm_backward = {
+    "batchnorm_backward", vkt_spv_batchnorm_backward, sizeof vkt_spv_batchnorm_backward, 7,
+    {S, S, S, S, S, S, S}, sizeof(struct vkt_push_batchnorm)};
+
+/* ---- argument checks -------------------------------------------------------------- */
+
+/* One view argument: name, view, element count, whether the kernel writes it. */
+typedef struct nv {
+    const char *name;
+    vkt_view v;
+    uint64_t count;
+    int write;
+} nv;
+
+static int overlap(const nv *a, const nv *b)
+{
+    return a->v.buffer == b->v.buffer && a->v.offset < b->v.offset + b->count &&
+           b->v.offset < a->v.offset + a->count;
+}
+
+static int same(const nv *a, const nv *b)
+{
+    return a->v.buffer == b->v.buffer && a->v.offset == b->v.offset && a->count == b->count;
+}
+
+/* Every view inside its buffer; no written view overlapping another view, except the
+ * pair (in_place[0], in_place[1]) (indices into v; -1: none) when they coincide. */
+static vkt_status check_views(vkt_context *ctx, const char *fn, const nv *v, uint32_t n,
+                              const int in_place[2])
+{
+    for (uint32_t i = 0; i < n; i++) {
+        vkt_status st = gpu_check_view(ctx, v[i].name, v[i].v, v[i].count);
+        if (st != VKT_OK) {
+            char why[VKT_ERRMSG_SIZE];
+            snprintf(why, sizeof why, "%s", ctx->errmsg);
+            return vkt_fail(ctx->errmsg, st, "%s: %s", fn, why);
+        }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < n; j++) {
+            if (i == j || !v[i].write || !overlap(&v[i], &v[j]) || (v[j].write && j < i))
+                continue;
+            int allowed = in_place && (((int)i == in_place[0] && (int)j == in_place[1]) ||
+                                       ((int)j == in_place[0] && (int)i == in_place[1]));
+            if (allowed && same(&v[i], &v[j]))
+                continue;
+            return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                            "%s: output %s overlaps %s%s", fn, v[i].name, v[j].name,
+                            allowed ? " without coinciding with it" : "");
+        }
+    return VKT_OK;
+}
+
+static vkt_status check_stream(vkt_stream *s, const char *fn)
+{
+    if (!s)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+    return VKT_OK;
+}
+
+static vkt_status check_float(vkt_context *ctx, const char *fn, const char *what, float v,
+                              int nonnegative)
+{
+    if (!isfinite(v) || (nonnegative && v < 0.0f))
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: %s = %g must be %s", fn,
+                        what, (double)v, nonnegative ? "finite and >= 0" : "finite");
+    return VKT_OK;
+}
+
+static int all_vec4(const vkt_context *ctx, const nv *v, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!ku_vec4_aligned(ctx, v[i].v))
+            return 0;
+    return 1;
+}
+
+static uint32_t log2u(uint32_t t)
+{
+    uint32_t l = 0;
+    while (t > 1) {
+        t >>= 1;
+        l++;
+    }
+    return l;
+}
+
+/* Workgroups of one role of a row-style kernel: `units` units, T threads each, wg / T
+ * units per workgroup, at most `cap` workgroups looping over the blocks; every thread's
+ * loop iterations (`per_block` for each block it takes) must stay within the budget. */
+static vkt_status role_groups(vkt_context *ctx, const char *fn, uint64_t units, uint32_t t,
+                              uint32_t wg, uint64_t per_block, uint32_t cap, uint32_t *groups)
+{
+    uint64_t per_group = wg / t, blocks = (units + per_group - 1) / per_group;
+    uint64_t g = blocks < cap ? blocks : cap;
+    uint64_t rounds = (blocks + g - 1) / g;
+    if (rounds * per_block > ku_loop_budget(ctx))
+        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "%s: %llu units of %llu loop iterations are too many for this device "
+                        "(its shader loops stop after %llu iterations)", fn,
+                        (unsigned long long)units, (unsigned long long)per_block,
+                        (unsigned long long)ku_loop_budget(ctx));
+    *groups = (uint32_t)(g ? g : 1);
+    return VKT_OK;
+}
+
+/* The rows/cols check shared by the layernorm calls. */
+static vkt_status check_rows(vkt_context *ctx, const char *fn, uint32_t rows, uint32_t cols)
+{
+    if (rows == 0 || cols == 0)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: rows (%u) and cols (%u) must be at least 1", fn, rows, cols);
+    if ((uint64_t)rows * cols > UINT32_MAX || rows > UINT32_MAX / 2)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "%s: %u x %u elements; at most 2^32 - 1 are supported", fn, rows, cols);
+    return VKT_OK;
+}
+
+/* ---- layer normalization ------------------------------------------------------------ */
+
+vkt_status kn_layernorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta, vkt_view y,
+                        vkt_view stats, uint32_t rows, uint32_t cols, float eps)
+{
+    static const char fn[] = "kn_layernorm";
+    vkt_status st = check_stream(s, fn);
+    if (st != VKT_OK)
+        return st;
+    vkt_context *ctx = s->ctx;
+    if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK ||
+        (st = check_float(ctx, fn, "eps", eps, 1)) != VKT_OK)
+        return st;
+    uint64_t n = (uint64_t)rows * cols;
+    nv v[5] = {{"x", x, n, 0}, {"gamma", gamma, cols, 0}, {"beta", beta, cols, 0},
+               {"y", y, n, 1}, {"stats", stats, 2ull * rows, 1}};
+    const int in_place[2] = {3, 0}; /* y may be x: each element is read, then written */
+    if ((st = check_views(ctx, fn, v, 5, in_place)) != VKT_OK)
+        return st;
+    int vec4 = cols % 4 == 0 && all_vec4(ctx, v, 4);
+    uint32_t units = vec4 ? cols / 4 : cols;
+    ku_rows plan;
+    if ((st = ku_plan_rows(ctx, fn, rows, units, 2, &plan)) != VKT_OK)
+        return st;
+    if (ctx->info.max_shared_memory && 16ull * plan.wg > ctx->info.max_shared_memory)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "%s: a workgroup of %u threads needs %u bytes of shared memory; the "
+                        "device has %u", fn, plan.wg, 16 * plan.wg, ctx->info.max_shared_memory);
+    struct vkt_push_layernorm p = {
+        .rows = rows, .cols = cols, .eps = eps, .x_off = ku_shift(ctx, x, 0),
+        .g_off = ku_shift(ctx, gamma, 0), .b_off = ku_shift(ctx, beta, 0),
+        .y_off = ku_shift(ctx, y, 0), .s_off = ku_shift(ctx, stats, 0)};
+    /* y == x: one binding written is enough (the same range both ways in one command). */
+    int y_is_x = same(&v[3], &v[0]);
+    gpu_arg args[5] = {ku_arg(x, 0, n, y_is_x), ku_arg(gamma, 0, cols, 0),
+                       ku_arg(beta, 0, cols, 0), ku_arg(y, 0, n, 1),
+                       ku_arg(stats, 0, 2ull * rows, 1)};
+    uint32_t spec[3] = {plan.wg, plan.t, (uint32_t)vec4};
+    uint32_t groups[3] = {plan.groups, 1, 1};
+    return gpu_dispatch(s, &k_layernorm, spec, 3, args, &p, groups);
+}
+
+uint64_t kn_layernorm_workspace_elems(uint32_t rows, uint32_t cols)
+{
+    (void)rows;
+    (void)cols;
+    return 0;
+}
+
+vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view stats,
+                                 vkt_view dy, const vkt_view *dx, float beta_x,
+                                 const vkt_view *dgamma, float beta_g, const vkt_view *dbeta,
+                                 float beta_b, vkt_view workspace, uint32_t rows,
+                                 uint32_t cols)
+{
+    static const char fn[] = "kn_layernorm_backward";
+    (void)workspace; /* kn_layernorm_workspace_elems is 0 */
+    vkt_status st = check_stream(s, fn);
+    if (st != VKT_OK)
+        return st;
+    vkt_context *ctx = s->ctx;
+    if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK)
+        return st;
+    if (!dx && !dgamma && !dbeta)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: none of dx, dgamma, dbeta wanted", fn);
+    if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
+        (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK ||
+        (st = check_float(ctx, fn, "beta_b", beta_b, 0)) != VKT_OK)
+        return st;
+    uint64_t n = (uint64_t)rows * cols;
+    /* The views; unwanted outputs are left out of the checks and their bindings alias dy
+     * as reads, adding no hazards. */
+    nv v[7] = {{"x", x, n, 0}, {"gamma", gamma, cols, 0}, {"stats", stats, 2ull * rows, 0},
+               {"dy", dy, n, 0}, {"dx", dx ? *dx : dy, n, dx != NULL},
+               {"dgamma", dgamma ? *dgamma : dy, dgamma ? cols : n, dgamma != NULL},
+               {"dbeta", dbeta ? *dbeta : dy, dbeta ? cols : n, dbeta != NULL}};
+    nv used[7];
+    uint32_t n_used = 0;
+    for (uint32_t i = 0; i < 7; i++)
+        if (i < 4 || v[i].write)
+            used[n_used++] = v[i];
+    if ((st = check_views(ctx, fn, used, n_used, NULL)) != VKT_OK)
+        return st;
+    int vec4 = cols % 4 == 0 && all_vec4(ctx, used, n_used);
+    uint32_t units = vec4 ? cols / 4 : cols;
+    int cols_role = dgamma || dbeta;
+    /* Threads per row (two passes over it) and per column (one pass over the rows); the
+     * workgroup is the larger of the two plans'. */
+    ku_rows pr = {0, 1, 0}, pc = {0, 1, 0};
+    if (dx && (st = ku_plan_rows(ctx, fn, rows, units, 2, &pr)) != VKT_OK)
+        return st;
+    if (cols_role && (st = ku_plan_rows(ctx, fn, units, rows, 1, &pc)) != VKT_OK)
+        return st;
+    uint32_t wg = pr.wg > pc.wg ? pr.wg : pc.wg;
+    if (ctx->info.max_shared_memory && 32ull * wg > ctx->info.max_shared_memory)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "%s: a workgroup of %u threads needs %u bytes of shared memory; the "
+                        "device has %u", fn, wg, 32 * wg, ctx->info.max_shared_memory);
+    uint32_t cap = dx && cols_role ? GPU_MAX_GROUPS / 2 : GPU_MAX_GROUPS;
+    uint32_t gr = 0, gc = 0;
+    if (dx && (st = role_groups(ctx, fn, rows, pr.t, wg,
+                                2ull * ((units + pr.t - 1) / pr.t) + log2u(pr.t) + 4, cap,
+                                &gr)) != VKT_OK)
+        return st;
+    if (cols_role && (st = role_groups(ctx, fn, units, pc.t, wg,
+                                       (rows + pc.t - 1) / pc.t + log2u(pc.t) + 4, cap,
+                                       &gc)) != VKT_OK)
+        return st;
+    struct vkt_push_layernorm p = {
+        .rows = rows, .cols = cols, .beta_x = beta_x, .beta_g = beta_g, .beta_b = beta_b,
+        .row_groups = gr, .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
+        .s_off = ku_shift(ctx, stats, 0), .dy_off = ku_shift(ctx, dy, 0),
+        .dx_off = ku_shift(ctx, v[4].v, 0), .dg_off = ku_shift(ctx, v[5].v, 0),
+        .db_off = ku_shift(ctx, v[6].v, 0)};
+    gpu_arg args[7];
+    for (uint32_t i = 0; i < 7; i++)
+        args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
+    uint32_t spec[7] = {wg, pr.t, pc.t, (uint32_t)vec4, dx != NULL, dgamma != NULL,
+                        dbeta != NULL};
+    uint32_t groups[3] = {gr + gc, 1, 1};
+    return gpu_dispatch(s, &k_layernorm_backward, spec, 7, args, &p, groups);
+}
+
+/* ---- batch normalization ------------------------------------------------------------ */
+
+static vkt_status check_bn_sizes(vkt_context *ctx, const char *fn, uint32_t n, uint32_t c,
+                                 uint32_t hw)
+{
+    if (n == 0 || c == 0 || hw == 0)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: n (%u), c (%u) and hw (%u) must be at least 1", fn, n, c, hw);
+    if ((uint64_t)n * c * hw > UINT32_MAX)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "%s: %u x %u x %u elements; at most 2^32 - 1 are supported", fn, n, c,
+                        hw);
+    return VKT_OK;
+}
+
+/* The grid of the batchnorm kernels: one workgroup per channel (up to GPU_MAX_GROUPS,
+ * looping over the rest), the usual workgroup size doubled while a thread would walk
+ * more than half the loop budget over `passes` passes of its share of a channel. */
+static vkt_status bn_grid(vkt_context *ctx, const char *fn, uint64_t units, uint32_t c,
+                          uint32_t passes, uint32_t *wg_out, uint32_t *groups)
+{
+    uint32_t max = 1024, wg = ku_workgroup_size(ctx);
+    if (ctx->info.max_workgroup_invocations && max > ctx->info.max_workgroup_invocations)
+        max = ctx->info.max_workgroup_invocations;
+    /* shared memory: 16 bytes per thread (the forward's vec3 statistics) */
+    while (ctx->info.max_shared_memory && 16ull * max > ctx->info.max_shared_memory)
+        max /= 2;
+    uint32_t g = c < GPU_MAX_GROUPS ? c : GPU_MAX_GROUPS;
+    uint64_t rounds = (c + g - 1) / g, budget = ku_loop_budget(ctx) / 2;
+    for (;;) {
+        uint64_t it = rounds * (passes * ((units + wg - 1) / wg) + 2 * log2u(wg) + 4);
+        if (it <= budget)
+            break;
+        if (wg * 2 > max)
+            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                            "%s: channels of %llu elements are too long for this device (its "
+                            "shader loops stop after %llu iterations)", fn,
+                            (unsigned long long)units, (unsigned long long)ku_loop_budget(ctx));
+        wg *= 2;
+    }
+    *wg_out = wg;
+    *groups = g;
+    return VKT_OK;
+}
+
+vkt_status kn_batchnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta, vkt_view y,
+                        vkt_view stats, vkt_view running_mean, vkt_view running_var,
+                        uint32_t n, uint32_t c, uint32_t hw, float eps, float momentum,
+                        int training)
+{
+    static const char fn[] = "kn_batchnorm";
+    vkt_status st = check_stream(s, fn);
+    if (st != VKT_OK)
+        return st;
+    vkt_context *ctx = s->ctx;
+    if ((st = check_bn_sizes(ctx, fn, n, c, hw)) != VKT_OK ||
+        (st = check_float(ctx, fn, "eps", eps, 1)) != VKT_OK ||
+        (st = check_float(ctx, fn, "momentum", momentum, 0)) != VKT_OK)
+        return st;
+    training = training != 0;
+    uint64_t total = (uint64_t)n * c * hw;
+    /* In inference, stats is not checked and not bound: x stands in for it (read,
+     * never accessed), and the running values are only read. */
+    nv v[7] = {{"x", x, total, 0}, {"gamma", gamma, c, 0}, {"beta", beta, c, 0},
+               {"y", y, total, 1}, {"running_mean", running_mean, c, training},
+               {"running_var", running_var, c, training},
+               {"stats", training ? stats : x, training ? 2ull * c : total, training}};
+    const int in_place[2] = {3, 0};
+    if ((st = check_views(ctx, fn, v, training ? 7 : 6, in_place)) != VKT_OK)
+        return st;
+    nv rows_data[2] = {v[0], v[3]};
+    int vec4 = hw % 4 == 0 && all_vec4(ctx, rows_data, 2);
+    uint32_t wg, groups;
+    uint64_t units = (uint64_t)n * (vec4 ? hw / 4 : hw);
+    if ((st = bn_grid(ctx, fn, units, c, training ? 2 : 1, &wg, &groups)) != VKT_OK)
+        return st;
+    uint64_t count = (uint64_t)n * hw;
+    struct vkt_push_batchnorm p = {
+        .n = n, .c = c, .hw = hw, .eps = eps, .momentum = momentum,
+        .unbias = count > 1 ? (float)((double)count / (double)(count - 1)) : 1.0f,
+        .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
+        .b_off = ku_shift(ctx, beta, 0), .y_off = ku_shift(ctx, y, 0),
+        .s_off = ku_shift(ctx, v[6].v, 0), .rm_off = ku_shift(ctx, running_mean, 0),
+        .rv_off = ku_shift(ctx, running_var, 0)};
+    /* bindings: x, gamma, beta, y, stats, running_mean, running_var */
+    static const uint32_t order[7] = {0, 1, 2, 3, 6, 4, 5};
+    gpu_arg args[7];
+    for (uint32_t i = 0; i < 7; i++)
+        args[i] = ku_arg(v[order[i]].v, 0, v[order[i]].count, v[order[i]].write);
+    args[0].write = same(&v[3], &v[0]); /* y == x: the range is written */
+    uint32_t spec[3] = {wg, (uint32_t)training, (uint32_t)vec4};
+    uint32_t g[3] = {groups, 1, 1};
+    return gpu_dispatch(s, &k_batchnorm, spec, 3, args, &p, g);
+}
+
+uint64_t kn_batchnorm_workspace_elems(uint32_t n, uint32_t c, uint32_t hw)
+{
+    (void)n;
+    (void)c;
+    (void)hw;
+    return 0;
+}
+
+vkt_status kn_batchnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view stats,
+                                 vkt_view dy, const vkt_view *dx, float beta_x,
+                                 const vkt_view *dgamma, float beta_g, const vkt_view *dbeta,
+                                 float beta_b, vkt_view workspace, uint32_t n, uint32_t c,
+                                 uint32_t hw)
+{
+    static const char fn[] = "kn_batchnorm_backward";
+    (void)workspace; /* kn_batchnorm_workspace_elems is 0 */
+    vkt_status st = check_stream(s, fn);
+    if (st != VKT_OK)
+        return st;
+    vkt_context *ctx = s->ctx;
+    if ((st = check_bn_sizes(ctx, fn, n, c, hw)) != VKT_OK)
+        return st;
+    if (!dx && !dgamma && !dbeta)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: none of dx, dgamma, dbeta wanted", fn);
+    if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
+        (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK ||
+        (st = check_float(ctx, fn, "beta_b", beta_b, 0)) != VKT_OK)
+        return st;
+    uint64_t total = (uint64_t)n * c * hw;
+    nv v[7] = {{"x", x, total, 0}, {"gamma", gamma, c, 0}, {"stats", stats, 2ull * c, 0},
+               {"dy", dy, total, 0}, {"dx", dx ? *dx : dy, total, dx != NULL},
+               {"dgamma", dgamma ? *dgamma : dy, dgamma ? c : total, dgamma != NULL},
+               {"dbeta", dbeta ? *dbeta : dy, dbeta ? c : total, dbeta != NULL}};
+    nv used[7];
+    uint32_t n_used = 0, dx_at = 0;
+    for (uint32_t i = 0; i < 7; i++)
+        if (i < 4 || v[i].write) {
+            if (i == 4)
+                dx_at = n_used;
+            used[n_used++] = v[i];
+        }
+    const int in_place[2] = {dx ? (int)dx_at : -1, 3}; /* dx may be dy */
+    if ((st = check_views(ctx, fn, used, n_used, in_place)) != VKT_OK)
+        return st;
+    nv rows_data[3] = {v[0], v[3], v[4]};
+    int vec4 = hw % 4 == 0 && all_vec4(ctx, rows_data, 3);
+    uint32_t wg, groups;
+    uint64_t units = (uint64_t)n * (vec4 ? hw / 4 : hw);
+    if ((st = bn_grid(ctx, fn, units, c, dx ? 2 : 1, &wg, &groups)) != VKT_OK)
+        return st;
+    struct vkt_push_batchnorm p = {
+        .n = n, .c = c, .hw = hw, .beta_x = beta_x, .beta_g = beta_g, .beta_b = beta_b,
+        .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
+        .s_off = ku_shift(ctx, stats, 0), .dy_off = ku_shift(ctx, dy, 0),
+        .dx_off = ku_shift(ctx, v[4].v, 0), .dg_off = ku_shift(ctx, v[5].v, 0),
+        .db_off = ku_shift(ctx, v[6].v, 0)};
+    gpu_arg args[7];
+    for (uint32_t i = 0; i < 7; i++)
+        args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
+    if (dx && same(&v[4], &v[3]))
+        args[3].write = 1; /* in place: the range is bound both ways; mark both written */
+    uint32_t spec[5] = {wg, (uint32_t)vec4, dx != NULL, dgamma != NULL, dbeta != NULL};
+    uint32_t g[3] = {groups, 1, 1};
+    return gpu_dispatch(s, &k_batchnorm_backward, spec, 5, args, &p, g);
+}
