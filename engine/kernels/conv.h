@@ -1,0 +1,94 @@
+/*
+ * conv.h - 2-D convolution and pooling on NCHW tensors (forward and backward), with
+ * double-precision references that follow the direct definitions.
+ *
+ * Convolution runs as im2col + the tuned GEMM (vkt_gemm): a chunk of samples is unfolded
+ * into the workspace as cols [rows = samples * oh * ow, c * kh * kw] (zeros where the
+ * window hangs over the padding), one GEMM per group multiplies the weight by it, and one
+ * dispatch moves the product into y, adding the bias. The backward re-makes cols for
+ * dw = dy_rows^T cols, computes dcols = dy_rows W and gathers dcols back into dx (each
+ * input element sums the column entries it produced, in a fixed order: deterministic,
+ * no atomics). Views count elements; `beta` 0 overwrites an output without reading it,
+ * 1 adds to it. Dispatch code: conv.c and pool.c; references: ref_conv.c.
+ */
+#ifndef VKT_KERNELS_CONV_H
+#define VKT_KERNELS_CONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vkt.h"
+
+/* NCHW convolution. x [n, c, h, w], weight [oc, c / groups, kh, kw] (PyTorch's layout),
+ * bias [oc], y [n, oc, oh, ow], oh = (h + 2 pad_h - dil_h (kh - 1) - 1) / stride_h + 1 (same
+ * for ow). */
+typedef struct kc_conv {
+    uint32_t n, c, h, w;
+    uint32_t oc, kh, kw;
+    uint32_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+    uint32_t oh, ow; /* set by kc_conv_init */
+} kc_conv;
+
+/* Validates (non-zero sizes, strides, dilations, groups dividing c and oc, output >= 1) and
+ * sets oh, ow. On failure writes a message (naming the bad field and values) into msg (may be
+ * NULL) and returns VKT_ERROR_SHAPE or VKT_ERROR_INVALID_ARGUMENT. */
+vkt_status kc_conv_init(kc_conv *g, char *msg, size_t msg_size);
+
+/* Elements of the workspace kc_conv2d and kc_conv2d_backward need, when it may hold at most
+ * max_elems (the caller passes the device's maxStorageBufferRange / 4 or less); 0 when even one
+ * sample does not fit (the calls then fail with VKT_ERROR_LIMIT and a message naming the sizes
+ * and the limit). Per sample: oh ow (oc + c kh kw rounded up to a multiple of 4) elements; plus
+ * 8 to align the two matrices to 16 bytes. The whole batch when it fits, else as many samples
+ * as fit (the calls then loop over chunks of samples). */
+uint64_t kc_conv_workspace_elems(const kc_conv *g, uint64_t max_elems);
+
+/* y = conv(x, w) + bias (bias may be NULL). workspace: kc_conv_workspace_elems elements
+ * (scratch: its contents are not needed afterwards; it must not overlap the tensors).
+ * Records 2 + groups dispatches per chunk of samples. */
+vkt_status kc_conv2d(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w, const vkt_view *bias,
+                     vkt_view y, vkt_view workspace, uint64_t workspace_elems);
+
+/* Gradients from dy [n, oc, oh, ow]: dx, dw, db each optional (NULL: not wanted, but at least
+ * one must be); each is written (beta 0: old contents ignored, may be NaN) or added to (beta 1).
+ * Per chunk: the move of dy, the bias gradient (db), im2col and a GEMM per group (dw), a GEMM
+ * per group and the gather (dx). */
+vkt_status kc_conv2d_backward(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w, vkt_view dy,
+                              const vkt_view *dx, float beta_x, const vkt_view *dw, float beta_w,
+                              const vkt_view *db, float beta_b, vkt_view workspace,
+                              uint64_t workspace_elems);
+
+/* 2-D pooling on NCHW: x [n, c, h, w] -> y [n, c, oh, ow], oh = (h + 2 pad_h - kh) / stride_h
+ * + 1. Max: padded positions never win; ties go to the first position in (ky, kx) scan order.
+ * Average: divides by kh * kw (padding counts as zeros, PyTorch's count_include_pad default).
+ * Requires pad <= k / 2. */
+typedef struct kc_pool {
+    uint32_t n, c, h, w, kh, kw, stride_h, stride_w, pad_h, pad_w;
+    int max;         /* 1 max pooling, 0 average */
+    uint32_t oh, ow; /* set by kc_pool_init */
+} kc_pool;
+
+/* Validates as kc_conv_init does (non-zero sizes and strides, pad <= k / 2, output >= 1) and
+ * sets oh, ow. */
+vkt_status kc_pool_init(kc_pool *p, char *msg, size_t msg_size);
+/* Elements the forward saves for the backward: max: the winning input position of each output
+ * (n c oh ow, stored as uint32 in the float buffer: iy * w + ix inside its plane); average: 0. */
+uint64_t kc_pool_saved_elems(const kc_pool *p);
+/* y from x; max pooling also writes `saved` (required there, ignored for average). One
+ * dispatch. */
+vkt_status kc_pool2d(vkt_stream *s, const kc_pool *p, vkt_view x, vkt_view y,
+                     const vkt_view *saved);
+/* dx (beta 0 writes, 1 adds) from dy; `saved` from the forward (max only, else NULL). One
+ * dispatch (a gather: deterministic). */
+vkt_status kc_pool2d_backward(vkt_stream *s, const kc_pool *p, const vkt_view *saved, vkt_view dy,
+                              vkt_view dx, float beta);
+
+/* Double references (direct definitions, not im2col). Backward outputs accumulate (+=); any
+ * may be NULL. */
+void kc_ref_conv2d(const kc_conv *g, const double *x, const double *w, const double *bias,
+                   double *y);
+void kc_ref_conv2d_backward(const kc_conv *g, const double *x, const double *w, const double *dy,
+                            double *dx, double *dw, double *db);
+void kc_ref_pool2d(const kc_pool *p, const double *x, double *y);
+void kc_ref_pool2d_backward(const kc_pool *p, const double *x, const double *dy, double *dx);
+
+#endif

@@ -1,0 +1,76 @@
+/*
+ * Moves between a chunk's NCHW tensor [n, oc, P] (P = oh ow) and the workspace matrix
+ * rows [oc, R] (R = n P, channel-major: row o holds every position of every sample of
+ * this chunk for channel o):
+ *   DIR 0 (forward):  y[s, o, q] = rows[o, s P + q] (+ bias[o] when HAS_BIAS)
+ *   DIR 1 (backward): rows[o, s P + q] = dy[s, o, q]
+ * Both sides are contiguous along the P positions of a (sample, channel) plane. Each lane
+ * takes a run of RUN consecutive positions of one plane, so the divisions that locate it
+ * are paid once per run. Binding 0 is the source, read
+ * through a storage texel buffer (a vector gather on lavapipe; RGBA32F with VEC_IN),
+ * binding 1 the destination, a storage buffer (every store is a loop over the lanes on
+ * lavapipe, one per vec4 with VEC_OUT). QUAD (P a multiple of 4): positions go 4 at a
+ * time (vec4s where VEC_IN / VEC_OUT allow).
+ */
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "push_conv.h"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint DIR = 0;
+layout(constant_id = 2) const bool HAS_BIAS = false;
+layout(constant_id = 3) const bool QUAD = false;
+layout(constant_id = 4) const bool VEC_IN = false;
+layout(constant_id = 5) const bool VEC_OUT = false;
+layout(constant_id = 6) const uint RUN = 16;
+
+layout(push_constant) uniform Push { vkt_push_conv p; };
+layout(binding = 0, r32f) uniform readonly imageBuffer Src1;
+layout(binding = 0, rgba32f) uniform readonly imageBuffer Src4;
+layout(std430, set = 0, binding = 1) writeonly buffer Dst { float dst[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Dst4 { vec4 dst4[]; };
+layout(std430, set = 0, binding = 2) readonly buffer B { float bias[]; };
+
+vec4 load4(uint at)
+{
+    if (VEC_IN)
+        return imageLoad(Src4, int(at / 4));
+    vec4 v;
+    [[unroll]] for (uint i = 0; i < 4; i++)
+        v[i] = imageLoad(Src1, int(at + i)).x;
+    return v;
+}
+
+void store4(uint at, vec4 v)
+{
+    if (VEC_OUT) {
+        dst4[at / 4] = v;
+    } else {
+        [[unroll]] for (uint i = 0; i < 4; i++)
+            dst[at + i] = v[i];
+    }
+}
+
+void main()
+{
+    uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    uint runs = (p.plane + RUN - 1) / RUN, planes = p.n * p.oc, R = p.n * p.plane;
+    for (uint lane = gl_GlobalInvocationID.x; lane < planes * runs; lane += stride) {
+        /* planes in destination order: (s, o) forward, (o, s) backward */
+        uint pl = lane / runs, q0 = (lane - pl * runs) * RUN;
+        uint hi = pl / (DIR == 0 ? p.oc : p.n), lo = pl - hi * (DIR == 0 ? p.oc : p.n);
+        uint s = DIR == 0 ? hi : lo, o = DIR == 0 ? lo : hi;
+        uint nchw = p.t_off + (s * p.oc + o) * p.plane, mat = p.m_off + o * R + s * p.plane;
+        uint src = DIR == 0 ? mat : nchw, dest = DIR == 0 ? nchw : mat;
+        float b = HAS_BIAS ? bias[p.b_off + o] : 0.0;
+        uint end = min(q0 + RUN, p.plane);
+        if (QUAD) {
+            for (uint q = q0; q < end; q += 4)
+                store4(dest + q, load4(src + q) + b);
+        } else {
+            for (uint q = q0; q < end; q++)
+                dst[dest + q] = imageLoad(Src1, int(src + q)).x + b;
+        }
+    }
+}
