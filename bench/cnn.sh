@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CNN of `vkt train --model cnn` trained side by side in one run: vktrain on lavapipe
 # (LP_NUM_THREADS=1, then its default: one thread per core) and PyTorch on the host CPU
-# (1 thread, then 2), on the shipped digits, batch 64, SGD lr 0.05 momentum 0.9, EPOCHS
+# (1 thread, then 2), on the shipped digits, batch 64, SGD lr 0.1 momentum 0.9, EPOCHS
 # epochs (default 1) timed from the first step, best of RUNS runs (default 2); then
 # `vkt bench layers --model cnn` (the per-op times of one step).
 # Usage: bench/cnn.sh [BUILD_DIR]  (default: build)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The PyTorch side of bench/cnn.sh: the CNN of `vkt train --model cnn` (conv 3x3 1->16
 pad 1, relu, maxpool 2, conv 3x3 16->32 pad 1, relu, maxpool 2, linear 1568->10; softmax
-cross-entropy; SGD lr 0.05 momentum 0.9, batch 64) trained on the CPU on an MNIST-style
+cross-entropy; SGD lr 0.1 momentum 0.9, batch 64) trained on the CPU on an MNIST-style
 folder, shuffled every epoch, the whole loop timed from the first step (batch gathering
 included), like `vkt train`. Every step reads the loss back (loss.item()), as
 vkt_trainer_step returns it. Then the test accuracy.
@@ -38,7 +38,7 @@ def main():
     p.add_argument("--data", required=True, help="MNIST-style folder")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):  # before numpy/torch load

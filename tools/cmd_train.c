@@ -25,12 +25,12 @@ static void usage(FILE *f)
             "  --model NAME        mlp, cnn (conv-relu-maxpool x2, linear) or charlm (a\n"
             "                      character-level transformer on --text; see below)\n"
             "  --hidden 256,128    hidden widths of the MLP\n"
-            "  --epochs N          passes over the training set (default 10; cnn 4)\n"
+            "  --epochs N          passes over the training set (default 10; cnn 12)\n"
             "  --steps N           stop after N steps (default: epochs; charlm 3000)\n"
             "  --batch N           global batch (default 128; cnn 64; charlm 32)\n"
             "  --optimizer NAME    sgd, momentum, nesterov, adam, adamw (default momentum;\n"
             "                      charlm adamw)\n"
-            "  --lr X              learning rate (default 0.2, cnn 0.05; adam/adamw 0.001,\n"
+            "  --lr X              learning rate (default 0.2, cnn 0.1; adam/adamw 0.001,\n"
             "                      charlm 0.003)\n"
             "  --momentum X        for momentum/nesterov (default 0.9)\n"
             "  --weight-decay X    (default 0)\n"
@@ -176,7 +176,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     if (!a->batch_given)
         a->batch = cnn ? 64 : lm ? 32 : 128;
     if (!a->epochs_given)
-        a->epochs = cnn ? 4 : 10;
+        a->epochs = cnn ? 12 : 10;
     if (lm && !a->max_steps)
         a->max_steps = 3000;
     if (lm && (a->context == 0 || a->width == 0 || a->layers == 0 || a->heads == 0 ||
@@ -221,7 +221,7 @@ int train_optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_o
     }
     int adam = o->kind != VKT_OPTIMIZER_SGD;
     int cnn = strcmp(a->model, "cnn") == 0, lm = strcmp(a->model, "charlm") == 0;
-    o->lr = a->lr >= 0 ? a->lr : lm ? 0.003f : adam ? 0.001f : cnn ? 0.05f : 0.2f;
+    o->lr = a->lr >= 0 ? a->lr : lm ? 0.003f : adam ? 0.001f : cnn ? 0.1f : 0.2f;
     o->weight_decay = a->weight_decay;
     o->clip_norm = a->clip;
     if (strcmp(a->schedule, "step") == 0) {
