@@ -188,6 +188,43 @@ static void batch_norm_modes(void)
     vkt_graph_destroy(g);
 }
 
+/* Async replicas pull the whole master copy, which would overwrite each replica's running
+ * averages: refused with a message; sync replicas train such a graph. */
+static void states_and_replicas(void)
+{
+    vkt_graph *g = NULL;
+    TH_CHECK(vkt_graph_create(NULL, &g) == VKT_OK, "graph");
+    vkt_shape xs = {2, {8, 3}}, cs = {1, {3}};
+    vkt_init ones = {VKT_INIT_CONSTANT, 1, 0, 0};
+    vkt_tensor *x = vkt_input(g, "x", &xs);
+    vkt_tensor *y = vkt_batch_norm(g, x, vkt_param(g, "gamma", &cs, &ones),
+                                   vkt_param(g, "beta", &cs, NULL), vkt_state(g, "rm", &cs, NULL),
+                                   vkt_state(g, "rv", &cs, &ones), 0, 0);
+    vkt_tensor *loss = vkt_sum(g, vkt_mul(g, y, y), -1);
+    uint32_t devices[2] = {0, 0};
+    vkt_trainer_options o = {.batch = 8, .devices = devices, .device_count = 2,
+                             .mode = VKT_PARALLEL_ASYNC};
+    vkt_trainer *t = NULL;
+    vkt_status st = vkt_trainer_create(th_instance, g, loss, &o, &t);
+    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_last_error(), "state 'r") &&
+                 strstr(vkt_last_error(), "sync"),
+             "async replicas refuse a graph with states: %s: %s", vkt_status_name(st),
+             vkt_last_error());
+    vkt_trainer_destroy(t);
+    t = NULL;
+    o.mode = VKT_PARALLEL_SYNC;
+    TH_CHECK(vkt_trainer_create(th_instance, g, loss, &o, &t) == VKT_OK,
+             "sync replicas take a graph with states: %s", vkt_last_error());
+    float xd[24];
+    th_fill_uniform(xd, 24, -1, 1);
+    vkt_feed feed = {x, xd};
+    float l = 0;
+    TH_CHECK(t && vkt_trainer_step(t, &feed, 1, &l) == VKT_OK && l > 0,
+             "a sync step with batch norm: loss %g", l);
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(g);
+}
+
 static void token_ids_checked(void)
 {
     vkt_graph *g = NULL;
@@ -298,6 +335,7 @@ int main(void)
     sequence_cases();
     model_cases();
     batch_norm_modes();
+    states_and_replicas();
     token_ids_checked();
     errors();
     return th_finish();
