@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "graph/graph.h"
 #include "harness.h"
@@ -221,6 +222,33 @@ static void states_and_replicas(void)
     float l = 0;
     TH_CHECK(t && vkt_trainer_step(t, &feed, 1, &l) == VKT_OK && l > 0,
              "a sync step with batch norm: loss %g", l);
+    /* A checkpoint carries the states (the running averages) with the parameters. */
+    char path[] = "/tmp/vkt_test_layers_XXXXXX";
+    int fd = mkstemp(path);
+    uint64_t n = t ? vkt_trainer_param_count(t) : 0;
+    float *before = calloc(n + 1, sizeof *before), *after = calloc(n + 1, sizeof *after);
+    vkt_trainer *t2 = NULL;
+    o.device_count = 1;
+    TH_CHECK(fd >= 0 && t && vkt_trainer_save(t, path) == VKT_OK &&
+                 vkt_trainer_read_params(t, before, n) == VKT_OK &&
+                 vkt_trainer_create(th_instance, g, loss, &o, &t2) == VKT_OK &&
+                 vkt_trainer_restore(t2, path) == VKT_OK &&
+                 vkt_trainer_read_params(t2, after, n) == VKT_OK,
+             "save and restore with states: %s", vkt_last_error());
+    int moved = 0, same = 1;
+    for (uint64_t i = 0; i < n; i++) {
+        same &= before[i] == after[i];
+        moved |= before[i] != 0.0f && before[i] != 1.0f; /* running averages left 0 and 1 */
+    }
+    TH_CHECK(same && moved, "restored parameters and states equal the saved ones (%llu floats)",
+             (unsigned long long)n);
+    if (fd >= 0) {
+        close(fd);
+        unlink(path);
+    }
+    free(before);
+    free(after);
+    vkt_trainer_destroy(t2);
     vkt_trainer_destroy(t);
     vkt_graph_destroy(g);
 }
