@@ -150,11 +150,9 @@ float *th_alloc_floats(uint64_t n)
     return p;
 }
 
-th_buf th_buf_create(vkt_context *ctx, uint64_t n)
+th_buf th_buf_create_at(vkt_context *ctx, uint64_t n, uint64_t offset)
 {
-    th_buf b = {.ctx = ctx, .n = n, .guard = 67};
-    /* An odd element offset, so kernels see a binding that is not 16-byte aligned. */
-    b.offset = b.guard + (th_rand_u64() % 5);
+    th_buf b = {.ctx = ctx, .n = n, .offset = offset, .guard = 67};
     uint64_t total = b.offset + n + b.guard;
     vkt_status st = vkt_buffer_create(ctx, total * 4, VKT_MEMORY_DEVICE, &b.buffer);
     if (st != VKT_OK) {
@@ -171,6 +169,12 @@ th_buf th_buf_create(vkt_context *ctx, uint64_t n)
     TH_OK(ctx, vkt_buffer_write(b.buffer, 0, fill, total * 4));
     free(fill);
     return b;
+}
+
+th_buf th_buf_create(vkt_context *ctx, uint64_t n)
+{
+    /* An odd element offset, so kernels see a binding that is not 16-byte aligned. */
+    return th_buf_create_at(ctx, n, 67 + th_rand_u64() % 5);
 }
 
 void th_buf_destroy(th_buf *b)

@@ -62,6 +62,9 @@ typedef struct th_buf {
 } th_buf;
 
 th_buf th_buf_create(vkt_context *ctx, uint64_t n);
+/* The same with element 0 at `offset` elements (64: a 256-byte boundary, for the kernels'
+ * aligned vec4 paths). */
+th_buf th_buf_create_at(vkt_context *ctx, uint64_t n, uint64_t offset);
 void th_buf_destroy(th_buf *b);
 vkt_view th_view(const th_buf *b);
 void th_buf_write(th_buf *b, const float *data);

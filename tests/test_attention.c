@@ -27,16 +27,7 @@ typedef struct tb {
 
 static tb tb_new(uint64_t n, float lo, float hi)
 {
-    tb x = {.b = {.ctx = g_ctx, .n = n, .offset = g_aligned ? 64 : 67, .guard = 64},
-            .h = th_alloc_floats(n)};
-    uint64_t total = x.b.offset + n + x.b.guard;
-    TH_OK(g_ctx, vkt_buffer_create(g_ctx, total * 4, VKT_MEMORY_DEVICE, &x.b.buffer));
-    uint32_t *fill = malloc(total * 4);
-    for (uint64_t i = 0; fill && i < total; i++)
-        fill[i] = 0x7FBADBADu; /* the harness's sentinel (a NaN) */
-    if (fill)
-        TH_OK(g_ctx, vkt_buffer_write(x.b.buffer, 0, fill, total * 4));
-    free(fill);
+    tb x = {th_buf_create_at(g_ctx, n, g_aligned ? 64 : 67), th_alloc_floats(n)};
     th_fill_uniform(x.h, n, lo, hi);
     th_buf_write(&x.b, x.h);
     return x;
@@ -417,7 +408,7 @@ static void test_errors(vkt_stream *s)
     BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, NAN, wv, b, t, H, d, 0, 1);
     BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, wv, b, t, H, d, 2.0f, 1);
     BWD_FAILS(VKT_ERROR_LIMIT, s, q, pv, cv, yv, gv, 0, wv, b, t, H, KA_MAX_D + 1, 0, 1);
-    vkt_view short_ws = {ws.b.buffer, ws.b.offset + 64 + 2};
+    vkt_view short_ws = {ws.b.buffer, ws.b.offset + ws.b.guard + 2}; /* past the buffer */
     BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, short_ws, b, t, H, d, 0, 1);
     TH_OK(g_ctx, ka_attention_backward(s, q, pv, cv, yv, gv, 0, wv, b, t, H, d, 0.5f, 1));
     TH_OK(g_ctx, vkt_stream_reset(s));

@@ -31,17 +31,7 @@ static int g_aligned;
 
 static th_buf new_buf(uint64_t n)
 {
-    if (!g_aligned)
-        return th_buf_create(g_ctx, n);
-    th_buf b = {.ctx = g_ctx, .n = n, .offset = 64, .guard = 64};
-    uint64_t total = b.offset + n + b.guard;
-    TH_OK(g_ctx, vkt_buffer_create(g_ctx, total * 4, VKT_MEMORY_DEVICE, &b.buffer));
-    uint32_t *fill = malloc(total * 4);
-    for (uint64_t i = 0; fill && i < total; i++)
-        fill[i] = 0x7FBADBADu; /* the harness's sentinel */
-    TH_OK(g_ctx, vkt_buffer_write(b.buffer, 0, fill, total * 4));
-    free(fill);
-    return b;
+    return g_aligned ? th_buf_create_at(g_ctx, n, 64) : th_buf_create(g_ctx, n);
 }
 
 /* Uniform values in [lo, hi), on the device and the host. */

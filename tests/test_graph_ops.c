@@ -24,23 +24,10 @@ typedef struct kb {
 /* 1: buffers start 16-byte aligned (the kernels' vec4 paths); 0: at odd offsets. */
 static int g_aligned;
 
-/* Like th_buf_create, with element 0 at a 64-byte boundary when g_aligned. */
-static th_buf aligned_buf(uint64_t n)
-{
-    th_buf b = {.ctx = g_ctx, .n = n, .offset = 64, .guard = 64};
-    uint64_t total = b.offset + n + b.guard;
-    TH_OK(g_ctx, vkt_buffer_create(g_ctx, total * 4, VKT_MEMORY_DEVICE, &b.buffer));
-    uint32_t *fill = malloc(total * 4);
-    for (uint64_t i = 0; fill && i < total; i++)
-        fill[i] = 0x7FBADBADu; /* the harness's sentinel */
-    TH_OK(g_ctx, vkt_buffer_write(b.buffer, 0, fill, total * 4));
-    free(fill);
-    return b;
-}
-
 static kb kb_new(uint64_t n, float lo, float hi)
 {
-    kb k = {g_aligned ? aligned_buf(n) : th_buf_create(g_ctx, n), th_alloc_floats(n)};
+    kb k = {g_aligned ? th_buf_create_at(g_ctx, n, 64) : th_buf_create(g_ctx, n),
+            th_alloc_floats(n)};
     th_fill_uniform(k.host, n, lo, hi);
     th_buf_write(&k.b, k.host);
     return k;
