@@ -111,10 +111,16 @@ int main(int argc, char **argv)
             st = vkt_trainer_create(instance, g, loss, &o, &trainer);
     }
     uint64_t rng = SEED;
+    int reported = 0;
     for (uint64_t step = 1; st == VKT_OK && step <= steps; step++) {
         what = "training";
         float batch_loss = 0;
         st = vkt_text_batch(text, 0, BATCH, CONTEXT, &rng, ids, targets);
+        if (st != VKT_OK) { /* a data error: the message is the thread's last error */
+            fprintf(stderr, "char_lm: batch: %s: %s\n", vkt_status_name(st), vkt_last_error());
+            reported = 1;
+            break;
+        }
         vkt_feed feeds[2] = {{in, ids}, {next, targets}};
         if (st == VKT_OK)
             st = vkt_trainer_step(trainer, feeds, 2, &batch_loss);
@@ -133,7 +139,7 @@ int main(int argc, char **argv)
     }
     if (st == VKT_OK)
         printf("sample:\n%s\nresult: val_loss=%.4f\n", sample, val);
-    else
+    else if (!reported)
         fprintf(stderr, "char_lm: %s: %s: %s\n", what, vkt_status_name(st),
                 trainer ? vkt_trainer_errmsg(trainer)
                 : g && vkt_graph_status(g) ? vkt_graph_errmsg(g) : vkt_last_error());

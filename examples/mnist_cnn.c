@@ -104,6 +104,11 @@ int main(int argc, char **argv)
         if (st == VKT_OK) {
             what = "creating the trainer";
             r.steps_per_epoch = vkt_dataset_count(train) / BATCH;
+            if (r.steps_per_epoch == 0) {
+                fprintf(stderr, "mnist_cnn: %s has %u training samples, fewer than a batch "
+                        "of %d\n", dir, vkt_dataset_count(train), BATCH);
+                goto done;
+            }
             vkt_trainer_options o = {
                 .batch = BATCH,
                 .optimizer = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .momentum = 0.9f,

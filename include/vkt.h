@@ -486,8 +486,10 @@ vkt_tensor *vkt_dropout(vkt_graph *graph, vkt_tensor *x, float p);
 
 /* ---- layers: convolution, pooling, normalization, embedding, attention ----
  * Images are NCHW. Every op has a backward; a shape that breaks a device limit
- * (maxStorageBufferRange) is tiled where the op can (conv2d's workspace) or refused with
- * VKT_ERROR_LIMIT when the model is created. */
+ * (maxStorageBufferRange, lavapipe's loop limit for attention's sequence length) is tiled
+ * where the op can (conv2d's workspace) or refused with VKT_ERROR_LIMIT and a message:
+ * conv2d's when the model is created, the others when its step is first recorded (the
+ * first vkt_model_forward or step; vkt_trainer_create records it). */
 
 typedef struct vkt_conv2d_options {
     uint32_t stride_h, stride_w;     /* 0: 1 */
@@ -518,8 +520,10 @@ vkt_tensor *vkt_layer_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma, v
  * the batch's mean and (biased) variance and update the running averages:
  * running = (1 - momentum) running + momentum * batch value (unbiased variance), as
  * PyTorch does; evaluation (vkt_model_forward, vkt_trainer_evaluate) uses the running
- * averages. gamma, beta: vkt_param [C]; running_mean, running_var: vkt_state [C]
- * (initialized to 0 and 1). eps 0: 1e-5; momentum 0: 0.1. */
+ * averages. gamma, beta: vkt_param [C]; running_mean, running_var: vkt_state [C], which
+ * the caller should initialize to 0 and 1 (VKT_INIT_CONSTANT 1; NULL gives zeros). With
+ * several sync replicas each keeps the statistics of its own rows (no cross-replica
+ * batch norm); a checkpoint saves replica 0's. eps 0: 1e-5; momentum 0: 0.1. */
 vkt_tensor *vkt_batch_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma, vkt_tensor *beta,
                            vkt_tensor *running_mean, vkt_tensor *running_var, float eps,
                            float momentum);
@@ -608,7 +612,9 @@ vkt_status vkt_model_read_grad(vkt_model *model, const vkt_tensor *param, float 
                                uint64_t count);
 
 /* The flat parameter and gradient buffers (same layout): for optimizers, checkpoints
- * and averaging across replicas. count must equal vkt_model_param_count. */
+ * and averaging across replicas. count must equal vkt_model_param_count. The trained
+ * parameters come first; states (vkt_state) follow them, so an optimizer working on the
+ * flat buffer must stop before the first state (vkt_model_param_offset of it). */
 uint64_t vkt_model_param_count(const vkt_model *model);
 vkt_status vkt_model_param_offset(const vkt_model *model, const vkt_tensor *param,
                                   uint64_t *out_offset /* OUT: elements */);
@@ -639,7 +645,7 @@ vkt_status vkt_model_stats_get(vkt_model *model, vkt_model_stats *out /* OUT */)
  * models) the backward steps, each with the op's name ("conv2d"), the tensor's name, and
  * the dispatches it records. Timed from a separate stream with a timestamp around every
  * dispatch, run `runs` times (the first as a warm-up; the rest averaged); parameters are
- * not updated. */
+ * not updated, and states the forwards update (running averages) are put back. */
 typedef struct vkt_op_timing {
     const char *op;
     char name[64];
@@ -970,7 +976,8 @@ vkt_status vkt_trainer_sample_text(vkt_trainer *trainer, const vkt_text *text,
                                    uint32_t context, const char *prompt, uint32_t n,
                                    float temperature, uint64_t seed, char *out /* OUT */);
 
-/* Parameters (replica 0's, which all replicas equal in sync mode). */
+/* Parameters (replica 0's, which all replicas equal in sync mode; states such as batch
+ * norm's running averages are each replica's own). */
 uint64_t vkt_trainer_param_count(const vkt_trainer *trainer);
 vkt_status vkt_trainer_read_params(vkt_trainer *trainer, float *out /* OUT */, uint64_t count);
 vkt_status vkt_trainer_write_params(vkt_trainer *trainer, const float *data, uint64_t count);

@@ -176,6 +176,15 @@ static void batch_norm_modes(void)
                  "batch_norm running averages of channel %d: %g %g, expected %g %g", ch, rmd[ch],
                  rvd[ch], 0.5 * mean, 0.5 + 0.5 * var);
     }
+    /* Profiling replays training forwards but leaves the running averages as they were. */
+    vkt_op_timing prof[16];
+    uint32_t n_prof = 0;
+    float rm2[3], rv2[3];
+    TH_OK(g_ctx, vkt_model_profile(m, 3, prof, 16, &n_prof));
+    TH_OK(g_ctx, vkt_model_read(m, rm, rm2, 3));
+    TH_OK(g_ctx, vkt_model_read(m, rv, rv2, 3));
+    TH_CHECK(n_prof >= 2 && memcmp(rm2, rmd, sizeof rm2) == 0 && memcmp(rv2, rvd, sizeof rv2) == 0,
+             "vkt_model_profile (%u steps) keeps the running averages", n_prof);
     TH_OK(g_ctx, vkt_model_forward(m)); /* evaluation: (x - rm) / sqrt(rv + eps) */
     TH_OK(g_ctx, vkt_model_read(m, y, yd, 24));
     double worst = 0;
@@ -270,6 +279,19 @@ static void token_ids_checked(void)
     }
     float good[6] = {0, 1, 2, 3, 3, 0};
     TH_OK(g_ctx, vkt_model_set_input(m, ids, good, 6));
+    vkt_model_destroy(m);
+    vkt_graph_destroy(g);
+    /* Ids feeding two tables are checked against the smaller one. */
+    TH_CHECK(vkt_graph_create(NULL, &g) == VKT_OK, "graph");
+    vkt_shape big = {2, {9, 5}};
+    ids = vkt_input(g, "ids", &is);
+    vkt_tensor *two = vkt_add(g, vkt_embedding(g, ids, vkt_param(g, "big", &big, NULL)),
+                              vkt_embedding(g, ids, vkt_param(g, "small", &ts, NULL)));
+    TH_OK(g_ctx, vkt_model_create(g_ctx, g, vkt_sum(g, two, -1), NULL, &m));
+    float six[6] = {0, 1, 2, 6, 0, 0};
+    TH_CHECK(vkt_model_set_input(m, ids, six, 6) == VKT_ERROR_INVALID_ARGUMENT &&
+                 strstr(vkt_model_errmsg(m), "[0, 4)"),
+             "ids of two tables: checked against the smaller (%s)", vkt_model_errmsg(m));
     vkt_model_destroy(m);
     vkt_graph_destroy(g);
 }

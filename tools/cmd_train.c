@@ -185,6 +185,16 @@ static int parse_args(int argc, char **argv, train_args *a)
                 "and --heads must divide --width\n");
         return 2;
     }
+    if (lm && (a->sample > 1000000 || !(a->temperature >= 0))) {
+        fprintf(stderr, "vkt train: --sample takes 0 to 1000000 characters and --temperature "
+                "a value >= 0\n");
+        return 2;
+    }
+    if (lm && ((a->async && a->replicas > 1) || a->balance || a->slow_seconds > 0)) {
+        fprintf(stderr, "vkt train: --model charlm trains with sync replicas (vkt_trainer_step): "
+                "--mode async, --balance and --slow-replica-ms are not available for it\n");
+        return 2;
+    }
     if (a->batch == 0 || (a->epochs == 0 && a->max_steps == 0)) {
         fprintf(stderr, "vkt train: --batch and --epochs (or --steps) must be positive\n");
         return 2;

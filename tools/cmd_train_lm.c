@@ -27,6 +27,15 @@ typedef struct lm_run {
     int32_t *targets;
 } lm_run;
 
+/* The generator state of a step's batches: a hash of the seed and the step (splitmix64's
+ * finalizer on each), so different seeds give unrelated batch sequences. */
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 /* Validation (split 1) or training (split 0) loss over up to `windows` windows. */
 static int eval_loss(lm_run *r, int split, uint32_t windows, float *loss)
 {
@@ -46,10 +55,10 @@ static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_
 {
     const train_args *a = r->a;
     int tty = isatty(STDOUT_FILENO);
-    double t0 = cli_now(), last = 0;
+    double t0 = cli_now(), last = 0, last_save = t0;
     uint64_t first = vkt_trainer_step_count(r->tr);
     for (uint64_t step = first + 1; step <= total; step++) {
-        uint64_t rng = a->seed * 0x9E3779B97F4A7C15ull + step; /* this step's batches */
+        uint64_t rng = mix(mix(a->seed) ^ step); /* this step's batches */
         vkt_status st = vkt_text_batch(r->text, 0, a->batch, a->context, &rng, r->ids,
                                        r->targets);
         vkt_feed feeds[2] = {{r->m.input, r->ids}, {r->m.labels, r->targets}};
@@ -76,8 +85,13 @@ static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_
                 printf("%sstep %llu: val_loss=%.4f (%u windows)\n", tty ? "\n" : "",
                        (unsigned long long)step, val, LM_EVAL_WINDOWS);
         }
-        if (a->ckpt_dir && a->save_every && step % a->save_every == 0 && !save(r))
-            return 0;
+        if (a->ckpt_dir && step != total &&
+            ((a->save_every && step % a->save_every == 0) ||
+             (a->save_secs > 0 && now - last_save >= a->save_secs))) {
+            if (!save(r))
+                return 0;
+            last_save = cli_now();
+        }
     }
     *train_seconds = cli_now() - t0;
     return 1;
@@ -91,6 +105,12 @@ static int run(lm_run *r, vkt_instance *inst)
     vkt_status st = vkt_text_load(path, LM_VAL_FRACTION, &r->text);
     if (st != VKT_OK)
         return cli_fail("cannot load the text", st, vkt_last_error());
+    if (vkt_text_length(r->text, 1) <= a->context) {
+        fprintf(stderr, "vkt: '%s': the validation part (the last 10%%, %llu characters) is "
+                "shorter than a window of --context %u plus one\n", path,
+                (unsigned long long)vkt_text_length(r->text, 1), a->context);
+        return 2;
+    }
     cli_lm_shape shape = {vkt_text_vocab(r->text), a->context, a->width, a->layers, a->heads,
                           a->dropout};
     uint64_t total = a->max_steps;
@@ -144,7 +164,7 @@ static int run(lm_run *r, vkt_instance *inst)
     float val = 0, trn = 0;
     if (!eval_loss(r, 1, 0, &val) || !eval_loss(r, 0, 1000, &trn))
         return 1;
-    char *text = malloc(a->sample + 1);
+    char *text = malloc((size_t)a->sample + 1);
     if (!text)
         return cli_fail("out of host memory", VKT_ERROR_OUT_OF_MEMORY, "");
     st = vkt_trainer_sample_text(r->tr, r->text, r->m.input, r->m.logits, a->context, NULL,

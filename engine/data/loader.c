@@ -1,6 +1,7 @@
 /* Batches in a seeded random order, a new permutation every epoch. The permutation of
  * epoch e depends only on (seed, e), so a position (epoch, batches taken) is enough to
  * resume exactly. */
+#include "core/rand.h"
 #include "data.h"
 
 #include <stdarg.h>
@@ -18,15 +19,6 @@ vkt_status vkt_data_fail(vkt_status status, const char *fmt, ...)
     return status;
 }
 
-/* splitmix64: a well-mixed stream from any seed. */
-static uint64_t mix(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Fisher-Yates over the identity, driven by (seed, epoch). */
 void loader_permutation(const vkt_loader *l, uint64_t epoch, uint32_t *perm)
 {
@@ -37,7 +29,7 @@ void loader_permutation(const vkt_loader *l, uint64_t epoch, uint32_t *perm)
         return;
     uint64_t state = l->seed ^ (epoch * 0xD1B54A32D192ED03ull);
     for (uint32_t i = n - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)(mix(&state) % ((uint64_t)i + 1));
+        uint32_t j = (uint32_t)(core_splitmix64(&state) % ((uint64_t)i + 1));
         uint32_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;

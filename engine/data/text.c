@@ -1,6 +1,7 @@
 /* text.c - a character-level corpus: the bytes of a text file, a vocabulary of the
  * distinct bytes (sorted, so ids are stable for a given file), a training split and a
  * validation split (the last part of the text), and batches of random windows. */
+#include "core/rand.h"
 #include "data/data.h"
 #include "platform/platform.h"
 
@@ -88,15 +89,6 @@ const uint8_t *vkt_text_ids(const vkt_text *t, int split)
     return split ? t->ids + t->split : t->ids;
 }
 
-/* splitmix64: a small seeded generator whose whole state is one uint64. */
-uint64_t vkt_text_rand(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 void vkt_text_window(const vkt_text *t, int split, uint64_t start, uint32_t context, float *ids,
                      int32_t *targets)
 {
@@ -120,7 +112,7 @@ vkt_status vkt_text_batch(const vkt_text *t, int split, uint32_t batch, uint32_t
                              "context %u needs %u", split ? "validation" : "training",
                              (unsigned long long)n, context, context + 1);
     for (uint32_t b = 0; b < batch; b++) {
-        uint64_t start = vkt_text_rand(rng) % (n - context);
+        uint64_t start = core_splitmix64(rng) % (n - context);
         vkt_text_window(t, split, start, context, ids + (uint64_t)b * context,
                         targets + (uint64_t)b * context);
     }

@@ -1,22 +1,14 @@
 /* init.c - parameter initializers (host side, seeded, deterministic) and the
  * counter-based hash dropout uses (the same integer steps as shaders/dropout.comp). */
+#include "core/rand.h"
 #include "graph/graph.h"
 
 #include <math.h>
 
-/* splitmix64: one 64-bit state, good enough streams for initializers. */
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [0, 1) with 53 bits. */
 static double uniform01(uint64_t *s)
 {
-    return (double)(splitmix(s) >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(core_splitmix64(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* Standard normal by Box-Muller (one value per call: simple and deterministic). */

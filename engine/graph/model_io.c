@@ -35,15 +35,19 @@ static uint32_t classes_of(const vkt_model *m, const vkt_tensor *labels)
     return 0;
 }
 
-/* Rows of the embedding table that `ids` indexes (0 if it feeds no embedding). */
+/* Rows of the smallest embedding table that `ids` indexes (0 if it feeds none). */
 static uint32_t vocab_of(const vkt_model *m, const vkt_tensor *ids)
 {
+    uint32_t vocab = 0;
     for (uint32_t i = 0; i < m->n; i++) {
         const vkt_tensor *t = m->g->nodes[i];
-        if (t->op == GOP_EMBEDDING && t->in[0] == ids && m->node[i].active)
-            return m->shape[t->in[1]->id].dims[0];
+        if (t->op != GOP_EMBEDDING || t->in[0] != ids || !m->node[i].active)
+            continue;
+        uint32_t rows = m->shape[t->in[1]->id].dims[0];
+        if (vocab == 0 || rows < vocab)
+            vocab = rows;
     }
-    return 0;
+    return vocab;
 }
 
 /* Token ids must be exact integers in [0, vocab): the kernel cannot report a bad one. */

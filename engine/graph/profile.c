@@ -38,11 +38,19 @@ vkt_status vkt_model_profile(vkt_model *m, uint32_t runs, vkt_op_timing *out, ui
     if (capacity < n)
         return model_fail(m, VKT_ERROR_INVALID_ARGUMENT,
                           "vkt_model_profile: %u steps, room for %u", n, capacity);
+    m->errmsg[0] = 0;
     vkt_stream_options so = {.timestamps = 1};
     vkt_stream *s = NULL;
     uint32_t *first = malloc((n + 1) * sizeof *first);
     vkt_timing *t = NULL;
-    vkt_status st = first ? vkt_stream_create(m->ctx, &so, &s) : VKT_ERROR_OUT_OF_MEMORY;
+    /* States (batch norm's running averages) that the replayed training forwards update:
+     * saved here and put back afterwards, so profiling leaves the model as it was. */
+    uint64_t n_states = m->param_elems - m->train_elems;
+    float *states = n_states ? malloc(n_states * sizeof *states) : NULL;
+    vkt_status st = first && (states || !n_states) ? vkt_stream_create(m->ctx, &so, &s)
+                                                   : VKT_ERROR_OUT_OF_MEMORY;
+    if (st == VKT_OK && n_states)
+        st = vkt_buffer_read(m->params, m->train_elems * 4, states, n_states * 4);
     if (st == VKT_OK)
         st = record_steps(m, s, n, first);
     if (st == VKT_OK && !(t = malloc((first[n] + 1) * sizeof *t)))
@@ -65,12 +73,17 @@ vkt_status vkt_model_profile(vkt_model *m, uint32_t runs, vkt_op_timing *out, ui
             for (uint32_t d = first[k]; d < first[k + 1] && d < got; d++)
                 out[k].microseconds += t[d].microseconds / (runs == 1 ? 1 : runs - 1);
     }
+    if (n_states && states && st != VKT_ERROR_OUT_OF_MEMORY) {
+        vkt_status put = vkt_buffer_write(m->params, m->train_elems * 4, states, n_states * 4);
+        st = st == VKT_OK ? put : st;
+    }
     if (st == VKT_ERROR_OUT_OF_MEMORY && !m->errmsg[0])
         model_fail(m, st, "out of host memory");
-    else if (st != VKT_OK)
+    else if (st != VKT_OK && !m->errmsg[0]) /* a kernel's message, kept by the context */
         model_ctx_fail(m, st);
     vkt_stream_destroy(s);
     free(first);
     free(t);
+    free(states);
     return st;
 }

@@ -80,8 +80,8 @@ static int step_together(replica *r, uint64_t step)
         return 1;
     double t2 = vkt_now();
     r->stats.wait_seconds += t2 - t1;
-    uint64_t c0 = t->param_count * r->index / t->n_rep;
-    uint64_t c1 = t->param_count * (r->index + 1) / t->n_rep;
+    uint64_t c0 = t->grad_count * r->index / t->n_rep; /* the states have no gradient */
+    uint64_t c1 = t->grad_count * (r->index + 1) / t->n_rep;
     reduce_chunk(t, c0, c1);
     vkt_barrier_wait(t->barrier, 0);
     double t3 = vkt_now();

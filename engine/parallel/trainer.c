@@ -156,8 +156,11 @@ static vkt_status create_all(vkt_trainer *t)
     }
     for (uint32_t i = 0; st == VKT_OK && i < n; i++)
         st = create_replica(t, &t->rep[i], dev[i]);
-    if (st == VKT_OK)
+    if (st == VKT_OK) {
+        vkt_view p, g;
         t->param_count = vkt_model_param_count(t->rep[0].model);
+        graph_model_flat(t->rep[0].model, &p, &g, &t->grad_count);
+    }
     if (st == VKT_OK && n > 1)
         st = trainer_workers_start(t);
     return st;
@@ -191,15 +194,24 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
         vkt_trainer_destroy(t);
         return vkt_fail(NULL, st, "%s", msg);
     }
+    /* Records replica 0's step now, so a shape past a device limit (found when a kernel is
+     * recorded) fails here rather than at the first step. */
     vkt_model_stats ms;
-    if (vkt_model_stats_get(t->rep[0].model, &ms) == VKT_OK) {
+    st = vkt_model_stats_get(t->rep[0].model, &ms);
+    if (st != VKT_OK) {
+        char msg[VKT_ERRMSG_SIZE];
+        snprintf(msg, sizeof msg, "%s", vkt_model_errmsg(t->rep[0].model));
+        vkt_trainer_destroy(t);
+        return vkt_fail(NULL, st, "%s", msg);
+    }
+    {
         t->stats.step_dispatches = ms.step_dispatches +
                                    (t->rep[0].apply ? 1 + (t->optim.clip_norm > 0) : 0);
         t->stats.activation_bytes = ms.activation_bytes;
         t->stats.activation_no_reuse_bytes = ms.activation_no_reuse_bytes;
     }
     t->stats.replicas = t->n_rep;
-    t->stats.bytes_staged_per_step = t->n_rep > 1 ? 2ull * t->n_rep * t->param_count * 4 : 0;
+    t->stats.bytes_staged_per_step = t->n_rep > 1 ? 2ull * t->n_rep * t->grad_count * 4 : 0;
     *out = t;
     return VKT_OK;
 }

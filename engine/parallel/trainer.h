@@ -71,6 +71,7 @@ struct vkt_trainer {
     uint32_t n_rep;
     uint64_t steps;             /* global steps taken (the schedule's position) */
     uint64_t param_count;
+    uint64_t grad_count;       /* the trained parameters: the first of param_count (states follow) */
     vkt_trainer_stats stats;
     char errmsg[VKT_ERRMSG_SIZE];
 
@@ -163,5 +164,8 @@ void trainer_set_step(replica *r, uint64_t step);
  * 0 (sharing its parameters), made on first use and cached. */
 vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t batch,
                               vkt_model **out);
+/* -log softmax(z)[label] over `classes` logits, in double; *argmax (may be NULL) gets the
+ * largest logit's class. */
+double trainer_nll(const float *z, uint32_t classes, uint32_t label, uint32_t *argmax);
 
 #endif

@@ -18,7 +18,8 @@ vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t
             return VKT_OK;
         }
     if (r->n_eval == TRAINER_MAX_EVAL)
-        return trainer_fail(t, VKT_ERROR_LIMIT, "at most %d different prediction outputs",
+        return trainer_fail(t, VKT_ERROR_LIMIT,
+                            "at most %d evaluation models (different outputs or batches)",
                             TRAINER_MAX_EVAL);
     if (!output || output->graph != t->graph)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
@@ -64,6 +65,19 @@ vkt_status vkt_trainer_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n
     return st;
 }
 
+double trainer_nll(const float *z, uint32_t classes, uint32_t label, uint32_t *argmax)
+{
+    uint32_t best = 0;
+    for (uint32_t c = 1; c < classes; c++)
+        best = z[c] > z[best] ? c : best;
+    double sum = 0;
+    for (uint32_t c = 0; c < classes; c++)
+        sum += exp((double)z[c] - z[best]);
+    if (argmax)
+        *argmax = best;
+    return log(sum) - ((double)z[label] - z[best]);
+}
+
 vkt_status vkt_trainer_evaluate(vkt_trainer *t, const vkt_dataset *data,
                                 const vkt_tensor *input, const vkt_tensor *logits,
                                 vkt_eval_result *out)
@@ -88,14 +102,8 @@ vkt_status vkt_trainer_evaluate(vkt_trainer *t, const vkt_dataset *data,
         double loss = 0;
         uint32_t right = 0;
         for (uint32_t i = 0; i < n; i++) {
-            const float *zi = z + (uint64_t)i * classes;
-            uint32_t best = 0;
-            for (uint32_t c = 1; c < classes; c++)
-                best = zi[c] > zi[best] ? c : best;
-            double sum = 0;
-            for (uint32_t c = 0; c < classes; c++)
-                sum += exp((double)zi[c] - zi[best]);
-            loss += log(sum) - ((double)zi[y[i]] - zi[best]); /* -log softmax[label] */
+            uint32_t best;
+            loss += trainer_nll(z + (uint64_t)i * classes, classes, (uint32_t)y[i], &best);
             right += best == (uint32_t)y[i];
         }
         out->loss = (float)(loss / n);

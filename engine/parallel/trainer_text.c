@@ -2,28 +2,12 @@
  * nats per character over consecutive windows of a text, and sampling with a
  * temperature from a batch-1 forward-only model that shares the trained parameters. */
 #include "trainer.h"
+#include "core/rand.h"
 #include "data/data.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Mean of logsumexp(z) - z[target] over `rows` rows of `vocab` logits. */
-static double mean_nll(const float *z, const int32_t *targets, uint64_t rows, uint32_t vocab)
-{
-    double total = 0;
-    for (uint64_t r = 0; r < rows; r++) {
-        const float *zr = z + r * vocab;
-        float m = zr[0];
-        for (uint32_t c = 1; c < vocab; c++)
-            m = zr[c] > m ? zr[c] : m;
-        double sum = 0;
-        for (uint32_t c = 0; c < vocab; c++)
-            sum += exp((double)zr[c] - m);
-        total += m + log(sum) - zr[targets[r]];
-    }
-    return total / (double)rows;
-}
 
 static vkt_status check_lm(vkt_trainer *t, const char *fn, const vkt_text *text,
                            const vkt_tensor *ids, const vkt_tensor *logits, uint32_t context)
@@ -57,20 +41,34 @@ vkt_status vkt_trainer_evaluate_text(vkt_trainer *t, const vkt_text *text, int s
         return trainer_fail(t, VKT_ERROR_SHAPE, "%s: the text part is shorter than context %u",
                             fn, context);
     uint32_t use = (uint32_t)(max_windows && all > max_windows ? max_windows : all);
-    uint32_t vocab = vkt_text_vocab(text);
-    uint64_t rows = (uint64_t)use * context;
-    float *x = malloc(rows * sizeof *x), *z = malloc(rows * vocab * sizeof *z);
+    /* Chunks of the training batch's rows: the model's arrays (attention's weights grow
+     * with rows x T^2) stay the size training already allocated. */
+    uint32_t chunk = t->opt.batch, vocab = vkt_text_vocab(text);
+    uint64_t rows = (uint64_t)chunk * context;
+    float *x = calloc(rows, sizeof *x), *z = malloc(rows * vocab * sizeof *z);
     int32_t *y = malloc(rows * sizeof *y);
+    vkt_model *m = NULL;
     if (!x || !z || !y)
         st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    for (uint32_t w = 0; st == VKT_OK && w < use; w++) /* evenly spread windows */
-        vkt_text_window(text, split, all * w / use * context, context, x + (uint64_t)w * context,
-                        y + (uint64_t)w * context);
-    vkt_feed feed = {ids, x};
     if (st == VKT_OK)
-        st = vkt_trainer_predict(t, &feed, 1, use, logits, z);
+        st = trainer_eval_model(t, logits, chunk, &m);
+    double total = 0;
+    for (uint32_t w0 = 0; st == VKT_OK && w0 < use; w0 += chunk) {
+        uint32_t n = use - w0 < chunk ? use - w0 : chunk; /* rows past n keep old windows */
+        for (uint32_t w = 0; w < n; w++) /* evenly spread windows */
+            vkt_text_window(text, split, all * (w0 + w) / use * context, context,
+                            x + (uint64_t)w * context, y + (uint64_t)w * context);
+        if ((st = vkt_model_set_input(m, ids, x, rows)) != VKT_OK ||
+            (st = vkt_model_forward(m)) != VKT_OK ||
+            (st = vkt_model_read(m, logits, z, rows * vocab)) != VKT_OK) {
+            st = trainer_from_model(t, m, st);
+            break;
+        }
+        for (uint64_t r = 0; r < (uint64_t)n * context; r++)
+            total += trainer_nll(z + r * vocab, vocab, (uint32_t)y[r], NULL);
+    }
     if (st == VKT_OK)
-        *out_loss = (float)mean_nll(z, y, rows, vocab);
+        *out_loss = (float)(total / ((double)use * context));
     free(x);
     free(z);
     free(y);
@@ -85,7 +83,7 @@ static uint32_t draw(const float *z, uint32_t vocab, float temperature, uint64_t
         best = z[c] > z[best] ? c : best;
     if (temperature <= 0.0f)
         return best;
-    double sum = 0, u = (double)(vkt_text_rand(rng) >> 11) * 0x1.0p-53;
+    double sum = 0, u = (double)(core_splitmix64(rng) >> 11) * 0x1.0p-53;
     for (uint32_t c = 0; c < vocab; c++)
         sum += exp(((double)z[c] - z[best]) / temperature);
     double acc = 0;

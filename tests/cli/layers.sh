@@ -53,6 +53,11 @@ check "a missing --text fails with exit 1 and names the file" \
     "[[ $rc -eq 1 ]] && grep -q 'missing.txt' <<<\"\$out\""
 run "$bin/vkt" train --model charlm --heads 3 --steps 10
 check "--heads not dividing --width is a usage error (exit 2)" "[[ $rc -eq 2 ]]"
+run "$bin/vkt" train --model charlm --sample -1 --steps 10
+check "--sample -1 is a usage error (exit 2)" "[[ $rc -eq 2 ]]"
+run "$bin/vkt" train --model charlm --mode async --replicas 2 --steps 10
+check "charlm refuses async replicas before training (exit 2)" \
+    "[[ $rc -eq 2 ]] && grep -q 'sync replicas' <<<\"\$out\""
 run "$bin/vkt" train --model resnet
 check "an unknown model is a usage error naming the models" \
     "[[ $rc -eq 2 ]] && grep -q 'cnn, charlm' <<<\"\$out\""
