@@ -20,6 +20,10 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint OP = 0;
+/* Same-shape operands on the vec4 path (nvec > 0, both strides 1), known when the
+ * pipeline is made: no per-element branch between vec4 and broadcast loads (lavapipe
+ * runs both sides of such a branch on every iteration). */
+layout(constant_id = 2) const bool SAME_SHAPE = false;
 
 layout(push_constant) uniform Push { vkt_push_binary p; };
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
@@ -69,6 +73,14 @@ void main()
 {
     uint t = gl_GlobalInvocationID.x;
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    if (SAME_SHAPE) {
+        uint ab = (p.a_off + p.head) / 4, bb = (p.b_off + p.head) / 4;
+        uint yb = (p.y_off + p.head) / 4;
+        for (uint j = t; j < p.nvec; j += stride)
+            y4[yb + j] = apply(a4[ab + j], b4[bb + j]);
+        VKT_VEC4_EDGES(p, t, one);
+        return;
+    }
     if (p.nvec > 0) {
         uint ab = (p.a_off + p.head) / 4, bb = (p.b_off + p.head) / 4;
         uint yb = (p.y_off + p.head) / 4;

@@ -194,10 +194,11 @@ vkt_status vkt_binary(vkt_stream *stream, vkt_binary_op op, vkt_view a, const vk
     }
     gpu_arg args[3] = {ku_arg(a, 0, na, 0), ku_arg(b, 0, nb, 0), ku_arg(out, 0, nout, 1)};
     uint32_t wg = ku_workgroup_size(ctx);
-    uint32_t spec[2] = {wg, (uint32_t)op};
+    uint32_t same = push.nvec && l.as[3] == 1 && l.bs[3] == 1;
+    uint32_t spec[3] = {wg, (uint32_t)op, same};
     uint64_t items = push.nvec ? push.nvec : push.units4 ? nout / 4 : nout;
     uint32_t groups[3] = {ku_groups_1d(ctx, items, wg), 1, 1};
-    return gpu_dispatch(stream, &k_binary, spec, 2, args, &push, groups);
+    return gpu_dispatch(stream, &k_binary, spec, 3, args, &push, groups);
 }
 
 vkt_status vkt_binary_backward(vkt_stream *stream, vkt_binary_op op, int which, vkt_view a,
