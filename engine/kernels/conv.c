@@ -14,7 +14,6 @@
  * Chunks are whole samples: the whole batch when the workspace allows. */
 #include "kernels/conv.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "kernels/kernel_util.h"
@@ -48,21 +47,6 @@ static const gpu_kernel k_bias_grad[2] = {CONV_KERNEL(conv_bias_grad, 2, SR),
 
 /* ---- geometry ------------------------------------------------------------------ */
 
-/* Writes the message into msg (when given) and the thread's last error. */
-static vkt_status init_fail(char *msg, size_t msg_size, vkt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static vkt_status init_fail(char *msg, size_t msg_size, vkt_status st, const char *fmt, ...)
-{
-    char buf[VKT_ERRMSG_SIZE];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (msg && msg_size)
-        snprintf(msg, msg_size, "%s", buf);
-    return vkt_fail(NULL, st, "%s", buf);
-}
-
 /* Output length along one axis, or 0 when the dilated kernel does not fit the padded
  * input. 64-bit: a huge padding must not wrap. */
 static uint64_t out_len(uint32_t in, uint32_t pad, uint32_t k, uint32_t dil, uint32_t stride)
@@ -74,23 +58,23 @@ static uint64_t out_len(uint32_t in, uint32_t pad, uint32_t k, uint32_t dil, uin
 vkt_status kc_conv_init(kc_conv *g, char *msg, size_t msg_size)
 {
     if (!g)
-        return init_fail(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT, "kc_conv_init: g is NULL");
+        return ku_fail_to(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT, "kc_conv_init: g is NULL");
     const char *names[] = {"n", "c", "h", "w", "oc", "kh", "kw", "stride_h", "stride_w",
                            "dil_h", "dil_w", "groups"};
     const uint32_t vals[] = {g->n, g->c, g->h, g->w, g->oc, g->kh, g->kw, g->stride_h,
                              g->stride_w, g->dil_h, g->dil_w, g->groups};
     for (unsigned i = 0; i < sizeof vals / sizeof vals[0]; i++)
         if (vals[i] == 0)
-            return init_fail(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
+            return ku_fail_to(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
                              "kc_conv_init: %s is 0; it must be at least 1", names[i]);
     if (g->c % g->groups || g->oc % g->groups)
-        return init_fail(msg, msg_size, VKT_ERROR_SHAPE,
+        return ku_fail_to(msg, msg_size, VKT_ERROR_SHAPE,
                          "kc_conv_init: groups (%u) must divide c (%u) and oc (%u)", g->groups,
                          g->c, g->oc);
     /* The shaders compute input coordinates in 32-bit signed integers. */
     if ((uint64_t)g->h + 2ull * g->pad_h + (uint64_t)g->dil_h * g->kh >= (1ull << 31) ||
         (uint64_t)g->w + 2ull * g->pad_w + (uint64_t)g->dil_w * g->kw >= (1ull << 31))
-        return init_fail(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
+        return ku_fail_to(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
                          "kc_conv_init: h %u, w %u with pad %u x %u and dilated kernel "
                          "%u x %u are too large (padded sizes must stay below 2^31)", g->h,
                          g->w, g->pad_h, g->pad_w, g->dil_h * (g->kh - 1) + 1,
@@ -98,7 +82,7 @@ vkt_status kc_conv_init(kc_conv *g, char *msg, size_t msg_size)
     uint64_t oh = out_len(g->h, g->pad_h, g->kh, g->dil_h, g->stride_h);
     uint64_t ow = out_len(g->w, g->pad_w, g->kw, g->dil_w, g->stride_w);
     if (oh == 0 || ow == 0)
-        return init_fail(msg, msg_size, VKT_ERROR_SHAPE,
+        return ku_fail_to(msg, msg_size, VKT_ERROR_SHAPE,
                          "kc_conv_init: the kernel %ux%u dilated by %ux%u spans %llux%llu, "
                          "more than the padded input %llux%llu (h %u + 2 pad_h %u, w %u + 2 "
                          "pad_w %u): the output would be empty", g->kh, g->kw, g->dil_h,

@@ -1,6 +1,7 @@
 /* kernel_util.c - grid sizing, range splitting and shape helpers for the kernels. */
 #include "kernels/kernel_util.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -188,4 +189,16 @@ const char *ku_shape_str(const vkt_shape *s, char buf[KU_SHAPE_STR])
     if (len > 0 && len < KU_SHAPE_STR - 1)
         snprintf(buf + len, KU_SHAPE_STR - (size_t)len, "]");
     return buf;
+}
+
+vkt_status ku_fail_to(char *msg, size_t msg_size, vkt_status st, const char *fmt, ...)
+{
+    char buf[VKT_ERRMSG_SIZE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (msg && msg_size)
+        snprintf(msg, msg_size, "%s", buf);
+    return vkt_fail(NULL, st, "%s", buf);
 }

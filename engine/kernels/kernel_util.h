@@ -71,6 +71,10 @@ uint32_t ku_shift(const vkt_context *ctx, vkt_view v, uint64_t first);
 /* Fails with VKT_ERROR_INVALID_ARGUMENT unless `s` is a shape: not NULL, ndim <= 4,
  * every dimension >= 1. `fn` and `what` name the call and argument in the message. */
 vkt_status ku_check_shape(char *errmsg, const char *fn, const char *what, const vkt_shape *s);
+/* Writes the message into msg (when given) and the thread's last error; returns st. For
+ * checks that run without a context (geometry validation). */
+vkt_status ku_fail_to(char *msg, size_t msg_size, vkt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Product of the dimensions (1 for ndim 0). */
 uint64_t ku_shape_count(const vkt_shape *s);
 /* "[3,1,5]" ("[]" for a scalar) into buf; returns buf. */

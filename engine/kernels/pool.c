@@ -4,7 +4,6 @@
  * unless a tensor is wider than one storage binding may be; then per chunk of planes. */
 #include "kernels/conv.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "kernels/kernel_util.h"
@@ -25,44 +24,29 @@ static const gpu_kernel k_pool_backward = {
     "pool_backward", vkt_spv_pool_backward, sizeof vkt_spv_pool_backward, 4, {S, SR, S, SR},
     sizeof(struct vkt_push_pool)};
 
-static vkt_status init_fail(char *msg, size_t msg_size, vkt_status st, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Writes the message into msg (when given) and the thread's last error. */
-static vkt_status init_fail(char *msg, size_t msg_size, vkt_status st, const char *fmt, ...)
-{
-    char buf[VKT_ERRMSG_SIZE];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (msg && msg_size)
-        snprintf(msg, msg_size, "%s", buf);
-    return vkt_fail(NULL, st, "%s", buf);
-}
-
 vkt_status kc_pool_init(kc_pool *p, char *msg, size_t msg_size)
 {
     if (!p)
-        return init_fail(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT, "kc_pool_init: p is NULL");
+        return ku_fail_to(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT, "kc_pool_init: p is NULL");
     const char *names[] = {"n", "c", "h", "w", "kh", "kw", "stride_h", "stride_w"};
     const uint32_t vals[] = {p->n, p->c, p->h, p->w, p->kh, p->kw, p->stride_h, p->stride_w};
     for (unsigned i = 0; i < sizeof vals / sizeof vals[0]; i++)
         if (vals[i] == 0)
-            return init_fail(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
+            return ku_fail_to(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
                              "kc_pool_init: %s is 0; it must be at least 1", names[i]);
     /* pad <= k / 2 keeps a real input in every window (max pooling always has a winner) */
     if (p->pad_h > p->kh / 2 || p->pad_w > p->kw / 2)
-        return init_fail(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
+        return ku_fail_to(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
                          "kc_pool_init: padding %u x %u is more than half the window %u x %u "
                          "(pad_h <= kh / 2 and pad_w <= kw / 2 are required)", p->pad_h,
                          p->pad_w, p->kh, p->kw);
     if ((uint64_t)p->h + 2ull * p->pad_h >= (1ull << 31) ||
         (uint64_t)p->w + 2ull * p->pad_w >= (1ull << 31))
-        return init_fail(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
+        return ku_fail_to(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
                          "kc_pool_init: h %u x w %u are too large (below 2^31 required)", p->h,
                          p->w);
     if ((uint64_t)p->h + 2ull * p->pad_h < p->kh || (uint64_t)p->w + 2ull * p->pad_w < p->kw)
-        return init_fail(msg, msg_size, VKT_ERROR_SHAPE,
+        return ku_fail_to(msg, msg_size, VKT_ERROR_SHAPE,
                          "kc_pool_init: the window %u x %u is larger than the padded input "
                          "%llu x %llu (h %u + 2 pad_h %u, w %u + 2 pad_w %u)", p->kh, p->kw,
                          (unsigned long long)p->h + 2ull * p->pad_h,
