@@ -97,60 +97,55 @@ static vkt_status new_value(vkt_model *m, uint64_t count, int32_t *out)
     return *out >= 0 ? VKT_OK : model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
 }
 
-vkt_status layer_make_aux(vkt_model *m, uint32_t i)
+/* Elements of node t's aux array and backward workspace at the model's shapes. */
+static vkt_status array_sizes(vkt_model *m, const vkt_tensor *t, uint64_t *aux, uint64_t *tmp)
 {
-    const vkt_tensor *t = m->g->nodes[i];
-    uint64_t n = 0;
     uint32_t rows, cols, b, tt, h, d, c, hw;
     vkt_status st = VKT_OK;
+    *aux = *tmp = 0;
     switch (t->op) {
-    case GOP_CONV2D: st = conv_workspace(m, t, &n); break;
+    case GOP_CONV2D: /* the same workspace forward (im2col) and backward */
+        if ((st = conv_workspace(m, t, aux)) == VKT_OK)
+            *tmp = *aux;
+        break;
     case GOP_POOL2D: {
         kc_pool p;
         if ((st = pool_geom(m, t, &p)) == VKT_OK)
-            n = kc_pool_saved_elems(&p);
+            *aux = kc_pool_saved_elems(&p);
         break;
     }
     case GOP_LAYERNORM:
         model_rows_cols(shape_in(m, t, 0), &rows, &cols);
-        n = 2ull * rows;
+        *aux = 2ull * rows;
+        *tmp = kn_layernorm_workspace_elems(rows, cols);
         break;
     case GOP_BATCHNORM:
         layer_bn_dims(shape_in(m, t, 0), &b, &c, &hw);
-        n = 2ull * c;
+        *aux = 2ull * c;
+        *tmp = kn_batchnorm_workspace_elems(b, c, hw);
         break;
     case GOP_ATTENTION:
         layer_attn_dims(t, shape_in(m, t, 0), &b, &tt, &h, &d);
-        n = (uint64_t)b * h * tt * tt;
+        *aux = (uint64_t)b * h * tt * tt;
+        *tmp = ka_attention_workspace_elems(b, tt, h, d);
         break;
     default: break;
     }
-    return st == VKT_OK ? new_value(m, n, &m->node[i].aux) : st;
+    return st;
+}
+
+vkt_status layer_make_aux(vkt_model *m, uint32_t i)
+{
+    uint64_t aux, tmp;
+    vkt_status st = array_sizes(m, m->g->nodes[i], &aux, &tmp);
+    return st == VKT_OK ? new_value(m, aux, &m->node[i].aux) : st;
 }
 
 vkt_status layer_make_tmp(vkt_model *m, uint32_t i)
 {
-    const vkt_tensor *t = m->g->nodes[i];
-    uint64_t n = 0;
-    uint32_t rows, cols, b, tt, h, d, c, hw;
-    vkt_status st = VKT_OK;
-    switch (t->op) {
-    case GOP_CONV2D: st = conv_workspace(m, t, &n); break;
-    case GOP_LAYERNORM:
-        model_rows_cols(shape_in(m, t, 0), &rows, &cols);
-        n = kn_layernorm_workspace_elems(rows, cols);
-        break;
-    case GOP_BATCHNORM:
-        layer_bn_dims(shape_in(m, t, 0), &b, &c, &hw);
-        n = kn_batchnorm_workspace_elems(b, c, hw);
-        break;
-    case GOP_ATTENTION:
-        layer_attn_dims(t, shape_in(m, t, 0), &b, &tt, &h, &d);
-        n = ka_attention_workspace_elems(b, tt, h, d);
-        break;
-    default: break;
-    }
-    return st == VKT_OK ? new_value(m, n, &m->node[i].tmp) : st;
+    uint64_t aux, tmp;
+    vkt_status st = array_sizes(m, m->g->nodes[i], &aux, &tmp);
+    return st == VKT_OK ? new_value(m, tmp, &m->node[i].tmp) : st;
 }
 
 static vkt_view ctrl_step(const vkt_model *m) { return (vkt_view){m->ctrl, CTRL_STEP}; }
