@@ -2,8 +2,10 @@
  * Moves between a chunk's NCHW tensor [n, oc, P] (P = oh ow) and the workspace matrix
  * rows [oc, R] (R = n P, channel-major: row o holds every position of every sample of
  * this chunk for channel o):
- *   DIR 0 (forward):  y[s, o, q] = rows[o, s P + q] (+ bias[o] when HAS_BIAS)
- *   DIR 1 (backward): rows[o, s P + q] = dy[s, o, q]
+ *   DIR 0 (forward):  y[s, o, q] = rows[o, s P + q] (+ bias[o] when HAS_BIAS), then
+ *                     max(., 0) when RELU (a relu fused into the convolution)
+ *   DIR 1 (backward): rows[o, s P + q] = dy[s, o, q], times (y[s, o, q] > 0) when RELU
+ *                     (dy is then the relu output's gradient, y that output, in binding 2)
  * Both sides are contiguous along the P positions of a (sample, channel) plane. Each lane
  * takes a run of RUN consecutive positions of one plane, so the divisions that locate it
  * are paid once per run. Binding 0 is the source, read
@@ -24,13 +26,16 @@ layout(constant_id = 3) const bool QUAD = false;
 layout(constant_id = 4) const bool VEC_IN = false;
 layout(constant_id = 5) const bool VEC_OUT = false;
 layout(constant_id = 6) const uint RUN = 16;
+layout(constant_id = 7) const bool RELU = false;
+layout(constant_id = 8) const bool VEC_Y = false; /* DIR 1 with RELU: y read as vec4s */
 
 layout(push_constant) uniform Push { vkt_push_conv p; };
 layout(binding = 0, r32f) uniform readonly imageBuffer Src1;
 layout(binding = 0, rgba32f) uniform readonly imageBuffer Src4;
 layout(std430, set = 0, binding = 1) writeonly buffer Dst { float dst[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Dst4 { vec4 dst4[]; };
-layout(std430, set = 0, binding = 2) readonly buffer B { float bias[]; };
+layout(std430, set = 0, binding = 2) readonly buffer B { float bias[]; }; /* or y (DIR 1) */
+layout(std430, set = 0, binding = 2) readonly buffer B4 { vec4 y4[]; };
 
 vec4 load4(uint at)
 {
@@ -63,14 +68,29 @@ void main()
         uint s = DIR == 0 ? hi : lo, o = DIR == 0 ? lo : hi;
         uint nchw = p.t_off + (s * p.oc + o) * p.plane, mat = p.m_off + o * R + s * p.plane;
         uint src = DIR == 0 ? mat : nchw, dest = DIR == 0 ? nchw : mat;
-        float b = HAS_BIAS ? bias[p.b_off + o] : 0.0;
+        float b = DIR == 0 && HAS_BIAS ? bias[p.b_off + o] : 0.0;
+        uint yq = p.b_off + (s * p.oc + o) * p.plane; /* DIR 1 with RELU: y's plane */
         uint end = min(q0 + RUN, p.plane);
         if (QUAD) {
-            for (uint q = q0; q < end; q += 4)
-                store4(dest + q, load4(src + q) + b);
+            for (uint q = q0; q < end; q += 4) {
+                vec4 v = load4(src + q) + b;
+                if (RELU && DIR == 0)
+                    v = max(v, vec4(0.0));
+                if (RELU && DIR == 1) {
+                    vec4 y = VEC_Y ? y4[(yq + q) / 4]
+                                   : vec4(bias[yq + q], bias[yq + q + 1], bias[yq + q + 2],
+                                          bias[yq + q + 3]);
+                    v = mix(vec4(0.0), v, greaterThan(y, vec4(0.0)));
+                }
+                store4(dest + q, v);
+            }
         } else {
-            for (uint q = q0; q < end; q++)
-                dst[dest + q] = imageLoad(Src1, int(src + q)).x + b;
+            for (uint q = q0; q < end; q++) {
+                float v = imageLoad(Src1, int(src + q)).x + b;
+                if (RELU)
+                    v = DIR == 0 ? max(v, 0.0) : (bias[yq + q] > 0.0 ? v : 0.0);
+                dst[dest + q] = v;
+            }
         }
     }
 }

@@ -164,6 +164,49 @@ typedef struct conv_data {
 
 static void conv_backward_case(const conv_case *cs, conv_data *t);
 
+/* conv2d + relu fused (kc_conv2d_act, kc_conv2d_backward_act): the output is relu of the
+ * reference forward (t->y.d); the backward equals the plain reference backward of dy
+ * masked by the device's output > 0 (its sign decides near 0), with every gradient. */
+static void conv_relu_case(const conv_case *cs, conv_data *t)
+{
+    const kc_conv *g = &t->g;
+    tensor y = tensor_new(t->ny, 0, 0), dx = tensor_new(t->nx, 0, 0);
+    tensor dw = tensor_new(t->nw, 0, 0), db = tensor_new(g->oc, 0, 0);
+    tensor_poison(&y);
+    vkt_view bv = view(&t->b), yv = view(&y), v[3] = {view(&dx), view(&dw), view(&db)};
+    TH_OK(g_ctx, kc_conv2d_act(g_s, g, view(&t->x), view(&t->w), cs->bias ? &bv : NULL, 1, yv,
+                               view(&t->ws), t->ws_elems));
+    tensor *out[3] = {&dx, &dw, &db};
+    for (int i = 0; i < 3; i++)
+        tensor_poison(out[i]);
+    TH_OK(g_ctx, kc_conv2d_backward_act(g_s, g, view(&t->x), view(&t->w), view(&t->gy), &yv,
+                                        &v[0], 0.0f, &v[1], 0.0f, cs->bias ? &v[2] : NULL, 0.0f,
+                                        view(&t->ws), t->ws_elems));
+    run();
+    double *want = calloc(t->ny, sizeof *want), *gy = calloc(t->ny, sizeof *gy);
+    float *got = th_alloc_floats(t->ny);
+    th_buf_read(&y.b, got);
+    for (uint64_t i = 0; i < t->ny; i++) {
+        want[i] = t->y.d[i] > 0 ? t->y.d[i] : 0.0;
+        gy[i] = got[i] > 0.0f ? t->gy.d[i] : 0.0;
+    }
+    char what[160];
+    snprintf(what, sizeof what, "conv + relu forward, %s", cs->name);
+    expect(&y, want, what, 1e-4f, 1e-5f);
+    kc_ref_conv2d_backward(g, t->x.d, t->w.d, gy, dx.d, dw.d, db.d);
+    const char *names[3] = {"dx", "dw", "db"};
+    for (int i = 0; i < (cs->bias ? 3 : 2); i++) {
+        snprintf(what, sizeof what, "conv + relu backward %s, %s", names[i], cs->name);
+        expect(out[i], out[i]->d, what, 1e-4f, 2e-5f);
+    }
+    free(want);
+    free(gy);
+    free(got);
+    for (int i = 0; i < 3; i++)
+        tensor_free(out[i]);
+    tensor_free(&y);
+}
+
 static void conv_case_run(const conv_case *cs)
 {
     conv_data t = {.g = cs->g};
@@ -196,6 +239,7 @@ static void conv_case_run(const conv_case *cs)
     snprintf(what, sizeof what, "conv forward, %s", cs->name);
     expect(&t.y, t.y.d, what, 1e-4f, 1e-5f);
     th_buf_guards_ok(&t.ws.b, "workspace");
+    conv_relu_case(cs, &t);
     conv_backward_case(cs, &t);
     tensor *all[6] = {&t.x, &t.w, &t.b, &t.y, &t.gy, &t.ws};
     for (int i = 0; i < 6; i++)

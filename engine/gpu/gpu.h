@@ -97,9 +97,11 @@ typedef struct gpu_memory {
 
 /* ---- contexts ---------------------------------------------------------------- */
 
+#define GPU_MAX_SPEC 12 /* specialization constants of one pipeline */
+
 typedef struct gpu_pipeline {
     const struct gpu_kernel *kernel;
-    uint32_t spec[8];
+    uint32_t spec[GPU_MAX_SPEC];
     uint32_t n_spec;
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout layout;
@@ -183,7 +185,6 @@ VkDescriptorType gpu_descriptor_type(gpu_bind_type type);
 int gpu_storage_texel_ok(VkPhysicalDevice phys);
 
 #define GPU_MAX_BINDINGS 8
-#define GPU_MAX_SPEC 8
 
 /* A compute kernel: embedded SPIR-V, its bindings (set 0, binding i = bind[i]) and the
  * size of its push-constant struct. Defined `static const` next to its dispatch code. */

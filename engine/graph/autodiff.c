@@ -105,7 +105,10 @@ static void mark_fusion(vkt_model *m)
         if (!m->node[i].active || !fusable_act(a))
             continue;
         const vkt_tensor *l = a->in[0];
-        if (l->op != GOP_LINEAR || m->node[l->id].uses != 1 || l->keep || l == m->loss)
+        /* linear + any of the activations; conv2d + relu (its output move applies it) */
+        int conv = l->op == GOP_CONV2D && (vkt_unary_op)a->iop == VKT_UNARY_RELU;
+        if ((l->op != GOP_LINEAR && !conv) || m->node[l->id].uses != 1 || l->keep ||
+            l == m->loss)
             continue;
         m->node[i].fused_from = (int32_t)l->id;
         m->node[l->id].fused_into = (int32_t)i;
@@ -186,13 +189,17 @@ static vkt_status make_values(vkt_model *m)
         if (t->op == GOP_RESHAPE) /* a view: no copy */
             m->val[nd->val].alias = model_root(m, m->node[t->in[0]->id].val);
         if (graph_is_layer_op(t->op)) {
-            vkt_status st = layer_make_aux(m, i);
+            vkt_status st = layer_make_aux_of(m, i, i);
             if (st != VKT_OK)
                 return st;
         }
         if (t->keep || t == m->loss)
             m->val[model_root(m, nd->val)].kept = 1;
-        if (nd->fused_from >= 0) {
+        if (nd->fused_from >= 0 && g->nodes[nd->fused_from]->op == GOP_CONV2D) {
+            vkt_status st = layer_make_aux_of(m, (uint32_t)nd->fused_from, i);
+            if (st != VKT_OK)
+                return st;
+        } else if (nd->fused_from >= 0) {
             vkt_unary_op op = (vkt_unary_op)t->iop;
             /* The backward needs the pre-activation where f' does not follow from f. */
             if (m->training && nd->needs_grad && !gk_act_grad_from_y(op, t->f0)) {
@@ -231,8 +238,9 @@ static vkt_status make_grads(vkt_model *m)
         }
         if (nd->grad < 0)
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-        if (graph_is_layer_op(t->op)) {
-            vkt_status st = layer_make_tmp(m, i);
+        int32_t l = nd->fused_from;
+        if (graph_is_layer_op(t->op) || (l >= 0 && graph_is_layer_op(g->nodes[l]->op))) {
+            vkt_status st = layer_make_tmp_of(m, l >= 0 ? (uint32_t)l : i, i);
             if (st != VKT_OK)
                 return st;
         }
@@ -349,7 +357,7 @@ static vkt_status make_acc_flags(vkt_model *m)
         }
         /* Fused linear + activation: dz in place over the activation's gradient, unless
          * that must stay readable (check mode, no reuse) or is not arena memory. */
-        if (nd->fused_from >= 0 &&
+        if (nd->fused_from >= 0 && src->op == GOP_LINEAR &&
             (m->no_reuse || m->val[model_root(m, nd->grad)].space != MS_ARENA))
             tmp = m->count[i];
         if (tmp) {

@@ -33,11 +33,15 @@ void layer_attn_dims(const vkt_tensor *t, const vkt_shape *qs, uint32_t *b, uint
 
 /* Whether the backward reads the forward's aux array. */
 int layer_aux_saved(const vkt_tensor *t);
-/* Creates node i's aux (after its forward value) and, for a training model whose node
- * needs a gradient, its backward workspace tmp. */
-vkt_status layer_make_aux(struct vkt_model *m, uint32_t i);
-vkt_status layer_make_tmp(struct vkt_model *m, uint32_t i);
+/* Creates the aux array (after the forward value) and, for a training model whose node
+ * needs a gradient, the backward workspace tmp of layer op `op`, in node `into`: the op
+ * itself, or the relu a conv2d is fused into (which then runs the conv's step). */
+vkt_status layer_make_aux_of(struct vkt_model *m, uint32_t op, uint32_t into);
+vkt_status layer_make_tmp_of(struct vkt_model *m, uint32_t op, uint32_t into);
 vkt_status layer_record_forward(struct vkt_model *m, vkt_stream *s, uint32_t node, int training);
 vkt_status layer_record_backward(struct vkt_model *m, vkt_stream *s, uint32_t node);
+/* A relu node with a conv2d fused into it: the conv's forward (relu applied) or backward. */
+vkt_status layer_record_conv_relu(struct vkt_model *m, vkt_stream *s, uint32_t node,
+                                  int backward);
 
 #endif

@@ -134,18 +134,18 @@ static vkt_status array_sizes(vkt_model *m, const vkt_tensor *t, uint64_t *aux, 
     return st;
 }
 
-vkt_status layer_make_aux(vkt_model *m, uint32_t i)
+vkt_status layer_make_aux_of(vkt_model *m, uint32_t op, uint32_t into)
 {
     uint64_t aux, tmp;
-    vkt_status st = array_sizes(m, m->g->nodes[i], &aux, &tmp);
-    return st == VKT_OK ? new_value(m, aux, &m->node[i].aux) : st;
+    vkt_status st = array_sizes(m, m->g->nodes[op], &aux, &tmp);
+    return st == VKT_OK ? new_value(m, aux, &m->node[into].aux) : st;
 }
 
-vkt_status layer_make_tmp(vkt_model *m, uint32_t i)
+vkt_status layer_make_tmp_of(vkt_model *m, uint32_t op, uint32_t into)
 {
     uint64_t aux, tmp;
-    vkt_status st = array_sizes(m, m->g->nodes[i], &aux, &tmp);
-    return st == VKT_OK ? new_value(m, tmp, &m->node[i].tmp) : st;
+    vkt_status st = array_sizes(m, m->g->nodes[op], &aux, &tmp);
+    return st == VKT_OK ? new_value(m, tmp, &m->node[into].tmp) : st;
 }
 
 static vkt_view ctrl_step(const vkt_model *m) { return (vkt_view){m->ctrl, CTRL_STEP}; }
@@ -254,4 +254,33 @@ vkt_status layer_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
         return model_fail(m, VKT_ERROR_INTERNAL, "internal error: op %s has no backward",
                           graph_op_name(t));
     }
+}
+
+/* conv2d + relu fused (the relu node runs the conv's step): forward into the relu's value
+ * with the relu applied in the conv's output move; backward from the relu's gradient,
+ * masked by its output. The conv's arrays are the relu node's aux and tmp, its gradient
+ * write/add flags the relu node's. */
+vkt_status layer_record_conv_relu(vkt_model *m, vkt_stream *s, uint32_t node, int backward)
+{
+    const mnode *nd = &m->node[node];
+    const vkt_tensor *conv = m->g->nodes[nd->fused_from];
+    lrec r = {m, s, conv, nd};
+    kc_conv g;
+    vkt_status st = conv_geom(m, conv, &g);
+    if (st != VKT_OK)
+        return st;
+    vkt_view y = model_view(m, nd->val), g0, g1, g2, bias = y;
+    if (!backward) {
+        if (conv->n_in == 3)
+            bias = val_in(&r, 2);
+        return kc_conv2d_act(s, &g, val_in(&r, 0), val_in(&r, 1), conv->n_in == 3 ? &bias : NULL,
+                             1, y, view_or(m, nd->aux, y),
+                             nd->aux >= 0 ? m->val[nd->aux].count : 0);
+    }
+    vkt_view dy = model_view(m, nd->grad);
+    const vkt_view *db = conv->n_in == 3 ? grad_in(&r, 2, &g2) : NULL;
+    return kc_conv2d_backward_act(s, &g, val_in(&r, 0), val_in(&r, 1), dy, &y,
+                                  grad_in(&r, 0, &g0), beta(&r, 0), grad_in(&r, 1, &g1),
+                                  beta(&r, 1), db, beta(&r, 2), view_or(m, nd->tmp, dy),
+                                  nd->tmp >= 0 ? m->val[nd->tmp].count : 0);
 }

@@ -110,6 +110,17 @@ uint32_t model_step_access(const vkt_model *m, const mstep *s, int32_t *vals, in
         add(&l, nd->aux, 1, 0);
         if (nd->sce_grad_fwd)
             add(&l, m->node[t->in[0]->id].grad, 1, 0);
+    } else if (nd->fused_from >= 0 && m->g->nodes[nd->fused_from]->op == GOP_CONV2D) {
+        /* conv2d + relu: one phase (chunks of samples interleave reading x and writing
+         * dx), the relu's output read for the mask, the conv's inputs and gradients */
+        const vkt_tensor *conv = m->g->nodes[nd->fused_from];
+        add(&l, nd->grad, 0, 0);
+        add(&l, nd->val, 0, 0);
+        add(&l, nd->tmp, 1, 0);
+        for (uint32_t k = 0; k < conv->n_in; k++) {
+            add(&l, in_val(m, conv, k), 0, 0);
+            add(&l, in_grad(m, conv, k), 1, 0);
+        }
     } else if (t->op == GOP_LINEAR || t->op == GOP_MATMUL || nd->fused_from >= 0) {
         product_backward(m, i, &l);
     } else {

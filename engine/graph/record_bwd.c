@@ -202,6 +202,8 @@ vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
     case GOP_MUL: return bwd_binary(&b);
     case GOP_SCALE: return gk_axpby(s, t->f0, b.dy, beta(&b, 0), dgrad(&b, t, 0), n);
     case GOP_UNARY:
+        if (nd->fused_from >= 0 && m->g->nodes[nd->fused_from]->op == GOP_CONV2D)
+            return layer_record_conv_relu(m, s, node, 1);
         if (nd->fused_from >= 0)
             return bwd_linear(&b);
         {

@@ -71,6 +71,8 @@ static vkt_status fwd_unary(const rec *r)
 {
     const mnode *nd = &r->m->node[r->t->id];
     vkt_unary_op op = (vkt_unary_op)r->t->iop;
+    if (nd->fused_from >= 0 && r->m->g->nodes[nd->fused_from]->op == GOP_CONV2D)
+        return layer_record_conv_relu(r->m, r->s, r->t->id, 0);
     if (nd->fused_from >= 0) {
         const vkt_tensor *lin = r->m->g->nodes[nd->fused_from];
         vkt_view y = out_val(r);

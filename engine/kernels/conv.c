@@ -394,7 +394,7 @@ static vkt_status col2im(conv_call *c, vkt_view dx_chunk, uint32_t nc, float bet
  * plane: 16 on CPU devices (the divisions locating a run are vector divisions there,
  * paid once per run), 4 on GPUs (neighbouring lanes, neighbouring vec4s). */
 static vkt_status move(conv_call *c, int dir, vkt_view t_chunk, uint32_t nc,
-                       const vkt_view *bias)
+                       const vkt_view *bias, int relu)
 {
     const kc_conv *g = c->g;
     struct vkt_push_conv p = conv_push(c, nc);
@@ -408,18 +408,22 @@ static vkt_status move(conv_call *c, int dir, vkt_view t_chunk, uint32_t nc,
     p.t_off = dir == 0 ? out_off : in_off;
     uint32_t run = c->ctx->variant == VKT_KERNELS_GPU ? 4 : 16;
     uint64_t runs = (c->d.P + run - 1) / run; /* per plane */
-    /* Without a bias, binding 2 aliases the destination (never read then). */
+    /* Binding 2: the bias (dir 0), the relu's output y (dir 1 with relu: `bias` is its
+     * chunk), else the destination (never read then). */
     vkt_view bv = bias ? *bias : dst;
+    uint64_t nb = !bias ? 1 : dir == 0 ? g->oc : n;
     p.b_off = shift(c, bv, S);
     uint32_t wg = ku_workgroup_size(c->ctx), groups[3];
     vkt_status st = grid_1d(c, (uint64_t)nc * g->oc * runs, run, wg, groups);
     if (st != VKT_OK)
         return st;
-    gpu_arg args[3] = {ku_arg(src, 0, n, 0), ku_arg(dst, 0, n, 1),
-                       ku_arg(bv, 0, bias ? g->oc : 1, 0)};
-    uint32_t spec[7] = {wg,       (uint32_t)dir,    bias != NULL, (uint32_t)quad,
-                        (uint32_t)vec_in, (uint32_t)vec_out, run};
-    return gpu_dispatch(c->s, &k_move[vec_in], spec, 7, args, &p, groups);
+    gpu_arg args[3] = {ku_arg(src, 0, n, 0), ku_arg(dst, 0, n, 1), ku_arg(bv, 0, nb, 0)};
+    /* The mask y as vec4s: planes of a multiple of 4 from a 16-byte aligned start. */
+    int vec_y = dir == 1 && relu && quad && bias && ku_vec4_aligned(c->ctx, bv);
+    uint32_t spec[9] = {wg,       (uint32_t)dir,    dir == 0 && bias, (uint32_t)quad,
+                        (uint32_t)vec_in, (uint32_t)vec_out, run, (uint32_t)relu,
+                        (uint32_t)vec_y};
+    return gpu_dispatch(c->s, &k_move[vec_in], spec, 9, args, &p, groups);
 }
 
 /* db = row sums of rows [oc, R] + beta db. Lanes per channel: 64, doubled while a lane
@@ -485,6 +489,13 @@ vkt_status kc_conv2d(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w,
                      const vkt_view *bias, vkt_view y, vkt_view workspace,
                      uint64_t workspace_elems)
 {
+    return kc_conv2d_act(s, g, x, w, bias, 0, y, workspace, workspace_elems);
+}
+
+vkt_status kc_conv2d_act(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w,
+                         const vkt_view *bias, int relu, vkt_view y, vkt_view workspace,
+                         uint64_t workspace_elems)
+{
     conv_call c;
     vkt_status st = check_geometry(s, "kc_conv2d", g);
     if (st != VKT_OK)
@@ -500,7 +511,7 @@ vkt_status kc_conv2d(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w,
         uint32_t nc = g->n - n0 < c.nc ? g->n - n0 : c.nc;
         if ((st = im2col(&c, at(x, n0 * d.chw), nc)) != VKT_OK ||
             (st = forward_gemms(&c, nc * d.P, w)) != VKT_OK ||
-            (st = move(&c, 0, at(y, (uint64_t)n0 * g->oc * d.P), nc, bias)) != VKT_OK)
+            (st = move(&c, 0, at(y, (uint64_t)n0 * g->oc * d.P), nc, bias, relu)) != VKT_OK)
             return st;
     }
     return VKT_OK;
@@ -547,14 +558,15 @@ static vkt_status dcols_gemms(conv_call *c, uint64_t R, vkt_view w)
 /* The backward of one chunk of nc samples from n0; `first` for the first chunk (the
  * only one whose dw and db use their beta: later chunks add). */
 static vkt_status backward_chunk(conv_call *c, uint32_t n0, uint32_t nc, int first,
-                                 vkt_view x, vkt_view w, vkt_view dy, const vkt_view *dx,
-                                 float beta_x, const vkt_view *dw, float beta_w,
-                                 const vkt_view *db, float beta_b)
+                                 vkt_view x, vkt_view w, vkt_view dy, const vkt_view *relu_y,
+                                 const vkt_view *dx, float beta_x, const vkt_view *dw,
+                                 float beta_w, const vkt_view *db, float beta_b)
 {
     const kc_conv *g = c->g;
     const dims *d = &c->d;
-    uint64_t R = nc * d->P;
-    vkt_status st = move(c, 1, at(dy, (uint64_t)n0 * g->oc * d->P), nc, NULL);
+    uint64_t R = nc * d->P, at_y = (uint64_t)n0 * g->oc * d->P;
+    vkt_view y_chunk = relu_y ? at(*relu_y, at_y) : dy;
+    vkt_status st = move(c, 1, at(dy, at_y), nc, relu_y ? &y_chunk : NULL, relu_y != NULL);
     if (st == VKT_OK && db)
         st = bias_grad(c, nc, *db, first ? beta_b : 1.0f);
     if (st == VKT_OK && dw) {
@@ -575,6 +587,16 @@ vkt_status kc_conv2d_backward(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_v
                               const vkt_view *dw, float beta_w, const vkt_view *db,
                               float beta_b, vkt_view workspace, uint64_t workspace_elems)
 {
+    return kc_conv2d_backward_act(s, g, x, w, dy, NULL, dx, beta_x, dw, beta_w, db, beta_b,
+                                  workspace, workspace_elems);
+}
+
+vkt_status kc_conv2d_backward_act(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w,
+                                  vkt_view dy, const vkt_view *relu_y, const vkt_view *dx,
+                                  float beta_x, const vkt_view *dw, float beta_w,
+                                  const vkt_view *db, float beta_b, vkt_view workspace,
+                                  uint64_t workspace_elems)
+{
     const char *fn = "kc_conv2d_backward";
     conv_call c;
     vkt_status st = check_geometry(s, fn, g);
@@ -585,13 +607,15 @@ vkt_status kc_conv2d_backward(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_v
                         "%s: none of dx, dw, db is wanted", fn);
     dims d = dims_of(g);
     uint64_t nx = g->n * d.chw, nw = g->oc * d.ckk_g, ny = (uint64_t)g->n * g->oc * d.P;
-    named_view v[6] = {{"x", &x, nx},   {"w", &w, nw},  {"dy", &dy, ny},
-                       {"dx", dx, nx},  {"dw", dw, nw}, {"db", db, g->oc}};
-    if ((st = begin_call(&c, s, fn, g, v, 6, workspace, workspace_elems)) != VKT_OK)
+    named_view v[7] = {{"x", &x, nx},   {"w", &w, nw},  {"dy", &dy, ny},
+                       {"dx", dx, nx},  {"dw", dw, nw}, {"db", db, g->oc},
+                       {"relu_y", relu_y, ny}};
+    if ((st = begin_call(&c, s, fn, g, v, 7, workspace, workspace_elems)) != VKT_OK)
         return st;
     for (uint32_t n0 = 0; n0 < g->n; n0 += c.nc) {
         uint32_t nc = g->n - n0 < c.nc ? g->n - n0 : c.nc;
-        st = backward_chunk(&c, n0, nc, n0 == 0, x, w, dy, dx, beta_x, dw, beta_w, db, beta_b);
+        st = backward_chunk(&c, n0, nc, n0 == 0, x, w, dy, relu_y, dx, beta_x, dw, beta_w, db,
+                            beta_b);
         if (st != VKT_OK)
             return st;
     }

@@ -48,6 +48,12 @@ uint64_t kc_conv_workspace_elems(const kc_conv *g, uint64_t max_elems);
 vkt_status kc_conv2d(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w, const vkt_view *bias,
                      vkt_view y, vkt_view workspace, uint64_t workspace_elems);
 
+/* The same with a relu fused into the output move when relu is nonzero:
+ * y = max(conv(x, w) + bias, 0). */
+vkt_status kc_conv2d_act(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w,
+                         const vkt_view *bias, int relu, vkt_view y, vkt_view workspace,
+                         uint64_t workspace_elems);
+
 /* Gradients from dy [n, oc, oh, ow]: dx, dw, db each optional (NULL: not wanted, but at least
  * one must be); each is written (beta 0: old contents ignored, may be NaN) or added to (beta 1).
  * Per chunk: the move of dy, the bias gradient (db), im2col and a GEMM per group (dw), a GEMM
@@ -56,6 +62,14 @@ vkt_status kc_conv2d_backward(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_v
                               const vkt_view *dx, float beta_x, const vkt_view *dw, float beta_w,
                               const vkt_view *db, float beta_b, vkt_view workspace,
                               uint64_t workspace_elems);
+/* The backward of kc_conv2d_act with a relu (relu_y non-NULL): dy is the gradient of the
+ * relu's output relu_y [n, oc, oh, ow], masked by relu_y > 0 as it is moved (the relu's
+ * derivative from its output). relu_y NULL: kc_conv2d_backward. */
+vkt_status kc_conv2d_backward_act(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w,
+                                  vkt_view dy, const vkt_view *relu_y, const vkt_view *dx,
+                                  float beta_x, const vkt_view *dw, float beta_w,
+                                  const vkt_view *db, float beta_b, vkt_view workspace,
+                                  uint64_t workspace_elems);
 
 /* 2-D pooling on NCHW: x [n, c, h, w] -> y [n, c, oh, ow], oh = (h + 2 pad_h - kh) / stride_h
  * + 1. Max: padded positions never win; ties go to the first position in (ky, kx) scan order.
