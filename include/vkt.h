@@ -647,7 +647,7 @@ vkt_status vkt_model_stats_get(vkt_model *model, vkt_model_stats *out /* OUT */)
  * dispatch, run `runs` times (the first as a warm-up; the rest averaged); parameters are
  * not updated, and states the forwards update (running averages) are put back. */
 typedef struct vkt_op_timing {
-    const char *op;
+    char op[48];       /* "conv2d"; a fused pair as "conv2d+relu", "linear+gelu" */
     char name[64];
     int backward;
     uint32_t dispatches;
