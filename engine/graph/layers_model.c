@@ -148,6 +148,9 @@ vkt_status layer_make_tmp_of(vkt_model *m, uint32_t op, uint32_t into)
     return st == VKT_OK ? new_value(m, tmp, &m->node[into].tmp) : st;
 }
 
+static vkt_status record_conv(vkt_model *m, vkt_stream *s, const vkt_tensor *conv,
+                              const mnode *nd, int relu, int backward);
+
 static vkt_view ctrl_step(const vkt_model *m) { return (vkt_view){m->ctrl, CTRL_STEP}; }
 
 vkt_status layer_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int training)
@@ -158,14 +161,7 @@ vkt_status layer_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int 
     uint32_t rows, cols, b, tt, h, d, c, hw;
     vkt_status st;
     switch (t->op) {
-    case GOP_CONV2D: {
-        kc_conv g;
-        if ((st = conv_geom(m, t, &g)) != VKT_OK)
-            return st;
-        vkt_view bias = t->n_in == 3 ? val_in(&r, 2) : y;
-        return kc_conv2d(s, &g, val_in(&r, 0), val_in(&r, 1), t->n_in == 3 ? &bias : NULL, y,
-                         aux, r.nd->aux >= 0 ? m->val[r.nd->aux].count : 0);
-    }
+    case GOP_CONV2D: return record_conv(m, s, t, r.nd, 0, 0);
     case GOP_POOL2D: {
         kc_pool p;
         if ((st = pool_geom(m, t, &p)) != VKT_OK)
@@ -204,16 +200,7 @@ vkt_status layer_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
     uint32_t rows, cols, b, tt, h, d, c, hw;
     vkt_status st;
     switch (t->op) {
-    case GOP_CONV2D: {
-        kc_conv g;
-        if ((st = conv_geom(m, t, &g)) != VKT_OK)
-            return st;
-        const vkt_view *db = t->n_in == 3 ? grad_in(&r, 2, &g2) : NULL;
-        return kc_conv2d_backward(s, &g, val_in(&r, 0), val_in(&r, 1), dy, grad_in(&r, 0, &g0),
-                                  beta(&r, 0), grad_in(&r, 1, &g1), beta(&r, 1), db,
-                                  beta(&r, 2), ws,
-                                  r.nd->tmp >= 0 ? m->val[r.nd->tmp].count : 0);
-    }
+    case GOP_CONV2D: return record_conv(m, s, t, r.nd, 0, 1);
     case GOP_POOL2D: {
         kc_pool p;
         if ((st = pool_geom(m, t, &p)) != VKT_OK)
@@ -256,14 +243,13 @@ vkt_status layer_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
     }
 }
 
-/* conv2d + relu fused (the relu node runs the conv's step): forward into the relu's value
- * with the relu applied in the conv's output move; backward from the relu's gradient,
- * masked by its output. The conv's arrays are the relu node's aux and tmp, its gradient
- * write/add flags the relu node's. */
-vkt_status layer_record_conv_relu(vkt_model *m, vkt_stream *s, uint32_t node, int backward)
+/* A conv2d's forward or backward run by node `nd`: the conv's own node, or the relu it is
+ * fused into (relu: applied in the conv's output move; the backward starts from the relu's
+ * gradient, masked by its output). The arrays (aux, tmp) and gradient write/add flags are
+ * nd's. */
+static vkt_status record_conv(vkt_model *m, vkt_stream *s, const vkt_tensor *conv,
+                              const mnode *nd, int relu, int backward)
 {
-    const mnode *nd = &m->node[node];
-    const vkt_tensor *conv = m->g->nodes[nd->fused_from];
     lrec r = {m, s, conv, nd};
     kc_conv g;
     vkt_status st = conv_geom(m, conv, &g);
@@ -274,13 +260,19 @@ vkt_status layer_record_conv_relu(vkt_model *m, vkt_stream *s, uint32_t node, in
         if (conv->n_in == 3)
             bias = val_in(&r, 2);
         return kc_conv2d_act(s, &g, val_in(&r, 0), val_in(&r, 1), conv->n_in == 3 ? &bias : NULL,
-                             1, y, view_or(m, nd->aux, y),
+                             relu, y, view_or(m, nd->aux, y),
                              nd->aux >= 0 ? m->val[nd->aux].count : 0);
     }
     vkt_view dy = model_view(m, nd->grad);
     const vkt_view *db = conv->n_in == 3 ? grad_in(&r, 2, &g2) : NULL;
-    return kc_conv2d_backward_act(s, &g, val_in(&r, 0), val_in(&r, 1), dy, &y,
+    return kc_conv2d_backward_act(s, &g, val_in(&r, 0), val_in(&r, 1), dy, relu ? &y : NULL,
                                   grad_in(&r, 0, &g0), beta(&r, 0), grad_in(&r, 1, &g1),
                                   beta(&r, 1), db, beta(&r, 2), view_or(m, nd->tmp, dy),
                                   nd->tmp >= 0 ? m->val[nd->tmp].count : 0);
+}
+
+vkt_status layer_record_conv_relu(vkt_model *m, vkt_stream *s, uint32_t node, int backward)
+{
+    const mnode *nd = &m->node[node];
+    return record_conv(m, s, m->g->nodes[nd->fused_from], nd, 1, backward);
 }
