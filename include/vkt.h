@@ -46,7 +46,11 @@ typedef enum vkt_status {
     VKT_ERROR_STATE,            /* call not valid now (e.g. recording into a running stream) */
     VKT_ERROR_IO,               /* a file could not be read or written */
     VKT_ERROR_FORMAT,           /* a file or string is corrupt, truncated or malformed */
-    VKT_ERROR_INTERNAL          /* a bug in vktrain: please report the message */
+    VKT_ERROR_INTERNAL,         /* a bug in vktrain: please report the message */
+    VKT_ERROR_TIMEOUT,          /* another rank did not take part in time (the message names
+                                   the late ranks and the step) */
+    VKT_ERROR_REMOTE            /* another rank failed; the message names it, its own message
+                                   is in its output */
 } vkt_status;
 
 /* "VKT_OK", "VKT_ERROR_SHAPE", ...; never NULL. */
@@ -569,6 +573,10 @@ typedef struct vkt_model_options {
     int no_memory_reuse;     /* 1: every value its own memory (debugging) */
     int no_fusion;           /* 1: record every op alone (debugging, benchmarks) */
     int check;               /* 1: VKT_CHECK mode (see above) */
+    uint32_t row_offset;     /* the global row of this model's first batch row: dropout
+                                masks (vkt_dropout, attention dropout) are keyed by the
+                                global row, so replicas that split a batch draw the masks
+                                one model on the whole batch would (0: rows from 0) */
 } vkt_model_options;
 
 /* Compiles `graph` for `context`; the graph must outlive the model, and the model must
@@ -855,6 +863,59 @@ double vkt_loader_wait_seconds(const vkt_loader *loader);
 vkt_status vkt_loader_seek(vkt_loader *loader, uint64_t epoch, uint64_t batch_index);
 
 /* ------------------------------------------------------------------------------ */
+/* World: one training job across processes and machines (MPI; docs/distributed.md) */
+/* ------------------------------------------------------------------------------ */
+/*
+ * `mpirun -np R prog` (or `srun`) starts R processes, the ranks; rank 0 is the chief.
+ * Every rank calls the collective functions (marked "collective") in the same order with
+ * the same arguments. Built without MPI (VKT_MPI=OFF), or started without an MPI
+ * launcher, the world is one rank and makes no MPI call. One thread at a time may use a
+ * world (MPI_THREAD_SERIALIZED); the trainer uses it from its own threads during a run.
+ * Every wait is a nonblocking operation polled with a short sleep, against a deadline:
+ * a rank that does not take part in time gives VKT_ERROR_TIMEOUT naming the late ranks.
+ */
+typedef struct vkt_world vkt_world;
+
+typedef struct vkt_world_options {
+    double timeout_seconds;  /* a collective still incomplete after this: VKT_ERROR_TIMEOUT
+                                naming the late ranks (0: 60) */
+    uint32_t poll_max_us;    /* longest sleep between polls while waiting (0: 200) */
+    int require_launcher;    /* 1: VKT_ERROR_STATE unless started by an MPI launcher */
+} vkt_world_options;
+
+/* MPI_Init_thread(MPI_THREAD_SERIALIZED) when started by an MPI launcher (Open MPI,
+ * PMIx or PMI environment); a one-rank world otherwise. Call once per process, before
+ * threads that use it. argc/argv may be NULL. */
+vkt_status vkt_world_init(int *argc, char ***argv, const vkt_world_options *options,
+                          vkt_world **out_world /* OUT */);
+/* Collective; after every trainer using the world is destroyed. NULL: no-op. */
+void vkt_world_finalize(vkt_world *world);
+/* NULL stands for a one-rank world in these. */
+uint32_t vkt_world_rank(const vkt_world *world);
+uint32_t vkt_world_size(const vkt_world *world);
+uint32_t vkt_world_local_rank(const vkt_world *world); /* among this host's ranks */
+uint32_t vkt_world_local_size(const vkt_world *world);
+int vkt_world_is_chief(const vkt_world *world);        /* rank 0 */
+const char *vkt_world_errmsg(const vkt_world *world);
+/* The time limit of every wait from now on (seconds > 0). */
+void vkt_world_set_timeout(vkt_world *world, double seconds);
+/* Collective: `bytes` of data from rank 0 to every rank. */
+vkt_status vkt_world_broadcast(vkt_world *world, void *data, uint64_t bytes);
+/* Collective: element-wise sum over the ranks, in place. */
+vkt_status vkt_world_sum(vkt_world *world, double *values, uint32_t n);
+/* Ends every rank of the job: writes "vkt: rank R: <message>" to stderr, then MPI_Abort
+ * with `code` (exit(code) in a one-rank world). For an application after an error that
+ * the other ranks cannot see (they may be waiting in a collective); the library itself
+ * never calls it. */
+void vkt_world_abort(vkt_world *world, int code, const char *message);
+/* Benchmark (collective): `iters` in-place sums of `bytes` of floats through vktrain's
+ * path (nonblocking allreduce, polled) and through a plain blocking MPI_Allreduce on the
+ * same bytes, alternating; the mean seconds of each (the slowest rank's). */
+vkt_status vkt_world_bench_allreduce(vkt_world *world, uint64_t bytes, uint32_t iters,
+                                     double *out_vkt_seconds /* OUT */,
+                                     double *out_mpi_seconds /* OUT */);
+
+/* ------------------------------------------------------------------------------ */
 /* Trainers: model + optimizer + replicas, one call per training step             */
 /* ------------------------------------------------------------------------------ */
 /*
@@ -898,6 +959,19 @@ typedef struct vkt_trainer_options {
      * share of the batch, in proportion to its rows (as a slower device would be). */
     uint32_t slow_replica;
     double slow_seconds;
+    /* Across processes (docs/distributed.md): NULL or a one-rank world trains in this
+     * process alone. Otherwise every rank creates its trainer from the same graph and
+     * options (checked: VKT_ERROR_INVALID_ARGUMENT naming the first difference), the
+     * chief's initial parameters are broadcast, `batch` is the global batch split by
+     * rows over every rank's replicas, and create, fit, step, restore and destroy are
+     * collective. Without `devices` and VKT_DEVICES, a rank uses device
+     * local_rank % device count. */
+    vkt_world *world;
+    /* Sync across ranks: gradient bytes per allreduce (0: 4 MiB). */
+    uint32_t bucket_bytes;
+    /* Sync across ranks: every N steps compare a hash of the parameters of every rank and
+     * fail (VKT_ERROR_INTERNAL) if any differ (0: never). */
+    uint32_t check_identical;
 } vkt_trainer_options;
 
 /* One input's data for a step or a prediction: rows of `tensor` (fp32, or int32 for
@@ -912,7 +986,8 @@ vkt_status vkt_trainer_create(vkt_instance *instance, vkt_graph *graph, vkt_tens
                               vkt_trainer **out_trainer /* OUT */);
 void vkt_trainer_destroy(vkt_trainer *trainer);
 const char *vkt_trainer_errmsg(const vkt_trainer *trainer);
-uint32_t vkt_trainer_replicas(const vkt_trainer *trainer);
+uint32_t vkt_trainer_replicas(const vkt_trainer *trainer);        /* this rank's */
+uint32_t vkt_trainer_world_replicas(const vkt_trainer *trainer);  /* over all ranks */
 
 /* One synchronous step on a global batch: every feed holds options.batch rows, split
  * across the replicas by rows. *out_loss (may be NULL) is the batch's mean loss before
@@ -1009,7 +1084,12 @@ typedef struct vkt_trainer_stats {
     /* fit: the largest replica's data_wait_seconds; over step_seconds it is the fraction
      * of step time the training loop waited for data */
     double data_wait_seconds;
-    vkt_replica_stats replica[64];
+    vkt_replica_stats replica[64];   /* this rank's replicas */
+    /* across processes: this rank and the world's size; replicas over all ranks */
+    uint32_t rank, ranks, world_replicas;
+    double comm_seconds;          /* sync: cross-rank allreduce wall time, summed;
+                                     async: waiting for parameter servers */
+    uint64_t comm_bytes;          /* bytes this rank handed to MPI */
 } vkt_trainer_stats;
 
 vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer, vkt_trainer_stats *out /* OUT */);

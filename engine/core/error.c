@@ -22,6 +22,8 @@ const char *vkt_status_name(vkt_status status)
     case VKT_ERROR_IO: return "VKT_ERROR_IO";
     case VKT_ERROR_FORMAT: return "VKT_ERROR_FORMAT";
     case VKT_ERROR_INTERNAL: return "VKT_ERROR_INTERNAL";
+    case VKT_ERROR_TIMEOUT: return "VKT_ERROR_TIMEOUT";
+    case VKT_ERROR_REMOTE: return "VKT_ERROR_REMOTE";
     }
     return "VKT_ERROR_UNKNOWN";
 }
