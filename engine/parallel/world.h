@@ -108,4 +108,14 @@ vkt_status world_allreduce_f32_plain(vkt_world *w, float *data, uint64_t n);
 /* world.c: sleeps for the n-th poll of a wait: 1 us doubling up to poll_max_us. */
 void world_backoff(const vkt_world *w, uint32_t n);
 
+/* Whether MPI_Initialized says MPI is initialised in this process (0 in a build
+ * without MPI): tests check that an unlaunched process made no MPI_Init. */
+int world_mpi_initialized(void);
+/* 1 in a build with MPI (world_mpi.c), 0 without (world_none.c). */
+int world_built_with_mpi(void);
+/* Tests: split every collective into pieces of at most `bytes` (0: the defaults, i.e.
+ * INT_MAX elements, and 256 MiB for broadcasts), so the piece paths can be exercised
+ * on small buffers. Same value on every rank. */
+void world_set_max_piece(vkt_world *w, uint64_t bytes);
+
 #endif
