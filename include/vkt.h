@@ -1000,7 +1000,9 @@ uint64_t vkt_trainer_step_count(const vkt_trainer *trainer);
 vkt_status vkt_trainer_set_optimizer(vkt_trainer *trainer, const vkt_optimizer_options *o);
 
 /* Called from one training thread after each global step (sync) or each of replica 0's
- * updates (async); may call vkt_trainer_evaluate. Returning nonzero stops training. */
+ * updates (async); may call vkt_trainer_evaluate. Returning nonzero stops training.
+ * Across ranks it is called on the chief (rank 0) only, and a stop it asks for stops
+ * every rank after the same step. */
 typedef int (*vkt_progress_fn)(void *user, uint64_t step, uint64_t total, float loss);
 
 /* Trains `steps` global steps on a classification data set: batches of options.batch

@@ -19,6 +19,9 @@ int cmd_export(int argc, char **argv);
 /* vkt plot LOGDIR -o FILE.png (cmd_plot.c): curves from vkt train --logdir's CSV. */
 int cmd_plot(int argc, char **argv);
 
+/* A whole number string s (nothing after it), finite and in [lo, hi], into *out;
+ * returns 0 otherwise. */
+int cli_parse_double(const char *s, double lo, double hi, double *out);
 /* Monotonic wall-clock seconds. */
 double cli_now(void);
 /* The shipped text for --model charlm (Pride and Prejudice, data/austen). */
@@ -27,8 +30,12 @@ const char *cli_default_text(void);
  * the source tree the tool was built from, else data/mnist under the current folder. */
 const char *cli_default_data_dir(void);
 
-/* Prints "vkt: <what>: <status name>: <message>" to stderr; returns 1. */
+/* Prints "vkt: <what>: <status name>: <message>" to stderr ("vkt: rank R: ..." in a job
+ * of several processes); returns the exit code: 3 for VKT_ERROR_TIMEOUT (a rank did not
+ * take part in time), else 1. */
 int cli_fail(const char *what, vkt_status st, const char *msg);
+/* Names this process's rank in cli_fail's messages when ranks > 1. */
+void cli_set_rank(uint32_t rank, uint32_t ranks);
 /* Creates an instance, printing the error if it fails. */
 vkt_instance *cli_instance(void);
 

@@ -1,4 +1,5 @@
 /* Small helpers shared by the vkt subcommands. */
+#include <errno.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -33,4 +34,15 @@ const char *cli_default_text(void)
     struct stat st;
     return stat(VKT_DEFAULT_TEXT, &st) == 0 ? VKT_DEFAULT_TEXT
                                             : "data/austen/pride_and_prejudice.txt";
+}
+
+int cli_parse_double(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno == ERANGE || !(v >= lo && v <= hi))
+        return 0;
+    *out = v;
+    return 1;
 }

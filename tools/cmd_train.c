@@ -53,6 +53,11 @@ static void usage(FILE *f)
             "  --save-secs T       save a checkpoint every T seconds (default 60)\n"
             "  --keep N            checkpoints kept in the folder (default 3)\n"
             "  --quiet             no progress line\n"
+            "across processes (mpirun -np R vkt train ...; docs/distributed.md):\n"
+            "  --comm-timeout S    a rank more than S seconds late ends the job, naming it\n"
+            "                      (exit code 3; default 60)\n"
+            "  --bucket-mb X       sync: gradient MiB per allreduce (default 4)\n"
+            "  --check-identical N sync: compare the ranks' parameters every N steps\n"
             "charlm only:\n"
             "  --text FILE         training text (default: the shipped Pride and Prejudice);\n"
             "                      the last 10%% is the validation part\n"
@@ -89,7 +94,8 @@ static int parse_args(int argc, char **argv, train_args *a)
     *a = (train_args){.model = "mlp", .schedule = "cosine", .widths = {256, 128},
                       .n_widths = 2, .seed = 1, .lr = -1, .momentum = 0.9f, .save_secs = 60,
                       .keep = 3, .log_every = 10, .context = 64, .width = 64, .layers = 2,
-                      .heads = 4, .eval_every = 500, .sample = 200, .temperature = 0.8f};
+                      .heads = 4, .eval_every = 500, .sample = 200, .temperature = 0.8f,
+                      .comm_timeout = 60, .bucket_mb = 4};
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1;
@@ -142,6 +148,24 @@ static int parse_args(int argc, char **argv, train_args *a)
         else if (strcmp(k, "--eval-every") == 0) a->eval_every = strtoull(v, NULL, 10);
         else if (strcmp(k, "--sample") == 0) a->sample = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(k, "--temperature") == 0) a->temperature = strtof(v, NULL);
+        else if (strcmp(k, "--comm-timeout") == 0) {
+            if (!cli_parse_double(v, 0.001, 1e6, &a->comm_timeout)) {
+                fprintf(stderr, "vkt train: --comm-timeout takes seconds > 0\n");
+                return 2;
+            }
+        } else if (strcmp(k, "--bucket-mb") == 0) {
+            if (!cli_parse_double(v, 1.0 / 1024, 1024, &a->bucket_mb)) {
+                fprintf(stderr, "vkt train: --bucket-mb takes 1/1024 to 1024 (MiB)\n");
+                return 2;
+            }
+        } else if (strcmp(k, "--check-identical") == 0) {
+            double n;
+            if (!cli_parse_double(v, 0, 1e9, &n) || n != (uint32_t)n) {
+                fprintf(stderr, "vkt train: --check-identical takes a step count\n");
+                return 2;
+            }
+            a->check_identical = (uint32_t)n;
+        }
         else if (strcmp(k, "--staleness") == 0) {
             a->bounded = 1;
             a->staleness = (uint32_t)strtoul(v, NULL, 10);
@@ -316,7 +340,7 @@ static int on_step(void *user, uint64_t step, uint64_t total, float loss)
 static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
 {
     vkt_trainer_stats st;
-    if (vkt_trainer_stats_get(tr, &st) != VKT_OK || st.replicas < 2 || a->quiet)
+    if (vkt_trainer_stats_get(tr, &st) != VKT_OK || st.world_replicas < 2 || a->quiet)
         return;
     for (uint32_t r = 0; r < st.replicas; r++)
         printf("replica %u: %u rows, %llu steps, %.2f ms per step on the device, %.2f ms per "
@@ -327,6 +351,10 @@ static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
         printf("averaging: %.3f ms per step on the host, %.2f MB staged per step\n",
                st.steps ? 1e3 * st.average_seconds / st.steps : 0,
                (double)st.bytes_staged_per_step / 1e6);
+    if (st.ranks > 1 && st.steps)
+        printf("ranks: %u, %u replicas in all; MPI: %.3f ms per step, %.2f MB per step\n",
+               st.ranks, st.world_replicas, 1e3 * st.comm_seconds / st.steps,
+               (double)st.comm_bytes / st.steps / 1e6);
     else
         printf("async: %llu updates, staleness mean %.2f p99 %llu max %llu\n",
                (unsigned long long)st.updates, st.staleness_mean,
@@ -341,7 +369,10 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
                                                                    : VKT_PARALLEL_SYNC,
                               .bounded_staleness = a->bounded, .staleness = a->staleness,
                               .scale_lr = a->scale_lr, .scale_lr_warmup = a->warmup,
-                              .slow_seconds = a->slow_seconds, .balance_after = a->balance};
+                              .slow_seconds = a->slow_seconds, .balance_after = a->balance,
+                              .world = a->world,
+                              .bucket_bytes = (uint32_t)(a->bucket_mb * 1048576.0),
+                              .check_identical = a->check_identical};
     to.optimizer = *oo;
     if (a->replicas) { /* --replicas N: the VKT_DEVICES list, repeated to N entries */
         uint32_t sel[64], k = 0;
@@ -353,8 +384,8 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
         to.devices = dev;
         to.device_count = n;
     }
-    if (a->slow_seconds > 0)
-        to.slow_replica = (a->replicas ? a->replicas : 1) - 1;
+    if (a->slow_seconds > 0) /* the last replica of the last rank */
+        to.slow_replica = (a->replicas ? a->replicas : 1) * vkt_world_size(a->world) - 1;
     return vkt_trainer_create(inst, m->graph, m->loss, &to, out);
 }
 
@@ -372,7 +403,7 @@ static int resume(const train_args *a, vkt_trainer *tr, uint64_t *step)
         cli_fail("cannot resume from the checkpoints", st, vkt_trainer_errmsg(tr));
         return 0;
     }
-    if (found)
+    if (found && vkt_world_is_chief(a->world))
         printf("resumed from step %llu\n", (unsigned long long)*step);
     fflush(stdout);
     return 1;
@@ -414,17 +445,18 @@ static int run(const train_args *a, vkt_instance *inst)
         goto done;
     }
     if ((st = train_make_trainer(a, inst, &m, &oo, &tr)) != VKT_OK) {
-        cli_fail("cannot create the trainer", st, vkt_last_error());
+        rc = cli_fail("cannot create the trainer", st, vkt_last_error());
         goto done;
     }
     vkt_device_info info;
     vkt_instance_device_info(inst, 0, &info);
-    uint32_t replicas = vkt_trainer_replicas(tr);
+    uint32_t replicas = vkt_trainer_world_replicas(tr), ranks = vkt_world_size(a->world);
     const char *mode = replicas > 1 && a->async ? "async" : "sync";
     if (!a->quiet)
-        printf("training %s on %u samples (%u test), batch %u, %llu steps, %u replica(s) %s, "
+        printf("training %s on %u samples (%u test), batch %u, %llu steps, %u replica(s) %s%s, "
                "device: %s\n", a->model, vkt_dataset_count(train), vkt_dataset_count(test),
-               a->batch, (unsigned long long)total, replicas, mode, info.name);
+               a->batch, (unsigned long long)total, replicas, mode,
+               ranks > 1 ? " over several ranks" : "", info.name);
     double t0 = cli_now();
     if (!train_log_open(&log, a->logdir, a->log_every, a->batch, replicas, a->scale_lr,
                         a->warmup, &oo, t0, a->quiet))
@@ -440,7 +472,10 @@ static int run(const train_args *a, vkt_instance *inst)
         st = vkt_trainer_fit(tr, train, m.input, m.labels, total - p.step0, a->seed, on_step,
                              &p);
     if (st != VKT_OK) {
-        cli_fail("training failed", st, vkt_trainer_errmsg(tr));
+        char what[64];
+        snprintf(what, sizeof what, "training failed at step %llu",
+                 (unsigned long long)vkt_trainer_step_count(tr) + 1);
+        rc = cli_fail(what, st, vkt_trainer_errmsg(tr));
         goto done;
     }
     if (p.save_failed)
@@ -448,6 +483,10 @@ static int run(const train_args *a, vkt_instance *inst)
     if (a->ckpt_dir && p.saved_step != vkt_trainer_step_count(tr) &&
         !save_checkpoint(&p, vkt_trainer_step_count(tr)))
         goto done;
+    if (!vkt_world_is_chief(a->world)) { /* the chief evaluates and reports */
+        rc = 0;
+        goto done;
+    }
     vkt_trainer_stats ts;
     vkt_trainer_stats_get(tr, &ts);
     vkt_eval_result ev;
@@ -467,6 +506,8 @@ static int run(const train_args *a, vkt_instance *inst)
            (unsigned long long)vkt_trainer_step_count(tr),
            (double)ts.steps * a->batch / ts.step_seconds /* this run's steps */, cli_now() - t_start,
            replicas, mode);
+    if (ranks > 1)
+        printf(" ranks=%u", ranks);
     if (replicas > 1 && a->async)
         printf(" staleness_mean=%.2f staleness_max=%llu", ts.staleness_mean,
                (unsigned long long)ts.staleness_max);
@@ -487,10 +528,26 @@ int cmd_train(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc)
         return rc == 3 ? 0 : rc; /* 3: --help was printed */
+    /* Under mpirun (or srun) one rank of a job; otherwise alone, with no MPI call. */
+    vkt_world_options wo = {.timeout_seconds = a.comm_timeout};
+    vkt_status st = vkt_world_init(NULL, NULL, &wo, &a.world);
+    if (st != VKT_OK)
+        return cli_fail("cannot join the MPI job", st, vkt_last_error());
+    uint32_t ranks = vkt_world_size(a.world);
+    cli_set_rank(vkt_world_rank(a.world), ranks);
+    if (!vkt_world_is_chief(a.world)) { /* the chief alone prints and writes summaries */
+        a.quiet = 1;
+        a.logdir = NULL;
+    }
     vkt_instance *inst = cli_instance();
-    if (!inst)
-        return 1;
-    rc = strcmp(a.model, "charlm") == 0 ? train_charlm(&a, inst) : run(&a, inst);
+    rc = !inst ? 1 : strcmp(a.model, "charlm") == 0 ? train_charlm(&a, inst) : run(&a, inst);
+    fflush(stdout);
+    /* A rank that failed ends the job at once: the others may be waiting for it in a
+     * collective (a failure inside a training step already stopped them all at that step,
+     * each with its message). */
+    if (rc != 0 && ranks > 1)
+        vkt_world_abort(a.world, rc, "stopping every rank of the job");
     vkt_instance_destroy(inst);
+    vkt_world_finalize(a.world);
     return rc;
 }

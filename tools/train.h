@@ -23,6 +23,11 @@ typedef struct train_args {
     uint64_t save_every;        /* steps between checkpoints (0: not by steps) */
     double save_secs;           /* seconds between checkpoints (0: not by time) */
     uint32_t keep;              /* checkpoints kept */
+    /* across processes (mpirun; docs/distributed.md) */
+    vkt_world *world;
+    double comm_timeout;        /* --comm-timeout: seconds a rank may be late */
+    double bucket_mb;           /* --bucket-mb: gradient MiB per allreduce */
+    uint32_t check_identical;   /* --check-identical N: compare the ranks every N steps */
     /* charlm */
     const char *text;
     uint32_t context, width, layers, heads, sample;

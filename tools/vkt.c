@@ -33,10 +33,21 @@ static void usage(FILE *f)
             "  VKT_CACHE_DIR=DIR  where the pipeline cache is kept (default ~/.cache/vktrain)\n");
 }
 
+static uint32_t g_rank, g_ranks = 1; /* this process in a multi-process job */
+
+void cli_set_rank(uint32_t rank, uint32_t ranks)
+{
+    g_rank = rank;
+    g_ranks = ranks;
+}
+
 int cli_fail(const char *what, vkt_status st, const char *msg)
 {
-    fprintf(stderr, "vkt: %s: %s: %s\n", what, vkt_status_name(st), msg);
-    return 1;
+    if (g_ranks > 1)
+        fprintf(stderr, "vkt: rank %u: %s: %s: %s\n", g_rank, what, vkt_status_name(st), msg);
+    else
+        fprintf(stderr, "vkt: %s: %s: %s\n", what, vkt_status_name(st), msg);
+    return st == VKT_ERROR_TIMEOUT ? 3 : 1;
 }
 
 vkt_instance *cli_instance(void)

@@ -138,7 +138,7 @@ static vkt_status encode(vkt_trainer *t, ckpt_buf *b)
 vkt_status vkt_trainer_save(vkt_trainer *t, const char *path)
 {
     vkt_status st = check_trainer(t, "vkt_trainer_save", path);
-    if (st != VKT_OK)
+    if (st != VKT_OK || !trainer_is_chief(t)) /* across ranks the chief alone writes */
         return st;
     ckpt_buf b = {0};
     st = encode(t, &b);
@@ -254,15 +254,63 @@ vkt_status ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k)
     return st;
 }
 
+/* Across ranks: the chief's outcome of reading (st, found, its parsed checkpoint and
+ * path) to every rank, which parses the same bytes; so no rank but the chief reads the
+ * folder and every rank restores the same bits (collective). */
+vkt_status ckpt_share(vkt_trainer *t, vkt_status st, int *found, ckpt *k, char *path,
+                      size_t path_size)
+{
+    if (!t->world)
+        return st;
+    uint64_t head[3] = {(uint64_t)st, (uint64_t)*found, *found ? k->file_size : 0};
+    vkt_status cst = trainer_world_bcast(t, head, sizeof head);
+    if (cst == VKT_OK)
+        cst = trainer_world_bcast(t, path, path_size);
+    if (cst != VKT_OK) {
+        if (t->rank == 0 && *found)
+            ckpt_free(k);
+        return cst;
+    }
+    if (head[0] != VKT_OK)
+        return t->rank == 0 ? st
+                            : trainer_fail(t, VKT_ERROR_REMOTE, "the chief (rank 0) could not "
+                                           "restore a checkpoint (its message is in its "
+                                           "output)");
+    *found = (int)head[1];
+    if (!*found)
+        return VKT_OK;
+    void *bytes = t->rank == 0 ? k->file : malloc(head[2] ? head[2] : 1);
+    if (!bytes)
+        return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for a checkpoint "
+                            "of %llu bytes", (unsigned long long)head[2]);
+    if ((cst = trainer_world_bcast(t, bytes, head[2])) != VKT_OK) {
+        if (t->rank != 0)
+            free(bytes);
+        return cst;
+    }
+    if (t->rank == 0)
+        return VKT_OK;
+    char why[512];
+    if (ckpt_parse(bytes, head[2], k, why, sizeof why) != VKT_OK) /* takes the bytes */
+        return trainer_fail(t, VKT_ERROR_FORMAT, "checkpoint '%s' from the chief is corrupt "
+                            "here: %s", path, why);
+    return VKT_OK;
+}
+
 vkt_status vkt_trainer_restore(vkt_trainer *t, const char *path)
 {
     vkt_status st = check_trainer(t, "vkt_trainer_restore", path);
     if (st != VKT_OK)
         return st;
-    ckpt k;
-    if ((st = ckpt_load(path, &k, t->errmsg)) != VKT_OK)
+    ckpt k = {0};
+    int found = 1;
+    char where[CKPT_PATH_SIZE];
+    snprintf(where, sizeof where, "%s", path);
+    if (trainer_is_chief(t))
+        st = ckpt_load(path, &k, t->errmsg);
+    if ((st = ckpt_share(t, st, &found, &k, where, sizeof where)) != VKT_OK)
         return st;
-    st = ckpt_restore(t, path, &k);
+    st = ckpt_restore(t, where, &k);
     ckpt_free(&k);
     return st;
 }

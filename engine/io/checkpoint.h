@@ -76,6 +76,12 @@ void ckpt_free(ckpt *c);
  * the parameters' names and shapes and the optimizer state first, so a mismatch
  * (VKT_ERROR_SHAPE, naming the tensor) changes nothing. `path` names it in messages. */
 vkt_status ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k);
+/* Across ranks (collective): the chief's outcome of reading a checkpoint (status st,
+ * *found, the parsed k, its path) to every rank, which parses the same bytes into k.
+ * Without a world: returns st. */
+#define CKPT_PATH_SIZE 4096
+vkt_status ckpt_share(vkt_trainer *t, vkt_status st, int *found, ckpt *k, char *path,
+                      size_t path_size);
 /* Copies n little-endian floats into host floats. */
 void ckpt_read_f32s(const unsigned char *src, float *dst, uint64_t n);
 /* 1 on little-endian hosts, the only ones the optimizer blob (host order) is written

@@ -11,7 +11,7 @@
 #include "parallel/trainer.h"
 #include "platform/platform.h"
 
-#define PATH_SIZE 4096
+#define PATH_SIZE CKPT_PATH_SIZE
 
 /* The step of a name "ckpt-<digits>.vkt"; 0 if the name is not one. */
 static int parse_name(const char *name, uint64_t *step)
@@ -78,6 +78,8 @@ vkt_status vkt_checkpoint_save_dir(vkt_trainer *t, const char *dir, uint32_t kee
     if (!t || !dir)
         return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_checkpoint_save_dir: trainer and dir are required");
+    if (!trainer_is_chief(t)) /* across ranks the chief alone writes */
+        return VKT_OK;
     if (vkt_mkdirs(dir) != 0)
         return trainer_fail(t, VKT_ERROR_IO, "cannot create the checkpoint directory '%s'",
                             dir);
@@ -147,12 +149,13 @@ vkt_status vkt_checkpoint_restore_latest(vkt_trainer *t, const char *dir, int *o
     if (!t || !dir)
         return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_checkpoint_restore_latest: trainer and dir are required");
-    ckpt k;
-    char path[PATH_SIZE];
+    ckpt k = {0};
+    char path[PATH_SIZE] = "";
     int found = 0;
-    vkt_status st = find_latest(dir, &k, path, sizeof path, &found, notes, notes_size,
-                                t->errmsg);
-    if (st != VKT_OK || !found)
+    vkt_status st = VKT_OK;
+    if (trainer_is_chief(t)) /* across ranks the chief reads and shares */
+        st = find_latest(dir, &k, path, sizeof path, &found, notes, notes_size, t->errmsg);
+    if ((st = ckpt_share(t, st, &found, &k, path, sizeof path)) != VKT_OK || !found)
         return st;
     st = ckpt_restore(t, path, &k);
     if (st == VKT_OK) {

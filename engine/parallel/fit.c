@@ -41,6 +41,8 @@ vkt_status trainer_next_batch(replica *r)
     uint32_t rows;
     vkt_status st = ensure_loader(r);
     double t0 = vkt_now();
+    if (st == VKT_OK)
+        vkt_loader_position(r->loader, &r->batch_epoch, &r->batch_index);
     if (st == VKT_OK && (st = vkt_loader_next(r->loader, r->x, r->y, &rows)) != VKT_OK)
         return replica_fail(r, st, "%s", vkt_last_error());
     r->stats.data_wait_seconds += vkt_now() - t0; /* waiting + copying the ready batch */
@@ -49,6 +51,13 @@ vkt_status trainer_next_batch(replica *r)
                                            0)) != VKT_OK)
         replica_fail(r, st, "%s", r->errmsg);
     return st;
+}
+
+void trainer_unread_batch(replica *r)
+{
+    if (r->loader && vkt_loader_seek(r->loader, r->batch_epoch, r->batch_index) != VKT_OK)
+        replica_fail(r, VKT_ERROR_INTERNAL, "cannot put the data position back: %s",
+                     vkt_last_error());
 }
 
 static vkt_status check_data(vkt_trainer *t, const vkt_dataset *data, const vkt_tensor *input,
@@ -79,9 +88,17 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
 {
     if (!t)
         return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_fit: trainer is NULL");
-    if (t->lost)
-        return trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg);
-    vkt_status st = check_data(t, data, input, labels);
+    vkt_status st = t->lost ? trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg)
+                            : check_data(t, data, input, labels);
+    if (t->world) { /* every rank trains on the same data from the same position */
+        const vkt_dataset *was = t->data;
+        uint64_t was_seed = t->seed;
+        t->data = data;
+        t->seed = seed;
+        st = trainer_world_check_fit(t, st, steps);
+        t->data = was;
+        t->seed = was_seed;
+    }
     if (st != VKT_OK)
         return st;
     if (t->data != data || t->seed != seed) /* a new data stream: new loaders */
@@ -99,11 +116,11 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
     t->stop = 0;
     double t0 = vkt_now(), c0 = vkt_cpu_time();
     uint64_t done0 = t->rep[0].stats.steps;
-    int async = t->opt.mode == VKT_PARALLEL_ASYNC && t->n_rep > 1;
+    int async = t->opt.mode == VKT_PARALLEL_ASYNC && t->staged;
     if (async && (st = async_begin(t)) != VKT_OK)
         return st;
     uint64_t calibrate = t->opt.balance_after;
-    if (!async && t->n_rep > 1 && calibrate && !t->balanced && steps > calibrate) {
+    if (!async && t->n_rep > 1 && !t->world && calibrate && !t->balanced && steps > calibrate) {
         t->run_steps = calibrate; /* measure, re-split, then the rest */
         st = trainer_run_all(t, sync_job_steps);
         t->steps += t->rep[0].stats.steps - done0;

@@ -72,27 +72,43 @@ static int step_together(replica *r, uint64_t step)
     }
     double t1 = vkt_now();
     r->stats.step_seconds += t1 - t0;
-    if (t->n_rep == 1) {
+    if (!t->staged) {
         r->stats.steps += r->status == VKT_OK;
         return r->status != VKT_OK;
     }
-    if (vkt_barrier_wait(t->barrier, r->status != VKT_OK))
-        return 1;
-    double t2 = vkt_now();
-    r->stats.wait_seconds += t2 - t1;
-    uint64_t c0 = t->grad_count * r->index / t->n_rep; /* the states have no gradient */
-    uint64_t c1 = t->grad_count * (r->index + 1) / t->n_rep;
-    reduce_chunk(t, c0, c1);
-    vkt_barrier_wait(t->barrier, 0);
+    if (t->world) { /* across ranks: sync_world.c */
+        if (sync_world_exchange(r, step))
+            return 1;
+    } else {
+        if (vkt_barrier_wait(t->barrier, r->status != VKT_OK))
+            return 1;
+        double t2 = vkt_now();
+        r->stats.wait_seconds += t2 - t1;
+        uint64_t c0 = t->grad_count * r->index / t->n_rep; /* the states have no gradient */
+        uint64_t c1 = t->grad_count * (r->index + 1) / t->n_rep;
+        reduce_chunk(t, c0, c1);
+        vkt_barrier_wait(t->barrier, 0);
+        if (r->index == 0)
+            t->avg_seconds += vkt_now() - t2;
+    }
     double t3 = vkt_now();
-    if (r->index == 0)
-        t->avg_seconds += t3 - t2;
     vkt_status st = vkt_stream_run(r->apply);
     if (st != VKT_OK)
         replica_fail(r, st, "%s", vkt_context_errmsg(r->ctx));
     r->stats.step_seconds += vkt_now() - t3;
     r->stats.steps++;
+    sync_world_check_identical(r, step);
     return 0;
+}
+
+double sync_mean_loss(const vkt_trainer *t)
+{
+    if (t->world)
+        return t->global_loss;
+    double loss = 0;
+    for (uint32_t q = 0; q < t->n_rep; q++)
+        loss += (double)t->rep[q].weight * t->rep[q].loss;
+    return loss;
 }
 
 void sync_job_feeds(replica *r)
@@ -111,6 +127,8 @@ static int agree_to_go_on(replica *r)
 {
     vkt_trainer *t = r->t;
     int vote = r->status != VKT_OK || (r->index == 0 && t->stop);
+    if (t->world) /* across ranks the vote travels with the step's sums (sync_world.c) */
+        return 1;
     if (t->n_rep == 1)
         return !vote;
     return !vkt_barrier_wait(t->barrier, vote);
@@ -121,15 +139,16 @@ void sync_job_steps(replica *r)
     vkt_trainer *t = r->t;
     for (uint64_t k = 0; k < t->run_steps && agree_to_go_on(r); k++) {
         trainer_next_batch(r);
-        if (step_together(r, t->steps + k))
+        if (step_together(r, t->steps + k)) {
+            if (t->world && t->x_stop && !t->x_fail) /* the batch was not used */
+                trainer_unread_batch(r);
             break;
+        }
         if (r->index != 0)
             continue;
         t->stats.steps++;
-        if (t->progress) {
-            double loss = 0;
-            for (uint32_t q = 0; q < t->n_rep; q++)
-                loss += (double)t->rep[q].weight * t->rep[q].loss;
+        if (t->progress && trainer_is_chief(t)) { /* across ranks: the chief alone */
+            double loss = sync_mean_loss(t);
             t->live = 1; /* a checkpoint saved from the callback sees this step */
             t->live_steps = t->steps + k + 1;
             t->stop = t->progress(t->progress_user, t->steps + k + 1,

@@ -53,12 +53,12 @@ static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device)
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u (device %u): %s", r->index, device,
                             vkt_last_error());
-    vkt_model_options mo = {.batch = r->rows, .check = t->opt.check};
+    vkt_model_options mo = {.batch = r->rows, .check = t->opt.check, .row_offset = r->row0};
     st = vkt_model_create(r->ctx, t->graph, t->loss, &mo, &r->model);
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u: %s", r->index, vkt_last_error());
     vkt_optimizer_options oo = t->optim;
-    if (t->opt.mode == VKT_PARALLEL_ASYNC && t->n_rep > 1)
+    if (t->opt.mode == VKT_PARALLEL_ASYNC && t->staged)
         oo.grad_scale = (oo.grad_scale ? oo.grad_scale : 1.0f) * r->weight;
     vkt_view pv, gv;
     uint64_t trained = 0;
@@ -67,7 +67,7 @@ static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device)
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u: optimizer: %s", r->index,
                             vkt_context_errmsg(r->ctx));
-    if (t->n_rep == 1) {
+    if (!t->staged) {
         st = graph_model_add_epilogue(r->model, record_update, r);
         return st == VKT_OK ? VKT_OK : trainer_from_model(t, r->model, st);
     }
@@ -104,13 +104,24 @@ static vkt_status select_devices(vkt_trainer *t, uint32_t *dev, uint32_t *n)
                                     vkt_instance_device_count(t->inst));
         return VKT_OK;
     }
+    uint32_t count = vkt_instance_device_count(t->inst);
+    if (t->world && !vkt_getenv("VKT_DEVICES") && count > 0) {
+        dev[0] = t->world->local_rank % count; /* ranks sharing a host spread over its GPUs */
+        *n = 1;
+        return VKT_OK;
+    }
     vkt_status st = vkt_instance_select_devices(t->inst, dev, TRAINER_MAX_REPLICAS, n);
     return st == VKT_OK ? VKT_OK : trainer_fail(t, st, "%s", vkt_instance_errmsg(t->inst));
 }
 
+/* n: replicas over all ranks. */
 static vkt_status check_options(vkt_trainer *t, uint32_t n)
 {
     const vkt_trainer_options *o = &t->opt;
+    if (t->world && o->balance_after)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "balancing the batch by replica "
+                            "speed (balance_after, --balance) works within one process, not "
+                            "across %u ranks", t->ranks);
     if (o->mode != VKT_PARALLEL_SYNC && o->mode != VKT_PARALLEL_ASYNC)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "unknown parallel mode %d",
                             (int)o->mode);
@@ -135,23 +146,33 @@ static vkt_status check_options(vkt_trainer *t, uint32_t n)
     return VKT_OK;
 }
 
-static vkt_status create_all(vkt_trainer *t)
+/* *laid_out: the ranks agreed on the replica layout (so every rank goes on to the
+ * agreement after creation, trainer_world_agree). */
+static vkt_status create_all(vkt_trainer *t, int *laid_out)
 {
     uint32_t dev[TRAINER_MAX_REPLICAS], n = 0;
     vkt_status st = select_devices(t, dev, &n);
+    t->world_rep = n;
+    if (t->world) /* collective: every rank's replica count */
+        st = trainer_world_layout(t, n, st);
+    *laid_out = st == VKT_OK;
+    t->staged = t->world_rep > 1;
     if (st == VKT_OK)
-        st = check_options(t, n);
+        st = check_options(t, t->world_rep);
     if (st == VKT_OK && !(t->rep = calloc(n, sizeof *t->rep)))
         st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (st != VKT_OK)
         return st;
     t->n_rep = n;
-    for (uint32_t i = 0; i < n; i++) { /* an even split; the first rows to the first */
+    uint64_t B = t->opt.batch, G = t->world_rep;
+    for (uint32_t i = 0; i < n; i++) { /* an even split over the world; the first rows to
+                                          the first replicas */
         replica *r = &t->rep[i];
+        uint64_t g = t->rep_base + i;
         r->t = t;
         r->index = i;
-        r->row0 = (uint32_t)((uint64_t)t->opt.batch * i / n);
-        r->rows = (uint32_t)((uint64_t)t->opt.batch * (i + 1) / n) - r->row0;
+        r->row0 = (uint32_t)(B * g / G);
+        r->rows = (uint32_t)(B * (g + 1) / G) - r->row0;
         r->weight = (float)r->rows / (float)t->opt.batch;
     }
     for (uint32_t i = 0; st == VKT_OK && i < n; i++)
@@ -161,9 +182,26 @@ static vkt_status create_all(vkt_trainer *t)
         t->param_count = vkt_model_param_count(t->rep[0].model);
         graph_model_flat(t->rep[0].model, &p, &g, &t->grad_count);
     }
+    if (st == VKT_OK && t->world && t->opt.mode == VKT_PARALLEL_SYNC)
+        st = sync_world_setup(t);
     if (st == VKT_OK && n > 1)
         st = trainer_workers_start(t);
     return st;
+}
+
+/* Records replica 0's step now, so a shape past a device limit (found when a kernel is
+ * recorded) fails at creation rather than at the first step. */
+static vkt_status record_now(vkt_trainer *t)
+{
+    vkt_model_stats ms;
+    vkt_status st = vkt_model_stats_get(t->rep[0].model, &ms);
+    if (st != VKT_OK)
+        return trainer_from_model(t, t->rep[0].model, st);
+    t->stats.step_dispatches = ms.step_dispatches +
+                               (t->rep[0].apply ? 1 + (t->optim.clip_norm > 0) : 0);
+    t->stats.activation_bytes = ms.activation_bytes;
+    t->stats.activation_no_reuse_bytes = ms.activation_no_reuse_bytes;
+    return VKT_OK;
 }
 
 vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *loss,
@@ -187,31 +225,26 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
     t->loss = loss;
     t->opt = *options;
     t->optim = options->optimizer;
-    vkt_status st = create_all(t);
+    if (options->world && vkt_world_size(options->world) > 1) {
+        t->world = options->world;
+        t->rank = vkt_world_rank(t->world);
+        t->ranks = vkt_world_size(t->world);
+    }
+    int laid_out = 0;
+    vkt_status st = create_all(t, &laid_out);
+    if (st == VKT_OK)
+        st = record_now(t);
+    /* collective: every rank created the same trainer, then the chief's parameters */
+    if (t->world && laid_out)
+        st = trainer_world_agree(t, st);
     if (st != VKT_OK) {
         char msg[VKT_ERRMSG_SIZE];
         memcpy(msg, t->errmsg, sizeof msg);
         vkt_trainer_destroy(t);
         return vkt_fail(NULL, st, "%s", msg);
     }
-    /* Records replica 0's step now, so a shape past a device limit (found when a kernel is
-     * recorded) fails here rather than at the first step. */
-    vkt_model_stats ms;
-    st = vkt_model_stats_get(t->rep[0].model, &ms);
-    if (st != VKT_OK) {
-        char msg[VKT_ERRMSG_SIZE];
-        snprintf(msg, sizeof msg, "%s", vkt_model_errmsg(t->rep[0].model));
-        vkt_trainer_destroy(t);
-        return vkt_fail(NULL, st, "%s", msg);
-    }
-    {
-        t->stats.step_dispatches = ms.step_dispatches +
-                                   (t->rep[0].apply ? 1 + (t->optim.clip_norm > 0) : 0);
-        t->stats.activation_bytes = ms.activation_bytes;
-        t->stats.activation_no_reuse_bytes = ms.activation_no_reuse_bytes;
-    }
     t->stats.replicas = t->n_rep;
-    t->stats.bytes_staged_per_step = t->n_rep > 1 ? 2ull * t->n_rep * t->grad_count * 4 : 0;
+    t->stats.bytes_staged_per_step = t->staged ? 2ull * t->n_rep * t->grad_count * 4 : 0;
     *out = t;
     return VKT_OK;
 }
@@ -239,6 +272,9 @@ void vkt_trainer_destroy(vkt_trainer *t)
     vkt_monitor_destroy(t->push_lock);
     free(t->pulls);
     free(t->pushes);
+    free(t->comm);
+    free(t->bucket_end);
+    free(t->bucket_req);
     free(t);
 }
 
@@ -248,6 +284,7 @@ const char *vkt_trainer_errmsg(const vkt_trainer *t)
 }
 
 uint32_t vkt_trainer_replicas(const vkt_trainer *t) { return t ? t->n_rep : 0; }
+uint32_t vkt_trainer_world_replicas(const vkt_trainer *t) { return t ? t->world_rep : 0; }
 uint64_t vkt_trainer_step_count(const vkt_trainer *t) { return t ? t->steps : 0; }
 
 vkt_status trainer_row_bytes(char *errmsg, vkt_model *m, const vkt_tensor *input,
@@ -315,16 +352,16 @@ vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_fe
 void trainer_slow_down(replica *r)
 {
     vkt_trainer *t = r->t;
-    if (t->opt.slow_seconds > 0 && r->index == t->opt.slow_replica)
-        vkt_sleep(t->opt.slow_seconds * r->rows * t->n_rep / t->opt.batch);
+    if (t->opt.slow_seconds > 0 && t->rep_base + r->index == t->opt.slow_replica)
+        vkt_sleep(t->opt.slow_seconds * r->rows * t->world_rep / t->opt.batch);
 }
 
 void trainer_set_step(replica *r, uint64_t step)
 {
     vkt_trainer *t = r->t;
-    if (t->opt.scale_lr && t->n_rep > 1) {
+    if (t->opt.scale_lr && t->world_rep > 1) {
         double ramp = t->opt.scale_lr_warmup ? (double)step / t->opt.scale_lr_warmup : 1.0;
-        double f = 1.0 + (t->n_rep - 1) * (ramp < 1.0 ? ramp : 1.0);
+        double f = 1.0 + (t->world_rep - 1) * (ramp < 1.0 ? ramp : 1.0);
         vkt_optimizer_options o;
         vkt_optimizer_get_options(r->opt, &o);
         o.lr = (float)(t->optim.lr * f);
@@ -338,7 +375,7 @@ vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_fe
 {
     if (!t)
         return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_step: trainer is NULL");
-    if (t->opt.mode == VKT_PARALLEL_ASYNC && t->n_rep > 1)
+    if (t->opt.mode == VKT_PARALLEL_ASYNC && t->staged)
         return trainer_fail(t, VKT_ERROR_STATE,
                             "vkt_trainer_step is synchronous: in async mode use vkt_trainer_fit");
     if (t->lost)
@@ -346,12 +383,11 @@ vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_fe
     double t0 = vkt_now(), c0 = vkt_cpu_time();
     t->feeds = feeds;
     t->n_feeds = n_feeds;
+    t->stop = 0;
     vkt_status st = trainer_run_all(t, sync_job_feeds);
     if (st != VKT_OK)
         return st;
-    double loss = 0;
-    for (uint32_t i = 0; i < t->n_rep; i++)
-        loss += (double)t->rep[i].weight * t->rep[i].loss;
+    double loss = sync_mean_loss(t);
     if (out_loss)
         *out_loss = (float)loss;
     t->steps++;
@@ -368,7 +404,7 @@ vkt_status vkt_trainer_set_optimizer(vkt_trainer *t, const vkt_optimizer_options
                         "vkt_trainer_set_optimizer: NULL argument");
     for (uint32_t i = 0; i < t->n_rep; i++) {
         vkt_optimizer_options oo = *o;
-        if (t->opt.mode == VKT_PARALLEL_ASYNC && t->n_rep > 1)
+        if (t->opt.mode == VKT_PARALLEL_ASYNC && t->staged)
             oo.grad_scale = (oo.grad_scale ? oo.grad_scale : 1.0f) * t->rep[i].weight;
         vkt_status st = vkt_optimizer_set_options(t->rep[i].opt, &oo);
         if (st != VKT_OK)
@@ -423,6 +459,9 @@ vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
         return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_stats_get: NULL");
     *out = t->stats;
     out->average_seconds = t->avg_seconds;
+    out->rank = t->rank;
+    out->ranks = t->world ? t->ranks : 1;
+    out->world_replicas = t->world_rep;
     for (uint32_t i = 0; i < t->n_rep && i < 64; i++) {
         out->replica[i] = t->rep[i].stats;
         out->replica[i].rows = t->rep[i].rows;

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 
 #include "graph/model.h"
+#include "parallel/world.h"
 
 #define TRAINER_MAX_REPLICAS 64
 #define TRAINER_MAX_EVAL 4      /* evaluation models cached, per output tensor and batch */
@@ -39,7 +40,7 @@ typedef struct replica {
     vkt_context *ctx;
     vkt_model *model;
     vkt_optimizer *opt;
-    uint32_t row0, rows;        /* its share of the global batch */
+    uint32_t row0, rows;        /* its share of the global batch (rows over all ranks) */
     float weight;               /* rows / batch */
     vkt_buffer *stage;          /* host-visible, param_count floats (N > 1) */
     float *stage_host;          /* its mapping */
@@ -49,6 +50,7 @@ typedef struct replica {
     uint32_t n_eval;
     /* per run */
     vkt_loader *loader;
+    uint64_t batch_epoch, batch_index; /* the loader's position before the current batch */
     float *x;
     int32_t *y;
     float loss;
@@ -68,7 +70,25 @@ struct vkt_trainer {
     vkt_trainer_options opt;
     vkt_optimizer_options optim;
     replica *rep;
-    uint32_t n_rep;
+    uint32_t n_rep;             /* this process's replicas */
+    int staged;                 /* gradients or parameters pass through host staging: more
+                                   than one replica in the world (else one submission) */
+
+    /* across processes (trainer_world.c, sync_world.c); world is NULL when this process
+     * trains alone (no world, or a one-rank world) */
+    vkt_world *world;
+    uint32_t rank, ranks;
+    uint32_t world_rep;         /* replicas over all ranks (n_rep when alone) */
+    uint32_t rep_base;          /* global index of this rank's replica 0 */
+    float *comm;                /* sync: the ranks' sum, grad_count floats then the tail */
+    uint64_t comm_n;
+    uint64_t *bucket_end;       /* sync: bucket b is comm[bucket_end[b-1], bucket_end[b]) */
+    uint32_t n_buckets;
+    world_req **bucket_req;
+    int x_stop, x_fail;         /* the exchange's verdict for this step (under barriers) */
+    vkt_status x_status;        /*   and the status the replicas return */
+    char x_msg[VKT_ERRMSG_SIZE];
+    float global_loss;          /* sync: the world's mean loss of the last step */
     uint64_t steps;             /* global steps taken (the schedule's position) */
     uint64_t param_count;
     uint64_t grad_count;       /* the trained parameters: the first of param_count (states follow) */
@@ -131,6 +151,31 @@ vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_fe
 /* fit.c: the replica's rows of the next global batch from its own loader (every
  * replica's loader has the same seed, so all see the same sequence of batches). */
 vkt_status trainer_next_batch(replica *r);
+/* Puts the replica's loader back before the batch trainer_next_batch took (a step that
+ * was not applied). */
+void trainer_unread_batch(replica *r);
+
+/* trainer_world.c: collective parts of creation (docs/distributed.md). */
+/* The replica layout: every rank's replica count (n_local), or a failure before. */
+vkt_status trainer_world_layout(vkt_trainer *t, uint32_t n_local, vkt_status local);
+/* After creation: every rank created its trainer, all from the same graph and options
+ * (else every rank fails naming the first difference); then the chief's parameters. */
+vkt_status trainer_world_agree(vkt_trainer *t, vkt_status local);
+/* Fit: the same data set, seed and steps on every rank. */
+vkt_status trainer_world_check_fit(vkt_trainer *t, vkt_status local, uint64_t steps);
+/* From the chief to every rank (a checkpoint's bytes): n bytes of buf. */
+vkt_status trainer_world_bcast(vkt_trainer *t, void *buf, uint64_t n);
+/* Whether this process writes files (the chief of the world, or alone). */
+int trainer_is_chief(const vkt_trainer *t);
+
+/* sync_world.c: the ranks' part of a sync step: after forward and backward, the local
+ * weighted sum into the comm buffer bucket by bucket, one allreduce per bucket (replica
+ * 0's thread), the verdict (a failure anywhere, a stop asked by the chief), the sum back
+ * into every stage. Returns 1 to stop (statuses set), 0 to apply. */
+int sync_world_exchange(replica *r, uint64_t step);
+vkt_status sync_world_setup(vkt_trainer *t);
+/* Every check_identical steps: the parameters' hash, equal on every rank or a failure. */
+void sync_world_check_identical(replica *r, uint64_t step);
 
 /* workers.c: runs job(r) for every replica (in threads when N > 1) and waits. */
 vkt_status trainer_run_all(vkt_trainer *t, replica_job job);
@@ -145,6 +190,8 @@ vkt_status sync_setup(vkt_trainer *t, replica *r);
 vkt_status sync_step(replica *r, uint64_t step);
 void sync_job_steps(replica *r);  /* fit: run_steps steps from the replica's loader */
 void sync_job_feeds(replica *r);  /* vkt_trainer_step: one step from t->feeds */
+/* The last step's mean loss over the global batch. */
+double sync_mean_loss(const vkt_trainer *t);
 
 /* async.c */
 vkt_status async_setup(vkt_trainer *t, replica *r);

@@ -1,0 +1,263 @@
+/* The collective parts of a trainer across processes: the replica layout over the ranks,
+ * the check that every rank built the same model with the same options, the chief's
+ * initial parameters to every rank. Each is one small collective that every rank reaches
+ * whatever happened locally before it, so a rank that failed makes the others fail
+ * (VKT_ERROR_REMOTE naming it) instead of leaving them waiting. */
+#include "trainer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int trainer_is_chief(const vkt_trainer *t) { return !t->world || t->rank == 0; }
+
+/* FNV-1a, 64 bits. */
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+#define FNV0 0xcbf29ce484222325ull
+
+/* Ranks that reported a failure in slots [0, ranks) of a MIN-reduced vector (0 there);
+ * the first into *first. */
+static int any_failed(const uint64_t *v, uint32_t ranks, uint32_t *first)
+{
+    for (uint32_t r = 0; r < ranks; r++)
+        if (v[r] == 0) {
+            *first = r;
+            return 1;
+        }
+    return 0;
+}
+
+/* One allreduce MIN over [alive flags (ranks) | values | ~values]: the flags say who
+ * failed, min and max of every value say whether the ranks agree (max = ~min(~x)). */
+static vkt_status agree_vector(vkt_trainer *t, vkt_status local, const uint64_t *val,
+                               uint32_t n, uint64_t *lo, uint64_t *hi, const char *what)
+{
+    uint32_t R = t->ranks;
+    uint64_t *v = malloc((R + 2 * (size_t)n) * sizeof *v);
+    if (!v)
+        return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t r = 0; r < R; r++)
+        v[r] = r == t->rank ? local == VKT_OK : 1;
+    for (uint32_t i = 0; i < n; i++) {
+        v[R + i] = val[i];
+        v[R + n + i] = ~val[i];
+    }
+    char keep[VKT_ERRMSG_SIZE];
+    memcpy(keep, t->errmsg, sizeof keep);
+    vkt_status st = world_allreduce_u64(t->world, v, R + 2 * (uint64_t)n, WORLD_MIN, what);
+    if (st != VKT_OK) {
+        free(v);
+        return trainer_fail(t, st, "%s", vkt_world_errmsg(t->world));
+    }
+    uint32_t bad;
+    if (any_failed(v, R, &bad)) {
+        free(v);
+        if (local != VKT_OK) { /* this rank's own message stays */
+            memcpy(t->errmsg, keep, sizeof keep);
+            return local;
+        }
+        return trainer_fail(t, VKT_ERROR_REMOTE, "rank %u failed during %s (its message is in "
+                            "its output)", bad, what);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        lo[i] = v[R + i];
+        hi[i] = ~v[R + n + i];
+    }
+    free(v);
+    return VKT_OK;
+}
+
+vkt_status trainer_world_layout(vkt_trainer *t, uint32_t n_local, vkt_status local)
+{
+    uint32_t R = t->ranks;
+    uint64_t *count = calloc(R, sizeof *count), *lo = calloc(R, sizeof *lo),
+             *hi = calloc(R, sizeof *hi);
+    vkt_status st = count && lo && hi ? VKT_OK
+                                      : trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of memory");
+    /* slot r holds rank r's count on rank r and 0 elsewhere: the max is every count */
+    if (st == VKT_OK) {
+        count[t->rank] = n_local;
+        st = agree_vector(t, local, count, R, lo, hi, "trainer creation (replica layout)");
+    }
+    if (st == VKT_OK) {
+        t->world_rep = 0;
+        t->rep_base = 0;
+        for (uint32_t r = 0; r < R; r++) {
+            if (r < t->rank)
+                t->rep_base += (uint32_t)hi[r];
+            t->world_rep += (uint32_t)hi[r];
+        }
+        if (t->world_rep > 1u << 20)
+            st = trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "%u replicas over %u ranks: too "
+                              "many", t->world_rep, R);
+    }
+    free(count);
+    free(lo);
+    free(hi);
+    return st;
+}
+
+/* The facts every rank must share, each a number or a hash; names for the message. */
+enum { SIG_PARAMS, SIG_COUNT, SIG_BATCH, SIG_GRAPH, SIG_MODE, SIG_OPTIMIZER, SIG_LR,
+       SIG_STALENESS, SIG_BUCKET, SIG_SCALE_LR, SIG_N };
+static const char *const sig_name[SIG_N] = {
+    "the model's parameters (names and shapes)", "the number of parameters",
+    "the global batch (--batch)", "the model's ops and shapes", "the parallel mode (--mode)",
+    "the optimizer and its settings", "the learning rate (--lr)",
+    "the staleness bound (--staleness)", "the bucket size (--bucket-mb)",
+    "learning-rate scaling (--scale-lr, --warmup)"};
+
+static void signature(const vkt_trainer *t, uint64_t *sig)
+{
+    uint64_t params = FNV0, ops = FNV0;
+    for (uint32_t i = 0; i < t->graph->count; i++) {
+        const vkt_tensor *n = t->graph->nodes[i];
+        uint32_t op = (uint32_t)n->op;
+        ops = fnv(ops, &op, sizeof op);
+        ops = fnv(ops, n->shape.dims, n->shape.ndim * sizeof n->shape.dims[0]);
+        ops = fnv(ops, &n->f0, sizeof n->f0);
+        ops = fnv(ops, n->ip, sizeof n->ip);
+        if (n->op != GOP_PARAM)
+            continue;
+        params = fnv(params, n->name, strlen(n->name) + 1);
+        params = fnv(params, &n->shape.ndim, sizeof n->shape.ndim);
+        params = fnv(params, n->shape.dims, n->shape.ndim * sizeof n->shape.dims[0]);
+    }
+    const vkt_optimizer_options *o = &t->optim;
+    uint64_t opt = FNV0;
+    uint32_t u[] = {(uint32_t)o->kind, (uint32_t)o->schedule, (uint32_t)o->nesterov};
+    float f[] = {o->momentum, o->weight_decay, o->clip_norm, o->beta1, o->beta2, o->eps,
+                 o->gamma, o->grad_scale};
+    uint64_t l[] = {o->step_size, o->warmup_steps, o->total_steps};
+    opt = fnv(fnv(fnv(opt, u, sizeof u), f, sizeof f), l, sizeof l);
+    uint32_t lr_bits;
+    memcpy(&lr_bits, &o->lr, sizeof lr_bits);
+    sig[SIG_PARAMS] = params;
+    sig[SIG_COUNT] = t->param_count;
+    sig[SIG_GRAPH] = ops;
+    sig[SIG_BATCH] = t->opt.batch;
+    sig[SIG_MODE] = (uint64_t)t->opt.mode;
+    sig[SIG_OPTIMIZER] = opt;
+    sig[SIG_LR] = lr_bits;
+    sig[SIG_STALENESS] = t->opt.bounded_staleness ? t->opt.staleness : UINT64_MAX;
+    sig[SIG_BUCKET] = t->opt.bucket_bytes;
+    sig[SIG_SCALE_LR] = (uint64_t)t->opt.scale_lr << 32 | t->opt.scale_lr_warmup;
+}
+
+/* The first fact on which the ranks differ, or -1. */
+static int first_difference(const uint64_t *lo, const uint64_t *hi, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (lo[i] != hi[i])
+            return (int)i;
+    return -1;
+}
+
+static vkt_status refuse_difference(vkt_trainer *t, const char *what, uint64_t lo, uint64_t hi,
+                                    int numeric)
+{
+    if (numeric)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                            "the ranks disagree on %s (%llu on some ranks, %llu on others): "
+                            "start every rank with the same command and data", what,
+                            (unsigned long long)lo, (unsigned long long)hi);
+    return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "the ranks disagree on %s: start every "
+                        "rank with the same command and data", what);
+}
+
+/* The chief's parameters (and states) into every replica of every rank. */
+static vkt_status broadcast_params(vkt_trainer *t)
+{
+    float *p = malloc((t->param_count ? t->param_count : 1) * sizeof *p);
+    if (!p)
+        return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    vkt_status st = vkt_model_read_params(t->rep[0].model, p, t->param_count);
+    if (st != VKT_OK)
+        st = trainer_from_model(t, t->rep[0].model, st);
+    /* a local failure here cannot be voted on (the collective below is under way on the
+     * others): the deadline ends it */
+    if (st == VKT_OK &&
+        (st = world_bcast(t->world, p, t->param_count * sizeof *p, "the initial parameters")) !=
+            VKT_OK)
+        trainer_fail(t, st, "%s", vkt_world_errmsg(t->world));
+    for (uint32_t i = 0; st == VKT_OK && i < t->n_rep; i++)
+        if ((st = vkt_model_write_params(t->rep[i].model, p, t->param_count)) != VKT_OK)
+            trainer_from_model(t, t->rep[i].model, st);
+    free(p);
+    return st;
+}
+
+vkt_status trainer_world_agree(vkt_trainer *t, vkt_status local)
+{
+    uint64_t sig[SIG_N] = {0}, lo[SIG_N], hi[SIG_N];
+    if (local == VKT_OK)
+        signature(t, sig);
+    vkt_status st = agree_vector(t, local, sig, SIG_N, lo, hi, "trainer creation");
+    if (st != VKT_OK)
+        return st;
+    int d = first_difference(lo, hi, SIG_N);
+    if (d >= 0)
+        return refuse_difference(t, sig_name[d], lo[d], hi[d],
+                                 d == SIG_COUNT || d == SIG_BATCH || d == SIG_MODE ||
+                                     d == SIG_BUCKET);
+    return broadcast_params(t);
+}
+
+/* FNV-style over 8-byte words (the tail bytewise): fast enough for a whole data set. */
+static uint64_t fnv_words(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return fnv(h, p + i, n - i);
+}
+
+/* A data set's fingerprint: its size and a hash of every sample and label. */
+static uint64_t data_hash(const vkt_dataset *d)
+{
+    uint32_t n = vkt_dataset_count(d), f = vkt_dataset_features(d);
+    uint64_t h = fnv(fnv(FNV0, &n, sizeof n), &f, sizeof f);
+    const float *x = vkt_dataset_x(d);
+    const int32_t *y = vkt_dataset_y(d);
+    if (x)
+        h = fnv_words(h, x, (size_t)n * f * sizeof *x);
+    if (y)
+        h = fnv_words(h, y, (size_t)n * sizeof *y);
+    return h;
+}
+
+vkt_status trainer_world_check_fit(vkt_trainer *t, vkt_status local, uint64_t steps)
+{
+    enum { F_DATA, F_SEED, F_STEPS, F_POSITION, F_N };
+    static const char *const name[F_N] = {"the training data (--data)", "the seed (--seed)",
+                                          "the number of steps (--steps, --epochs)",
+                                          "the step count restored from a checkpoint"};
+    uint64_t v[F_N] = {0}, lo[F_N], hi[F_N];
+    if (local == VKT_OK) {
+        v[F_DATA] = data_hash(t->data);
+        v[F_SEED] = t->seed;
+        v[F_STEPS] = steps;
+        v[F_POSITION] = t->steps;
+    }
+    vkt_status st = agree_vector(t, local, v, F_N, lo, hi, "the start of training");
+    if (st != VKT_OK)
+        return st;
+    int d = first_difference(lo, hi, F_N);
+    return d < 0 ? VKT_OK : refuse_difference(t, name[d], lo[d], hi[d], d != F_DATA);
+}
+
+vkt_status trainer_world_bcast(vkt_trainer *t, void *buf, uint64_t n)
+{
+    vkt_status st = world_bcast(t->world, buf, n, "a checkpoint from the chief");
+    return st == VKT_OK ? st : trainer_fail(t, st, "%s", vkt_world_errmsg(t->world));
+}
