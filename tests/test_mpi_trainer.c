@@ -308,6 +308,98 @@ done:
     vkt_dataset_destroy(d);
 }
 
+typedef struct saver {
+    vkt_trainer *t;
+    const char *path;
+    vkt_status st;
+    uint64_t at;
+} saver;
+
+static int save_at(void *user, uint64_t step, uint64_t total, float loss)
+{
+    (void)total;
+    (void)loss;
+    saver *s = user;
+    if (step == s->at)
+        s->st = vkt_trainer_save(s->t, s->path);
+    return 0;
+}
+
+/* Async across ranks (the sharded parameter server): staleness bound 0 equals sync with
+ * plain SGD; bounds 1 and 2 hold over the world's G replicas; every update counted; a
+ * checkpoint taken from the chief's callback during the run holds the live master. */
+static void test_async(void)
+{
+    vkt_dataset *d = synthetic(96);
+    vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f};
+    uint32_t dev[8] = {0};
+    net a = make_net(12, 0), b = make_net(12, 0);
+    vkt_trainer *sync = make(&a, 12, world, M, &oo, NULL), *as = NULL;
+    vkt_trainer_options o = {.batch = 12, .devices = dev, .device_count = M, .world = world,
+                             .mode = VKT_PARALLEL_ASYNC, .bounded_staleness = 1,
+                             .staleness = 0, .optimizer = oo};
+    TH_OK(NULL, vkt_trainer_create(th_instance, b.g, b.loss, &o, &as));
+    if (!sync || !as)
+        goto done;
+    TH_OK(NULL, vkt_trainer_fit(sync, d, a.x, a.y, 30, 1, NULL, NULL));
+    TH_OK(NULL, vkt_trainer_fit(as, d, b.x, b.y, 30, 1, NULL, NULL));
+    uint64_t np = vkt_trainer_param_count(as);
+    float *ps = th_alloc_floats(np), *pa = th_alloc_floats(np);
+    vkt_trainer_read_params(sync, ps, np);
+    vkt_trainer_read_params(as, pa, np);
+    char what[96];
+    snprintf(what, sizeof what, "rank %u: async bound 0 over %u x %u equals sync", rank_, R, M);
+    th_compare(what, pa, ps, np, 1e-4f, 1e-5f);
+    TH_CHECK(same_as_chief(as), "after an async fit every rank holds the same master");
+    vkt_trainer_destroy(as);
+    as = NULL;
+    uint32_t G = R * M;
+    for (uint32_t sb = 1; sb <= 2; sb++) {
+        o.staleness = sb;
+        TH_OK(NULL, vkt_trainer_create(th_instance, b.g, b.loss, &o, &as));
+        if (!as)
+            break;
+        char path[256];
+        snprintf(path, sizeof path, "%s/vkt-test-mpi-async-%u.vkt",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (unsigned)th_rand_u64() % 100000);
+        vkt_world_broadcast(world, path, sizeof path);
+        saver sv = {.t = as, .path = path, .at = 10};
+        TH_OK(NULL, vkt_trainer_fit(as, d, b.x, b.y, 20, 1, save_at, &sv));
+        vkt_trainer_stats st;
+        vkt_trainer_stats_get(as, &st);
+        TH_CHECK(G == 1 || /* one replica in all: plain training, no updates to count */
+                     (st.updates == (uint64_t)G * 20 && st.staleness_max <= (G - 1) * (2 * sb + 1)),
+                 "bound %u over %u replicas: %llu updates, staleness mean %.2f max %llu", sb, G,
+                 (unsigned long long)st.updates, st.staleness_mean,
+                 (unsigned long long)st.staleness_max);
+        TH_CHECK(sv.st == VKT_OK, "rank %u: a checkpoint from the callback during an async "
+                 "run: %s", rank_, vkt_trainer_errmsg(as));
+        if (sb == 1) { /* the snapshot is a whole master: restored, it is finite */
+            TH_OK(NULL, vkt_trainer_restore(as, path));
+            vkt_trainer_read_params(as, pa, np);
+            int finite = 1;
+            for (uint64_t i = 0; i < np; i++)
+                finite &= isfinite(pa[i]);
+            TH_CHECK(finite && vkt_trainer_step_count(as) == 10,
+                     "the async checkpoint restores (step %llu)",
+                     (unsigned long long)vkt_trainer_step_count(as));
+        }
+        vkt_world_sum(world, (double[]){0}, 1);
+        if (rank_ == 0)
+            remove(path);
+        vkt_trainer_destroy(as);
+        as = NULL;
+    }
+    free(ps);
+    free(pa);
+done:
+    vkt_trainer_destroy(sync);
+    vkt_trainer_destroy(as);
+    vkt_graph_destroy(a.g);
+    vkt_graph_destroy(b.g);
+    vkt_dataset_destroy(d);
+}
+
 int main(int argc, char **argv)
 {
     int require = 0;
@@ -331,6 +423,7 @@ int main(int argc, char **argv)
     test_mismatch();
     test_failure();
     test_stop_and_resume();
+    test_async();
     int rc = th_finish();
     double bad = rc != 0;
     vkt_world_sum(world, &bad, 1); /* one rank's failure fails every rank's exit code */

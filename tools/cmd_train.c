@@ -351,14 +351,14 @@ static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
         printf("averaging: %.3f ms per step on the host, %.2f MB staged per step\n",
                st.steps ? 1e3 * st.average_seconds / st.steps : 0,
                (double)st.bytes_staged_per_step / 1e6);
-    if (st.ranks > 1 && st.steps)
-        printf("ranks: %u, %u replicas in all; MPI: %.3f ms per step, %.2f MB per step\n",
-               st.ranks, st.world_replicas, 1e3 * st.comm_seconds / st.steps,
-               (double)st.comm_bytes / st.steps / 1e6);
     else
         printf("async: %llu updates, staleness mean %.2f p99 %llu max %llu\n",
                (unsigned long long)st.updates, st.staleness_mean,
                (unsigned long long)st.staleness_p99, (unsigned long long)st.staleness_max);
+    if (st.ranks > 1 && st.steps) /* the waits include waiting for slower ranks */
+        printf("ranks: %u, %u replicas in all; MPI: %.3f ms per step in waits, %.2f MB per "
+               "step\n", st.ranks, st.world_replicas, 1e3 * st.comm_seconds / st.steps,
+               (double)st.comm_bytes / st.steps / 1e6);
 }
 
 vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,

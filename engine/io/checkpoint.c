@@ -50,6 +50,8 @@ static vkt_status check_trainer(vkt_trainer *t, const char *fn, const char *path
 /* Replica 0's flat parameters, or the async master while a run is in progress. */
 static vkt_status read_flat(vkt_trainer *t, float *flat)
 {
+    if (t->live && t->ps) /* async across ranks: the shards from every rank */
+        return ps_snapshot(t, flat);
     if (t->live && t->master && t->opt.mode == VKT_PARALLEL_ASYNC) {
         for (uint64_t i = 0; i < t->param_count; i++)
             flat[i] = atomic_load_explicit(&t->master[i], memory_order_relaxed);

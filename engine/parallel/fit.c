@@ -117,7 +117,7 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
     double t0 = vkt_now(), c0 = vkt_cpu_time();
     uint64_t done0 = t->rep[0].stats.steps;
     int async = t->opt.mode == VKT_PARALLEL_ASYNC && t->staged;
-    if (async && (st = async_begin(t)) != VKT_OK)
+    if (async && (st = t->world ? ps_begin(t) : async_begin(t)) != VKT_OK)
         return st;
     uint64_t calibrate = t->opt.balance_after;
     if (!async && t->n_rep > 1 && !t->world && calibrate && !t->balanced && steps > calibrate) {
@@ -134,11 +134,11 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
             return st;
         }
     }
-    st = trainer_run_all(t, async ? async_job_steps : sync_job_steps);
+    st = trainer_run_all(t, !async ? sync_job_steps : t->world ? ps_job_steps : async_job_steps);
     pause_loaders(t);
     t->resume_pending = 0; /* a restored data position applies to this run's loaders */
     if (async) {
-        vkt_status end = async_end(t);
+        vkt_status end = t->world ? ps_end(t) : async_end(t);
         if (st == VKT_OK)
             st = end;
         t->stats.steps += t->rep[0].stats.steps - done0;

@@ -89,6 +89,7 @@ struct vkt_trainer {
     vkt_status x_status;        /*   and the status the replicas return */
     char x_msg[VKT_ERRMSG_SIZE];
     float global_loss;          /* sync: the world's mean loss of the last step */
+    struct ps *ps;              /* async across ranks: this rank's parameter server (ps.c) */
     uint64_t steps;             /* global steps taken (the schedule's position) */
     uint64_t param_count;
     uint64_t grad_count;       /* the trained parameters: the first of param_count (states follow) */
@@ -176,6 +177,15 @@ int sync_world_exchange(replica *r, uint64_t step);
 vkt_status sync_world_setup(vkt_trainer *t);
 /* Every check_identical steps: the parameters' hash, equal on every rank or a failure. */
 void sync_world_check_identical(replica *r, uint64_t step);
+
+/* ps.c: async across ranks, a sharded parameter server served by a communication
+ * thread per rank. begin: the thread and this rank's shard; job: one replica's updates;
+ * end: the shards gathered into every replica, the world's staleness statistics;
+ * snapshot: the live master (for a checkpoint from the chief's progress callback). */
+vkt_status ps_begin(vkt_trainer *t);
+void ps_job_steps(replica *r);
+vkt_status ps_end(vkt_trainer *t);
+vkt_status ps_snapshot(vkt_trainer *t, float *flat);
 
 /* workers.c: runs job(r) for every replica (in threads when N > 1) and waits. */
 vkt_status trainer_run_all(vkt_trainer *t, replica_job job);
