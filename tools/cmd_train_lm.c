@@ -77,7 +77,8 @@ static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_
                    tty ? (step == total ? "\n" : "   ") : "\n");
             fflush(stdout);
         }
-        if (a->eval_every && step % a->eval_every == 0 && step != total) {
+        if (a->eval_every && step % a->eval_every == 0 && step != total &&
+            vkt_world_is_chief(a->world)) { /* across ranks the chief evaluates */
             float val;
             if (!eval_loss(r, 1, LM_EVAL_WINDOWS, &val))
                 return 0;
@@ -138,12 +139,12 @@ static int run(lm_run *r, vkt_instance *inst)
             fprintf(stderr, "vkt: warning: %s; trying an older checkpoint\n", notes);
         if (st != VKT_OK)
             return cli_fail("cannot resume from the checkpoints", st, vkt_trainer_errmsg(r->tr));
-        if (found)
+        if (found && vkt_world_is_chief(a->world))
             printf("resumed from step %llu\n", (unsigned long long)step);
     }
     vkt_device_info info;
     vkt_instance_device_info(inst, 0, &info);
-    uint32_t replicas = vkt_trainer_replicas(r->tr);
+    uint32_t replicas = vkt_trainer_world_replicas(r->tr);
     const char *mode = replicas > 1 && a->async ? "async" : "sync";
     if (!a->quiet)
         printf("training charlm (%u layers, %u heads, width %u, context %u, vocabulary %u) on "
@@ -161,6 +162,8 @@ static int run(lm_run *r, vkt_instance *inst)
     train_log_close(&log);
     if (!ok || (a->ckpt_dir && !save(r)))
         return 1;
+    if (!vkt_world_is_chief(a->world)) /* the chief evaluates, samples and reports */
+        return 0;
     float val = 0, trn = 0;
     if (!eval_loss(r, 1, 0, &val) || !eval_loss(r, 0, 1000, &trn))
         return 1;
@@ -176,9 +179,12 @@ static int run(lm_run *r, vkt_instance *inst)
         return cli_fail("sampling failed", st, vkt_trainer_errmsg(r->tr));
     uint64_t steps = vkt_trainer_step_count(r->tr) - first;
     printf("result: val_loss=%.4f train_loss=%.4f steps=%llu samples_per_s=%.1f seconds=%.1f "
-           "replicas=%u mode=%s\n", val, trn, (unsigned long long)vkt_trainer_step_count(r->tr),
+           "replicas=%u mode=%s", val, trn, (unsigned long long)vkt_trainer_step_count(r->tr),
            seconds > 0 ? (double)steps * a->batch / seconds : 0.0, cli_now() - t_start,
            replicas, mode);
+    if (vkt_world_size(a->world) > 1)
+        printf(" ranks=%u", vkt_world_size(a->world));
+    printf("\n");
     return 0;
 }
 
