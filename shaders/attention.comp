@@ -31,8 +31,10 @@
  * VEC: D % 4 == 0 and the qkv, y / dy and dqkv views read as vec4s. VEC_T: t % 4 == 0
  * and probs / workspace views read as vec4s, so a lane loads and stores 4 keys of its
  * probs / dP row at once. Dropout (push constant `dropout`) keeps element
- * idx = (bh t + i) t + j iff hash32(key + hash32(idx)) >= threshold, with the key chained
- * from the step (read from ctrl at run time) and the seed as in shaders/dropout.comp.
+ * idx = (bh t + i) t + j iff hash32(key + hash32(drop_off + idx)) >= threshold, with the
+ * key chained from the step (read from ctrl at run time) and the seed as in
+ * shaders/dropout.comp; drop_off = b0 H t t moves sequence bb to the global b0 + bb
+ * (uint arithmetic: modulo 2^32, as the C references).
  * All sums run in a fixed order in one invocation: results are bitwise reproducible.
  */
 #version 450
@@ -87,7 +89,7 @@ uint hash32(uint x)
     return x;
 }
 
-bool kept(uint idx) { return hash32(drop_key + hash32(idx)) >= p.threshold; }
+bool kept(uint idx) { return hash32(drop_key + hash32(p.drop_off + idx)) >= p.threshold; }
 
 /* Chunk c of the pair (a[0..D), b[0..D)): element offsets a and b are in qkv, except b
  * in dy for PASS 2. */

@@ -1,6 +1,7 @@
 /*
  * Dropout with a counter-based hash: element i is kept when
- * hash(key + hash(i)) >= threshold (threshold = p * 2^32), key = a hash chain of the
+ * hash(key + hash(i_off + i)) >= threshold (threshold = p * 2^32), i_off + i the
+ * element's index in the whole batch (modulo 2^32), key = a hash chain of the
  * step (read from the control buffer, so replays see each step's value) and the node's
  * seed; kept elements are scaled by 1/(1-p). y = x * factor (+ beta * y). The backward
  * is the same map applied to dy. engine/graph/init.c has the identical C functions.
@@ -36,7 +37,7 @@ void main()
     key = hash32(key ^ p.seed_lo);
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
-        float f = hash32(key + hash32(i)) >= p.threshold ? p.scale : 0.0;
+        float f = hash32(key + hash32(p.i_off + i)) >= p.threshold ? p.scale : 0.0;
         float v = x[p.x_off + i] * f;
         y[p.y_off + i] = p.beta != 0.0 ? v + p.beta * y[p.y_off + i] : v;
     }

@@ -168,15 +168,17 @@ struct vkt_push_block {
     VKT_U32 x_off, y_off;
 };
 
-/* Dropout: y = x * (hash(key(seed, step), i) >= threshold ? scale : 0) (+ beta * y);
+/* Dropout: y = x * (hash(key(seed, step), i_off + i) >= threshold ? scale : 0) (+ beta * y);
  * step (two uint32, low first) is read from the control buffer at c_off so that the
- * recorded command buffer needs no change per step. */
+ * recorded command buffer needs no change per step. i_off: the index in the whole batch
+ * of element 0 (low 32 bits; i_off + i wraps modulo 2^32, as graph_dropout_keep). */
 struct vkt_push_dropout {
     VKT_U32 n;
     VKT_U32 threshold;
     VKT_F32 scale, beta;
     VKT_U32 seed_lo, seed_hi;
     VKT_U32 x_off, c_off, y_off;
+    VKT_U32 i_off;
 };
 
 #ifndef VULKAN

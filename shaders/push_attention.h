@@ -27,6 +27,8 @@ struct vkt_push_attention {
     VKT_F32 beta;                  /* backward: dqkv = new + beta * dqkv (0: not read) */
     VKT_U32 qkv_off, y_off, p_off, c_off; /* y_off: y forward, dy backward */
     VKT_U32 dqkv_off, ws_off;
+    VKT_U32 drop_off;              /* dropout: b0 * heads * t * t (mod 2^32), b0 the global
+                                      index of sequence 0: added to the mask index */
 };
 
 #ifndef VULKAN

@@ -1,12 +1,14 @@
 /* Fused causal attention (engine/kernels/attention.h). (1) The double reference
  * backward against central differences of a random weighted sum of the reference
- * forward, with and without dropout (a fixed step fixes the mask). (2) The device
- * forward (y and probs) and backward (beta 0 over NaN, beta 1 over random values)
- * against the references on awkward shapes, with guard elements around every tensor,
- * both with views that can be read as vec4s and with odd offsets, on both kernel
- * variants (subgroup shuffles on CPU devices, plain loads for GPUs). (3) Dropout: the
- * kept fraction read off the device, masks that change with the step read at run time
- * by a replayed stream, bitwise repeatable results. (4) Error paths and the limits. */
+ * forward, with and without dropout (a fixed step fixes the mask); the parts of a split
+ * batch (keyed from their first sequence's global index b0) give the whole batch's
+ * results. (2) The device forward (y and probs) and backward (beta 0 over NaN, beta 1
+ * over random values) against the references on awkward shapes, with guard elements
+ * around every tensor, both with views that can be read as vec4s and with odd offsets,
+ * with b0 0 and not (once where the mask index wraps 2^32), on both kernel variants
+ * (subgroup shuffles on CPU devices, plain loads for GPUs). (3) Dropout: the kept
+ * fraction read off the device, masks that change with the step read at run time by a
+ * replayed stream, bitwise repeatable results. (4) Error paths and the limits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,9 +79,9 @@ static int expect(tb *x, const double *want, const char *what, float rtol, float
 
 static double weighted_forward(const double *qkv, const double *w, double *y, uint32_t b,
                                uint32_t t, uint32_t h, uint32_t d, float pd, uint64_t seed,
-                               uint64_t step)
+                               uint64_t b0, uint64_t step)
 {
-    ka_ref_attention(qkv, y, b, t, h, d, pd, seed, step);
+    ka_ref_attention(qkv, y, b, t, h, d, pd, seed, b0, step);
     double l = 0.0;
     for (uint64_t i = 0; i < (uint64_t)b * t * h * d; i++)
         l += w[i] * y[i];
@@ -94,6 +96,7 @@ static void test_ref_gradients(void)
             uint32_t b = shapes[si][0], t = shapes[si][1], h = shapes[si][2], d = shapes[si][3];
             float pd = dropout ? 0.3f : 0.0f;
             uint64_t seed = 77 + si, step = 12345, n = (uint64_t)b * t * 3 * h * d;
+            uint64_t b0 = si * 3; /* sequences at an offset in a split batch */
             uint64_t ny = (uint64_t)b * t * h * d;
             double *x = malloc(n * sizeof *x), *g = calloc(n, sizeof *g);
             double *w = malloc(ny * sizeof *w), *y = malloc(ny * sizeof *y);
@@ -101,14 +104,14 @@ static void test_ref_gradients(void)
                 x[i] = th_rand_uniform(-2, 2);
             for (uint64_t i = 0; i < ny; i++)
                 w[i] = th_rand_uniform(-1, 1);
-            ka_ref_attention_backward(x, w, g, b, t, h, d, pd, seed, step);
+            ka_ref_attention_backward(x, w, g, b, t, h, d, pd, seed, b0, step);
             double worst = 0.0, eps = 1e-5;
             for (uint64_t i = 0; i < n; i++) {
                 double keep = x[i];
                 x[i] = keep + eps;
-                double lp = weighted_forward(x, w, y, b, t, h, d, pd, seed, step);
+                double lp = weighted_forward(x, w, y, b, t, h, d, pd, seed, b0, step);
                 x[i] = keep - eps;
-                double lm = weighted_forward(x, w, y, b, t, h, d, pd, seed, step);
+                double lm = weighted_forward(x, w, y, b, t, h, d, pd, seed, b0, step);
                 x[i] = keep;
                 double fd = (lp - lm) / (2 * eps), err = fabs(fd - g[i]) / (1e-6 + fabs(fd));
                 if (err > worst)
@@ -130,8 +133,8 @@ static void test_ref_gradients(void)
         x[i] = th_rand_uniform(-2, 2);
     for (uint64_t i = 0; i < ny; i++)
         w[i] = th_rand_uniform(-1, 1);
-    ka_ref_attention_backward(x, w, g0, 2, 5, 2, 3, 0.0f, 1, 1);
-    ka_ref_attention_backward(x, w, g1, 2, 5, 2, 3, 0.5f, 1, 1);
+    ka_ref_attention_backward(x, w, g0, 2, 5, 2, 3, 0.0f, 1, 0, 1);
+    ka_ref_attention_backward(x, w, g1, 2, 5, 2, 3, 0.5f, 1, 0, 1);
     double diff = 0.0;
     for (uint64_t i = 0; i < n; i++)
         diff += fabs(g0[i] - g1[i]);
@@ -142,14 +145,50 @@ static void test_ref_gradients(void)
     free(w);
 }
 
+/* A batch of 5 sequences split as [0, 2) with b0 = 0 and [2, 5) with b0 = 2: the parts'
+ * outputs and gradients are exactly the whole batch's rows (the same masks), and a part
+ * keyed from 0 instead draws other masks. */
+static void test_ref_split(void)
+{
+    enum { B = 5, K = 2, T = 6, H = 2, D = 3 };
+    const uint64_t rq = (uint64_t)T * 3 * H * D, ry = (uint64_t)T * H * D; /* per sequence */
+    double *x = malloc(B * rq * sizeof *x), *dy = malloc(B * ry * sizeof *dy);
+    double *y = malloc(B * ry * sizeof *y), *yp = malloc(B * ry * sizeof *yp);
+    double *g = calloc(B * rq, sizeof *g), *gp = calloc(B * rq, sizeof *gp);
+    for (uint64_t i = 0; i < B * rq; i++)
+        x[i] = th_rand_uniform(-2, 2);
+    for (uint64_t i = 0; i < B * ry; i++)
+        dy[i] = th_rand_uniform(-1, 1);
+    ka_ref_attention(x, y, B, T, H, D, 0.4f, 9, 0, 3);
+    ka_ref_attention_backward(x, dy, g, B, T, H, D, 0.4f, 9, 0, 3);
+    ka_ref_attention(x, yp, K, T, H, D, 0.4f, 9, 0, 3);
+    ka_ref_attention(x + K * rq, yp + K * ry, B - K, T, H, D, 0.4f, 9, K, 3);
+    ka_ref_attention_backward(x, dy, gp, K, T, H, D, 0.4f, 9, 0, 3);
+    ka_ref_attention_backward(x + K * rq, dy + K * ry, gp + K * rq, B - K, T, H, D, 0.4f, 9, K,
+                              3);
+    TH_CHECK(memcmp(y, yp, B * ry * sizeof *y) == 0 && memcmp(g, gp, B * rq * sizeof *g) == 0,
+             "reference: the parts of a split batch (b0 0 and %d) give the whole batch's y and "
+             "gradient", K);
+    ka_ref_attention(x + K * rq, yp + K * ry, B - K, T, H, D, 0.4f, 9, 0, 3);
+    TH_CHECK(memcmp(y + K * ry, yp + K * ry, (B - K) * ry * sizeof *y) != 0,
+             "reference: the second part keyed from sequence 0 draws other masks");
+    free(x);
+    free(dy);
+    free(y);
+    free(yp);
+    free(g);
+    free(gp);
+}
+
 /* ---- (2) device vs reference ------------------------------------------------------ */
 
 typedef struct shape {
     uint32_t b, t, heads, d;
 } shape;
 
-/* Forward, then backward with beta 0 (dqkv full of NaN) and beta 1 (random dqkv). */
-static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step)
+/* Forward, then backward with beta 0 (dqkv full of NaN) and beta 1 (random dqkv); the
+ * sequences are keyed for dropout as the global ones from b0 on. */
+static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step, uint64_t b0)
 {
     uint32_t b = sh.b, t = sh.t, H = sh.heads, d = sh.d;
     uint64_t nq = (uint64_t)b * t * 3 * H * d, ny = (uint64_t)b * t * H * d;
@@ -160,16 +199,16 @@ static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step)
     tb ws = tb_new(nw, -1, 1);
     set_step(&ctrl, step);
     char what[128];
-    snprintf(what, sizeof what, "b=%u t=%u heads=%u d=%u p_drop=%.2f aligned=%d %s", b, t, H,
-             d, (double)pd, g_aligned,
+    snprintf(what, sizeof what, "b=%u t=%u heads=%u d=%u p_drop=%.2f b0=%llu aligned=%d %s", b,
+             t, H, d, (double)pd, (unsigned long long)b0, g_aligned,
              vkt_context_kernel_variant(g_ctx) == VKT_KERNELS_CPU ? "cpu" : "gpu");
     TH_OK(g_ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&probs.b),
-                              th_view(&ctrl.b), b, t, H, d, pd, seed));
+                              th_view(&ctrl.b), b, t, H, d, pd, seed, b0));
     run(s);
     double *xq = to_double(qkv.h, nq), *xdy = to_double(dy.h, ny);
     double *ry = malloc(ny * sizeof *ry), *rp = malloc(np * sizeof *rp);
     double *rg = calloc(nq, sizeof *rg);
-    ka_ref_attention(xq, ry, b, t, H, d, pd, seed, step);
+    ka_ref_attention(xq, ry, b, t, H, d, pd, seed, b0, step);
     ka_ref_attention_probs(xq, rp, b, t, H, d);
     char w2[160];
     snprintf(w2, sizeof w2, "attention y %s", what);
@@ -183,9 +222,9 @@ static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step)
     th_buf_write(&dqkv.b, dqkv.h);
     TH_OK(g_ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&probs.b), th_view(&ctrl.b),
                                        th_view(&dy.b), th_view(&dqkv.b), 0.0f, th_view(&ws.b),
-                                       b, t, H, d, pd, seed));
+                                       b, t, H, d, pd, seed, b0));
     run(s);
-    ka_ref_attention_backward(xq, xdy, rg, b, t, H, d, pd, seed, step);
+    ka_ref_attention_backward(xq, xdy, rg, b, t, H, d, pd, seed, b0, step);
     /* a gradient element sums up to 2 t products of size ~1 */
     float atol = 2e-6f * (float)(t + 4);
     snprintf(w2, sizeof w2, "attention backward beta 0 %s", what);
@@ -198,7 +237,7 @@ static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step)
         rg[i] += dqkv.h[i];
     TH_OK(g_ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&probs.b), th_view(&ctrl.b),
                                        th_view(&dy.b), th_view(&dqkv.b), 1.0f, th_view(&ws.b),
-                                       b, t, H, d, pd, seed));
+                                       b, t, H, d, pd, seed, b0));
     run(s);
     snprintf(w2, sizeof w2, "attention backward beta 1 %s", what);
     expect(&dqkv, rg, w2, 1e-4f, atol);
@@ -229,11 +268,13 @@ static void test_device(vkt_stream *s, int few)
     for (unsigned i = 0; i < n; i++) {
         if (shapes[i].d == KA_MAX_D && !g_aligned)
             continue; /* its scalar-read pipelines alone take seconds to compile */
-        check_case(s, shapes[i], 0.0f, 0);
-        check_case(s, shapes[i], 0.25f, 3 + i);
+        check_case(s, shapes[i], 0.0f, 0, 0);
+        check_case(s, shapes[i], 0.25f, 3 + i, 0);
+        /* part of a split batch: from sequence 5 on, and where b0 heads t t wraps 2^32 */
+        check_case(s, shapes[i], 0.25f, 3 + i, i % 2 ? 5 : 3000000000ull);
     }
     /* the typical size of a small character-level transformer */
-    check_case(s, (shape){32, 64, 4, 16}, 0.1f, 0x100000005ull);
+    check_case(s, (shape){32, 64, 4, 16}, 0.1f, 0x100000005ull, 0);
 }
 
 /* ---- (3) dropout -------------------------------------------------------------------- */
@@ -255,7 +296,7 @@ static void test_dropout_mask(vkt_stream *s)
     th_buf_write(&qkv.b, qkv.h);
     /* One recorded stream, replayed with a new step in ctrl each time. */
     TH_OK(g_ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&probs.b),
-                              th_view(&ctrl.b), B, T, H, T, pd, seed));
+                              th_view(&ctrl.b), B, T, H, T, pd, seed, 0));
     const uint64_t steps[3] = {7, 8, 7};
     float *got[3];
     for (int k = 0; k < 3; k++) {
@@ -315,10 +356,10 @@ static void test_repeatable(vkt_stream *s)
     uint64_t n_out = ny + nq;
     for (int k = 0; k < 3; k++) {
         TH_OK(g_ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&probs.b),
-                                  th_view(&ctrl.b), b, t, H, d, 0.2f, 5));
+                                  th_view(&ctrl.b), b, t, H, d, 0.2f, 5, 0));
         TH_OK(g_ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&probs.b),
                                            th_view(&ctrl.b), th_view(&dy.b), th_view(&dqkv.b),
-                                           0.0f, th_view(&ws.b), b, t, H, d, 0.2f, 5));
+                                           0.0f, th_view(&ws.b), b, t, H, d, 0.2f, 5, 0));
         run(s);
         float *out = th_alloc_floats(n_out);
         th_buf_read(&y.b, out);
@@ -350,7 +391,7 @@ static void test_max_t(vkt_stream *s)
     TH_CHECK(mt >= 256, "at least 256 positions with d = 16 (max %u)", mt);
     if (mt > 2048)
         mt = 2048; /* devices without a loop limit: a long row is enough */
-    check_case(s, (shape){1, mt, 1, 16}, 0.0f, 0);
+    check_case(s, (shape){1, mt, 1, 16}, 0.0f, 0, 0);
 }
 
 static void test_errors(vkt_stream *s)
@@ -375,42 +416,42 @@ static void test_errors(vkt_stream *s)
         TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "ka_attention_backward"), "message: %s", \
                  vkt_context_errmsg(g_ctx));                                                \
     } while (0)
-    TH_STATUS(NULL, ka_attention(NULL, q, yv, pv, cv, b, t, H, d, 0, 1),
+    TH_STATUS(NULL, ka_attention(NULL, q, yv, pv, cv, b, t, H, d, 0, 1, 0),
               VKT_ERROR_INVALID_ARGUMENT);
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, 0, t, H, d, 0, 1);
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, 0, H, d, 0, 1);
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, 0, d, 0, 1);
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, 0, 0, 1);
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d, 1.0f, 1);
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d, -0.1f, 1);
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d, NAN, 1);
-    FWD_FAILS(VKT_ERROR_LIMIT, s, q, yv, pv, cv, b, t, H, KA_MAX_D + 1, 0, 1);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, 0, t, H, d, 0, 1, 0);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, 0, H, d, 0, 1, 0);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, 0, d, 0, 1, 0);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, 0, 0, 1, 0);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d, 1.0f, 1, 0);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d, -0.1f, 1, 0);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d, NAN, 1, 0);
+    FWD_FAILS(VKT_ERROR_LIMIT, s, q, yv, pv, cv, b, t, H, KA_MAX_D + 1, 0, 1, 0);
     uint32_t mt = ka_attention_max_t(g_ctx, d);
     if (mt < UINT32_MAX) {
-        FWD_FAILS(VKT_ERROR_LIMIT, s, q, yv, pv, cv, 1, mt + 1, 1, d, 0, 1);
+        FWD_FAILS(VKT_ERROR_LIMIT, s, q, yv, pv, cv, 1, mt + 1, 1, d, 0, 1, 0);
         TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "at most t ="), "message: %s",
                  vkt_context_errmsg(g_ctx));
     }
     /* views too small for the sizes (past the guard elements too) */
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, 4 * t, H, d, 0, 1);
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d + 8, 0, 1);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, 4 * t, H, d, 0, 1, 0);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d + 8, 0, 1, 0);
     /* dropout needs ctrl; without dropout it may be absent */
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, none, b, t, H, d, 0.5f, 1);
-    TH_OK(g_ctx, ka_attention(s, q, yv, pv, none, b, t, H, d, 0, 1));
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, none, b, t, H, d, 0.5f, 1, 0);
+    TH_OK(g_ctx, ka_attention(s, q, yv, pv, none, b, t, H, d, 0, 1, 0));
     /* an output over an input */
     vkt_view over = {qkv.b.buffer, qkv.b.offset + 3};
-    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, over, pv, cv, b, t, H, d, 0, 1);
+    FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, over, pv, cv, b, t, H, d, 0, 1, 0);
     TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "overlaps"), "message: %s",
              vkt_context_errmsg(g_ctx));
     /* the workspace over probs, dqkv over qkv */
-    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, pv, b, t, H, d, 0, 1);
-    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, q, 0, wv, b, t, H, d, 0, 1);
-    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, NAN, wv, b, t, H, d, 0, 1);
-    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, wv, b, t, H, d, 2.0f, 1);
-    BWD_FAILS(VKT_ERROR_LIMIT, s, q, pv, cv, yv, gv, 0, wv, b, t, H, KA_MAX_D + 1, 0, 1);
+    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, pv, b, t, H, d, 0, 1, 0);
+    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, q, 0, wv, b, t, H, d, 0, 1, 0);
+    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, NAN, wv, b, t, H, d, 0, 1, 0);
+    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, wv, b, t, H, d, 2.0f, 1, 0);
+    BWD_FAILS(VKT_ERROR_LIMIT, s, q, pv, cv, yv, gv, 0, wv, b, t, H, KA_MAX_D + 1, 0, 1, 0);
     vkt_view short_ws = {ws.b.buffer, ws.b.offset + ws.b.guard + 2}; /* past the buffer */
-    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, short_ws, b, t, H, d, 0, 1);
-    TH_OK(g_ctx, ka_attention_backward(s, q, pv, cv, yv, gv, 0, wv, b, t, H, d, 0.5f, 1));
+    BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, pv, cv, yv, gv, 0, short_ws, b, t, H, d, 0, 1, 0);
+    TH_OK(g_ctx, ka_attention_backward(s, q, pv, cv, yv, gv, 0, wv, b, t, H, d, 0.5f, 1, 0));
     TH_OK(g_ctx, vkt_stream_reset(s));
     TH_CHECK(ka_attention_max_t(g_ctx, 0) == 0 && ka_attention_max_t(g_ctx, KA_MAX_D + 1) == 0,
              "no t for unsupported widths");
@@ -430,6 +471,7 @@ int main(void)
 {
     th_init("test_attention");
     test_ref_gradients();
+    test_ref_split();
     g_ctx = th_context(VKT_KERNELS_AUTO);
     vkt_stream *s = th_stream(g_ctx, 0);
     for (int variant = 0; variant < 2; variant++) {

@@ -286,28 +286,56 @@ static void test_copies(vkt_stream *s)
     }
 }
 
+/* The elements [k, N) of x as a view of their own (a part of a split batch). */
+static vkt_view tail_view(const kb *x, uint64_t k)
+{
+    vkt_view v = th_view(&x->b);
+    v.offset += k;
+    return v;
+}
+
 static void test_dropout_kernel(vkt_stream *s)
 {
-    enum { N = 100003 };
+    enum { N = 100003, K = 40001 };
     kb x = kb_new(N, 0.5f, 1.5f), y = kb_new(N, -1, 1), ctrl = kb_new(2, 0, 0);
     float p = 0.3f;
     uint64_t seed = 0x1234567890ull;
-    const uint64_t steps[3] = {0, 5, 0x300000007ull};
-    for (int k = 0; k < 3; k++) {
+    const uint64_t steps[4] = {0, 5, 0x300000007ull, 5};
+    /* the global index of element 0: the whole batch, a later part, one past 2^32, one
+     * that wraps 2^32 inside the tensor */
+    const uint64_t offs[4] = {0, 777, 0x500000003ull, 0xFFFFFF00ull};
+    for (int k = 0; k < 4; k++) {
         uint32_t words[2] = {(uint32_t)steps[k], (uint32_t)(steps[k] >> 32)};
-        uint64_t st = steps[k];
+        uint64_t st = steps[k], off = offs[k];
         TH_OK(g_ctx, vkt_buffer_write(ctrl.b.buffer, ctrl.b.offset * 4, words, 8));
         TH_OK(g_ctx, gk_dropout(s, th_view(&x.b), th_view(&ctrl.b), th_view(&y.b), N, p, seed,
-                                0.0f));
+                                off, 0.0f));
         run(s);
-        gk_ref_dropout(x.host, st, y.host, N, p, seed, 0.0f);
-        kb_expect(&y, y.host, "dropout matches its C reference", 1e-6f, 0);
+        gk_ref_dropout(x.host, st, y.host, N, p, seed, off, 0.0f);
+        char what[96];
+        snprintf(what, sizeof what, "dropout matches its C reference (offset %llu)",
+                 (unsigned long long)off);
+        kb_expect(&y, y.host, what, 1e-6f, 0);
         uint64_t zeros = 0;
         for (uint64_t i = 0; i < N; i++)
             zeros += y.host[i] == 0.0f;
         double frac = (double)zeros / N;
         TH_CHECK(fabs(frac - p) < 0.01, "dropout zeroes %.4f of the elements, p = %.2f", frac, p);
     }
+    /* The batch split at element K into two dispatches, the second keyed from K, gives
+     * the whole batch's output (step 5 still in ctrl); keyed from 0 it would not. */
+    float *whole = th_alloc_floats(N);
+    gk_ref_dropout(x.host, 5, whole, N, p, seed, 0, 0.0f);
+    TH_OK(g_ctx, gk_dropout(s, th_view(&x.b), th_view(&ctrl.b), th_view(&y.b), K, p, seed, 0,
+                            0.0f));
+    TH_OK(g_ctx, gk_dropout(s, tail_view(&x, K), th_view(&ctrl.b), tail_view(&y, K), N - K, p,
+                            seed, K, 0.0f));
+    run(s);
+    kb_expect(&y, whole, "dropout in two parts keyed by the global index", 0, 0);
+    gk_ref_dropout(x.host + K, 5, y.host, N - K, p, seed, 0, 0.0f);
+    TH_CHECK(memcmp(y.host, whole + K, (N - K) * sizeof *whole) != 0,
+             "the second part keyed from 0 draws another mask");
+    free(whole);
     kb_free(&x);
     kb_free(&y);
     kb_free(&ctrl);

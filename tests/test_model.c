@@ -2,8 +2,10 @@
  * is recorded once and replayed (stream stats do not grow), independent branches get no
  * barrier between them, VKT_CHECK finds an injected wrong output and names the op, a
  * tiny MLP trained by a plain gradient step written here lowers its loss, evaluation
- * models share parameters, dropout is reproducible, the staging path agrees, and an
- * epilogue hook (how an optimizer plugs in) runs inside the recorded step. */
+ * models share parameters, dropout is reproducible, the staging path agrees, a batch
+ * split by rows over two models (row_offset) gives the whole batch's outputs and
+ * gradients with dropout on, and an epilogue hook (how an optimizer plugs in) runs
+ * inside the recorded step. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,6 +354,126 @@ static void test_dropout_and_staging(void)
     vkt_graph_destroy(a.g);
 }
 
+/* ---- a batch split by rows (data parallelism): dropout keyed by the global row ---- */
+
+typedef struct split_net {
+    vkt_graph *g;
+    vkt_tensor *x, *out, *loss;
+    uint64_t row_in, row_out; /* elements per batch row of x and out */
+} split_net;
+
+/* x [b, 5] -> relu(linear 5->7) -> dropout 0.4 -> linear by the weight w2 [7, 3] after
+ * its own dropout 0.3 (a parameter: the same mask in every part) -> out; the loss is
+ * sum(out * out), a sum over rows, so the parts' gradients add up to the whole's. */
+static split_net split_mlp(uint32_t b)
+{
+    split_net n = {0};
+    vkt_graph_options o = {.seed = 41};
+    vkt_graph_create(&o, &n.g);
+    vkt_shape xs = {2, {b, 5}}, w1s = {2, {5, 7}}, b1s = {1, {7}}, w2s = {2, {7, 3}};
+    n.x = vkt_input(n.g, "x", &xs);
+    vkt_tensor *w1 = vkt_param(n.g, "w1", &w1s, &(vkt_init){.kind = VKT_INIT_HE});
+    vkt_tensor *b1 = vkt_param(n.g, "b1", &b1s, &(vkt_init){.kind = VKT_INIT_UNIFORM,
+                                                          .a = -0.5f, .b = 0.5f});
+    vkt_tensor *w2 = vkt_param(n.g, "w2", &w2s, &(vkt_init){.kind = VKT_INIT_GLOROT});
+    vkt_tensor *h = vkt_dropout(n.g, vkt_relu(n.g, vkt_linear(n.g, n.x, w1, b1)), 0.4f);
+    n.out = vkt_keep(n.g, vkt_matmul(n.g, h, vkt_dropout(n.g, w2, 0.3f)));
+    n.loss = vkt_sum(n.g, vkt_mul(n.g, n.out, n.out), -1);
+    n.row_in = 5;
+    n.row_out = 3;
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "split mlp builds: %s", vkt_graph_errmsg(n.g));
+    return n;
+}
+
+/* x [b, 5, 6] -> linear 6->18 -> causal attention (2 heads, dropout 0.3) -> dropout 0.2
+ * on the [b, 5, 6] result -> out; loss sum(out * out). */
+static split_net split_attention(uint32_t b)
+{
+    split_net n = {0};
+    vkt_graph_options o = {.seed = 43};
+    vkt_graph_create(&o, &n.g);
+    vkt_shape xs = {3, {b, 5, 6}}, ws = {2, {6, 18}};
+    n.x = vkt_input(n.g, "x", &xs);
+    vkt_tensor *w = vkt_param(n.g, "wqkv", &ws, &(vkt_init){.kind = VKT_INIT_GLOROT});
+    vkt_tensor *a = vkt_causal_attention(n.g, vkt_linear(n.g, n.x, w, NULL), 2, 0.3f);
+    n.out = vkt_keep(n.g, vkt_dropout(n.g, a, 0.2f));
+    n.loss = vkt_sum(n.g, vkt_mul(n.g, n.out, n.out), -1);
+    n.row_in = n.row_out = 5 * 6;
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "split attention builds: %s",
+             vkt_graph_errmsg(n.g));
+    return n;
+}
+
+/* One training step of `n` at rows [row0, row0 + rows) of the batch x, dropout step 7:
+ * the output into out (those rows) and the flat gradient added into grad. The part
+ * that starts past row 0 runs in check mode, so the CPU references of every op follow
+ * the same global-row rule as the device. */
+static void split_step(const split_net *n, const float *x, uint32_t row0, uint32_t rows,
+                       float *out, float *grad, uint64_t n_grad)
+{
+    vkt_model_options o = {.batch = rows, .row_offset = row0, .check = row0 > 0};
+    vkt_model *m = model(n->g, n->loss, &o);
+    if (!m)
+        return;
+    float *g = th_alloc_floats(n_grad);
+    vkt_model_set_step_index(m, 7);
+    TH_OK(g_ctx, vkt_model_set_input(m, n->x, x + row0 * n->row_in, rows * n->row_in));
+    vkt_status st = vkt_model_forward_backward(m);
+    TH_CHECK(st == VKT_OK, "rows [%u, %u): step: %s", row0, row0 + rows, vkt_model_errmsg(m));
+    TH_OK(g_ctx, vkt_model_read(m, n->out, out + row0 * n->row_out, rows * n->row_out));
+    TH_CHECK(vkt_model_param_count(m) == n_grad, "same parameters at every batch");
+    TH_OK(g_ctx, vkt_model_read_grads(m, g, n_grad));
+    for (uint64_t i = 0; i < n_grad; i++)
+        grad[i] += g[i];
+    free(g);
+    vkt_model_destroy(m);
+}
+
+/* The batch of B rows in one model, and split as [0, k) and [k, B) (row_offset k) in
+ * two: the same outputs (the same dropout masks) and gradients that add up. */
+static void check_split(split_net (*build)(uint32_t), const char *what)
+{
+    enum { B = 7, K = 3 };
+    split_net n = build(B);
+    vkt_model *probe = model(n.g, n.loss, NULL);
+    uint64_t np = probe ? vkt_model_param_count(probe) : 0;
+    vkt_model_destroy(probe);
+    float *x = th_alloc_floats(B * n.row_in);
+    float *whole = th_alloc_floats(B * n.row_out), *parts = th_alloc_floats(B * n.row_out);
+    float *gw = calloc(np ? np : 1, sizeof *gw), *gp = calloc(np ? np : 1, sizeof *gp);
+    th_fill_uniform(x, B * n.row_in, -1, 1);
+    split_step(&n, x, 0, B, whole, gw, np);
+    split_step(&n, x, 0, K, parts, gp, np);
+    split_step(&n, x, K, B - K, parts, gp, np);
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s: outputs of rows [0,%d) + [%d,%d) = the whole batch's", what,
+             K, K, B);
+    th_compare(buf, parts, whole, B * n.row_out, 1e-6f, 1e-6f);
+    snprintf(buf, sizeof buf, "%s: gradients of the parts add up to the whole's", what);
+    th_compare(buf, gp, gw, np, 1e-5f, 1e-6f);
+    uint64_t zeros = 0;
+    for (uint64_t i = K * n.row_out; i < B * n.row_out; i++)
+        zeros += whole[i] == 0.0f;
+    TH_CHECK(zeros > 0, "%s: dropout is on in the second part (%llu zeros)", what,
+             (unsigned long long)zeros);
+    /* Not vacuous: the second part keyed from row 0 draws other masks. */
+    split_step(&n, x + K * n.row_in, 0, B - K, parts, gp, np);
+    TH_CHECK(memcmp(parts, whole + K * n.row_out, (B - K) * n.row_out * sizeof *parts) != 0,
+             "%s: rows [%d,%d) keyed from row 0 give another output", what, K, B);
+    free(x);
+    free(whole);
+    free(parts);
+    free(gw);
+    free(gp);
+    vkt_graph_destroy(n.g);
+}
+
+static void test_split_batch(void)
+{
+    check_split(split_mlp, "mlp with dropout");
+    check_split(split_attention, "causal attention with dropout");
+}
+
 /* An epilogue recorded into the step: plain SGD over the flat buffers (one dispatch). */
 typedef struct sgd_hook {
     vkt_model *m;
@@ -442,6 +564,7 @@ int main(void)
     test_check_mode();
     test_training();
     test_dropout_and_staging();
+    test_split_batch();
     test_epilogue();
     return th_finish();
 }

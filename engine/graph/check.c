@@ -71,6 +71,9 @@ static int args_of(const ck *c, const vkt_tensor *t, graph_ref_args *a)
     a->out_shape = m->shape[t->id];
     a->step = m->step;
     a->training = c->training;
+    a->row_offset = m->row_offset;
+    a->batch = m->batch;
+    a->batch_major = m->batch_major[t->id];
     for (uint32_t k = 0; k < t->n_in; k++) {
         uint32_t id = t->in[k]->id;
         a->in_shape[k] = &m->shape[id];

@@ -371,7 +371,7 @@ vkt_status gk_transpose(vkt_stream *s, vkt_view x, vkt_view y, uint32_t rows, ui
 }
 
 vkt_status gk_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint64_t n,
-                      float pr, uint64_t seed, float beta)
+                      float pr, uint64_t seed, uint64_t i_off, float beta)
 {
     vkt_status st = check(s, "gk_dropout", n);
     if (st != VKT_OK)
@@ -387,7 +387,7 @@ vkt_status gk_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint
         .scale = (float)(1.0 / (1.0 - (double)pr)), .beta = beta,
         .seed_lo = (uint32_t)seed, .seed_hi = (uint32_t)(seed >> 32),
         .x_off = ku_shift(ctx, x, 0), .c_off = ku_shift(ctx, ctrl, 0),
-        .y_off = ku_shift(ctx, y, 0)};
+        .y_off = ku_shift(ctx, y, 0), .i_off = (uint32_t)i_off};
     gpu_arg args[3] = {ku_arg(x, 0, n, 0), ku_arg(ctrl, 0, 2, 0), ku_arg(y, 0, n, 1)};
     uint32_t spec[1] = {ku_workgroup_size(ctx)};
     return run(s, &k_dropout, spec, 1, args, &p, groups_1d(ctx, n));

@@ -56,9 +56,10 @@ vkt_status gk_broadcast(vkt_stream *s, vkt_view x, vkt_view y, uint32_t outer, u
 vkt_status gk_transpose(vkt_stream *s, vkt_view x, vkt_view y, uint32_t rows, uint32_t cols,
                         float alpha, float beta);
 /* y = x * dropout factor (+ beta y); the step is the uint64 at ctrl (low word first),
- * read by the device at run time. */
+ * read by the device at run time. Element i draws the mask of index i_off + i (its index
+ * in the whole batch: graph_dropout_keep, low 32 bits). */
 vkt_status gk_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint64_t n,
-                      float p, uint64_t seed, float beta);
+                      float p, uint64_t seed, uint64_t i_off, float beta);
 
 /* ---- fp32 references (gk_ref.c), same arguments with host pointers ---- */
 
@@ -82,6 +83,6 @@ void gk_ref_broadcast(const float *x, float *y, uint32_t outer, uint32_t axis, u
 void gk_ref_transpose(const float *x, float *y, uint32_t rows, uint32_t cols, float alpha,
                       float beta);
 void gk_ref_dropout(const float *x, uint64_t step, float *y, uint64_t n, float p, uint64_t seed,
-                    float beta);
+                    uint64_t i_off, float beta);
 
 #endif

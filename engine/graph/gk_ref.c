@@ -140,12 +140,12 @@ void gk_ref_transpose(const float *x, float *y, uint32_t rows, uint32_t cols, fl
 }
 
 void gk_ref_dropout(const float *x, uint64_t step, float *y, uint64_t n, float p, uint64_t seed,
-                    float beta)
+                    uint64_t i_off, float beta)
 {
     uint32_t key = graph_dropout_key(seed, step), thr = graph_dropout_threshold(p);
     float scale = (float)(1.0 / (1.0 - (double)p));
     for (uint64_t i = 0; i < n; i++) {
-        float f = graph_dropout_keep(key, (uint32_t)i, thr) ? scale : 0.0f;
+        float f = graph_dropout_keep(key, i_off + i, thr) ? scale : 0.0f;
         y[i] = out_with(x[i] * f, beta, y[i]);
     }
 }

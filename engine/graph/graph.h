@@ -99,6 +99,18 @@ int graph_shape_eq(const vkt_shape *a, const vkt_shape *b);
  * VKT_ERROR_INVALID_ARGUMENT. */
 vkt_status graph_infer_shape(const vkt_tensor *n, const vkt_shape *const *in,
                              vkt_shape *out, char *msg, size_t msg_size);
+/* Whether node n's elements are laid out by batch row (row 0's elements first, each row
+ * count / batch of them), given that flag (0/1) of every earlier node by id: inputs and
+ * labels are, parameters are not, and ops keep it except losses, transposes, and sums,
+ * means, concatenations and splits along axis 0 (or all axes). Dropout in a model that
+ * holds rows [row_offset, row_offset + batch) of a global batch keys the elements of
+ * such a node by their index in the global batch; other nodes keep their own indices,
+ * as they hold the same values in every part of a split batch. */
+int graph_batch_major(const vkt_tensor *n, const uint8_t *batch_major);
+/* The global index of the first of `units` (elements, or sequences for attention) of a
+ * node at `batch` rows: row_offset * units / batch when the node is batch-major and
+ * units a multiple of batch, else 0. */
+uint64_t graph_row_shift(int batch_major, uint32_t row_offset, uint32_t batch, uint64_t units);
 /* The API function that builds op n ("vkt_matmul"), for messages. */
 const char *graph_op_fn(const vkt_tensor *n);
 /* Short op name ("matmul", "relu", "log_softmax"). */
@@ -122,8 +134,10 @@ void graph_init_param(const vkt_tensor *param, uint64_t graph_seed, float *out);
 uint32_t graph_hash32(uint32_t x);
 /* The per-step key of a dropout node. */
 uint32_t graph_dropout_key(uint64_t seed, uint64_t step);
-/* Whether element i is kept: hash >= threshold, threshold = p * 2^32. */
-int graph_dropout_keep(uint32_t key, uint32_t i, uint32_t threshold);
+/* Whether element i is kept: hash >= threshold, threshold = p * 2^32. i is the element's
+ * index in the whole (global) batch; only its low 32 bits are hashed, as the shaders
+ * add a uint offset to a uint local index (both wrap modulo 2^32 the same way). */
+int graph_dropout_keep(uint32_t key, uint64_t i, uint32_t threshold);
 uint32_t graph_dropout_threshold(float p);
 
 /* ---- CPU reference of one op, in double (ops_ref.c, ops_ref_bwd.c) ---- */
@@ -141,6 +155,10 @@ typedef struct graph_ref_args {
     double *din[GRAPH_MAX_INPUTS];
     uint64_t step;  /* dropout */
     int training;   /* dropout on */
+    /* dropout keys (graph_row_shift): the global row of batch row 0, the batch, and
+     * whether the node is batch-major (graph_batch_major) */
+    uint32_t row_offset, batch;
+    int batch_major;
 } graph_ref_args;
 
 void graph_ref_forward(const graph_ref_args *a);
@@ -164,6 +182,9 @@ typedef struct graph_ref {
     double **grad;       /* per node, after graph_ref_run_backward */
     uint64_t step;
     int training;
+    uint32_t batch;        /* the batch of the shapes */
+    uint32_t row_offset;   /* the global row of batch row 0 (dropout keys); 0 after init */
+    uint8_t *batch_major;  /* per node: graph_batch_major */
 } graph_ref;
 
 /* Shapes at `batch` (0 = as built); parameters from their initializers. */

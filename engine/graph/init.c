@@ -74,9 +74,9 @@ uint32_t graph_dropout_key(uint64_t seed, uint64_t step)
     return graph_hash32(k ^ (uint32_t)seed);
 }
 
-int graph_dropout_keep(uint32_t key, uint32_t i, uint32_t threshold)
+int graph_dropout_keep(uint32_t key, uint64_t i, uint32_t threshold)
 {
-    return graph_hash32(key + graph_hash32(i)) >= threshold;
+    return graph_hash32(key + graph_hash32((uint32_t)i)) >= threshold;
 }
 
 uint32_t graph_dropout_threshold(float p)

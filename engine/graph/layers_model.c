@@ -184,7 +184,7 @@ vkt_status layer_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int 
     case GOP_ATTENTION:
         layer_attn_dims(t, shape_in(m, t, 0), &b, &tt, &h, &d);
         return ka_attention(s, val_in(&r, 0), y, aux, ctrl_step(m), b, tt, h, d,
-                            training ? t->f0 : 0.0f, t->seed);
+                            training ? t->f0 : 0.0f, t->seed, model_row_shift(m, t->id, b));
     default:
         return model_fail(m, VKT_ERROR_INTERNAL, "internal error: op %s has no forward",
                           graph_op_name(t));
@@ -236,7 +236,7 @@ vkt_status layer_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
             return VKT_OK;
         return ka_attention_backward(s, val_in(&r, 0), aux, ctrl_step(m), dy,
                                      *grad_in(&r, 0, &g0), beta(&r, 0), ws, b, tt, h, d, t->f0,
-                                     t->seed);
+                                     t->seed, model_row_shift(m, t->id, b));
     default:
         return model_fail(m, VKT_ERROR_INTERNAL, "internal error: op %s has no backward",
                           graph_op_name(t));

@@ -41,7 +41,7 @@ void graph_layer_ref_forward(const graph_ref_args *a)
     case GOP_ATTENTION:
         layer_attn_dims(t, a->in_shape[0], &b, &tt, &h, &d);
         ka_ref_attention(a->in[0], a->out, b, tt, h, d, a->training ? t->f0 : 0.0f, t->seed,
-                         a->step);
+                         graph_row_shift(a->batch_major, a->row_offset, a->batch, b), a->step);
         break;
     default: break;
     }
@@ -87,7 +87,10 @@ void graph_layer_ref_backward(const graph_ref_args *a)
         layer_attn_dims(t, a->in_shape[0], &b, &tt, &h, &d);
         if (a->din[0])
             ka_ref_attention_backward(a->in[0], a->dout, a->din[0], b, tt, h, d,
-                                      a->training ? t->f0 : 0.0f, t->seed, a->step);
+                                      a->training ? t->f0 : 0.0f, t->seed,
+                                      graph_row_shift(a->batch_major, a->row_offset, a->batch,
+                                                      b),
+                                      a->step);
         break;
     default: break;
     }

@@ -66,6 +66,7 @@ static vkt_status infer_shapes(vkt_model *m)
 {
     for (uint32_t i = 0; i < m->n; i++) {
         const vkt_tensor *t = m->g->nodes[i];
+        m->batch_major[i] = (uint8_t)graph_batch_major(t, m->batch_major);
         if (t->n_in == 0) {
             m->shape[i] = t->shape;
             if (t->op != GOP_PARAM && m->batch_override)
@@ -227,6 +228,7 @@ vkt_status vkt_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     m->n = g->count;
     m->batch = o.batch ? o.batch : built_batch(g);
     m->batch_override = o.batch != 0;
+    m->row_offset = o.row_offset;
     m->loss = loss;
     m->training = loss && !o.forward_only;
     m->check = o.check || env_check();
@@ -239,7 +241,8 @@ vkt_status vkt_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     m->shape = calloc(m->n, sizeof *m->shape);
     m->count = calloc(m->n, sizeof *m->count);
     m->node = calloc(m->n, sizeof *m->node);
-    if (!m->shape || !m->count || !m->node)
+    m->batch_major = calloc(m->n, sizeof *m->batch_major);
+    if (!m->shape || !m->count || !m->node || !m->batch_major)
         st = model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (st == VKT_OK)
         st = infer_shapes(m);
@@ -274,6 +277,7 @@ void vkt_model_destroy(vkt_model *m)
     vkt_buffer_destroy(m->ctrl);
     free(m->shape);
     free(m->count);
+    free(m->batch_major);
     free(m->node);
     free(m->val);
     free(m->order);
@@ -284,6 +288,11 @@ void vkt_model_destroy(vkt_model *m)
 const char *vkt_model_errmsg(const vkt_model *m) { return m ? m->errmsg : "model is NULL"; }
 
 uint32_t vkt_model_batch(const vkt_model *m) { return m ? m->batch : 0; }
+
+uint64_t model_row_shift(const vkt_model *m, uint32_t node, uint64_t units)
+{
+    return graph_row_shift(m->batch_major[node], m->row_offset, m->batch, units);
+}
 
 vkt_status vkt_model_shape(const vkt_model *m, const vkt_tensor *t, vkt_shape *out)
 {

@@ -78,6 +78,7 @@ struct vkt_model {
     uint32_t n;               /* graph nodes at compilation */
     uint32_t batch;
     int batch_override;       /* inputs take `batch` as their first dimension */
+    uint32_t row_offset;      /* the global row of batch row 0: dropout keys */
     vkt_tensor *loss;         /* NULL: no loss */
     int training;             /* has a backward */
     int check, no_reuse, no_fusion;
@@ -85,6 +86,7 @@ struct vkt_model {
 
     vkt_shape *shape;         /* per node, at this batch */
     uint64_t *count;
+    uint8_t *batch_major;     /* per node: graph_batch_major */
     mnode *node;
     mval *val;
     uint32_t n_val, cap_val;
@@ -170,5 +172,8 @@ void model_axis3(const vkt_shape *s, uint32_t axis, uint32_t *outer, uint32_t *l
                  uint32_t *inner);
 /* Rows and columns of a node's shape seen as [rows, last dim]. */
 void model_rows_cols(const vkt_shape *s, uint32_t *rows, uint32_t *cols);
+/* The global index of the first of a node's `units` (its elements, or attention's
+ * sequences) for dropout keys: graph_row_shift at the model's batch and row_offset. */
+uint64_t model_row_shift(const vkt_model *m, uint32_t node, uint64_t units);
 
 #endif

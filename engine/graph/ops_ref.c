@@ -224,8 +224,8 @@ void graph_ref_forward(const graph_ref_args *a)
     case GOP_CONCAT: fwd_concat(a); break;
     case GOP_SLICE: fwd_slice(a); break;
     case GOP_DROPOUT:
-        for (uint64_t i = 0; i < n; i++)
-            a->out[i] = x[i] * ref_dropout_factor(nd, a->step, a->training, i);
+        for (uint64_t i = 0, o = ref_dropout_shift(a, n); i < n; i++)
+            a->out[i] = x[i] * ref_dropout_factor(nd, a->step, a->training, o + i);
         break;
     default:
         if (graph_is_layer_op(nd->op))
@@ -234,12 +234,17 @@ void graph_ref_forward(const graph_ref_args *a)
     }
 }
 
+uint64_t ref_dropout_shift(const graph_ref_args *a, uint64_t n)
+{
+    return graph_row_shift(a->batch_major, a->row_offset, a->batch, n);
+}
+
 double ref_dropout_factor(const vkt_tensor *nd, uint64_t step, int training, uint64_t i)
 {
     if (!training || nd->f0 == 0.0f)
         return 1.0;
     uint32_t key = graph_dropout_key(nd->seed, step);
-    if (!graph_dropout_keep(key, (uint32_t)i, graph_dropout_threshold(nd->f0)))
+    if (!graph_dropout_keep(key, i, graph_dropout_threshold(nd->f0)))
         return 0.0;
     return (double)(float)(1.0 / (1.0 - (double)nd->f0)); /* the scale the device uses */
 }

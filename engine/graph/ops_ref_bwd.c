@@ -186,8 +186,8 @@ void graph_ref_backward(const graph_ref_args *a)
         break;
     case GOP_DROPOUT:
         if (dx)
-            for (uint64_t i = 0; i < n; i++)
-                dx[i] += dy[i] * ref_dropout_factor(nd, a->step, a->training, i);
+            for (uint64_t i = 0, o = ref_dropout_shift(a, n); i < n; i++)
+                dx[i] += dy[i] * ref_dropout_factor(nd, a->step, a->training, o + i);
         break;
     default:
         if (graph_is_layer_op(nd->op))

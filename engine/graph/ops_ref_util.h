@@ -32,8 +32,10 @@ ref_bcast ref_bcast_of(const vkt_shape *a, const vkt_shape *b);
 void ref_axis_split(const vkt_shape *s, uint32_t axis, uint64_t *outer, uint64_t *len,
                     uint64_t *inner);
 
-/* Dropout's factor for element i: 0, or the scale 1/(1-p) (as fp32, like the device);
- * 1 when not training. */
+/* The global index of the first of a dropout node's n elements (graph_row_shift). */
+uint64_t ref_dropout_shift(const graph_ref_args *a, uint64_t n);
+/* Dropout's factor for element i (its index in the global batch): 0, or the scale
+ * 1/(1-p) (as fp32, like the device); 1 when not training. */
 double ref_dropout_factor(const vkt_tensor *nd, uint64_t step, int training, uint64_t i);
 
 /* A label as an index, clamped into [0, classes) as the kernel does. */

@@ -239,7 +239,7 @@ vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
     case GOP_SLICE: return bwd_slice(&b);
     case GOP_DROPOUT:
         return gk_dropout(s, b.dy, (vkt_view){m->ctrl, CTRL_STEP}, dgrad(&b, t, 0), n, t->f0,
-                          t->seed, beta(&b, 0));
+                          t->seed, model_row_shift(m, node, n), beta(&b, 0));
     default:
         if (graph_is_layer_op(t->op))
             return layer_record_backward(m, s, node);

@@ -191,7 +191,7 @@ vkt_status model_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int 
         if (!training || t->f0 == 0.0f) /* evaluation: the identity */
             return gk_axpby(s, 1.0f, in_val(&r, t, 0), 0.0f, out_val(&r), n);
         return gk_dropout(s, in_val(&r, t, 0), (vkt_view){m->ctrl, CTRL_STEP}, out_val(&r), n,
-                          t->f0, t->seed, 0.0f);
+                          t->f0, t->seed, model_row_shift(m, node, n), 0.0f);
     default:
         if (graph_is_layer_op(t->op))
             return layer_record_forward(m, s, node, training);

@@ -21,6 +21,7 @@ void graph_ref_free(graph_ref *r)
     free(r->grad);
     free(r->shape);
     free(r->count);
+    free(r->batch_major);
     memset(r, 0, sizeof *r);
 }
 
@@ -39,14 +40,19 @@ vkt_status graph_ref_init(graph_ref *r, const vkt_graph *g, uint32_t batch, char
     r->count = calloc(r->n, sizeof *r->count);
     r->val = calloc(r->n, sizeof *r->val);
     r->grad = calloc(r->n, sizeof *r->grad);
-    if (!r->shape || !r->count || !r->val || !r->grad) {
+    r->batch_major = calloc(r->n, sizeof *r->batch_major);
+    r->batch = batch;
+    if (!r->shape || !r->count || !r->val || !r->grad || !r->batch_major) {
         graph_ref_free(r);
         snprintf(msg, msg_size, "out of host memory");
         return VKT_ERROR_OUT_OF_MEMORY;
     }
     for (uint32_t i = 0; i < r->n; i++) {
         const vkt_tensor *t = g->nodes[i];
+        r->batch_major[i] = (uint8_t)graph_batch_major(t, r->batch_major);
         if (t->op == GOP_INPUT || t->op == GOP_LABELS || t->op == GOP_PARAM) {
+            if (t->op != GOP_PARAM && r->batch == 0)
+                r->batch = t->shape.dims[0]; /* the first input's, as models do */
             r->shape[i] = t->shape;
             if (t->op != GOP_PARAM && batch)
                 r->shape[i].dims[0] = batch;
@@ -101,6 +107,9 @@ static graph_ref_args args_of(const graph_ref *r, const vkt_tensor *t)
     a.dout = r->grad[t->id];
     a.step = r->step;
     a.training = r->training;
+    a.row_offset = r->row_offset;
+    a.batch = r->batch;
+    a.batch_major = r->batch_major[t->id];
     for (uint32_t k = 0; k < t->n_in; k++) {
         uint32_t id = t->in[k]->id;
         a.in_shape[k] = &r->shape[id];

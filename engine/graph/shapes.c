@@ -316,3 +316,36 @@ vkt_status graph_infer_shape(const vkt_tensor *n, const vkt_shape *const *in, vk
         return bad(&r, VKT_ERROR_INTERNAL, "op %d has no shape rule", (int)n->op);
     }
 }
+
+int graph_batch_major(const vkt_tensor *n, const uint8_t *batch_major)
+{
+    switch (n->op) {
+    case GOP_INPUT:
+    case GOP_LABELS: return 1;
+    case GOP_PARAM:
+    case GOP_SCE:
+    case GOP_MSE:
+    case GOP_TRANSPOSE: return 0; /* no batch rows, or not in row order */
+    case GOP_SUM:
+    case GOP_MEAN:
+    case GOP_CONCAT:
+    case GOP_SLICE:
+        if (n->axis <= 0) /* summed over, or rows mixed with other rows */
+            return 0;
+        break;
+    case GOP_MATMUL:
+    case GOP_LINEAR: return batch_major[n->in[0]->id]; /* rows of the product follow a */
+    default: break;
+    }
+    for (uint32_t k = 0; k < n->n_in; k++)
+        if (batch_major[n->in[k]->id])
+            return 1;
+    return 0;
+}
+
+uint64_t graph_row_shift(int batch_major, uint32_t row_offset, uint32_t batch, uint64_t units)
+{
+    if (!batch_major || batch == 0 || units % batch != 0)
+        return 0;
+    return (uint64_t)row_offset * (units / batch);
+}

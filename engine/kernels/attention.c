@@ -77,6 +77,7 @@ typedef struct call {
     vkt_context *ctx;
     uint32_t b, t, heads, d;
     float p_drop;
+    uint64_t b0;            /* dropout: the global index of sequence 0 */
     vkt_view view[6];       /* per binding; unused ones alias qkv (as reads) */
     uint64_t count[6];
     int used[6], write[6];
@@ -180,7 +181,9 @@ static vkt_status dispatch(vkt_stream *s, const call *c, uint32_t pass, float be
         .seed_lo = (uint32_t)seed, .seed_hi = (uint32_t)(seed >> 32), .beta = beta,
         .qkv_off = ku_shift(ctx, c->view[0], 0), .y_off = ku_shift(ctx, c->view[1], 0),
         .p_off = ku_shift(ctx, c->view[2], 0), .c_off = ku_shift(ctx, c->view[3], 0),
-        .dqkv_off = ku_shift(ctx, c->view[4], 0), .ws_off = ku_shift(ctx, c->view[5], 0)};
+        .dqkv_off = ku_shift(ctx, c->view[4], 0), .ws_off = ku_shift(ctx, c->view[5], 0),
+        /* sequence bb keyed as b0 + bb: its mask indices move by b0 heads t t (mod 2^32) */
+        .drop_off = (uint32_t)(c->b0 * c->heads * c->t * c->t)};
     gpu_arg args[6];
     for (int i = 0; i < 6; i++)
         args[i] = ku_arg(c->view[i], 0, c->count[i], c->write[i]);
@@ -214,10 +217,11 @@ static void setup(call *c, const char *fn, vkt_view qkv, vkt_view probs, vkt_vie
 
 vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view probs, vkt_view ctrl,
                         uint32_t b, uint32_t t, uint32_t heads, uint32_t d, float p_drop,
-                        uint64_t seed)
+                        uint64_t seed, uint64_t b0)
 {
     call c;
     setup(&c, "ka_attention", qkv, probs, ctrl, b, t, heads, d, p_drop);
+    c.b0 = b0;
     c.view[1] = y;
     c.count[1] = (uint64_t)b * t * heads * d;
     c.write[1] = c.write[2] = 1;
@@ -228,10 +232,11 @@ vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view probs,
 vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view probs, vkt_view ctrl,
                                  vkt_view dy, vkt_view dqkv, float beta, vkt_view workspace,
                                  uint32_t b, uint32_t t, uint32_t heads, uint32_t d,
-                                 float p_drop, uint64_t seed)
+                                 float p_drop, uint64_t seed, uint64_t b0)
 {
     call c;
     setup(&c, "ka_attention_backward", qkv, probs, ctrl, b, t, heads, d, p_drop);
+    c.b0 = b0;
     c.view[1] = dy;
     c.count[1] = (uint64_t)b * t * heads * d;
     c.view[4] = dqkv;

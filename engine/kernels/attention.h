@@ -18,9 +18,12 @@
  *                                buffer) when p_drop is 0
  *
  * Dropout: element (bb, h, i, j) of the attention matrix is kept iff
- * graph_dropout_keep(graph_dropout_key(seed, step), ((bb * heads + h) * t + i) * t + j,
- * graph_dropout_threshold(p_drop)) (engine/graph/graph.h, the hash of
- * shaders/dropout.comp); kept values are scaled by 1 / (1 - p_drop).
+ * graph_dropout_keep(graph_dropout_key(seed, step),
+ * (((b0 + bb) * heads + h) * t + i) * t + j, graph_dropout_threshold(p_drop))
+ * (engine/graph/graph.h, the hash of shaders/dropout.comp; the index's low 32 bits);
+ * kept values are scaled by 1 / (1 - p_drop). b0 is the global index of sequence 0
+ * when these b sequences are part of a larger batch split over several models (0: the
+ * whole batch), so the parts draw the masks the whole batch would.
  *
  * Limits: d <= KA_MAX_D; every tensor below 2^31 elements; on devices whose shader loops
  * stop early (lavapipe: 65535 iterations per invocation) t is bounded by
@@ -40,7 +43,7 @@
  * Writes y and probs (p before dropout, entries j > i as 0). 0 <= p_drop < 1. */
 vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view probs, vkt_view ctrl,
                         uint32_t b, uint32_t t, uint32_t heads, uint32_t d, float p_drop,
-                        uint64_t seed);
+                        uint64_t seed, uint64_t b0);
 
 /* Workspace elements the backward needs: dP [b, heads, t, t] and D [b, heads, t]. */
 uint64_t ka_attention_workspace_elems(uint32_t b, uint32_t t, uint32_t heads, uint32_t d);
@@ -52,7 +55,7 @@ uint64_t ka_attention_workspace_elems(uint32_t b, uint32_t t, uint32_t heads, ui
 vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view probs, vkt_view ctrl,
                                  vkt_view dy, vkt_view dqkv, float beta, vkt_view workspace,
                                  uint32_t b, uint32_t t, uint32_t heads, uint32_t d,
-                                 float p_drop, uint64_t seed);
+                                 float p_drop, uint64_t seed, uint64_t b0);
 
 /* The largest t the kernels accept for head width d on the stream's device (UINT32_MAX
  * where shader loops are unbounded); 0 if d is 0 or above KA_MAX_D. */
@@ -62,13 +65,13 @@ uint32_t ka_attention_max_t(const vkt_context *ctx, uint32_t d);
 
 /* y [b, t, heads d] (overwritten) from qkv, dropout drawn for `step`. */
 void ka_ref_attention(const double *qkv, double *y, uint32_t b, uint32_t t, uint32_t heads,
-                      uint32_t d, float p_drop, uint64_t seed, uint64_t step);
+                      uint32_t d, float p_drop, uint64_t seed, uint64_t b0, uint64_t step);
 /* probs [b, heads, t, t] (overwritten): the causal softmax of the scores, 0 for j > i. */
 void ka_ref_attention_probs(const double *qkv, double *probs, uint32_t b, uint32_t t,
                             uint32_t heads, uint32_t d);
 /* dqkv += the gradient of sum(dy * y) with respect to qkv (same step's mask). */
 void ka_ref_attention_backward(const double *qkv, const double *dy, double *dqkv, uint32_t b,
                                uint32_t t, uint32_t heads, uint32_t d, float p_drop,
-                               uint64_t seed, uint64_t step);
+                               uint64_t seed, uint64_t b0, uint64_t step);
 
 #endif

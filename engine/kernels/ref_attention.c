@@ -37,11 +37,11 @@ static void softmax_row(const double *qkv, uint32_t t, uint32_t heads, uint32_t 
 
 /* The dropout factor of attention element (bb, h, i, j): 0 or 1 / (1 - p_drop). */
 static double drop_factor(uint32_t key, uint32_t threshold, float p_drop, uint32_t t,
-                          uint32_t heads, uint32_t bb, uint32_t h, uint32_t i, uint32_t j)
+                          uint32_t heads, uint64_t bb, uint32_t h, uint32_t i, uint32_t j)
 {
     if (p_drop == 0.0f)
         return 1.0;
-    uint32_t idx = (uint32_t)((((uint64_t)bb * heads + h) * t + i) * t + j);
+    uint64_t idx = ((bb * heads + h) * t + i) * t + j; /* graph_dropout_keep: low 32 bits */
     return graph_dropout_keep(key, idx, threshold) ? 1.0 / (1.0 - (double)p_drop) : 0.0;
 }
 
@@ -59,7 +59,7 @@ void ka_ref_attention_probs(const double *qkv, double *probs, uint32_t b, uint32
 }
 
 void ka_ref_attention(const double *qkv, double *y, uint32_t b, uint32_t t, uint32_t heads,
-                      uint32_t d, float p_drop, uint64_t seed, uint64_t step)
+                      uint32_t d, float p_drop, uint64_t seed, uint64_t b0, uint64_t step)
 {
     uint32_t key = graph_dropout_key(seed, step), thr = graph_dropout_threshold(p_drop);
     double *p = malloc((size_t)t * sizeof *p);
@@ -74,7 +74,7 @@ void ka_ref_attention(const double *qkv, double *y, uint32_t b, uint32_t t, uint
                 for (uint32_t c = 0; c < d; c++) {
                     double s = 0.0;
                     for (uint32_t j = 0; j <= i; j++)
-                        s += p[j] * drop_factor(key, thr, p_drop, t, heads, bb, h, i, j) *
+                        s += p[j] * drop_factor(key, thr, p_drop, t, heads, b0 + bb, h, i, j) *
                              at(qkv, t, heads, d, bb, j, 2, h, c);
                     yi[c] = s;
                 }
@@ -84,7 +84,7 @@ void ka_ref_attention(const double *qkv, double *y, uint32_t b, uint32_t t, uint
 
 void ka_ref_attention_backward(const double *qkv, const double *dy, double *dqkv, uint32_t b,
                                uint32_t t, uint32_t heads, uint32_t d, float p_drop,
-                               uint64_t seed, uint64_t step)
+                               uint64_t seed, uint64_t b0, uint64_t step)
 {
     uint32_t key = graph_dropout_key(seed, step), thr = graph_dropout_threshold(p_drop);
     double *p = malloc((size_t)t * sizeof *p), *dp = malloc((size_t)t * sizeof *dp);
@@ -103,7 +103,7 @@ void ka_ref_attention_backward(const double *qkv, const double *dy, double *dqkv
                 /* dP_ij = (dy_i . v_j) * drop factor; D_i = sum_j p_ij dP_ij */
                 double dsum = 0.0;
                 for (uint32_t j = 0; j <= i; j++) {
-                    double f = drop_factor(key, thr, p_drop, t, heads, bb, h, i, j), s = 0.0;
+                    double f = drop_factor(key, thr, p_drop, t, heads, b0 + bb, h, i, j), s = 0.0;
                     for (uint32_t c = 0; c < d; c++)
                         s += dyi[c] * at(qkv, t, heads, d, bb, j, 2, h, c);
                     dp[j] = s * f;
