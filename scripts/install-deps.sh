@@ -12,6 +12,7 @@ packages=(
   mesa-vulkan-drivers              # lavapipe, the CPU Vulkan device used by the tests
   vulkan-validationlayers          # Khronos validation layer, one test pass runs under it
   zlib1g-dev                       # gzip'd data sets
+  openmpi-bin libopenmpi-dev       # Open MPI: training across processes (VKT_MPI, mpirun tests)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-torch python3-numpy libopenblas-dev)

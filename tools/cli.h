@@ -13,6 +13,9 @@ int cmd_bench_train(int argc, char **argv);
 int cmd_bench_parallel(int argc, char **argv);
 /* vkt bench layers (cmd_bench_layers.c): argv holds the options after "layers". */
 int cmd_bench_layers(int argc, char **argv);
+/* vkt bench allreduce (cmd_bench_allreduce.c), under mpirun: argv holds the options
+ * after "allreduce". */
+int cmd_bench_allreduce(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 /* vkt export (cmd_export.c): a checkpoint's parameters as safetensors. */
 int cmd_export(int argc, char **argv);

@@ -346,6 +346,8 @@ int cmd_bench(int argc, char **argv)
         return cmd_bench_parallel(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "layers") == 0)
         return cmd_bench_layers(argc - 2, argv + 2);
-    fprintf(stderr, "usage: vkt bench gemm|train|parallel|layers [options]\n");
+    if (argc >= 2 && strcmp(argv[1], "allreduce") == 0)
+        return cmd_bench_allreduce(argc - 2, argv + 2);
+    fprintf(stderr, "usage: vkt bench gemm|train|parallel|layers|allreduce [options]\n");
     return 2;
 }

@@ -19,6 +19,10 @@
 #define BCAST_PIECE (256ull << 20)    /* broadcast pieces, bytes */
 #define NONCHIEF_GRACE 2.0            /* seconds: the chief's message comes first */
 #define LATE_LISTED 16                /* late ranks named in a message, at most */
+/* A wait polls without sleeping for as long as its payload takes at SPIN_BYTES_PER_S,
+ * at least SPIN_MIN seconds; then it sleeps between polls. See world_wait. */
+#define SPIN_BYTES_PER_S 250e6
+#define SPIN_MIN 50e-6
 
 typedef struct hb_slot {
     uint64_t msg[2];                  /* {sequence, step} */
@@ -30,6 +34,11 @@ struct world_impl {
     MPI_Comm coll, p2p, hb;           /* duplicates of MPI_COMM_WORLD */
     int comms;                        /* how many of them exist (in that order) */
     uint64_t piece_bytes;             /* world_set_max_piece; 0: defaults */
+    /* Open MPI's choice of the nonblocking allreduce's algorithm (see nbc_choose) */
+    int mpit;                         /* MPI_T_init_thread succeeded */
+    int nbc_tuned;                    /* 1: we set the algorithm per call */
+    int nbc_alg;                      /* its current value */
+    MPI_T_cvar_handle nbc_cvar;
     /* Heartbeats: the chief's peers are every other rank, a non-chief's the chief. */
     uint64_t seq;                     /* collectives this rank has started */
     int hb_off;                       /* 1 after an MPI error on them: advisory, stop */
@@ -44,6 +53,7 @@ struct world_impl {
 
 struct world_req {
     const char *what;                 /* for messages */
+    uint64_t bytes;                   /* payload, for the spin window */
     void *scratch;                    /* freed with the request (e.g. count arrays) */
     int n;                            /* MPI requests */
     MPI_Request reqs[];
@@ -278,6 +288,58 @@ static vkt_status timeout_fail(vkt_world *w, const char *what, double limit)
                     "transport made no progress", step, what, limit);
 }
 
+/* ---- the nonblocking allreduce's algorithm ---------------------------------------- */
+
+/* Open MPI 4.1's libnbc runs every in-place MPI_Iallreduce as a binomial reduce to one
+ * rank followed by a broadcast (nbc_iallreduce.c: `inplace` selects NBC_ARED_BINOMIAL),
+ * whatever the size: each byte crosses the tree twice, in sequence, where the blocking
+ * MPI_Allreduce of coll/tuned uses a ring or recursive halving. Measured at 2 ranks,
+ * 1 MiB: 0.5x the blocking call. So from NBC_LARGE bytes on we ask libnbc for its ring
+ * through the MPI_T control variable (standard MPI-3 tools interface; the variable's
+ * name is Open MPI's, and where it does not exist nothing is changed), and for its
+ * default below, where the binomial tree's fewer rounds win. Every rank makes the same
+ * choice for the same call, as the variable's scope (MPI_T_SCOPE_ALL) requires. A user
+ * who sets OMPI_MCA_coll_libnbc_iallreduce_algorithm keeps that setting. */
+#define NBC_LARGE (64u << 10)
+#define NBC_RING 1
+
+static void nbc_setup(vkt_world *w)
+{
+    struct world_impl *m = w->impl;
+    int provided = 0, index = -1, count = 0, value = 0;
+    if (getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm"))
+        return;
+    if (MPI_T_init_thread(MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+        return;
+    m->mpit = 1;
+    if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) != MPI_SUCCESS ||
+        MPI_T_cvar_handle_alloc(index, NULL, &m->nbc_cvar, &count) != MPI_SUCCESS)
+        return;
+    if (count == 1 && MPI_T_cvar_read(m->nbc_cvar, &value) == MPI_SUCCESS && value == 0) {
+        m->nbc_tuned = 1;
+        m->nbc_alg = 0;
+    } else {
+        MPI_T_cvar_handle_free(&m->nbc_cvar);
+    }
+}
+
+static void nbc_choose(vkt_world *w, uint64_t bytes)
+{
+    struct world_impl *m = w->impl;
+    int alg = bytes >= NBC_LARGE ? NBC_RING : 0;
+    if (m->nbc_tuned && alg != m->nbc_alg && MPI_T_cvar_write(m->nbc_cvar, &alg) == MPI_SUCCESS)
+        m->nbc_alg = alg;
+}
+
+static void nbc_free(struct world_impl *m)
+{
+    if (m->nbc_tuned)
+        MPI_T_cvar_handle_free(&m->nbc_cvar);
+    if (m->mpit)
+        MPI_T_finalize();
+    m->nbc_tuned = m->mpit = 0;
+}
+
 /* ---- init and finalize --------------------------------------------------------- */
 
 static vkt_status comm_dup(vkt_world *w, MPI_Comm *out)
@@ -321,6 +383,7 @@ static vkt_status setup_comms(vkt_world *w)
     w->size = (uint32_t)size;
     w->local_rank = (uint32_t)lrank;
     w->local_size = (uint32_t)lsize;
+    nbc_setup(w);
     return hb_start(w);
 }
 
@@ -395,6 +458,7 @@ vkt_status world_tp_init(vkt_world *w, int *argc, char ***argv, int require_laun
         if (w->impl->n_peers)
             hb_stop(w);
         free_comms(w->impl);
+        nbc_free(w->impl);
         free(w->impl);
         w->impl = NULL;
     }
@@ -418,6 +482,7 @@ void world_tp_finalize(vkt_world *w)
     }
     hb_stop(w);
     free_comms(m);
+    nbc_free(m);
     if (m->own_init)
         MPI_Finalize();
     free(m);
@@ -474,19 +539,32 @@ vkt_status world_wait(vkt_world *w, world_req *req)
     if (!req)
         return VKT_OK;
     double limit = w->timeout + (w->rank ? NONCHIEF_GRACE : 0.0);
+    /* Open MPI has no progress thread: data moves only inside our polls, a few
+     * fragments per MPI_Test (32 KiB each over shared memory). Sleeping between polls
+     * while the transfer runs caps its bandwidth at fragments per sleep (measured: 10x
+     * slower at 1 MiB, since even a 1 us nanosleep lasts ~60 us). So a wait first polls
+     * back to back for as long as the payload would take at 250 MB/s (a loaded
+     * machine's pace; Open MPI itself yields the core inside MPI_Test when idle if
+     * mpi_yield_when_idle is on, as it is when oversubscribed). Past that it waits for
+     * a late rank, and sleeps between polls leave the cores to the devices. */
+    double spin = (double)req->bytes / SPIN_BYTES_PER_S;
+    if (spin < SPIN_MIN)
+        spin = SPIN_MIN;
     double t0 = vkt_now();
-    for (uint32_t i = 0;; i++) {
+    for (uint32_t i = 0;;) {
         int r = req_test(w, req);
+        double waited = vkt_now() - t0;
         if (r != 0) {
-            w->comm_seconds += vkt_now() - t0;
+            w->comm_seconds += waited;
             return r > 0 ? VKT_OK : VKT_ERROR_INTERNAL;
         }
-        if (vkt_now() - t0 > limit) {
-            w->comm_seconds += vkt_now() - t0;
+        if (waited > limit) {
+            w->comm_seconds += waited;
             /* The request stays in flight: MPI cannot cancel a collective. */
             return timeout_fail(w, req->what, limit);
         }
-        world_backoff(w, i);
+        if (waited >= spin)
+            world_backoff(w, i++);
     }
 }
 
@@ -508,6 +586,7 @@ static vkt_status iallreduce(vkt_world *w, void *data, uint64_t n, MPI_Datatype 
     hb_send(w);
     for (int p = 0; p < req->n; p++) {
         uint64_t off = (uint64_t)p * piece, len = n - off < piece ? n - off : piece;
+        nbc_choose(w, len * elem);
         int rc = MPI_Iallreduce(MPI_IN_PLACE, (char *)data + off * elem, (int)len, type, op,
                                 w->impl->coll, &req->reqs[p]);
         if (rc != MPI_SUCCESS) {
@@ -516,6 +595,7 @@ static vkt_status iallreduce(vkt_world *w, void *data, uint64_t n, MPI_Datatype 
             return mpi_fail(w, rc, "MPI_Iallreduce", what);
         }
     }
+    req->bytes = n * elem;
     w->comm_bytes += n * elem;
     *out = req;
     return VKT_OK;
@@ -571,6 +651,7 @@ static vkt_status bcast_from(vkt_world *w, void *data, uint64_t bytes, uint32_t 
             return mpi_fail(w, rc, "MPI_Ibcast", what);
         }
     }
+    req->bytes = bytes;
     w->comm_bytes += bytes;
     return world_wait(w, req);
 }
@@ -594,6 +675,7 @@ static vkt_status gather_piece(vkt_world *w, const void *send, uint64_t len, voi
         req_free(req);
         return mpi_fail(w, rc, "MPI_Igather", what);
     }
+    req->bytes = len * w->size;
     w->comm_bytes += len;
     return world_wait(w, req);
 }
@@ -670,6 +752,8 @@ vkt_status world_allgatherv_f32(vkt_world *w, float *data, const uint64_t *count
         req_free(req);
         return mpi_fail(w, rc, "MPI_Iallgatherv", what);
     }
+    for (uint32_t r = 0; r < w->size; r++)
+        req->bytes += counts[r] * sizeof(float);
     w->comm_bytes += counts[w->rank] * sizeof(float);
     return world_wait(w, req);
 }
@@ -739,6 +823,7 @@ vkt_status world_isend(vkt_world *w, uint32_t dst, int tag, const void *buf, uin
         req_free(req);
         return mpi_fail(w, rc, "MPI_Isend", "send");
     }
+    req->bytes = bytes;
     w->comm_bytes += bytes;
     *out = req;
     return VKT_OK;
@@ -751,6 +836,7 @@ static vkt_status mrecv(vkt_world *w, MPI_Message *msg, void *buf, int count)
     world_req *req = req_new(w, 1, "receive");
     if (!req)
         return VKT_ERROR_OUT_OF_MEMORY;
+    req->bytes = (uint64_t)count;
     int rc = MPI_Imrecv(buf, count, MPI_BYTE, msg, &req->reqs[0]);
     if (rc != MPI_SUCCESS) {
         req_free(req);
