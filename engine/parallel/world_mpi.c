@@ -42,6 +42,7 @@ struct world_impl {
     /* Heartbeats: the chief's peers are every other rank, a non-chief's the chief. */
     uint64_t seq;                     /* collectives this rank has started */
     int hb_off;                       /* 1 after an MPI error on them: advisory, stop */
+    uint64_t arrivals;                /* heartbeats of peers that reached our collective */
     uint32_t n_peers;
     MPI_Request *hb_recv;             /* [n_peers] one preposted receive each */
     uint64_t (*hb_in)[2];             /* [n_peers] their buffers */
@@ -121,6 +122,24 @@ static vkt_status hb_post(vkt_world *w, uint32_t i)
     return rc == MPI_SUCCESS ? VKT_OK : mpi_fail(w, rc, "MPI_Irecv", "heartbeat");
 }
 
+static void hb_free(struct world_impl *m)
+{
+    free(m->hb_recv);
+    free(m->hb_in);
+    free(m->last_seq);
+    free(m->last_step);
+    free(m->hb_out);
+    free(m->hb_next);
+    free(m->hb_index);
+    m->hb_recv = NULL;
+    m->hb_in = NULL;
+    m->last_seq = m->last_step = NULL;
+    m->hb_out = NULL;
+    m->hb_next = NULL;
+    m->hb_index = NULL;
+    m->n_peers = 0;
+}
+
 static vkt_status hb_start(vkt_world *w)
 {
     struct world_impl *m = w->impl;
@@ -136,9 +155,11 @@ static vkt_status hb_start(vkt_world *w)
     m->hb_next = calloc(n, sizeof *m->hb_next);
     m->hb_index = calloc(n, sizeof *m->hb_index);
     if (!m->hb_recv || !m->hb_in || !m->last_seq || !m->last_step || !m->hb_out ||
-        !m->hb_next || !m->hb_index)
+        !m->hb_next || !m->hb_index) {
+        hb_free(m);
         return vkt_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "world: out of host memory "
                         "for the heartbeats of %u ranks", w->size);
+    }
     for (uint32_t i = 0; i < n; i++) {
         m->hb_recv[i] = MPI_REQUEST_NULL;
         for (int s = 0; s < HB_RING; s++)
@@ -173,6 +194,7 @@ static void hb_poll(vkt_world *w)
             uint32_t i = (uint32_t)m->hb_index[k];
             m->last_seq[i] = m->hb_in[i][0];
             m->last_step[i] = m->hb_in[i][1];
+            m->arrivals += m->last_seq[i] >= m->seq;
             if (hb_post(w, i) != VKT_OK) {
                 m->hb_off = 1;
                 return;
@@ -214,11 +236,13 @@ static void hb_send(vkt_world *w)
 
 /* Cancels the preposted receives and lets go of the sends. A small send completes
  * locally at once (eager), so one still pending is freed, not waited for: its peer
- * may have cancelled the receive that would match it. */
+ * may have cancelled the receive that would match it. Its buffer is then left
+ * allocated, since MPI may still read it. */
 static void hb_stop(vkt_world *w)
 {
     struct world_impl *m = w->impl;
-    for (uint32_t i = 0; i < m->n_peers && !m->hb_off; i++) {
+    int pending = 0;
+    for (uint32_t i = 0; i < m->n_peers; i++) {
         if (m->hb_recv[i] != MPI_REQUEST_NULL) {
             MPI_Cancel(&m->hb_recv[i]);
             MPI_Wait(&m->hb_recv[i], MPI_STATUS_IGNORE);
@@ -227,18 +251,15 @@ static void hb_stop(vkt_world *w)
             MPI_Request *r = &m->hb_out[i][s].req;
             int done = 0;
             if (*r != MPI_REQUEST_NULL && MPI_Test(r, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
-                !done)
+                !done) {
                 MPI_Request_free(r);
+                pending = 1;
+            }
         }
     }
-    free(m->hb_recv);
-    free(m->hb_in);
-    free(m->last_seq);
-    free(m->last_step);
-    free(m->hb_out);
-    free(m->hb_next);
-    free(m->hb_index);
-    m->n_peers = 0;
+    if (pending)
+        m->hb_out = NULL; /* not freed: see above */
+    hb_free(m);
 }
 
 /* Appends ", x" (or "x" first) to a list; stops quietly when the buffer is full. */
@@ -455,8 +476,7 @@ vkt_status world_tp_init(vkt_world *w, int *argc, char ***argv, int require_laun
     if (st != VKT_OK) {
         /* MPI stays initialised: finalizing is collective and the other ranks may not
          * get here. The caller reports the error and exits (mpirun then ends the job). */
-        if (w->impl->n_peers)
-            hb_stop(w);
+        hb_stop(w);
         free_comms(w->impl);
         nbc_free(w->impl);
         free(w->impl);
@@ -474,9 +494,10 @@ void world_tp_finalize(vkt_world *w)
      * a peer can still be aimed at what we free. */
     vkt_status st = world_barrier(w, "finalize");
     if (st != VKT_OK) {
-        /* MPI_Finalize would hang on the missing ranks: leave MPI as it is, say so. */
+        /* MPI_Finalize would hang on the missing ranks: leave MPI as it is, say so. The
+         * state is left allocated on purpose: MPI may still write into the heartbeat
+         * buffers and the barrier's request. */
         fprintf(stderr, "vkt: rank %u: %s (MPI is not finalized)\n", w->rank, w->errmsg);
-        free(m);
         w->impl = NULL;
         return;
     }
@@ -542,18 +563,23 @@ vkt_status world_wait(vkt_world *w, world_req *req)
     /* Open MPI has no progress thread: data moves only inside our polls, a few
      * fragments per MPI_Test (32 KiB each over shared memory). Sleeping between polls
      * while the transfer runs caps its bandwidth at fragments per sleep (measured: 10x
-     * slower at 1 MiB, since even a 1 us nanosleep lasts ~60 us). So a wait first polls
-     * back to back for as long as the payload would take at 250 MB/s (a loaded
-     * machine's pace; Open MPI itself yields the core inside MPI_Test when idle if
-     * mpi_yield_when_idle is on, as it is when oversubscribed). Past that it waits for
-     * a late rank, and sleeps between polls leave the cores to the devices. */
+     * slower at 1 MiB, since even a 1 us nanosleep lasts ~60 us). So a wait polls back
+     * to back for as long as the payload would take at 250 MB/s (a loaded machine's
+     * pace; Open MPI itself yields the core inside MPI_Test when idle if
+     * mpi_yield_when_idle is on, as it is when oversubscribed). Past that it is waiting
+     * for a late rank, and sleeps between polls leave the cores to the devices. The
+     * heartbeat of a late peer reaching this collective (seen by the chief for every
+     * rank, by the others for the chief) starts the back-to-back window again, since
+     * the transfer can begin only then. */
+    struct world_impl *m = w->impl;
     double spin = (double)req->bytes / SPIN_BYTES_PER_S;
     if (spin < SPIN_MIN)
         spin = SPIN_MIN;
-    double t0 = vkt_now();
+    double t0 = vkt_now(), spin_from = t0;
+    uint64_t arrivals = m->arrivals;
     for (uint32_t i = 0;;) {
         int r = req_test(w, req);
-        double waited = vkt_now() - t0;
+        double now = vkt_now(), waited = now - t0;
         if (r != 0) {
             w->comm_seconds += waited;
             return r > 0 ? VKT_OK : VKT_ERROR_INTERNAL;
@@ -563,7 +589,12 @@ vkt_status world_wait(vkt_world *w, world_req *req)
             /* The request stays in flight: MPI cannot cancel a collective. */
             return timeout_fail(w, req->what, limit);
         }
-        if (waited >= spin)
+        if (m->arrivals != arrivals) {
+            arrivals = m->arrivals;
+            spin_from = now;
+            i = 0;
+        }
+        if (now - spin_from >= spin)
             world_backoff(w, i++);
     }
 }
