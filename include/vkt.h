@@ -485,7 +485,14 @@ vkt_tensor *vkt_split(vkt_graph *graph, vkt_tensor *x, uint32_t axis, const uint
                       uint32_t n, vkt_tensor **outs /* OUT */);
 /* Training: zeroes each element with probability p and scales the others by 1/(1-p);
  * the pattern comes from a counter-based hash of (seed, step, element), so a run is
- * reproducible. Evaluation (vkt_model_forward): the identity. 0 <= p < 1. */
+ * reproducible. Evaluation (vkt_model_forward): the identity. 0 <= p < 1.
+ * The element is its index in the global batch: in a model created with
+ * options.row_offset = r, element i of a tensor laid out by batch row (n elements at the
+ * model's batch B) is keyed as element r * n / B + i (modulo 2^32), and attention
+ * dropout's sequence b as sequence r + b. So replicas that split a batch by rows (on any
+ * number of ranks) draw exactly the masks one model on the whole batch draws. Tensors
+ * not laid out by row (parameters, losses, reductions over the batch) are keyed by their
+ * own indices, the same in every replica. */
 vkt_tensor *vkt_dropout(vkt_graph *graph, vkt_tensor *x, float p);
 
 /* ---- layers: convolution, pooling, normalization, embedding, attention ----

@@ -74,9 +74,10 @@ vkt_status trainer_balance(vkt_trainer *t)
     uint32_t row0 = 0;
     for (uint32_t i = 0; st == VKT_OK && i < t->n_rep; i++) {
         replica *r = &t->rep[i];
+        int moved = r->row0 != row0; /* dropout masks are keyed by the global row */
         r->row0 = row0;
         row0 += rows[i];
-        if (rows[i] != r->rows)
+        if (rows[i] != r->rows || moved)
             st = rebuild(t, r, rows[i], params);
     }
     free(params);
