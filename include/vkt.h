@@ -49,8 +49,10 @@ typedef enum vkt_status {
     VKT_ERROR_INTERNAL,         /* a bug in vktrain: please report the message */
     VKT_ERROR_TIMEOUT,          /* another rank did not take part in time (the message names
                                    the late ranks and the step) */
-    VKT_ERROR_REMOTE            /* another rank failed; the message names it, its own message
+    VKT_ERROR_REMOTE,           /* another rank failed; the message names it, its own message
                                    is in its output */
+    VKT_ERROR_DIVERGED          /* training produced a non-finite loss (the message names the
+                                   step and, across ranks, the rank); training stops there */
 } vkt_status;
 
 /* "VKT_OK", "VKT_ERROR_SHAPE", ...; never NULL. */

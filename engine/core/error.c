@@ -24,6 +24,7 @@ const char *vkt_status_name(vkt_status status)
     case VKT_ERROR_INTERNAL: return "VKT_ERROR_INTERNAL";
     case VKT_ERROR_TIMEOUT: return "VKT_ERROR_TIMEOUT";
     case VKT_ERROR_REMOTE: return "VKT_ERROR_REMOTE";
+    case VKT_ERROR_DIVERGED: return "VKT_ERROR_DIVERGED";
     }
     return "VKT_ERROR_UNKNOWN";
 }

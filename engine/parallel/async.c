@@ -157,11 +157,7 @@ static void one_update(replica *r, uint64_t k)
         trainer_next_batch(r);
     if (r->status == VKT_OK) {
         trainer_set_step(r, t->steps + k);
-        vkt_status st = vkt_model_forward_backward(r->model);
-        if (st == VKT_OK)
-            st = vkt_model_loss(r->model, &r->loss);
-        if (st != VKT_OK)
-            replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
+        trainer_forward_backward(r, t->steps + k);
     }
     r->stats.step_seconds += vkt_now() - t0;
     if (r->status != VKT_OK || !wait_until_push_allowed(r, k))

@@ -504,13 +504,8 @@ void ps_job_steps(replica *r)
         if (trainer_next_batch(r) != VKT_OK)
             break;
         trainer_set_step(r, t->steps + k);
-        vkt_status st = vkt_model_forward_backward(r->model); /* + optimizer, params out */
-        if (st == VKT_OK)
-            st = vkt_model_loss(r->model, &r->loss);
-        if (st != VKT_OK) {
-            replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
+        if (trainer_forward_backward(r, t->steps + k) != VKT_OK) /* + optimizer, params out */
             break;
-        }
         r->stats.step_seconds += vkt_now() - t0;
         if (request(r, PS_PUSH, k) == OUT_FAIL)
             break;

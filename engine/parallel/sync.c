@@ -64,11 +64,7 @@ static int step_together(replica *r, uint64_t step)
     trainer_slow_down(r);
     if (r->status == VKT_OK) {
         trainer_set_step(r, step);
-        vkt_status st = vkt_model_forward_backward(r->model);
-        if (st == VKT_OK)
-            st = vkt_model_loss(r->model, &r->loss);
-        if (st != VKT_OK)
-            replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
+        trainer_forward_backward(r, step);
     }
     double t1 = vkt_now();
     r->stats.step_seconds += t1 - t0;

@@ -1,6 +1,7 @@
 /* vkt_trainer: creation of the replicas, feeding, parameters, statistics. */
 #include "trainer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +369,20 @@ void trainer_set_step(replica *r, uint64_t step)
         vkt_optimizer_set_options(r->opt, &o);
     }
     vkt_optimizer_set_step(r->opt, step);
+}
+
+vkt_status trainer_forward_backward(replica *r, uint64_t step)
+{
+    vkt_status st = vkt_model_forward_backward(r->model);
+    if (st == VKT_OK)
+        st = vkt_model_loss(r->model, &r->loss);
+    if (st != VKT_OK)
+        return replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
+    if (!isfinite(r->loss))
+        return replica_fail(r, VKT_ERROR_DIVERGED, "the loss is %g at step %llu: training "
+                            "diverged (a smaller learning rate or gradient clipping may help)",
+                            (double)r->loss, (unsigned long long)step + 1);
+    return VKT_OK;
 }
 
 vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,

@@ -214,6 +214,10 @@ void trainer_slow_down(replica *r);
 /* balance.c: re-splits the global batch by measured speed (sync); rebuilds models. */
 vkt_status trainer_balance(vkt_trainer *t);
 
+/* The replica's forward and backward (+ its own update when it has one) of `step` and
+ * its loss; a non-finite loss fails it (VKT_ERROR_DIVERGED naming the step). */
+vkt_status trainer_forward_backward(replica *r, uint64_t step);
+
 /* The learning rate of a step (linear scaling with warmup when asked). */
 void trainer_set_step(replica *r, uint64_t step);
 
