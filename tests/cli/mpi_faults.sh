@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# vkt train across processes when something goes wrong (docs/distributed.md, "Failures"),
+# each job started here with Open MPI's mpirun on this one machine:
+#  - ranks started with different options are refused at once, naming the difference;
+#  - a device lost on one rank (the chief, or not) stops every rank at that step with
+#    the rank and VK_ERROR_DEVICE_LOST named; mpirun exits non-zero, nothing is left;
+#  - a rank killed with SIGKILL ends the job within 10 s, nothing is left, and the job
+#    resumes from the chief's last checkpoint with another number of ranks;
+#  - a rank that stops answering (SIGSTOP) is caught by the watchdog: --comm-timeout 3
+#    ends the job with exit status 3 within 3 + 10 s; a rank late before a step (a
+#    replica slowed by --slow-replica-ms) is named by the chief;
+#  - scripts/mpi-retry.sh reruns a failing command and stops at the first success; a
+#    job whose first attempt loses a device finishes on the second from its checkpoint.
+# Every job runs under a hard time limit; the EXIT trap continues (SIGCONT) and kills
+# whatever this script started that is still there.
+# Usage: mpi_faults.sh BIN_DIR  (ctest gives it the environment below; VKT_MPIEXEC names
+# the launcher, default mpirun; finding a rank's process relies on Open MPI's
+# OMPI_COMM_WORLD_RANK in its environment)
+set -u
+bin=$1/vkt
+root=$(cd "$(dirname "$0")/../.." && pwd)
+pass=0 fail=0
+# check NAME CONDITION [OUTPUT]: OUTPUT's last lines are shown when it fails
+check() {
+    if eval "$2"; then pass=$((pass+1)); echo "ok: $1"
+    else fail=$((fail+1)); echo "FAIL: $1" >&2; [[ $# -gt 2 ]] && tail -n 15 <<<"$3" >&2; fi
+}
+# What Open MPI needs here (ctest sets the same): root, more ranks than the 2 cores,
+# yielding when idle, no CMA single copy (blocked in containers), one lavapipe thread.
+export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT-1}
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM-1}
+export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe-1}
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle-1}
+export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism-none}
+export LP_NUM_THREADS=${LP_NUM_THREADS-1}
+read -ra mpirun <<<"${VKT_MPIEXEC:-mpirun}"
+if ! command -v "${mpirun[0]}" >/dev/null; then
+    echo "mpi_faults: no MPI launcher (${mpirun[0]}): skipped"
+    exit 77
+fi
+mpirun+=(--bind-to none)
+mpi() { local t=$1; shift; timeout -k 5 "$t" "${mpirun[@]}" "$@"; }
+tmp=$(mktemp -d)
+# Every job of this script names a folder under $tmp on its command line, so its
+# processes are found by that (and nobody else's are).
+mine() { pgrep -f -- "$tmp/" | grep -vx "$$"; }
+cleanup() {
+    local p
+    for p in $(mine); do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b - a}'; }
+le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a <= b)}'; }
+# The pid of rank R of the job whose command line names DIR (a vkt process, not mpirun).
+rank_pid() {
+    local p
+    for p in $(pgrep -f -- "$2"); do
+        [[ $(cat /proc/"$p"/comm 2>/dev/null) == vkt ]] &&
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" &&
+            { echo "$p"; return; }
+    done
+}
+# wait_for FILE SECONDS: 0 once FILE exists.
+wait_for() {
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do [[ -e $1 ]] && return 0; sleep 0.1; done
+    return 1
+}
+newest_step() { ls "$1" 2>/dev/null | sed -nE 's/^ckpt-([0-9]+)\.vkt$/\1/p' | sort -n | tail -1; }
+
+# 1. Ranks that disagree (MPMD: one command line per rank) are refused at creation.
+t0=$(now)
+out=$(mpi 30 -np 1 "$bin" train --batch 64 --steps 5 --logdir "$tmp/m1" : \
+              -np 1 "$bin" train --batch 128 --steps 5 --logdir "$tmp/m1" 2>&1); rc=$?
+check "--batch 64 vs 128: exit $rc != 0 in $(since "$t0") s, 'disagree on the global batch'" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]] && grep -q 'the ranks disagree on the global batch (--batch) (64 on some ranks, 128 on others)' <<<\"\$out\"" "$out"
+out=$(mpi 30 -np 1 "$bin" train --hidden 256,128 --steps 5 --logdir "$tmp/m2" : \
+              -np 1 "$bin" train --hidden 128 --steps 5 --logdir "$tmp/m2" 2>&1); rc=$?
+check "--hidden 256,128 vs 128: exit $rc != 0, 'disagree on the model's parameters'" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]] && grep -q \"disagree on the model's parameters\" <<<\"\$out\"" "$out"
+check "no process left after the refusals" "[[ -z \$(mine) ]]"
+
+# 2. A device lost on one rank: on the chief (rank 0 of 3), then on rank 1 of 2. The fault
+# hook fails the 50th vkQueueSubmit of that process (engine/gpu/error.c).
+fault=(env VKT_FAULT_INJECT=vkQueueSubmit:50)
+t0=$(now)
+out=$(mpi 60 -np 1 "${fault[@]}" "$bin" train --steps 200 --checkpoint-dir "$tmp/d1" : \
+              -np 2 "$bin" train --steps 200 --checkpoint-dir "$tmp/d1" 2>&1); rc=$?
+t=$(since "$t0")
+check "device lost on rank 0: exit $rc != 0 within 20 s ($t s)" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 20" "$out"
+check "the chief names itself and VK_ERROR_DEVICE_LOST, the others name rank 0" \
+      "grep -q 'vkt: rank 0: training failed at step [0-9]*: VKT_ERROR_DEVICE_LOST: vkQueueSubmit failed: VK_ERROR_DEVICE_LOST' <<<\"\$out\" && grep -q 'vkt: rank [12]: .*rank 0 failed at step' <<<\"\$out\"" "$out"
+check "no process left" "[[ -z \$(mine) ]]"
+t0=$(now)
+out=$(mpi 60 -np 1 "$bin" train --steps 200 --checkpoint-dir "$tmp/d2" : \
+              -np 1 "${fault[@]}" "$bin" train --steps 200 --checkpoint-dir "$tmp/d2" 2>&1); rc=$?
+t=$(since "$t0")
+check "device lost on rank 1: exit $rc != 0 within 20 s ($t s), rank 1 and VK_ERROR_DEVICE_LOST named" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 20 && grep -q 'vkt: rank 1: .*VK_ERROR_DEVICE_LOST' <<<\"\$out\" && grep -q 'vkt: rank 0: .*rank 1 failed at step' <<<\"\$out\"" "$out"
+check "no process left" "[[ -z \$(mine) ]]"
+
+# 3. A rank killed with SIGKILL after the first checkpoint: mpirun ends the job.
+C=$tmp/k
+mpi 300 -np 3 "$bin" train --steps 100000 --quiet --checkpoint-dir "$C" --save-every 10 \
+    >"$tmp/k.out" 2>&1 &
+job=$!
+wait_for "$C/ckpt-10.vkt" 60
+victim=$(rank_pid 2 "$C")
+check "the job saved its first checkpoint and rank 2 is found (pid ${victim:-none})" "[[ -n '$victim' ]]"
+t0=$(now)
+[[ -n $victim ]] && kill -KILL "$victim"
+wait "$job"; rc=$?
+t=$(since "$t0")
+check "rank 2 killed: mpirun exits $rc != 0 within 10 s ($t s)" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 10" "$(cat "$tmp/k.out")"
+check "no process left" "[[ -z \$(mine) ]]"
+n=$(newest_step "$C")
+out=$(mpi 120 -np 2 "$bin" train --steps $((${n:-0} + 20)) --quiet --checkpoint-dir "$C" 2>&1); rc=$?
+check "2 ranks resume: 'resumed from step $n' (>= 10), exit 0" \
+      "[[ $rc -eq 0 && ${n:-0} -ge 10 ]] && grep -q '^resumed from step $n\$' <<<\"\$out\"" "$out"
+
+# 4. A rank stopped with SIGSTOP: the others wait for it until --comm-timeout, then the
+# chief ends the job (MPI_Abort with 3, which mpirun returns). If the rank stopped before
+# its step's heartbeat the chief names it; stopped inside the allreduce it had already
+# arrived, and the chief can only say the transport made no progress.
+C=$tmp/s
+mpi 300 -np 3 "$bin" train --steps 100000 --quiet --checkpoint-dir "$C" --save-every 10 \
+    --comm-timeout 3 >"$tmp/s.out" 2>&1 &
+job=$!
+wait_for "$C/ckpt-10.vkt" 60
+victim=$(rank_pid 1 "$C")
+check "the job saved its first checkpoint and rank 1 is found (pid ${victim:-none})" "[[ -n '$victim' ]]"
+t0=$(now)
+[[ -n $victim ]] && kill -STOP "$victim"
+wait "$job"; rc=$?
+t=$(since "$t0")
+out=$(cat "$tmp/s.out")
+check "rank 1 stopped: exit status 3 within 3 + 10 s ($rc, $t s)" "[[ $rc -eq 3 ]] && le $t 13" "$out"
+check "every process gone" "[[ -z \$(mine) ]]"
+check "the chief reports the timeout" \
+      "grep -q 'vkt: rank 0: training failed at step [0-9]*: VKT_ERROR_TIMEOUT: step [0-9]*: the gradient allreduce did not complete in 3 s: ' <<<\"\$out\"" "$out"
+check "and names rank 1 if it names a rank" \
+      "! grep -q 'rank(s) [0-9]' <<<\"\$out\" || grep -q 'rank(s) 1 have not arrived' <<<\"\$out\"" "$out"
+grep -q 'every rank has arrived, but the transport made no progress' <<<"$out" &&
+    echo "note: rank 1 stopped inside the allreduce: not named ($(grep -o 'step [0-9]*: the gradient.*' <<<"$out" | head -1))"
+
+# A rank late before its step is named: the last replica (rank 2's) sleeps 8 s per step.
+t0=$(now)
+out=$(mpi 60 -np 3 "$bin" train --steps 20 --quiet --slow-replica-ms 8000 --comm-timeout 3 \
+      --checkpoint-dir "$tmp/w" 2>&1); rc=$?
+t=$(since "$t0")
+check "a late rank: exit status 3 within 3 + 10 s ($rc, $t s)" "[[ $rc -eq 3 ]] && le $t 13" "$out"
+check "the chief names rank 2" \
+      "grep -q 'vkt: rank 0: .*did not complete in 3 s: rank(s) 2 have not arrived (last seen at step(s) 0)' <<<\"\$out\"" "$out"
+check "every process gone" "[[ -z \$(mine) ]]"
+
+# 5. scripts/mpi-retry.sh: a command failing twice, then succeeding; one always failing;
+# a usage error (status 2) is not retried.
+retry=("$root/scripts/mpi-retry.sh" --delay 0)
+flaky=(bash -c 'n=$(cat "$1" 2>/dev/null || echo 0); echo $((n + 1)) >"$1"; [[ $n -ge 2 ]]' _ "$tmp/count")
+out=$(timeout -k 5 30 "${retry[@]}" 5 -- "${flaky[@]}" 2>&1); rc=$?
+check "retry: fails twice, then succeeds on attempt 3 of 5 (exit $rc)" \
+      "[[ $rc -eq 0 && \$(cat '$tmp/count') -eq 3 ]] && grep -q '^mpi-retry: attempt 2 exited with status 1\$' <<<\"\$out\" && grep -q '^mpi-retry: attempt 3 succeeded\$' <<<\"\$out\" && ! grep -q 'attempt 4' <<<\"\$out\"" "$out"
+out=$(timeout -k 5 30 "${retry[@]}" 3 -- bash -c 'exit 7' 2>&1); rc=$?
+check "retry: always failing gives up after 3 attempts with the last status (exit $rc)" \
+      "[[ $rc -eq 7 ]] && [[ \$(grep -c '^mpi-retry: attempt [0-9] of 3:' <<<\"\$out\") -eq 3 ]]" "$out"
+out=$(timeout -k 5 30 "${retry[@]}" 3 -- bash -c 'exit 2' 2>&1); rc=$?
+check "retry: status 2 (usage) is not retried (exit $rc)" \
+      "[[ $rc -eq 2 && \$(grep -c 'of 3:' <<<\"\$out\") -eq 1 ]]" "$out"
+# The first attempt loses a device at about step 26 (checkpoints at 10 and 20); the second
+# resumes from step 20 and finishes.
+C=$tmp/r
+first=(bash -c 'if [[ ! -e $1 ]]; then touch "$1"; export VKT_FAULT_INJECT=vkQueueSubmit:50; fi
+                exec "${@:2}"' _ "$tmp/r.failed")
+out=$(timeout -k 5 180 "${retry[@]}" 3 -- "${first[@]}" "${mpirun[@]}" -np 2 "$bin" train \
+      --steps 60 --quiet --save-every 10 --checkpoint-dir "$C" 2>&1); rc=$?
+check "retry: a job that lost a device finishes on attempt 2 from its checkpoint (exit $rc)" \
+      "[[ $rc -eq 0 ]] && grep -q '^mpi-retry: attempt 1 exited with status [1-9]' <<<\"\$out\" && grep -q '^resumed from step 20\$' <<<\"\$out\" && grep -q '^mpi-retry: attempt 2 succeeded\$' <<<\"\$out\" && grep -q '^result: .* steps=60 .* ranks=2' <<<\"\$out\"" "$out"
+check "no process left" "[[ -z \$(mine) ]]"
+
+echo "mpi_faults: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
