@@ -1098,8 +1098,11 @@ typedef struct vkt_trainer_stats {
     vkt_replica_stats replica[64];   /* this rank's replicas */
     /* across processes: this rank and the world's size; replicas over all ranks */
     uint32_t rank, ranks, world_replicas;
-    double comm_seconds;          /* sync: cross-rank allreduce wall time, summed;
+    double comm_seconds;          /* sync: from each bucket's allreduce start to its end
+                                     (it overlaps the rest of the backward), summed;
                                      async: waiting for parameter servers */
+    double comm_exposed_seconds;  /* sync: of comm_seconds, the part after the device
+                                     finished the step (not hidden by the backward) */
     uint64_t comm_bytes;          /* bytes this rank handed to MPI */
 } vkt_trainer_stats;
 

@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
+#include "parallel/trainer.h"
 
 typedef struct net {
     vkt_graph *g;
@@ -50,12 +52,15 @@ static net make_net(uint32_t batch, float dropout)
 }
 
 /* A trainer of this rank (world) or alone (w NULL, one replica). */
+static uint32_t bucket_bytes; /* 0: the default (one bucket for these small models) */
+
 static vkt_trainer *make(net *n, uint32_t batch, vkt_world *w, uint32_t replicas,
                          const vkt_optimizer_options *oo, vkt_status *out_st)
 {
     uint32_t dev[8] = {0};
     vkt_trainer_options o = {.batch = batch, .devices = dev, .device_count = replicas,
-                             .world = w, .check_identical = w ? 1 : 0};
+                             .world = w, .check_identical = w ? 1 : 0,
+                             .bucket_bytes = bucket_bytes};
     o.optimizer = *oo;
     vkt_trainer *t = NULL;
     vkt_status st = vkt_trainer_create(th_instance, n->g, n->loss, &o, &t);
@@ -100,6 +105,10 @@ static void test_equivalence(uint32_t batch, int momentum, float dropout)
         goto done;
     TH_CHECK(vkt_trainer_world_replicas(many) == R * M, "world replicas %u = %u x %u",
              vkt_trainer_world_replicas(many), R, M);
+    if (bucket_bytes && R > 1) /* the exchange works on buckets as the backward ends them */
+        TH_CHECK(many->n_buckets == 3 && many->packed == F * H + H + H * C + C,
+                 "%u buckets of %llu gradients", many->n_buckets,
+                 (unsigned long long)many->packed);
     float *x = th_alloc_floats((uint64_t)batch * F);
     int32_t *y = malloc(batch * sizeof *y);
     double worst = 0;
@@ -269,7 +278,7 @@ static void test_stop_and_resume(void)
     char path[256];
     snprintf(path, sizeof path, "%s/vkt-test-mpi-%u.vkt", getenv("TMPDIR") ? getenv("TMPDIR")
                                                                              : "/tmp",
-             (unsigned)th_rand_u64() % 100000);
+             (unsigned)getpid());
     vkt_world_broadcast(world, path, sizeof path);
     TH_OK(NULL, vkt_trainer_save(ta, path));
     vkt_trainer *tc = make(&c, 12, world, M, &oo, NULL);
@@ -361,7 +370,7 @@ static void test_async(void)
             break;
         char path[256];
         snprintf(path, sizeof path, "%s/vkt-test-mpi-async-%u.vkt",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (unsigned)th_rand_u64() % 100000);
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (unsigned)getpid());
         vkt_world_broadcast(world, path, sizeof path);
         saver sv = {.t = as, .path = path, .at = 10};
         TH_OK(NULL, vkt_trainer_fit(as, d, b.x, b.y, 20, 1, save_at, &sv));
@@ -420,6 +429,9 @@ int main(int argc, char **argv)
     test_equivalence(12, 0, 0);
     test_equivalence(10 + R, 1, 0); /* uneven rows */
     test_equivalence(13, 0, 0.3f);  /* dropout masks keyed by the global row */
+    bucket_bytes = 160; /* 40 floats: buckets {w2, b2} {w1} {b1} in the backward's order */
+    test_equivalence(12, 1, 0);
+    bucket_bytes = 0;
     test_mismatch();
     test_failure();
     test_stop_and_resume();

@@ -37,6 +37,8 @@ const char *cli_default_data_dir(void);
  * of several processes); returns the exit code: 3 for VKT_ERROR_TIMEOUT (a rank did not
  * take part in time), else 1. */
 int cli_fail(const char *what, vkt_status st, const char *msg);
+/* The status of the last cli_fail (VKT_OK if none). */
+vkt_status cli_last_failure(void);
 /* Names this process's rank in cli_fail's messages when ranks > 1. */
 void cli_set_rank(uint32_t rank, uint32_t ranks);
 /* Creates an instance, printing the error if it fails. */

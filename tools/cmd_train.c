@@ -355,10 +355,16 @@ static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
         printf("async: %llu updates, staleness mean %.2f p99 %llu max %llu\n",
                (unsigned long long)st.updates, st.staleness_mean,
                (unsigned long long)st.staleness_p99, (unsigned long long)st.staleness_max);
-    if (st.ranks > 1 && st.steps) /* the waits include waiting for slower ranks */
-        printf("ranks: %u, %u replicas in all; MPI: %.3f ms per step in waits, %.2f MB per "
-               "step\n", st.ranks, st.world_replicas, 1e3 * st.comm_seconds / st.steps,
-               (double)st.comm_bytes / st.steps / 1e6);
+    if (st.ranks > 1 && st.steps && !a->async) /* waits include waiting for slower ranks */
+        printf("ranks: %u, %u replicas in all; allreduce: %.3f ms per step, %.3f ms of it "
+               "after the device finished the step, %.2f MB per step\n", st.ranks,
+               st.world_replicas, 1e3 * st.comm_seconds / st.steps,
+               1e3 * st.comm_exposed_seconds / st.steps, (double)st.comm_bytes / st.steps / 1e6);
+    else if (st.ranks > 1 && st.steps)
+        printf("ranks: %u, %u replicas in all; waiting for the parameter servers: %.3f ms "
+               "per update, %.2f MB sent per update\n", st.ranks, st.world_replicas,
+               1e3 * st.comm_seconds / st.steps / st.replicas,
+               (double)st.comm_bytes / st.steps / st.replicas / 1e6);
 }
 
 vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
@@ -504,7 +510,9 @@ static int run(const train_args *a, vkt_instance *inst)
     printf("result: test_accuracy=%.4f test_loss=%.4f steps=%llu samples_per_s=%.1f "
            "seconds=%.1f replicas=%u mode=%s", ev.accuracy, ev.loss,
            (unsigned long long)vkt_trainer_step_count(tr),
-           (double)ts.steps * a->batch / ts.step_seconds /* this run's steps */, cli_now() - t_start,
+           ts.step_seconds > 0 ? (double)ts.steps * a->batch / ts.step_seconds : 0.0, /* this
+                                                                                         run's */
+           cli_now() - t_start,
            replicas, mode);
     if (ranks > 1)
         printf(" ranks=%u", ranks);
@@ -535,6 +543,12 @@ int cmd_train(int argc, char **argv)
         return cli_fail("cannot join the MPI job", st, vkt_last_error());
     uint32_t ranks = vkt_world_size(a.world);
     cli_set_rank(vkt_world_rank(a.world), ranks);
+    if (ranks > 1 && strcmp(a.model, "charlm") == 0 && a.async) {
+        fprintf(stderr, "vkt: rank %u: --model charlm trains with sync replicas: --mode async "
+                "is not available for it\n", vkt_world_rank(a.world));
+        vkt_world_finalize(a.world);
+        return 2;
+    }
     if (!vkt_world_is_chief(a.world)) { /* the chief alone prints and writes summaries */
         a.quiet = 1;
         a.logdir = NULL;
@@ -545,8 +559,13 @@ int cmd_train(int argc, char **argv)
     /* A rank that failed ends the job at once: the others may be waiting for it in a
      * collective (a failure inside a training step already stopped them all at that step,
      * each with its message). */
-    if (rc != 0 && ranks > 1)
+    if (rc != 0 && ranks > 1) {
+        /* A rank that only learnt of another's failure (VKT_ERROR_REMOTE) gives the failing
+         * rank time to print its own message before the job is torn down. */
+        if (cli_last_failure() == VKT_ERROR_REMOTE)
+            sleep(2);
         vkt_world_abort(a.world, rc, "stopping every rank of the job");
+    }
     vkt_instance_destroy(inst);
     vkt_world_finalize(a.world);
     return rc;

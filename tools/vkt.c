@@ -41,8 +41,13 @@ void cli_set_rank(uint32_t rank, uint32_t ranks)
     g_ranks = ranks;
 }
 
+static vkt_status g_last_failure;
+
+vkt_status cli_last_failure(void) { return g_last_failure; }
+
 int cli_fail(const char *what, vkt_status st, const char *msg)
 {
+    g_last_failure = st;
     if (g_ranks > 1)
         fprintf(stderr, "vkt: rank %u: %s: %s: %s\n", g_rank, what, vkt_status_name(st), msg);
     else

@@ -245,6 +245,8 @@ struct vkt_stream {
     uint32_t query_cap, query_count;
     const char **query_names;
     vkt_stream_stats stats;
+    VkEvent *marks;                /* gpu_stream_mark's events, kept across recordings */
+    uint32_t mark_count, mark_cap; /*   used by this recording, created */
     struct vkt_stream *prev, *next;
 };
 
@@ -262,6 +264,20 @@ vkt_status gpu_dispatch(vkt_stream *s, const gpu_kernel *kernel, const uint32_t 
  * and by transfer commands; accesses of one command never conflict with each other. */
 vkt_status gpu_stream_access(vkt_stream *s, const gpu_range *ranges, const int *writes,
                              uint32_t n);
+
+/* Marks (mark.c): a point of a recording that the host can see the device pass while
+ * the rest of the submission still runs, e.g. to work on results of the first half of a
+ * step during the second. Recorded as a barrier making every earlier write visible to
+ * the host, then a Vulkan event set by the device; marks are numbered in recording order
+ * from 0, and every submission starts with none passed (the stream resets them). */
+vkt_status gpu_stream_mark(vkt_stream *s, uint32_t *out_index);
+/* 1 when mark `index` of the current submission has passed (or the submission has
+ * finished), 0 when not yet; VKT status < 0 never: errors return -1 with the message in
+ * the context (a lost device, say). Not submitted: 1. */
+int gpu_stream_mark_passed(vkt_stream *s, uint32_t index);
+/* Before a submission: every mark back to "not passed" (vkt_stream_submit). */
+vkt_status gpu_stream_marks_reset(vkt_stream *s);
+void gpu_stream_marks_destroy(vkt_stream *s);
 
 /* Starts recording if the stream is not recording yet (after a reset). */
 vkt_status gpu_stream_begin(vkt_stream *s);

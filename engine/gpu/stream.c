@@ -94,6 +94,7 @@ static void release_recording(vkt_stream *s)
     memset(&s->stats, 0, sizeof s->stats);
     s->has_commands = 0;
     s->completed = 0;
+    s->mark_count = 0;
 }
 
 void vkt_stream_destroy(vkt_stream *s)
@@ -112,6 +113,7 @@ void vkt_stream_destroy(vkt_stream *s)
     free(s->pending_reads.items);
     free(s->pending_writes.items);
     free(s->query_names);
+    gpu_stream_marks_destroy(s);
     if (s->queries)
         vkDestroyQueryPool(ctx->device, s->queries, NULL);
     if (s->fence)
@@ -304,6 +306,8 @@ vkt_status vkt_stream_submit(vkt_stream *s)
     if (!s->recording && !s->has_commands)
         return VKT_OK; /* nothing recorded: nothing to do */
     if (s->recording && (st = end_recording(s)) != VKT_OK)
+        return st;
+    if ((st = gpu_stream_marks_reset(s)) != VKT_OK)
         return st;
     GPU_CHECK(ctx, vkResetFences(ctx->device, 1, &s->fence));
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,

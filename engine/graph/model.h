@@ -128,6 +128,14 @@ vkt_status graph_model_add_epilogue(vkt_model *m, graph_record_fn fn, void *user
  * gradients (copying them out for averaging) overlaps the rest of the backward on
  * devices that run independent commands concurrently. Only before the first step. */
 vkt_status graph_model_on_grad_ready(vkt_model *m, graph_grad_fn fn, void *user);
+/* The training step in two halves, for callers that work while it runs (on marks that
+ * grad_ready hooks record with gpu_stream_mark): submit, then wait. In check mode
+ * submit runs the whole step (and marks count as passed). */
+vkt_status graph_model_step_submit(vkt_model *m);
+vkt_status graph_model_step_wait(vkt_model *m);
+/* Mark `index` of the running training step: 1 passed (or the step is over), 0 not yet,
+ * -1 on an error (the model's message says it). */
+int graph_model_mark_passed(vkt_model *m, uint32_t index);
 /* The training step's stream (recorded on first use): for stats and timings. */
 vkt_status graph_model_train_stream(vkt_model *m, vkt_stream **out);
 

@@ -150,6 +150,35 @@ static vkt_status run(vkt_model *m, int training)
     return st;
 }
 
+vkt_status graph_model_step_submit(vkt_model *m)
+{
+    if (m->check || !m->training) /* the check runs the whole step at once */
+        return vkt_model_forward_backward(m);
+    vkt_status st = ensure_recorded(m, 1);
+    if (st != VKT_OK)
+        return st;
+    uint32_t *ctrl = m->ctrl->mapped;
+    ctrl[CTRL_STEP] = (uint32_t)m->step;
+    ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
+    m->step++;
+    st = vkt_stream_submit(m->train);
+    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+}
+
+vkt_status graph_model_step_wait(vkt_model *m)
+{
+    vkt_status st = vkt_stream_wait(m->train);
+    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+}
+
+int graph_model_mark_passed(vkt_model *m, uint32_t index)
+{
+    int r = gpu_stream_mark_passed(m->train, index);
+    if (r < 0)
+        model_ctx_fail(m, VKT_ERROR_VULKAN);
+    return r;
+}
+
 vkt_status vkt_model_forward_backward(vkt_model *m)
 {
     if (!m)

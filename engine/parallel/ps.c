@@ -81,6 +81,8 @@ struct ps {
     vkt_status status;     /* the thread's own failure (MPI, timeout), under mon */
     char errmsg[VKT_ERRMSG_SIZE];
     uint64_t hist[PS_HIST + 1];
+    double wait0[TRAINER_MAX_REPLICAS]; /* the replicas' wait_seconds at the start */
+    uint64_t bytes0;                    /* the world's comm_bytes at the start */
 };
 
 static uint64_t shard_len(const struct ps *ps, uint32_t j) { return ps->off[j + 1] - ps->off[j]; }
@@ -591,6 +593,9 @@ vkt_status ps_begin(vkt_trainer *t)
         return trainer_fail(t, st, "the parameter server's shard: %s", vkt_last_error());
     }
     memcpy(ps->master, p + ps->off[ps->me], shard_len(ps, ps->me) * sizeof *p);
+    for (uint32_t i = 0; i < t->n_rep; i++)
+        ps->wait0[i] = t->rep[i].stats.wait_seconds;
+    ps->bytes0 = t->world->comm_bytes;
     if (vkt_thread_start(&ps->thread, comm_thread, ps) != 0) {
         ps_free(ps);
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "cannot start the communication "
@@ -638,6 +643,9 @@ vkt_status ps_end(vkt_trainer *t)
     vkt_thread_join(ps->thread);
     t->ps = NULL;
     vkt_status st = ps->status;
+    for (uint32_t i = 0; i < t->n_rep; i++) /* waiting for the servers, this run */
+        t->stats.comm_seconds += t->rep[i].stats.wait_seconds - ps->wait0[i];
+    t->stats.comm_bytes += t->world->comm_bytes - ps->bytes0;
     if (st != VKT_OK) { /* MPI failed or timed out: no more collectives */
         trainer_fail(t, st, "%s", ps->errmsg);
         ps_free(ps);

@@ -15,14 +15,18 @@ static vkt_status record_grad_out(vkt_stream *s, void *user, uint64_t offset, ui
     vkt_view p, g;
     uint64_t n;
     vkt_status st = graph_model_flat(r->model, &p, &g, &n);
-    return st == VKT_OK ? vkt_stream_copy(s, g.buffer, offset * 4, r->stage, offset * 4,
-                                          count * 4)
-                        : st;
+    if (st == VKT_OK)
+        st = vkt_stream_copy(s, g.buffer, offset * 4, r->stage, offset * 4, count * 4);
+    if (st == VKT_OK && r->t->world) /* across ranks: buckets sent as they complete */
+        st = sync_world_on_grad(r, s, offset, count);
+    return st;
 }
 
 vkt_status sync_setup(vkt_trainer *t, replica *r)
 {
     vkt_status st = graph_model_on_grad_ready(r->model, record_grad_out, r);
+    if (st == VKT_OK && t->world)
+        st = sync_world_setup_replica(t, r);
     if (st != VKT_OK)
         return trainer_from_model(t, r->model, st);
     vkt_view p, g;
@@ -64,7 +68,10 @@ static int step_together(replica *r, uint64_t step)
     trainer_slow_down(r);
     if (r->status == VKT_OK) {
         trainer_set_step(r, step);
-        trainer_forward_backward(r, step);
+        if (t->world) /* the exchange works while the step runs, then waits for it */
+            trainer_step_submit(r);
+        else
+            trainer_forward_backward(r, step);
     }
     double t1 = vkt_now();
     r->stats.step_seconds += t1 - t0;

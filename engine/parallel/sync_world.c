@@ -23,52 +23,147 @@
 #define FIRST_BUCKET_FLOATS (1u << 18) /* 1 MiB: the first bucket is small (as DDP's) */
 #define DEFAULT_BUCKET_BYTES (4u << 20)
 
-vkt_status sync_world_setup(vkt_trainer *t)
+static uint64_t bucket_limit(const vkt_trainer *t, uint32_t b)
 {
-    uint64_t g = t->grad_count;
-    t->comm_n = g + TAIL_FAIL + t->ranks;
-    t->comm = calloc(t->comm_n, sizeof *t->comm);
     uint64_t per = (t->opt.bucket_bytes ? t->opt.bucket_bytes : DEFAULT_BUCKET_BYTES) / 4;
     per = per ? per : 1;
-    uint32_t nb = 1;
-    for (uint64_t end = FIRST_BUCKET_FLOATS < per ? FIRST_BUCKET_FLOATS : per; end < g;
-         end += per)
-        nb++;
-    t->bucket_end = calloc(nb, sizeof *t->bucket_end);
-    t->bucket_req = calloc(nb, sizeof *t->bucket_req);
-    if (!t->comm || !t->bucket_end || !t->bucket_req)
-        return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for the gradient "
-                            "exchange");
-    uint64_t end = FIRST_BUCKET_FLOATS < per ? FIRST_BUCKET_FLOATS : per;
-    for (uint32_t b = 0; b < nb; b++, end += per)
-        t->bucket_end[b] = end < g ? end : g;
-    t->bucket_end[nb - 1] = t->comm_n; /* the tail travels with the last bucket */
-    t->n_buckets = nb;
+    return b == 0 && FIRST_BUCKET_FLOATS < per ? FIRST_BUCKET_FLOATS : per;
+}
+
+vkt_status sync_world_setup(vkt_trainer *t)
+{
+    (void)t; /* the layout comes from replica 0's recording (sync_world_on_grad) */
     return VKT_OK;
 }
 
-/* comm[i] = sum_q w_q * stage_q[i] over [c0, c1), replicas in index order. */
-static void local_sum(vkt_trainer *t, uint64_t c0, uint64_t c1)
+/* Replica 0's first recording: bucket b starts at range `first`. */
+static int open_bucket(vkt_trainer *t, uint32_t first)
 {
-    float *comm = t->comm;
-    for (uint64_t i = c0; i < c1; i++) {
-        float s = 0.0f;
-        for (uint32_t q = 0; q < t->n_rep; q++)
-            s += t->rep[q].weight * t->rep[q].stage_host[i];
-        comm[i] = s;
+    if (t->n_buckets + 1 >= t->cap_buckets) {
+        uint32_t cap = t->cap_buckets ? 2 * t->cap_buckets : 16;
+        uint32_t *f = realloc(t->bucket_first, cap * sizeof *f);
+        if (f)
+            t->bucket_first = f;
+        uint32_t *m = realloc(t->bucket_mark, cap * sizeof *m);
+        if (m)
+            t->bucket_mark = m;
+        if (!f || !m)
+            return 0;
+        t->cap_buckets = cap;
+    }
+    t->bucket_first[t->n_buckets] = first;
+    t->bucket_mark[t->n_buckets] = UINT32_MAX;
+    t->n_buckets++;
+    return 1;
+}
+
+vkt_status sync_world_on_grad(replica *r, vkt_stream *s, uint64_t offset, uint64_t count)
+{
+    vkt_trainer *t = r->t;
+    int lay = r->index == 0 && !t->layout_done;
+    if (lay && t->n_buckets == 0 && !open_bucket(t, 0))
+        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (lay) {
+        if (t->n_ranges == t->cap_ranges) {
+            uint32_t cap = t->cap_ranges ? 2 * t->cap_ranges : 64;
+            grad_range *g = realloc(t->ranges, cap * sizeof *g);
+            if (!g)
+                return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            t->ranges = g;
+            t->cap_ranges = cap;
+        }
+        t->ranges[t->n_ranges++] = (grad_range){offset, t->packed, count};
+        t->packed += count;
+    }
+    r->rec_fill += count;
+    if (r->rec_fill < bucket_limit(t, r->rec_bucket))
+        return VKT_OK;
+    /* the bucket is complete: a mark, then the next bucket */
+    uint32_t mark = 0;
+    vkt_status st = gpu_stream_mark(s, &mark);
+    if (st != VKT_OK)
+        return st;
+    if (lay) {
+        t->bucket_mark[t->n_buckets - 1] = mark;
+        if (!open_bucket(t, t->n_ranges))
+            return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    r->rec_bucket++;
+    r->rec_fill = 0;
+    return VKT_OK;
+}
+
+/* Epilogue of the recording: the last bucket (it may hold no gradient, only the tail)
+ * ends with the step; replica 0's first recording allocates the comm buffer. */
+static vkt_status close_layout(vkt_stream *s, void *user)
+{
+    (void)s;
+    replica *r = user;
+    vkt_trainer *t = r->t;
+    r->rec_bucket = 0;
+    r->rec_fill = 0;
+    if (r->index != 0 || t->layout_done)
+        return VKT_OK;
+    if (t->n_buckets == 0 && !open_bucket(t, 0))
+        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    t->bucket_first[t->n_buckets] = t->n_ranges; /* the end of the last one */
+    t->comm_n = t->packed + TAIL_FAIL + t->ranks;
+    t->comm = calloc(t->comm_n, sizeof *t->comm);
+    t->bucket_req = calloc(t->n_buckets, sizeof *t->bucket_req);
+    if (!t->comm || !t->bucket_req)
+        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for the gradient "
+                        "exchange (%llu floats)", (unsigned long long)t->comm_n);
+    t->layout_done = 1;
+    return VKT_OK;
+}
+
+vkt_status sync_world_setup_replica(vkt_trainer *t, replica *r)
+{
+    (void)t;
+    return graph_model_add_epilogue(r->model, close_layout, r);
+}
+
+/* Comm range of bucket b's gradients (the tail not included). */
+static void bucket_span(const vkt_trainer *t, uint32_t b, uint64_t *c0, uint64_t *c1)
+{
+    uint32_t f = t->bucket_first[b], l = t->bucket_first[b + 1];
+    *c0 = f < t->n_ranges ? t->ranges[f].comm : t->packed;
+    *c1 = l < t->n_ranges ? t->ranges[l].comm : t->packed;
+}
+
+/* Over comm [a, b) of the ranges from index `from` on: to_comm sums the replicas'
+ * stages into comm (weighted, replicas in index order), else copies comm back into
+ * every stage. */
+static void move_span(vkt_trainer *t, uint32_t from, uint64_t a, uint64_t b, int to_comm)
+{
+    for (uint32_t i = from; i < t->n_ranges && t->ranges[i].comm < b; i++) {
+        const grad_range *g = &t->ranges[i];
+        uint64_t lo = a > g->comm ? a : g->comm, hi = g->comm + g->count < b ? g->comm + g->count
+                                                                             : b;
+        for (uint64_t c = lo; c < hi; c++) {
+            uint64_t k = g->stage + (c - g->comm);
+            if (to_comm) {
+                float sum = 0.0f;
+                for (uint32_t q = 0; q < t->n_rep; q++)
+                    sum += t->rep[q].weight * t->rep[q].stage_host[k];
+                t->comm[c] = sum;
+            } else {
+                for (uint32_t q = 0; q < t->n_rep; q++)
+                    t->rep[q].stage_host[k] = t->comm[c];
+            }
+        }
     }
 }
 
-static void barrier(vkt_trainer *t)
+static int barrier(vkt_trainer *t, int vote)
 {
-    if (t->n_rep > 1)
-        vkt_barrier_wait(t->barrier, 0);
+    return t->n_rep > 1 ? vkt_barrier_wait(t->barrier, vote) : vote;
 }
 
 /* Replica 0's thread: the tail of this rank. */
 static void fill_tail(vkt_trainer *t, int local_fail)
 {
-    float *tail = t->comm + t->grad_count;
+    float *tail = t->comm + t->packed;
     double loss = 0;
     for (uint32_t q = 0; q < t->n_rep; q++)
         loss += (double)t->rep[q].weight * t->rep[q].loss;
@@ -81,7 +176,7 @@ static void fill_tail(vkt_trainer *t, int local_fail)
 /* Replica 0's thread: the verdict from the summed tail (or a failed exchange). */
 static void decide(vkt_trainer *t, vkt_status exchange, uint64_t step)
 {
-    const float *tail = t->comm + t->grad_count;
+    const float *tail = t->comm + t->packed;
     t->x_fail = 0;
     t->x_stop = 0;
     t->x_status = VKT_OK;
@@ -103,20 +198,13 @@ static void decide(vkt_trainer *t, vkt_status exchange, uint64_t step)
     t->global_loss = tail[TAIL_LOSS];
 }
 
-/* Replica 0's thread: sums of the buckets before b that are done are let go of; the
+/* Replica 0's thread: requests of earlier buckets that are done are let go of; the
  * tests give MPI the progress Open MPI makes in no other thread. */
 static void poke(vkt_trainer *t, uint32_t b)
 {
     for (uint32_t j = 0; j < b; j++)
         if (t->bucket_req[j] && world_test(t->world, t->bucket_req[j]) != 0)
-            t->bucket_req[j] = NULL; /* done, or failed: world_wait below reports it */
-}
-
-static vkt_status start_bucket(vkt_trainer *t, uint32_t b)
-{
-    uint64_t b0 = b ? t->bucket_end[b - 1] : 0;
-    return world_iallreduce_f32(t->world, t->comm + b0, t->bucket_end[b] - b0,
-                                "the gradient allreduce", &t->bucket_req[b]);
+            t->bucket_req[j] = NULL; /* done, or failed: then the last wait reports it */
 }
 
 static vkt_status finish_buckets(vkt_trainer *t, vkt_status st)
@@ -129,33 +217,72 @@ static vkt_status finish_buckets(vkt_trainer *t, vkt_status st)
     return st;
 }
 
-/* Bucket by bucket: this thread's chunk of the local sum, then (replica 0) the bucket's
- * allreduce. Returns the exchange's status on replica 0's thread. */
-static vkt_status sum_and_send(replica *r, int local_fail)
+/* Until the device passed bucket b's mark (the last bucket: the whole step, and its
+ * loss checked). Polling with short sleeps, and MPI progress on replica 0's thread. */
+static void wait_for_bucket(replica *r, uint32_t b, uint64_t step)
 {
     vkt_trainer *t = r->t;
-    uint64_t g = t->grad_count;
+    if (r->status != VKT_OK)
+        return;
+    if (b + 1 == t->n_buckets) {
+        trainer_step_finish(r, step);
+        r->stats.step_seconds += vkt_now() - r->submitted_at;
+        return;
+    }
+    for (uint32_t n = 0;; n++) {
+        int passed = graph_model_mark_passed(r->model, t->bucket_mark[b]);
+        if (passed < 0)
+            replica_fail(r, VKT_ERROR_VULKAN, "%s", vkt_model_errmsg(r->model));
+        if (passed != 0)
+            return;
+        if (r->index == 0)
+            poke(t, b);
+        world_backoff(t->world, n < 5 ? n : 5); /* at most 32 us */
+    }
+}
+
+/* Bucket by bucket as the device completes them: this thread's chunk of the local sum,
+ * then (replica 0) the bucket's allreduce, while the device computes the rest of the
+ * backward. Returns the exchange's status on replica 0's thread; *local_fail: a replica
+ * of this rank failed. */
+static vkt_status sum_and_send(replica *r, uint64_t step, int *local_fail)
+{
+    vkt_trainer *t = r->t;
     vkt_status st = VKT_OK;
     double c = 0;
+    *local_fail = 0;
+    if (t->opt.check) /* check mode lays the buckets out in replica 0's first step */
+        barrier(t, 0);
     for (uint32_t b = 0; b < t->n_buckets; b++) {
-        uint64_t b0 = b ? t->bucket_end[b - 1] : 0, b1 = t->bucket_end[b] < g ? t->bucket_end[b]
-                                                                               : g;
-        uint64_t len = b1 > b0 ? b1 - b0 : 0;
-        if (!local_fail)
-            local_sum(t, b0 + len * r->index / t->n_rep, b0 + len * (r->index + 1) / t->n_rep);
-        barrier(t);
+        wait_for_bucket(r, b, step);
+        *local_fail |= barrier(t, r->status != VKT_OK);
+        uint64_t c0, c1;
+        bucket_span(t, b, &c0, &c1);
+        uint64_t len = c1 - c0;
+        if (!*local_fail)
+            move_span(t, t->bucket_first[b], c0 + len * r->index / t->n_rep,
+                      c0 + len * (r->index + 1) / t->n_rep, 1);
+        barrier(t, 0);
         if (r->index != 0)
             continue;
-        double c0 = vkt_now();
+        double a = vkt_now();
+        if (b + 1 == t->n_buckets) {
+            t->world->step = step + 1; /* messages count steps from 1 */
+            fill_tail(t, *local_fail);
+            c1 = t->comm_n;
+        }
         if (st == VKT_OK)
-            st = start_bucket(t, b);
+            st = world_iallreduce_f32(t->world, t->comm + c0, c1 - c0, "the gradient allreduce",
+                                      &t->bucket_req[b]);
         poke(t, b);
-        c += vkt_now() - c0;
+        c += vkt_now() - a;
     }
     if (r->index == 0) {
-        double c0 = vkt_now();
+        double a = vkt_now();
         st = finish_buckets(t, st);
-        t->stats.comm_seconds += c + vkt_now() - c0;
+        double exposed = vkt_now() - a; /* after the device finished the step */
+        t->stats.comm_seconds += c + exposed;
+        t->stats.comm_exposed_seconds += exposed;
         t->stats.comm_bytes += t->comm_n * sizeof(float);
     }
     return st;
@@ -164,17 +291,12 @@ static vkt_status sum_and_send(replica *r, int local_fail)
 int sync_world_exchange(replica *r, uint64_t step)
 {
     vkt_trainer *t = r->t;
-    int local_fail = t->n_rep > 1 ? vkt_barrier_wait(t->barrier, r->status != VKT_OK)
-                                  : r->status != VKT_OK;
+    int local_fail;
+    vkt_status st = sum_and_send(r, step, &local_fail);
     double t0 = vkt_now();
-    if (r->index == 0) {
-        t->world->step = step + 1; /* messages count steps from 1 */
-        fill_tail(t, local_fail);
-    }
-    vkt_status st = sum_and_send(r, local_fail);
     if (r->index == 0)
         decide(t, st, step);
-    barrier(t);
+    barrier(t, 0);
     if (t->x_fail) {
         if (r->index == 0 && t->x_status != VKT_OK && r->status == VKT_OK)
             replica_fail(r, t->x_status, "%s", t->x_msg);
@@ -182,11 +304,9 @@ int sync_world_exchange(replica *r, uint64_t step)
     }
     if (t->x_stop)
         return 1;
-    uint64_t g = t->grad_count; /* the sum back into every stage, chunk by chunk */
-    uint64_t c0 = g * r->index / t->n_rep, c1 = g * (r->index + 1) / t->n_rep;
-    for (uint32_t q = 0; q < t->n_rep; q++)
-        memcpy(t->rep[q].stage_host + c0, t->comm + c0, (c1 - c0) * sizeof(float));
-    barrier(t);
+    /* the world's sum back into every stage, a chunk per thread */
+    move_span(t, 0, t->packed * r->index / t->n_rep, t->packed * (r->index + 1) / t->n_rep, 0);
+    barrier(t, 0);
     if (r->index == 0)
         t->avg_seconds += vkt_now() - t0;
     return 0;

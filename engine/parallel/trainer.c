@@ -274,7 +274,9 @@ void vkt_trainer_destroy(vkt_trainer *t)
     free(t->pulls);
     free(t->pushes);
     free(t->comm);
-    free(t->bucket_end);
+    free(t->ranges);
+    free(t->bucket_first);
+    free(t->bucket_mark);
     free(t->bucket_req);
     free(t);
 }
@@ -371,9 +373,22 @@ void trainer_set_step(replica *r, uint64_t step)
     vkt_optimizer_set_step(r->opt, step);
 }
 
+vkt_status trainer_step_submit(replica *r)
+{
+    r->submitted_at = vkt_now();
+    vkt_status st = graph_model_step_submit(r->model);
+    return st == VKT_OK ? st : replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
+}
+
 vkt_status trainer_forward_backward(replica *r, uint64_t step)
 {
-    vkt_status st = vkt_model_forward_backward(r->model);
+    vkt_status st = trainer_step_submit(r);
+    return st == VKT_OK ? trainer_step_finish(r, step) : st;
+}
+
+vkt_status trainer_step_finish(replica *r, uint64_t step)
+{
+    vkt_status st = graph_model_step_wait(r->model);
     if (st == VKT_OK)
         st = vkt_model_loss(r->model, &r->loss);
     if (st != VKT_OK)

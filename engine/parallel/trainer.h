@@ -34,6 +34,12 @@ typedef struct eval_model {
 
 typedef struct vkt_trainer vkt_trainer_t;
 
+/* A parameter's gradient: `count` floats at `stage` in the flat gradient (and stage),
+ * at `comm` in the comm buffer. */
+typedef struct grad_range {
+    uint64_t stage, comm, count;
+} grad_range;
+
 typedef struct replica {
     vkt_trainer_t *t;
     uint32_t index;
@@ -57,6 +63,9 @@ typedef struct replica {
     vkt_status status;
     char errmsg[VKT_ERRMSG_SIZE];
     vkt_replica_stats stats;
+    uint32_t rec_bucket;        /* sync across ranks, recording: the bucket being filled */
+    uint64_t rec_fill;          /*   and its floats so far */
+    double submitted_at;        /* when its step was submitted */
     uint64_t *stale;            /* async: staleness of each update */
     uint64_t n_stale, cap_stale;
 } replica;
@@ -80,10 +89,16 @@ struct vkt_trainer {
     uint32_t rank, ranks;
     uint32_t world_rep;         /* replicas over all ranks (n_rep when alone) */
     uint32_t rep_base;          /* global index of this rank's replica 0 */
-    float *comm;                /* sync: the ranks' sum, grad_count floats then the tail */
-    uint64_t comm_n;
-    uint64_t *bucket_end;       /* sync: bucket b is comm[bucket_end[b-1], bucket_end[b]) */
-    uint32_t n_buckets;
+    /* sync across ranks: the gradients in the order the backward completes them, packed
+     * into the comm buffer (the ranks' sum), cut into buckets; then the tail */
+    float *comm;
+    uint64_t comm_n, packed;    /* comm floats; of which gradients (<= grad_count) */
+    grad_range *ranges;         /* in completion order */
+    uint32_t n_ranges, cap_ranges;
+    uint32_t *bucket_first;     /* bucket b: ranges [bucket_first[b], bucket_first[b+1]) */
+    uint32_t *bucket_mark;      /*   and the step's mark after its last copy (not the last) */
+    uint32_t n_buckets, cap_buckets;
+    int layout_done;            /* replica 0's recording has laid the buckets out */
     world_req **bucket_req;
     int x_stop, x_fail;         /* the exchange's verdict for this step (under barriers) */
     vkt_status x_status;        /*   and the status the replicas return */
@@ -175,6 +190,11 @@ int trainer_is_chief(const vkt_trainer *t);
  * into every stage. Returns 1 to stop (statuses set), 0 to apply. */
 int sync_world_exchange(replica *r, uint64_t step);
 vkt_status sync_world_setup(vkt_trainer *t);
+/* Recording, after the copy of a gradient into the stage: the bucket it belongs to, and
+ * a mark where a bucket is complete, so the host sums and sends it while the device goes
+ * on with the backward. Also an epilogue closes the last bucket (sync_world_setup_replica). */
+vkt_status sync_world_on_grad(replica *r, vkt_stream *s, uint64_t offset, uint64_t count);
+vkt_status sync_world_setup_replica(vkt_trainer *t, replica *r);
 /* Every check_identical steps: the parameters' hash, equal on every rank or a failure. */
 void sync_world_check_identical(replica *r, uint64_t step);
 
@@ -217,6 +237,9 @@ vkt_status trainer_balance(vkt_trainer *t);
 /* The replica's forward and backward (+ its own update when it has one) of `step` and
  * its loss; a non-finite loss fails it (VKT_ERROR_DIVERGED naming the step). */
 vkt_status trainer_forward_backward(replica *r, uint64_t step);
+/* The same in two halves: the step submitted; then waited for, with its loss checked. */
+vkt_status trainer_step_submit(replica *r);
+vkt_status trainer_step_finish(replica *r, uint64_t step);
 
 /* The learning rate of a step (linear scaling with warmup when asked). */
 void trainer_set_step(replica *r, uint64_t step);
