@@ -978,6 +978,11 @@ typedef struct vkt_trainer_options {
     vkt_world *world;
     /* Sync across ranks: gradient bytes per allreduce (0: 4 MiB). */
     uint32_t bucket_bytes;
+    /* Sync across ranks: sum and send a bucket of gradients while the device computes the
+     * rest of the backward (1), or after the step (-1). 0: on for GPU kernels, off on CPU
+     * devices such as lavapipe, whose host threads share the cores with the device and
+     * where it measured slower (docs/distributed.md). */
+    int overlap;
     /* Sync across ranks: every N steps compare a hash of the parameters of every rank and
      * fail (VKT_ERROR_INTERNAL) if any differ (0: never). */
     uint32_t check_identical;

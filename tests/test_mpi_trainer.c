@@ -53,6 +53,7 @@ static net make_net(uint32_t batch, float dropout)
 
 /* A trainer of this rank (world) or alone (w NULL, one replica). */
 static uint32_t bucket_bytes; /* 0: the default (one bucket for these small models) */
+static int overlap;           /* 1: marks after buckets (off by default on lavapipe) */
 
 static vkt_trainer *make(net *n, uint32_t batch, vkt_world *w, uint32_t replicas,
                          const vkt_optimizer_options *oo, vkt_status *out_st)
@@ -60,7 +61,7 @@ static vkt_trainer *make(net *n, uint32_t batch, vkt_world *w, uint32_t replicas
     uint32_t dev[8] = {0};
     vkt_trainer_options o = {.batch = batch, .devices = dev, .device_count = replicas,
                              .world = w, .check_identical = w ? 1 : 0,
-                             .bucket_bytes = bucket_bytes};
+                             .bucket_bytes = bucket_bytes, .overlap = overlap};
     o.optimizer = *oo;
     vkt_trainer *t = NULL;
     vkt_status st = vkt_trainer_create(th_instance, n->g, n->loss, &o, &t);
@@ -106,9 +107,11 @@ static void test_equivalence(uint32_t batch, int momentum, float dropout)
     TH_CHECK(vkt_trainer_world_replicas(many) == R * M, "world replicas %u = %u x %u",
              vkt_trainer_world_replicas(many), R, M);
     if (bucket_bytes && R > 1) /* the exchange works on buckets as the backward ends them */
-        TH_CHECK(many->n_buckets == 3 && many->packed == F * H + H + H * C + C,
-                 "%u buckets of %llu gradients", many->n_buckets,
-                 (unsigned long long)many->packed);
+        TH_CHECK(many->n_buckets == 3 && many->packed == F * H + H + H * C + C &&
+                     many->overlap == (overlap > 0) &&
+                     (many->bucket_mark[0] != UINT32_MAX) == (overlap > 0),
+                 "%u buckets of %llu gradients, overlap %d", many->n_buckets,
+                 (unsigned long long)many->packed, many->overlap);
     float *x = th_alloc_floats((uint64_t)batch * F);
     int32_t *y = malloc(batch * sizeof *y);
     double worst = 0;
@@ -430,8 +433,12 @@ int main(int argc, char **argv)
     test_equivalence(10 + R, 1, 0); /* uneven rows */
     test_equivalence(13, 0, 0.3f);  /* dropout masks keyed by the global row */
     bucket_bytes = 160; /* 40 floats: buckets {w2, b2} {w1} {b1} in the backward's order */
+    overlap = 1;        /* each sent as the backward completes it */
+    test_equivalence(12, 1, 0);
+    overlap = -1;       /* after the step */
     test_equivalence(12, 1, 0);
     bucket_bytes = 0;
+    overlap = 0;
     test_mismatch();
     test_failure();
     test_stop_and_resume();

@@ -58,6 +58,8 @@ static void usage(FILE *f)
             "                      (exit code 3; default 60)\n"
             "  --bucket-mb X       sync: gradient MiB per allreduce (default 4)\n"
             "  --check-identical N sync: compare the ranks' parameters every N steps\n"
+            "  --overlap on|off    sync: send gradients while the backward runs (default:\n"
+            "                      on for GPUs, off for CPU devices)\n"
             "charlm only:\n"
             "  --text FILE         training text (default: the shipped Pride and Prejudice);\n"
             "                      the last 10%% is the validation part\n"
@@ -158,6 +160,12 @@ static int parse_args(int argc, char **argv, train_args *a)
                 fprintf(stderr, "vkt train: --bucket-mb takes 1/1024 to 1024 (MiB)\n");
                 return 2;
             }
+        } else if (strcmp(k, "--overlap") == 0) {
+            if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0 && strcmp(v, "auto") != 0) {
+                fprintf(stderr, "vkt train: --overlap takes on, off or auto\n");
+                return 2;
+            }
+            a->overlap = strcmp(v, "on") == 0 ? 1 : strcmp(v, "off") == 0 ? -1 : 0;
         } else if (strcmp(k, "--check-identical") == 0) {
             double n;
             if (!cli_parse_double(v, 0, 1e9, &n) || n != (uint32_t)n) {
@@ -378,7 +386,8 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
                               .slow_seconds = a->slow_seconds, .balance_after = a->balance,
                               .world = a->world,
                               .bucket_bytes = (uint32_t)(a->bucket_mb * 1048576.0),
-                              .check_identical = a->check_identical};
+                              .check_identical = a->check_identical,
+                              .overlap = a->overlap};
     to.optimizer = *oo;
     if (a->replicas) { /* --replicas N: the VKT_DEVICES list, repeated to N entries */
         uint32_t sel[64], k = 0;

@@ -28,6 +28,7 @@ typedef struct train_args {
     double comm_timeout;        /* --comm-timeout: seconds a rank may be late */
     double bucket_mb;           /* --bucket-mb: gradient MiB per allreduce */
     uint32_t check_identical;   /* --check-identical N: compare the ranks every N steps */
+    int overlap;                /* --overlap on|off|auto: 1, -1, 0 */
     /* charlm */
     const char *text;
     uint32_t context, width, layers, heads, sample;

@@ -78,9 +78,9 @@ vkt_status sync_world_on_grad(replica *r, vkt_stream *s, uint64_t offset, uint64
     r->rec_fill += count;
     if (r->rec_fill < bucket_limit(t, r->rec_bucket))
         return VKT_OK;
-    /* the bucket is complete: a mark, then the next bucket */
-    uint32_t mark = 0;
-    vkt_status st = gpu_stream_mark(s, &mark);
+    /* the bucket is complete: a mark (overlapping), then the next bucket */
+    uint32_t mark = UINT32_MAX;
+    vkt_status st = t->overlap ? gpu_stream_mark(s, &mark) : VKT_OK;
     if (st != VKT_OK)
         return st;
     if (lay) {
@@ -217,16 +217,20 @@ static vkt_status finish_buckets(vkt_trainer *t, vkt_status st)
     return st;
 }
 
-/* Until the device passed bucket b's mark (the last bucket: the whole step, and its
- * loss checked). Polling with short sleeps, and MPI progress on replica 0's thread. */
+/* Until the device passed bucket b's mark (without marks, or for the last bucket: the
+ * whole step, and its loss checked). Polling with short sleeps, and MPI progress on
+ * replica 0's thread. */
 static void wait_for_bucket(replica *r, uint32_t b, uint64_t step)
 {
     vkt_trainer *t = r->t;
-    if (r->status != VKT_OK)
+    if (b == 0)
+        r->finished = 0;
+    if (r->status != VKT_OK || r->finished)
         return;
-    if (b + 1 == t->n_buckets) {
+    if (b + 1 == t->n_buckets || t->bucket_mark[b] == UINT32_MAX) {
         trainer_step_finish(r, step);
         r->stats.step_seconds += vkt_now() - r->submitted_at;
+        r->finished = 1;
         return;
     }
     for (uint32_t n = 0;; n++) {

@@ -178,6 +178,10 @@ static vkt_status create_all(vkt_trainer *t, int *laid_out)
     }
     for (uint32_t i = 0; st == VKT_OK && i < n; i++)
         st = create_replica(t, &t->rep[i], dev[i]);
+    if (st == VKT_OK) /* before the first recording, which places the marks */
+        t->overlap = t->opt.overlap > 0 ||
+                     (t->opt.overlap == 0 &&
+                      vkt_context_kernel_variant(t->rep[0].ctx) == VKT_KERNELS_GPU);
     if (st == VKT_OK) {
         vkt_view p, g;
         t->param_count = vkt_model_param_count(t->rep[0].model);

@@ -66,6 +66,7 @@ typedef struct replica {
     uint32_t rec_bucket;        /* sync across ranks, recording: the bucket being filled */
     uint64_t rec_fill;          /*   and its floats so far */
     double submitted_at;        /* when its step was submitted */
+    int finished;               /*   and it has been waited for */
     uint64_t *stale;            /* async: staleness of each update */
     uint64_t n_stale, cap_stale;
 } replica;
@@ -99,6 +100,7 @@ struct vkt_trainer {
     uint32_t *bucket_mark;      /*   and the step's mark after its last copy (not the last) */
     uint32_t n_buckets, cap_buckets;
     int layout_done;            /* replica 0's recording has laid the buckets out */
+    int overlap;                /* marks after buckets: sent while the backward goes on */
     world_req **bucket_req;
     int x_stop, x_fail;         /* the exchange's verdict for this step (under barriers) */
     vkt_status x_status;        /*   and the status the replicas return */
