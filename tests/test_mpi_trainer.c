@@ -29,10 +29,12 @@ enum { F = 20, H = 16, C = 5 };
 static vkt_world *world;
 static uint32_t R, M = 1, rank_;
 
+static uint64_t graph_seed = 77;
+
 static net make_net(uint32_t batch, float dropout)
 {
     net n = {0};
-    vkt_graph_options go = {.seed = 77};
+    vkt_graph_options go = {.seed = graph_seed};
     vkt_graph_create(&go, &n.g);
     vkt_shape xs = {2, {batch, F}}, w1 = {2, {F, H}}, b1 = {1, {H}}, w2 = {2, {H, C}},
               b2 = {1, {C}};
@@ -157,6 +159,37 @@ done:
     vkt_trainer_destroy(one);
     vkt_graph_destroy(nw.g);
     vkt_graph_destroy(n1.g);
+}
+
+/* Ranks whose graphs initialize differently (another seed on each): after creation every
+ * rank holds the chief's initial parameters. */
+static void test_initial_broadcast(void)
+{
+    graph_seed = 1000 + rank_;
+    net n = make_net(12, 0);
+    graph_seed = 77;
+    vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f};
+    vkt_trainer *t = make(&n, 12, world, M, &oo, NULL);
+    if (t) {
+        TH_CHECK(same_as_chief(t), "rank %u: the chief's initial parameters everywhere",
+                 rank_);
+        if (rank_ == 0 && R > 1) { /* and they are not the others' own */
+            net other = (graph_seed = 1001, make_net(12, 0));
+            graph_seed = 77;
+            vkt_trainer *o = make(&other, 12, NULL, 1, &oo, NULL);
+            uint64_t np = vkt_trainer_param_count(t);
+            float *a = th_alloc_floats(np), *b = th_alloc_floats(np);
+            vkt_trainer_read_params(t, a, np);
+            vkt_trainer_read_params(o, b, np);
+            TH_CHECK(memcmp(a, b, np * 4) != 0, "rank 1's own initialization differs");
+            free(a);
+            free(b);
+            vkt_trainer_destroy(o);
+            vkt_graph_destroy(other.g);
+        }
+    }
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
 }
 
 /* Options that differ between ranks: refused on every rank, naming the difference. */
@@ -439,6 +472,7 @@ int main(int argc, char **argv)
     test_equivalence(12, 1, 0);
     bucket_bytes = 0;
     overlap = 0;
+    test_initial_broadcast();
     test_mismatch();
     test_failure();
     test_stop_and_resume();
