@@ -10,6 +10,12 @@
  *                                  out (1.5 s) and abort the job with code 3 through
  *                                  vkt_world_abort, printing the watchdog's message
  *                                  (checked by the CTest's expected output)
+ *   mpirun -np R test_world --stop-inside STOPPED[,STOPPED...]
+ *                                  the listed ranks start the collective (their
+ *                                  heartbeat goes out), then stop making MPI calls, as
+ *                                  a rank stopped (SIGSTOP) or hung inside it: the
+ *                                  others' waits time out and name them from the
+ *                                  beats they no longer send
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,8 +338,9 @@ static int run_ranks(int *argc, char ***argv)
     return th_finish();
 }
 
-/* The ranks in LATE sleep through a collective; the others' waits time out. */
-static int run_timeout(int *argc, char ***argv, const char *late_arg)
+/* The ranks in LATE sleep through a collective (inside: after starting it, without
+ * polling); the others' waits time out. */
+static int run_timeout(int *argc, char ***argv, const char *late_arg, int inside)
 {
     char late[256]; /* MPI_Init may rewrite argv */
     snprintf(late, sizeof late, "%s", late_arg);
@@ -350,16 +357,26 @@ static int run_timeout(int *argc, char ***argv, const char *late_arg)
         me_late |= end != p && r == w->rank;
         p = *end == ',' ? end + 1 : end + (*end != 0);
     }
-    float x[3] = {1, 2, 3};
+    /* Inside: 4 MiB, so that no rank can complete without the stopped one (a few bytes
+     * would leave with its first round, and the others could finish without it). */
+    uint64_t n = inside ? 1u << 20 : 3;
+    float *x = th_alloc_floats(n);
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = 1;
     w->step = 40;
-    if (world_allreduce_f32(w, x, 3, "first allreduce") != VKT_OK)
+    if (world_allreduce_f32(w, x, n, "first allreduce") != VKT_OK)
         vkt_world_abort(w, 1, w->errmsg);
     w->step = 41;
     if (me_late) {
+        world_req *req = NULL;
+        /* Inside: the heartbeat and this rank's part are out; then no MPI call, so
+         * (without a progress thread) this rank makes no progress and sends no beat. */
+        if (inside && world_iallreduce_f32(w, x, n, "test allreduce", &req) != VKT_OK)
+            vkt_world_abort(w, 1, w->errmsg);
         vkt_sleep(20); /* ended by another rank's MPI_Abort long before */
         vkt_world_abort(w, 1, "the late rank was not aborted");
     }
-    vkt_status st = world_allreduce_f32(w, x, 3, "test allreduce");
+    vkt_status st = world_allreduce_f32(w, x, n, "test allreduce");
     vkt_world_abort(w, st == VKT_ERROR_TIMEOUT ? 3 : 1,
                     st == VKT_ERROR_TIMEOUT ? w->errmsg : "expected VKT_ERROR_TIMEOUT");
     return 1;
@@ -371,7 +388,9 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "--require-launcher") == 0)
         return run_ranks(&argc, &argv);
     if (argc >= 3 && strcmp(argv[1], "--timeout") == 0)
-        return run_timeout(&argc, &argv, argv[2]);
+        return run_timeout(&argc, &argv, argv[2], 0);
+    if (argc >= 3 && strcmp(argv[1], "--stop-inside") == 0)
+        return run_timeout(&argc, &argv, argv[2], 1);
     test_one_rank();
     test_arguments();
     return th_finish();

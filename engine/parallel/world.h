@@ -18,6 +18,13 @@
  *    2, 5 have not arrived (last seen at steps 41, 39)". A non-chief waits 2 s longer
  *    than the chief before it gives up, so the chief's message (which names ranks) comes
  *    first.
+ *  - A rank stopped or hung inside a collective, after its heartbeat, is named too: a
+ *    rank polling a wait (world_wait, world_test, world_try_recv) re-sends its {sequence,
+ *    step} as a beat every timeout / 4 seconds (0.01 to 0.5 s) on the same path, and the
+ *    receiver notes when it last heard from each peer. When no peer is behind, the
+ *    timeout names the peers silent for more than timeout / 2: "rank(s) 2 stopped
+ *    answering (last heard 3.0 s ago, at step(s) 41)". A short wait costs a clock
+ *    comparison per poll; beats never move a peer's sequence back or count as arrivals.
  *  - Collectives run on a duplicate of MPI_COMM_WORLD (never the application's), point
  *    to point messages on another, heartbeats on a third.
  *  - Counts above INT_MAX elements are split into pieces.

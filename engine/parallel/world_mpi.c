@@ -3,7 +3,8 @@
  * except MPI_Initialized (a query that MPI allows at any time, so that an application
  * which initialised MPI itself is seen). Every wait is a nonblocking operation polled
  * with MPI_Test and world_backoff against a deadline; heartbeats on a communicator of
- * their own let a timed-out rank name the ranks that did not arrive. See world.h. */
+ * their own let a timed-out rank name the ranks that did not arrive, and beats sent
+ * while waiting name those that stopped answering inside a collective. See world.h. */
 #include "world.h"
 
 #include <limits.h>
@@ -19,6 +20,10 @@
 #define BCAST_PIECE (256ull << 20)    /* broadcast pieces, bytes */
 #define NONCHIEF_GRACE 2.0            /* seconds: the chief's message comes first */
 #define LATE_LISTED 16                /* late ranks named in a message, at most */
+/* Beats: a waiting rank re-sends its {sequence, step} every timeout / 4 seconds, within
+ * these bounds; a peer silent for more than timeout / 2 has stopped answering. */
+#define BEAT_MIN 0.01
+#define BEAT_MAX 0.5
 /* A wait polls without sleeping for as long as its payload takes at SPIN_BYTES_PER_S,
  * at least SPIN_MIN seconds; then it sleeps between polls. See world_wait. */
 #define SPIN_BYTES_PER_S 250e6
@@ -43,10 +48,12 @@ struct world_impl {
     uint64_t seq;                     /* collectives this rank has started */
     int hb_off;                       /* 1 after an MPI error on them: advisory, stop */
     uint64_t arrivals;                /* heartbeats of peers that reached our collective */
+    double next_beat;                 /* vkt_now() from which the next beat is due */
     uint32_t n_peers;
     MPI_Request *hb_recv;             /* [n_peers] one preposted receive each */
     uint64_t (*hb_in)[2];             /* [n_peers] their buffers */
     uint64_t *last_seq, *last_step;   /* [n_peers] the newest heartbeat seen */
+    double *last_heard;               /* [n_peers] vkt_now() of their newest message */
     hb_slot (*hb_out)[HB_RING];       /* [n_peers] send rings */
     uint32_t *hb_next;                /* [n_peers] next slot of each ring */
     int *hb_index;                    /* [n_peers] MPI_Testsome's output */
@@ -128,12 +135,14 @@ static void hb_free(struct world_impl *m)
     free(m->hb_in);
     free(m->last_seq);
     free(m->last_step);
+    free(m->last_heard);
     free(m->hb_out);
     free(m->hb_next);
     free(m->hb_index);
     m->hb_recv = NULL;
     m->hb_in = NULL;
     m->last_seq = m->last_step = NULL;
+    m->last_heard = NULL;
     m->hb_out = NULL;
     m->hb_next = NULL;
     m->hb_index = NULL;
@@ -151,17 +160,20 @@ static vkt_status hb_start(vkt_world *w)
     m->hb_in = calloc(n, sizeof *m->hb_in);
     m->last_seq = calloc(n, sizeof *m->last_seq);
     m->last_step = calloc(n, sizeof *m->last_step);
+    m->last_heard = calloc(n, sizeof *m->last_heard);
     m->hb_out = calloc(n, sizeof *m->hb_out);
     m->hb_next = calloc(n, sizeof *m->hb_next);
     m->hb_index = calloc(n, sizeof *m->hb_index);
-    if (!m->hb_recv || !m->hb_in || !m->last_seq || !m->last_step || !m->hb_out ||
-        !m->hb_next || !m->hb_index) {
+    if (!m->hb_recv || !m->hb_in || !m->last_seq || !m->last_step || !m->last_heard ||
+        !m->hb_out || !m->hb_next || !m->hb_index) {
         hb_free(m);
         return vkt_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "world: out of host memory "
                         "for the heartbeats of %u ranks", w->size);
     }
+    double now = vkt_now(); /* silence is counted from the start */
     for (uint32_t i = 0; i < n; i++) {
         m->hb_recv[i] = MPI_REQUEST_NULL;
+        m->last_heard[i] = now;
         for (int s = 0; s < HB_RING; s++)
             m->hb_out[i][s].req = MPI_REQUEST_NULL;
     }
@@ -173,7 +185,11 @@ static vkt_status hb_start(vkt_world *w)
     return VKT_OK;
 }
 
-/* Takes in every heartbeat that has arrived and posts the receive again. Heartbeats
+/* Takes in every heartbeat and beat that has arrived and posts the receive again.
+ * Messages between two ranks arrive in the order sent (MPI's non-overtaking rule), and
+ * a beat repeats the sequence of the heartbeat before it, so a sequence never goes back;
+ * still, only a newer or equal one is taken, and a peer counts as an arrival once, when
+ * its sequence first reaches ours: the beats of a peer waiting with us do not. Heartbeats
  * are advisory: after an MPI error on them they stop, and the job goes on. */
 static void hb_poll(vkt_world *w)
 {
@@ -190,11 +206,16 @@ static void hb_poll(vkt_world *w)
         }
         if (done == MPI_UNDEFINED || done == 0)
             return;
+        double now = vkt_now();
         for (int k = 0; k < done; k++) {
             uint32_t i = (uint32_t)m->hb_index[k];
-            m->last_seq[i] = m->hb_in[i][0];
-            m->last_step[i] = m->hb_in[i][1];
-            m->arrivals += m->last_seq[i] >= m->seq;
+            uint64_t seq = m->hb_in[i][0];
+            m->last_heard[i] = now;
+            if (seq >= m->last_seq[i]) {
+                m->arrivals += m->last_seq[i] < m->seq && seq >= m->seq;
+                m->last_seq[i] = seq;
+                m->last_step[i] = m->hb_in[i][1];
+            }
             if (hb_post(w, i) != VKT_OK) {
                 m->hb_off = 1;
                 return;
@@ -203,15 +224,22 @@ static void hb_poll(vkt_world *w)
     }
 }
 
-/* Before each collective: {sequence, step} to the chief (from the chief to every
- * rank). A slot whose previous send has not completed is skipped: heartbeats are
- * advisory and must never make a collective wait. */
-static void hb_send(vkt_world *w)
+/* Seconds between beats: timeout / 4 within [BEAT_MIN, BEAT_MAX]. */
+static double beat_interval(const vkt_world *w)
+{
+    double s = w->timeout / 4;
+    return s < BEAT_MIN ? BEAT_MIN : s > BEAT_MAX ? BEAT_MAX : s;
+}
+
+/* {sequence, step} to the chief (from the chief to every rank). A slot whose previous
+ * send has not completed is skipped: heartbeats are advisory and must never make a
+ * collective wait. */
+static void hb_out(vkt_world *w)
 {
     struct world_impl *m = w->impl;
-    m->seq++;
     if (!m->n_peers || m->hb_off)
         return;
+    m->next_beat = vkt_now() + beat_interval(w);
     for (uint32_t i = 0; i < m->n_peers; i++) {
         hb_slot *s = &m->hb_out[i][m->hb_next[i]];
         int free_slot = 1;
@@ -231,7 +259,25 @@ static void hb_send(vkt_world *w)
         }
         m->hb_next[i] = (m->hb_next[i] + 1) % HB_RING;
     }
+}
+
+/* Before each collective: the heartbeat of its new sequence. */
+static void hb_send(vkt_world *w)
+{
+    w->impl->seq++;
+    hb_out(w);
     hb_poll(w);
+}
+
+/* On every poll of a wait (`now` is the poll's clock): once a beat interval has passed
+ * since the last heartbeat or beat, a beat, i.e. the same {sequence, step} again. Its
+ * receiver records when it last heard from this rank; a rank stopped inside a collective
+ * sends none. A short wait costs one comparison. */
+static void hb_tick(vkt_world *w, double now)
+{
+    struct world_impl *m = w->impl;
+    if (m && now >= m->next_beat)
+        hb_out(w);
 }
 
 /* Cancels the preposted receives and lets go of the sends. A small send completes
@@ -270,36 +316,56 @@ static void list_add(char *buf, size_t cap, const char *item)
         snprintf(buf + len, cap - len, "%s%s", len ? ", " : "", item);
 }
 
-/* The watchdog's message: the ranks whose last heartbeat is behind this rank's own
- * sequence have not reached this collective. */
-static vkt_status timeout_fail(vkt_world *w, const char *what, double limit)
+/* The peers to be named: behind (silent = 0), whose last heartbeat is behind this
+ * rank's own sequence: they have not reached this collective; or silent (silent = 1),
+ * from which nothing has come for more than timeout / 2: they stopped answering. Lists
+ * their ranks, steps and (silent) seconds since heard; returns how many. */
+static uint32_t list_peers(vkt_world *w, int silent, double now, char *ranks, char *steps,
+                           char *ages, size_t cap)
 {
     struct world_impl *m = w->impl;
-    hb_poll(w);
-    char ranks[512] = "", steps[512] = "", item[32];
-    uint32_t late = 0;
+    char item[32];
+    uint32_t n = 0;
     for (uint32_t i = 0; i < m->n_peers; i++) {
-        if (m->last_seq[i] >= m->seq)
+        double age = now - m->last_heard[i];
+        if (silent ? age <= w->timeout / 2 : m->last_seq[i] >= m->seq)
             continue;
-        if (late++ >= LATE_LISTED)
+        if (n++ >= LATE_LISTED)
             continue;
         snprintf(item, sizeof item, "%u", peer_rank(w, i));
-        list_add(ranks, sizeof ranks, item);
+        list_add(ranks, cap, item);
         if (m->last_seq[i])
             snprintf(item, sizeof item, "%llu", (unsigned long long)m->last_step[i]);
         else
             snprintf(item, sizeof item, "none");
-        list_add(steps, sizeof steps, item);
+        list_add(steps, cap, item);
+        snprintf(item, sizeof item, "%.1f", age);
+        list_add(ages, cap, item);
     }
-    if (late > LATE_LISTED) {
-        snprintf(item, sizeof item, "... (%u in all)", late);
-        list_add(ranks, sizeof ranks, item);
+    if (n > LATE_LISTED) {
+        snprintf(item, sizeof item, "... (%u in all)", n);
+        list_add(ranks, cap, item);
     }
+    return n;
+}
+
+/* The watchdog's message: first the peers that have not reached this collective; when
+ * every one has, those that stopped answering inside it (a rank stopped or hung after
+ * its heartbeat went out sends no beats). */
+static vkt_status timeout_fail(vkt_world *w, const char *what, double limit)
+{
+    hb_poll(w);
+    char ranks[512] = "", steps[512] = "", ages[512] = "";
     unsigned long long step = (unsigned long long)w->step;
-    if (late)
+    if (list_peers(w, 0, vkt_now(), ranks, steps, ages, sizeof ranks))
         return vkt_fail(w->errmsg, VKT_ERROR_TIMEOUT,
                         "step %llu: %s did not complete in %g s: rank(s) %s have not arrived "
                         "(last seen at step(s) %s)", step, what, limit, ranks, steps);
+    if (list_peers(w, 1, vkt_now(), ranks, steps, ages, sizeof ranks))
+        return vkt_fail(w->errmsg, VKT_ERROR_TIMEOUT,
+                        "step %llu: %s did not complete in %g s: rank(s) %s stopped answering "
+                        "(last heard %s s ago, at step(s) %s)", step, what, limit, ranks, ages,
+                        steps);
     if (w->rank != 0)
         return vkt_fail(w->errmsg, VKT_ERROR_TIMEOUT,
                         "step %llu: %s did not complete in %g s: the chief (rank 0) names the "
@@ -552,7 +618,12 @@ static int req_test(vkt_world *w, world_req *req)
 
 int world_test(vkt_world *w, world_req *req)
 {
-    return req ? req_test(w, req) : 1;
+    if (!req)
+        return 1;
+    int r = req_test(w, req);
+    if (r == 0)
+        hb_tick(w, vkt_now()); /* a caller polling in a loop is waiting too */
+    return r;
 }
 
 vkt_status world_wait(vkt_world *w, world_req *req)
@@ -584,6 +655,7 @@ vkt_status world_wait(vkt_world *w, world_req *req)
             w->comm_seconds += waited;
             return r > 0 ? VKT_OK : VKT_ERROR_INTERNAL;
         }
+        hb_tick(w, now);
         if (waited > limit) {
             w->comm_seconds += waited;
             /* The request stays in flight: MPI cannot cancel a collective. */
@@ -890,6 +962,7 @@ vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32
     MPI_Message msg;
     MPI_Status status;
     hb_poll(w);
+    hb_tick(w, vkt_now()); /* the parameter server's ranks wait here */
     int rc = MPI_Improbe(MPI_ANY_SOURCE, tag, w->impl->p2p, &flag, &msg, &status);
     if (rc != MPI_SUCCESS)
         return mpi_fail(w, rc, "MPI_Improbe", "receive");
