@@ -15,55 +15,10 @@
 # Usage: mpi_async.sh BIN_DIR  (ctest gives it the environment below; VKT_MPIEXEC names
 # the launcher, default mpirun)
 set -u
+name=mpi_async
 bin=$1/vkt
-pass=0 fail=0
-# check NAME CONDITION [OUTPUT]: OUTPUT's last lines are shown when it fails
-check() {
-    if eval "$2"; then pass=$((pass+1)); echo "ok: $1"
-    else fail=$((fail+1)); echo "FAIL: $1" >&2; [[ $# -gt 2 ]] && tail -n 15 <<<"$3" >&2; fi
-}
-# What Open MPI needs here (ctest sets the same): root, more ranks than the 2 cores,
-# yielding when idle, no CMA single copy (blocked in containers), one lavapipe thread.
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT-1}
-export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM-1}
-export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe-1}
-export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle-1}
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism-none}
-export LP_NUM_THREADS=${LP_NUM_THREADS-1}
-read -ra mpirun <<<"${VKT_MPIEXEC:-mpirun}"
-if ! command -v "${mpirun[0]}" >/dev/null; then
-    echo "mpi_async: no MPI launcher (${mpirun[0]}): skipped"
-    exit 77
-fi
-mpirun+=(--bind-to none)
-mpi() { local t=$1; shift; timeout -k 5 "$t" "${mpirun[@]}" "$@"; }
-tmp=$(mktemp -d)
-mine() { pgrep -f -- "$tmp/" | grep -vx "$$"; }
-cleanup() {
-    local p
-    for p in $(mine); do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b - a}'; }
-le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a <= b)}'; }
-val() { grep -E '(^|:)result: ' <<<"$2" | tail -1 | grep -Eo " $1=[^ ]+" | cut -d= -f2; }
-close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN{d=a-b; if(d<0)d=-d; exit !(a!="" && b!="" && d<=t)}'; }
-rank_pid() {
-    local p
-    for p in $(pgrep -f -- "$2"); do
-        [[ $(cat /proc/"$p"/comm 2>/dev/null) == vkt ]] &&
-            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" &&
-            { echo "$p"; return; }
-    done
-}
-wait_for() {
-    local i
-    for ((i = 0; i < $2 * 10; i++)); do [[ -e $1 ]] && return 0; sleep 0.1; done
-    return 1
-}
-newest_step() { ls "$1" 2>/dev/null | sed -nE 's/^ckpt-([0-9]+)\.vkt$/\1/p' | sort -n | tail -1; }
+root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/mpi/common.sh"
 
 # 1. Two ranks, one replica each; only the chief prints.
 out=$(mpi 120 -np 2 --tag-output "$bin" train --mode async --steps 50 2>&1); rc=$?
@@ -167,5 +122,4 @@ check "async, device lost on rank 1: exit $rc != 0 within 20 s ($t s), rank 1 an
       "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 20 && grep -q 'vkt: rank 1: .*VK_ERROR_DEVICE_LOST' <<<\"\$out\"" "$out"
 check "no process left" "[[ -z \$(mine) ]]"
 
-echo "mpi_async: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

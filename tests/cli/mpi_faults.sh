@@ -17,58 +17,10 @@
 # the launcher, default mpirun; finding a rank's process relies on Open MPI's
 # OMPI_COMM_WORLD_RANK in its environment)
 set -u
+name=mpi_faults
 bin=$1/vkt
 root=$(cd "$(dirname "$0")/../.." && pwd)
-pass=0 fail=0
-# check NAME CONDITION [OUTPUT]: OUTPUT's last lines are shown when it fails
-check() {
-    if eval "$2"; then pass=$((pass+1)); echo "ok: $1"
-    else fail=$((fail+1)); echo "FAIL: $1" >&2; [[ $# -gt 2 ]] && tail -n 15 <<<"$3" >&2; fi
-}
-# What Open MPI needs here (ctest sets the same): root, more ranks than the 2 cores,
-# yielding when idle, no CMA single copy (blocked in containers), one lavapipe thread.
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT-1}
-export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM-1}
-export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe-1}
-export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle-1}
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism-none}
-export LP_NUM_THREADS=${LP_NUM_THREADS-1}
-read -ra mpirun <<<"${VKT_MPIEXEC:-mpirun}"
-if ! command -v "${mpirun[0]}" >/dev/null; then
-    echo "mpi_faults: no MPI launcher (${mpirun[0]}): skipped"
-    exit 77
-fi
-mpirun+=(--bind-to none)
-mpi() { local t=$1; shift; timeout -k 5 "$t" "${mpirun[@]}" "$@"; }
-tmp=$(mktemp -d)
-# Every job of this script names a folder under $tmp on its command line, so its
-# processes are found by that (and nobody else's are).
-mine() { pgrep -f -- "$tmp/" | grep -vx "$$"; }
-cleanup() {
-    local p
-    for p in $(mine); do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b - a}'; }
-le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a <= b)}'; }
-# The pid of rank R of the job whose command line names DIR (a vkt process, not mpirun).
-rank_pid() {
-    local p
-    for p in $(pgrep -f -- "$2"); do
-        [[ $(cat /proc/"$p"/comm 2>/dev/null) == vkt ]] &&
-            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" &&
-            { echo "$p"; return; }
-    done
-}
-# wait_for FILE SECONDS: 0 once FILE exists.
-wait_for() {
-    local i
-    for ((i = 0; i < $2 * 10; i++)); do [[ -e $1 ]] && return 0; sleep 0.1; done
-    return 1
-}
-newest_step() { ls "$1" 2>/dev/null | sed -nE 's/^ckpt-([0-9]+)\.vkt$/\1/p' | sort -n | tail -1; }
+. "$root/tests/mpi/common.sh"
 
 # 1. Ranks that disagree (MPMD: one command line per rank) are refused at creation.
 t0=$(now)
@@ -179,5 +131,4 @@ check "retry: a job that lost a device finishes on attempt 2 from its checkpoint
       "[[ $rc -eq 0 ]] && grep -q '^mpi-retry: attempt 1 exited with status [1-9]' <<<\"\$out\" && grep -q '^resumed from step 20\$' <<<\"\$out\" && grep -q '^mpi-retry: attempt 2 succeeded\$' <<<\"\$out\" && grep -q '^result: .* steps=60 .* ranks=2' <<<\"\$out\"" "$out"
 check "no process left" "[[ -z \$(mine) ]]"
 
-echo "mpi_faults: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish

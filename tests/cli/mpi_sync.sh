@@ -20,35 +20,10 @@
 # Usage: mpi_sync.sh BIN_DIR  (ctest gives it the environment below; VKT_MPIEXEC names
 # the launcher, default mpirun)
 set -u
+name=mpi_sync
 bin=$1/vkt
-pass=0 fail=0
-# check NAME CONDITION [OUTPUT]: OUTPUT's last lines are shown when it fails
-check() {
-    if eval "$2"; then pass=$((pass+1)); echo "ok: $1"
-    else fail=$((fail+1)); echo "FAIL: $1" >&2; [[ $# -gt 2 ]] && tail -n 15 <<<"$3" >&2; fi
-}
-# What Open MPI needs here (ctest sets the same): root, more ranks than the 2 cores,
-# yielding when idle, no CMA single copy (blocked in containers), one lavapipe thread.
-export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT-1}
-export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM-1}
-export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe-1}
-export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle-1}
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism-none}
-export LP_NUM_THREADS=${LP_NUM_THREADS-1}
-read -ra mpirun <<<"${VKT_MPIEXEC:-mpirun}"
-if ! command -v "${mpirun[0]}" >/dev/null; then
-    echo "mpi_sync: no MPI launcher (${mpirun[0]}): skipped"
-    exit 77
-fi
-mpirun+=(--bind-to none)
-# mpi SECONDS ARGS...: one job under a hard time limit.
-mpi() { local t=$1; shift; timeout -k 5 "$t" "${mpirun[@]}" "$@"; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b - a}'; }
-# val KEY OUTPUT: KEY's value in the last result line
-val() { grep -E '(^|:)result: ' <<<"$2" | tail -1 | grep -Eo " $1=[^ ]+" | cut -d= -f2; }
-close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN{d=a-b; if(d<0)d=-d; exit !(a!="" && b!="" && d<=t)}'; }
+root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/mpi/common.sh"
 
 # 1. The default run on 2 ranks against 2 replicas in one process. --tag-output prefixes
 # every line with [job,rank]<stream>, so lines are counted per rank.
@@ -148,5 +123,4 @@ ref=$(timeout -k 5 120 "$bin" train --replicas 2 --steps 40 --quiet 2>&1)
 check "over TCP: test loss $(val test_loss "$out") equals 2 replicas in one process ($(val test_loss "$ref"))" \
       "close '$(val test_loss "$out")' '$(val test_loss "$ref")' 0.0005"
 
-echo "mpi_sync: $pass passed, $fail failed"
-[[ $fail -eq 0 ]]
+finish
