@@ -972,9 +972,13 @@ typedef struct vkt_trainer_options {
      * process alone. Otherwise every rank creates its trainer from the same graph and
      * options (checked: VKT_ERROR_INVALID_ARGUMENT naming the first difference), the
      * chief's initial parameters are broadcast, `batch` is the global batch split by
-     * rows over every rank's replicas, and create, fit, step, restore and destroy are
-     * collective. Without `devices` and VKT_DEVICES, a rank uses device
-     * local_rank % device count. */
+     * rows over every rank's replicas, and create, fit, step and restore are collective
+     * (every rank calls them in the same order; a rank's failure inside a step stops
+     * every rank there, the others with VKT_ERROR_REMOTE). set_optimizer and
+     * write_params are local: call them alike on every rank, or the ranks drift apart
+     * (check_identical finds it). Saving writes on the chief only (a no-op elsewhere);
+     * restoring reads on the chief only and sends the bytes to the others. Without
+     * `devices` and VKT_DEVICES, a rank uses device local_rank % device count. */
     vkt_world *world;
     /* Sync across ranks: gradient bytes per allreduce (0: 4 MiB). */
     uint32_t bucket_bytes;
