@@ -433,6 +433,13 @@ static int run(const train_args *a, vkt_instance *inst)
     if (st != VKT_OK)
         return cli_fail("cannot load the data set", st, vkt_last_error());
     uint32_t per_epoch = vkt_dataset_count(train) / a->batch;
+    if (per_epoch == 0) {
+        fprintf(stderr, "vkt: '%s' has %u training samples, fewer than one batch of %u: use a "
+                "smaller --batch\n", dir, vkt_dataset_count(train), a->batch);
+        vkt_dataset_destroy(train);
+        vkt_dataset_destroy(test);
+        return 1;
+    }
     uint64_t total = a->max_steps ? a->max_steps : (uint64_t)a->epochs * per_epoch;
     cli_model m = {0};
     train_log log = {0};

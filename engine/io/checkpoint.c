@@ -4,6 +4,7 @@
  * replica. */
 #include "io/checkpoint.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,18 @@ static vkt_status read_flat(vkt_trainer *t, float *flat)
     return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
 }
 
+/* A diverged model is never saved: it would replace good checkpoints (and retention
+ * would then delete them). */
+static vkt_status check_finite(vkt_trainer *t, const float *flat)
+{
+    for (uint64_t i = 0; i < t->param_count; i++)
+        if (!isfinite(flat[i]))
+            return trainer_fail(t, VKT_ERROR_DIVERGED, "not saving a checkpoint: parameter "
+                                "value %llu is %g (training diverged)", (unsigned long long)i,
+                                (double)flat[i]);
+    return VKT_OK;
+}
+
 static void encode_meta(vkt_trainer *t, ckpt_buf *b)
 {
     size_t at = ckpt_begin_section(b, "META");
@@ -101,6 +114,8 @@ static vkt_status encode(vkt_trainer *t, ckpt_buf *b)
                                 : trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (st == VKT_OK)
         st = read_flat(t, flat);
+    if (st == VKT_OK)
+        st = check_finite(t, flat);
     if (st == VKT_OK && (st = vkt_optimizer_read_state(t->rep[0].opt, opt, opt_bytes)) != VKT_OK)
         trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[0].ctx));
     if (st == VKT_OK) {

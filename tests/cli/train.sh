@@ -40,5 +40,17 @@ check "truncated images: VKT_ERROR_FORMAT naming the file" "[[ $rc -eq 1 ]] && g
 printf '\xff\xff\xff\xff' | dd of="$tmp/corrupt/t10k-images-idx3-ubyte.gz" bs=1 seek=5000 conv=notrunc status=none
 out=$("$bin" train --data "$tmp/corrupt" 2>&1); rc=$?
 check "corrupt gzip: exit 1 naming the file" "[[ $rc -eq 1 ]] && grep -q 't10k-images-idx3-ubyte.gz' <<<\"\$out\""
+
+# A diverging run stops at the step it diverged, exit 1, and writes no checkpoint of it:
+# the good ones saved before stay and load.
+out=$("$bin" train --lr 1e6 --steps 50 --checkpoint-dir "$tmp/div" --save-every 1 --keep 0 2>&1); rc=$?
+check "diverging run: exit 1, VKT_ERROR_DIVERGED naming the step" \
+      "[[ $rc -eq 1 ]] && grep -Eq 'training failed at step [0-9]+: VKT_ERROR_DIVERGED: the loss is (-?nan|-?inf) at step [0-9]+' <<<\"\$out\""
+n=$(ls "$tmp/div" | grep -c '^ckpt-.*\.vkt$')
+check "its checkpoints from before are kept and export ($n)" \
+      "[[ $n -ge 1 ]] && \"$bin\" export --checkpoint-dir \"$tmp/div\" -o \"$tmp/div.st\" >/dev/null 2>&1"
+out=$("$bin" train --batch 100000 --quiet 2>&1); rc=$?
+check "a batch larger than the data: exit 1 saying so" \
+      "[[ $rc -eq 1 ]] && grep -q 'fewer than one batch of 100000' <<<\"\$out\""
 echo "train: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
