@@ -42,7 +42,7 @@ int cmd_devices(int argc, char **argv)
     uint32_t sel[64], count = 0;
     vkt_status st = vkt_instance_select_devices(inst, sel, 64, &count);
     if (st != VKT_OK) {
-        cli_fail("VKT_DEVICES", st, vkt_instance_errmsg(inst));
+        cli_fail("cannot select devices", st, vkt_instance_errmsg(inst));
         vkt_instance_destroy(inst);
         return 1;
     }

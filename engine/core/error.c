@@ -31,11 +31,16 @@ const char *vkt_status_name(vkt_status status)
 
 const char *vkt_last_error(void) { return t_last_error; }
 
+/* Formats into a private buffer first: an argument may point into the last-error slot or
+ * into `buf` itself (vkt_fail(buf, st, "prefix: %s", vkt_last_error()), or a message that
+ * wraps `buf`), and vsnprintf must never read the bytes it is writing. */
 vkt_status vkt_failv(char *buf, vkt_status status, const char *fmt, va_list ap)
 {
-    vsnprintf(t_last_error, sizeof t_last_error, fmt, ap);
+    char msg[VKT_ERRMSG_SIZE];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    memcpy(t_last_error, msg, sizeof msg);
     if (buf && buf != t_last_error)
-        memcpy(buf, t_last_error, sizeof t_last_error);
+        memcpy(buf, msg, sizeof msg);
     return status;
 }
 
