@@ -213,6 +213,60 @@ static void expect_error(const char *path, vkt_status got, const char *a, const 
     remove(path);
 }
 
+/* CSV cells that cannot train are refused by file, line and column; a NUL byte refuses
+ * the file instead of ending it early; a UTF-8 byte-order mark is skipped. */
+static void test_csv_cells(void)
+{
+    vkt_dataset *d = NULL;
+    const char nul[] = "x,label\n1,0\n2\0,1\n3,0\n4,1\n";
+    const char *p = write_tmp("nul.csv", nul, sizeof nul - 1);
+    expect_error(p, vkt_dataset_load_csv(p, "label", &d), "line 3", "NUL byte at offset 13");
+    const char nul_row_end[] = "x,label\n1,0\n2,1\0\n3,0\n4,1\n"; /* once: 2 rows, no word */
+    p = write_tmp("nul2.csv", nul_row_end, sizeof nul_row_end - 1);
+    expect_error(p, vkt_dataset_load_csv(p, "label", &d), "line 3", "NUL byte at offset 15");
+    const char nul_header[] = "x,la\0bel\n1,0\n";
+    p = write_tmp("nulh.csv", nul_header, sizeof nul_header - 1);
+    expect_error(p, vkt_dataset_load_csv(p, "label", &d), "line 1", "NUL byte");
+    static const struct {
+        const char *cell, *why;
+    } bad[] = {
+        {"nan", "is not a finite number"},   {"NaN", "is not a finite number"},
+        {"-nan", "is not a finite number"},  {"inf", "is not a finite number"},
+        {"-Infinity", "is not a finite number"}, {"1e39", "is out of float range"},
+        {"-1e39", "is out of float range"},  {"3.5e38", "is out of float range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[128], want[64];
+        int n = snprintf(text, sizeof text, "x,label,y\n1,0,2\n3,1,%s\n", bad[i].cell);
+        p = write_tmp("cell.csv", text, (size_t)n);
+        snprintf(want, sizeof want, "column 'y': '%s' %s", bad[i].cell, bad[i].why);
+        expect_error(p, vkt_dataset_load_csv(p, "label", &d), "line 3", want);
+    }
+    /* The edges of float range and an underflow to zero are numbers. */
+    const char edge[] = "x,label\n3.4e38,0\n-3.4e38,1\n1e-50,0\n";
+    p = write_tmp("edge.csv", edge, sizeof edge - 1);
+    if (TH_OK(NULL, vkt_dataset_load_csv(p, "label", &d))) {
+        const float *x = vkt_dataset_x(d);
+        TH_CHECK(vkt_dataset_count(d) == 3 && x[0] == 3.4e38f && x[1] == -3.4e38f && x[2] == 0.0f,
+                 "3.4e38, -3.4e38 and 1e-50 are kept");
+        vkt_dataset_destroy(d);
+    }
+    remove(p);
+    /* A byte-order mark before the label's name, then before a feature's. */
+    const char bom[] = "\xEF\xBB\xBFlabel,x\r\n1,2.5\r\n0,-1\r\n";
+    p = write_tmp("bom.csv", bom, sizeof bom - 1);
+    if (TH_OK(NULL, vkt_dataset_load_csv(p, "label", &d))) {
+        TH_CHECK(vkt_dataset_count(d) == 2 && vkt_dataset_x(d)[0] == 2.5f &&
+                 vkt_dataset_y(d)[0] == 1, "a byte-order mark before the label column is skipped");
+        vkt_dataset_destroy(d);
+    }
+    remove(p);
+    const char bom_x[] = "\xEF\xBB\xBFx,label\nabc,1\n";
+    p = write_tmp("bomx.csv", bom_x, sizeof bom_x - 1);
+    expect_error(p, vkt_dataset_load_csv(p, "label", &d), "line 2", "column 'x': 'abc'");
+    TH_CHECK(d == NULL, "no data set on failure");
+}
+
 static void test_readers(void)
 {
     const char good[] = "a, label ,b\r\n1.5,2,-3\n\n0,0,1e3\n";
@@ -244,6 +298,7 @@ static void test_readers(void)
     expect_error(p, vkt_dataset_load_csv(p, "label", &d), "no data rows", NULL);
     TH_CHECK(d == NULL, "no data set on failure");
     TH_STATUS(NULL, vkt_dataset_load_csv("/nonexistent.csv", "label", &d), VKT_ERROR_IO);
+    test_csv_cells();
 
     const unsigned char bytes[5] = {1, 2, 0xff, 0x10, 7};
     uint32_t *tok = NULL;

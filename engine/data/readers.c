@@ -4,6 +4,7 @@
 #include "data.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,42 @@ static vkt_status read_all(const char *path, char **text, size_t *size)
     }
     t[*size] = '\0';
     *text = t;
+    return VKT_OK;
+}
+
+/* A NUL byte would end every string search early and drop the rows after it unseen:
+ * refuse the file, naming the line and byte offset. */
+static vkt_status no_nul(const char *path, const char *text, size_t size)
+{
+    const char *z = memchr(text, '\0', size);
+    if (!z)
+        return VKT_OK;
+    unsigned line = 1;
+    for (const char *c = text; c < z; c++)
+        line += *c == '\n';
+    return vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u: a NUL byte at offset %zu (not a text "
+                         "CSV file)", path, line, (size_t)(z - text));
+}
+
+/* A feature cell: a whole decimal number within float range. strtof also takes "nan",
+ * "inf" and values that overflow to infinity (1e39); none of those can train. Values
+ * that underflow (1e-50) round to zero or a subnormal and are kept. */
+static vkt_status parse_feature(const char *path, uint32_t lineno, const char *name,
+                                const char *cell, float *out)
+{
+    char *e = NULL;
+    errno = 0;
+    float v = strtof(cell, &e);
+    if (!*cell || *e)
+        return vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is not a "
+                             "number", path, lineno, name, cell);
+    if (isnan(v) || (isinf(v) && errno != ERANGE))
+        return vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is not a "
+                             "finite number", path, lineno, name, cell);
+    if (isinf(v))
+        return vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is out of "
+                             "float range (magnitude above 3.4e38)", path, lineno, name, cell);
+    *out = v;
     return VKT_OK;
 }
 
@@ -60,11 +97,17 @@ vkt_status vkt_dataset_load_csv(const char *path, const char *label_column, vkt_
     vkt_status st = read_all(path, &text, &size);
     if (st != VKT_OK)
         return st;
+    if ((st = no_nul(path, text, size)) != VKT_OK) {
+        free(text);
+        return st;
+    }
     char **fields = NULL, **names = NULL;
     float *x = NULL;
     int32_t *y = NULL;
     uint32_t cols = 0, label = 0, rows = 0, cap = 0, classes = 0;
     char *line = text, *end = text + size;
+    if (size >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)
+        line += 3; /* a UTF-8 byte-order mark is not part of the first column's name */
     while (line < end && (*line == '\n' || *line == '\r'))
         line++;
     if (line >= end) {
@@ -142,13 +185,9 @@ vkt_status vkt_dataset_load_csv(const char *path, const char *label_column, vkt_
                 if ((uint32_t)v + 1 > classes)
                     classes = (uint32_t)v + 1;
             } else {
-                float v = strtof(fields[c], &e);
-                if (!*fields[c] || *e) {
-                    st = vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is "
-                                       "not a number", path, lineno, names[c], fields[c]);
+                st = parse_feature(path, lineno, names[c], fields[c], row++);
+                if (st != VKT_OK)
                     goto done;
-                }
-                *row++ = v;
             }
         }
         rows++;
