@@ -964,8 +964,9 @@ typedef struct vkt_trainer_options {
      * batch in proportion to each replica's measured speed (rows per second of device
      * time), so a mixed set of devices is not held back by the slowest. */
     uint32_t balance_after;
-    /* Benchmarking: replica `slow_replica` is slowed by `slow_seconds` per step at an even
-     * share of the batch, in proportion to its rows (as a slower device would be). */
+    /* Benchmarking: replica `slow_replica` (an index over all ranks' replicas; UINT32_MAX:
+     * the last) is slowed by `slow_seconds` per step at an even share of the batch, in
+     * proportion to its rows (as a slower device would be). */
     uint32_t slow_replica;
     double slow_seconds;
     /* Across processes (docs/distributed.md): NULL or a one-rank world trains in this

@@ -400,7 +400,7 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
         to.device_count = n;
     }
     if (a->slow_seconds > 0) /* the last replica of the last rank */
-        to.slow_replica = (a->replicas ? a->replicas : 1) * vkt_world_size(a->world) - 1;
+        to.slow_replica = UINT32_MAX;
     return vkt_trainer_create(inst, m->graph, m->loss, &to, out);
 }
 

@@ -499,10 +499,10 @@ void ps_job_steps(replica *r)
 {
     vkt_trainer *t = r->t;
     for (uint64_t k = 0; k < t->run_steps && r->status == VKT_OK; k++) {
+        if (pull_into_device(r, k) != VKT_OK) /* its wait counts as waiting */
+            break;
         double t0 = vkt_now();
         trainer_slow_down(r);
-        if (pull_into_device(r, k) != VKT_OK)
-            break;
         if (trainer_next_batch(r) != VKT_OK)
             break;
         trainer_set_step(r, t->steps + k);

@@ -259,7 +259,9 @@ static vkt_status sum_and_send(replica *r, uint64_t step, int *local_fail)
         barrier(t, 0);
     for (uint32_t b = 0; b < t->n_buckets; b++) {
         wait_for_bucket(r, b, step);
+        double w0 = vkt_now();
         *local_fail |= barrier(t, r->status != VKT_OK);
+        r->stats.wait_seconds += vkt_now() - w0; /* for this rank's other replicas */
         uint64_t c0, c1;
         bucket_span(t, b, &c0, &c1);
         uint64_t len = c1 - c0;

@@ -130,7 +130,7 @@ static vkt_status check_options(vkt_trainer *t, uint32_t n)
         return trainer_fail(t, VKT_ERROR_SHAPE,
                             "%u replicas cannot share a global batch of %u rows: every "
                             "replica needs at least one row", n, o->batch);
-    if (o->slow_seconds > 0 && o->slow_replica >= n)
+    if (o->slow_seconds > 0 && o->slow_replica >= n && o->slow_replica != UINT32_MAX)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
                             "slow_replica %u does not exist (%u replicas)", o->slow_replica, n);
     if (o->bounded_staleness && o->mode != VKT_PARALLEL_ASYNC)
@@ -359,7 +359,8 @@ vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_fe
 void trainer_slow_down(replica *r)
 {
     vkt_trainer *t = r->t;
-    if (t->opt.slow_seconds > 0 && t->rep_base + r->index == t->opt.slow_replica)
+    uint32_t slow = t->opt.slow_replica == UINT32_MAX ? t->world_rep - 1 : t->opt.slow_replica;
+    if (t->opt.slow_seconds > 0 && t->rep_base + r->index == slow)
         vkt_sleep(t->opt.slow_seconds * r->rows * t->world_rep / t->opt.batch);
 }
 
