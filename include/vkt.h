@@ -1196,6 +1196,12 @@ vkt_status vkt_checkpoint_restore_latest(vkt_trainer *trainer, const char *dir,
  * vkt_last_error. */
 vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char *out_path,
                                              uint64_t *out_step /* OUT */);
+/* The same, and describes each corrupt newer checkpoint it skipped, one message per line,
+ * in `notes` (may be NULL; "" if none), as vkt_checkpoint_restore_latest does; the files
+ * stay where they are. */
+vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out_path,
+                                                uint64_t *out_step /* OUT */,
+                                                char *notes /* OUT */, size_t notes_size);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 /* vkt export: the parameters of the newest valid checkpoint of a folder as a
- * safetensors file (F32 tensors by name), for other frameworks. */
+ * safetensors file (F32 tensors by name), for other frameworks. Corrupt newer
+ * checkpoints it passes over are warned about on stderr, as vkt train does. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,7 +10,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: vkt export --checkpoint-dir DIR -o FILE.safetensors\n"
                "  writes the parameters of the newest valid checkpoint in DIR (from vkt train\n"
-               "  --checkpoint-dir) as safetensors: F32 tensors named as in the model\n");
+               "  --checkpoint-dir) as safetensors: F32 tensors named as in the model; a corrupt\n"
+               "  newer checkpoint is named on stderr and skipped\n");
 }
 
 int cmd_export(int argc, char **argv)
@@ -37,7 +39,13 @@ int cmd_export(int argc, char **argv)
         return 2;
     }
     uint64_t step = 0;
-    vkt_status st = vkt_checkpoint_export_safetensors(dir, out, &step);
+    char notes[4096];
+    vkt_status st = vkt_checkpoint_export_safetensors_v2(dir, out, &step, notes, sizeof notes);
+    for (const char *line = notes; *line;) { /* each corrupt newer checkpoint, as train says */
+        size_t n = strcspn(line, "\n");
+        fprintf(stderr, "vkt: warning: %.*s; trying an older checkpoint\n", (int)n, line);
+        line += n + (line[n] == '\n');
+    }
     if (st != VKT_OK)
         return cli_fail("cannot export", st, vkt_last_error());
     printf("exported the parameters of step %llu to %s\n", (unsigned long long)step, out);

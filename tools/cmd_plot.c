@@ -2,7 +2,9 @@
  * writes (the newest scalars.*.csv in LOGDIR, or a CSV file named directly) for people
  * without TensorBoard: an upper panel with train/loss (blue) and test/loss (orange), a
  * lower one with test/accuracy (green), each with a grid and its y range, the steps
- * along x. Prints what it drew. */
+ * along x. The y range is robust: one huge value (a loss spike) would flatten the rest
+ * of the curve into a line, so values far outside the bulk of the panel's values are
+ * drawn on its edge as triangles and counted in what it prints. Prints what it drew. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -72,6 +74,14 @@ static void text(canvas *c, int x, int y, const char *s, const uint8_t *rgb)
                     for (int a = 0; a < 9; a++)
                         put(c, x + 3 * k + a % 3, y + 3 * r + a / 3, rgb);
     }
+}
+
+/* A filled triangle of the series' colour with its apex on the panel's edge at (x, y),
+ * pointing out of the panel (dir -1: up, +1: down): a value clipped to the edge. */
+static void clip_mark(canvas *c, int x, int y, int dir, const uint8_t *rgb)
+{
+    for (int r = 0; r < 9; r++)
+        line(c, x - r, y - dir * r, x + r, y - dir * r, rgb, 1);
 }
 
 static int add_point(series *s, double x, double y)
@@ -146,17 +156,71 @@ static void fmt(char *buf, size_t n, double v)
     snprintf(buf, n, fabs(v) >= 100 ? "%.0f" : "%.3g", v);
 }
 
-/* One panel: frame, grid, y range labels, the series. */
-static void panel(canvas *c, int top, int bottom, series *s, int ns, double xmax)
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The y range [*lo, *hi] of a panel's values. The 1st to 99th percentile (at least the
+ * extreme value on each side left out once there are 4 values) is the bulk; a value
+ * beyond it by up to OUTLIER_WIDTHS times the bulk's width belongs to the curve and
+ * extends the range (a loss curve's first steps fall steeply), one farther is an outlier
+ * (a spike): the range stops a little (5% of the width) past the farthest value kept,
+ * and the outlier is drawn clipped. The bulk then fills at least a fifth of the panel. */
+#define OUTLIER_WIDTHS 4.0
+static void robust_range(const series *s, int ns, double *lo, double *hi)
+{
+    size_t n = 0;
+    for (int i = 0; i < ns; i++)
+        n += s[i].n;
+    double *v = n ? malloc(n * sizeof *v) : NULL;
+    *lo = INFINITY;
+    *hi = -INFINITY;
+    if (!v) { /* no values, or no memory for the percentiles: the plain extremes */
+        for (int i = 0; i < ns; i++)
+            for (size_t k = 0; k < s[i].n; k++) {
+                *lo = fmin(*lo, s[i].y[k]);
+                *hi = fmax(*hi, s[i].y[k]);
+            }
+        return;
+    }
+    n = 0;
+    for (int i = 0; i < ns; i++)
+        for (size_t k = 0; k < s[i].n; k++)
+            v[n++] = s[i].y[k];
+    qsort(v, n, sizeof *v, by_value);
+    size_t cut = n < 4 ? 0 : n / 100 > 1 ? n / 100 : 1;
+    double blo = v[cut], bhi = v[n - 1 - cut];
+    double width = fmax(bhi - blo, 1e-9 * fmax(fabs(bhi), 1.0));
+    *lo = blo;
+    *hi = bhi;
+    int clipped_lo = 0, clipped_hi = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (v[k] < blo && v[k] >= blo - OUTLIER_WIDTHS * width)
+            *lo = fmin(*lo, v[k]);
+        else if (v[k] < blo)
+            clipped_lo = 1;
+        if (v[k] > bhi && v[k] <= bhi + OUTLIER_WIDTHS * width)
+            *hi = fmax(*hi, v[k]);
+        else if (v[k] > bhi)
+            clipped_hi = 1;
+    }
+    if (clipped_lo)
+        *lo -= 0.05 * width;
+    if (clipped_hi)
+        *hi += 0.05 * width;
+    free(v);
+}
+
+/* One panel: frame, grid, y range labels, the series; values outside the robust range
+ * are drawn on its edge as triangles. Returns how many were. */
+static size_t panel(canvas *c, int top, int bottom, series *s, int ns, double xmax)
 {
     const int left = 90, right = W - 20;
     static const uint8_t grid[3] = {225, 225, 225}, axis[3] = {60, 60, 60};
-    double lo = INFINITY, hi = -INFINITY;
-    for (int i = 0; i < ns; i++)
-        for (size_t k = 0; k < s[i].n; k++) {
-            lo = fmin(lo, s[i].y[k]);
-            hi = fmax(hi, s[i].y[k]);
-        }
+    double lo, hi;
+    robust_range(s, ns, &lo, &hi);
     if (!(lo <= hi))
         lo = 0, hi = 1;
     if (lo > 0 && lo < 0.5 * hi)
@@ -178,18 +242,27 @@ static void panel(canvas *c, int top, int bottom, series *s, int ns, double xmax
     text(c, 8, top, label, axis);
     fmt(label, sizeof label, lo);
     text(c, 8, bottom - 15, label, axis);
+    size_t clipped = 0;
     for (int i = 0; i < ns; i++)
         for (size_t k = 0; k < s[i].n; k++) {
             int x = left + (int)lround((right - left) * s[i].x[k] / xmax);
-            int y = bottom - (int)lround((bottom - top) * (s[i].y[k] - lo) / (hi - lo));
+            int y = bottom - (int)lround((bottom - top) * (fmin(fmax(s[i].y[k], lo), hi) - lo) /
+                                         (hi - lo));
             if (k > 0) {
                 int px = left + (int)lround((right - left) * s[i].x[k - 1] / xmax);
-                int py = bottom -
-                         (int)lround((bottom - top) * (s[i].y[k - 1] - lo) / (hi - lo));
+                int py = bottom - (int)lround((bottom - top) *
+                                              (fmin(fmax(s[i].y[k - 1], lo), hi) - lo) /
+                                              (hi - lo));
                 line(c, px, py, x, y, s[i].rgb, 3);
             }
-            line(c, x - 3, y, x + 3, y, s[i].rgb, 3); /* a mark at every point */
+            if (s[i].y[k] > hi || s[i].y[k] < lo) {
+                clip_mark(c, x, y, s[i].y[k] > hi ? -1 : 1, s[i].rgb);
+                clipped++;
+            } else {
+                line(c, x - 3, y, x + 3, y, s[i].rgb, 3); /* a mark at every point */
+            }
         }
+    return clipped;
 }
 
 int cmd_plot(int argc, char **argv)
@@ -237,8 +310,8 @@ int cmd_plot(int argc, char **argv)
         for (size_t k = 0; k < s[i].n; k++)
             xmax = fmax(xmax, s[i].x[k]);
     memset(c, 255, sizeof *c);
-    panel(c, 20, H / 2 - 20, s, 2, xmax);
-    panel(c, H / 2 + 20, H - 40, s + 2, 1, xmax);
+    size_t clipped_up = panel(c, 20, H / 2 - 20, s, 2, xmax);
+    size_t clipped_down = panel(c, H / 2 + 20, H - 40, s + 2, 1, xmax);
     static const uint8_t axis[3] = {60, 60, 60};
     char label[32];
     fmt(label, sizeof label, xmax);
@@ -252,6 +325,9 @@ int cmd_plot(int argc, char **argv)
     printf("wrote %s (%dx%d) from %s: upper panel train/loss (blue, %zu points) and "
            "test/loss (orange, %zu), lower panel test/accuracy (green, %zu); steps 0..%.0f\n",
            out, W, H, csv, s[0].n, s[1].n, s[2].n, xmax);
+    if (clipped_up + clipped_down)
+        printf("outliers: %zu in the upper panel and %zu in the lower lie far outside the "
+               "others; drawn on the edge as triangles\n", clipped_up, clipped_down);
     rc = 0;
 done:
     for (int i = 0; i < 3; i++) {

@@ -219,18 +219,21 @@ static void safetensors_header(const ckpt *k, ckpt_buf *h)
         json_text(h, " ");
 }
 
-vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char *out_path,
-                                             uint64_t *out_step)
+vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out_path,
+                                                uint64_t *out_step, char *notes,
+                                                size_t notes_size)
 {
     if (out_step)
         *out_step = 0;
+    if (notes && notes_size)
+        notes[0] = '\0';
     if (!dir || !out_path)
         return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_checkpoint_export_safetensors: dir and out_path are required");
     ckpt k;
     char path[PATH_SIZE];
     int found = 0;
-    vkt_status st = find_latest(dir, &k, path, sizeof path, &found, NULL, 0, NULL);
+    vkt_status st = find_latest(dir, &k, path, sizeof path, &found, notes, notes_size, NULL);
     if (st != VKT_OK)
         return st;
     if (!found)
@@ -251,4 +254,10 @@ vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char *out_pa
     free(f.p);
     ckpt_free(&k);
     return st;
+}
+
+vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char *out_path,
+                                             uint64_t *out_step)
+{
+    return vkt_checkpoint_export_safetensors_v2(dir, out_path, out_step, NULL, 0);
 }

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# vkt export names each corrupt newer checkpoint it passes over (as vkt train does)
+# instead of silently taking an older one; vkt plot keeps a curve readable when one value
+# is huge (a robust y range: the outlier is drawn on the panel's edge as a triangle and
+# counted), and draws an ordinary steep loss curve whole. The PNGs are read back by
+# tests/png_check.py, which checks where the curve lies in given pixel columns.
+# Usage: export_plot.sh BIN_DIR
+set -u
+bin=$1/vkt
+here=$(cd "$(dirname "$0")/.." && pwd)
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1" >&2; fi; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ---- export ----
+ck=$tmp/ck
+out=$("$bin" train --steps 4 --save-every 2 --hidden 16 --checkpoint-dir "$ck" 2>&1); rc=$?
+check "a run saves checkpoints 2 and 4" "[[ $rc -eq 0 && -s $ck/ckpt-4.vkt && -s $ck/ckpt-2.vkt ]]"
+out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/a.st" 2>&1); rc=$?
+check "export of a sound folder: step 4, no warning" "[[ $rc -eq 0 ]] && grep -q 'step 4 ' <<<\"\$out\" && ! grep -q warning <<<\"\$out\""
+cp "$ck/ckpt-4.vkt" "$ck/ckpt-9.vkt"
+printf 'XXXX' | dd of="$ck/ckpt-9.vkt" bs=1 seek=200 conv=notrunc 2>/dev/null
+: >"$ck/ckpt-12.vkt"
+out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/b.st" 2>"$tmp/err"); rc=$?
+err=$(cat "$tmp/err")
+check "export past two corrupt newer checkpoints: exit 0, step 4 ($out)" "[[ $rc -eq 0 ]] && grep -q 'exported the parameters of step 4 ' <<<\"\$out\""
+check "stderr names ckpt-12 and why, as train does ($err)" "grep -q \"^vkt: warning: checkpoint '$ck/ckpt-12.vkt' is corrupt: .*; trying an older checkpoint\$\" <<<\"\$err\""
+check "stderr names ckpt-9: checksum mismatch" "grep -q \"^vkt: warning: checkpoint '$ck/ckpt-9.vkt' is corrupt: checksum mismatch.*; trying an older checkpoint\$\" <<<\"\$err\""
+check "the newest is named first, one line each" "[[ \$(wc -l <<<\"\$err\") -eq 2 ]] && head -1 <<<\"\$err\" | grep -q ckpt-12"
+check "export leaves the corrupt files where they are" "[[ -e $ck/ckpt-12.vkt && -e $ck/ckpt-9.vkt ]]"
+check "the export equals the one from before the corruption" "cmp -s \"$tmp/a.st\" \"$tmp/b.st\""
+mkdir -p "$tmp/bad" && cp "$ck/ckpt-9.vkt" "$ck/ckpt-12.vkt" "$tmp/bad/"
+out=$("$bin" export --checkpoint-dir "$tmp/bad" -o "$tmp/c.st" 2>&1); rc=$?
+check "only corrupt checkpoints: exit 1, each named, no file ($out)" "[[ $rc -eq 1 && ! -e $tmp/c.st ]] && grep -q 'cannot export: VKT_ERROR_FORMAT: no valid checkpoint' <<<\"\$out\" && [[ \$(grep -c '^vkt: warning: ' <<<\"\$out\") -eq 2 ]]"
+
+# ---- plot ----
+# A loss falling linearly from 2.0 to 0.2 over steps 0..100 with a spike of 1e9 at
+# step 50. The panel spans rows 20 (top) to 300 (bottom), steps 0..100 columns 90..880.
+blue=31,119,180
+{
+    echo "step,wall_time,tag,value"
+    for s in $(seq 0 5 100); do
+        v=$(awk -v s="$s" 'BEGIN { printf "%.4f", 2.0 - 1.8 * s / 100 }')
+        [[ $s -eq 50 ]] && v=1e9
+        echo "$s,$s.0,train/loss,$v"
+    done
+    echo "50,50.0,test/accuracy,0.5"
+    echo "100,100.0,test/accuracy,0.8"
+} >"$tmp/spike.csv"
+out=$("$bin" plot "$tmp/spike.csv" -o "$tmp/spike.png" 2>&1); rc=$?
+check "plot with a spike: exit 0, the outlier counted ($out)" "[[ $rc -eq 0 ]] && grep -q '^outliers: 1 in the upper panel and 0 in the lower' <<<\"\$out\""
+# Before: the range 0..1e9 put every other point on the bottom row (300). Now step 10
+# (1.82, column 169) is in the upper half, and the spike is a triangle whose base (8 rows
+# below the apex on the top edge) reaches column 478, 7 left of the spike's column 485.
+out=$(/usr/bin/python3 "$here/png_check.py" "$tmp/spike.png" 900 640 $blue \
+      --only 169,20,150,$blue --at 478,20,30,$blue 2>&1); rc=$?
+check "the curve keeps its shape, the spike is marked at the edge ($out)" "[[ $rc -eq 0 ]]"
+
+# An ordinary steep loss curve (2.3 falling to 0.1) is no outlier: drawn whole, its
+# first point on the top row.
+{
+    echo "step,wall_time,tag,value"
+    for s in $(seq 0 10 290); do
+        echo "$s,$s.0,train/loss,$(awk -v s="$s" 'BEGIN { printf "%.4f", 0.1 + 2.2 * exp(-s / 8) }')"
+    done
+    echo "290,290.0,test/accuracy,0.95"
+} >"$tmp/steep.csv"
+out=$("$bin" plot "$tmp/steep.csv" -o "$tmp/steep.png" 2>&1); rc=$?
+check "a steep curve: exit 0, no outliers ($out)" "[[ $rc -eq 0 ]] && ! grep -q outliers <<<\"\$out\""
+out=$(/usr/bin/python3 "$here/png_check.py" "$tmp/steep.png" 900 640 $blue --at 90,17,23,$blue 2>&1); rc=$?
+check "its first point is on the top row, not clipped ($out)" "[[ $rc -eq 0 ]]"
+
+echo "export_plot: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
