@@ -1179,17 +1179,49 @@ vkt_status vkt_trainer_restore(vkt_trainer *trainer, const char *path);
 /* The step a checkpoint saved now records (inside a progress callback: that step). */
 uint64_t vkt_trainer_checkpoint_step(const vkt_trainer *trainer);
 
-/* Saves `dir`/ckpt-<step>.vkt (creating dir), then deletes all but the newest `keep`
- * checkpoints of the folder (0: keeps all) and temporary files of interrupted saves.
- * One writer per folder. */
+/* Saves `dir`/ckpt-<step>.vkt (creating dir), then keeps the newest `keep` checkpoints
+ * of the folder that verify (parse with their checksums; 0: keeps all), the one just
+ * saved always among them, and deletes older ones and temporary files of interrupted
+ * saves. A corrupt checkpoint among the newest is never counted nor deleted: it is
+ * renamed ckpt-<step>.vkt.corrupt ("moved aside"). Verification results are cached in
+ * the process by path, size and modification time, so each file is read once.
+ * The folder's lock (vkt_checkpoint_dir_lock) is taken for the call unless this process
+ * holds it; held by another process: VKT_ERROR_STATE naming the folder and the holder,
+ * and nothing is written. Across ranks (vkt_world) only the chief touches the folder. */
 vkt_status vkt_checkpoint_save_dir(vkt_trainer *trainer, const char *dir, uint32_t keep);
+/* The same, and describes what retention found, one message per line, in `notes` (may
+ * be NULL; "" if nothing): each corrupt file moved aside ("checkpoint '<path>' is
+ * corrupt: <why> (moved aside to '<path>.corrupt')"), each unreadable one left in place. */
+vkt_status vkt_checkpoint_save_dir_v2(vkt_trainer *trainer, const char *dir, uint32_t keep,
+                                      char *notes /* OUT */, size_t notes_size);
 /* Restores the newest valid checkpoint of `dir`. Corrupt newer files are skipped and
- * described, one message per line, in `notes` (may be NULL). No checkpoint (or no
- * folder): VKT_OK with *out_found = 0. Only corrupt ones: VKT_ERROR_FORMAT. A checkpoint
- * of another model: VKT_ERROR_SHAPE (no fallback to older files). */
+ * described, one message per line, in `notes` (may be NULL); once an older valid one is
+ * found they are moved aside as by vkt_checkpoint_save_dir, and each line ends with
+ * "(moved aside to '<path>.corrupt')". No checkpoint (or no folder): VKT_OK with
+ * *out_found = 0. Only corrupt ones: VKT_ERROR_FORMAT, and the files stay. A checkpoint
+ * of another model: VKT_ERROR_SHAPE (no fallback to older files). The folder locked by
+ * another process: VKT_ERROR_STATE, as for saving. */
 vkt_status vkt_checkpoint_restore_latest(vkt_trainer *trainer, const char *dir,
                                          int *out_found /* OUT */, uint64_t *out_step /* OUT */,
                                          char *notes /* OUT */, size_t notes_size);
+/* One run per checkpoint folder. Two runs saving into one folder would delete each
+ * other's checkpoints, and one would resume from the other's. A lock is an OS advisory
+ * lock on the hidden file `dir`/.vkt.lock (created with `dir` if missing; it holds the
+ * holder's "pid <n> on <host>" and stays in the folder), held until
+ * vkt_checkpoint_dir_unlock or the end of the process, however it ends: a killed run
+ * leaves no lock behind. Take it before the first restore and keep it for the whole run
+ * (vkt train does); save_dir and restore_latest then use the folder freely in this
+ * process and refuse it to others. Held by another process: VKT_ERROR_STATE with
+ * "checkpoint folder '<dir>' is in use by another run (pid <n> on <host>): ..." (the
+ * holder is named once it has written its note); already locked by this process:
+ * VKT_ERROR_STATE; the folder cannot be created or locked: VKT_ERROR_IO. Messages:
+ * vkt_last_error. On failure *out_lock is NULL. Across ranks only the chief (rank 0)
+ * touches the folder: lock it there alone. */
+typedef struct vkt_checkpoint_lock vkt_checkpoint_lock;
+vkt_status vkt_checkpoint_dir_lock(const char *dir, vkt_checkpoint_lock **out_lock /* OUT */);
+/* Releases the lock; NULL is harmless. */
+void vkt_checkpoint_dir_unlock(vkt_checkpoint_lock *lock);
+
 /* Writes the parameters of the newest valid checkpoint of `dir` as a safetensors file
  * (8-byte little-endian header length, JSON header: dtype F32, shape, data_offsets;
  * little-endian data), atomically. *out_step (may be NULL): its step. Messages:

@@ -7,11 +7,22 @@
  *  (d) truncated, bit-flipped, empty, wrong-magic and wrong-version files, and random
  *      corruptions, are refused with VKT_ERROR_FORMAT and a reason, leaving the trainer
  *      unchanged; a checkpoint of another model names the mismatched tensor; the
- *      directory manager keeps the newest N and falls back past a corrupt newest file. */
+ *      directory manager keeps the newest N and falls back past a corrupt newest file,
+ *      which it moves aside;
+ *  (e) retention counts only checkpoints that verify: a corrupt newer file is moved
+ *      aside and reported, never counted, and the good ones survive (keep 1 and keep 3);
+ *      the newest valid checkpoint and the one just saved are never deleted; a file
+ *      corrupted after it was verified is caught (the cache keys on size and mtime);
+ *  (f) the folder's lock: refused to a second handle in this process, shared with this
+ *      process's save_dir/restore_latest, refused to them and to vkt_checkpoint_dir_lock
+ *      while another process holds it (naming its pid, the folder unchanged), and free
+ *      again once that process is killed with SIGKILL. */
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -111,14 +122,21 @@ static void remove_tree(const char *dir)
     rmdir(dir);
 }
 
+/* The checkpoints (ckpt-<step>.vkt) in dir; -1 if no folder. */
 static int count_files(const char *dir)
 {
     char **names;
     size_t n;
     if (vkt_list_dir(dir, &names, &n) != 0)
         return -1;
+    int k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        k += strncmp(names[i], "ckpt-", 5) == 0 && len > 4 &&
+             strcmp(names[i] + len - 4, ".vkt") == 0;
+    }
     vkt_free_names(names, n);
-    return (int)n;
+    return k;
 }
 
 /* Resumes from `path` (at step k) and trains to STEPS; compares with the full run. */
@@ -333,7 +351,7 @@ static void test_corrupt(vkt_dataset *d)
     vkt_trainer_destroy(o);
     vkt_graph_destroy(other.g);
 
-    /* the folder: a corrupt newest file is reported, kept, and the previous one used */
+    /* the folder: a corrupt newest file is reported, moved aside, the previous one used */
     char dir[300], p5[512], p9[512];
     snprintf(dir, sizeof dir, "%s/fallback", dir_b);
     snprintf(p5, sizeof p5, "%s/ckpt-5.vkt", dir);
@@ -350,13 +368,20 @@ static void test_corrupt(vkt_dataset *d)
     TH_CHECK(found && step == 3, "fallback: found %d step %llu", found,
              (unsigned long long)step);
     TH_CHECK(strstr(notes, "ckpt-9.vkt") && strstr(notes, "corrupt") &&
-             strstr(notes, "checksum mismatch"), "fallback notes: '%s'", notes);
+             strstr(notes, "checksum mismatch") && strstr(notes, "moved aside to '") &&
+             strstr(notes, "ckpt-9.vkt.corrupt'"), "fallback notes: '%s'", notes);
     struct stat sb;
-    TH_CHECK(stat(p9, &sb) == 0 && (size_t)sb.st_size == size, "the corrupt file was touched");
-    write_bytes(p5, file, 10); /* both corrupt now */
+    char p9c[600];
+    snprintf(p9c, sizeof p9c, "%s.corrupt", p9);
+    TH_CHECK(stat(p9, &sb) != 0 && stat(p9c, &sb) == 0 && (size_t)sb.st_size == size,
+             "the corrupt file was not moved aside whole");
+    write_bytes(p9, b, size); /* corrupt again */
+    write_bytes(p5, file, 10); /* both corrupt now: an error, and the files stay */
     TH_STATUS(NULL, vkt_checkpoint_restore_latest(t, dir, &found, &step, notes, sizeof notes),
               VKT_ERROR_FORMAT);
     TH_CHECK(!found, "found with only corrupt files");
+    TH_CHECK(stat(p9, &sb) == 0 && stat(p5, &sb) == 0 && (size_t)sb.st_size == 10,
+             "only corrupt files: a file was moved");
     snprintf(dir, sizeof dir, "%s/none", dir_b);
     TH_OK(NULL, vkt_checkpoint_restore_latest(t, dir, &found, &step, NULL, 0));
     TH_CHECK(!found, "found in a missing folder");
@@ -367,6 +392,212 @@ static void test_corrupt(vkt_dataset *d)
     free(b);
     free(file);
     free(params);
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char p[600];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return stat(p, &sb) == 0;
+}
+
+/* Writes a corrupt copy of dir/ckpt-<from>.vkt as dir/ckpt-<to>.vkt (one bit flipped). */
+static void plant_corrupt(const char *dir, int from, int to)
+{
+    char src[600], dst[600];
+    snprintf(src, sizeof src, "%s/ckpt-%d.vkt", dir, from);
+    snprintf(dst, sizeof dst, "%s/ckpt-%d.vkt", dir, to);
+    void *f;
+    size_t n;
+    if (!TH_CHECK(vkt_read_file(src, &f, &n) == 0 && n > 100, "read %s", src))
+        return;
+    ((unsigned char *)f)[n / 2] ^= 0x04;
+    write_bytes(dst, f, n);
+    free(f);
+}
+
+/* A fresh trainer restored from the newest valid checkpoint of dir; its step. */
+static uint64_t resume_step(const char *dir)
+{
+    net n = make_net(16, 0);
+    vkt_trainer *t = make_trainer(&n, 1);
+    int found = 0;
+    uint64_t step = 0;
+    if (t)
+        TH_OK(NULL, vkt_checkpoint_restore_latest(t, dir, &found, &step, NULL, 0));
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+    return found ? step : 0;
+}
+
+/* (e) */
+static void test_retention(vkt_dataset *d)
+{
+    char dir[300], notes[4096];
+    snprintf(dir, sizeof dir, "%s/retention", dir_b);
+    net n = make_net(16, 0);
+    vkt_trainer *t = make_trainer(&n, 1);
+    if (!t)
+        return;
+    /* the report: a good ckpt-3 and a corrupt newer ckpt-9, saved at 5 with keep 1 */
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 3, 1, NULL, NULL));
+    TH_OK(NULL, vkt_checkpoint_save_dir(t, dir, 0));
+    plant_corrupt(dir, 3, 9);
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 2, 1, NULL, NULL));
+    TH_OK(NULL, vkt_checkpoint_save_dir_v2(t, dir, 1, notes, sizeof notes));
+    TH_CHECK(exists(dir, "ckpt-5.vkt") && !exists(dir, "ckpt-3.vkt") &&
+             !exists(dir, "ckpt-9.vkt") && exists(dir, "ckpt-9.vkt.corrupt") &&
+             count_files(dir) == 1, "keep 1 with a corrupt newer file: %d checkpoints, "
+             "ckpt-5 %d, ckpt-9.vkt.corrupt %d", count_files(dir), exists(dir, "ckpt-5.vkt"),
+             exists(dir, "ckpt-9.vkt.corrupt"));
+    TH_CHECK(strstr(notes, "ckpt-9.vkt' is corrupt: checksum mismatch") &&
+             strstr(notes, "(moved aside to '") && !strchr(notes, '\n'),
+             "retention notes: '%s'", notes);
+    TH_CHECK(resume_step(dir) == 5, "the next run resumes at step %llu, want 5",
+             (unsigned long long)resume_step(dir));
+
+    /* keep 3 counts valid files only: 5, 7, 9 valid; 6 and 8 corrupt; saved at 9 */
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 2, 1, NULL, NULL));
+    TH_OK(NULL, vkt_checkpoint_save_dir(t, dir, 0));
+    plant_corrupt(dir, 5, 6);
+    plant_corrupt(dir, 7, 8);
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 2, 1, NULL, NULL));
+    TH_OK(NULL, vkt_checkpoint_save_dir_v2(t, dir, 3, notes, sizeof notes));
+    TH_CHECK(count_files(dir) == 3 && exists(dir, "ckpt-5.vkt") && exists(dir, "ckpt-7.vkt") &&
+             exists(dir, "ckpt-9.vkt") && exists(dir, "ckpt-6.vkt.corrupt") &&
+             exists(dir, "ckpt-8.vkt.corrupt"), "keep 3 with 2 corrupt among them: %d "
+             "checkpoints", count_files(dir));
+    TH_CHECK(strstr(notes, "ckpt-8.vkt' is corrupt") && strstr(notes, "ckpt-6.vkt' is corrupt") &&
+             strchr(notes, '\n'), "keep 3 notes: '%s'", notes);
+
+    /* a verified file corrupted since (a new mtime: 20 ms on, past the coarse clock of
+     * file times) is caught, not taken from the cache; a second corrupt ckpt-8 is moved
+     * aside beside the first */
+    usleep(20000);
+    plant_corrupt(dir, 9, 7);
+    plant_corrupt(dir, 9, 8);
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 1, 1, NULL, NULL));
+    TH_OK(NULL, vkt_checkpoint_save_dir_v2(t, dir, 3, notes, sizeof notes));
+    TH_CHECK(count_files(dir) == 3 && exists(dir, "ckpt-10.vkt") && exists(dir, "ckpt-9.vkt") &&
+             exists(dir, "ckpt-5.vkt") && exists(dir, "ckpt-7.vkt.corrupt") &&
+             exists(dir, "ckpt-8.vkt.corrupt.2"), "keep 3 after corruption: %d checkpoints",
+             count_files(dir));
+    TH_CHECK(strstr(notes, "ckpt-8.vkt.corrupt.2')") && strstr(notes, "ckpt-7.vkt' is corrupt"),
+             "keep 3 notes after corruption: '%s'", notes);
+
+    /* never the newest valid one, never the one just saved: a trainer back at step 9
+     * saves with keep 1 beside the newer ckpt-10 */
+    net n2 = make_net(16, 0);
+    vkt_trainer *old = make_trainer(&n2, 1);
+    char p9[600];
+    snprintf(p9, sizeof p9, "%s/ckpt-9.vkt", dir);
+    if (old) {
+        TH_OK(NULL, vkt_trainer_restore(old, p9));
+        TH_OK(NULL, vkt_checkpoint_save_dir(old, dir, 1));
+        TH_CHECK(count_files(dir) == 2 && exists(dir, "ckpt-10.vkt") &&
+                 exists(dir, "ckpt-9.vkt"), "an older trainer's save with keep 1: %d "
+                 "checkpoints, ckpt-10 %d", count_files(dir), exists(dir, "ckpt-10.vkt"));
+    }
+    vkt_trainer_destroy(old);
+    vkt_graph_destroy(n2.g);
+    TH_CHECK(resume_step(dir) == 10, "resume after retention: step %llu",
+             (unsigned long long)resume_step(dir));
+    remove_tree(dir);
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+}
+
+/* A listing of dir: names, sizes and modification times. */
+static void listing(const char *dir, char *buf, size_t size)
+{
+    char **names;
+    size_t n, used = 0;
+    buf[0] = '\0';
+    if (vkt_list_dir(dir, &names, &n) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        char p[600];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        if (stat(p, &sb) == 0 && used < size)
+            used += (size_t)snprintf(buf + used, size - used, "%s %lld %lld.%09ld\n", names[i],
+                                     (long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
+                                     sb.st_mtim.tv_nsec);
+    }
+    vkt_free_names(names, n);
+}
+
+/* (f) */
+static void test_lock(vkt_dataset *d)
+{
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/locked", dir_b);
+    net n = make_net(16, 0);
+    vkt_trainer *t = make_trainer(&n, 1);
+    if (!t)
+        return;
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 2, 1, NULL, NULL));
+
+    /* this process: one handle; its save_dir and restore_latest use the folder */
+    vkt_checkpoint_lock *l = NULL, *l2 = NULL;
+    TH_OK(NULL, vkt_checkpoint_dir_lock(dir, &l));
+    TH_STATUS(NULL, vkt_checkpoint_dir_lock(dir, &l2), VKT_ERROR_STATE);
+    TH_CHECK(!l2 && strstr(vkt_last_error(), "already locked by this process"),
+             "second handle: %s", vkt_last_error());
+    TH_OK(NULL, vkt_checkpoint_save_dir(t, dir, 2));
+    TH_CHECK(resume_step(dir) == 2, "restore under this process's lock");
+    vkt_checkpoint_dir_unlock(l);
+    vkt_checkpoint_dir_unlock(NULL);
+
+    /* another process holds it */
+    int ready[2];
+    if (!TH_CHECK(pipe(ready) == 0, "pipe"))
+        return;
+    pid_t child = fork();
+    if (child == 0) {
+        vkt_checkpoint_lock *cl = NULL;
+        char ok = vkt_checkpoint_dir_lock(dir, &cl) == VKT_OK ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1)
+            _exit(1);
+        for (;;)
+            pause(); /* until SIGKILL */
+    }
+    char ok = 0;
+    TH_CHECK(child > 0 && read(ready[0], &ok, 1) == 1 && ok == 'y', "child took the lock");
+    close(ready[0]);
+    close(ready[1]);
+    char before[4096], after[4096], pid[32];
+    listing(dir, before, sizeof before);
+    snprintf(pid, sizeof pid, "(pid %ld on ", (long)child);
+    TH_STATUS(NULL, vkt_checkpoint_dir_lock(dir, &l), VKT_ERROR_STATE);
+    TH_CHECK(!l && strstr(vkt_last_error(), dir) && strstr(vkt_last_error(), "in use by another "
+             "run") && strstr(vkt_last_error(), pid), "lock held elsewhere: %s",
+             vkt_last_error());
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 1, 1, NULL, NULL));
+    TH_STATUS(NULL, vkt_checkpoint_save_dir(t, dir, 1), VKT_ERROR_STATE);
+    TH_CHECK(strstr(vkt_trainer_errmsg(t), pid), "save_dir: %s", vkt_trainer_errmsg(t));
+    int found = 1;
+    uint64_t step = 0;
+    TH_STATUS(NULL, vkt_checkpoint_restore_latest(t, dir, &found, &step, NULL, 0),
+              VKT_ERROR_STATE);
+    TH_CHECK(!found && vkt_trainer_step_count(t) == 3, "restore_latest while held elsewhere");
+    listing(dir, after, sizeof after);
+    TH_CHECK(strcmp(before, after) == 0, "the folder changed:\n%s---\n%s", before, after);
+
+    /* killed: the lock is gone with it */
+    if (child > 0) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    TH_OK(NULL, vkt_checkpoint_dir_lock(dir, &l));
+    TH_OK(NULL, vkt_checkpoint_save_dir(t, dir, 1));
+    vkt_checkpoint_dir_unlock(l);
+    TH_CHECK(resume_step(dir) == 3 && count_files(dir) == 1, "after the kill: step %llu, %d "
+             "checkpoints", (unsigned long long)resume_step(dir), count_files(dir));
+    remove_tree(dir);
     vkt_trainer_destroy(t);
     vkt_graph_destroy(n.g);
 }
@@ -382,6 +613,8 @@ int main(void)
     test_resume_bitwise(d);
     test_replica_counts(d);
     test_corrupt(d);
+    test_retention(d);
+    test_lock(d);
     vkt_dataset_destroy(d);
     remove_tree(dir_a);
     remove_tree(dir_b);

@@ -296,10 +296,23 @@ typedef struct progress {
     int save_failed;
 } progress;
 
-/* A checkpoint into --checkpoint-dir; returns 0 (and says why) if it failed. */
+void train_warn_notes(const char *notes, const char *tail)
+{
+    for (const char *line = notes; line && *line;) {
+        size_t n = strcspn(line, "\n");
+        fprintf(stderr, "vkt: warning: %.*s%s\n", (int)n, line, tail);
+        line += n + (line[n] == '\n');
+    }
+}
+
+/* A checkpoint into --checkpoint-dir; returns 0 (and says why) if it failed. Corrupt
+ * checkpoints that retention moved aside are reported on stderr. */
 static int save_checkpoint(progress *p, uint64_t step)
 {
-    vkt_status st = vkt_checkpoint_save_dir(p->tr, p->a->ckpt_dir, p->a->keep);
+    char notes[4096];
+    vkt_status st = vkt_checkpoint_save_dir_v2(p->tr, p->a->ckpt_dir, p->a->keep, notes,
+                                               sizeof notes);
+    train_warn_notes(notes, "");
     if (st != VKT_OK) {
         cli_fail("cannot save a checkpoint", st, vkt_trainer_errmsg(p->tr));
         p->save_failed = 1;
@@ -412,8 +425,7 @@ static int resume(const train_args *a, vkt_trainer *tr, uint64_t *step)
     int found = 0;
     vkt_status st = vkt_checkpoint_restore_latest(tr, a->ckpt_dir, &found, step, notes,
                                                   sizeof notes);
-    if (notes[0])
-        fprintf(stderr, "vkt: warning: %s; trying an older checkpoint\n", notes);
+    train_warn_notes(notes, "; trying an older checkpoint");
     if (st != VKT_OK) {
         cli_fail("cannot resume from the checkpoints", st, vkt_trainer_errmsg(tr));
         return 0;
@@ -569,9 +581,17 @@ int cmd_train(int argc, char **argv)
         a.quiet = 1;
         a.logdir = NULL;
     }
-    vkt_instance *inst = cli_instance();
-    rc = !inst ? 1 : strcmp(a.model, "charlm") == 0 ? train_charlm(&a, inst) : run(&a, inst);
+    /* One run per checkpoint folder, locked for the whole run by the chief, the only rank
+     * that touches it; a second run stops here, before it reads or writes anything. */
+    vkt_checkpoint_lock *lock = NULL;
+    if (a.ckpt_dir && vkt_world_is_chief(a.world) &&
+        (st = vkt_checkpoint_dir_lock(a.ckpt_dir, &lock)) != VKT_OK)
+        rc = cli_fail("cannot use the checkpoint folder", st, vkt_last_error());
+    vkt_instance *inst = rc ? NULL : cli_instance();
+    if (!rc)
+        rc = !inst ? 1 : strcmp(a.model, "charlm") == 0 ? train_charlm(&a, inst) : run(&a, inst);
     fflush(stdout);
+    vkt_checkpoint_dir_unlock(lock);
     /* A rank that failed ends the job at once: the others may be waiting for it in a
      * collective (a failure inside a training step already stopped them all at that step,
      * each with its message). */

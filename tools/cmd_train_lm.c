@@ -46,7 +46,10 @@ static int eval_loss(lm_run *r, int split, uint32_t windows, float *loss)
 
 static int save(lm_run *r)
 {
-    vkt_status st = vkt_checkpoint_save_dir(r->tr, r->a->ckpt_dir, r->a->keep);
+    char notes[4096];
+    vkt_status st = vkt_checkpoint_save_dir_v2(r->tr, r->a->ckpt_dir, r->a->keep, notes,
+                                               sizeof notes);
+    train_warn_notes(notes, "");
     return st == VKT_OK || !cli_fail("cannot save a checkpoint", st, vkt_trainer_errmsg(r->tr));
 }
 
@@ -135,8 +138,7 @@ static int run(lm_run *r, vkt_instance *inst)
         char notes[4096];
         st = vkt_checkpoint_restore_latest(r->tr, a->ckpt_dir, &found, &step, notes,
                                            sizeof notes);
-        if (notes[0])
-            fprintf(stderr, "vkt: warning: %s; trying an older checkpoint\n", notes);
+        train_warn_notes(notes, "; trying an older checkpoint");
         if (st != VKT_OK)
             return cli_fail("cannot resume from the checkpoints", st, vkt_trainer_errmsg(r->tr));
         if (found && vkt_world_is_chief(a->world))

@@ -41,6 +41,8 @@ int train_optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_o
 /* A trainer for the model with the options' replicas and parallel mode. */
 vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
                               const vkt_optimizer_options *oo, vkt_trainer **out);
+/* Prints each line of a checkpoint call's notes as "vkt: warning: <line><tail>". */
+void train_warn_notes(const char *notes, const char *tail);
 /* --model charlm (cmd_train_lm.c); returns the exit code. */
 int train_charlm(const train_args *a, vkt_instance *inst);
 

@@ -1,8 +1,10 @@
 /* checkpoint_dir.c - a directory of checkpoints `ckpt-<step>.vkt`: saving with the
- * newest few kept, finding and restoring the newest valid one (a corrupt newer file is
- * reported and skipped), and exporting one as safetensors. */
+ * newest few valid ones kept (corrupt ones moved aside, never counted), finding and
+ * restoring the newest valid one (a corrupt newer file is reported and moved aside), the
+ * folder's lock (one run per folder), and exporting one as safetensors. */
 #include "io/checkpoint.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,33 +75,6 @@ static void step_path(char *buf, size_t size, const char *dir, uint64_t step)
     snprintf(buf, size, "%s/ckpt-%llu.vkt", dir, (unsigned long long)step);
 }
 
-vkt_status vkt_checkpoint_save_dir(vkt_trainer *t, const char *dir, uint32_t keep)
-{
-    if (!t || !dir)
-        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
-                        "vkt_checkpoint_save_dir: trainer and dir are required");
-    if (!trainer_is_chief(t)) /* across ranks the chief alone writes */
-        return VKT_OK;
-    if (vkt_mkdirs(dir) != 0)
-        return trainer_fail(t, VKT_ERROR_IO, "cannot create the checkpoint directory '%s'",
-                            dir);
-    char path[PATH_SIZE];
-    step_path(path, sizeof path, dir, vkt_trainer_checkpoint_step(t));
-    vkt_status st = vkt_trainer_save(t, path);
-    if (st != VKT_OK)
-        return st;
-    uint64_t *steps;
-    size_t n;
-    if ((st = list_steps(dir, 1, &steps, &n)) != VKT_OK)
-        return trainer_fail(t, st, "%s", vkt_last_error());
-    for (size_t i = keep; keep && i < n; i++) { /* older than the newest `keep` */
-        step_path(path, sizeof path, dir, steps[i]);
-        vkt_remove_file(path);
-    }
-    free(steps);
-    return VKT_OK;
-}
-
 static void note(char *notes, size_t size, const char *msg)
 {
     if (!notes || !size)
@@ -109,9 +84,249 @@ static void note(char *notes, size_t size, const char *msg)
         snprintf(notes + used, size - used, "%s%s", used ? "\n" : "", msg);
 }
 
-/* The newest checkpoint of dir that parses; corrupt newer ones are described in notes. */
-static vkt_status find_latest(const char *dir, ckpt *out, char *path, size_t path_size,
-                              int *found, char *notes, size_t notes_size, char *errmsg)
+/* ---- the folder's lock ----------------------------------------------------------- */
+
+/* A hidden file, so listings of the folder show the checkpoints alone. */
+#define LOCK_NAME ".vkt.lock"
+
+struct vkt_checkpoint_lock {
+    vkt_file_lock *file;
+};
+
+/* What a holder writes into the lock file: "pid 1234 on host". */
+static void own_note(char *buf, size_t size)
+{
+    char host[256];
+    vkt_hostname(host, sizeof host);
+    snprintf(buf, size, "pid %ld on %s", vkt_process_id(), host);
+}
+
+/* Tries the lock of `dir` (which exists). Returns 0 locked (*held set), 1 held by this
+ * process already (through vkt_checkpoint_dir_lock or another trainer's operation), 2
+ * held by another process (its note in `other`), -1 no lock possible (reason in other). */
+static int try_lock(const char *dir, vkt_file_lock **held, char *other, size_t other_size)
+{
+    char path[PATH_SIZE], mine[300];
+    snprintf(path, sizeof path, "%s/%s", dir, LOCK_NAME);
+    own_note(mine, sizeof mine);
+    int r = vkt_file_lock_try(path, mine, held, other, other_size);
+    if (r == 1) /* the holder's note tells this process from another */
+        return other[0] && strcmp(other, mine) == 0 ? 1 : 2;
+    return r;
+}
+
+static vkt_status busy(char *errmsg, const char *dir, const char *other)
+{
+    return vkt_fail(errmsg, VKT_ERROR_STATE, "checkpoint folder '%s' is in use by another run"
+                    "%s%s%s: two runs on one folder would delete each other's checkpoints; "
+                    "wait for it to end or use another folder", dir, other[0] ? " (" : "",
+                    other, other[0] ? ")" : "");
+}
+
+vkt_status vkt_checkpoint_dir_lock(const char *dir, vkt_checkpoint_lock **out)
+{
+    if (out)
+        *out = NULL;
+    if (!dir || !out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_checkpoint_dir_lock: dir and out are required");
+    if (vkt_mkdirs(dir) != 0)
+        return vkt_fail(NULL, VKT_ERROR_IO, "cannot create the checkpoint folder '%s'", dir);
+    vkt_checkpoint_lock *l = calloc(1, sizeof *l);
+    if (!l)
+        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    char other[300];
+    int r = try_lock(dir, &l->file, other, sizeof other);
+    if (r == 0) {
+        *out = l;
+        return VKT_OK;
+    }
+    free(l);
+    if (r == 1)
+        return vkt_fail(NULL, VKT_ERROR_STATE, "checkpoint folder '%s' is already locked by "
+                        "this process", dir);
+    if (r == 2)
+        return busy(NULL, dir, other);
+    return vkt_fail(NULL, VKT_ERROR_IO, "cannot lock the checkpoint folder '%s' (%s/%s): %s",
+                    dir, dir, LOCK_NAME, other);
+}
+
+void vkt_checkpoint_dir_unlock(vkt_checkpoint_lock *lock)
+{
+    if (!lock)
+        return;
+    vkt_file_unlock(lock->file);
+    free(lock);
+}
+
+/* The lock for one operation on an existing folder, unless this process holds it:
+ * another process's lock is VKT_ERROR_STATE. A folder that cannot be locked (read-only,
+ * say) is used without (saving there fails on its own). */
+static vkt_status enter_dir(const char *dir, vkt_file_lock **held, char *errmsg)
+{
+    char other[300];
+    *held = NULL;
+    if (vkt_file_stat(dir, NULL, NULL) != 0)
+        return VKT_OK; /* no folder: nothing to read, nothing to protect */
+    return try_lock(dir, held, other, sizeof other) == 2 ? busy(errmsg, dir, other) : VKT_OK;
+}
+
+/* ---- verification, cached by path, size and modification time --------------------- */
+
+enum { VERIFIED_SLOTS = 32 };
+static struct {
+    char path[512];
+    uint64_t size;
+    int64_t mtime_ns;
+} verified[VERIFIED_SLOTS];
+static unsigned verified_next;
+static atomic_flag verified_busy = ATOMIC_FLAG_INIT; /* a short spin: table lookups only */
+
+static void verified_lock(void)
+{
+    while (atomic_flag_test_and_set_explicit(&verified_busy, memory_order_acquire))
+        ;
+}
+
+static void verified_unlock(void) { atomic_flag_clear_explicit(&verified_busy, memory_order_release); }
+
+static int verified_find(const char *path, uint64_t size, int64_t mtime)
+{
+    int hit = 0;
+    verified_lock();
+    for (unsigned i = 0; i < VERIFIED_SLOTS && !hit; i++)
+        hit = verified[i].size == size && verified[i].mtime_ns == mtime &&
+              strcmp(verified[i].path, path) == 0;
+    verified_unlock();
+    return hit;
+}
+
+/* Remembers that `path` as it is now parsed with its checksums. */
+static void verified_add(const char *path)
+{
+    uint64_t size;
+    int64_t mtime;
+    if (strlen(path) >= sizeof verified[0].path || vkt_file_stat(path, &size, &mtime) != 0)
+        return;
+    verified_lock();
+    unsigned i = verified_next++ % VERIFIED_SLOTS;
+    snprintf(verified[i].path, sizeof verified[i].path, "%s", path);
+    verified[i].size = size;
+    verified[i].mtime_ns = mtime;
+    verified_unlock();
+}
+
+/* Whether `path` is a whole checkpoint (header, checksums, sections): VKT_OK,
+ * VKT_ERROR_FORMAT (corrupt) or VKT_ERROR_IO (unreadable), with the message in `msg`. */
+static vkt_status verify(const char *path, char *msg)
+{
+    uint64_t size;
+    int64_t mtime;
+    if (vkt_file_stat(path, &size, &mtime) == 0 && verified_find(path, size, mtime))
+        return VKT_OK;
+    ckpt k;
+    vkt_status st = ckpt_load(path, &k, msg);
+    if (st == VKT_OK) {
+        ckpt_free(&k);
+        verified_add(path);
+    }
+    return st;
+}
+
+/* Renames a corrupt checkpoint to <path>.corrupt (or .corrupt.2, ...: older evidence is
+ * kept), so that it is neither used, nor counted, nor deleted; notes what happened. */
+static void move_aside(const char *path, const char *msg, char *notes, size_t notes_size)
+{
+    char to[PATH_SIZE + 16], line[VKT_ERRMSG_SIZE + PATH_SIZE + 64];
+    int moved = 0;
+    for (int i = 1; i < 100 && !moved; i++) {
+        if (i == 1)
+            snprintf(to, sizeof to, "%s.corrupt", path);
+        else
+            snprintf(to, sizeof to, "%s.corrupt.%d", path, i);
+        moved = vkt_file_stat(to, NULL, NULL) != 0 && rename(path, to) == 0;
+    }
+    if (moved)
+        snprintf(line, sizeof line, "%s (moved aside to '%s')", msg, to);
+    else
+        snprintf(line, sizeof line, "%s (could not be moved aside)", msg);
+    note(notes, notes_size, line);
+}
+
+/* ---- saving with retention --------------------------------------------------------- */
+
+/* Keeps the newest `keep` checkpoints that verify (0: all), the one just saved (`saved`)
+ * always among them; deletes older ones; moves corrupt ones within reach aside instead of
+ * counting them; leaves unreadable ones in place (noted). Also removes temporary files of
+ * interrupted saves. */
+static vkt_status retain(const char *dir, uint32_t keep, uint64_t saved, char *notes,
+                         size_t notes_size)
+{
+    uint64_t *steps;
+    size_t n;
+    vkt_status st = list_steps(dir, 1, &steps, &n);
+    if (st != VKT_OK)
+        return st;
+    uint32_t valid = 0;
+    for (size_t i = 0; i < n; i++) { /* newest first */
+        char path[PATH_SIZE], msg[VKT_ERRMSG_SIZE];
+        step_path(path, sizeof path, dir, steps[i]);
+        if (steps[i] == saved) {
+            valid++;
+        } else if (keep && valid >= keep) {
+            vkt_remove_file(path); /* older than the newest `keep` valid ones */
+        } else if ((st = verify(path, msg)) == VKT_OK) {
+            valid++;
+        } else if (st == VKT_ERROR_FORMAT) {
+            move_aside(path, msg, notes, notes_size);
+        } else {
+            note(notes, notes_size, msg); /* unreadable now: neither counted nor deleted */
+        }
+    }
+    free(steps);
+    return VKT_OK;
+}
+
+vkt_status vkt_checkpoint_save_dir_v2(vkt_trainer *t, const char *dir, uint32_t keep,
+                                      char *notes, size_t notes_size)
+{
+    if (notes && notes_size)
+        notes[0] = '\0';
+    if (!t || !dir)
+        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_checkpoint_save_dir: trainer and dir are required");
+    if (!trainer_is_chief(t)) /* across ranks the chief alone writes */
+        return VKT_OK;
+    if (vkt_mkdirs(dir) != 0)
+        return trainer_fail(t, VKT_ERROR_IO, "cannot create the checkpoint directory '%s'",
+                            dir);
+    vkt_file_lock *held;
+    vkt_status st = enter_dir(dir, &held, t->errmsg);
+    if (st != VKT_OK)
+        return st;
+    char path[PATH_SIZE];
+    uint64_t step = vkt_trainer_checkpoint_step(t);
+    step_path(path, sizeof path, dir, step);
+    if ((st = vkt_trainer_save(t, path)) == VKT_OK) {
+        verified_add(path); /* written and renamed whole just now */
+        if ((st = retain(dir, keep, step, notes, notes_size)) != VKT_OK)
+            trainer_fail(t, st, "%s", vkt_last_error());
+    }
+    vkt_file_unlock(held);
+    return st;
+}
+
+vkt_status vkt_checkpoint_save_dir(vkt_trainer *t, const char *dir, uint32_t keep)
+{
+    return vkt_checkpoint_save_dir_v2(t, dir, keep, NULL, 0);
+}
+
+/* The newest checkpoint of dir that parses; corrupt newer ones are described in notes,
+ * and with `move` (the caller holds the folder) moved aside once an older valid one is
+ * found (with none found, every file stays, and so does the error). */
+static vkt_status find_latest_ex(const char *dir, ckpt *out, char *path, size_t path_size,
+                                 int *found, char *notes, size_t notes_size, char *errmsg,
+                                 int move)
 {
     uint64_t *steps;
     size_t n;
@@ -119,22 +334,49 @@ static vkt_status find_latest(const char *dir, ckpt *out, char *path, size_t pat
     vkt_status st = list_steps(dir, 0, &steps, &n);
     if (st != VKT_OK)
         return vkt_fail(errmsg, st, "%s", vkt_last_error());
-    vkt_status last = VKT_OK;
-    char msg[VKT_ERRMSG_SIZE] = "";
-    for (size_t i = 0; i < n && !*found; i++) {
+    vkt_status last = VKT_OK, *why = calloc(n ? n : 1, sizeof *why);
+    char msg[VKT_ERRMSG_SIZE] = "", **msgs = calloc(n ? n : 1, sizeof *msgs);
+    if (!why || !msgs) {
+        free(why);
+        free(msgs);
+        free(steps);
+        return vkt_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    size_t i = 0;
+    for (; i < n && !*found; i++) {
         step_path(path, path_size, dir, steps[i]);
         last = ckpt_load(path, out, msg);
         if (last == VKT_OK) {
             *found = 1;
         } else {
-            note(notes, notes_size, msg);
+            why[i] = last;
+            msgs[i] = strdup(msg);
             vkt_fail(errmsg, last, "%s", msg);
         }
     }
+    char other[PATH_SIZE];
+    for (size_t j = 0; j < i; j++) { /* the failed ones, newest first */
+        if (why[j] == VKT_OK)
+            continue;
+        step_path(other, sizeof other, dir, steps[j]);
+        if (move && *found && why[j] == VKT_ERROR_FORMAT)
+            move_aside(other, msgs[j] ? msgs[j] : "corrupt", notes, notes_size);
+        else
+            note(notes, notes_size, msgs[j] ? msgs[j] : "corrupt");
+        free(msgs[j]);
+    }
+    free(msgs);
+    free(why);
     free(steps);
     if (!*found && n > 0)
         return vkt_fail(errmsg, last, "no valid checkpoint in '%s': %s", dir, msg);
     return VKT_OK;
+}
+
+static vkt_status find_latest(const char *dir, ckpt *out, char *path, size_t path_size,
+                              int *found, char *notes, size_t notes_size, char *errmsg)
+{
+    return find_latest_ex(dir, out, path, path_size, found, notes, notes_size, errmsg, 0);
 }
 
 vkt_status vkt_checkpoint_restore_latest(vkt_trainer *t, const char *dir, int *out_found,
@@ -153,8 +395,12 @@ vkt_status vkt_checkpoint_restore_latest(vkt_trainer *t, const char *dir, int *o
     char path[PATH_SIZE] = "";
     int found = 0;
     vkt_status st = VKT_OK;
-    if (trainer_is_chief(t)) /* across ranks the chief reads and shares */
-        st = find_latest(dir, &k, path, sizeof path, &found, notes, notes_size, t->errmsg);
+    vkt_file_lock *held = NULL;
+    if (trainer_is_chief(t) && /* across ranks the chief reads and shares */
+        (st = enter_dir(dir, &held, t->errmsg)) == VKT_OK)
+        st = find_latest_ex(dir, &k, path, sizeof path, &found, notes, notes_size, t->errmsg,
+                            1);
+    vkt_file_unlock(held);
     if ((st = ckpt_share(t, st, &found, &k, path, sizeof path)) != VKT_OK || !found)
         return st;
     st = ckpt_restore(t, path, &k);

@@ -42,6 +42,27 @@ int vkt_list_dir(const char *dir, char ***names, size_t *count);
 void vkt_free_names(char **names, size_t count);
 /* Removes a file; returns 0 on success. */
 int vkt_remove_file(const char *path);
+/* Whether `path` exists; if so its size in bytes and modification time in nanoseconds
+ * since the epoch (either pointer may be NULL). Returns 0 if it exists. */
+int vkt_file_stat(const char *path, uint64_t *size, int64_t *mtime_ns);
+
+/* This process's id (for messages and lock files). */
+long vkt_process_id(void);
+
+/* An exclusive advisory lock on a file (created if missing; the file is left in place on
+ * release), held until vkt_file_unlock or until the process ends, however it ends: a
+ * killed process leaves no lock behind. Locks taken through different calls conflict even
+ * within one process. The holder writes `note` (one line, such as its pid) into the file,
+ * so that another process finding the lock taken can say who holds it.
+ * Returns 0 with *out set; 1 if another holds it, with the holder's note in `other` ("" if
+ * it has not written one yet); -1 on failure, with the system's reason in `other`. POSIX:
+ * flock(2) on the open file (not fcntl record locks, which a process shares among all its
+ * descriptors); Win32 would use LockFileEx with LOCKFILE_FAIL_IMMEDIATELY. */
+typedef struct vkt_file_lock vkt_file_lock;
+int vkt_file_lock_try(const char *path, const char *note, vkt_file_lock **out,
+                      char *other, size_t other_size);
+/* Releases the lock (NULL is harmless). */
+void vkt_file_unlock(vkt_file_lock *lock);
 
 /* Threads, a mutex + condition pair, and a reusable barrier. */
 typedef struct vkt_thread vkt_thread;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -219,3 +220,88 @@ void vkt_free_names(char **names, size_t count)
 }
 
 int vkt_remove_file(const char *path) { return unlink(path); }
+
+int vkt_file_stat(const char *path, uint64_t *size, int64_t *mtime_ns)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return -1;
+    if (size)
+        *size = (uint64_t)sb.st_size;
+#if defined(__APPLE__)
+    struct timespec m = sb.st_mtimespec;
+#else
+    struct timespec m = sb.st_mtim;
+#endif
+    if (mtime_ns)
+        *mtime_ns = (int64_t)m.tv_sec * 1000000000 + m.tv_nsec;
+    return 0;
+}
+
+long vkt_process_id(void) { return (long)getpid(); }
+
+struct vkt_file_lock {
+    int fd;
+};
+
+/* The holder's note: the file's first line, read through our own descriptor. */
+static void read_note(int fd, char *buf, size_t size)
+{
+    if (!buf || !size)
+        return;
+    ssize_t got = pread(fd, buf, size - 1, 0);
+    buf[got > 0 ? got : 0] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+}
+
+int vkt_file_lock_try(const char *path, const char *note, vkt_file_lock **out, char *other,
+                      size_t other_size)
+{
+    *out = NULL;
+    if (other && other_size)
+        other[0] = '\0';
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        if (other && other_size)
+            snprintf(other, other_size, "%s", strerror(errno));
+        return -1;
+    }
+    int r;
+    while ((r = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR)
+        ;
+    if (r != 0) {
+        int busy = errno == EWOULDBLOCK;
+        if (busy)
+            read_note(fd, other, other_size);
+        else if (other && other_size)
+            snprintf(other, other_size, "%s", strerror(errno));
+        close(fd);
+        return busy ? 1 : -1;
+    }
+    vkt_file_lock *l = malloc(sizeof *l);
+    if (!l) {
+        close(fd); /* closing the only descriptor releases the lock */
+        if (other && other_size)
+            snprintf(other, other_size, "out of host memory");
+        return -1;
+    }
+    l->fd = fd;
+    /* the note of a previous holder (perhaps killed) is replaced; a reader may see the
+     * file empty for a moment, and then names no one */
+    char line[512];
+    int n = snprintf(line, sizeof line, "%s\n", note ? note : "");
+    if (ftruncate(fd, 0) == 0 && n > 1 && (size_t)n < sizeof line &&
+        pwrite(fd, line, (size_t)n, 0) != n) {
+        /* best effort: the lock holds without a note */
+    }
+    *out = l;
+    return 0;
+}
+
+void vkt_file_unlock(vkt_file_lock *lock)
+{
+    if (!lock)
+        return;
+    close(lock->fd); /* the only descriptor of this open file: the lock goes with it */
+    free(lock);
+}

@@ -2,14 +2,18 @@
 # vkt train --checkpoint-dir: a run killed with SIGKILL at random moments, again and
 # again, always resumes from a valid checkpoint (never a corrupt one: the writes are
 # atomic) and ends with the same test loss and accuracy as an uninterrupted run (resume
-# is bitwise exact); a corrupt newest checkpoint is reported and the previous one used;
+# is bitwise exact); a corrupt newest checkpoint is reported, moved aside and the previous
+# one used; retention counts only checkpoints that verify (a corrupt newer one with
+# --keep 1 does not cost the good ones); a second run on a folder in use fails at once
+# without touching it, and a SIGKILLed run leaves no lock behind;
 # vkt export writes the parameters as safetensors that an independent reader loads.
 # Usage: checkpoint.sh BIN_DIR
 set -u
 bin=$1/vkt
 pass=0 fail=0
 check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1" >&2; fi; }
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+tmp=$(mktemp -d); holder=
+trap '[[ -n $holder ]] && kill -KILL $holder 2>/dev/null; rm -rf "$tmp"' EXIT
 args=(train --steps 600 --hidden 32 --batch 64 --dropout 0.1 --optimizer adam --quiet)
 metrics() { grep -Eo 'test_accuracy=[0-9.]+ test_loss=[0-9.]+ steps=[0-9]+' <<<"$1"; }
 
@@ -52,8 +56,52 @@ check "a finished run resumes at its last step and stops" \
 newest=$(ls "$ck" | sort -t- -k2 -n | tail -1)
 printf '\x01' | dd of="$ck/$newest" bs=1 seek=5000 conv=notrunc status=none
 out=$("$bin" "${args[@]}" --checkpoint-dir "$ck" 2>&1); rc=$?
-check "corrupt newest: reported (checksum mismatch), previous used" \
-      "[[ $rc -eq 0 ]] && grep -q \"$newest' is corrupt: checksum mismatch\" <<<\"\$out\" && grep -q '^resumed from step 597$' <<<\"\$out\""
+check "corrupt newest: reported (checksum mismatch), moved aside, previous used" \
+      "[[ $rc -eq 0 ]] && grep -q \"$newest' is corrupt: checksum mismatch .*(moved aside to '.*$newest.corrupt')\" <<<\"\$out\" && grep -q '^resumed from step 597$' <<<\"\$out\" && [[ -f '$ck/$newest.corrupt' ]]"
+
+# Retention counts only checkpoints that verify. A good ckpt-40 and a corrupt newer
+# ckpt-1000, --keep 1: the run resumes from 40 (ckpt-1000 reported and moved aside), saves
+# ckpt-60 and the next run resumes from it.
+r="$tmp/retain"
+small=(train --steps 40 --hidden 16 --batch 64 --quiet)
+"$bin" "${small[@]}" --checkpoint-dir "$r" --save-every 20 >/dev/null 2>&1
+cp "$r/ckpt-40.vkt" "$r/ckpt-1000.vkt"
+printf '\x01' | dd of="$r/ckpt-1000.vkt" bs=1 seek=3000 conv=notrunc status=none
+out=$("$bin" "${small[@]/40/60}" --checkpoint-dir "$r" --keep 1 2>&1); rc=$?
+files=$(ls "$r" | tr '\n' ' ')
+check "good older + corrupt newer, --keep 1: resumed from 40, ckpt-1000 reported and moved aside, ckpt-60 kept ($files)" \
+      "[[ $rc -eq 0 ]] && grep -q '^resumed from step 40$' <<<\"\$out\" && grep -q \"ckpt-1000.vkt' is corrupt: .*moved aside\" <<<\"\$out\" && [[ '$files' == 'ckpt-1000.vkt.corrupt ckpt-60.vkt ' ]]"
+out=$("$bin" "${small[@]/40/80}" --checkpoint-dir "$r" --keep 1 2>&1); rc=$?
+check "the next run resumes from ckpt-60" "[[ $rc -eq 0 ]] && grep -q '^resumed from step 60$' <<<\"\$out\""
+# a corrupt file the restore does not reach (older than the newest valid one) is found by
+# retention: --keep 3 keeps the 2 valid ones and moves ckpt-70 aside, with a warning
+cp "$r/ckpt-80.vkt" "$r/ckpt-70.vkt"
+printf '\x01' | dd of="$r/ckpt-70.vkt" bs=1 seek=3000 conv=notrunc status=none
+out=$("$bin" "${small[@]/40/100}" --checkpoint-dir "$r" --keep 3 2>&1); rc=$?
+files=$(ls "$r" | tr '\n' ' ')
+check "--keep 3 counts valid checkpoints only: ckpt-70 moved aside at the save, 80 and 100 kept ($files)" \
+      "[[ $rc -eq 0 ]] && grep -q \"^vkt: warning: checkpoint '.*ckpt-70.vkt' is corrupt: checksum mismatch .*moved aside\" <<<\"\$out\" && [[ '$files' == 'ckpt-100.vkt ckpt-1000.vkt.corrupt ckpt-70.vkt.corrupt ckpt-80.vkt ' ]]"
+
+# One run per folder: a second run while one runs fails at once (exit 1, naming the folder
+# and the holder's pid) without touching the folder; after the first is killed with
+# SIGKILL, a new run takes the folder. The holder saves only at its end (--save-secs 0), so
+# the folder stands still while it runs.
+l="$tmp/locked"
+"$bin" "${small[@]/40/20}" --checkpoint-dir "$l" >/dev/null 2>&1
+"$bin" train --steps 100000000 --hidden 16 --batch 64 --quiet --checkpoint-dir "$l" \
+    --save-secs 0 >"$tmp/holder.out" 2>&1 &
+holder=$!
+for _ in $(seq 1 600); do grep -q '^resumed from step' "$tmp/holder.out" && break; sleep 0.1; done
+before=$(cd "$l" && ls -la --time-style=full-iso . && md5sum ckpt-*)
+out=$("$bin" "${small[@]/40/60}" --checkpoint-dir "$l" 2>&1); rc=$?
+after=$(cd "$l" && ls -la --time-style=full-iso . && md5sum ckpt-*)
+check "a second run on a folder in use: exit 1 naming the folder and the holder (pid $holder)" \
+      "[[ $rc -eq 1 ]] && grep -q \"checkpoint folder '$l' is in use by another run (pid $holder on \" <<<\"\$out\""
+check "the second run touched nothing in the folder" "[[ \"\$before\" == \"\$after\" ]]"
+kill -KILL $holder; wait $holder 2>/dev/null; holder=
+out=$("$bin" "${small[@]/40/30}" --checkpoint-dir "$l" 2>&1); rc=$?
+check "after a SIGKILL of the holder a new run takes the folder and resumes" \
+      "[[ $rc -eq 0 ]] && grep -q '^resumed from step 20$' <<<\"\$out\" && [[ -f '$l/ckpt-30.vkt' ]]"
 
 # A checkpoint of another model: a clear error naming the tensor.
 out=$("$bin" train --steps 600 --hidden 16 --batch 64 --quiet --checkpoint-dir "$ck" 2>&1); rc=$?
