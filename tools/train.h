@@ -3,6 +3,9 @@
 #ifndef VKT_TOOLS_TRAIN_H
 #define VKT_TOOLS_TRAIN_H
 
+#include <stddef.h>
+#include <stdio.h>
+
 #include "models.h"
 #include "vkt.h"
 
@@ -35,6 +38,51 @@ typedef struct train_args {
     uint64_t eval_every;
     float temperature;
 } train_args;
+
+/* The kinds of option in train_options.c's table. */
+typedef enum train_option_type {
+    TRAIN_OPT_FLAG,   /* no value: sets an int field to 1 */
+    TRAIN_OPT_STRING, /* a const char * field */
+    TRAIN_OPT_CHOICE, /* one of choices: the name into a const char * field, or values[i]
+                       * into an int field */
+    TRAIN_OPT_INT,    /* a whole number in [lo, hi] into a uint32_t or uint64_t field */
+    TRAIN_OPT_REAL,   /* a finite number in the range into a float or double field */
+    TRAIN_OPT_WIDTHS  /* 1 to 8 whole numbers in [lo, hi], comma-separated: --hidden */
+} train_option_type;
+
+/* One `vkt train` option: parsing and --help both come from the table of these. */
+typedef struct train_option {
+    const char *name;           /* "--lr" */
+    const char *arg;            /* the value's name in --help ("X"); NULL for a flag */
+    train_option_type type;
+    size_t offset, size;        /* the train_args field it sets */
+    double lo, hi;              /* the range of INT, REAL and WIDTHS values */
+    int lo_open, hi_open;       /* REAL: the bound itself excluded */
+    double scale;               /* REAL: stored as value * scale (0: as given) */
+    uint64_t idef;              /* INT default */
+    double rdef;                /* REAL default (may lie outside the range: "per model") */
+    const char *sdef;           /* CHOICE default (NULL: chosen after parsing) */
+    const char *const *choices; /* CHOICE: the accepted names, NULL-terminated */
+    const int *values;          /* CHOICE: the int stored for each name (NULL: the name) */
+    size_t given;               /* offset + 1 of an int field set to 1 when given; 0: none */
+    const char *section;        /* a heading printed before this option in --help */
+    const char *help;           /* --help text; the range and default are appended */
+    const char *def_note;       /* the default as text, where it is not the field's value */
+} train_option;
+
+extern const train_option train_options[];
+extern const size_t train_option_count;
+
+/* The option named `name` ("--lr"), or NULL. */
+const train_option *train_option_find(const char *name);
+/* Every field at its table default. */
+void train_args_defaults(train_args *a);
+/* Parses argv[1..argc-1] into a, then applies the per-model defaults (charlm, cnn) and the
+ * checks between options. Returns 0 on success, 2 on a usage error (a message naming the
+ * option printed on stderr), 3 after --help (printed on stdout). */
+int train_args_parse(int argc, char **argv, train_args *a);
+/* The --help text, generated from the table. */
+void train_usage(FILE *f);
 
 /* The optimizer of the options over `total` steps; 0 (message printed) if invalid. */
 int train_optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_options *o);

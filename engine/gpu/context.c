@@ -26,16 +26,25 @@ static int pick_queue_family(VkPhysicalDevice phys, uint32_t *out)
     return found;
 }
 
-static vkt_kernel_variant resolve_variant(vkt_kernel_variant asked, const vkt_device_info *info)
+/* The kernel variant asked for, else $VKT_KERNELS (cpu or gpu; unset or empty: auto), else
+ * the device type's. An unknown $VKT_KERNELS is an error, not a silent auto. */
+static vkt_status resolve_variant(vkt_kernel_variant asked, const vkt_device_info *info,
+                                  vkt_kernel_variant *out)
 {
-    if (asked == VKT_KERNELS_CPU || asked == VKT_KERNELS_GPU)
-        return asked;
     const char *env = vkt_getenv("VKT_KERNELS");
-    if (env && strcmp(env, "cpu") == 0)
-        return VKT_KERNELS_CPU;
-    if (env && strcmp(env, "gpu") == 0)
-        return VKT_KERNELS_GPU;
-    return info->type == VKT_DEVICE_TYPE_CPU ? VKT_KERNELS_CPU : VKT_KERNELS_GPU;
+    if (asked == VKT_KERNELS_CPU || asked == VKT_KERNELS_GPU)
+        *out = asked;
+    else if (env && strcmp(env, "cpu") == 0)
+        *out = VKT_KERNELS_CPU;
+    else if (env && strcmp(env, "gpu") == 0)
+        *out = VKT_KERNELS_GPU;
+    else if (env && *env)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "VKT_KERNELS='%s': unknown kernel variant (accepted: cpu, gpu, or unset "
+                        "for the device's own)", env);
+    else
+        *out = info->type == VKT_DEVICE_TYPE_CPU ? VKT_KERNELS_CPU : VKT_KERNELS_GPU;
+    return VKT_OK;
 }
 
 static vkt_status create_device(vkt_context *ctx)
@@ -80,6 +89,10 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
         return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
                         "device index %u out of range: %u device(s) present", o.device_index,
                         inst->device_count);
+    vkt_kernel_variant variant = VKT_KERNELS_AUTO;
+    vkt_status vs = resolve_variant(o.kernels, &inst->infos[o.device_index], &variant);
+    if (vs != VKT_OK)
+        return vs;
     vkt_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -88,7 +101,7 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
     ctx->info = inst->infos[o.device_index];
     vkGetPhysicalDeviceProperties(ctx->phys, &ctx->props);
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
-    ctx->variant = resolve_variant(o.kernels, &ctx->info);
+    ctx->variant = variant;
     ctx->force_staging = o.force_staging;
     ctx->storage_texel = gpu_storage_texel_ok(ctx->phys);
     ctx->mem.block_size = o.block_size ? o.block_size : gpu_default_block_size(ctx);

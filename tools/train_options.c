@@ -1,0 +1,418 @@
+/* `vkt train`'s options: one table gives each option's name, type, range, default and
+ * --help text; the parser and the usage text are both read from it, so they cannot drift.
+ * Every number is parsed whole (nothing after it), finite and in range; a bad value is a
+ * message naming the option and exit status 2. Uses no Vulkan: a fuzz target can link it. */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train.h"
+
+#define FIELD(f) .offset = offsetof(train_args, f), .size = sizeof(((train_args *)0)->f)
+#define GIVEN(f) .given = offsetof(train_args, f) + 1 /* +1: 0 means none */
+#define CHOICES(...) .choices = (const char *const[]){__VA_ARGS__, NULL}
+#define VALUES(...) .values = (const int[]){__VA_ARGS__}
+
+const train_option train_options[] = {
+    {"--data", "DIR", TRAIN_OPT_STRING, FIELD(data),
+     .help = "MNIST-style folder (train-images-idx3-ubyte[.gz], ...)",
+     .def_note = "$VKT_DATA_DIR, else the shipped digits"},
+    {"--model", "NAME", TRAIN_OPT_CHOICE, FIELD(model), CHOICES("mlp", "cnn", "charlm"),
+     .sdef = "mlp",
+     .help = "the network (cnn: conv-relu-maxpool x2, linear; charlm: a character-level "
+             "transformer on --text, see below)"},
+    {"--hidden", "256,128", TRAIN_OPT_WIDTHS, FIELD(widths), .lo = 1, .hi = 65536,
+     .help = "hidden widths of the MLP, up to 8 layers", .def_note = "256,128"},
+    {"--epochs", "N", TRAIN_OPT_INT, FIELD(epochs), .lo = 1, .hi = 1000000, GIVEN(epochs_given),
+     .help = "passes over the training set", .def_note = "10; cnn 12"},
+    {"--steps", "N", TRAIN_OPT_INT, FIELD(max_steps), .lo = 1, .hi = 1e12,
+     .help = "stop after N steps", .def_note = "from --epochs; charlm 3000"},
+    {"--batch", "N", TRAIN_OPT_INT, FIELD(batch), .lo = 1, .hi = 2147483647.0,
+     GIVEN(batch_given), .help = "global batch", .def_note = "128; cnn 64; charlm 32"},
+    {"--optimizer", "NAME", TRAIN_OPT_CHOICE, FIELD(optimizer),
+     CHOICES("sgd", "momentum", "nesterov", "adam", "adamw"), .help = "the update rule",
+     .def_note = "momentum; charlm adamw"},
+    {"--lr", "X", TRAIN_OPT_REAL, FIELD(lr), .lo = 0, .lo_open = 1, .hi = 1e6, .rdef = -1,
+     .help = "learning rate", .def_note = "0.2, cnn 0.1; adam/adamw 0.001, charlm 0.003"},
+    {"--momentum", "X", TRAIN_OPT_REAL, FIELD(momentum), .lo = 0, .hi = 1, .hi_open = 1,
+     .rdef = 0.9, .help = "for momentum and nesterov"},
+    {"--weight-decay", "X", TRAIN_OPT_REAL, FIELD(weight_decay), .lo = 0, .hi = 10,
+     .help = "weight decay (decoupled for adamw)"},
+    {"--clip", "X", TRAIN_OPT_REAL, FIELD(clip), .lo = 0, .hi = 1e9,
+     .help = "clip gradients to global norm X (0: off)"},
+    {"--dropout", "P", TRAIN_OPT_REAL, FIELD(dropout), .lo = 0, .hi = 1, .hi_open = 1,
+     .help = "dropout after each hidden layer"},
+    {"--schedule", "NAME", TRAIN_OPT_CHOICE, FIELD(schedule),
+     CHOICES("constant", "step", "cosine"), .sdef = "cosine",
+     .help = "learning rate schedule (cosine: warmup then cosine)"},
+    {"--warmup", "N", TRAIN_OPT_INT, FIELD(warmup), .lo = 0, .hi = 4294967295.0,
+     .help = "warmup steps for cosine and --scale-lr"},
+    {"--seed", "N", TRAIN_OPT_INT, FIELD(seed), .lo = 0, .hi = 18446744073709551615.0,
+     .idef = 1, .help = "initialization, shuffling and dropout seed"},
+    {"--replicas", "N", TRAIN_OPT_INT, FIELD(replicas), .lo = 1, .hi = 64,
+     .help = "data-parallel replicas", .def_note = "one per VKT_DEVICES entry"},
+    {"--mode", "sync|async", TRAIN_OPT_CHOICE, FIELD(async), CHOICES("sync", "async"),
+     VALUES(0, 1), .sdef = "sync", .help = "averaged gradients, or lock-free updates"},
+    {"--staleness", "S", TRAIN_OPT_INT, FIELD(staleness), .lo = 0, .hi = 4294967295.0,
+     GIVEN(bounded), .help = "async: bound the staleness to S (0 equals sync)",
+     .def_note = "unbounded"},
+    {"--scale-lr", NULL, TRAIN_OPT_FLAG, FIELD(scale_lr),
+     .help = "multiply the lr by the replica count (warmup: --warmup)"},
+    {"--balance", "N", TRAIN_OPT_INT, FIELD(balance), .lo = 0, .hi = 4294967295.0,
+     .help = "sync: after N steps split the batch by replica speed (0: never)"},
+    {"--slow-replica-ms", "M", TRAIN_OPT_REAL, FIELD(slow_seconds), .lo = 0, .hi = 1e6,
+     .scale = 1e-3, .help = "benchmarking: the last replica sleeps M ms per step"},
+    {"--logdir", "DIR", TRAIN_OPT_STRING, FIELD(logdir),
+     .help = "write TensorBoard summaries and a CSV of scalars to DIR"},
+    {"--log-every", "N", TRAIN_OPT_INT, FIELD(log_every), .lo = 1, .hi = 4294967295.0,
+     .idef = 10, .help = "summary interval in steps"},
+    {"--checkpoint-dir", "D", TRAIN_OPT_STRING, FIELD(ckpt_dir),
+     .help = "resume from the newest valid checkpoint in D (if any) and save checkpoints "
+             "there (docs/checkpoint.md)"},
+    {"--save-every", "K", TRAIN_OPT_INT, FIELD(save_every), .lo = 0, .hi = 1e15,
+     .help = "save a checkpoint every K steps (and at the end; 0: not by steps)"},
+    {"--save-secs", "T", TRAIN_OPT_REAL, FIELD(save_secs), .lo = 0, .hi = 1e9, .rdef = 60,
+     .help = "save a checkpoint every T seconds (0: not by time)"},
+    {"--keep", "N", TRAIN_OPT_INT, FIELD(keep), .lo = 0, .hi = 1000000, .idef = 3,
+     .help = "checkpoints kept in the folder (0: all)"},
+    {"--quiet", NULL, TRAIN_OPT_FLAG, FIELD(quiet), .help = "no progress line"},
+    {"--comm-timeout", "S", TRAIN_OPT_REAL, FIELD(comm_timeout), .lo = 0.001, .hi = 1e6,
+     .rdef = 60, .section = "across processes (mpirun -np R vkt train ...; docs/distributed.md)",
+     .help = "a rank more than S seconds late ends the job, naming it (exit code 3)"},
+    {"--bucket-mb", "X", TRAIN_OPT_REAL, FIELD(bucket_mb), .lo = 1.0 / 1024, .hi = 1024,
+     .rdef = 4, .help = "sync: gradient MiB per allreduce"},
+    {"--check-identical", "N", TRAIN_OPT_INT, FIELD(check_identical), .lo = 0,
+     .hi = 1e9, .help = "sync: compare the ranks' parameters every N steps (0: never)"},
+    {"--overlap", "on|off|auto", TRAIN_OPT_CHOICE, FIELD(overlap), CHOICES("auto", "on", "off"),
+     VALUES(0, 1, -1), .sdef = "auto",
+     .help = "sync: send gradients while the backward runs (auto: on for GPUs, off for CPU "
+             "devices)"},
+    {"--text", "FILE", TRAIN_OPT_STRING, FIELD(text), .section = "charlm only",
+     .help = "training text; the last 10% is the validation part",
+     .def_note = "the shipped Pride and Prejudice"},
+    {"--context", "N", TRAIN_OPT_INT, FIELD(context), .lo = 1, .hi = 1048576, .idef = 64,
+     .help = "characters per window"},
+    {"--width", "N", TRAIN_OPT_INT, FIELD(width), .lo = 1, .hi = 1048576, .idef = 64,
+     .help = "model width"},
+    {"--layers", "N", TRAIN_OPT_INT, FIELD(layers), .lo = 1, .hi = 1048576, .idef = 2,
+     .help = "transformer blocks"},
+    {"--heads", "N", TRAIN_OPT_INT, FIELD(heads), .lo = 1, .hi = 65536, .idef = 4,
+     .help = "attention heads (must divide --width)"},
+    {"--eval-every", "N", TRAIN_OPT_INT, FIELD(eval_every), .lo = 0, .hi = 1e15, .idef = 500,
+     .help = "validation loss every N steps (0: at the end only)"},
+    {"--sample", "N", TRAIN_OPT_INT, FIELD(sample), .lo = 0, .hi = 1000000, .idef = 200,
+     .help = "characters sampled at the end"},
+    {"--temperature", "T", TRAIN_OPT_REAL, FIELD(temperature), .lo = 0, .hi = 100,
+     .rdef = 0.8, .help = "sampling temperature (0: most likely)"},
+};
+const size_t train_option_count = sizeof train_options / sizeof train_options[0];
+
+static void *field(train_args *a, const train_option *o)
+{
+    return (char *)a + o->offset;
+}
+
+static void set_int(train_args *a, const train_option *o, uint64_t v)
+{
+    if (o->size == sizeof(uint64_t))
+        *(uint64_t *)field(a, o) = v;
+    else
+        *(uint32_t *)field(a, o) = (uint32_t)v;
+}
+
+static void set_real(train_args *a, const train_option *o, double v)
+{
+    if (o->size == sizeof(double))
+        *(double *)field(a, o) = v;
+    else
+        *(float *)field(a, o) = (float)v;
+}
+
+static int choice_index(const train_option *o, const char *v)
+{
+    for (int i = 0; o->choices[i]; i++)
+        if (strcmp(o->choices[i], v) == 0)
+            return i;
+    return -1;
+}
+
+static void set_choice(train_args *a, const train_option *o, int i)
+{
+    if (o->values)
+        *(int *)field(a, o) = o->values[i];
+    else
+        *(const char **)field(a, o) = o->choices[i];
+}
+
+void train_args_defaults(train_args *a)
+{
+    memset(a, 0, sizeof *a);
+    for (size_t i = 0; i < train_option_count; i++) {
+        const train_option *o = &train_options[i];
+        switch (o->type) {
+        case TRAIN_OPT_INT: set_int(a, o, o->idef); break;
+        case TRAIN_OPT_REAL: set_real(a, o, o->rdef); break;
+        case TRAIN_OPT_CHOICE:
+            if (o->sdef)
+                set_choice(a, o, choice_index(o, o->sdef));
+            break;
+        default: break;
+        }
+    }
+    a->widths[0] = 256, a->widths[1] = 128, a->n_widths = 2; /* --hidden's default */
+}
+
+const train_option *train_option_find(const char *name)
+{
+    for (size_t i = 0; i < train_option_count; i++)
+        if (strcmp(train_options[i].name, name) == 0)
+            return &train_options[i];
+    return NULL;
+}
+
+/* A whole non-negative decimal integer s into *out; 0 if anything else (a sign, spaces,
+ * a fraction, an exponent, overflow). */
+static int parse_uint(const char *s, uint64_t *out)
+{
+    if (*s < '0' || *s > '9')
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0' || errno == ERANGE)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* A range as text: "1 to 64", "> 0 and <= 1e+06", "0 and < 1". */
+static void range_text(const train_option *o, char *buf, size_t n)
+{
+    if (o->type == TRAIN_OPT_REAL && (o->lo_open || o->hi_open))
+        snprintf(buf, n, "%s %g and %s %g", o->lo_open ? ">" : ">=", o->lo,
+                 o->hi_open ? "<" : "<=", o->hi);
+    else if (o->type == TRAIN_OPT_REAL)
+        snprintf(buf, n, "%g to %g", o->lo, o->hi);
+    else /* whole numbers, exactly */
+        snprintf(buf, n, "%llu to %llu", (unsigned long long)o->lo,
+                 o->hi >= 18446744073709551615.0 ? 18446744073709551615ull
+                                                  : (unsigned long long)o->hi);
+}
+
+static int in_range(const train_option *o, double v)
+{
+    return (o->lo_open ? v > o->lo : v >= o->lo) && (o->hi_open ? v < o->hi : v <= o->hi);
+}
+
+/* One option's value into a; returns 0 (message printed) if it is not valid. */
+static int set_value(const train_option *o, const char *v, train_args *a)
+{
+    char range[96];
+    range_text(o, range, sizeof range);
+    switch (o->type) {
+    case TRAIN_OPT_STRING:
+        *(const char **)field(a, o) = v;
+        return 1;
+    case TRAIN_OPT_CHOICE: {
+        int i = choice_index(o, v);
+        if (i < 0) {
+            fprintf(stderr, "vkt train: %s: unknown %s '%s' (accepted:", o->name, o->name + 2, v);
+            for (int k = 0; o->choices[k]; k++)
+                fprintf(stderr, "%s %s", k ? "," : "", o->choices[k]);
+            fprintf(stderr, ")\n");
+            return 0;
+        }
+        set_choice(a, o, i);
+        return 1;
+    }
+    case TRAIN_OPT_INT: {
+        uint64_t n;
+        if (!parse_uint(v, &n)) {
+            fprintf(stderr, "vkt train: %s takes a whole number from %s, not '%s'\n", o->name,
+                    range, v);
+            return 0;
+        }
+        if ((double)n < o->lo || (double)n > o->hi) {
+            fprintf(stderr, "vkt train: %s takes %s, not %s\n", o->name, range, v);
+            return 0;
+        }
+        set_int(a, o, n);
+        return 1;
+    }
+    case TRAIN_OPT_REAL: {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (end == v || *end != '\0' || errno == ERANGE || !isfinite(x) || *v == ' ' ||
+            *v == '\t') {
+            fprintf(stderr, "vkt train: %s takes a finite number %s, not '%s'\n", o->name,
+                    range, v);
+            return 0;
+        }
+        if (!in_range(o, x)) {
+            fprintf(stderr, "vkt train: %s takes a number %s, not %s\n", o->name, range, v);
+            return 0;
+        }
+        set_real(a, o, o->scale ? x * o->scale : x);
+        return 1;
+    }
+    case TRAIN_OPT_WIDTHS: {
+        uint32_t w[8], n = 0;
+        const char *s = v;
+        char num[32];
+        while (1) {
+            size_t len = strcspn(s, ",");
+            uint64_t x;
+            if (n == 8 || len == 0 || len >= sizeof num)
+                break;
+            memcpy(num, s, len);
+            num[len] = '\0';
+            if (!parse_uint(num, &x) || (double)x < o->lo || (double)x > o->hi)
+                break;
+            w[n++] = (uint32_t)x;
+            if (s[len] == '\0') {
+                memcpy(a->widths, w, sizeof w);
+                a->n_widths = n;
+                return 1;
+            }
+            s += len + 1;
+        }
+        fprintf(stderr, "vkt train: %s takes 1 to 8 widths from %s separated by commas, such "
+                "as 256,128, not '%s'\n", o->name, range, v);
+        return 0;
+    }
+    case TRAIN_OPT_FLAG:
+        break;
+    }
+    return 0;
+}
+
+/* The checks between options, and the defaults that depend on the model. */
+static int finish(train_args *a)
+{
+    int cnn = strcmp(a->model, "cnn") == 0, lm = strcmp(a->model, "charlm") == 0;
+    /* Defaults per model (measured on lavapipe: README, "Models"). */
+    if (!a->optimizer)
+        a->optimizer = lm ? "adamw" : "momentum";
+    if (!a->batch_given)
+        a->batch = cnn ? 64 : lm ? 32 : 128;
+    if (!a->epochs_given)
+        a->epochs = cnn ? 12 : 10;
+    if (lm && !a->max_steps)
+        a->max_steps = 3000;
+    if (lm && a->width % a->heads) {
+        fprintf(stderr, "vkt train: --heads (%u) must divide --width (%u)\n", a->heads,
+                a->width);
+        return 0;
+    }
+    if (lm && ((a->async && a->replicas > 1) || a->balance || a->slow_seconds > 0)) {
+        fprintf(stderr, "vkt train: --model charlm trains with sync replicas (vkt_trainer_step): "
+                "--mode async, --balance and --slow-replica-ms are not available for it\n");
+        return 0;
+    }
+    if (a->bounded && !a->async) {
+        fprintf(stderr, "vkt train: --staleness applies to --mode async\n");
+        return 0;
+    }
+    return 1;
+}
+
+int train_args_parse(int argc, char **argv, train_args *a)
+{
+    train_args_defaults(a);
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        if (strcmp(k, "--help") == 0 || strcmp(k, "-h") == 0) {
+            train_usage(stdout);
+            return 3;
+        }
+        const train_option *o = train_option_find(k);
+        if (!o) {
+            fprintf(stderr, "vkt train: unknown option '%s' (--help lists them)\n", k);
+            return 2;
+        }
+        if (o->given)
+            *(int *)((char *)a + o->given - 1) = 1;
+        if (o->type == TRAIN_OPT_FLAG) {
+            *(int *)field(a, o) = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "vkt train: %s needs a value (%s)\n", k, o->arg);
+            return 2;
+        }
+        if (!set_value(o, argv[++i], a))
+            return 2;
+    }
+    return finish(a) ? 0 : 2;
+}
+
+/* Prints text from column `col`, wrapped before column 90, continuing at column 22. */
+static void wrap(FILE *f, const char *text, int col)
+{
+    while (*text) {
+        size_t word = strcspn(text, " ");
+        if (col > 22 && col + 1 + (int)word > 90) {
+            fprintf(f, "\n%22s", "");
+            col = 22;
+        } else if (col > 22) {
+            fputc(' ', f);
+            col++;
+        }
+        fprintf(f, "%.*s", (int)word, text);
+        col += (int)word;
+        text += word;
+        while (*text == ' ')
+            text++;
+    }
+}
+
+void train_usage(FILE *f)
+{
+    fprintf(f, "usage: vkt train [options]\n");
+    for (size_t i = 0; i < train_option_count; i++) {
+        const train_option *o = &train_options[i];
+        if (o->section)
+            fprintf(f, "%s:\n", o->section);
+        char head[64], text[512], def[96] = "";
+        snprintf(head, sizeof head, "  %s%s%s", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        if (o->def_note)
+            snprintf(def, sizeof def, " (default %s)", o->def_note);
+        else if (o->type == TRAIN_OPT_INT)
+            snprintf(def, sizeof def, " (default %llu)", (unsigned long long)o->idef);
+        else if (o->type == TRAIN_OPT_REAL)
+            snprintf(def, sizeof def, " (default %g)", o->rdef);
+        else if (o->type == TRAIN_OPT_CHOICE && o->sdef)
+            snprintf(def, sizeof def, " (default %s)", o->sdef);
+        if (o->type == TRAIN_OPT_INT || o->type == TRAIN_OPT_REAL) {
+            char range[96];
+            range_text(o, range, sizeof range);
+            snprintf(text, sizeof text, "%s; %s%s", o->help, range, def);
+        } else if (o->type == TRAIN_OPT_CHOICE && !strchr(o->arg, '|')) {
+            char list[128] = "";
+            for (int k = 0; o->choices[k]; k++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "|" : "",
+                         o->choices[k]);
+            snprintf(text, sizeof text, "%s: %s%s", o->help, list, def);
+        } else {
+            snprintf(text, sizeof text, "%s%s", o->help, def);
+        }
+        fputs(head, f);
+        int col = (int)strlen(head);
+        if (col >= 21) {
+            fprintf(f, "\n%22s", "");
+            col = 22;
+        } else {
+            fprintf(f, "%*s", 22 - col, "");
+            col = 22;
+        }
+        wrap(f, text, col);
+        fputc('\n', f);
+    }
+    fprintf(f, "  --help              this text\n"
+               "Numbers are whole (no trailing text), finite and in the range shown; a bad value "
+               "exits with status 2.\n");
+}
