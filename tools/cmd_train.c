@@ -269,6 +269,9 @@ static int run(const train_args *a, vkt_instance *inst)
         goto done;
     if (a->ckpt_dir && p.step0)
         p.saved_step = p.step0;
+    if (p.step0 >= total && vkt_world_is_chief(a->world)) /* then evaluates and reports */
+        printf("nothing to train: the checkpoint is at step %llu of %llu\n",
+               (unsigned long long)p.step0, (unsigned long long)total);
     if (total > p.step0)
         st = vkt_trainer_fit(tr, train, m.input, m.labels, total - p.step0, a->seed, on_step,
                              &p);

@@ -143,6 +143,9 @@ static int run(lm_run *r, vkt_instance *inst)
             return cli_fail("cannot resume from the checkpoints", st, vkt_trainer_errmsg(r->tr));
         if (found && vkt_world_is_chief(a->world))
             printf("resumed from step %llu\n", (unsigned long long)step);
+        if (found && step >= total && vkt_world_is_chief(a->world))
+            printf("nothing to train: the checkpoint is at step %llu of %llu\n",
+                   (unsigned long long)step, (unsigned long long)total);
     }
     vkt_device_info info;
     vkt_instance_device_info(inst, 0, &info);

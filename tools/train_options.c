@@ -248,12 +248,13 @@ static int set_value(const train_option *o, const char *v, train_args *a)
         double x = strtod(v, &end);
         if (end == v || *end != '\0' || errno == ERANGE || !isfinite(x) || *v == ' ' ||
             *v == '\t') {
-            fprintf(stderr, "vkt train: %s takes a finite number %s, not '%s'\n", o->name,
-                    range, v);
+            fprintf(stderr, "vkt train: %s takes a finite number %s%s, not '%s'\n", o->name,
+                    o->lo_open || o->hi_open ? "" : "from ", range, v);
             return 0;
         }
         if (!in_range(o, x)) {
-            fprintf(stderr, "vkt train: %s takes a number %s, not %s\n", o->name, range, v);
+            fprintf(stderr, "vkt train: %s takes a number %s%s, not %s\n", o->name,
+                    o->lo_open || o->hi_open ? "" : "from ", range, v);
             return 0;
         }
         set_real(a, o, o->scale ? x * o->scale : x);
