@@ -1235,6 +1235,36 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
                                                 uint64_t *out_step /* OUT */,
                                                 char *notes /* OUT */, size_t notes_size);
 
+/* ------------------------------------------------------------------------------ */
+/* Interruption: Ctrl-C and termination requests                                  */
+/* ------------------------------------------------------------------------------ */
+/*
+ * A training program stopped by Ctrl-C (SIGINT) or by SIGTERM (kill, a job scheduler, a
+ * container stop) dies at once and loses the work since its last checkpoint. With
+ * vkt_interrupt_install the first such request only marks the process: the program sees
+ * it with vkt_interrupted() between steps (e.g. in the progress callback of
+ * vkt_trainer_fit, returning nonzero to stop after the current step), saves a
+ * checkpoint and exits, conventionally with status 128 + the signal number (130 for
+ * SIGINT, 143 for SIGTERM). A second request ends the process at once, as the signal
+ * would have without the handlers (status 128 + n), so a stuck program can still be
+ * stopped. The handlers are process-wide and do nothing else (async-signal-safe); a
+ * signal ignored when vkt_interrupt_install is called (a background job of a script)
+ * stays ignored. POSIX: SIGINT and SIGTERM; Win32 (SetConsoleCtrlHandler): Ctrl-C as
+ * SIGINT, Ctrl-Break and closing the console as SIGTERM. The library never installs
+ * them by itself; `vkt train` does. Across MPI ranks the launcher forwards the signal
+ * to every rank: decide on the chief (fit's callback runs there; its stop reaches every
+ * rank at the same step), and let the others learn it from the chief (e.g.
+ * vkt_world_broadcast of the signal number after fit returns).
+ */
+/* Installs the handlers (a second call does nothing). VKT_ERROR_INTERNAL if the system
+ * refuses (message: vkt_last_error). */
+vkt_status vkt_interrupt_install(void);
+/* The signal number of the first request (SIGINT, SIGTERM from <signal.h>); 0 if none
+ * has come. Safe from any thread. */
+int vkt_interrupted(void);
+/* Restores the handlers found by vkt_interrupt_install and forgets a request. */
+void vkt_interrupt_uninstall(void);
+
 #ifdef __cplusplus
 }
 #endif

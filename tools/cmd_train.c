@@ -1,6 +1,7 @@
 /* vkt train: trains a model on an MNIST-style data set and prints the result line
  *   result: test_accuracy=<a> test_loss=<l> steps=<n> samples_per_s=<s> seconds=<t>
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,37 @@ void train_warn_notes(const char *notes, const char *tail)
     }
 }
 
+int train_interrupt_agree(const train_args *a)
+{
+    int sig = vkt_interrupted();
+    vkt_status st;
+    if (vkt_world_size(a->world) > 1 &&
+        (st = vkt_world_broadcast(a->world, &sig, sizeof sig)) != VKT_OK) {
+        cli_fail("cannot learn whether the chief was interrupted", st,
+                 vkt_world_errmsg(a->world));
+        return -1;
+    }
+    return sig;
+}
+
+int train_interrupted(const train_args *a, int sig, uint64_t step, int newline)
+{
+    if (!vkt_world_is_chief(a->world))
+        return 128 + sig;
+    fflush(stdout);
+    if (newline) /* the progress line was left open on the terminal */
+        printf("\n");
+    fflush(stdout);
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+    if (a->ckpt_dir)
+        fprintf(stderr, "vkt: interrupted (%s) at step %llu: saved checkpoint %s/ckpt-%llu.vkt\n",
+                name, (unsigned long long)step, a->ckpt_dir, (unsigned long long)step);
+    else
+        fprintf(stderr, "vkt: interrupted (%s) at step %llu: no checkpoint saved (no "
+                "--checkpoint-dir)\n", name, (unsigned long long)step);
+    return 128 + sig;
+}
+
 /* A checkpoint into --checkpoint-dir; returns 0 (and says why) if it failed. Corrupt
  * checkpoints that retention moved aside are reported on stderr. */
 static int save_checkpoint(progress *p, uint64_t step)
@@ -98,7 +130,10 @@ static int on_step(void *user, uint64_t step, uint64_t total, float loss)
     double now = cli_now();
     int final = step == total;
     const train_args *a = p->a;
-    if (a->ckpt_dir && !final &&
+    /* Ctrl-C or SIGTERM: stop after this step (every rank stops with the chief, whose
+     * callback this is); run() saves the final checkpoint. */
+    int stop = vkt_interrupted() != 0;
+    if (a->ckpt_dir && !final && !stop &&
         ((a->save_every && step % a->save_every == 0) ||
          (a->save_secs > 0 && now - p->last_save >= a->save_secs)) &&
         !save_checkpoint(p, step))
@@ -112,6 +147,8 @@ static int on_step(void *user, uint64_t step, uint64_t total, float loss)
         fflush(stdout);
     }
     train_log_step(p->log, step, total, loss, now);
+    if (stop)
+        return 1;
     int show = !p->quiet && !p->tty;
     if ((show || p->log->w) && step % p->per_epoch == 0 && !final) {
         vkt_eval_result ev;
@@ -282,11 +319,19 @@ static int run(const train_args *a, vkt_instance *inst)
         rc = cli_fail(what, st, vkt_trainer_errmsg(tr));
         goto done;
     }
-    if (p.save_failed)
+    /* Stopped by Ctrl-C or SIGTERM: the chief's request, known to every rank (collective),
+     * so that all of them save (the chief alone writes) and exit alike, with 128 + n. */
+    int sig = train_interrupt_agree(a);
+    if (sig < 0 || p.save_failed)
         goto done;
     if (a->ckpt_dir && p.saved_step != vkt_trainer_step_count(tr) &&
         !save_checkpoint(&p, vkt_trainer_step_count(tr)))
         goto done;
+    if (sig) {
+        rc = train_interrupted(a, sig, vkt_trainer_step_count(tr),
+                               p.tty && !a->quiet && vkt_trainer_step_count(tr) != total);
+        goto done;
+    }
     if (!vkt_world_is_chief(a->world)) { /* the chief evaluates and reports */
         rc = 0;
         goto done;
@@ -357,6 +402,10 @@ int cmd_train(int argc, char **argv)
     if (a.ckpt_dir && vkt_world_is_chief(a.world) &&
         (st = vkt_checkpoint_dir_lock(a.ckpt_dir, &lock)) != VKT_OK)
         rc = cli_fail("cannot use the checkpoint folder", st, vkt_last_error());
+    /* The first Ctrl-C or SIGTERM stops training after the current step, with a final
+     * checkpoint; a second ends the process at once. */
+    if (!rc && (st = vkt_interrupt_install()) != VKT_OK)
+        rc = cli_fail("cannot catch Ctrl-C", st, vkt_last_error());
     vkt_instance *inst = rc ? NULL : cli_instance();
     if (!rc)
         rc = !inst ? 1 : strcmp(a.model, "charlm") == 0 ? train_charlm(&a, inst) : run(&a, inst);
@@ -365,7 +414,7 @@ int cmd_train(int argc, char **argv)
     /* A rank that failed ends the job at once: the others may be waiting for it in a
      * collective (a failure inside a training step already stopped them all at that step,
      * each with its message). */
-    if (rc != 0 && ranks > 1) {
+    if (rc != 0 && rc < 128 && ranks > 1) { /* 128 + n: interrupted, every rank alike */
         /* A rank that only learnt of another's failure (VKT_ERROR_REMOTE) gives the failing
          * rank time to print its own message before the job is torn down. */
         if (cli_last_failure() == VKT_ERROR_REMOTE)

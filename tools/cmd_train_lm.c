@@ -25,6 +25,7 @@ typedef struct lm_run {
     vkt_trainer *tr;
     float *ids;
     int32_t *targets;
+    int sig; /* Ctrl-C or SIGTERM stopped training (the chief's, on every rank) */
 } lm_run;
 
 /* The generator state of a step's batches: a hash of the seed and the step (splitmix64's
@@ -80,6 +81,10 @@ static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_
                    tty ? (step == total ? "\n" : "   ") : "\n");
             fflush(stdout);
         }
+        /* Ctrl-C or SIGTERM: stop after this step, every rank at the chief's step (a
+         * broadcast per step across ranks); run() saves the final checkpoint. */
+        if ((r->sig = train_interrupt_agree(a)) != 0)
+            break;
         if (a->eval_every && step % a->eval_every == 0 && step != total &&
             vkt_world_is_chief(a->world)) { /* across ranks the chief evaluates */
             float val;
@@ -98,7 +103,7 @@ static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_
         }
     }
     *train_seconds = cli_now() - t0;
-    return 1;
+    return r->sig >= 0;
 }
 
 static int run(lm_run *r, vkt_instance *inst)
@@ -167,6 +172,10 @@ static int run(lm_run *r, vkt_instance *inst)
     train_log_close(&log);
     if (!ok || (a->ckpt_dir && !save(r)))
         return 1;
+    if (r->sig)
+        return train_interrupted(a, r->sig, vkt_trainer_step_count(r->tr),
+                                 isatty(STDOUT_FILENO) && !a->quiet &&
+                                     vkt_trainer_step_count(r->tr) != total);
     if (!vkt_world_is_chief(a->world)) /* the chief evaluates, samples and reports */
         return 0;
     float val = 0, trn = 0;

@@ -91,6 +91,14 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
                               const vkt_optimizer_options *oo, vkt_trainer **out);
 /* Prints each line of a checkpoint call's notes as "vkt: warning: <line><tail>". */
 void train_warn_notes(const char *notes, const char *tail);
+/* After training stopped: the signal number of a Ctrl-C or SIGTERM (vkt_interrupted),
+ * the chief's on every rank (a broadcast, so collective across ranks); 0 if none; -1
+ * (message printed) if the ranks could not agree. */
+int train_interrupt_agree(const train_args *a);
+/* The chief prints "vkt: interrupted (SIGINT) at step N: saved checkpoint D/ckpt-N.vkt"
+ * (or that none was saved without --checkpoint-dir), after a newline if `newline`.
+ * Returns the exit status, 128 + sig. */
+int train_interrupted(const train_args *a, int sig, uint64_t step, int newline);
 /* --model charlm (cmd_train_lm.c); returns the exit code. */
 int train_charlm(const train_args *a, vkt_instance *inst);
 

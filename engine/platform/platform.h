@@ -90,6 +90,20 @@ void vkt_monitor_broadcast(vkt_monitor *m); /* lock held */
 /* Sleeps for a number of seconds. */
 void vkt_sleep(double seconds);
 
+/* Termination requests: SIGINT (Ctrl-C) and SIGTERM on POSIX (signals_posix.c); a Win32
+ * version would use SetConsoleCtrlHandler, reporting Ctrl-C as SIGINT and Ctrl-Break,
+ * closing the console, logoff and shutdown as SIGTERM (the C numbers of <signal.h>).
+ * vkt_signals_catch installs, for the whole process, handlers that only record the first
+ * request (async-signal-safe: one lock-free atomic store); a second request restores the
+ * default action and raises the signal again, ending the process at once (status 128 + n).
+ * A signal ignored when it is called stays ignored. Idempotent; returns 0 on success.
+ * vkt_signals_pending: the first request's signal number, 0 if none (any thread may ask).
+ * vkt_signals_release: restores the handlers found by vkt_signals_catch and forgets the
+ * request. */
+int vkt_signals_catch(void);
+int vkt_signals_pending(void);
+void vkt_signals_release(void);
+
 /* Whether stdout is a terminal. */
 int vkt_stdout_is_tty(void);
 

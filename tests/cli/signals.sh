@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Ctrl-C and SIGTERM during vkt train: the first signal lets the current step finish, saves
+# a checkpoint into --checkpoint-dir, names it ("vkt: interrupted (SIGINT) at step N:
+# saved checkpoint D/ckpt-N.vkt") and exits with 128 + the signal number (130, 143); the
+# checkpoint loads and a rerun resumes from step N. Two signals back to back either save
+# or end the process at once, never leaving a corrupt checkpoint. Without --checkpoint-dir
+# the run still stops cleanly and says that nothing was saved. The charlm loop does the
+# same. Under mpirun (skipped without it) a SIGINT to the launcher ends every rank and
+# leaves the chief's checkpoint.
+# Usage: signals.sh BIN_DIR
+set -u
+bin=$1/vkt
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1" >&2; fi; }
+tmp=$(mktemp -d); pid=
+trap '[[ -n $pid ]] && kill -KILL $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+args=(train --steps 100000 --hidden 32 --batch 64 --save-secs 1000)
+
+# start NAME ARGS...: vkt in the background, SIGINT and SIGTERM at their default actions
+# (a script's background jobs start with SIGINT ignored, and vkt keeps an ignored signal
+# ignored); waits for the first progress line. Sets pid.
+start() {
+    local name=$1 i; shift
+    env --default-signal=INT,TERM "$bin" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    pid=$!
+    for ((i = 0; i < 600; i++)); do
+        grep -q '^step ' "$tmp/$name.out" 2>/dev/null && return 0
+        kill -0 $pid 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 1
+}
+# stop SIGNALS...: sends them back to back, waits (30 s at most); sets rc and secs.
+stop() {
+    local t0 s i
+    t0=$(date +%s.%N)
+    for s in "$@"; do kill -"$s" $pid; done
+    for ((i = 0; i < 300; i++)); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    kill -KILL $pid 2>/dev/null
+    wait $pid; rc=$?; pid=
+    secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}')
+}
+# loads DIR: every ckpt-*.vkt in DIR is a valid checkpoint (exported one by one).
+loads() {
+    local f ok=0
+    for f in "$1"/ckpt-*.vkt; do
+        [[ -e $f ]] || continue
+        rm -rf "$tmp/one" && mkdir "$tmp/one" && cp "$f" "$tmp/one/"
+        "$bin" export --checkpoint-dir "$tmp/one" -o "$tmp/one.st" >/dev/null 2>&1 ||
+            { echo "does not load: $f" >&2; ok=1; }
+    done
+    return $ok
+}
+# step_of NAME SIGNAL: N from "interrupted (SIGNAL) at step N" in NAME's stderr.
+step_of() { sed -nE "s/^vkt: interrupted \\($2\\) at step ([0-9]+).*/\\1/p" "$tmp/$1.err"; }
+
+# ---- SIGINT: the step finishes, a checkpoint is saved and named, exit 130 ----
+d=$tmp/ck
+start int "${args[@]}" --checkpoint-dir "$d"
+check "the run starts training" "[[ \$? -eq 0 ]]"
+stop INT
+n=$(step_of int SIGINT)
+echo "SIGINT: exit $rc after ${secs}s at step $n"
+check "SIGINT: exit 130 within 10 s (rc $rc, ${secs}s)" "[[ $rc -eq 130 ]] && awk 'BEGIN{exit !($secs < 10)}'"
+check "SIGINT: the message names the checkpoint ($(cat "$tmp/int.err"))" \
+      "[[ -n '$n' ]] && grep -qx \"vkt: interrupted (SIGINT) at step $n: saved checkpoint $d/ckpt-$n.vkt\" '$tmp/int.err'"
+check "SIGINT: ckpt-$n.vkt is there and loads" "[[ -s '$d/ckpt-$n.vkt' ]] && loads '$d'"
+out=$("$bin" "${args[@]/100000/$((n + 3))}" --quiet --checkpoint-dir "$d" 2>&1); rc=$?
+check "a rerun resumes from step $n and finishes" \
+      "[[ $rc -eq 0 ]] && grep -q '^resumed from step $n\$' <<<\"\$out\" && grep -q 'steps=$((n + 3)) ' <<<\"\$out\""
+
+# ---- SIGTERM: the same with 143, resuming the folder above ----
+start term "${args[@]}" --checkpoint-dir "$d"
+grep -q "^resumed from step $((n + 3))\$" "$tmp/term.out"
+check "the SIGTERM run resumed from step $((n + 3))" "[[ \$? -eq 0 ]]"
+stop TERM
+m=$(step_of term SIGTERM)
+echo "SIGTERM: exit $rc after ${secs}s at step $m"
+check "SIGTERM: exit 143 within 10 s (rc $rc, ${secs}s)" "[[ $rc -eq 143 ]] && awk 'BEGIN{exit !($secs < 10)}'"
+check "SIGTERM: the message names ckpt-$m.vkt, later than step $((n + 3))" \
+      "[[ -n '$m' ]] && (( m > n + 3 )) && grep -qx \"vkt: interrupted (SIGTERM) at step $m: saved checkpoint $d/ckpt-$m.vkt\" '$tmp/term.err'"
+check "SIGTERM: every checkpoint in the folder loads" "[[ -s '$d/ckpt-$m.vkt' ]] && loads '$d'"
+out=$("$bin" "${args[@]/100000/$m}" --quiet --checkpoint-dir "$d" 2>&1); rc=$?
+check "a rerun resumes from step $m" "[[ $rc -eq 0 ]] && grep -q '^resumed from step $m\$' <<<\"\$out\""
+
+# ---- two signals back to back: saved, or ended at once; never a corrupt file ----
+# Several spacings, so that the second lands before, during or after the save; a bigger
+# model makes the save long enough to be hit.
+for gap in 0 0.02 0.1 0.3; do
+    d2=$tmp/twice-$gap
+    start twice "${args[@]}" --hidden 1024,1024 --checkpoint-dir "$d2"
+    t0=$(date +%s.%N)
+    kill -INT $pid; sleep "$gap"
+    stop INT
+    saved=$(grep -c 'saved checkpoint' "$tmp/twice.err")
+    echo "two SIGINTs $gap s apart: exit $rc, saved: $saved"
+    check "two SIGINTs $gap s apart: exit 130 (rc $rc)" "[[ $rc -eq 130 ]]"
+    check "two SIGINTs $gap s apart: every checkpoint loads" "loads '$d2'"
+done
+
+# ---- no --checkpoint-dir: stops cleanly, nothing saved ----
+start nodir "${args[@]}"
+stop INT
+k=$(step_of nodir SIGINT)
+check "no --checkpoint-dir: exit 130 at a step, nothing saved ($(cat "$tmp/nodir.err"))" \
+      "[[ $rc -eq 130 && -n '$k' ]] && grep -qx 'vkt: interrupted (SIGINT) at step $k: no checkpoint saved (no --checkpoint-dir)' '$tmp/nodir.err'"
+
+# ---- charlm's loop ----
+lm=(train --model charlm --steps 100000 --layers 1 --width 32 --heads 2 --context 16
+    --batch 8 --eval-every 0 --save-secs 1000)
+d3=$tmp/lm
+start lm "${lm[@]}" --checkpoint-dir "$d3"
+stop INT
+j=$(step_of lm SIGINT)
+check "charlm: SIGINT exits 130 and saves ckpt-$j.vkt ($(cat "$tmp/lm.err"))" \
+      "[[ $rc -eq 130 && -n '$j' ]] && grep -qx \"vkt: interrupted (SIGINT) at step $j: saved checkpoint $d3/ckpt-$j.vkt\" '$tmp/lm.err' && loads '$d3'"
+out=$("$bin" "${lm[@]/100000/$((j + 2))}" --sample 10 --quiet --checkpoint-dir "$d3" 2>&1); rc=$?
+check "charlm: a rerun resumes from step $j" "[[ $rc -eq 0 ]] && grep -q '^resumed from step $j\$' <<<\"\$out\""
+
+# ---- under mpirun: the launcher forwards the signal to every rank ----
+if command -v mpirun >/dev/null; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 \
+        OMPI_MCA_btl_vader_single_copy_mechanism=none LP_NUM_THREADS=1
+    d4=$tmp/mpi
+    env --default-signal=INT,TERM mpirun -np 2 --bind-to none "$bin" "${args[@]}" \
+        --checkpoint-dir "$d4" >"$tmp/mpi.out" 2>"$tmp/mpi.err" &
+    pid=$!
+    for ((i = 0; i < 600; i++)); do
+        grep -q '^step ' "$tmp/mpi.out" 2>/dev/null && break
+        kill -0 $pid 2>/dev/null || break
+        sleep 0.1
+    done
+    stop INT
+    sleep 1
+    left=$(pgrep -f -- "$d4" | tr '\n' ' ')
+    echo "mpirun -np 2, SIGINT: exit $rc after ${secs}s; $(grep -h 'interrupted' "$tmp/mpi.err")"
+    check "mpirun: SIGINT ends the job with a non-zero status (rc $rc)" "[[ $rc -ne 0 ]]"
+    check "mpirun: the chief saved a checkpoint that loads ($(ls "$d4" 2>/dev/null | tr '\n' ' '))" \
+          "ls '$d4' 2>/dev/null | grep -q '^ckpt-[0-9]*\.vkt\$' && loads '$d4'"
+    check "mpirun: no process left ($left)" "[[ -z '$left' ]]"
+    for p in $left; do kill -KILL "$p" 2>/dev/null; done
+else
+    echo "no mpirun: the MPI case skipped"
+fi
+
+echo "signals: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
