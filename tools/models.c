@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 
 vkt_status cli_build_mlp(cli_model *m, uint32_t batch, uint32_t features, uint32_t classes,
                          const uint32_t *widths, uint32_t n_widths, float dropout,
@@ -110,8 +111,39 @@ static vkt_tensor *drop(vkt_graph *g, vkt_tensor *x, float p)
     return p > 0 ? vkt_dropout(g, x, p) : x;
 }
 
+/* Bytes a training run of the transformer needs at least: parameters four times (values,
+ * gradients, Adam's two moments) and the activations each block saves for its backward
+ * (per token: about 16 widths and the attention's probabilities), in double so absurd
+ * sizes do not wrap. */
+static double charlm_bytes(uint32_t batch, const cli_lm_shape *s)
+{
+    double c = s->width, t = s->context, tokens = (double)batch * t;
+    double block_params = 12.0 * c * c + 13.0 * c;
+    double params = (double)s->layers * block_params + (double)s->vocab * c * 2 + t * c + 2 * c;
+    double acts = (double)s->layers * tokens * (16.0 * c + (double)s->heads * t);
+    return 4.0 * (4.0 * params + acts);
+}
+
+/* This machine's memory (lavapipe's device memory is host memory; a GPU's is smaller). */
+static double host_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && size > 0 ? (double)pages * (double)size : 0;
+}
+
 vkt_status cli_build_charlm(cli_model *m, uint32_t batch, const cli_lm_shape *s, uint64_t seed)
 {
+    /* Refused before building: a graph of 10^5 blocks takes minutes to compile and could
+     * never be allocated. */
+    double need = charlm_bytes(batch, s), have = host_bytes();
+    if (have > 0 && need > have) {
+        fprintf(stderr, "vkt: --layers %u (--width %u, --context %u, --batch %u): the model "
+                "needs about %.1f GB for parameters, gradients, optimizer state and "
+                "activations, more than this machine's %.1f GB of memory\n", s->layers,
+                s->width, s->context, batch, need / 1e9, have / 1e9);
+        m->graph = NULL;
+        return VKT_ERROR_LIMIT;
+    }
     vkt_graph_options go = {.seed = seed};
     vkt_status st = vkt_graph_create(&go, &m->graph);
     if (st != VKT_OK)
