@@ -25,6 +25,9 @@ int cmd_plot(int argc, char **argv);
 /* A whole number string s (nothing after it), finite and in [lo, hi], into *out;
  * returns 0 otherwise. */
 int cli_parse_double(const char *s, double lo, double hi, double *out);
+/* A whole non-negative decimal integer s (digits only: no sign, spaces, fraction or
+ * trailing text) in [lo, hi], into *out; returns 0 otherwise. */
+int cli_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 /* Monotonic wall-clock seconds. */
 double cli_now(void);
 /* The shipped text for --model charlm (Pride and Prejudice, data/austen). */

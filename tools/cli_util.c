@@ -46,3 +46,16 @@ int cli_parse_double(const char *s, double lo, double hi, double *out)
     *out = v;
     return 1;
 }
+
+int cli_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (*s < '0' || *s > '9')
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end != '\0' || errno == ERANGE || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}

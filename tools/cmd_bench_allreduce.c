@@ -81,22 +81,24 @@ static int parse_args(int argc, char **argv, bench_args *a)
     parse_sizes("4K..64M", a);
     for (int i = 0; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t n = 0;
         if (strcmp(argv[i], "--sizes") == 0 && v) {
             if (!parse_sizes(v, a))
                 return usage();
         } else if (strcmp(argv[i], "--iters") == 0 && v) {
-            a->iters = (uint32_t)strtoul(v, NULL, 10);
-            if (!a->iters)
+            if (!cli_parse_uint(v, 1, UINT32_MAX, &n))
                 return usage();
+            a->iters = (uint32_t)n;
         } else if (strcmp(argv[i], "--rounds") == 0 && v) {
-            a->rounds = (uint32_t)strtoul(v, NULL, 10);
-            if (!a->rounds)
+            if (!cli_parse_uint(v, 1, UINT32_MAX, &n))
                 return usage();
+            a->rounds = (uint32_t)n;
         } else if (strcmp(argv[i], "--poll-us") == 0 && v) {
-            a->poll_max_us = (uint32_t)strtoul(v, NULL, 10);
+            if (!cli_parse_uint(v, 0, UINT32_MAX, &n))
+                return usage();
+            a->poll_max_us = (uint32_t)n;
         } else if (strcmp(argv[i], "--timeout") == 0 && v) {
-            a->timeout = strtod(v, NULL);
-            if (!(a->timeout > 0))
+            if (!cli_parse_double(v, 0.001, 1e6, &a->timeout))
                 return usage();
         } else {
             return usage();

@@ -115,10 +115,13 @@ int cmd_bench_layers(int argc, char **argv)
 {
     layers_args a = {.runs = 6, .steps = 10, .cnn = 1, .lm = 1};
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
-            a.runs = (uint32_t)strtoul(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
-            a.steps = (uint32_t)strtoul(argv[++i], NULL, 10);
+        uint64_t n = 0;
+        if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc &&
+            cli_parse_uint(argv[i + 1], 1, 1000000, &n))
+            a.runs = (uint32_t)n, i++;
+        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc &&
+                 cli_parse_uint(argv[i + 1], 1, 1000000000, &n))
+            a.steps = (uint32_t)n, i++;
         else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
             const char *v = argv[++i];
             a.cnn = strcmp(v, "cnn") == 0;

@@ -1,7 +1,8 @@
 /* `vkt train`'s options: one table gives each option's name, type, range, default and
  * --help text; the parser and the usage text are both read from it, so they cannot drift.
  * Every number is parsed whole (nothing after it), finite and in range; a bad value is a
- * message naming the option and exit status 2. Uses no Vulkan: a fuzz target can link it. */
+ * message naming the option and exit status 2. Calls no Vulkan: a fuzz target can link it
+ * with cli_util.c. */
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "train.h"
 
 #define FIELD(f) .offset = offsetof(train_args, f), .size = sizeof(((train_args *)0)->f)
@@ -173,21 +175,6 @@ const train_option *train_option_find(const char *name)
     return NULL;
 }
 
-/* A whole non-negative decimal integer s into *out; 0 if anything else (a sign, spaces,
- * a fraction, an exponent, overflow). */
-static int parse_uint(const char *s, uint64_t *out)
-{
-    if (*s < '0' || *s > '9')
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end != '\0' || errno == ERANGE)
-        return 0;
-    *out = v;
-    return 1;
-}
-
 /* A range as text: "1 to 64", "> 0 and <= 1e+06", "0 and < 1". */
 static void range_text(const train_option *o, char *buf, size_t n)
 {
@@ -230,7 +217,7 @@ static int set_value(const train_option *o, const char *v, train_args *a)
     }
     case TRAIN_OPT_INT: {
         uint64_t n;
-        if (!parse_uint(v, &n)) {
+        if (!cli_parse_uint(v, 0, UINT64_MAX, &n)) {
             fprintf(stderr, "vkt train: %s takes a whole number from %s, not '%s'\n", o->name,
                     range, v);
             return 0;
@@ -271,7 +258,7 @@ static int set_value(const train_option *o, const char *v, train_args *a)
                 break;
             memcpy(num, s, len);
             num[len] = '\0';
-            if (!parse_uint(num, &x) || (double)x < o->lo || (double)x > o->hi)
+            if (!cli_parse_uint(num, (uint64_t)o->lo, (uint64_t)o->hi, &x))
                 break;
             w[n++] = (uint32_t)x;
             if (s[len] == '\0') {

@@ -18,7 +18,7 @@ cd "$tmp" || exit 1
 clean() {
     local line a b tokens
     while IFS= read -r line; do
-        [[ $line == vkt:* ]] || continue
+        [[ $line == vkt:* || $line == "vkt train:"* ]] || continue
         if grep -Eq '(^|: )([^:]+: )\2' <<<"$line"; then echo "repeated prefix: $line" >&2; return 1; fi
         tokens=$(grep -oE '[A-Za-z_][A-Za-z0-9_]*:' <<<"$line" | sort -u)
         for a in $tokens; do
@@ -30,8 +30,9 @@ clean() {
     return 0
 }
 
-# A message reaches the user (non-zero exit, a "vkt:" line) and is clean.
-refused() { [[ $2 -ne 0 ]] && grep -q '^vkt: ' <<<"$1" && clean "$1"; }
+# A message reaches the user (non-zero exit, a "vkt:" line, or "vkt train:" for an option
+# refused before anything runs) and is clean.
+refused() { [[ $2 -ne 0 ]] && grep -Eq '^vkt( train)?: ' <<<"$1" && clean "$1"; }
 
 out=$("$bin" train --batch -5 --steps 1 2>&1); rc=$?
 check "train --batch -5: refused, message clean ($out)" "refused \"\$out\" $rc"
