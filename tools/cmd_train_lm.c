@@ -129,7 +129,8 @@ static int run(lm_run *r, vkt_instance *inst)
     if (oo.schedule == VKT_SCHEDULE_WARMUP_COSINE && a->warmup == 0)
         oo.warmup_steps = total / 20; /* a short warmup: Adam's early steps are large */
     if ((st = cli_build_charlm(&r->m, a->batch, &shape, a->seed)) != VKT_OK)
-        return cli_fail("cannot build the model", st, vkt_graph_errmsg(r->m.graph));
+        return r->m.graph ? cli_fail("cannot build the model", st, vkt_graph_errmsg(r->m.graph))
+                          : 1; /* refused before building: the builder said why */
     if ((st = train_make_trainer(a, inst, &r->m, &oo, &r->tr)) != VKT_OK)
         return cli_fail("cannot create the trainer", st, vkt_last_error());
     uint64_t rows = (uint64_t)a->batch * a->context;
