@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The catalogue of ways a user can run vkt wrong (and what used to go wrong), one line
+# each: the exit status, the message, and that every checkpoint left behind still loads
+# (vkt export reads the newest valid one; a corrupt file moved aside is never counted).
+# The topic scripts (options.sh, checkpoint.sh, signals.sh, messages.sh, limits.sh,
+# export_plot.sh, train.sh) test each area in depth; this one keeps the whole list in
+# one table, printed as it runs.
+# Usage: catalogue.sh BIN_DIR
+set -u
+bin=$1/vkt
+pass=0 fail=0
+tmp=$(mktemp -d); bg=
+trap '[[ -n $bg ]] && kill -KILL $bg 2>/dev/null; rm -rf "$tmp"' EXIT
+# case NAME WANT_RC REGEX OUTPUT RC: one row of the table
+case_() {
+    local name=$1 want=$2 re=$3 out=$4 rc=$5
+    if [[ $rc -eq $want ]] && grep -Eq -- "$re" <<<"$out"; then
+        pass=$((pass+1)); printf 'ok   | %-58s | %3s | %s\n' "$name" "$rc" "$(grep -Em1 -- "$re" <<<"$out" | cut -c1-90)"
+    else
+        fail=$((fail+1)); printf 'FAIL | %-58s | %3s (want %s) | %s\n' "$name" "$rc" "$want" "$(tail -2 <<<"$out" | tr '\n' ' ' | cut -c1-160)" >&2
+    fi
+}
+# loads DIR: every checkpoint the folder offers loads
+loads() { "$bin" export --checkpoint-dir "$1" -o "$tmp/x.safetensors" >/dev/null 2>&1; }
+run() { timeout -k 5 120 "$bin" "$@" 2>&1; }
+
+# options, parsed whole, finite and in range (exit 2, the option named)
+for a in "--lr abc" "--lr 0" "--lr nan" "--lr -1" "--batch -1" "--steps -1" "--epochs 1.5" \
+         "--steps abc" "--staleness -1" "--dropout -0.5" "--keep -1" "--replicas 0"; do
+    out=$(run train $a); rc=$?
+    case_ "vkt train $a" 2 "${a%% *}" "$out" $rc
+done
+out=$(run train --steps 2 --frobnicate); rc=$?
+case_ "a trailing unknown option" 2 "unknown option '--frobnicate'" "$out" $rc
+out=$(VKT_KERNELS=tpu run train --steps 2); rc=$?
+case_ "VKT_KERNELS=tpu" 1 "VKT_KERNELS='tpu'" "$out" $rc
+
+# messages arrive whole
+out=$(VKT_DEVICES=0,,x run devices); rc=$?
+case_ "VKT_DEVICES=0,,x: one clean message" 1 "bad device list '0,,x'" "$out" $rc
+[[ $(grep -c 'VKT_DEVICES: VKT_DEVICES' <<<"$out") -eq 0 ]] || case_ "no repeated prefix" 0 "^$" "$out" 1
+
+# degenerate runs and sizes
+out=$(run train --batch 100000); rc=$?
+case_ "a batch larger than the data" 1 "fewer than one batch of 100000" "$out" $rc
+t0=$SECONDS
+out=$(run train --model charlm --layers 100000); rc=$?
+case_ "charlm --layers 100000 refused up front ($((SECONDS - t0)) s)" 1 "--layers 100000.*memory" "$out" $rc
+
+# divergence: stops naming the step, no NaN checkpoint, the earlier ones load
+out=$(run train --lr 1e6 --steps 50 --checkpoint-dir "$tmp/div" --save-every 1 --keep 0); rc=$?
+case_ "--lr 1e6 diverges" 1 "VKT_ERROR_DIVERGED: the loss is .* at step [0-9]+" "$out" $rc
+loads "$tmp/div"; case_ "  ... its checkpoints still load" 0 "" "" $?
+
+# retention: a corrupt newer checkpoint does not cost the good one
+run train --steps 20 --checkpoint-dir "$tmp/ret" --quiet >/dev/null
+printf 'not a checkpoint' >"$tmp/ret/ckpt-1000.vkt"
+out=$(run train --steps 40 --checkpoint-dir "$tmp/ret" --keep 1 --quiet); rc=$?
+case_ "corrupt newer + --keep 1: warned, moved aside" 0 "warning: .*ckpt-1000.vkt" "$out" $rc
+out=$(run train --steps 60 --checkpoint-dir "$tmp/ret" --quiet); rc=$?
+case_ "  ... the next run resumes" 0 "^resumed from step 40" "$out" $rc
+out=$(run train --steps 60 --checkpoint-dir "$tmp/ret" --quiet); rc=$?
+case_ "resuming a finished run" 0 "nothing to train: the checkpoint is at step 60 of 60" "$out" $rc
+
+# one run per checkpoint folder
+timeout -k 5 120 env --default-signal=INT,TERM "$bin" train --steps 100000 \
+    --checkpoint-dir "$tmp/lock" --save-secs 1000 --quiet >"$tmp/lock.out" 2>&1 &
+bg=$!
+for _ in $(seq 100); do [[ -e $tmp/lock/.vkt.lock ]] && break; sleep 0.1; done
+sleep 1
+out=$(run train --steps 5 --checkpoint-dir "$tmp/lock" --quiet); rc=$?
+case_ "a second run on a folder in use" 1 "is in use by another run" "$out" $rc
+
+# Ctrl-C: the step finishes, a checkpoint is saved, status 130
+kill -INT $bg; wait $bg; rc=$?; bg=
+out=$(cat "$tmp/lock.out")
+case_ "SIGINT during training" 130 "interrupted \(SIGINT\) at step [0-9]+: saved checkpoint" "$out" $rc
+loads "$tmp/lock"; case_ "  ... that checkpoint loads" 0 "" "" $?
+
+# export says when it skips a corrupt newest checkpoint
+cp -r "$tmp/ret" "$tmp/exp"
+printf 'garbage' >"$tmp/exp/ckpt-9999.vkt"
+out=$("$bin" export --checkpoint-dir "$tmp/exp" -o "$tmp/e.safetensors" 2>&1); rc=$?
+case_ "vkt export skips a corrupt newest checkpoint, saying so" 0 "warning: .*ckpt-9999.vkt" "$out" $rc
+
+echo "catalogue: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
