@@ -30,12 +30,6 @@ static uint64_t bucket_limit(const vkt_trainer *t, uint32_t b)
     return b == 0 && FIRST_BUCKET_FLOATS < per ? FIRST_BUCKET_FLOATS : per;
 }
 
-vkt_status sync_world_setup(vkt_trainer *t)
-{
-    (void)t; /* the layout comes from replica 0's recording (sync_world_on_grad) */
-    return VKT_OK;
-}
-
 /* Replica 0's first recording: bucket b starts at range `first`. */
 static int open_bucket(vkt_trainer *t, uint32_t first)
 {
@@ -318,17 +312,6 @@ int sync_world_exchange(replica *r, uint64_t step)
     return 0;
 }
 
-static uint64_t hash_floats(const float *p, uint64_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (uint64_t i = 0; i < n; i++) {
-        uint32_t w;
-        memcpy(&w, &p[i], sizeof w);
-        h = (h ^ w) * 0x100000001b3ull;
-    }
-    return h;
-}
-
 void sync_world_check_identical(replica *r, uint64_t step)
 {
     vkt_trainer *t = r->t;
@@ -343,7 +326,7 @@ void sync_world_check_identical(replica *r, uint64_t step)
     vkt_status st = vkt_model_read_params(r->model, p, t->param_count);
     uint64_t h[2] = {0, 0};
     if (st == VKT_OK) {
-        h[0] = hash_floats(p, t->grad_count);
+        h[0] = trainer_hash(p, t->grad_count * sizeof *p);
         h[1] = ~h[0];
     } else {
         replica_fail(r, st, "%s", vkt_model_errmsg(r->model));

@@ -187,8 +187,6 @@ static vkt_status create_all(vkt_trainer *t, int *laid_out)
         t->param_count = vkt_model_param_count(t->rep[0].model);
         graph_model_flat(t->rep[0].model, &p, &g, &t->grad_count);
     }
-    if (st == VKT_OK && t->world && t->opt.mode == VKT_PARALLEL_SYNC)
-        st = sync_world_setup(t);
     if (st == VKT_OK && n > 1)
         st = trainer_workers_start(t);
     return st;

@@ -183,6 +183,9 @@ vkt_status trainer_world_agree(vkt_trainer *t, vkt_status local);
 vkt_status trainer_world_check_fit(vkt_trainer *t, vkt_status local, uint64_t steps);
 /* From the chief to every rank (a checkpoint's bytes): n bytes of buf. */
 vkt_status trainer_world_bcast(vkt_trainer *t, void *buf, uint64_t n);
+/* A 64-bit FNV-style hash of n bytes, fast over whole data sets and parameter arrays:
+ * equal bytes, equal hash on every rank. */
+uint64_t trainer_hash(const void *data, size_t n);
 /* Whether this process writes files (the chief of the world, or alone). */
 int trainer_is_chief(const vkt_trainer *t);
 
@@ -191,7 +194,6 @@ int trainer_is_chief(const vkt_trainer *t);
  * 0's thread), the verdict (a failure anywhere, a stop asked by the chief), the sum back
  * into every stage. Returns 1 to stop (statuses set), 0 to apply. */
 int sync_world_exchange(replica *r, uint64_t step);
-vkt_status sync_world_setup(vkt_trainer *t);
 /* Recording, after the copy of a gradient into the stage: the bucket it belongs to, and
  * a mark where a bucket is complete, so the host sums and sends it while the device goes
  * on with the backward. Also an epilogue closes the last bucket (sync_world_setup_replica). */

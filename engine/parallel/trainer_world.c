@@ -222,6 +222,8 @@ static uint64_t fnv_words(uint64_t h, const void *data, size_t n)
     return fnv(h, p + i, n - i);
 }
 
+uint64_t trainer_hash(const void *data, size_t n) { return fnv_words(FNV0, data, n); }
+
 /* A data set's fingerprint: its size and a hash of every sample and label. */
 static uint64_t data_hash(const vkt_dataset *d)
 {

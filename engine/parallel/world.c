@@ -181,3 +181,16 @@ vkt_status vkt_world_bench_allreduce(vkt_world *world, uint64_t bytes, uint32_t 
     }
     return st;
 }
+
+vkt_status world_check_send(vkt_world *w, uint32_t dst, int tag, const void *buf,
+                            uint64_t bytes, world_req **out)
+{
+    if (!out)
+        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "send: out is NULL");
+    *out = NULL;
+    if (dst >= w->size || tag < 0 || (bytes && !buf))
+        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "send: bad destination %u (of %u ranks), tag %d or buffer", dst,
+                        w->size, tag);
+    return VKT_OK;
+}

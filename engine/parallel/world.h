@@ -112,6 +112,11 @@ vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32
  * reference; no deadline. One rank: nothing. */
 vkt_status world_allreduce_f32_plain(vkt_world *w, float *data, uint64_t n);
 
+/* world.c: the arguments of world_isend, checked alike by every transport (*out NULL
+ * first). */
+vkt_status world_check_send(vkt_world *w, uint32_t dst, int tag, const void *buf,
+                            uint64_t bytes, world_req **out);
+
 /* world.c: sleeps for the n-th poll of a wait: 1 us doubling up to poll_max_us. */
 void world_backoff(const vkt_world *w, uint32_t n);
 

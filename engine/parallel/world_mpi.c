@@ -904,16 +904,11 @@ static vkt_status need_peers(vkt_world *w, const char *what)
 vkt_status world_isend(vkt_world *w, uint32_t dst, int tag, const void *buf, uint64_t bytes,
                        world_req **out)
 {
-    if (!out)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "send: out is NULL");
-    *out = NULL;
-    vkt_status st = need_peers(w, "send");
+    vkt_status st = world_check_send(w, dst, tag, buf, bytes, out);
+    if (st == VKT_OK)
+        st = need_peers(w, "send");
     if (st != VKT_OK)
         return st;
-    if (dst >= w->size || tag < 0 || (bytes && !buf))
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "send: bad destination %u (of %u ranks), tag %d or buffer", dst,
-                        w->size, tag);
     if (bytes > INT_MAX)
         return vkt_fail(w->errmsg, VKT_ERROR_LIMIT,
                         "send: %llu bytes in one message; at most %d", (unsigned long long)bytes,
