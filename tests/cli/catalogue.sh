@@ -63,7 +63,9 @@ out=$(run train --steps 60 --checkpoint-dir "$tmp/ret" --quiet); rc=$?
 case_ "resuming a finished run" 0 "nothing to train: the checkpoint is at step 60 of 60" "$out" $rc
 
 # one run per checkpoint folder
-timeout -k 5 120 env --default-signal=INT,TERM "$bin" train --steps 100000 \
+# --foreground: timeout passes a signal to its child only; without it timeout also sends
+# it to its whole process group, and vkt takes the second copy for a second Ctrl-C.
+timeout --foreground -k 5 120 env --default-signal=INT,TERM "$bin" train --steps 100000 \
     --checkpoint-dir "$tmp/lock" --save-secs 1000 --quiet >"$tmp/lock.out" 2>&1 &
 bg=$!
 for _ in $(seq 100); do [[ -e $tmp/lock/.vkt.lock ]] && break; sleep 0.1; done
