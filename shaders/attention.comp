@@ -31,9 +31,8 @@
  * VEC: D % 4 == 0 and the qkv, y / dy and dqkv views read as vec4s. VEC_T: t % 4 == 0
  * and probs / workspace views read as vec4s, so a lane loads and stores 4 keys of its
  * probs / dP row at once. Dropout (push constant `dropout`) keeps element
- * idx = (bh t + i) t + j iff hash32(key + hash32(drop_off + idx)) >= threshold, with the
- * key chained from the step (read from ctrl at run time) and the seed as in
- * shaders/dropout.comp; drop_off = b0 H t t moves sequence bb to the global b0 + bb
+ * idx = (bh t + i) t + j iff dropout_kept(key, drop_off + idx, threshold) (dropout_hash.h),
+ * with the key chained from the step (read from ctrl at run time) and the seed; drop_off = b0 H t t moves sequence bb to the global b0 + bb
  * (uint arithmetic: modulo 2^32, as the C references).
  * All sums run in a fixed order in one invocation: results are bitwise reproducible.
  */
@@ -42,6 +41,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#include "dropout_hash.h"
 #include "push_attention.h"
 
 layout(local_size_x_id = 0) in;
@@ -78,18 +78,7 @@ uint drop_key;
 vec4 buf[ROUNDS]; /* SHUFFLE: this lane's chunks of the current row pair */
 uint pair_a, pair_b; /* without SHUFFLE: where the pair starts */
 
-/* "lowbias32" integer finalizer, as shaders/dropout.comp and graph_hash32. */
-uint hash32(uint x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
-bool kept(uint idx) { return hash32(drop_key + hash32(p.drop_off + idx)) >= p.threshold; }
+bool kept(uint idx) { return dropout_kept(drop_key, p.drop_off + idx, p.threshold); }
 
 /* Chunk c of the pair (a[0..D), b[0..D)): element offsets a and b are in qkv, except b
  * in dy for PASS 2. */
@@ -189,7 +178,7 @@ void main()
     drop = p.dropout != 0u;
     if (drop) {
         uint step_lo = ctrl[p.c_off], step_hi = ctrl[p.c_off + 1u];
-        drop_key = hash32(hash32(hash32(hash32(step_hi) ^ step_lo) ^ p.seed_hi) ^ p.seed_lo);
+        drop_key = dropout_key(step_lo, step_hi, p.seed_lo, p.seed_hi);
     }
 
     if (PASS == 0u) {

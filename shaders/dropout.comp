@@ -1,13 +1,14 @@
 /*
- * Dropout with a counter-based hash: element i is kept when
- * hash(key + hash(i_off + i)) >= threshold (threshold = p * 2^32), i_off + i the
+ * Dropout with a counter-based hash (dropout_hash.h, shared with C): element i is kept
+ * when dropout_kept(key, i_off + i, threshold) (threshold = p * 2^32), i_off + i the
  * element's index in the whole batch (modulo 2^32), key = a hash chain of the
  * step (read from the control buffer, so replays see each step's value) and the node's
  * seed; kept elements are scaled by 1/(1-p). y = x * factor (+ beta * y). The backward
- * is the same map applied to dy. engine/graph/init.c has the identical C functions.
+ * is the same map applied to dy.
  */
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#include "dropout_hash.h"
 #include "push.h"
 
 layout(local_size_x_id = 0) in;
@@ -17,27 +18,13 @@ layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer C { uint ctrl[]; };
 layout(std430, set = 0, binding = 2) buffer Y { float y[]; };
 
-/* "lowbias32" integer finalizer (Chris Wellons' hash-prospector). */
-uint hash32(uint x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
 void main()
 {
     uint step_lo = ctrl[p.c_off], step_hi = ctrl[p.c_off + 1];
-    uint key = hash32(step_hi);
-    key = hash32(key ^ step_lo);
-    key = hash32(key ^ p.seed_hi);
-    key = hash32(key ^ p.seed_lo);
+    uint key = dropout_key(step_lo, step_hi, p.seed_lo, p.seed_hi);
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     for (uint i = gl_GlobalInvocationID.x; i < p.n; i += stride) {
-        float f = hash32(key + hash32(p.i_off + i)) >= p.threshold ? p.scale : 0.0;
+        float f = dropout_kept(key, p.i_off + i, p.threshold) ? p.scale : 0.0;
         float v = x[p.x_off + i] * f;
         y[p.y_off + i] = p.beta != 0.0 ? v + p.beta * y[p.y_off + i] : v;
     }

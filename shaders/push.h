@@ -115,7 +115,7 @@ struct vkt_optim_hyper {
     VKT_U32 t;                     /* Adam's t = step + 1 (low 32 bits), for inspection */
 };
 
-/* ---- graph-layer kernels (engine/graph/gk_*.c) ---- */
+/* ---- training kernels (engine/kernels/train_ops.c) ---- */
 
 /* Bias + activation over [rows, cols] (the bias broadcast over rows) and its backward.
  * Forward: P = P + b; Y = f(P) (Y is P itself unless the pre-activation is kept).
@@ -171,7 +171,7 @@ struct vkt_push_block {
 /* Dropout: y = x * (hash(key(seed, step), i_off + i) >= threshold ? scale : 0) (+ beta * y);
  * step (two uint32, low first) is read from the control buffer at c_off so that the
  * recorded command buffer needs no change per step. i_off: the index in the whole batch
- * of element 0 (low 32 bits; i_off + i wraps modulo 2^32, as graph_dropout_keep). */
+ * of element 0 (low 32 bits; i_off + i wraps modulo 2^32: dropout_hash.h). */
 struct vkt_push_dropout {
     VKT_U32 n;
     VKT_U32 threshold;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/graph.h"
+#include "dropout_hash.h"
 #include "harness.h"
 #include "kernels/attention.h"
 
@@ -304,7 +304,7 @@ static void test_dropout_mask(vkt_stream *s)
         TH_OK(g_ctx, vkt_stream_run(s));
         got[k] = th_alloc_floats(ny);
         th_buf_read(&y.b, got[k]);
-        uint32_t key = graph_dropout_key(seed, steps[k]), thr = graph_dropout_threshold(pd);
+        uint32_t key = dropout_key64(seed, steps[k]), thr = dropout_threshold(pd);
         uint64_t kept = 0, total = 0, wrong = 0;
         for (uint32_t bb = 0; bb < B; bb++)
             for (uint32_t h = 0; h < H; h++)
@@ -318,7 +318,7 @@ static void test_dropout_mask(vkt_stream *s)
                         if (j > i)
                             continue;
                         uint32_t idx = (uint32_t)((((uint64_t)bb * H + h) * T + i) * T + j);
-                        wrong += on != graph_dropout_keep(key, idx, thr);
+                        wrong += on != dropout_kept(key, idx, thr);
                         kept += on;
                         total++;
                     }

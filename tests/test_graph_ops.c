@@ -1,4 +1,4 @@
-/* Graph ops. Part 1: the graph layer's kernels (engine/graph/gk.h) against their fp32
+/* Graph ops. Part 1: the graph layer's kernels (engine/kernels/train_ops.h) against their fp32
  * references on awkward shapes, with guard elements around every output. Part 2: every
  * op of the graph API: (a) its CPU backward (double) against central differences of its
  * CPU forward, (b) the device forward and backward against the CPU reference, fused and
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/gk.h"
+#include "kernels/train_ops.h"
 #include "graph/graph.h"
 #include "harness.h"
 #include "op_case.h"
@@ -71,10 +71,10 @@ static void test_bias_act(vkt_stream *s)
                 kb pre = kb_new((uint64_t)r * c, -3, 3), b = kb_new(c, -1, 1);
                 kb y = kb_new((uint64_t)r * c, 0, 0);
                 vkt_view bv = th_view(&b.b), yv = th_view(&y.b);
-                TH_OK(g_ctx, gk_bias_act(s, op, alpha, th_view(&pre.b), mode & 1 ? &bv : NULL,
+                TH_OK(g_ctx, kt_bias_act(s, op, alpha, th_view(&pre.b), mode & 1 ? &bv : NULL,
                                          mode & 2 ? &yv : NULL, r, c));
                 run(s);
-                gk_ref_bias_act(op, alpha, pre.host, mode & 1 ? b.host : NULL,
+                kt_ref_bias_act(op, alpha, pre.host, mode & 1 ? b.host : NULL,
                                 mode & 2 ? y.host : NULL, r, c);
                 char what[96];
                 snprintf(what, sizeof what, "bias_act %s %ux%u mode %d", vkt_unary_op_name(op),
@@ -99,18 +99,18 @@ static void test_bias_act_backward(vkt_stream *s)
                 uint32_t r = shapes[si][0], c = shapes[si][1];
                 vkt_unary_op op = k_acts[ai];
                 int from_y = mode & 1;
-                if ((from_y && !gk_act_grad_from_y(op, 0.1f)) || (r > 1000 && ai > 1))
+                if ((from_y && !kt_act_grad_from_y(op, 0.1f)) || (r > 1000 && ai > 1))
                     continue;
                 float alpha = op == VKT_UNARY_SCALE ? 0.5f : 0.1f, beta = mode & 2 ? 1.0f : 0.0f;
                 kb v = kb_new((uint64_t)r * c, from_y ? 0.01f : -3.0f, from_y ? 0.99f : 3.0f);
                 kb dy = kb_new((uint64_t)r * c, -1, 1), dz = kb_new((uint64_t)r * c, -1, 1);
                 kb db = kb_new(c, -1, 1);
                 vkt_view dzv = th_view(&dz.b), dbv = th_view(&db.b);
-                TH_OK(g_ctx, gk_bias_act_backward(s, op, alpha, from_y, th_view(&v.b),
+                TH_OK(g_ctx, kt_bias_act_backward(s, op, alpha, from_y, th_view(&v.b),
                                                   th_view(&dy.b), &dzv, beta,
                                                   mode & 4 ? &dbv : NULL, beta, r, c));
                 run(s);
-                gk_ref_bias_act_backward(op, alpha, from_y, v.host, dy.host, dz.host, beta,
+                kt_ref_bias_act_backward(op, alpha, from_y, v.host, dy.host, dz.host, beta,
                                          mode & 4 ? db.host : NULL, beta, r, c);
                 char what[96];
                 snprintf(what, sizeof what, "bias_act_backward %s %ux%u mode %d",
@@ -126,17 +126,17 @@ static void test_bias_act_backward(vkt_stream *s)
     /* In place over dy, bias gradient only. */
     kb y = kb_new(13 * 7, 0.01f, 0.99f), dy = kb_new(13 * 7, -1, 1), db = kb_new(7, 0, 0);
     vkt_view dyv = th_view(&dy.b), dbv = th_view(&db.b);
-    TH_OK(g_ctx, gk_bias_act_backward(s, VKT_UNARY_SIGMOID, 0, 1, th_view(&y.b), dyv, &dyv, 0,
+    TH_OK(g_ctx, kt_bias_act_backward(s, VKT_UNARY_SIGMOID, 0, 1, th_view(&y.b), dyv, &dyv, 0,
                                       &dbv, 0, 13, 7));
     run(s);
-    gk_ref_bias_act_backward(VKT_UNARY_SIGMOID, 0, 1, y.host, dy.host, dy.host, 0, db.host, 0, 13,
+    kt_ref_bias_act_backward(VKT_UNARY_SIGMOID, 0, 1, y.host, dy.host, dy.host, 0, db.host, 0, 13,
                              7);
     kb_expect(&dy, dy.host, "bias_act_backward in place", 1e-5f, 1e-6f);
     kb_expect(&db, db.host, "bias_act_backward in place db", 1e-4f, 1e-5f);
-    TH_OK(g_ctx, gk_bias_act_backward(s, VKT_UNARY_SCALE, 1, 1, dyv, dyv, NULL, 0, &dbv, 0, 13,
+    TH_OK(g_ctx, kt_bias_act_backward(s, VKT_UNARY_SCALE, 1, 1, dyv, dyv, NULL, 0, &dbv, 0, 13,
                                       7));
     run(s);
-    gk_ref_bias_act_backward(VKT_UNARY_SCALE, 1, 1, dy.host, dy.host, NULL, 0, db.host, 0, 13, 7);
+    kt_ref_bias_act_backward(VKT_UNARY_SCALE, 1, 1, dy.host, dy.host, NULL, 0, db.host, 0, 13, 7);
     kb_expect(&db, db.host, "bias gradient alone", 1e-4f, 1e-5f);
     kb_free(&y);
     kb_free(&dy);
@@ -156,10 +156,10 @@ static void test_sce(vkt_stream *s)
                 labels[i] = (int32_t)(th_rand_u64() % c);
             th_buf_write(&lab.b, lab.host);
             vkt_view pv = th_view(&p.b);
-            TH_OK(g_ctx, gk_sce(s, th_view(&z.b), th_view(&lab.b), th_view(&loss.b), mode,
+            TH_OK(g_ctx, kt_sce(s, th_view(&z.b), th_view(&lab.b), th_view(&loss.b), mode,
                                 mode ? &pv : NULL, r, c));
             run(s);
-            gk_ref_sce(z.host, labels, loss.host, mode, p.host, r, c);
+            kt_ref_sce(z.host, labels, loss.host, mode, p.host, r, c);
             char what[64];
             snprintf(what, sizeof what, "sce %ux%u mode %d", r, c, mode);
             kb_expect(&loss, loss.host, what, 1e-5f, 1e-6f);
@@ -169,11 +169,11 @@ static void test_sce(vkt_stream *s)
             if (mode == 1) {
                 kb dl = kb_new(1, 0.5f, 2.0f), dz = kb_new((uint64_t)r * c, -1, 1);
                 for (int beta = 0; beta < 2; beta++) {
-                    TH_OK(g_ctx, gk_sce_backward(s, th_view(&p.b), th_view(&lab.b),
+                    TH_OK(g_ctx, kt_sce_backward(s, th_view(&p.b), th_view(&lab.b),
                                                  th_view(&dl.b), th_view(&dz.b), (float)beta, r,
                                                  c));
                     run(s);
-                    gk_ref_sce_backward(p.host, labels, dl.host, dz.host, (float)beta, r, c);
+                    kt_ref_sce_backward(p.host, labels, dl.host, dz.host, (float)beta, r, c);
                     kb_expect(&dz, dz.host, "sce_backward", 1e-5f, 1e-6f);
                 }
                 kb_free(&dl);
@@ -189,9 +189,9 @@ static void test_sce(vkt_stream *s)
     vkt_context_device_info(g_ctx, &info);
     if (strstr(info.name, "llvmpipe")) {
         kb z = kb_new(10001, 0, 1), lab = kb_new(1, 0, 0), loss = kb_new(1, 0, 0);
-        TH_STATUS(g_ctx, gk_sce(s, th_view(&z.b), th_view(&lab.b), th_view(&loss.b), 0, NULL, 1,
+        TH_STATUS(g_ctx, kt_sce(s, th_view(&z.b), th_view(&lab.b), th_view(&loss.b), 0, NULL, 1,
                                 10001), VKT_ERROR_LIMIT);
-        TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "gk_sce"), "the message names the kernel: %s",
+        TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "kt_sce"), "the message names the kernel: %s",
                  vkt_context_errmsg(g_ctx));
         TH_OK(g_ctx, vkt_stream_reset(s));
         kb_free(&z);
@@ -207,16 +207,16 @@ static void test_mse(vkt_stream *s)
         uint64_t n = sizes[si];
         kb a = kb_new(n, -2, 2), b = kb_new(n, -2, 2), l = kb_new(1, 0, 0);
         kb dl = kb_new(1, 0.5f, 1.5f), d = kb_new(n, -1, 1);
-        TH_OK(g_ctx, gk_mse(s, th_view(&a.b), th_view(&b.b), th_view(&l.b), n));
+        TH_OK(g_ctx, kt_mse(s, th_view(&a.b), th_view(&b.b), th_view(&l.b), n));
         run(s);
-        gk_ref_mse(a.host, b.host, l.host, n);
+        kt_ref_mse(a.host, b.host, l.host, n);
         kb_expect(&l, l.host, "mse", 1e-5f, 1e-7f);
         for (int beta = 0; beta < 2; beta++) {
             float sign = beta ? -1.0f : 1.0f;
-            TH_OK(g_ctx, gk_mse_backward(s, th_view(&a.b), th_view(&b.b), th_view(&dl.b),
+            TH_OK(g_ctx, kt_mse_backward(s, th_view(&a.b), th_view(&b.b), th_view(&dl.b),
                                          th_view(&d.b), sign, (float)beta, n));
             run(s);
-            gk_ref_mse_backward(a.host, b.host, dl.host, d.host, sign, (float)beta, n);
+            kt_ref_mse_backward(a.host, b.host, dl.host, d.host, sign, (float)beta, n);
             kb_expect(&d, d.host, "mse_backward", 1e-5f, 1e-7f);
         }
         kb_free(&a);
@@ -237,8 +237,8 @@ static void test_copies(vkt_stream *s)
         for (uint64_t i = 0; i < n; i++)
             y.host[i] = NAN;
         th_buf_write(&y.b, y.host);
-        TH_OK(g_ctx, gk_axpby(s, -2.5f, th_view(&x.b), 0.0f, th_view(&y.b), n));
-        TH_OK(g_ctx, gk_axpby(s, 1.0f, th_view(&x.b), 1.0f, th_view(&y.b), n));
+        TH_OK(g_ctx, kt_axpby(s, -2.5f, th_view(&x.b), 0.0f, th_view(&y.b), n));
+        TH_OK(g_ctx, kt_axpby(s, 1.0f, th_view(&x.b), 1.0f, th_view(&y.b), n));
         run(s);
         for (uint64_t i = 0; i < n; i++)
             y.host[i] = (float)(-2.5 * x.host[i] + x.host[i]);
@@ -249,15 +249,15 @@ static void test_copies(vkt_stream *s)
     /* slice/concat blocks: [5, 11] rows, columns [3, 3+4) into a [5, 4] destination and back */
     for (int beta = 0; beta < 2; beta++) {
         kb src = kb_new(55, -1, 1), dst = kb_new(20, -1, 1);
-        TH_OK(g_ctx, gk_slice(s, th_view(&src.b), 11, 3, th_view(&dst.b), 4, 0, 5, 4, 1.5f,
+        TH_OK(g_ctx, kt_slice(s, th_view(&src.b), 11, 3, th_view(&dst.b), 4, 0, 5, 4, 1.5f,
                               (float)beta));
         run(s);
-        gk_ref_slice(src.host, 11, 3, dst.host, 4, 0, 5, 4, 1.5f, (float)beta);
+        kt_ref_slice(src.host, 11, 3, dst.host, 4, 0, 5, 4, 1.5f, (float)beta);
         kb_expect(&dst, dst.host, "slice", 1e-6f, 1e-7f);
-        TH_OK(g_ctx, gk_slice(s, th_view(&dst.b), 4, 0, th_view(&src.b), 11, 6, 5, 4, 1.0f,
+        TH_OK(g_ctx, kt_slice(s, th_view(&dst.b), 4, 0, th_view(&src.b), 11, 6, 5, 4, 1.0f,
                               (float)beta));
         run(s);
-        gk_ref_slice(dst.host, 4, 0, src.host, 11, 6, 5, 4, 1.0f, (float)beta);
+        kt_ref_slice(dst.host, 4, 0, src.host, 11, 6, 5, 4, 1.0f, (float)beta);
         kb_expect(&src, src.host, "slice back", 1e-6f, 1e-7f);
         kb_free(&src);
         kb_free(&dst);
@@ -265,9 +265,9 @@ static void test_copies(vkt_stream *s)
     /* broadcast [3, 1, 7] -> [3, 5, 7]; transpose [13, 1] and [7, 9] */
     for (int beta = 0; beta < 2; beta++) {
         kb bx = kb_new(21, -1, 1), by = kb_new(105, -1, 1);
-        TH_OK(g_ctx, gk_broadcast(s, th_view(&bx.b), th_view(&by.b), 3, 5, 7, 0.2f, (float)beta));
+        TH_OK(g_ctx, kt_broadcast(s, th_view(&bx.b), th_view(&by.b), 3, 5, 7, 0.2f, (float)beta));
         run(s);
-        gk_ref_broadcast(bx.host, by.host, 3, 5, 7, 0.2f, (float)beta);
+        kt_ref_broadcast(bx.host, by.host, 3, 5, 7, 0.2f, (float)beta);
         kb_expect(&by, by.host, "broadcast", 1e-6f, 1e-7f);
         kb_free(&bx);
         kb_free(&by);
@@ -275,10 +275,10 @@ static void test_copies(vkt_stream *s)
         for (unsigned t = 0; t < 3; t++) {
             uint32_t r = tshape[t][0], c = tshape[t][1];
             kb tx = kb_new((uint64_t)r * c, -1, 1), ty = kb_new((uint64_t)r * c, -1, 1);
-            TH_OK(g_ctx, gk_transpose(s, th_view(&tx.b), th_view(&ty.b), r, c, 1.0f,
+            TH_OK(g_ctx, kt_transpose(s, th_view(&tx.b), th_view(&ty.b), r, c, 1.0f,
                                       (float)beta));
             run(s);
-            gk_ref_transpose(tx.host, ty.host, r, c, 1.0f, (float)beta);
+            kt_ref_transpose(tx.host, ty.host, r, c, 1.0f, (float)beta);
             kb_expect(&ty, ty.host, "transpose", 1e-6f, 1e-7f);
             kb_free(&tx);
             kb_free(&ty);
@@ -308,10 +308,10 @@ static void test_dropout_kernel(vkt_stream *s)
         uint32_t words[2] = {(uint32_t)steps[k], (uint32_t)(steps[k] >> 32)};
         uint64_t st = steps[k], off = offs[k];
         TH_OK(g_ctx, vkt_buffer_write(ctrl.b.buffer, ctrl.b.offset * 4, words, 8));
-        TH_OK(g_ctx, gk_dropout(s, th_view(&x.b), th_view(&ctrl.b), th_view(&y.b), N, p, seed,
+        TH_OK(g_ctx, kt_dropout(s, th_view(&x.b), th_view(&ctrl.b), th_view(&y.b), N, p, seed,
                                 off, 0.0f));
         run(s);
-        gk_ref_dropout(x.host, st, y.host, N, p, seed, off, 0.0f);
+        kt_ref_dropout(x.host, st, y.host, N, p, seed, off, 0.0f);
         char what[96];
         snprintf(what, sizeof what, "dropout matches its C reference (offset %llu)",
                  (unsigned long long)off);
@@ -325,14 +325,14 @@ static void test_dropout_kernel(vkt_stream *s)
     /* The batch split at element K into two dispatches, the second keyed from K, gives
      * the whole batch's output (step 5 still in ctrl); keyed from 0 it would not. */
     float *whole = th_alloc_floats(N);
-    gk_ref_dropout(x.host, 5, whole, N, p, seed, 0, 0.0f);
-    TH_OK(g_ctx, gk_dropout(s, th_view(&x.b), th_view(&ctrl.b), th_view(&y.b), K, p, seed, 0,
+    kt_ref_dropout(x.host, 5, whole, N, p, seed, 0, 0.0f);
+    TH_OK(g_ctx, kt_dropout(s, th_view(&x.b), th_view(&ctrl.b), th_view(&y.b), K, p, seed, 0,
                             0.0f));
-    TH_OK(g_ctx, gk_dropout(s, tail_view(&x, K), th_view(&ctrl.b), tail_view(&y, K), N - K, p,
+    TH_OK(g_ctx, kt_dropout(s, tail_view(&x, K), th_view(&ctrl.b), tail_view(&y, K), N - K, p,
                             seed, K, 0.0f));
     run(s);
     kb_expect(&y, whole, "dropout in two parts keyed by the global index", 0, 0);
-    gk_ref_dropout(x.host + K, 5, y.host, N - K, p, seed, 0, 0.0f);
+    kt_ref_dropout(x.host + K, 5, y.host, N - K, p, seed, 0, 0.0f);
     TH_CHECK(memcmp(y.host, whole + K, (N - K) * sizeof *whole) != 0,
              "the second part keyed from 0 draws another mask");
     free(whole);

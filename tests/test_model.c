@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "graph/gk.h"
+#include "kernels/train_ops.h"
 #include "graph/model.h"
 #include "harness.h"
 
@@ -486,7 +486,7 @@ static vkt_status sgd_record(vkt_stream *s, void *user)
     vkt_view p, g;
     uint64_t n;
     vkt_status st = graph_model_flat(h->m, &p, &g, &n);
-    return st == VKT_OK ? gk_axpby(s, -h->lr, g, 1.0f, p, n) : st;
+    return st == VKT_OK ? kt_axpby(s, -h->lr, g, 1.0f, p, n) : st;
 }
 
 static void test_epilogue(void)

@@ -5,7 +5,7 @@
  * adds (the first contribution to a gradient writes, later ones add: uses of a tensor
  * sum without a zero-fill). */
 #include "graph/model.h"
-#include "graph/gk.h"
+#include "kernels/train_ops.h"
 #include "graph/layers.h"
 
 #include <stdlib.h>
@@ -202,7 +202,7 @@ static vkt_status make_values(vkt_model *m)
         } else if (nd->fused_from >= 0) {
             vkt_unary_op op = (vkt_unary_op)t->iop;
             /* The backward needs the pre-activation where f' does not follow from f. */
-            if (m->training && nd->needs_grad && !gk_act_grad_from_y(op, t->f0)) {
+            if (m->training && nd->needs_grad && !kt_act_grad_from_y(op, t->f0)) {
                 nd->aux = model_new_value(m, MS_ARENA, m->count[i]);
                 if (nd->aux < 0)
                     return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");

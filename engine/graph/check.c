@@ -5,7 +5,7 @@
  * Check mode plans without memory reuse and without in-place gradients, so every value
  * of the step can be read back afterwards. */
 #include "graph/model.h"
-#include "graph/gk.h"
+#include "kernels/train_ops.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -129,17 +129,6 @@ const char *graph_layer_op_fn(const vkt_tensor *n);
 /* Fills a parameter of `shape` from its initializer, deterministic for the seed. */
 void graph_init_param(const vkt_tensor *param, uint64_t graph_seed, float *out);
 
-/* ---- dropout's counter-based hash, identical to shaders/dropout.comp ---- */
-
-uint32_t graph_hash32(uint32_t x);
-/* The per-step key of a dropout node. */
-uint32_t graph_dropout_key(uint64_t seed, uint64_t step);
-/* Whether element i is kept: hash >= threshold, threshold = p * 2^32. i is the element's
- * index in the whole (global) batch; only its low 32 bits are hashed, as the shaders
- * add a uint offset to a uint local index (both wrap modulo 2^32 the same way). */
-int graph_dropout_keep(uint32_t key, uint64_t i, uint32_t threshold);
-uint32_t graph_dropout_threshold(float p);
-
 /* ---- CPU reference of one op, in double (ops_ref.c, ops_ref_bwd.c) ---- */
 
 typedef struct graph_ref_args {

@@ -1,5 +1,5 @@
-/* init.c - parameter initializers (host side, seeded, deterministic) and the
- * counter-based hash dropout uses (the same integer steps as shaders/dropout.comp). */
+/* init.c - parameter initializers (host side, seeded, deterministic). Dropout's hash is
+ * shaders/dropout_hash.h. */
 #include "core/rand.h"
 #include "graph/graph.h"
 
@@ -53,34 +53,4 @@ void graph_init_param(const vkt_tensor *p, uint64_t graph_seed, float *out)
         }
         out[i] = (float)v;
     }
-}
-
-uint32_t graph_hash32(uint32_t x)
-{
-    /* "lowbias32" integer finalizer (Chris Wellons' hash-prospector). */
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    x ^= x >> 16;
-    return x;
-}
-
-uint32_t graph_dropout_key(uint64_t seed, uint64_t step)
-{
-    uint32_t k = graph_hash32((uint32_t)(step >> 32));
-    k = graph_hash32(k ^ (uint32_t)step);
-    k = graph_hash32(k ^ (uint32_t)(seed >> 32));
-    return graph_hash32(k ^ (uint32_t)seed);
-}
-
-int graph_dropout_keep(uint32_t key, uint64_t i, uint32_t threshold)
-{
-    return graph_hash32(key + graph_hash32((uint32_t)i)) >= threshold;
-}
-
-uint32_t graph_dropout_threshold(float p)
-{
-    double t = (double)p * 4294967296.0;
-    return t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
 }

@@ -3,6 +3,7 @@
  * gradient checks differentiate. Backward is in ops_ref_bwd.c. */
 #include "graph/graph.h"
 #include "graph/ops_ref_util.h"
+#include "dropout_hash.h"
 
 #include <math.h>
 #include <string.h>
@@ -243,8 +244,8 @@ double ref_dropout_factor(const vkt_tensor *nd, uint64_t step, int training, uin
 {
     if (!training || nd->f0 == 0.0f)
         return 1.0;
-    uint32_t key = graph_dropout_key(nd->seed, step);
-    if (!graph_dropout_keep(key, i, graph_dropout_threshold(nd->f0)))
+    uint32_t key = dropout_key64(nd->seed, step);
+    if (!dropout_kept(key, (uint32_t)i, dropout_threshold(nd->f0)))
         return 0.0;
     return (double)(float)(1.0 / (1.0 - (double)nd->f0)); /* the scale the device uses */
 }

@@ -6,7 +6,7 @@
  * dX = dY W^T); linear + activation computes dz and the bias gradient in one dispatch,
  * in place over the activation's gradient. */
 #include "graph/model.h"
-#include "graph/gk.h"
+#include "kernels/train_ops.h"
 #include "graph/layers.h"
 
 #include <string.h>
@@ -91,10 +91,10 @@ static vkt_status bwd_linear(const brec *b)
         vkt_view v = model_view(m, from_y ? b->nd->val : b->nd->aux);
         if (b->nd->tmp >= 0)
             dz = model_view(m, b->nd->tmp);
-        st = gk_bias_act_backward(b->s, op, b->t->f0, from_y, v, b->dy, &dz, 0.0f,
+        st = kt_bias_act_backward(b->s, op, b->t->f0, from_y, v, b->dy, &dz, 0.0f,
                                   bias ? &db : NULL, beta(b, 2), rows, cols);
     } else if (bias) {
-        st = gk_bias_act_backward(b->s, VKT_UNARY_SCALE, 1.0f, 1, b->dy, b->dy, NULL, 0.0f, &db,
+        st = kt_bias_act_backward(b->s, VKT_UNARY_SCALE, 1.0f, 1, b->dy, b->dy, NULL, 0.0f, &db,
                                   beta(b, 2), rows, cols);
     }
     return st == VKT_OK ? matmul_grads(b, lin, dz) : st;
@@ -114,7 +114,7 @@ static vkt_status bwd_binary(const brec *b)
         vkt_status st;
         if (op != VKT_BINARY_MUL && graph_shape_eq(shp(b, t, k), &m->shape[t->id])) {
             float sign = op == VKT_BINARY_SUB && k == 1 ? -1.0f : 1.0f;
-            st = gk_axpby(b->s, sign, b->dy, beta(b, k), dx, n);
+            st = kt_axpby(b->s, sign, b->dy, beta(b, k), dx, n);
         } else {
             vkt_view target = b->nd->acc[k] ? model_view(m, b->nd->tmp) : dx;
             vkt_view none = {NULL, 0};
@@ -122,7 +122,7 @@ static vkt_status bwd_binary(const brec *b)
             st = vkt_binary_backward(b->s, op, (int)k, mul ? val(b, t, 0) : none, shp(b, t, 0),
                                      mul ? val(b, t, 1) : none, shp(b, t, 1), b->dy, target);
             if (st == VKT_OK && b->nd->acc[k])
-                st = gk_axpby(b->s, 1.0f, target, 1.0f, dx, m->count[t->in[k]->id]);
+                st = kt_axpby(b->s, 1.0f, target, 1.0f, dx, m->count[t->in[k]->id]);
         }
         if (st != VKT_OK)
             return st;
@@ -140,7 +140,7 @@ static vkt_status bwd_softmax(const brec *b)
     vkt_status st = vkt_softmax_rows_backward(b->s, (int)b->t->iop, model_view(m, b->nd->val), b->dy,
                                          target, rows, cols);
     if (st == VKT_OK && b->nd->acc[0])
-        st = gk_axpby(b->s, 1.0f, target, 1.0f, dx, m->count[b->t->id]);
+        st = kt_axpby(b->s, 1.0f, target, 1.0f, dx, m->count[b->t->id]);
     return st;
 }
 
@@ -151,7 +151,7 @@ static vkt_status bwd_reduce(const brec *b)
     if (b->t->axis >= 0 && xs->ndim > 0)
         model_axis3(xs, (uint32_t)b->t->axis, &outer, &len, &inner);
     float alpha = b->t->op == GOP_MEAN ? 1.0f / (float)len : 1.0f;
-    return gk_broadcast(b->s, b->dy, dgrad(b, b->t, 0), outer, len, inner, alpha, beta(b, 0));
+    return kt_broadcast(b->s, b->dy, dgrad(b, b->t, 0), outer, len, inner, alpha, beta(b, 0));
 }
 
 static vkt_status bwd_concat(const brec *b)
@@ -162,7 +162,7 @@ static vkt_status bwd_concat(const brec *b)
     for (uint32_t k = 0; k < b->t->n_in; k++) {
         uint32_t len = shp(b, b->t, k)->dims[axis];
         if (want(b, b->t, k)) {
-            vkt_status st = gk_slice(b->s, b->dy, total * inner, at * inner, dgrad(b, b->t, k),
+            vkt_status st = kt_slice(b->s, b->dy, total * inner, at * inner, dgrad(b, b->t, k),
                                      len * inner, 0, outer, len * inner, 1.0f, beta(b, k));
             if (st != VKT_OK)
                 return st;
@@ -182,7 +182,7 @@ static vkt_status bwd_slice(const brec *b)
     if (!b->nd->acc[0]) /* the first contribution: the rest of dx is zero */
         st = vkt_fill(b->s, dx, graph_count(xs), 0.0f);
     if (st == VKT_OK)
-        st = gk_slice(b->s, b->dy, len * inner, 0, dx, total * inner, b->t->start * inner, outer,
+        st = kt_slice(b->s, b->dy, len * inner, 0, dx, total * inner, b->t->start * inner, outer,
                       len * inner, 1.0f, 1.0f);
     return st;
 }
@@ -200,7 +200,7 @@ vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
     case GOP_ADD:
     case GOP_SUB:
     case GOP_MUL: return bwd_binary(&b);
-    case GOP_SCALE: return gk_axpby(s, t->f0, b.dy, beta(&b, 0), dgrad(&b, t, 0), n);
+    case GOP_SCALE: return kt_axpby(s, t->f0, b.dy, beta(&b, 0), dgrad(&b, t, 0), n);
     case GOP_UNARY:
         if (nd->fused_from >= 0 && m->g->nodes[nd->fused_from]->op == GOP_CONV2D)
             return layer_record_conv_relu(m, s, node, 1);
@@ -208,19 +208,19 @@ vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
             return bwd_linear(&b);
         {
             vkt_view dx = dgrad(&b, t, 0);
-            return gk_bias_act_backward(s, (vkt_unary_op)t->iop, t->f0, 0, val(&b, t, 0), b.dy,
+            return kt_bias_act_backward(s, (vkt_unary_op)t->iop, t->f0, 0, val(&b, t, 0), b.dy,
                                         &dx, beta(&b, 0), NULL, 0.0f, 1, (uint32_t)n);
         }
     case GOP_SOFTMAX: return bwd_softmax(&b);
     case GOP_SCE:
         model_rows_cols(shp(&b, t, 0), &rows, &cols);
-        return gk_sce_backward(s, model_view(m, nd->aux), val(&b, t, 1), b.dy, dgrad(&b, t, 0),
+        return kt_sce_backward(s, model_view(m, nd->aux), val(&b, t, 1), b.dy, dgrad(&b, t, 0),
                                beta(&b, 0), rows, cols);
     case GOP_MSE:
         for (uint32_t k = 0; k < 2; k++) {
             if (!want(&b, t, k))
                 continue;
-            vkt_status st = gk_mse_backward(s, val(&b, t, 0), val(&b, t, 1), b.dy,
+            vkt_status st = kt_mse_backward(s, val(&b, t, 0), val(&b, t, 1), b.dy,
                                             dgrad(&b, t, k), k ? -1.0f : 1.0f, beta(&b, k),
                                             m->count[t->in[0]->id]);
             if (st != VKT_OK)
@@ -229,16 +229,16 @@ vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
         return VKT_OK;
     case GOP_SUM:
     case GOP_MEAN: return bwd_reduce(&b);
-    case GOP_RESHAPE: return gk_axpby(s, 1.0f, b.dy, beta(&b, 0), dgrad(&b, t, 0), n);
+    case GOP_RESHAPE: return kt_axpby(s, 1.0f, b.dy, beta(&b, 0), dgrad(&b, t, 0), n);
     case GOP_TRANSPOSE: {
         const vkt_shape *xs = shp(&b, t, 0);
-        return gk_transpose(s, b.dy, dgrad(&b, t, 0), xs->dims[1], xs->dims[0], 1.0f,
+        return kt_transpose(s, b.dy, dgrad(&b, t, 0), xs->dims[1], xs->dims[0], 1.0f,
                             beta(&b, 0));
     }
     case GOP_CONCAT: return bwd_concat(&b);
     case GOP_SLICE: return bwd_slice(&b);
     case GOP_DROPOUT:
-        return gk_dropout(s, b.dy, (vkt_view){m->ctrl, CTRL_STEP}, dgrad(&b, t, 0), n, t->f0,
+        return kt_dropout(s, b.dy, (vkt_view){m->ctrl, CTRL_STEP}, dgrad(&b, t, 0), n, t->f0,
                           t->seed, model_row_shift(m, node, n), beta(&b, 0));
     default:
         if (graph_is_layer_op(t->op))

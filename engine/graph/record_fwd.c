@@ -2,7 +2,7 @@
  * views. Linear + activation is one GEMM and one fused bias/activation dispatch;
  * softmax cross-entropy as the loss also writes its logits' gradient here. */
 #include "graph/model.h"
-#include "graph/gk.h"
+#include "kernels/train_ops.h"
 #include "graph/layers.h"
 
 #include <string.h>
@@ -64,7 +64,7 @@ static vkt_status linear_act(const rec *r, const vkt_tensor *lin, vkt_unary_op o
     if (!bias && op == VKT_UNARY_SCALE && alpha == 1.0f && !y)
         return VKT_OK; /* nothing to add, nothing to apply */
     vkt_view b = bias ? in_val(r, lin, 2) : dst;
-    return gk_bias_act(r->s, op, alpha, dst, bias ? &b : NULL, y, rows, cols);
+    return kt_bias_act(r->s, op, alpha, dst, bias ? &b : NULL, y, rows, cols);
 }
 
 static vkt_status fwd_unary(const rec *r)
@@ -97,7 +97,7 @@ static vkt_status fwd_sce(const rec *r)
         mode = 1;
         p = model_view(r->m, nd->aux);
     }
-    return gk_sce(r->s, in_val(r, r->t, 0), in_val(r, r->t, 1), out_val(r), mode,
+    return kt_sce(r->s, in_val(r, r->t, 0), in_val(r, r->t, 1), out_val(r), mode,
                   mode ? &p : NULL, rows, cols);
 }
 
@@ -130,7 +130,7 @@ static vkt_status fwd_concat(const rec *r)
     uint32_t at = 0;
     for (uint32_t k = 0; k < r->t->n_in; k++) {
         uint32_t len = in_shape(r, r->t, k)->dims[axis];
-        vkt_status st = gk_slice(r->s, in_val(r, r->t, k), len * inner, 0, out_val(r),
+        vkt_status st = kt_slice(r->s, in_val(r, r->t, k), len * inner, 0, out_val(r),
                                  total * inner, at * inner, outer, len * inner, 1.0f, 0.0f);
         if (st != VKT_OK)
             return st;
@@ -143,7 +143,7 @@ static vkt_status fwd_slice(const rec *r)
 {
     uint32_t axis = (uint32_t)r->t->axis, outer, total, inner, len = r->t->len;
     model_axis3(in_shape(r, r->t, 0), axis, &outer, &total, &inner);
-    return gk_slice(r->s, in_val(r, r->t, 0), total * inner, r->t->start * inner, out_val(r),
+    return kt_slice(r->s, in_val(r, r->t, 0), total * inner, r->t->start * inner, out_val(r),
                     len * inner, 0, outer, len * inner, 1.0f, 0.0f);
 }
 
@@ -169,28 +169,28 @@ vkt_status model_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int 
         return vkt_binary(s, op, in_val(&r, t, 0), in_shape(&r, t, 0), in_val(&r, t, 1),
                           in_shape(&r, t, 1), out_val(&r));
     }
-    case GOP_SCALE: return gk_axpby(s, t->f0, in_val(&r, t, 0), 0.0f, out_val(&r), n);
+    case GOP_SCALE: return kt_axpby(s, t->f0, in_val(&r, t, 0), 0.0f, out_val(&r), n);
     case GOP_UNARY: return fwd_unary(&r);
     case GOP_SOFTMAX:
         model_rows_cols(&m->shape[node], &rows, &cols);
         return vkt_softmax_rows(s, (int)t->iop, in_val(&r, t, 0), out_val(&r), rows, cols);
     case GOP_SCE: return fwd_sce(&r);
     case GOP_MSE:
-        return gk_mse(s, in_val(&r, t, 0), in_val(&r, t, 1), out_val(&r),
+        return kt_mse(s, in_val(&r, t, 0), in_val(&r, t, 1), out_val(&r),
                       m->count[t->in[0]->id]);
     case GOP_SUM:
     case GOP_MEAN: return fwd_reduce(&r);
     case GOP_TRANSPOSE: {
         const vkt_shape *xs = in_shape(&r, t, 0);
-        return gk_transpose(s, in_val(&r, t, 0), out_val(&r), xs->dims[0], xs->dims[1], 1.0f,
+        return kt_transpose(s, in_val(&r, t, 0), out_val(&r), xs->dims[0], xs->dims[1], 1.0f,
                             0.0f);
     }
     case GOP_CONCAT: return fwd_concat(&r);
     case GOP_SLICE: return fwd_slice(&r);
     case GOP_DROPOUT:
         if (!training || t->f0 == 0.0f) /* evaluation: the identity */
-            return gk_axpby(s, 1.0f, in_val(&r, t, 0), 0.0f, out_val(&r), n);
-        return gk_dropout(s, in_val(&r, t, 0), (vkt_view){m->ctrl, CTRL_STEP}, out_val(&r), n,
+            return kt_axpby(s, 1.0f, in_val(&r, t, 0), 0.0f, out_val(&r), n);
+        return kt_dropout(s, in_val(&r, t, 0), (vkt_view){m->ctrl, CTRL_STEP}, out_val(&r), n,
                           t->f0, t->seed, model_row_shift(m, node, n), 0.0f);
     default:
         if (graph_is_layer_op(t->op))

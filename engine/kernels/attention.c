@@ -6,8 +6,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "graph/graph.h"
 #include "kernels/kernel_util.h"
+#include "dropout_hash.h"
 #include "push_attention.h"
 #include "attention.spv.h"
 
@@ -177,7 +177,7 @@ static vkt_status dispatch(vkt_stream *s, const call *c, uint32_t pass, float be
         .b = c->b, .t = c->t, .heads = c->heads, .d = c->d, .blocks_per_head = bph,
         .blocks = (uint32_t)blocks, .scale = (float)(1.0 / sqrt((double)c->d)),
         .drop_scale = (float)(1.0 / (1.0 - (double)c->p_drop)),
-        .dropout = c->p_drop > 0.0f, .threshold = graph_dropout_threshold(c->p_drop),
+        .dropout = c->p_drop > 0.0f, .threshold = dropout_threshold(c->p_drop),
         .seed_lo = (uint32_t)seed, .seed_hi = (uint32_t)(seed >> 32), .beta = beta,
         .qkv_off = ku_shift(ctx, c->view[0], 0), .y_off = ku_shift(ctx, c->view[1], 0),
         .p_off = ku_shift(ctx, c->view[2], 0), .c_off = ku_shift(ctx, c->view[3], 0),

@@ -18,9 +18,9 @@
  *                                buffer) when p_drop is 0
  *
  * Dropout: element (bb, h, i, j) of the attention matrix is kept iff
- * graph_dropout_keep(graph_dropout_key(seed, step),
- * (((b0 + bb) * heads + h) * t + i) * t + j, graph_dropout_threshold(p_drop))
- * (engine/graph/graph.h, the hash of shaders/dropout.comp; the index's low 32 bits);
+ * dropout_kept(dropout_key64(seed, step),
+ * (((b0 + bb) * heads + h) * t + i) * t + j, dropout_threshold(p_drop))
+ * (shaders/dropout_hash.h, shared with the shaders; the index's low 32 bits);
  * kept values are scaled by 1 / (1 - p_drop). b0 is the global index of sequence 0
  * when these b sequences are part of a larger batch split over several models (0: the
  * whole batch), so the parts draw the masks the whole batch would.

@@ -4,8 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "graph/graph.h"
 #include "kernels/attention.h"
+#include "dropout_hash.h"
 
 /* Element c of q (which 0), k (1) or v (2) of head h at position i of sequence bb. */
 static double at(const double *qkv, uint32_t t, uint32_t heads, uint32_t d, uint32_t bb,
@@ -41,8 +41,8 @@ static double drop_factor(uint32_t key, uint32_t threshold, float p_drop, uint32
 {
     if (p_drop == 0.0f)
         return 1.0;
-    uint64_t idx = ((bb * heads + h) * t + i) * t + j; /* graph_dropout_keep: low 32 bits */
-    return graph_dropout_keep(key, idx, threshold) ? 1.0 / (1.0 - (double)p_drop) : 0.0;
+    uint64_t idx = ((bb * heads + h) * t + i) * t + j; /* hashed: its low 32 bits */
+    return dropout_kept(key, (uint32_t)idx, threshold) ? 1.0 / (1.0 - (double)p_drop) : 0.0;
 }
 
 void ka_ref_attention_probs(const double *qkv, double *probs, uint32_t b, uint32_t t,
@@ -61,7 +61,7 @@ void ka_ref_attention_probs(const double *qkv, double *probs, uint32_t b, uint32
 void ka_ref_attention(const double *qkv, double *y, uint32_t b, uint32_t t, uint32_t heads,
                       uint32_t d, float p_drop, uint64_t seed, uint64_t b0, uint64_t step)
 {
-    uint32_t key = graph_dropout_key(seed, step), thr = graph_dropout_threshold(p_drop);
+    uint32_t key = dropout_key64(seed, step), thr = dropout_threshold(p_drop);
     double *p = malloc((size_t)t * sizeof *p);
     if (!p)
         return;
@@ -86,7 +86,7 @@ void ka_ref_attention_backward(const double *qkv, const double *dy, double *dqkv
                                uint32_t t, uint32_t heads, uint32_t d, float p_drop,
                                uint64_t seed, uint64_t b0, uint64_t step)
 {
-    uint32_t key = graph_dropout_key(seed, step), thr = graph_dropout_threshold(p_drop);
+    uint32_t key = dropout_key64(seed, step), thr = dropout_threshold(p_drop);
     double *p = malloc((size_t)t * sizeof *p), *dp = malloc((size_t)t * sizeof *dp);
     if (!p || !dp) {
         free(p);

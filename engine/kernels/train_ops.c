@@ -1,8 +1,8 @@
-/* gk.c - dispatch of the graph layer's kernels (see gk.h). Sizes here are small
+/* train_ops.c - dispatch of the training kernels (see train_ops.h). Sizes here are small
  * beside maxStorageBufferRange; gpu_dispatch refuses a binding past it with a message. */
-#include "graph/gk.h"
-#include "graph/graph.h"
+#include "kernels/train_ops.h"
 #include "kernels/kernel_util.h"
+#include "dropout_hash.h"
 #include "push.h"
 #include "axpby.spv.h"
 #include "bias_act.spv.h"
@@ -108,17 +108,17 @@ static vkt_status run(vkt_stream *s, const gpu_kernel *k, const uint32_t *spec, 
     return gpu_dispatch(s, k, spec, n_spec, args, push, g);
 }
 
-int gk_act_grad_from_y(vkt_unary_op op, float alpha)
+int kt_act_grad_from_y(vkt_unary_op op, float alpha)
 {
     return op == VKT_UNARY_SCALE || op == VKT_UNARY_RELU || op == VKT_UNARY_TANH ||
            op == VKT_UNARY_SIGMOID || (op == VKT_UNARY_LEAKY_RELU && alpha >= 0.0f);
 }
 
-vkt_status gk_bias_act(vkt_stream *s, vkt_unary_op op, float alpha, vkt_view pre,
+vkt_status kt_bias_act(vkt_stream *s, vkt_unary_op op, float alpha, vkt_view pre,
                        const vkt_view *bias, const vkt_view *y, uint32_t rows, uint32_t cols)
 {
     uint64_t n = (uint64_t)rows * cols;
-    vkt_status st = check(s, "gk_bias_act", n);
+    vkt_status st = check(s, "kt_bias_act", n);
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = s->ctx;
@@ -158,27 +158,27 @@ static vkt_status bias_grid(vkt_context *ctx, uint32_t rows, uint32_t units, uin
         }
         if (r >= wg)
             return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
-                            "gk_bias_act_backward: %u rows x %u columns are too many for this "
+                            "kt_bias_act_backward: %u rows x %u columns are too many for this "
                             "device (its shader loops stop after %llu iterations)", rows,
                             units, (unsigned long long)ku_loop_budget(ctx));
     }
 }
 
-vkt_status gk_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int from_y,
+vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int from_y,
                                 vkt_view v, vkt_view dy, const vkt_view *dz, float beta,
                                 const vkt_view *db, float beta_b, uint32_t rows, uint32_t cols)
 {
     uint64_t n = (uint64_t)rows * cols;
-    vkt_status st = check(s, "gk_bias_act_backward", n);
+    vkt_status st = check(s, "kt_bias_act_backward", n);
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = s->ctx;
     if (!dz && !db)
         return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "gk_bias_act_backward: neither dz nor db wanted");
-    if (from_y && !gk_act_grad_from_y(op, alpha))
+                        "kt_bias_act_backward: neither dz nor db wanted");
+    if (from_y && !kt_act_grad_from_y(op, alpha))
         return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "gk_bias_act_backward: the derivative of %s does not follow from "
+                        "kt_bias_act_backward: the derivative of %s does not follow from "
                         "its output", vkt_unary_op_name(op));
     vkt_view vv[4] = {v, dy, dz ? *dz : dy, db ? *db : dy};
     uint64_t c[4] = {n, n, n, db ? cols : n};
@@ -208,16 +208,16 @@ vkt_status gk_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int
     return run(s, &k_bias_act_backward, spec, 8, args, &p, groups);
 }
 
-vkt_status gk_sce(vkt_stream *s, vkt_view z, vkt_view labels, vkt_view loss, int mode,
+vkt_status kt_sce(vkt_stream *s, vkt_view z, vkt_view labels, vkt_view loss, int mode,
                   const vkt_view *pv, uint32_t rows, uint32_t cols)
 {
     uint64_t n = (uint64_t)rows * cols;
-    vkt_status st = check(s, "gk_sce", n);
+    vkt_status st = check(s, "kt_sce", n);
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = s->ctx;
     if (mode < 0 || mode > 2 || (mode && !pv))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "gk_sce: bad mode %d", mode);
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "kt_sce: bad mode %d", mode);
     vkt_view v[4] = {z, labels, loss, mode ? *pv : loss};
     uint64_t c[4] = {n, rows, 1, mode ? n : 1};
     const char *names[4] = {"z", "labels", "loss", "p"};
@@ -230,15 +230,15 @@ vkt_status gk_sce(vkt_stream *s, vkt_view z, vkt_view labels, vkt_view loss, int
     gpu_arg args[4] = {ku_arg(z, 0, n, 0), ku_arg(labels, 0, rows, 0), ku_arg(loss, 0, 1, 1),
                        ku_arg(v[3], 0, c[3], 1)};
     uint32_t spec[1];
-    st = single_group(ctx, "gk_sce", rows, 3ull * cols + (mode ? cols : 0) + 1, &spec[0]);
+    st = single_group(ctx, "kt_sce", rows, 3ull * cols + (mode ? cols : 0) + 1, &spec[0]);
     return st == VKT_OK ? run(s, &k_sce, spec, 1, args, &p, 1) : st;
 }
 
-vkt_status gk_sce_backward(vkt_stream *s, vkt_view pv, vkt_view labels, vkt_view dl,
+vkt_status kt_sce_backward(vkt_stream *s, vkt_view pv, vkt_view labels, vkt_view dl,
                            vkt_view dz, float beta, uint32_t rows, uint32_t cols)
 {
     uint64_t n = (uint64_t)rows * cols;
-    vkt_status st = check(s, "gk_sce_backward", n);
+    vkt_status st = check(s, "kt_sce_backward", n);
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = s->ctx;
@@ -283,20 +283,20 @@ static vkt_status mse_run(vkt_stream *s, const char *fn, vkt_view a, vkt_view b,
     return run(s, &k_mse, spec, 2, args, &p, d ? groups_1d(ctx, n) : 1);
 }
 
-vkt_status gk_mse(vkt_stream *s, vkt_view a, vkt_view b, vkt_view loss, uint64_t n)
+vkt_status kt_mse(vkt_stream *s, vkt_view a, vkt_view b, vkt_view loss, uint64_t n)
 {
-    return mse_run(s, "gk_mse", a, b, loss, NULL, 1.0f, 0.0f, n);
+    return mse_run(s, "kt_mse", a, b, loss, NULL, 1.0f, 0.0f, n);
 }
 
-vkt_status gk_mse_backward(vkt_stream *s, vkt_view a, vkt_view b, vkt_view dl, vkt_view d,
+vkt_status kt_mse_backward(vkt_stream *s, vkt_view a, vkt_view b, vkt_view dl, vkt_view d,
                            float sign, float beta, uint64_t n)
 {
-    return mse_run(s, "gk_mse_backward", a, b, dl, &d, sign, beta, n);
+    return mse_run(s, "kt_mse_backward", a, b, dl, &d, sign, beta, n);
 }
 
-vkt_status gk_axpby(vkt_stream *s, float alpha, vkt_view x, float beta, vkt_view y, uint64_t n)
+vkt_status kt_axpby(vkt_stream *s, float alpha, vkt_view x, float beta, vkt_view y, uint64_t n)
 {
-    vkt_status st = check(s, "gk_axpby", n);
+    vkt_status st = check(s, "kt_axpby", n);
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = s->ctx;
@@ -332,12 +332,12 @@ static vkt_status block_run(vkt_stream *s, uint32_t kind, vkt_view x, uint64_t x
     return run(s, &k_block, spec, 2, args, p, groups_1d(ctx, p->n));
 }
 
-vkt_status gk_slice(vkt_stream *s, vkt_view x, uint32_t src_row, uint32_t src_base, vkt_view y,
+vkt_status kt_slice(vkt_stream *s, vkt_view x, uint32_t src_row, uint32_t src_base, vkt_view y,
                     uint32_t dst_row, uint32_t dst_base, uint32_t rows, uint32_t len,
                     float alpha, float beta)
 {
     uint64_t n = (uint64_t)rows * len;
-    vkt_status st = check(s, "gk_slice", n);
+    vkt_status st = check(s, "kt_slice", n);
     if (st != VKT_OK)
         return st;
     struct vkt_push_block p = {.n = (uint32_t)n, .d0 = len, .src_row = src_row,
@@ -346,11 +346,11 @@ vkt_status gk_slice(vkt_stream *s, vkt_view x, uint32_t src_row, uint32_t src_ba
     return block_run(s, 0, x, src_base, xc, y, dst_base, yc, &p);
 }
 
-vkt_status gk_broadcast(vkt_stream *s, vkt_view x, vkt_view y, uint32_t outer, uint32_t axis,
+vkt_status kt_broadcast(vkt_stream *s, vkt_view x, vkt_view y, uint32_t outer, uint32_t axis,
                         uint32_t inner, float alpha, float beta)
 {
     uint64_t n = (uint64_t)outer * axis * inner;
-    vkt_status st = check(s, "gk_broadcast", n);
+    vkt_status st = check(s, "kt_broadcast", n);
     if (st != VKT_OK)
         return st;
     struct vkt_push_block p = {.n = (uint32_t)n, .d0 = axis, .d1 = inner, .alpha = alpha,
@@ -358,11 +358,11 @@ vkt_status gk_broadcast(vkt_stream *s, vkt_view x, vkt_view y, uint32_t outer, u
     return block_run(s, 1, x, 0, (uint64_t)outer * inner, y, 0, n, &p);
 }
 
-vkt_status gk_transpose(vkt_stream *s, vkt_view x, vkt_view y, uint32_t rows, uint32_t cols,
+vkt_status kt_transpose(vkt_stream *s, vkt_view x, vkt_view y, uint32_t rows, uint32_t cols,
                         float alpha, float beta)
 {
     uint64_t n = (uint64_t)rows * cols;
-    vkt_status st = check(s, "gk_transpose", n);
+    vkt_status st = check(s, "kt_transpose", n);
     if (st != VKT_OK)
         return st;
     struct vkt_push_block p = {.n = (uint32_t)n, .d0 = rows, .d1 = cols, .alpha = alpha,
@@ -370,10 +370,10 @@ vkt_status gk_transpose(vkt_stream *s, vkt_view x, vkt_view y, uint32_t rows, ui
     return block_run(s, 2, x, 0, n, y, 0, n, &p);
 }
 
-vkt_status gk_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint64_t n,
+vkt_status kt_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint64_t n,
                       float pr, uint64_t seed, uint64_t i_off, float beta)
 {
-    vkt_status st = check(s, "gk_dropout", n);
+    vkt_status st = check(s, "kt_dropout", n);
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = s->ctx;
@@ -383,7 +383,7 @@ vkt_status gk_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint
     if ((st = views_ok(ctx, v, c, names, 3)) != VKT_OK)
         return st;
     struct vkt_push_dropout p = {
-        .n = (uint32_t)n, .threshold = graph_dropout_threshold(pr),
+        .n = (uint32_t)n, .threshold = dropout_threshold(pr),
         .scale = (float)(1.0 / (1.0 - (double)pr)), .beta = beta,
         .seed_lo = (uint32_t)seed, .seed_hi = (uint32_t)(seed >> 32),
         .x_off = ku_shift(ctx, x, 0), .c_off = ku_shift(ctx, ctrl, 0),

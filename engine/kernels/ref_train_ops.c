@@ -1,7 +1,7 @@
-/* gk_ref.c - fp32-interface CPU references of the graph kernels (gk.h), accumulating in
- * double; the kernel tests compare the device against these. */
-#include "graph/gk.h"
-#include "graph/graph.h"
+/* ref_train_ops.c - fp32-interface CPU references of the training kernels (train_ops.h),
+ * accumulating in double; the kernel tests compare the device against these. */
+#include "kernels/train_ops.h"
+#include "dropout_hash.h"
 #include "kernels/ref.h"
 
 #include <math.h>
@@ -11,7 +11,7 @@ static float out_with(float v, float beta, float old)
     return beta != 0.0f ? (float)((double)v + (double)beta * old) : v;
 }
 
-void gk_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias, float *y,
+void kt_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias, float *y,
                      uint32_t rows, uint32_t cols)
 {
     for (uint64_t i = 0; i < (uint64_t)rows * cols; i++) {
@@ -37,7 +37,7 @@ static double grad_from_y(vkt_unary_op op, double alpha, double y)
     }
 }
 
-void gk_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const float *v,
+void kt_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const float *v,
                               const float *dy, float *dz, float beta, float *db, float beta_b,
                               uint32_t rows, uint32_t cols)
 {
@@ -56,7 +56,7 @@ void gk_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const fl
     }
 }
 
-void gk_ref_sce(const float *z, const int32_t *labels, float *loss, int mode, float *p,
+void kt_ref_sce(const float *z, const int32_t *labels, float *loss, int mode, float *p,
                 uint32_t rows, uint32_t cols)
 {
     double total = 0;
@@ -78,7 +78,7 @@ void gk_ref_sce(const float *z, const int32_t *labels, float *loss, int mode, fl
     loss[0] = (float)(total / rows);
 }
 
-void gk_ref_sce_backward(const float *p, const int32_t *labels, const float *dl, float *dz,
+void kt_ref_sce_backward(const float *p, const int32_t *labels, const float *dl, float *dz,
                          float beta, uint32_t rows, uint32_t cols)
 {
     double g = (double)dl[0] / rows;
@@ -91,7 +91,7 @@ void gk_ref_sce_backward(const float *p, const int32_t *labels, const float *dl,
     }
 }
 
-void gk_ref_mse(const float *a, const float *b, float *loss, uint64_t n)
+void kt_ref_mse(const float *a, const float *b, float *loss, uint64_t n)
 {
     double s = 0;
     for (uint64_t i = 0; i < n; i++)
@@ -99,7 +99,7 @@ void gk_ref_mse(const float *a, const float *b, float *loss, uint64_t n)
     loss[0] = (float)(s / (double)n);
 }
 
-void gk_ref_mse_backward(const float *a, const float *b, const float *dl, float *d, float sign,
+void kt_ref_mse_backward(const float *a, const float *b, const float *dl, float *d, float sign,
                          float beta, uint64_t n)
 {
     double g = sign * 2.0 / (double)n * dl[0];
@@ -107,7 +107,7 @@ void gk_ref_mse_backward(const float *a, const float *b, const float *dl, float 
         d[i] = out_with((float)(((double)a[i] - b[i]) * g), beta, d[i]);
 }
 
-void gk_ref_slice(const float *x, uint32_t src_row, uint32_t src_base, float *y,
+void kt_ref_slice(const float *x, uint32_t src_row, uint32_t src_base, float *y,
                   uint32_t dst_row, uint32_t dst_base, uint32_t rows, uint32_t len,
                   float alpha, float beta)
 {
@@ -118,7 +118,7 @@ void gk_ref_slice(const float *x, uint32_t src_row, uint32_t src_base, float *y,
         }
 }
 
-void gk_ref_broadcast(const float *x, float *y, uint32_t outer, uint32_t axis, uint32_t inner,
+void kt_ref_broadcast(const float *x, float *y, uint32_t outer, uint32_t axis, uint32_t inner,
                       float alpha, float beta)
 {
     for (uint64_t o = 0; o < outer; o++)
@@ -129,7 +129,7 @@ void gk_ref_broadcast(const float *x, float *y, uint32_t outer, uint32_t axis, u
             }
 }
 
-void gk_ref_transpose(const float *x, float *y, uint32_t rows, uint32_t cols, float alpha,
+void kt_ref_transpose(const float *x, float *y, uint32_t rows, uint32_t cols, float alpha,
                       float beta)
 {
     for (uint64_t i = 0; i < rows; i++)
@@ -139,13 +139,13 @@ void gk_ref_transpose(const float *x, float *y, uint32_t rows, uint32_t cols, fl
         }
 }
 
-void gk_ref_dropout(const float *x, uint64_t step, float *y, uint64_t n, float p, uint64_t seed,
+void kt_ref_dropout(const float *x, uint64_t step, float *y, uint64_t n, float p, uint64_t seed,
                     uint64_t i_off, float beta)
 {
-    uint32_t key = graph_dropout_key(seed, step), thr = graph_dropout_threshold(p);
+    uint32_t key = dropout_key64(seed, step), thr = dropout_threshold(p);
     float scale = (float)(1.0 / (1.0 - (double)p));
     for (uint64_t i = 0; i < n; i++) {
-        float f = graph_dropout_keep(key, i_off + i, thr) ? scale : 0.0f;
+        float f = dropout_kept(key, (uint32_t)(i_off + i), thr) ? scale : 0.0f;
         y[i] = out_with(x[i] * f, beta, y[i]);
     }
 }

@@ -1,88 +1,90 @@
 /*
- * gk.h - the graph layer's own kernels (fused or graph-specific), with their fp32 CPU
- * references. Same conventions as the kernel library (engine/kernels): views count
- * elements, each call records one dispatch into a stream, and `beta` 0 overwrites an
- * output without reading it while 1 adds to it (how gradients of tensors used several
- * times are summed). The shaders are shaders/bias_act*.comp, sce*.comp, mse.comp,
+ * train_ops.h - the kernels of training graphs beyond the op library of vkt.h: fused
+ * bias + activation, the losses (softmax cross-entropy, MSE), axpby, block moves (slice,
+ * broadcast, transpose) and dropout, with their fp32 CPU references (ref_train_ops.c).
+ * The graph layer (engine/graph) records them. Same conventions as the rest of the kernel
+ * library: views count elements, each call records one dispatch into a stream, and
+ * `beta` 0 overwrites an output without reading it while 1 adds to it (how gradients of
+ * tensors used several times are summed). The shaders are shaders/bias_act*.comp, sce*.comp, mse.comp,
  * axpby.comp, block.comp and dropout.comp.
  */
-#ifndef VKT_GRAPH_GK_H
-#define VKT_GRAPH_GK_H
+#ifndef VKT_KERNELS_TRAIN_OPS_H
+#define VKT_KERNELS_TRAIN_OPS_H
 
 #include "gpu/gpu.h"
 
 /* pre[rows, cols] += bias (broadcast over rows; bias may be NULL); then y = f(pre), in
  * place when y is NULL (pre then holds y), else into y with pre keeping the
  * pre-activation. f is a unary op (SCALE with alpha 1: no activation). */
-vkt_status gk_bias_act(vkt_stream *s, vkt_unary_op op, float alpha, vkt_view pre,
+vkt_status kt_bias_act(vkt_stream *s, vkt_unary_op op, float alpha, vkt_view pre,
                        const vkt_view *bias, const vkt_view *y, uint32_t rows, uint32_t cols);
 /* dz = f'(.) * dy (+ beta dz) and db = column sums of it (+ beta_b db). `v` is the
  * pre-activation, or the output y when from_y (relu, leaky relu with alpha >= 0, tanh,
  * sigmoid, scale). dz may be NULL (only db wanted) or equal dy (in place, beta 0); db
  * may be NULL (no bias). */
-vkt_status gk_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int from_y,
+vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int from_y,
                                 vkt_view v, vkt_view dy, const vkt_view *dz, float beta,
                                 const vkt_view *db, float beta_b, uint32_t rows, uint32_t cols);
-/* Whether f' can be computed from the output (see gk_bias_act_backward). */
-int gk_act_grad_from_y(vkt_unary_op op, float alpha);
+/* Whether f' can be computed from the output (see kt_bias_act_backward). */
+int kt_act_grad_from_y(vkt_unary_op op, float alpha);
 
 /* Softmax cross-entropy forward: loss[0] = mean over rows of logsumexp(z) - z[label].
  * mode 0: nothing else; 1: p = softmax(z); 2: p = (softmax(z) - onehot) / rows, the
  * gradient of the loss. p may be NULL for mode 0. */
-vkt_status gk_sce(vkt_stream *s, vkt_view z, vkt_view labels, vkt_view loss, int mode,
+vkt_status kt_sce(vkt_stream *s, vkt_view z, vkt_view labels, vkt_view loss, int mode,
                   const vkt_view *p, uint32_t rows, uint32_t cols);
-/* dz = (p - onehot) * dl[0] / rows (+ beta dz), p from gk_sce mode 1. */
-vkt_status gk_sce_backward(vkt_stream *s, vkt_view p, vkt_view labels, vkt_view dl,
+/* dz = (p - onehot) * dl[0] / rows (+ beta dz), p from kt_sce mode 1. */
+vkt_status kt_sce_backward(vkt_stream *s, vkt_view p, vkt_view labels, vkt_view dl,
                            vkt_view dz, float beta, uint32_t rows, uint32_t cols);
 
 /* loss[0] = mean (a - b)^2 over n elements. */
-vkt_status gk_mse(vkt_stream *s, vkt_view a, vkt_view b, vkt_view loss, uint64_t n);
+vkt_status kt_mse(vkt_stream *s, vkt_view a, vkt_view b, vkt_view loss, uint64_t n);
 /* d = sign * 2 (a - b) / n * dl[0] (+ beta d). */
-vkt_status gk_mse_backward(vkt_stream *s, vkt_view a, vkt_view b, vkt_view dl, vkt_view d,
+vkt_status kt_mse_backward(vkt_stream *s, vkt_view a, vkt_view b, vkt_view dl, vkt_view d,
                            float sign, float beta, uint64_t n);
 
 /* y = alpha x + beta y, n elements. */
-vkt_status gk_axpby(vkt_stream *s, float alpha, vkt_view x, float beta, vkt_view y, uint64_t n);
+vkt_status kt_axpby(vkt_stream *s, float alpha, vkt_view x, float beta, vkt_view y, uint64_t n);
 /* rows of len contiguous elements: y[r * dst_row + dst_base + c] (op)=
  * alpha x[r * src_row + src_base + c]. Only the touched ranges are bound, so copies into
  * disjoint parts of one tensor need no barrier between them. */
-vkt_status gk_slice(vkt_stream *s, vkt_view x, uint32_t src_row, uint32_t src_base, vkt_view y,
+vkt_status kt_slice(vkt_stream *s, vkt_view x, uint32_t src_row, uint32_t src_base, vkt_view y,
                     uint32_t dst_row, uint32_t dst_base, uint32_t rows, uint32_t len,
                     float alpha, float beta);
 /* y[o, a, i] = alpha x[o, i] (+ beta y): the backward of a sum or mean along an axis. */
-vkt_status gk_broadcast(vkt_stream *s, vkt_view x, vkt_view y, uint32_t outer, uint32_t axis,
+vkt_status kt_broadcast(vkt_stream *s, vkt_view x, vkt_view y, uint32_t outer, uint32_t axis,
                         uint32_t inner, float alpha, float beta);
 /* y[cols, rows] = alpha x[rows, cols]^T (+ beta y). */
-vkt_status gk_transpose(vkt_stream *s, vkt_view x, vkt_view y, uint32_t rows, uint32_t cols,
+vkt_status kt_transpose(vkt_stream *s, vkt_view x, vkt_view y, uint32_t rows, uint32_t cols,
                         float alpha, float beta);
 /* y = x * dropout factor (+ beta y); the step is the uint64 at ctrl (low word first),
  * read by the device at run time. Element i draws the mask of index i_off + i (its index
- * in the whole batch: graph_dropout_keep, low 32 bits). */
-vkt_status gk_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint64_t n,
+ * in the whole batch, low 32 bits: shaders/dropout_hash.h). */
+vkt_status kt_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint64_t n,
                       float p, uint64_t seed, uint64_t i_off, float beta);
 
-/* ---- fp32 references (gk_ref.c), same arguments with host pointers ---- */
+/* ---- fp32 references (ref_train_ops.c), same arguments with host pointers ---- */
 
-void gk_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias, float *y,
+void kt_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias, float *y,
                      uint32_t rows, uint32_t cols);
-void gk_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const float *v,
+void kt_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const float *v,
                               const float *dy, float *dz, float beta, float *db, float beta_b,
                               uint32_t rows, uint32_t cols);
-void gk_ref_sce(const float *z, const int32_t *labels, float *loss, int mode, float *p,
+void kt_ref_sce(const float *z, const int32_t *labels, float *loss, int mode, float *p,
                 uint32_t rows, uint32_t cols);
-void gk_ref_sce_backward(const float *p, const int32_t *labels, const float *dl, float *dz,
+void kt_ref_sce_backward(const float *p, const int32_t *labels, const float *dl, float *dz,
                          float beta, uint32_t rows, uint32_t cols);
-void gk_ref_mse(const float *a, const float *b, float *loss, uint64_t n);
-void gk_ref_mse_backward(const float *a, const float *b, const float *dl, float *d, float sign,
+void kt_ref_mse(const float *a, const float *b, float *loss, uint64_t n);
+void kt_ref_mse_backward(const float *a, const float *b, const float *dl, float *d, float sign,
                          float beta, uint64_t n);
-void gk_ref_slice(const float *x, uint32_t src_row, uint32_t src_base, float *y,
+void kt_ref_slice(const float *x, uint32_t src_row, uint32_t src_base, float *y,
                   uint32_t dst_row, uint32_t dst_base, uint32_t rows, uint32_t len,
                   float alpha, float beta);
-void gk_ref_broadcast(const float *x, float *y, uint32_t outer, uint32_t axis, uint32_t inner,
+void kt_ref_broadcast(const float *x, float *y, uint32_t outer, uint32_t axis, uint32_t inner,
                       float alpha, float beta);
-void gk_ref_transpose(const float *x, float *y, uint32_t rows, uint32_t cols, float alpha,
+void kt_ref_transpose(const float *x, float *y, uint32_t rows, uint32_t cols, float alpha,
                       float beta);
-void gk_ref_dropout(const float *x, uint64_t step, float *y, uint64_t n, float p, uint64_t seed,
+void kt_ref_dropout(const float *x, uint64_t step, float *y, uint64_t n, float p, uint64_t seed,
                     uint64_t i_off, float beta);
 
 #endif
