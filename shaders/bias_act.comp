@@ -25,7 +25,7 @@ layout(std430, set = 0, binding = 1) buffer P4 { vec4 pre4[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Y4 { vec4 y4[]; };
 
-float f(float v) { return vkt_unary_f(OP, p.alpha, v); }
+float f(float v) { return act_f(OP, p.alpha, v); }
 
 void main()
 {

@@ -37,18 +37,7 @@ layout(std430, set = 0, binding = 3) buffer DB4 { vec4 db4[]; };
 
 shared vec4 part[gl_WorkGroupSize.x];
 
-float grad_from_y(float y)
-{
-    switch (OP) {
-    case VKT_UNARY_SCALE: return p.alpha;
-    case VKT_UNARY_RELU: return y > 0.0 ? 1.0 : 0.0;
-    case VKT_UNARY_LEAKY_RELU: return y > 0.0 ? 1.0 : p.alpha;
-    case VKT_UNARY_TANH: return 1.0 - y * y;
-    default: return y * (1.0 - y); /* VKT_UNARY_SIGMOID */
-    }
-}
-
-float d(float x) { return FROM_Y ? grad_from_y(x) : vkt_unary_df(OP, p.alpha, x); }
+float d(float x) { return FROM_Y ? act_df_from_y(OP, p.alpha, x) : act_df(OP, p.alpha, x); }
 
 float dz_at(uint i)
 {

@@ -1,6 +1,6 @@
 /*
  * common.glsl - definitions shared by the elementwise, reduction and softmax shaders.
- * The scalar functions here are the ones engine/kernels/ref_*.c follow (in double).
+ * The activations are activation.h, compiled as C too (the CPU references, in double).
  */
 #ifndef VKT_COMMON_GLSL
 #define VKT_COMMON_GLSL
@@ -64,9 +64,6 @@ uvec4 vkt_digits_add(uvec4 c, uvec4 s, uvec4 d)
     return c;
 }
 
-#define VKT_GELU_K 0.7978845608028654 /* sqrt(2/pi) */
-#define VKT_GELU_C 0.044715
-
 /* tanh with small relative error near 0 and no overflow for large |x|; NaN stays NaN. */
 float vkt_tanh(float x)
 {
@@ -84,62 +81,7 @@ float vkt_tanh(float x)
     return x < 0.0 ? -r : r;
 }
 
-/* sigmoid(x) = 1 / (1 + e^-x); exp(-x) overflowing to inf gives the right 0. */
-float vkt_sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
-
-/* sigmoid'(x) = e / (1 + e)^2 with e = e^-|x|: no cancellation in 1 - sigmoid. */
-float vkt_sigmoid_grad(float x)
-{
-    float e = exp(-abs(x));
-    float d = 1.0 + e;
-    return e / (d * d);
-}
-
-/* GELU, tanh approximation: 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = k (x + c x^3). */
-float vkt_gelu(float x)
-{
-    float u = float(VKT_GELU_K) * (x + float(VKT_GELU_C) * x * x * x);
-    return x * vkt_sigmoid(2.0 * u);
-}
-
-float vkt_gelu_grad(float x)
-{
-    float x2 = x * x;
-    float u = float(VKT_GELU_K) * (x + float(VKT_GELU_C) * x2 * x);
-    float du = float(VKT_GELU_K) * (1.0 + 3.0 * float(VKT_GELU_C) * x2);
-    return vkt_sigmoid(2.0 * u) + 2.0 * x * du * vkt_sigmoid_grad(2.0 * u);
-}
-
-float vkt_unary_f(uint op, float alpha, float x)
-{
-    switch (op) {
-    case VKT_UNARY_SCALE: return alpha * x;
-    case VKT_UNARY_RELU: return x < 0.0 ? 0.0 : x;
-    case VKT_UNARY_LEAKY_RELU: return x > 0.0 ? x : alpha * x;
-    case VKT_UNARY_GELU: return vkt_gelu(x);
-    case VKT_UNARY_TANH: return vkt_tanh(x);
-    case VKT_UNARY_SIGMOID: return vkt_sigmoid(x);
-    case VKT_UNARY_EXP: return exp(x);
-    default: return log(x); /* VKT_UNARY_LOG */
-    }
-}
-
-float vkt_unary_df(uint op, float alpha, float x)
-{
-    switch (op) {
-    case VKT_UNARY_SCALE: return alpha;
-    case VKT_UNARY_RELU: return x > 0.0 ? 1.0 : 0.0;
-    case VKT_UNARY_LEAKY_RELU: return x > 0.0 ? 1.0 : alpha;
-    case VKT_UNARY_GELU: return vkt_gelu_grad(x);
-    case VKT_UNARY_TANH: {
-        float e = exp(-2.0 * abs(x)); /* 1 - tanh^2 = 4e / (1 + e)^2, e = e^-2|x| */
-        float d = 1.0 + e;
-        return 4.0 * e / (d * d);
-    }
-    case VKT_UNARY_SIGMOID: return vkt_sigmoid_grad(x);
-    case VKT_UNARY_EXP: return exp(x);
-    default: return 1.0 / x; /* VKT_UNARY_LOG */
-    }
-}
+/* The unary ops' functions and derivatives, shared with the C references. */
+#include "activation.h"
 
 #endif

@@ -14,7 +14,7 @@ layout(std430, set = 0, binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Y { float y[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Y4 { vec4 y4[]; };
 
-float f(float v) { return vkt_unary_f(OP, p.alpha, v); }
+float f(float v) { return act_f(OP, p.alpha, v); }
 
 void one(uint i) { y[p.y_off + i] = f(x[p.x_off + i]); }
 

@@ -16,7 +16,7 @@ layout(std430, set = 0, binding = 1) readonly buffer DY4 { vec4 dy4[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer DX { float dx[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer DX4 { vec4 dx4[]; };
 
-float df(float v) { return vkt_unary_df(OP, p.alpha, v); }
+float df(float v) { return act_df(OP, p.alpha, v); }
 
 void one(uint i) { dx[p.y_off + i] = dy[p.dy_off + i] * df(x[p.x_off + i]); }
 

@@ -3,55 +3,21 @@
  * gradient checks differentiate. Backward is in ops_ref_bwd.c. */
 #include "graph/graph.h"
 #include "graph/ops_ref_util.h"
+#include "activation.h"
 #include "dropout_hash.h"
 
 #include <math.h>
 #include <string.h>
 
-#define GELU_K 0.7978845608028654 /* sqrt(2/pi) */
-#define GELU_C 0.044715
-
-static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
-
+/* The formulas are shaders/activation.h, shared with the shaders. */
 double graph_ref_act(vkt_unary_op op, double alpha, double x)
 {
-    switch (op) {
-    case VKT_UNARY_SCALE: return alpha * x;
-    case VKT_UNARY_RELU: return x > 0 ? x : 0.0;
-    case VKT_UNARY_LEAKY_RELU: return x > 0 ? x : alpha * x;
-    case VKT_UNARY_GELU: return x * sigmoid(2.0 * GELU_K * (x + GELU_C * x * x * x));
-    case VKT_UNARY_TANH: return tanh(x);
-    case VKT_UNARY_SIGMOID: return sigmoid(x);
-    case VKT_UNARY_EXP: return exp(x);
-    case VKT_UNARY_LOG: return log(x);
-    default: return NAN;
-    }
+    return (unsigned)op <= VKT_UNARY_LOG ? act_f(op, alpha, x) : NAN;
 }
 
 double graph_ref_act_grad(vkt_unary_op op, double alpha, double x)
 {
-    switch (op) {
-    case VKT_UNARY_SCALE: return alpha;
-    case VKT_UNARY_RELU: return x > 0 ? 1.0 : 0.0;
-    case VKT_UNARY_LEAKY_RELU: return x > 0 ? 1.0 : alpha;
-    case VKT_UNARY_GELU: {
-        double u = GELU_K * (x + GELU_C * x * x * x);
-        double du = GELU_K * (1.0 + 3.0 * GELU_C * x * x);
-        double s = sigmoid(2.0 * u);
-        return s + 2.0 * x * du * s * (1.0 - s);
-    }
-    case VKT_UNARY_TANH: {
-        double t = tanh(x);
-        return 1.0 - t * t;
-    }
-    case VKT_UNARY_SIGMOID: {
-        double s = sigmoid(x);
-        return s * (1.0 - s);
-    }
-    case VKT_UNARY_EXP: return exp(x);
-    case VKT_UNARY_LOG: return 1.0 / x;
-    default: return NAN;
-    }
+    return (unsigned)op <= VKT_UNARY_LOG ? act_df(op, alpha, x) : NAN;
 }
 
 ref_bcast ref_bcast_of(const vkt_shape *a, const vkt_shape *b)

@@ -1,6 +1,7 @@
 /* ref_train_ops.c - fp32-interface CPU references of the training kernels (train_ops.h),
  * accumulating in double; the kernel tests compare the device against these. */
 #include "kernels/train_ops.h"
+#include "activation.h"
 #include "dropout_hash.h"
 #include "kernels/ref.h"
 
@@ -26,17 +27,6 @@ void kt_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias
     }
 }
 
-static double grad_from_y(vkt_unary_op op, double alpha, double y)
-{
-    switch (op) {
-    case VKT_UNARY_SCALE: return alpha;
-    case VKT_UNARY_RELU: return y > 0 ? 1.0 : 0.0;
-    case VKT_UNARY_LEAKY_RELU: return y > 0 ? 1.0 : alpha;
-    case VKT_UNARY_TANH: return 1.0 - y * y;
-    default: return y * (1.0 - y);
-    }
-}
-
 void kt_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const float *v,
                               const float *dy, float *dz, float beta, float *db, float beta_b,
                               uint32_t rows, uint32_t cols)
@@ -45,7 +35,7 @@ void kt_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const fl
         double s = 0;
         for (uint32_t r = 0; r < rows; r++) {
             uint64_t i = (uint64_t)r * cols + c;
-            double d = from_y ? grad_from_y(op, alpha, v[i]) : vkt_ref_unary_df(op, alpha, v[i]);
+            double d = from_y ? act_df_from_y(op, alpha, v[i]) : vkt_ref_unary_df(op, alpha, v[i]);
             float g = (float)(dy[i] * d);
             s += g;
             if (dz)

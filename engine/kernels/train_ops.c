@@ -2,6 +2,7 @@
  * beside maxStorageBufferRange; gpu_dispatch refuses a binding past it with a message. */
 #include "kernels/train_ops.h"
 #include "kernels/kernel_util.h"
+#include "activation.h"
 #include "dropout_hash.h"
 #include "push.h"
 #include "axpby.spv.h"
@@ -110,8 +111,7 @@ static vkt_status run(vkt_stream *s, const gpu_kernel *k, const uint32_t *spec, 
 
 int kt_act_grad_from_y(vkt_unary_op op, float alpha)
 {
-    return op == VKT_UNARY_SCALE || op == VKT_UNARY_RELU || op == VKT_UNARY_TANH ||
-           op == VKT_UNARY_SIGMOID || (op == VKT_UNARY_LEAKY_RELU && alpha >= 0.0f);
+    return act_df_follows_from_y(op, alpha);
 }
 
 vkt_status kt_bias_act(vkt_stream *s, vkt_unary_op op, float alpha, vkt_view pre,
