@@ -1,10 +1,10 @@
 /*
  * push_norm.h - push-constant layouts of the normalization and embedding kernels
  * (engine/kernels/norm.c, engine/kernels/embedding.c; shaders/layernorm*.comp,
- * batchnorm*.comp, embedding*.comp). Same conventions as push.h: only 4-byte scalars, so
- * the std430 layout of GLSL and the C layout agree; at most 128 bytes each (checked in C
- * below). Offsets named *_off are element shifts from the start of their binding (see
- * gpu_arg_shift in engine/gpu/gpu.h).
+ * rmsnorm*.comp, batchnorm*.comp, embedding*.comp). Same conventions as push.h: only
+ * 4-byte scalars, so the std430 layout of GLSL and the C layout agree; at most 128 bytes
+ * each (checked in C below). Offsets named *_off are element shifts from the start of
+ * their binding (see gpu_arg_shift in engine/gpu/gpu.h).
  */
 #ifndef VKT_PUSH_NORM_H
 #define VKT_PUSH_NORM_H
@@ -22,6 +22,19 @@ struct vkt_push_layernorm {
     VKT_U32 row_groups;              /* backward: workgroups of the dx role */
     VKT_U32 x_off, g_off, b_off, y_off, s_off;
     VKT_U32 dy_off, dx_off, dg_off, db_off;
+};
+
+/* RMS normalization over the last axis of x[rows, cols]; rstd[rows] = 1 / sqrt(mean of
+ * x^2 + eps). Forward: y = x * rstd * gamma. Backward (one dispatch, two roles by
+ * workgroup, as layernorm's): workgroups [0, row_groups) write dx row by row, the rest
+ * the column sums dgamma = sum over rows of dy * x * rstd. */
+struct vkt_push_rmsnorm {
+    VKT_U32 rows, cols;
+    VKT_F32 eps;
+    VKT_F32 beta_x, beta_g;          /* backward: 0 writes, else out = new + beta * out */
+    VKT_U32 row_groups;              /* backward: workgroups of the dx role */
+    VKT_U32 x_off, g_off, y_off, r_off;
+    VKT_U32 dy_off, dx_off, dg_off;
 };
 
 /* Batch normalization of x[n, c, hw] per channel; one workgroup per channel.
@@ -46,6 +59,7 @@ struct vkt_push_embedding {
 
 #ifndef VULKAN
 VKT_PUSH_FITS(vkt_push_layernorm);
+VKT_PUSH_FITS(vkt_push_rmsnorm);
 VKT_PUSH_FITS(vkt_push_batchnorm);
 VKT_PUSH_FITS(vkt_push_embedding);
 #endif

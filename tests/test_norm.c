@@ -1,4 +1,4 @@
-/* Layer normalization, batch normalization and embedding kernels (engine/kernels/norm.h):
+/* Layer, RMS and batch normalization and embedding kernels (engine/kernels/norm.h):
  * (1) the double references' backward against central differences of their forward;
  * (2) the device forward and backward against the references on awkward shapes (1s,
  *     primes, rows past llvmpipe's loop budget for one thread), with guard elements
@@ -146,15 +146,19 @@ static void run(void)
 
 /* ---- (1) references against central differences ------------------------------------ */
 
-/* L = sum w * y of a layernorm (kind 0) or a training-mode batchnorm (kind 1). */
+/* L = sum w * y of a layernorm (kind 0), a training-mode batchnorm (kind 1) or an
+ * rmsnorm (kind 2; bt unused). */
 typedef struct fd_case {
     int kind;
-    uint32_t a, b, c; /* rows, cols, - or n, c, hw */
+    uint32_t a, b, c; /* rows, cols, - (kinds 0, 2) or n, c, hw (kind 1) */
     double eps;
     double *x, *g, *bt, *w;
 } fd_case;
 
-static uint64_t fd_elems(const fd_case *f) { return (uint64_t)f->a * f->b * (f->kind ? f->c : 1); }
+static uint64_t fd_elems(const fd_case *f)
+{
+    return (uint64_t)f->a * f->b * (f->kind == 1 ? f->c : 1);
+}
 static uint32_t fd_params(const fd_case *f) { return f->b; }
 
 static double fd_loss(const fd_case *f)
@@ -163,6 +167,8 @@ static double fd_loss(const fd_case *f)
     double *y = zeros(n), *rm = zeros(f->b), *rv = zeros(f->b), l = 0;
     if (f->kind == 0)
         kn_ref_layernorm(f->x, f->g, f->bt, y, f->a, f->b, f->eps);
+    else if (f->kind == 2)
+        kn_ref_rmsnorm(f->x, f->g, y, NULL, f->a, f->b, f->eps);
     else
         kn_ref_batchnorm(f->x, f->g, f->bt, y, rm, rv, f->a, f->b, f->c, f->eps, 0.1, 1);
     for (uint64_t i = 0; i < n; i++)
@@ -199,9 +205,12 @@ static void fd_compare(fd_case *f, double *p, uint64_t n, const double *grad, co
 
 static void test_fd(void)
 {
-    /* layernorm [rows, cols], then batchnorm [n, c, hw] */
+    /* layernorm [rows, cols], then batchnorm [n, c, hw], then rmsnorm [rows, cols] (one
+     * column too: y = x / sqrt(x^2 + eps) * gamma) */
     const uint32_t cases[][4] = {{0, 3, 5, 1}, {0, 2, 8, 1}, {0, 1, 2, 1}, {0, 4, 3, 1},
-                                 {1, 3, 2, 5}, {1, 2, 3, 1}, {1, 1, 2, 3}, {1, 4, 1, 2}};
+                                 {1, 3, 2, 5}, {1, 2, 3, 1}, {1, 1, 2, 3}, {1, 4, 1, 2},
+                                 {2, 3, 5, 1}, {2, 2, 8, 1}, {2, 1, 1, 1}, {2, 4, 3, 1},
+                                 {2, 1, 7, 1}};
     for (unsigned k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         fd_case f = {(int)cases[k][0], cases[k][1], cases[k][2], cases[k][3], 1e-5, 0, 0, 0, 0};
         uint64_t n = fd_elems(&f);
@@ -221,22 +230,28 @@ static void test_fd(void)
         double *dx = zeros(n), *dg = zeros(np), *db = zeros(np);
         if (f.kind == 0)
             kn_ref_layernorm_backward(f.x, f.g, f.w, dx, dg, db, f.a, f.b, f.eps);
+        else if (f.kind == 2)
+            kn_ref_rmsnorm_backward(f.x, f.g, f.w, dx, dg, f.a, f.b, f.eps);
         else
             kn_ref_batchnorm_backward(f.x, f.g, f.w, dx, dg, db, f.a, f.b, f.c, f.eps);
         char what[96];
-        const char *name = f.kind ? "batchnorm" : "layernorm";
+        const char *name = f.kind == 2 ? "rmsnorm" : f.kind ? "batchnorm" : "layernorm";
         snprintf(what, sizeof what, "%s ref %ux%ux%u dx", name, f.a, f.b, f.c);
         fd_compare(&f, f.x, n, dx, what);
         snprintf(what, sizeof what, "%s ref %ux%ux%u dgamma", name, f.a, f.b, f.c);
         fd_compare(&f, f.g, np, dg, what);
-        snprintf(what, sizeof what, "%s ref %ux%ux%u dbeta", name, f.a, f.b, f.c);
-        fd_compare(&f, f.bt, np, db, what);
+        if (f.kind != 2) { /* rmsnorm has no beta */
+            snprintf(what, sizeof what, "%s ref %ux%ux%u dbeta", name, f.a, f.b, f.c);
+            fd_compare(&f, f.bt, np, db, what);
+        }
         /* accumulation: a second call adds the same again */
         double *dx2 = zeros(n);
         for (uint64_t i = 0; i < n; i++)
             dx2[i] = 1.0;
         if (f.kind == 0)
             kn_ref_layernorm_backward(f.x, f.g, f.w, dx2, NULL, NULL, f.a, f.b, f.eps);
+        else if (f.kind == 2)
+            kn_ref_rmsnorm_backward(f.x, f.g, f.w, dx2, NULL, f.a, f.b, f.eps);
         else
             kn_ref_batchnorm_backward(f.x, f.g, f.w, dx2, NULL, NULL, f.a, f.b, f.c, f.eps);
         int acc_ok = 1;
@@ -259,6 +274,14 @@ static void test_fd(void)
     TH_CHECK(fabs(rm - 0.25) < 1e-15 && fabs(rv - (0.9 + 0.1 * 5.0 / 3.0)) < 1e-15,
              "batchnorm ref running averages: got (%g, %g)", rm, rv);
     TH_CHECK(fabs(y[0] + 1.5 / sqrt(1.25)) < 1e-12, "batchnorm ref y[0] = %g", y[0]);
+    /* rmsnorm by hand: the row (3, 4) has mean square 12.5; eps 0, gamma (1, 2):
+     * rstd = 1 / sqrt(12.5), y = (3, 8) rstd (no mean subtracted, no beta). */
+    double xr[2] = {3, 4}, gr[2] = {1, 2}, yr[2], rr;
+    kn_ref_rmsnorm(xr, gr, yr, &rr, 1, 2, 0.0);
+    double want_r = 1.0 / sqrt(12.5);
+    TH_CHECK(fabs(rr - want_r) < 1e-15 && fabs(yr[0] - 3 * want_r) < 1e-15 &&
+                 fabs(yr[1] - 8 * want_r) < 1e-15,
+             "rmsnorm ref by hand: rstd %g, y (%g, %g)", rr, yr[0], yr[1]);
 }
 
 /* ---- (2) layer normalization on the device --------------------------------------- */
@@ -382,6 +405,118 @@ static void test_layernorm(void)
     g_offset = 10;
     test_layernorm_shape(33, 64);
     test_layernorm_shape(2, 3001);
+    g_offset = 0;
+}
+
+/* ---- (2) RMS normalization on the device ----------------------------------------- */
+
+/* Per-row (0, rstd) in double: the (mean, rstd) layout backward_tols reads, mean 0 as
+ * RMSNorm subtracts none. */
+static double *rms_stats(const float *x, uint32_t rows, uint32_t cols, double eps)
+{
+    double *st = zeros(2ull * rows);
+    for (uint32_t r = 0; r < rows; r++) {
+        double q = 0;
+        for (uint32_t c = 0; c < cols; c++)
+            q += (double)x[(uint64_t)r * cols + c] * x[(uint64_t)r * cols + c];
+        st[2 * r + 1] = 1.0 / sqrt(q / cols + eps);
+    }
+    return st;
+}
+
+static void test_rmsnorm_shape(uint32_t rows, uint32_t cols)
+{
+    const float eps = 1e-5f;
+    uint64_t n = (uint64_t)rows * cols;
+    char what[160];
+    tb x = tb_new(n, g_offset - 2, g_offset + 3), g = tb_new(cols, 0.5f, 1.5f);
+    tb y = tb_const(n, NAN), rs = tb_const(rows, NAN);
+    double *xd = to_d(x.h, n), *gd = to_d(g.h, cols), *yd = zeros(n), *rd = zeros(rows);
+    double *st2 = rms_stats(x.h, rows, cols, eps);
+    TH_OK(g_ctx, kn_rmsnorm(g_s, tv(&x), tv(&g), tv(&y), tv(&rs), rows, cols, eps));
+    run();
+    kn_ref_rmsnorm(xd, gd, yd, rd, rows, cols, eps);
+    snprintf(what, sizeof what, "rmsnorm %ux%u aligned %d: y", rows, cols, g_aligned);
+    expect(&y, yd, what, 1e-4f, 2e-5f);
+    snprintf(what, sizeof what, "rmsnorm %ux%u aligned %d: rstd", rows, cols, g_aligned);
+    expect(&rs, rd, what, 1e-4f, 1e-5f);
+
+    /* Backward from the device's rstd, for every subset of the outputs: bit 0 dx, bit 1
+     * dgamma; beta 0 over NaN, then beta 1 over random values. */
+    tb dy = tb_new(n, -1, 1);
+    double *dyd = to_d(dy.h, n);
+    tols tol = backward_tols(x.h, dy.h, st2, n, rows, cols, 1, cols);
+    const int masks[] = {3, 1, 2};
+    unsigned n_masks = g_quick || n > 100000 ? 1 : 3;
+    for (unsigned mi = 0; mi < n_masks; mi++) {
+        int m = masks[mi];
+        for (int beta = 0; beta < 2; beta++) {
+            tb dx = beta ? tb_new(n, -1, 1) : tb_const(n, NAN);
+            tb dg = beta ? tb_new(cols, -1, 1) : tb_const(cols, NAN);
+            /* the expected values: an unwanted output keeps its contents */
+            double *dxd = beta || !(m & 1) ? to_d(dx.h, n) : zeros(n);
+            double *dgd = beta || !(m & 2) ? to_d(dg.h, cols) : zeros(cols);
+            vkt_view dxv = tv(&dx), dgv = tv(&dg), ws = {NULL, 0};
+            float bf = (float)beta;
+            TH_OK(g_ctx, kn_rmsnorm_backward(g_s, tv(&x), tv(&g), tv(&rs), tv(&dy),
+                                             m & 1 ? &dxv : NULL, bf, m & 2 ? &dgv : NULL, bf,
+                                             ws, rows, cols));
+            run();
+            kn_ref_rmsnorm_backward(xd, gd, dyd, m & 1 ? dxd : NULL, m & 2 ? dgd : NULL, rows,
+                                    cols, eps);
+            snprintf(what, sizeof what, "rmsnorm_backward %ux%u aligned %d mask %d beta %d: dx",
+                     rows, cols, g_aligned, m, beta);
+            expect_tol(&dx, dxd, tol.dx, what);
+            snprintf(what, sizeof what, "rmsnorm_backward %ux%u aligned %d mask %d beta %d: "
+                     "dgamma", rows, cols, g_aligned, m, beta);
+            expect_tol(&dg, dgd, tol.dg, what);
+            tb_free(&dx);
+            tb_free(&dg);
+            free(dxd);
+            free(dgd);
+        }
+    }
+    free(dyd);
+    tols_free(&tol);
+    tb_free(&dy);
+
+    /* In place: y over x itself. */
+    if (n <= 100000) {
+        TH_OK(g_ctx, kn_rmsnorm(g_s, tv(&x), tv(&g), tv(&x), tv(&rs), rows, cols, eps));
+        run();
+        snprintf(what, sizeof what, "rmsnorm %ux%u aligned %d: in place", rows, cols, g_aligned);
+        expect(&x, yd, what, 1e-4f, 2e-5f);
+    }
+    free(xd);
+    free(gd);
+    free(yd);
+    free(rd);
+    free(st2);
+    tb_free(&x);
+    tb_free(&g);
+    tb_free(&y);
+    tb_free(&rs);
+}
+
+static void test_rmsnorm(void)
+{
+    /* rows 1, 3, 257, ... by cols 1, 7, 33, 1000, 4097 (none a multiple of 4: the scalar
+     * paths), the typical [2049, 64] and [7, 64] (vec4 when aligned), [3, 6007] (several
+     * threads a row on llvmpipe), [20011, 3] (more rows than one thread may walk for a
+     * column sum), [257, 4096] (1M elements, vec4). */
+    const uint32_t full[][2] = {{1, 1},    {3, 7},    {257, 33},  {1, 1000}, {3, 4097},
+                                {257, 1},  {2049, 64}, {7, 64},   {33, 4},   {5, 1000},
+                                {3, 6007}, {20011, 3}, {257, 4096}};
+    const uint32_t quick[][2] = {{3, 7}, {257, 33}, {300, 5}, {3, 2000}, {33, 64}, {1, 4097}};
+    if (g_quick)
+        for (unsigned i = 0; i < sizeof quick / sizeof quick[0]; i++)
+            test_rmsnorm_shape(quick[i][0], quick[i][1]);
+    else
+        for (unsigned i = 0; i < sizeof full / sizeof full[0]; i++)
+            test_rmsnorm_shape(full[i][0], full[i][1]);
+    /* a large common offset: every x^2 near 100, rstd near 0.1 */
+    g_offset = 10;
+    test_rmsnorm_shape(33, 64);
     g_offset = 0;
 }
 
@@ -711,6 +846,38 @@ static void test_errors(void)
                  BAD, "kn_layernorm_backward", "beta_g");
     EXPECT_ERROR(kn_layernorm_backward(g_s, v, w3, w2, w1, NULL, 0, &w4, 0, NULL, 0, none, 0, 8),
                  BAD, "kn_layernorm_backward", "rows");
+    /* rmsnorm: x, y [4, 8], rstd [4] in different parts of `big` */
+    TH_STATUS(NULL, kn_rmsnorm(NULL, v, w3, w1, w2, 4, 8, 1e-5f), BAD);
+    EXPECT_ERROR(kn_rmsnorm(g_s, v, w3, w1, w2, 0, 8, 1e-5f), BAD, "kn_rmsnorm", "rows");
+    EXPECT_ERROR(kn_rmsnorm(g_s, v, w3, w1, w2, 4, 0, 1e-5f), BAD, "kn_rmsnorm", "cols");
+    EXPECT_ERROR(kn_rmsnorm(g_s, v, w3, w1, w2, 4, 8, -1.0f), BAD, "kn_rmsnorm", "eps");
+    EXPECT_ERROR(kn_rmsnorm(g_s, v, w3, w1, w2, 4, 8, NAN), BAD, "kn_rmsnorm", "eps");
+    EXPECT_ERROR(kn_rmsnorm(g_s, v, w3, sm, w2, 4, 8, 1e-5f), BAD, "kn_rmsnorm", "y");
+    EXPECT_ERROR(kn_rmsnorm(g_s, v, w3, w1, sm, 4, 8, 1e-5f), BAD, "kn_rmsnorm", "rstd");
+    EXPECT_ERROR(kn_rmsnorm(g_s, v, none, w1, w2, 4, 8, 1e-5f), BAD, "kn_rmsnorm", "gamma");
+    EXPECT_ERROR(kn_rmsnorm(g_s, v, w3, w1, w1, 4, 8, 1e-5f), BAD, "kn_rmsnorm", "overlaps");
+    EXPECT_ERROR(kn_rmsnorm(g_s, v, w3, x_shift, w2, 4, 8, 1e-5f), BAD, "kn_rmsnorm",
+                 "overlaps");
+    EXPECT_ERROR(kn_rmsnorm(g_s, v, w3, w1, w2, 70000, 70000, 1e-5f), VKT_ERROR_LIMIT,
+                 "kn_rmsnorm", "2^32");
+    /* rmsnorm backward: rstd at w2, dy at w1 */
+    EXPECT_ERROR(kn_rmsnorm_backward(g_s, v, w3, w2, w1, NULL, 0, NULL, 0, none, 4, 8), BAD,
+                 "kn_rmsnorm_backward", "none of");
+    EXPECT_ERROR(kn_rmsnorm_backward(g_s, v, w3, w2, w1, &w1, 0, NULL, 0, none, 4, 8), BAD,
+                 "kn_rmsnorm_backward", "overlaps");
+    EXPECT_ERROR(kn_rmsnorm_backward(g_s, v, w3, w2, w1, &sm, 0, NULL, 0, none, 4, 8), BAD,
+                 "kn_rmsnorm_backward", "dx");
+    EXPECT_ERROR(kn_rmsnorm_backward(g_s, v, w3, w2, w1, NULL, 0, &sm, 0, none, 4, 8), BAD,
+                 "kn_rmsnorm_backward", "dgamma");
+    EXPECT_ERROR(kn_rmsnorm_backward(g_s, v, w3, sm, w1, NULL, 0, &w4, 0, none, 4, 8), BAD,
+                 "kn_rmsnorm_backward", "rstd");
+    EXPECT_ERROR(kn_rmsnorm_backward(g_s, v, w3, w2, w1, NULL, 0, &w4, NAN, none, 4, 8), BAD,
+                 "kn_rmsnorm_backward", "beta_g");
+    EXPECT_ERROR(kn_rmsnorm_backward(g_s, v, w3, w2, w1, &w4, INFINITY, NULL, 0, none, 4, 8),
+                 BAD, "kn_rmsnorm_backward", "beta_x");
+    EXPECT_ERROR(kn_rmsnorm_backward(g_s, v, w3, w2, w1, NULL, 0, &w4, 0, none, 4, 0), BAD,
+                 "kn_rmsnorm_backward", "cols");
+    TH_STATUS(NULL, kn_rmsnorm_backward(NULL, v, w3, w2, w1, NULL, 0, &w4, 0, none, 4, 8), BAD);
     /* batchnorm: x, y [2, 3, 5] */
     EXPECT_ERROR(kn_batchnorm(g_s, v, w3, w3, w1, w2, w4, w4, 0, 3, 5, 1e-5f, 0.1f, 1), BAD,
                  "kn_batchnorm", "n (0)");
@@ -757,6 +924,7 @@ static void test_errors(void)
                  "kn_embedding_backward", "ids");
     TH_STATUS(NULL, kn_embedding_backward(NULL, v, w1, w2, 0, 4, 5, 6), BAD);
     TH_CHECK(kn_layernorm_workspace_elems(2048, 64) == 0 &&
+                 kn_rmsnorm_workspace_elems(2048, 64) == 0 &&
                  kn_batchnorm_workspace_elems(64, 16, 196) == 0,
              "no workspace needed");
     /* Nothing was recorded by the failed calls: the stream still runs. */
@@ -773,6 +941,7 @@ int main(void)
     test_fd();
     for (g_aligned = 0; g_aligned < 2; g_aligned++) {
         test_layernorm();
+        test_rmsnorm();
         test_batchnorm();
         test_embedding();
     }
@@ -783,6 +952,7 @@ int main(void)
     g_quick = 1;
     for (g_aligned = 0; g_aligned < 2; g_aligned++) {
         test_layernorm();
+        test_rmsnorm();
         test_batchnorm();
         test_embedding();
     }

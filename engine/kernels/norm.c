@@ -1,5 +1,5 @@
-/* norm.c - dispatch of layer and batch normalization, forward and backward (see norm.h;
- * shaders/layernorm*.comp, shaders/batchnorm*.comp). */
+/* norm.c - dispatch of layer, RMS and batch normalization, forward and backward (see
+ * norm.h; shaders/layernorm*.comp, shaders/rmsnorm*.comp, shaders/batchnorm*.comp). */
 #include "kernels/norm.h"
 
 #include <math.h>
@@ -11,6 +11,8 @@
 #include "batchnorm_backward.spv.h"
 #include "layernorm.spv.h"
 #include "layernorm_backward.spv.h"
+#include "rmsnorm.spv.h"
+#include "rmsnorm_backward.spv.h"
 
 #define S GPU_BIND_STORAGE
 
@@ -20,6 +22,12 @@ static const gpu_kernel k_layernorm = {
 static const gpu_kernel k_layernorm_backward = {
     "layernorm_backward", vkt_spv_layernorm_backward, sizeof vkt_spv_layernorm_backward, 7,
     {S, S, S, S, S, S, S}, sizeof(struct vkt_push_layernorm)};
+static const gpu_kernel k_rmsnorm = {
+    "rmsnorm", vkt_spv_rmsnorm, sizeof vkt_spv_rmsnorm, 4, {S, S, S, S},
+    sizeof(struct vkt_push_rmsnorm)};
+static const gpu_kernel k_rmsnorm_backward = {
+    "rmsnorm_backward", vkt_spv_rmsnorm_backward, sizeof vkt_spv_rmsnorm_backward, 6,
+    {S, S, S, S, S, S}, sizeof(struct vkt_push_rmsnorm)};
 static const gpu_kernel k_batchnorm = {
     "batchnorm", vkt_spv_batchnorm, sizeof vkt_spv_batchnorm, 7, {S, S, S, S, S, S, S},
     sizeof(struct vkt_push_batchnorm)};
@@ -129,7 +137,7 @@ static vkt_status role_groups(vkt_context *ctx, const char *fn, uint64_t units, 
     return VKT_OK;
 }
 
-/* The rows/cols check shared by the layernorm calls. */
+/* The rows/cols check shared by the layernorm and rmsnorm calls. */
 static vkt_status check_rows(vkt_context *ctx, const char *fn, uint32_t rows, uint32_t cols)
 {
     if (rows == 0 || cols == 0)
@@ -263,6 +271,128 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
                         dbeta != NULL};
     uint32_t groups[3] = {gr + gc, 1, 1};
     return gpu_dispatch(s, &k_layernorm_backward, spec, 7, args, &p, groups);
+}
+
+/* ---- RMS normalization ---------------------------------------------------------------- */
+
+vkt_status kn_rmsnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view y, vkt_view rstd,
+                      uint32_t rows, uint32_t cols, float eps)
+{
+    static const char fn[] = "kn_rmsnorm";
+    vkt_status st = check_stream(s, fn);
+    if (st != VKT_OK)
+        return st;
+    vkt_context *ctx = s->ctx;
+    if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK ||
+        (st = check_float(ctx, fn, "eps", eps, 1)) != VKT_OK)
+        return st;
+    uint64_t n = (uint64_t)rows * cols;
+    nv v[4] = {{"x", x, n, 0}, {"gamma", gamma, cols, 0}, {"y", y, n, 1},
+               {"rstd", rstd, rows, 1}};
+    const int in_place[2] = {2, 0}; /* y may be x: each element is read, then written */
+    if ((st = check_views(ctx, fn, v, 4, in_place)) != VKT_OK)
+        return st;
+    int vec4 = cols % 4 == 0 && all_vec4(ctx, v, 3);
+    uint32_t units = vec4 ? cols / 4 : cols;
+    ku_rows plan;
+    if ((st = ku_plan_rows(ctx, fn, rows, units, 2, &plan)) != VKT_OK)
+        return st;
+    /* shared memory: one float per thread (the row sums' tree) */
+    if (ctx->info.max_shared_memory && 4ull * plan.wg > ctx->info.max_shared_memory)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "%s: a workgroup of %u threads needs %u bytes of shared memory; the "
+                        "device has %u", fn, plan.wg, 4 * plan.wg, ctx->info.max_shared_memory);
+    struct vkt_push_rmsnorm p = {
+        .rows = rows, .cols = cols, .eps = eps, .x_off = ku_shift(ctx, x, 0),
+        .g_off = ku_shift(ctx, gamma, 0), .y_off = ku_shift(ctx, y, 0),
+        .r_off = ku_shift(ctx, rstd, 0)};
+    /* y == x: one binding written is enough (the same range both ways in one command). */
+    int y_is_x = same(&v[2], &v[0]);
+    gpu_arg args[4] = {ku_arg(x, 0, n, y_is_x), ku_arg(gamma, 0, cols, 0), ku_arg(y, 0, n, 1),
+                       ku_arg(rstd, 0, rows, 1)};
+    uint32_t spec[3] = {plan.wg, plan.t, (uint32_t)vec4};
+    uint32_t groups[3] = {plan.groups, 1, 1};
+    return gpu_dispatch(s, &k_rmsnorm, spec, 3, args, &p, groups);
+}
+
+uint64_t kn_rmsnorm_workspace_elems(uint32_t rows, uint32_t cols)
+{
+    (void)rows;
+    (void)cols;
+    return 0;
+}
+
+vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view rstd,
+                               vkt_view dy, const vkt_view *dx, float beta_x,
+                               const vkt_view *dgamma, float beta_g, vkt_view workspace,
+                               uint32_t rows, uint32_t cols)
+{
+    static const char fn[] = "kn_rmsnorm_backward";
+    (void)workspace; /* kn_rmsnorm_workspace_elems is 0 */
+    vkt_status st = check_stream(s, fn);
+    if (st != VKT_OK)
+        return st;
+    vkt_context *ctx = s->ctx;
+    if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK)
+        return st;
+    if (!dx && !dgamma)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: none of dx, dgamma wanted", fn);
+    if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
+        (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK)
+        return st;
+    uint64_t n = (uint64_t)rows * cols;
+    /* The views; an unwanted output is left out of the checks and its binding aliases dy
+     * as a read, adding no hazard. */
+    nv v[6] = {{"x", x, n, 0}, {"gamma", gamma, cols, 0}, {"rstd", rstd, rows, 0},
+               {"dy", dy, n, 0}, {"dx", dx ? *dx : dy, n, dx != NULL},
+               {"dgamma", dgamma ? *dgamma : dy, dgamma ? cols : n, dgamma != NULL}};
+    nv used[6];
+    uint32_t n_used = 0;
+    for (uint32_t i = 0; i < 6; i++)
+        if (i < 4 || v[i].write)
+            used[n_used++] = v[i];
+    if ((st = check_views(ctx, fn, used, n_used, NULL)) != VKT_OK)
+        return st;
+    /* vec4: the views read or written as vec4s aligned (rstd is read one float a row;
+     * an unwanted output's binding is never accessed and stands as dy) */
+    nv vec_views[5] = {v[0], v[1], v[3], v[4], v[5]};
+    int vec4 = cols % 4 == 0 && all_vec4(ctx, vec_views, 5);
+    uint32_t units = vec4 ? cols / 4 : cols;
+    /* Threads per row (two passes over it) and per column (one pass over the rows); the
+     * workgroup is the larger of the two plans'. */
+    ku_rows pr = {0, 1, 0}, pc = {0, 1, 0};
+    if (dx && (st = ku_plan_rows(ctx, fn, rows, units, 2, &pr)) != VKT_OK)
+        return st;
+    if (dgamma && (st = ku_plan_rows(ctx, fn, units, rows, 1, &pc)) != VKT_OK)
+        return st;
+    uint32_t wg = pr.wg > pc.wg ? pr.wg : pc.wg;
+    /* shared memory: one vec4 per thread */
+    if (ctx->info.max_shared_memory && 16ull * wg > ctx->info.max_shared_memory)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "%s: a workgroup of %u threads needs %u bytes of shared memory; the "
+                        "device has %u", fn, wg, 16 * wg, ctx->info.max_shared_memory);
+    uint32_t cap = dx && dgamma ? GPU_MAX_GROUPS / 2 : GPU_MAX_GROUPS;
+    uint32_t gr = 0, gc = 0;
+    if (dx && (st = role_groups(ctx, fn, rows, pr.t, wg,
+                                2ull * ((units + pr.t - 1) / pr.t) + log2u(pr.t) + 4, cap,
+                                &gr)) != VKT_OK)
+        return st;
+    if (dgamma && (st = role_groups(ctx, fn, units, pc.t, wg,
+                                    (rows + pc.t - 1) / pc.t + log2u(pc.t) + 4, cap,
+                                    &gc)) != VKT_OK)
+        return st;
+    struct vkt_push_rmsnorm p = {
+        .rows = rows, .cols = cols, .beta_x = beta_x, .beta_g = beta_g, .row_groups = gr,
+        .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
+        .r_off = ku_shift(ctx, rstd, 0), .dy_off = ku_shift(ctx, dy, 0),
+        .dx_off = ku_shift(ctx, v[4].v, 0), .dg_off = ku_shift(ctx, v[5].v, 0)};
+    gpu_arg args[6];
+    for (uint32_t i = 0; i < 6; i++)
+        args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
+    uint32_t spec[6] = {wg, pr.t, pc.t, (uint32_t)vec4, dx != NULL, dgamma != NULL};
+    uint32_t groups[3] = {gr + gc, 1, 1};
+    return gpu_dispatch(s, &k_rmsnorm_backward, spec, 6, args, &p, groups);
 }
 
 /* ---- batch normalization ------------------------------------------------------------ */

@@ -1,6 +1,6 @@
 /*
- * norm.h - layer normalization, batch normalization and embedding kernels (forward and
- * backward) with their double-precision CPU references.
+ * norm.h - layer normalization, RMS normalization, batch normalization and embedding
+ * kernels (forward and backward) with their double-precision CPU references.
  *
  * Conventions of the kernel library: views count floats; each call records into a
  * stream (nothing runs until vkt_stream_run); every call checks its arguments and
@@ -11,11 +11,12 @@
  *
  * Outputs must not overlap any input or each other, with two exceptions that are safe
  * because each element is read and then written by the same thread: y may be x itself
- * (both forwards), and dx may be dy itself (batchnorm backward only; the layernorm
- * backward reads dy in other workgroups while it writes dx).
+ * (every forward), and dx may be dy itself (batchnorm backward only; the layernorm and
+ * rmsnorm backwards read dy in other workgroups while they write dx).
  *
  * Dispatches (lavapipe pays about 50 us each): one per call. kn_layernorm_backward
- * computes dx (by rows) and dgamma/dbeta (by columns) as two roles of one dispatch;
+ * computes dx (by rows) and dgamma/dbeta (by columns) as two roles of one dispatch, and
+ * kn_rmsnorm_backward likewise (dx, dgamma);
  * kn_batchnorm has one workgroup per channel compute the statistics, then normalize;
  * kn_embedding_backward splits batches of more than about 15,000 ids on lavapipe (its
  * loop budget) into consecutive dispatches. No workspace is needed.
@@ -28,7 +29,8 @@
  * The batchnorm grid, one workgroup per channel, suits CPU devices; a large GPU would
  * want channels split over several workgroups.
  *
- * Shaders: shaders/layernorm*.comp, batchnorm*.comp, embedding*.comp; push constants in
+ * Shaders: shaders/layernorm*.comp, rmsnorm*.comp, batchnorm*.comp, embedding*.comp;
+ * push constants in
  * shaders/push_norm.h; references in ref_norm.c.
  */
 #ifndef VKT_KERNELS_NORM_H
@@ -59,6 +61,28 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
                                  const vkt_view *dgamma, float beta_g, const vkt_view *dbeta,
                                  float beta_b, vkt_view workspace, uint32_t rows,
                                  uint32_t cols);
+
+/* ---- RMS normalization (LLaMA-style) -------------------------------------------- */
+
+/* RMS normalization over the last axis: x, y [rows, cols]; gamma [cols]; no beta, no
+ * mean subtracted. y = x * rstd * gamma, rstd = 1 / sqrt(mean over the row of x^2 + eps).
+ * rstd [rows] receives each row's rstd for the backward. eps >= 0 (eps 0 and a row of
+ * zeros give NaN, as the definition does). y may be x. Rows longer than the device's
+ * loop budget allows fail with VKT_ERROR_LIMIT. */
+vkt_status kn_rmsnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view y, vkt_view rstd,
+                      uint32_t rows, uint32_t cols, float eps);
+/* Workspace elements kn_rmsnorm_backward needs: 0 (the column sums are combined in
+ * shared memory), so its workspace argument is ignored and may be any view. */
+uint64_t kn_rmsnorm_workspace_elems(uint32_t rows, uint32_t cols);
+/* With xhat = x * rstd (rstd [rows] from the forward) and g = dy * gamma:
+ * dx = rstd * (g - xhat * mean over the row of g * xhat),
+ * dgamma [cols] = column sums of dy * xhat.
+ * dx, dgamma each optional (NULL: not wanted, at least one given); beta 0 writes (old
+ * contents ignored, may be NaN), 1 adds. dx must not overlap dy. */
+vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view rstd,
+                               vkt_view dy, const vkt_view *dx, float beta_x,
+                               const vkt_view *dgamma, float beta_g, vkt_view workspace,
+                               uint32_t rows, uint32_t cols);
 
 /* ---- batch normalization ------------------------------------------------------ */
 
@@ -118,6 +142,13 @@ void kn_ref_layernorm(const double *x, const double *gamma, const double *beta, 
 void kn_ref_layernorm_backward(const double *x, const double *gamma, const double *dy,
                                double *dx, double *dgamma, double *dbeta, uint32_t rows,
                                uint32_t cols, double eps);
+/* rstd [rows] may be NULL; when given it receives 1 / sqrt(mean of x^2 + eps) per row.
+ * The backward recomputes the mean square from x and goes through it by the chain rule. */
+void kn_ref_rmsnorm(const double *x, const double *gamma, double *y, double *rstd,
+                    uint32_t rows, uint32_t cols, double eps);
+void kn_ref_rmsnorm_backward(const double *x, const double *gamma, const double *dy,
+                             double *dx, double *dgamma, uint32_t rows, uint32_t cols,
+                             double eps);
 void kn_ref_batchnorm(const double *x, const double *gamma, const double *beta, double *y,
                       double *running_mean, double *running_var, uint32_t n, uint32_t c,
                       uint32_t hw, double eps, double momentum, int training);

@@ -1,5 +1,5 @@
-/* ref_norm.c - double-precision CPU references of the normalization and embedding
- * kernels (norm.h), from the definitions. The backward ones differentiate through the
+/* ref_norm.c - double-precision CPU references of the normalization (layer, RMS, batch)
+ * and embedding kernels (norm.h), from the definitions. The backward ones differentiate through the
  * mean and the variance by the chain rule, step by step, rather than using the closed
  * forms the shaders evaluate, so a test comparing the two checks the algebra as well. */
 #include "kernels/norm.h"
@@ -93,6 +93,57 @@ void kn_ref_layernorm_backward(const double *x, const double *gamma, const doubl
     for (uint32_t r = 0; r < rows; r++) {
         set_idx s = {cols, cols, cols, (uint64_t)r * cols};
         backward_set(x, gamma, dy, &s, eps, 1, dx, dgamma, dbeta);
+    }
+}
+
+/* ---- RMS normalization ---------------------------------------------------------------- */
+
+/* Mean of the squares of row r. */
+static double mean_square(const double *x, uint32_t r, uint32_t cols)
+{
+    double q = 0;
+    for (uint32_t c = 0; c < cols; c++)
+        q += x[(uint64_t)r * cols + c] * x[(uint64_t)r * cols + c];
+    return q / cols;
+}
+
+void kn_ref_rmsnorm(const double *x, const double *gamma, double *y, double *rstd,
+                    uint32_t rows, uint32_t cols, double eps)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        double inv = 1.0 / sqrt(mean_square(x, r, cols) + eps);
+        for (uint32_t c = 0; c < cols; c++) {
+            uint64_t i = (uint64_t)r * cols + c;
+            y[i] = x[i] * inv * gamma[c];
+        }
+        if (rstd)
+            rstd[r] = inv;
+    }
+}
+
+/* Per row, with ms = mean of x^2 and s = (ms + eps)^(-1/2), y_j = x_j s gamma_j:
+ *   ds  = sum_j dy_j gamma_j x_j
+ *   dms = ds * -1/2 (ms + eps)^(-3/2)
+ *   dx_j = dy_j gamma_j s + dms * 2 x_j / cols
+ * and dgamma_j += dy_j x_j s. */
+void kn_ref_rmsnorm_backward(const double *x, const double *gamma, const double *dy,
+                             double *dx, double *dgamma, uint32_t rows, uint32_t cols,
+                             double eps)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        double ms = mean_square(x, r, cols), inv = 1.0 / sqrt(ms + eps), ds = 0;
+        for (uint32_t c = 0; c < cols; c++) {
+            uint64_t i = (uint64_t)r * cols + c;
+            ds += dy[i] * gamma[c] * x[i];
+        }
+        double dms = ds * -0.5 * pow(ms + eps, -1.5);
+        for (uint32_t c = 0; c < cols; c++) {
+            uint64_t i = (uint64_t)r * cols + c;
+            if (dx)
+                dx[i] += dy[i] * gamma[c] * inv + dms * 2.0 * x[i] / cols;
+            if (dgamma)
+                dgamma[c] += dy[i] * x[i] * inv;
+        }
     }
 }
 
