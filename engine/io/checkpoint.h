@@ -2,8 +2,8 @@
  * checkpoint.h - internals of the checkpoint file (docs/checkpoint.md): encoding the
  * sections into one little-endian buffer with a CRC32 of the payload, and parsing a
  * buffer back with every length and checksum validated before anything is used.
- * The io layer: it knows the file format, and the trainer only through
- * engine/parallel/trainer.h (checkpoint.c).
+ * The io layer knows the file format and the folder of checkpoints, never the trainer:
+ * saving and restoring a trainer are engine/parallel/trainer_checkpoint*.c.
  */
 #ifndef VKT_IO_CHECKPOINT_H
 #define VKT_IO_CHECKPOINT_H
@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "platform/platform.h"
 #include "vkt.h"
 
 #define CKPT_MAGIC "VKTCKPT"   /* 8 bytes with the NUL */
@@ -72,20 +73,39 @@ vkt_status ckpt_parse(void *file, size_t size, ckpt *out, char *why, size_t why_
  * "checkpoint 'path' is corrupt: <why>" in errmsg (VKT_ERRMSG_SIZE). */
 vkt_status ckpt_load(const char *path, ckpt *out, char *errmsg);
 void ckpt_free(ckpt *c);
-/* Restores a parsed checkpoint into every replica of a trainer (checkpoint.c); checks
- * the parameters' names and shapes and the optimizer state first, so a mismatch
- * (VKT_ERROR_SHAPE, naming the tensor) changes nothing. `path` names it in messages. */
-vkt_status ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k);
-/* Across ranks (collective): the chief's outcome of reading a checkpoint (status st,
- * *found, the parsed k, its path) to every rank, which parses the same bytes into k.
- * Without a world: returns st. */
+/* Bytes of a checkpoint's path. */
 #define CKPT_PATH_SIZE 4096
-vkt_status ckpt_share(vkt_trainer *t, vkt_status st, int *found, ckpt *k, char *path,
-                      size_t path_size);
 /* Copies n little-endian floats into host floats. */
 void ckpt_read_f32s(const unsigned char *src, float *dst, uint64_t n);
 /* 1 on little-endian hosts, the only ones the optimizer blob (host order) is written
  * by; checkpoints refuse other hosts with VKT_ERROR_INTERNAL. */
 int ckpt_host_little_endian(void);
+
+
+/* ---- a folder of checkpoints `ckpt-<step>.vkt` (checkpoint_dir.c) ---- */
+
+/* The path of step's checkpoint in dir. */
+void ckpt_dir_step_path(char *buf, size_t size, const char *dir, uint64_t step);
+/* Appends a line to notes (may be NULL), as far as it fits. */
+void ckpt_dir_note(char *notes, size_t size, const char *msg);
+/* The folder's lock for one operation on an existing folder, unless this process holds
+ * it already (*held NULL then): another process's lock is VKT_ERROR_STATE, with the
+ * message in errmsg (VKT_ERRMSG_SIZE). A folder that cannot be locked (read-only, say)
+ * is used without. Release with vkt_file_unlock(*held). */
+vkt_status ckpt_dir_enter(const char *dir, vkt_file_lock **held, char *errmsg);
+/* Remembers that `path`, as it is now, is a whole checkpoint (verified: not parsed again
+ * while its size and modification time stay). */
+void ckpt_dir_verified(const char *path);
+/* Keeps the newest `keep` checkpoints of dir that verify (0: all), the one just saved
+ * (`saved`) always among them; deletes older ones; moves corrupt ones aside; notes what
+ * it did and what it could not read. Also removes temporary files of interrupted saves. */
+vkt_status ckpt_dir_retain(const char *dir, uint32_t keep, uint64_t saved, char *notes,
+                           size_t notes_size);
+/* The newest checkpoint of dir that parses, into *out and its path (*found 0 if none);
+ * corrupt newer ones are described in notes and, with `move` (the caller holds the
+ * folder) moved aside once an older valid one is found. */
+vkt_status ckpt_dir_find_latest(const char *dir, ckpt *out, char *path, size_t path_size,
+                                int *found, char *notes, size_t notes_size, char *errmsg,
+                                int move);
 
 #endif

@@ -1,7 +1,8 @@
-/* checkpoint_dir.c - a directory of checkpoints `ckpt-<step>.vkt`: saving with the
- * newest few valid ones kept (corrupt ones moved aside, never counted), finding and
- * restoring the newest valid one (a corrupt newer file is reported and moved aside), the
- * folder's lock (one run per folder), and exporting one as safetensors. */
+/* checkpoint_dir.c - a directory of checkpoints `ckpt-<step>.vkt`: their names, keeping
+ * the newest few valid ones (corrupt ones moved aside, never counted), finding the newest
+ * valid one (a corrupt newer file is reported and moved aside), the folder's lock (one
+ * run per folder), and exporting one as safetensors. Saving a trainer into the folder and
+ * restoring from it are the trainer's (engine/parallel/trainer_checkpoint_dir.c). */
 #include "io/checkpoint.h"
 
 #include <stdatomic.h>
@@ -10,7 +11,6 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "parallel/trainer.h"
 #include "platform/platform.h"
 
 #define PATH_SIZE CKPT_PATH_SIZE
@@ -70,12 +70,12 @@ static vkt_status list_steps(const char *dir, int clean, uint64_t **steps, size_
     return VKT_OK;
 }
 
-static void step_path(char *buf, size_t size, const char *dir, uint64_t step)
+void ckpt_dir_step_path(char *buf, size_t size, const char *dir, uint64_t step)
 {
     snprintf(buf, size, "%s/ckpt-%llu.vkt", dir, (unsigned long long)step);
 }
 
-static void note(char *notes, size_t size, const char *msg)
+void ckpt_dir_note(char *notes, size_t size, const char *msg)
 {
     if (!notes || !size)
         return;
@@ -162,7 +162,7 @@ void vkt_checkpoint_dir_unlock(vkt_checkpoint_lock *lock)
 /* The lock for one operation on an existing folder, unless this process holds it:
  * another process's lock is VKT_ERROR_STATE. A folder that cannot be locked (read-only,
  * say) is used without (saving there fails on its own). */
-static vkt_status enter_dir(const char *dir, vkt_file_lock **held, char *errmsg)
+vkt_status ckpt_dir_enter(const char *dir, vkt_file_lock **held, char *errmsg)
 {
     char other[300];
     *held = NULL;
@@ -202,7 +202,7 @@ static int verified_find(const char *path, uint64_t size, int64_t mtime)
 }
 
 /* Remembers that `path` as it is now parsed with its checksums. */
-static void verified_add(const char *path)
+void ckpt_dir_verified(const char *path)
 {
     uint64_t size;
     int64_t mtime;
@@ -228,7 +228,7 @@ static vkt_status verify(const char *path, char *msg)
     vkt_status st = ckpt_load(path, &k, msg);
     if (st == VKT_OK) {
         ckpt_free(&k);
-        verified_add(path);
+        ckpt_dir_verified(path);
     }
     return st;
 }
@@ -250,7 +250,7 @@ static void move_aside(const char *path, const char *msg, char *notes, size_t no
         snprintf(line, sizeof line, "%s (moved aside to '%s')", msg, to);
     else
         snprintf(line, sizeof line, "%s (could not be moved aside)", msg);
-    note(notes, notes_size, line);
+    ckpt_dir_note(notes, notes_size, line);
 }
 
 /* ---- saving with retention --------------------------------------------------------- */
@@ -259,8 +259,8 @@ static void move_aside(const char *path, const char *msg, char *notes, size_t no
  * always among them; deletes older ones; moves corrupt ones within reach aside instead of
  * counting them; leaves unreadable ones in place (noted). Also removes temporary files of
  * interrupted saves. */
-static vkt_status retain(const char *dir, uint32_t keep, uint64_t saved, char *notes,
-                         size_t notes_size)
+vkt_status ckpt_dir_retain(const char *dir, uint32_t keep, uint64_t saved, char *notes,
+                           size_t notes_size)
 {
     uint64_t *steps;
     size_t n;
@@ -270,7 +270,7 @@ static vkt_status retain(const char *dir, uint32_t keep, uint64_t saved, char *n
     uint32_t valid = 0;
     for (size_t i = 0; i < n; i++) { /* newest first */
         char path[PATH_SIZE], msg[VKT_ERRMSG_SIZE];
-        step_path(path, sizeof path, dir, steps[i]);
+        ckpt_dir_step_path(path, sizeof path, dir, steps[i]);
         if (steps[i] == saved) {
             valid++;
         } else if (keep && valid >= keep) {
@@ -280,53 +280,19 @@ static vkt_status retain(const char *dir, uint32_t keep, uint64_t saved, char *n
         } else if (st == VKT_ERROR_FORMAT) {
             move_aside(path, msg, notes, notes_size);
         } else {
-            note(notes, notes_size, msg); /* unreadable now: neither counted nor deleted */
+            ckpt_dir_note(notes, notes_size, msg); /* unreadable: neither counted nor deleted */
         }
     }
     free(steps);
     return VKT_OK;
 }
 
-vkt_status vkt_checkpoint_save_dir_v2(vkt_trainer *t, const char *dir, uint32_t keep,
-                                      char *notes, size_t notes_size)
-{
-    if (notes && notes_size)
-        notes[0] = '\0';
-    if (!t || !dir)
-        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
-                        "vkt_checkpoint_save_dir: trainer and dir are required");
-    if (!trainer_is_chief(t)) /* across ranks the chief alone writes */
-        return VKT_OK;
-    if (vkt_mkdirs(dir) != 0)
-        return trainer_fail(t, VKT_ERROR_IO, "cannot create the checkpoint directory '%s'",
-                            dir);
-    vkt_file_lock *held;
-    vkt_status st = enter_dir(dir, &held, t->errmsg);
-    if (st != VKT_OK)
-        return st;
-    char path[PATH_SIZE];
-    uint64_t step = vkt_trainer_checkpoint_step(t);
-    step_path(path, sizeof path, dir, step);
-    if ((st = vkt_trainer_save(t, path)) == VKT_OK) {
-        verified_add(path); /* written and renamed whole just now */
-        if ((st = retain(dir, keep, step, notes, notes_size)) != VKT_OK)
-            trainer_fail(t, st, "%s", vkt_last_error());
-    }
-    vkt_file_unlock(held);
-    return st;
-}
-
-vkt_status vkt_checkpoint_save_dir(vkt_trainer *t, const char *dir, uint32_t keep)
-{
-    return vkt_checkpoint_save_dir_v2(t, dir, keep, NULL, 0);
-}
-
 /* The newest checkpoint of dir that parses; corrupt newer ones are described in notes,
  * and with `move` (the caller holds the folder) moved aside once an older valid one is
  * found (with none found, every file stays, and so does the error). */
-static vkt_status find_latest_ex(const char *dir, ckpt *out, char *path, size_t path_size,
-                                 int *found, char *notes, size_t notes_size, char *errmsg,
-                                 int move)
+vkt_status ckpt_dir_find_latest(const char *dir, ckpt *out, char *path, size_t path_size,
+                                int *found, char *notes, size_t notes_size, char *errmsg,
+                                int move)
 {
     uint64_t *steps;
     size_t n;
@@ -344,7 +310,7 @@ static vkt_status find_latest_ex(const char *dir, ckpt *out, char *path, size_t 
     }
     size_t i = 0;
     for (; i < n && !*found; i++) {
-        step_path(path, path_size, dir, steps[i]);
+        ckpt_dir_step_path(path, path_size, dir, steps[i]);
         last = ckpt_load(path, out, msg);
         if (last == VKT_OK) {
             *found = 1;
@@ -358,11 +324,11 @@ static vkt_status find_latest_ex(const char *dir, ckpt *out, char *path, size_t 
     for (size_t j = 0; j < i; j++) { /* the failed ones, newest first */
         if (why[j] == VKT_OK)
             continue;
-        step_path(other, sizeof other, dir, steps[j]);
+        ckpt_dir_step_path(other, sizeof other, dir, steps[j]);
         if (move && *found && why[j] == VKT_ERROR_FORMAT)
             move_aside(other, msgs[j] ? msgs[j] : "corrupt", notes, notes_size);
         else
-            note(notes, notes_size, msgs[j] ? msgs[j] : "corrupt");
+            ckpt_dir_note(notes, notes_size, msgs[j] ? msgs[j] : "corrupt");
         free(msgs[j]);
     }
     free(msgs);
@@ -371,47 +337,6 @@ static vkt_status find_latest_ex(const char *dir, ckpt *out, char *path, size_t 
     if (!*found && n > 0)
         return vkt_fail(errmsg, last, "no valid checkpoint in '%s': %s", dir, msg);
     return VKT_OK;
-}
-
-static vkt_status find_latest(const char *dir, ckpt *out, char *path, size_t path_size,
-                              int *found, char *notes, size_t notes_size, char *errmsg)
-{
-    return find_latest_ex(dir, out, path, path_size, found, notes, notes_size, errmsg, 0);
-}
-
-vkt_status vkt_checkpoint_restore_latest(vkt_trainer *t, const char *dir, int *out_found,
-                                         uint64_t *out_step, char *notes, size_t notes_size)
-{
-    if (out_found)
-        *out_found = 0;
-    if (out_step)
-        *out_step = 0;
-    if (notes && notes_size)
-        notes[0] = '\0';
-    if (!t || !dir)
-        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
-                        "vkt_checkpoint_restore_latest: trainer and dir are required");
-    ckpt k = {0};
-    char path[PATH_SIZE] = "";
-    int found = 0;
-    vkt_status st = VKT_OK;
-    vkt_file_lock *held = NULL;
-    if (trainer_is_chief(t) && /* across ranks the chief reads and shares */
-        (st = enter_dir(dir, &held, t->errmsg)) == VKT_OK)
-        st = find_latest_ex(dir, &k, path, sizeof path, &found, notes, notes_size, t->errmsg,
-                            1);
-    vkt_file_unlock(held);
-    if ((st = ckpt_share(t, st, &found, &k, path, sizeof path)) != VKT_OK || !found)
-        return st;
-    st = ckpt_restore(t, path, &k);
-    if (st == VKT_OK) {
-        if (out_found)
-            *out_found = 1;
-        if (out_step)
-            *out_step = k.step;
-    }
-    ckpt_free(&k);
-    return st;
 }
 
 /* ---- safetensors ---------------------------------------------------------------- */
@@ -479,7 +404,8 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
     ckpt k;
     char path[PATH_SIZE];
     int found = 0;
-    vkt_status st = find_latest(dir, &k, path, sizeof path, &found, notes, notes_size, NULL);
+    vkt_status st = ckpt_dir_find_latest(dir, &k, path, sizeof path, &found, notes, notes_size,
+                                         NULL, 0);
     if (st != VKT_OK)
         return st;
     if (!found)

@@ -141,7 +141,7 @@ struct vkt_trainer {
 
     int balanced;                  /* the split was re-made by measured speed */
 
-    /* checkpoints (engine/io/checkpoint.c) */
+    /* checkpoints (trainer_checkpoint.c) */
     int live;                      /* inside a progress callback of a run: */
     uint64_t live_steps;           /*   the global steps done so far (t->steps lags) */
     int resume_pending;            /* loaders made from now on seek to this position */
@@ -149,6 +149,19 @@ struct vkt_trainer {
     int lost;                      /* a device was lost: every later step fails */
     char lost_msg[VKT_ERRMSG_SIZE];
 };
+
+/* ---- checkpoints (trainer_checkpoint.c; the format: engine/io/checkpoint.h) ---- */
+
+struct ckpt;
+/* Restores a parsed checkpoint into every replica; checks the parameters' names and
+ * shapes and the optimizer state first, so a mismatch (VKT_ERROR_SHAPE, naming the
+ * tensor) changes nothing. `path` names it in messages. */
+vkt_status trainer_ckpt_restore(vkt_trainer *t, const char *path, const struct ckpt *k);
+/* Across ranks (collective): the chief's outcome of reading a checkpoint (status st,
+ * *found, the parsed k, its path) to every rank, which parses the same bytes into k.
+ * Without a world: returns st. */
+vkt_status trainer_ckpt_share(vkt_trainer *t, vkt_status st, int *found, struct ckpt *k,
+                              char *path, size_t path_size);
 
 vkt_status trainer_fail(vkt_trainer *t, vkt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -1,15 +1,14 @@
-/* checkpoint.c - saving a trainer into a checkpoint file and restoring it
- * (docs/checkpoint.md). Saving reads replica 0 (the chief); restoring validates the
+/* trainer_checkpoint.c - saving a trainer into a checkpoint file and restoring it
+ * (docs/checkpoint.md; the file's format: engine/io/checkpoint*.c). Saving reads replica 0 (the chief); restoring validates the
  * whole file and its match with the model before it changes anything, then writes every
  * replica. */
-#include "io/checkpoint.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "io/checkpoint.h"
 #include "parallel/trainer.h"
 #include "platform/platform.h"
 
@@ -254,7 +253,7 @@ static void restore_position(vkt_trainer *t, const ckpt *k)
     t->resume_seed = k->seed;
 }
 
-vkt_status ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k)
+vkt_status trainer_ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k)
 {
     float *flat = calloc(t->param_count ? t->param_count : 1, sizeof *flat);
     if (!flat)
@@ -274,8 +273,8 @@ vkt_status ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k)
 /* Across ranks: the chief's outcome of reading (st, found, its parsed checkpoint and
  * path) to every rank, which parses the same bytes; so no rank but the chief reads the
  * folder and every rank restores the same bits (collective). */
-vkt_status ckpt_share(vkt_trainer *t, vkt_status st, int *found, ckpt *k, char *path,
-                      size_t path_size)
+vkt_status trainer_ckpt_share(vkt_trainer *t, vkt_status st, int *found, ckpt *k,
+                              char *path, size_t path_size)
 {
     if (!t->world)
         return st;
@@ -325,9 +324,9 @@ vkt_status vkt_trainer_restore(vkt_trainer *t, const char *path)
     snprintf(where, sizeof where, "%s", path);
     if (trainer_is_chief(t))
         st = ckpt_load(path, &k, t->errmsg);
-    if ((st = ckpt_share(t, st, &found, &k, where, sizeof where)) != VKT_OK)
+    if ((st = trainer_ckpt_share(t, st, &found, &k, where, sizeof where)) != VKT_OK)
         return st;
-    st = ckpt_restore(t, where, &k);
+    st = trainer_ckpt_restore(t, where, &k);
     ckpt_free(&k);
     return st;
 }
