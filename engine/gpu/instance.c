@@ -2,7 +2,6 @@
  * message counter, and the physical-device list. */
 #include "gpu.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +10,24 @@
 
 /* The loader stays open for the life of the process: volk's function pointers point
  * into it, and several instances may share it. */
-static pthread_mutex_t g_loader_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *g_loader;
+/* The lock around it: the platform layer's monitor, made by the first caller (the loser of
+ * a race destroys its own) and kept for the process, like the loader. */
+static _Atomic(vkt_monitor *) g_loader_lock;
+
+static vkt_monitor *loader_lock(void)
+{
+    vkt_monitor *m = atomic_load(&g_loader_lock);
+    if (m)
+        return m;
+    vkt_monitor *made = vkt_monitor_create();
+    if (!made)
+        return NULL;
+    if (atomic_compare_exchange_strong(&g_loader_lock, &m, made))
+        return made;
+    vkt_monitor_destroy(made); /* another thread's is in place: m */
+    return m;
+}
 
 static vkt_status open_loader(const vkt_instance_options *o, char *errmsg)
 {
@@ -20,7 +35,10 @@ static vkt_status open_loader(const vkt_instance_options *o, char *errmsg)
     if (!path)
         path = vkt_dl_vulkan_name();
     vkt_status st = VKT_OK;
-    pthread_mutex_lock(&g_loader_lock);
+    vkt_monitor *lock = loader_lock();
+    if (!lock)
+        return vkt_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "cannot create a lock");
+    vkt_monitor_lock(lock);
     if (!g_loader || o->loader_path || vkt_getenv("VKT_VULKAN_LIBRARY")) {
         char why[512] = "";
         void *lib = vkt_dl_open(path, why, sizeof why);
@@ -43,7 +61,7 @@ static vkt_status open_loader(const vkt_instance_options *o, char *errmsg)
             vkt_dl_close(lib); /* drops the extra reference dlopen took */
         }
     }
-    pthread_mutex_unlock(&g_loader_lock);
+    vkt_monitor_unlock(lock);
     return st;
 }
 
