@@ -137,6 +137,21 @@ static vkt_status role_groups(vkt_context *ctx, const char *fn, uint64_t units, 
     return VKT_OK;
 }
 
+/* Every view of v within what one storage binding may span on this device (the kernels
+ * bind each tensor whole): VKT_ERROR_LIMIT naming the argument, before the dispatch. */
+static vkt_status check_bindable(vkt_context *ctx, const char *fn, const nv *v, uint32_t n)
+{
+    uint64_t most = ku_chunk_elements(ctx);
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i].count > most)
+            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                            "%s: %s spans %llu elements; one binding may span at most %llu on "
+                            "this device (maxStorageBufferRange %llu bytes)", fn, v[i].name,
+                            (unsigned long long)v[i].count, (unsigned long long)most,
+                            (unsigned long long)ctx->info.max_storage_buffer_range);
+    return VKT_OK;
+}
+
 /* The rows/cols check shared by the layernorm and rmsnorm calls. */
 static vkt_status check_rows(vkt_context *ctx, const char *fn, uint32_t rows, uint32_t cols)
 {
@@ -290,7 +305,8 @@ vkt_status kn_rmsnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view y, vkt
     nv v[4] = {{"x", x, n, 0}, {"gamma", gamma, cols, 0}, {"y", y, n, 1},
                {"rstd", rstd, rows, 1}};
     const int in_place[2] = {2, 0}; /* y may be x: each element is read, then written */
-    if ((st = check_views(ctx, fn, v, 4, in_place)) != VKT_OK)
+    if ((st = check_views(ctx, fn, v, 4, in_place)) != VKT_OK ||
+        (st = check_bindable(ctx, fn, v, 4)) != VKT_OK)
         return st;
     int vec4 = cols % 4 == 0 && all_vec4(ctx, v, 3);
     uint32_t units = vec4 ? cols / 4 : cols;
@@ -352,7 +368,8 @@ vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_vi
     for (uint32_t i = 0; i < 6; i++)
         if (i < 4 || v[i].write)
             used[n_used++] = v[i];
-    if ((st = check_views(ctx, fn, used, n_used, NULL)) != VKT_OK)
+    if ((st = check_views(ctx, fn, used, n_used, NULL)) != VKT_OK ||
+        (st = check_bindable(ctx, fn, used, n_used)) != VKT_OK)
         return st;
     /* vec4: the views read or written as vec4s aligned (rstd is read one float a row;
      * an unwanted output's binding is never accessed and stands as dy) */

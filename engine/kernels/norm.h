@@ -68,7 +68,9 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
  * mean subtracted. y = x * rstd * gamma, rstd = 1 / sqrt(mean over the row of x^2 + eps).
  * rstd [rows] receives each row's rstd for the backward. eps >= 0 (eps 0 and a row of
  * zeros give NaN, as the definition does). y may be x. Rows longer than the device's
- * loop budget allows fail with VKT_ERROR_LIMIT. */
+ * loop budget allows, and tensors wider than one storage binding may span
+ * (maxStorageBufferRange: 32M floats on lavapipe), fail with VKT_ERROR_LIMIT naming the
+ * argument (also in the backward). */
 vkt_status kn_rmsnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view y, vkt_view rstd,
                       uint32_t rows, uint32_t cols, float eps);
 /* Workspace elements kn_rmsnorm_backward needs: 0 (the column sums are combined in
