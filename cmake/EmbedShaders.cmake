@@ -1,12 +1,17 @@
-# vkt_embed_shaders(OUT_HEADERS <var> SOURCES <files...>)
+# vkt_embed_shaders(TARGET <name> OUT_HEADERS <var> SOURCES <files...>)
 # Compiles each GLSL compute shader to SPIR-V with glslangValidator at build time and
 # writes it as a C header holding `const uint32_t vkt_spv_<name>[]`. The rule reruns when
 # the shader or any file it #includes changes (glslang writes a depfile). Nothing reads
 # a .spv file at run time.
+# The headers belong to the one custom target <name>: every library that includes them
+# depends on it (add_dependencies) and must not list them among its sources. A custom
+# command whose outputs are sources of several targets is run by each of them (Makefile
+# generators), so a parallel build would compile every shader once per library, all
+# writing the same file.
 find_program(GLSLANG_VALIDATOR glslangValidator REQUIRED)
 
 function(vkt_embed_shaders)
-  cmake_parse_arguments(ARG "" "OUT_HEADERS" "SOURCES" ${ARGN})
+  cmake_parse_arguments(ARG "" "TARGET;OUT_HEADERS" "SOURCES" ${ARGN})
   set(headers)
   file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/shaders)
   foreach(src ${ARG_SOURCES})
@@ -23,5 +28,6 @@ function(vkt_embed_shaders)
       VERBATIM)
     list(APPEND headers ${out})
   endforeach()
+  add_custom_target(${ARG_TARGET} DEPENDS ${headers})
   set(${ARG_OUT_HEADERS} ${headers} PARENT_SCOPE)
 endfunction()
