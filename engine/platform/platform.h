@@ -23,6 +23,12 @@ double vkt_cpu_time(void);
  * (engine/platform/host_posix.c) */
 double vkt_wall_time(void);
 void vkt_hostname(char *buf, size_t size);
+/* The folder holding this process's executable, symbolic links resolved, without a
+ * trailing separator, into buf (always NUL-terminated). Returns 0 on success, -1 if the
+ * system cannot tell or it does not fit. Linux: /proc/self/exe; macOS:
+ * _NSGetExecutablePath; Win32: GetModuleFileNameW. An installed vkt finds its data from
+ * here (../share/vktrain). */
+int vkt_exe_dir(char *buf, size_t size);
 
 /* Environment variable or NULL. */
 const char *vkt_getenv(const char *name);
