@@ -28,10 +28,12 @@
  * rows and channels not a multiple of 4 long, take the scalar paths, 2 to 3 times slower.
  * The batchnorm grid, one workgroup per channel, suits CPU devices; a large GPU would
  * want channels split over several workgroups.
+ * RMSNorm against LayerNorm on the same shape (bench_norm, bench/README.md; fastest of
+ * 100 runs on a loaded machine): [2048, 64] forward 0.38 against 0.46 ms, backward 0.94
+ * against 1.01 ms; the backwards are bound by the same passes over x and dy.
  *
  * Shaders: shaders/layernorm*.comp, rmsnorm*.comp, batchnorm*.comp, embedding*.comp;
- * push constants in
- * shaders/push_norm.h; references in ref_norm.c.
+ * push constants in shaders/push_norm.h; references in ref_norm.c.
  */
 #ifndef VKT_KERNELS_NORM_H
 #define VKT_KERNELS_NORM_H
