@@ -61,6 +61,13 @@ ACT_FN ACT_REAL act_gelu_grad(ACT_REAL x)
     return act_sigmoid(2.0 * u) + 2.0 * x * du * act_sigmoid_grad(2.0 * u);
 }
 
+/* SiLU: x sigmoid(x); its derivative sigmoid(x) (1 + x (1 - sigmoid(x))), with
+ * 1 - sigmoid(x) = sigmoid(-x) so that no cancellation occurs for large x. */
+ACT_FN ACT_REAL act_silu_grad(ACT_REAL x)
+{
+    return act_sigmoid(x) * (1.0 + x * act_sigmoid(-x));
+}
+
 /* f(x) of unary op `op` (alpha: SCALE's factor, LEAKY_RELU's slope). */
 ACT_FN ACT_REAL act_f(ACT_OP op, ACT_REAL alpha, ACT_REAL x)
 {
@@ -72,6 +79,7 @@ ACT_FN ACT_REAL act_f(ACT_OP op, ACT_REAL alpha, ACT_REAL x)
     case VKT_UNARY_TANH: return ACT_TANH(x);
     case VKT_UNARY_SIGMOID: return act_sigmoid(x);
     case VKT_UNARY_EXP: return exp(x);
+    case VKT_UNARY_SILU: return x * act_sigmoid(x);
     default: return log(x); /* VKT_UNARY_LOG */
     }
 }
@@ -91,6 +99,7 @@ ACT_FN ACT_REAL act_df(ACT_OP op, ACT_REAL alpha, ACT_REAL x)
     }
     case VKT_UNARY_SIGMOID: return act_sigmoid_grad(x);
     case VKT_UNARY_EXP: return exp(x);
+    case VKT_UNARY_SILU: return act_silu_grad(x);
     default: return 1.0 / x; /* VKT_UNARY_LOG */
     }
 }

@@ -14,6 +14,7 @@
 #define VKT_UNARY_SIGMOID 5u
 #define VKT_UNARY_EXP 6u
 #define VKT_UNARY_LOG 7u
+#define VKT_UNARY_SILU 8u
 
 #define VKT_BINARY_ADD 0u
 #define VKT_BINARY_SUB 1u

@@ -82,10 +82,23 @@ static uint64_t count_of(const vkt_tensor *t)
     return graph_count(&s);
 }
 
+/* The case's finite-difference tolerance: the loosest of its ops' (the op table's
+ * grad_rtol; the loss's sum and product included). */
+static double grad_rtol(const op_case *c)
+{
+    double tol = 0;
+    for (uint32_t i = 0; i < c->g->count; i++) {
+        const graph_op_def *d = GRAPH_DEF(c->g->nodes[i]);
+        if (d->grad_rtol > tol)
+            tol = d->grad_rtol;
+    }
+    return tol;
+}
+
 /* (a) central differences of the double reference against its backward. */
 static void fd_check(op_case *c, graph_ref *ref)
 {
-    const double h = 1e-5;
+    const double h = 1e-5, rtol = grad_rtol(c);
     double worst = 0;
     int ok = 1;
     for (uint32_t p = 0; p < c->n_params && ok; p++) {
@@ -103,7 +116,7 @@ static void fd_check(op_case *c, graph_ref *ref)
             double err = fabs(fd - an);
             if (err > worst)
                 worst = err;
-            ok = err <= 1e-5 * (1.0 + fabs(an));
+            ok = err <= rtol * (1.0 + fabs(an));
             if (!ok)
                 TH_CHECK(0, "%s: d loss / d %s[%llu]: finite difference %.10g, backward %.10g",
                          c->name, c->params[p]->name, (unsigned long long)e, fd, an);
@@ -111,7 +124,7 @@ static void fd_check(op_case *c, graph_ref *ref)
     }
     graph_ref_run_forward(ref);
     if (ok)
-        TH_CHECK(1, "%s: gradient check (max error %.2g)", c->name, worst);
+        TH_CHECK(1, "%s: gradient check (max error %.2g, tolerance %.0e)", c->name, worst, rtol);
 }
 
 static void compare_d(const char *what, const float *got, const double *want, uint64_t n,
@@ -162,6 +175,26 @@ static void device_check(op_case *c, graph_ref *ref, const float *r, int no_fusi
     vkt_model_destroy(m);
 }
 
+/* Appends the ops (and activations) of case c to the file named by VKT_OP_COVERAGE, one
+ * "op <name>" line each, for test_op_table: the file is emptied by the first case of a
+ * run. Ops are recorded by their table name and variant name (graph_op_name). */
+static void record_coverage(const op_case *c)
+{
+    static int started;
+    const char *path = getenv("VKT_OP_COVERAGE");
+    if (!path || !*path)
+        return;
+    FILE *f = fopen(path, started ? "a" : "w");
+    if (!TH_CHECK(f != NULL, "cannot write op coverage to %s", path))
+        return;
+    started = 1;
+    for (uint32_t i = 0; i < c->g->count; i++) {
+        const vkt_tensor *t = c->g->nodes[i];
+        fprintf(f, "op %s %s\n", GRAPH_DEF(t)->name, graph_op_name(t));
+    }
+    fclose(f);
+}
+
 void run_case(op_case *c)
 {
     graph_ref ref;
@@ -181,6 +214,7 @@ void run_case(op_case *c)
         graph_ref_set(&ref, c->inputs[k], c->input_data[k]);
     graph_ref_run_forward(&ref);
     graph_ref_run_backward(&ref, c->loss);
+    record_coverage(c);
     fd_check(c, &ref);
     device_check(c, &ref, r, 0, 0);
     device_check(c, &ref, r, 1, 0);

@@ -56,14 +56,15 @@ static void run(vkt_stream *s)
 }
 
 static const vkt_unary_op k_acts[] = {VKT_UNARY_SCALE, VKT_UNARY_RELU, VKT_UNARY_LEAKY_RELU,
-                                      VKT_UNARY_GELU, VKT_UNARY_TANH, VKT_UNARY_SIGMOID};
+                                      VKT_UNARY_GELU, VKT_UNARY_TANH, VKT_UNARY_SIGMOID,
+                                      VKT_UNARY_SILU};
 
 static void test_bias_act(vkt_stream *s)
 {
     const uint32_t shapes[][2] = {{1, 1}, {1, 37}, {13, 7}, {64, 10}, {1, 4}, {13, 8},
                                   {64, 12}};
     for (unsigned si = 0; si < 7; si++)
-        for (unsigned ai = 0; ai < 6; ai++)
+        for (unsigned ai = 0; ai < sizeof k_acts / sizeof k_acts[0]; ai++)
             for (int mode = 0; mode < 4; mode++) { /* bit 0: bias, bit 1: separate y */
                 uint32_t r = shapes[si][0], c = shapes[si][1];
                 vkt_unary_op op = k_acts[ai];
@@ -94,7 +95,7 @@ static void test_bias_act_backward(vkt_stream *s)
     const uint32_t shapes[][2] = {{1, 1}, {1, 29}, {17, 5}, {128, 10}, {1, 4}, {17, 8},
                                   {131, 264}, {3, 260}, {70001, 3}, {70001, 4}};
     for (unsigned si = 0; si < 10; si++)
-        for (unsigned ai = 0; ai < 6; ai++)
+        for (unsigned ai = 0; ai < sizeof k_acts / sizeof k_acts[0]; ai++)
             for (int mode = 0; mode < 8; mode++) { /* bits: from_y, beta 1, db */
                 uint32_t r = shapes[si][0], c = shapes[si][1];
                 vkt_unary_op op = k_acts[ai];
@@ -358,21 +359,22 @@ static void ops_matmul_linear(void)
     finish(&c, vkt_linear(c.g, P(&c, 2, 1, 5, 0), P(&c, 2, 5, 3, 0), NULL));
     run_case(&c);
     static const char *names[] = {"relu", "leaky_relu 0.1", "leaky_relu -0.2", "gelu", "tanh",
-                                  "sigmoid"};
-    for (int a = 0; a < 12; a++) {
+                                  "sigmoid", "silu"};
+    for (int a = 0; a < 14; a++) {
         /* odd widths (scalar kernels), then multiples of 4 (vec4 kernels) */
-        uint32_t rows = a < 6 ? 11 : 9, in = a < 6 ? 7 : 8, out = a < 6 ? 13 : 12;
+        uint32_t rows = a < 7 ? 11 : 9, in = a < 7 ? 7 : 8, out = a < 7 ? 13 : 12;
         char name[64];
-        snprintf(name, sizeof name, "linear + %s [%u,%u] -> %u", names[a % 6], rows, in, out);
+        snprintf(name, sizeof name, "linear + %s [%u,%u] -> %u", names[a % 7], rows, in, out);
         c = begin(name);
         vkt_tensor *z = vkt_linear(c.g, P(&c, 2, rows, in, 0), P(&c, 2, in, out, 0),
                                    a == 2 ? NULL : P(&c, 1, out, 0, 0));
-        vkt_tensor *y = a % 6 == 0   ? vkt_relu(c.g, z)
-                        : a % 6 == 1 ? vkt_leaky_relu(c.g, z, 0.1f)
-                        : a % 6 == 2 ? vkt_leaky_relu(c.g, z, -0.2f)
-                        : a % 6 == 3 ? vkt_gelu(c.g, z)
-                        : a % 6 == 4 ? vkt_tanh(c.g, z)
-                                     : vkt_sigmoid(c.g, z);
+        vkt_tensor *y = a % 7 == 0   ? vkt_relu(c.g, z)
+                        : a % 7 == 1 ? vkt_leaky_relu(c.g, z, 0.1f)
+                        : a % 7 == 2 ? vkt_leaky_relu(c.g, z, -0.2f)
+                        : a % 7 == 3 ? vkt_gelu(c.g, z)
+                        : a % 7 == 4 ? vkt_tanh(c.g, z)
+                        : a % 7 == 5 ? vkt_sigmoid(c.g, z)
+                                     : vkt_silu(c.g, z);
         finish(&c, y);
         run_case(&c);
     }
@@ -407,8 +409,8 @@ static void ops_elementwise(void)
     vkt_tensor *q = vkt_tanh(c.g, P(&c, 2, 5, 8, 0));
     finish(&c, vkt_add(c.g, vkt_scale(c.g, q, 3.0f), vkt_sigmoid(c.g, q)));
     run_case(&c);
-    static const char *names[] = {"relu", "leaky_relu", "gelu", "tanh", "sigmoid"};
-    for (int a = 0; a < 5; a++) {
+    static const char *names[] = {"relu", "leaky_relu", "gelu", "tanh", "sigmoid", "silu"};
+    for (int a = 0; a < 6; a++) {
         char name[64];
         snprintf(name, sizeof name, "%s [7,13]", names[a]);
         c = begin(name);
@@ -417,7 +419,8 @@ static void ops_elementwise(void)
                         : a == 1 ? vkt_leaky_relu(c.g, x, 0.05f)
                         : a == 2 ? vkt_gelu(c.g, x)
                         : a == 3 ? vkt_tanh(c.g, x)
-                                 : vkt_sigmoid(c.g, x);
+                        : a == 4 ? vkt_sigmoid(c.g, x)
+                                 : vkt_silu(c.g, x);
         finish(&c, y);
         run_case(&c);
     }

@@ -73,6 +73,14 @@ static void norm_cases(void)
     c = begin("layer_norm [3,2] (two features)");
     finish(&c, vkt_layer_norm(c.g, P(&c, 2, 3, 2, 0), P(&c, 1, 2, 0, 0), P(&c, 1, 2, 0, 0), 1e-3f));
     run_case(&c);
+    c = begin("rms_norm [2,5,7]");
+    finish(&c, vkt_rms_norm(c.g, P(&c, 3, 2, 5, 7), P(&c, 1, 7, 0, 0), 0));
+    run_case(&c);
+    c = begin("rms_norm [4,1] (one feature), [3,8] (vec4 rows)");
+    vkt_tensor *r1 = vkt_rms_norm(c.g, P(&c, 2, 4, 1, 0), P(&c, 1, 1, 0, 0), 1e-3f);
+    finish(&c, vkt_add(c.g, vkt_sum(c.g, r1, -1),
+                       vkt_sum(c.g, vkt_rms_norm(c.g, P(&c, 2, 3, 8, 0), P(&c, 1, 8, 0, 0), 0), -1)));
+    run_case(&c);
     c = begin("batch_norm [5,3,4,3]");
     finish(&c, vkt_batch_norm(c.g, P4(&c, 5, 3, 4, 3), P(&c, 1, 3, 0, 0), P(&c, 1, 3, 0, 0),
                               state(&c, "rm", 3, 0), state(&c, "rv", 3, 1), 0, 0));

@@ -116,8 +116,11 @@ static uint32_t check_plan(const vkt_model *m, const char *what, int report)
     enum { CAP = GRAPH_MAX_INPUTS * 2 + 16 };
     int32_t vals[CAP];
     int writes[CAP], phases[CAP];
+    uint32_t overflows = 0;
     for (uint32_t s = 0; s < m->n_steps; s++) {
-        uint32_t n = model_step_access(m, &m->steps[s], vals, writes, phases, CAP);
+        int overflow = 0;
+        uint32_t n = model_step_access(m, &m->steps[s], vals, writes, phases, CAP, &overflow);
+        overflows += overflow != 0; /* an access list cut short: a planning bug */
         for (uint32_t a = 0; a < n; a++) {
             int32_t r = model_root(m, vals[a]), pos = (int32_t)(s * POS_PER_STEP) + phases[a];
             first[r] = pos < first[r] ? pos : first[r];
@@ -156,7 +159,7 @@ static uint32_t check_plan(const vkt_model *m, const char *what, int report)
     free(sp);
     free(first);
     free(last);
-    return bad;
+    return bad + overflows;
 }
 
 /* ---- tests ---- */

@@ -6,7 +6,6 @@
  * sum without a zero-fill). */
 #include "graph/model.h"
 #include "kernels/train_ops.h"
-#include "graph/layers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +17,13 @@ static int fusable_act(const vkt_tensor *t)
 {
     if (t->op != GOP_UNARY)
         return 0;
-    switch ((vkt_unary_op)t->iop) {
+    switch (t->p.unary.op) {
     case VKT_UNARY_RELU:
     case VKT_UNARY_LEAKY_RELU:
     case VKT_UNARY_GELU:
     case VKT_UNARY_TANH:
-    case VKT_UNARY_SIGMOID: return 1;
+    case VKT_UNARY_SIGMOID:
+    case VKT_UNARY_SILU: return 1;
     default: return 0;
     }
 }
@@ -106,7 +106,7 @@ static void mark_fusion(vkt_model *m)
             continue;
         const vkt_tensor *l = a->in[0];
         /* linear + any of the activations; conv2d + relu (its output move applies it) */
-        int conv = l->op == GOP_CONV2D && (vkt_unary_op)a->iop == VKT_UNARY_RELU;
+        int conv = l->op == GOP_CONV2D && a->p.unary.op == VKT_UNARY_RELU;
         if ((l->op != GOP_LINEAR && !conv) || m->node[l->id].uses != 1 || l->keep ||
             l == m->loss)
             continue;
@@ -140,6 +140,27 @@ static vkt_status make_order(vkt_model *m)
         m->order[i] = (uint32_t)keys[i];
     free(keys);
     return VKT_OK;
+}
+
+/* Node `into`'s aux array (tmp 0) or backward workspace (tmp 1), sized by the entry of
+ * op node `op` (the node itself, or the conv2d fused into relu node `into`). */
+static vkt_status make_array(vkt_model *m, uint32_t op, uint32_t into, int tmp)
+{
+    const vkt_tensor *t = m->g->nodes[op];
+    const graph_op_def *d = GRAPH_DEF(t);
+    uint64_t aux = 0, scratch = 0;
+    if (!d->arrays)
+        return VKT_OK;
+    vkt_status st = d->arrays(m, t, &aux, &scratch);
+    if (st != VKT_OK)
+        return st;
+    uint64_t count = tmp ? scratch : aux;
+    int32_t *dst = tmp ? &m->node[into].tmp : &m->node[into].aux;
+    *dst = -1;
+    if (count == 0)
+        return VKT_OK;
+    *dst = model_new_value(m, MS_ARENA, count);
+    return *dst >= 0 ? VKT_OK : model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
 }
 
 /* Forward values: parameters and inputs at fixed offsets over every such node of the
@@ -186,23 +207,21 @@ static vkt_status make_values(vkt_model *m)
         nd->val = model_new_value(m, MS_ARENA, m->count[i]);
         if (nd->val < 0)
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-        if (t->op == GOP_RESHAPE) /* a view: no copy */
+        if (GRAPH_DEF(t)->flags & OPF_VIEW) /* a view: no copy */
             m->val[nd->val].alias = model_root(m, m->node[t->in[0]->id].val);
-        if (graph_is_layer_op(t->op)) {
-            vkt_status st = layer_make_aux_of(m, i, i);
-            if (st != VKT_OK)
-                return st;
-        }
+        vkt_status st = make_array(m, i, i, 0);
+        if (st != VKT_OK)
+            return st;
         if (t->keep || t == m->loss)
             m->val[model_root(m, nd->val)].kept = 1;
         if (nd->fused_from >= 0 && g->nodes[nd->fused_from]->op == GOP_CONV2D) {
-            vkt_status st = layer_make_aux_of(m, (uint32_t)nd->fused_from, i);
+            st = make_array(m, (uint32_t)nd->fused_from, i, 0);
             if (st != VKT_OK)
                 return st;
         } else if (nd->fused_from >= 0) {
-            vkt_unary_op op = (vkt_unary_op)t->iop;
+            vkt_unary_op op = t->p.unary.op;
             /* The backward needs the pre-activation where f' does not follow from f. */
-            if (m->training && nd->needs_grad && !kt_act_grad_from_y(op, t->f0)) {
+            if (m->training && nd->needs_grad && !kt_act_grad_from_y(op, t->p.unary.alpha)) {
                 nd->aux = model_new_value(m, MS_ARENA, m->count[i]);
                 if (nd->aux < 0)
                     return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -232,18 +251,16 @@ static vkt_status make_grads(vkt_model *m)
                 m->val[nd->grad].offset = m->val[nd->val].offset;
         } else {
             nd->grad = model_new_value(m, MS_ARENA, m->count[i]);
-            const mnode *x = t->op == GOP_RESHAPE ? &m->node[t->in[0]->id] : NULL;
+            const mnode *x = GRAPH_DEF(t)->flags & OPF_VIEW ? &m->node[t->in[0]->id] : NULL;
             if (nd->grad >= 0 && x && x->uses == 1 && x->grad >= 0)
                 m->val[nd->grad].alias = model_root(m, x->grad);
         }
         if (nd->grad < 0)
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         int32_t l = nd->fused_from;
-        if (graph_is_layer_op(t->op) || (l >= 0 && graph_is_layer_op(g->nodes[l]->op))) {
-            vkt_status st = layer_make_tmp_of(m, l >= 0 ? (uint32_t)l : i, i);
-            if (st != VKT_OK)
-                return st;
-        }
+        vkt_status st = make_array(m, l >= 0 ? (uint32_t)l : i, i, 1);
+        if (st != VKT_OK)
+            return st;
     }
     /* Softmax-CE as the loss of its logits' only use writes their gradient itself. */
     if (m->loss && m->loss->op == GOP_SCE) {
@@ -276,7 +293,7 @@ static int has_backward(const vkt_model *m, uint32_t i)
     const vkt_tensor *t = m->g->nodes[i];
     if (!nd->needs_grad || is_leaf(t) || nd->fused_into >= 0 || nd->sce_grad_fwd)
         return 0;
-    if (t->op == GOP_RESHAPE && m->val[nd->grad].alias >= 0)
+    if ((GRAPH_DEF(t)->flags & OPF_VIEW) && m->val[nd->grad].alias >= 0)
         return 0; /* its gradient is a view of its input's */
     return 1;
 }
@@ -292,7 +309,7 @@ static vkt_status make_steps(vkt_model *m)
     for (uint32_t o = 0; o < m->n_order; o++) {
         uint32_t i = m->order[o];
         const vkt_tensor *t = m->g->nodes[i];
-        if (is_leaf(t) || t->op == GOP_RESHAPE || m->node[i].fused_into >= 0)
+        if (is_leaf(t) || (GRAPH_DEF(t)->flags & OPF_VIEW) || m->node[i].fused_into >= 0)
             continue;
         m->node[i].fpos = (int32_t)m->n_steps;
         m->steps[m->n_steps++] = (mstep){i, 0};
@@ -315,20 +332,13 @@ static vkt_status make_steps(vkt_model *m)
 static int needs_tmp(const vkt_model *m, uint32_t i, uint32_t k)
 {
     const vkt_tensor *t = m->g->nodes[i];
-    if (!m->node[i].acc[k])
-        return 0;
-    switch (t->op) {
-    case GOP_ADD:
-    case GOP_SUB: return !graph_shape_eq(&m->shape[t->in[k]->id], &m->shape[i]);
-    case GOP_MUL:
-    case GOP_SOFTMAX: return 1;
-    default: return 0;
-    }
+    const graph_op_def *d = GRAPH_DEF(t);
+    return m->node[i].acc[k] && d->adds_via_tmp && d->adds_via_tmp(m, t, k);
 }
 
 uint32_t model_slot(const vkt_tensor *src, uint32_t j)
 {
-    int reverse = src->op == GOP_MATMUL || src->op == GOP_LINEAR;
+    int reverse = (GRAPH_DEF(src)->flags & OPF_SLOTS_REVERSED) != 0;
     return reverse ? src->n_in - 1 - j : j;
 }
 

@@ -198,7 +198,7 @@ static double *output_grad(const ck *c, uint32_t id)
         return NULL;
     }
     for (uint64_t e = 0; e < m->count[id]; e++)
-        z[e] = dy[e] * graph_ref_act_grad((vkt_unary_op)a->iop, a->f0, z[e]);
+        z[e] = dy[e] * graph_ref_act_grad(a->p.unary.op, a->p.unary.alpha, z[e]);
     free(dy);
     return z;
 }

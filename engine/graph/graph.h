@@ -7,41 +7,13 @@
 #define VKT_GRAPH_GRAPH_H
 
 #include "gpu/gpu.h"
+#include "graph/ops.h"
 #include "kernels/kernel_util.h"
 
 #define GRAPH_NAME_SIZE 64
 #define GRAPH_MAX_INPUTS 32 /* inputs of one node (vkt_concat) */
 
-typedef enum graph_op {
-    GOP_INPUT = 0, /* fp32 placeholder */
-    GOP_LABELS,    /* int32 placeholder [B] */
-    GOP_PARAM,
-    GOP_MATMUL,    /* a, b */
-    GOP_LINEAR,    /* x, w, b (optional) */
-    GOP_ADD,
-    GOP_SUB,
-    GOP_MUL,
-    GOP_SCALE,     /* f0 = s */
-    GOP_UNARY,     /* iop = vkt_unary_op, f0 = alpha */
-    GOP_SOFTMAX,   /* iop = 1 for log-softmax */
-    GOP_SCE,       /* logits, labels */
-    GOP_MSE,       /* pred, target */
-    GOP_SUM,       /* axis (-1 all) */
-    GOP_MEAN,      /* axis (-1 all) */
-    GOP_RESHAPE,   /* target */
-    GOP_TRANSPOSE,
-    GOP_CONCAT,    /* axis */
-    GOP_SLICE,     /* axis, start, len (the parts of vkt_split) */
-    GOP_DROPOUT,   /* f0 = p, seed */
-    /* layer ops (layers.c): kernels in engine/kernels/conv.h, norm.h, attention.h */
-    GOP_CONV2D,    /* x, w, b (optional); ip: stride h/w, pad h/w, dilation h/w, groups */
-    GOP_POOL2D,    /* iop = 1 max, 0 average; ip: kernel h/w, stride h/w, pad h/w */
-    GOP_LAYERNORM, /* x, gamma, beta; f0 = eps */
-    GOP_BATCHNORM, /* x, gamma, beta, running mean, running var (states); f0 = eps, f1 = momentum */
-    GOP_EMBEDDING, /* ids (fp32 token ids), table [vocab, dim] */
-    GOP_ATTENTION, /* qkv [B,T,3C]; iop = heads, f0 = dropout p, seed */
-    GOP_COUNT
-} graph_op;
+
 
 struct vkt_tensor {
     vkt_graph *graph;
@@ -55,15 +27,8 @@ struct vkt_tensor {
     vkt_tensor **in;      /* n_in inputs (in_inline or heap) */
     vkt_tensor *in_inline[3];
     char name[GRAPH_NAME_SIZE];
-    /* op parameters */
-    float f0, f1;
-    uint32_t ip[8];       /* integer parameters of layer ops */
-    int32_t axis;
-    uint32_t start, len;
-    uint32_t iop;
-    uint64_t seed;
-    vkt_shape target;
-    vkt_init init;
+    graph_params p;       /* the op's parameters (ops.h) */
+    vkt_init init;        /* parameters: the initializer */
 };
 
 struct vkt_graph {
@@ -116,14 +81,6 @@ const char *graph_op_fn(const vkt_tensor *n);
 /* Short op name ("matmul", "relu", "log_softmax"). */
 const char *graph_op_name(const vkt_tensor *n);
 
-/* ---- layer ops (layers.c) ---- */
-
-int graph_is_layer_op(graph_op op);
-vkt_status graph_layer_infer_shape(const vkt_tensor *n, const vkt_shape *const *in,
-                                   vkt_shape *out, char *msg, size_t msg_size);
-const char *graph_layer_op_name(const vkt_tensor *n);
-const char *graph_layer_op_fn(const vkt_tensor *n);
-
 /* ---- parameter initialization (init.c) ---- */
 
 /* Fills a parameter of `shape` from its initializer, deterministic for the seed. */
@@ -150,12 +107,10 @@ typedef struct graph_ref_args {
     int batch_major;
 } graph_ref_args;
 
+/* Through the op table (ops.c). Batch normalization in training mode also updates its
+ * running averages (inputs 3 and 4) in place, as the device does. */
 void graph_ref_forward(const graph_ref_args *a);
 void graph_ref_backward(const graph_ref_args *a);
-/* The same for the layer ops (layers_ref.c). Batch normalization in training mode also
- * updates its running averages (inputs 3 and 4) in place, as the device does. */
-void graph_layer_ref_forward(const graph_ref_args *a);
-void graph_layer_ref_backward(const graph_ref_args *a);
 /* Scalar activation and its derivative, in double (the formulas of common.glsl). */
 double graph_ref_act(vkt_unary_op op, double alpha, double x);
 double graph_ref_act_grad(vkt_unary_op op, double alpha, double x);

@@ -163,10 +163,25 @@ vkt_status model_analyze(vkt_model *m);
 uint32_t model_slot(const vkt_tensor *src, uint32_t j);
 /* plan.c: liveness and offsets of the arena values. */
 vkt_status model_plan(vkt_model *m);
+/* An access list being built for the plan: value, write flag, and the phase of the step
+ * (the dispatch within it) that makes the access. More accesses than cap is an error
+ * the plan reports (overflow), never a silent drop. */
+typedef struct acc_list {
+    int32_t *vals;
+    int *writes, *phases;
+    uint32_t n, cap;
+    int overflow;
+} acc_list;
+void plan_add(acc_list *l, int32_t v, int write, int phase);
+/* Input k's gradient value if the backward writes it, else -1. */
+int32_t plan_in_grad(const vkt_model *m, const vkt_tensor *t, uint32_t k);
+/* The generic backward step of node i: reads its gradient and what the op's entry says
+ * (backward_reads), writes its inputs' gradients and its workspace, all in phase 0. */
+void plan_generic_backward(const vkt_model *m, uint32_t i, acc_list *l);
 /* The values a step reads and writes and the phase (dispatch within the step) of each
  * access, for liveness; returns how many. Must cover what record_*.c touch. */
 uint32_t model_step_access(const vkt_model *m, const mstep *s, int32_t *vals, int *writes,
-                           int *phases, uint32_t cap);
+                           int *phases, uint32_t cap, int *overflow);
 
 /* record_fwd.c, record_bwd.c */
 vkt_status model_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int training);

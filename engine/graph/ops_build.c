@@ -54,7 +54,7 @@ vkt_tensor *vkt_mul(vkt_graph *g, vkt_tensor *a, vkt_tensor *b)
 vkt_tensor *vkt_scale(vkt_graph *g, vkt_tensor *x, float s)
 {
     vkt_tensor t = tmpl_of(GOP_SCALE);
-    t.f0 = s;
+    t.p.scale.s = s;
     return op1(g, "vkt_scale", &t, x);
 }
 
@@ -62,8 +62,8 @@ static vkt_tensor *act(vkt_graph *g, const char *fn, vkt_unary_op op, float alph
                        vkt_tensor *x)
 {
     vkt_tensor t = tmpl_of(GOP_UNARY);
-    t.iop = (uint32_t)op;
-    t.f0 = alpha;
+    t.p.unary.op = op;
+    t.p.unary.alpha = alpha;
     return op1(g, fn, &t, x);
 }
 
@@ -92,6 +92,11 @@ vkt_tensor *vkt_sigmoid(vkt_graph *g, vkt_tensor *x)
     return act(g, "vkt_sigmoid", VKT_UNARY_SIGMOID, 0.0f, x);
 }
 
+vkt_tensor *vkt_silu(vkt_graph *g, vkt_tensor *x)
+{
+    return act(g, "vkt_silu", VKT_UNARY_SILU, 0.0f, x);
+}
+
 vkt_tensor *vkt_softmax(vkt_graph *g, vkt_tensor *x)
 {
     vkt_tensor t = tmpl_of(GOP_SOFTMAX);
@@ -101,7 +106,7 @@ vkt_tensor *vkt_softmax(vkt_graph *g, vkt_tensor *x)
 vkt_tensor *vkt_log_softmax(vkt_graph *g, vkt_tensor *x)
 {
     vkt_tensor t = tmpl_of(GOP_SOFTMAX);
-    t.iop = 1;
+    t.p.softmax.log = 1;
     return op1(g, "vkt_log_softmax", &t, x);
 }
 
@@ -118,14 +123,14 @@ vkt_tensor *vkt_mse(vkt_graph *g, vkt_tensor *pred, vkt_tensor *target)
 vkt_tensor *vkt_sum(vkt_graph *g, vkt_tensor *x, int axis)
 {
     vkt_tensor t = tmpl_of(GOP_SUM);
-    t.axis = axis < 0 ? -1 : axis;
+    t.p.reduce.axis = axis < 0 ? -1 : axis;
     return op1(g, "vkt_sum", &t, x);
 }
 
 vkt_tensor *vkt_mean(vkt_graph *g, vkt_tensor *x, int axis)
 {
     vkt_tensor t = tmpl_of(GOP_MEAN);
-    t.axis = axis < 0 ? -1 : axis;
+    t.p.reduce.axis = axis < 0 ? -1 : axis;
     return op1(g, "vkt_mean", &t, x);
 }
 
@@ -137,7 +142,7 @@ vkt_tensor *vkt_reshape(vkt_graph *g, vkt_tensor *x, const vkt_shape *shape)
         return NULL;
     }
     vkt_tensor t = tmpl_of(GOP_RESHAPE);
-    t.target = *shape;
+    t.p.reshape.target = *shape;
     return op1(g, "vkt_reshape", &t, x);
 }
 
@@ -155,7 +160,7 @@ vkt_tensor *vkt_concat(vkt_graph *g, vkt_tensor *const *tensors, uint32_t n, uin
         return NULL;
     }
     vkt_tensor t = tmpl_of(GOP_CONCAT);
-    t.axis = (int32_t)axis;
+    t.p.concat.axis = axis;
     return graph_add(g, "vkt_concat", &t, tensors, n);
 }
 
@@ -180,9 +185,9 @@ vkt_tensor *vkt_split(vkt_graph *g, vkt_tensor *x, uint32_t axis, const uint32_t
     uint32_t start = 0;
     for (uint32_t i = 0; i < n; i++) {
         vkt_tensor t = tmpl_of(GOP_SLICE);
-        t.axis = (int32_t)axis;
-        t.start = start;
-        t.len = sizes[i];
+        t.p.slice.axis = axis;
+        t.p.slice.start = start;
+        t.p.slice.len = sizes[i];
         start += sizes[i];
         outs[i] = op1(g, "vkt_split", &t, x);
         if (!outs[i]) {
@@ -202,8 +207,8 @@ vkt_tensor *vkt_dropout(vkt_graph *g, vkt_tensor *x, float p)
         return graph_fail(g, VKT_ERROR_INVALID_ARGUMENT,
                           "vkt_dropout: p is %g; 0 <= p < 1 expected", p);
     vkt_tensor t = tmpl_of(GOP_DROPOUT);
-    t.f0 = p;
+    t.p.dropout.p = p;
     /* Each dropout node its own stream of random numbers: seed from graph and position. */
-    t.seed = g->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(g->count + 1));
+    t.p.dropout.seed = g->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(g->count + 1));
     return op1(g, "vkt_dropout", &t, x);
 }

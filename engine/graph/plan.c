@@ -8,126 +8,68 @@
  * top: O(n log n) in the values, 15 ms for a 64,000-op chain. Small graphs (at most
  * PLAN_GREEDY_MAX values) are also planned greedily by size and keep the smaller peak.
  * The peak is reported beside the total without reuse. */
-#include "graph/layers.h"
 #include "graph/model.h"
 
 #include <stdlib.h>
 
 #define PLAN_PHASES 3 /* positions per step: a linear's backward has three dispatches */
 
-/* An access list being built: value, write flag, and the phase of the step (the
- * dispatch within it) that makes the access. */
-typedef struct acc_list {
-    int32_t *vals;
-    int *writes, *phases;
-    uint32_t n, cap;
-} acc_list;
-
-static void add(acc_list *l, int32_t v, int w, int phase)
+void plan_add(acc_list *l, int32_t v, int w, int phase)
 {
-    if (v >= 0 && l->n < l->cap) {
-        l->vals[l->n] = v;
-        l->writes[l->n] = w;
-        l->phases[l->n] = phase;
-        l->n++;
+    if (v < 0)
+        return;
+    if (l->n >= l->cap) {
+        l->overflow = 1;
+        return;
     }
+    l->vals[l->n] = v;
+    l->writes[l->n] = w;
+    l->phases[l->n] = phase;
+    l->n++;
 }
 
-static int32_t in_val(const vkt_model *m, const vkt_tensor *t, uint32_t k)
-{
-    return m->node[t->in[k]->id].val;
-}
-
-static int32_t in_grad(const vkt_model *m, const vkt_tensor *t, uint32_t k)
+int32_t plan_in_grad(const vkt_model *m, const vkt_tensor *t, uint32_t k)
 {
     const mnode *in = &m->node[t->in[k]->id];
     return in->needs_grad ? in->grad : -1;
 }
 
-/* Backward of a matmul or a linear, alone or fused with its activation (record_bwd.c):
- * phase 0 the bias/activation kernel (dz, the bias gradient), 1 dW = X^T dz,
- * 2 dX = dz W^T. */
-static void product_backward(const vkt_model *m, uint32_t i, acc_list *l)
-{
-    const mnode *nd = &m->node[i];
-    const vkt_tensor *lin = nd->fused_from >= 0 ? m->g->nodes[nd->fused_from] : m->g->nodes[i];
-    int32_t dz = nd->tmp >= 0 ? nd->tmp : nd->grad;
-    add(l, nd->grad, 0, 0);
-    if (nd->fused_from >= 0)
-        add(l, nd->aux >= 0 ? nd->aux : nd->val, 0, 0);
-    for (int ph = 0; ph < 3; ph++)
-        add(l, dz, ph == 0 && nd->tmp >= 0, ph);
-    if (lin->n_in == 3)
-        add(l, in_grad(m, lin, 2), 1, 0);
-    add(l, in_val(m, lin, 0), 0, 1);
-    add(l, in_grad(m, lin, 1), 1, 1);
-    add(l, in_val(m, lin, 1), 0, 2);
-    add(l, in_grad(m, lin, 0), 1, 2);
-}
-
-/* Backward of every other op: one phase. */
-static void op_backward(const vkt_model *m, uint32_t i, acc_list *l)
+void plan_generic_backward(const vkt_model *m, uint32_t i, acc_list *l)
 {
     const vkt_tensor *t = m->g->nodes[i];
     const mnode *nd = &m->node[i];
-    add(l, nd->grad, 0, 0);
-    switch (t->op) {
-    case GOP_MUL:
-    case GOP_MSE:
-        add(l, in_val(m, t, 0), 0, 0);
-        add(l, in_val(m, t, 1), 0, 0);
-        break;
-    case GOP_UNARY: add(l, in_val(m, t, 0), 0, 0); break;
-    case GOP_SOFTMAX: add(l, nd->val, 0, 0); break;
-    case GOP_SCE:
-        add(l, nd->aux, 0, 0);
-        add(l, in_val(m, t, 1), 0, 0);
-        break;
-    default:
-        if (graph_is_layer_op(t->op)) { /* reads every input, and its saved array */
-            for (uint32_t k = 0; k < t->n_in; k++)
-                add(l, in_val(m, t, k), 0, 0);
-            if (layer_aux_saved(t))
-                add(l, nd->aux, 0, 0);
-        }
-        break;
-    }
+    const graph_op_def *d = GRAPH_DEF(t);
+    plan_add(l, nd->grad, 0, 0);
+    if (d->backward_reads)
+        d->backward_reads(m, t, l);
     for (uint32_t k = 0; k < t->n_in; k++)
-        add(l, in_grad(m, t, k), 1, 0);
-    add(l, nd->tmp, 1, 0);
+        plan_add(l, plan_in_grad(m, t, k), 1, 0);
+    plan_add(l, nd->tmp, 1, 0);
 }
 
 uint32_t model_step_access(const vkt_model *m, const mstep *s, int32_t *vals, int *writes,
-                           int *phases, uint32_t cap)
+                           int *phases, uint32_t cap, int *overflow)
 {
-    acc_list l = {vals, writes, phases, 0, cap};
+    acc_list l = {vals, writes, phases, 0, cap, 0};
     uint32_t i = s->node;
     const vkt_tensor *t = m->g->nodes[i];
     const mnode *nd = &m->node[i];
+    /* the node whose step this is: an activation's producer when fused into it */
+    const vkt_tensor *src = nd->fused_from >= 0 ? m->g->nodes[nd->fused_from] : t;
     if (!s->backward) {
-        const vkt_tensor *src = nd->fused_from >= 0 ? m->g->nodes[nd->fused_from] : t;
         for (uint32_t k = 0; k < src->n_in; k++)
-            add(&l, in_val(m, src, k), 0, 0);
-        add(&l, nd->val, 1, 0);
-        add(&l, nd->aux, 1, 0);
+            plan_add(&l, m->node[src->in[k]->id].val, 0, 0);
+        plan_add(&l, nd->val, 1, 0);
+        plan_add(&l, nd->aux, 1, 0);
         if (nd->sce_grad_fwd)
-            add(&l, m->node[t->in[0]->id].grad, 1, 0);
-    } else if (nd->fused_from >= 0 && m->g->nodes[nd->fused_from]->op == GOP_CONV2D) {
-        /* conv2d + relu: one phase (chunks of samples interleave reading x and writing
-         * dx), the relu's output read for the mask, the conv's inputs and gradients */
-        const vkt_tensor *conv = m->g->nodes[nd->fused_from];
-        add(&l, nd->grad, 0, 0);
-        add(&l, nd->val, 0, 0);
-        add(&l, nd->tmp, 1, 0);
-        for (uint32_t k = 0; k < conv->n_in; k++) {
-            add(&l, in_val(m, conv, k), 0, 0);
-            add(&l, in_grad(m, conv, k), 1, 0);
-        }
-    } else if (t->op == GOP_LINEAR || t->op == GOP_MATMUL || nd->fused_from >= 0) {
-        product_backward(m, i, &l);
+            plan_add(&l, m->node[t->in[0]->id].grad, 1, 0);
+    } else if (GRAPH_DEF(src)->backward_access) {
+        GRAPH_DEF(src)->backward_access(m, i, &l);
     } else {
-        op_backward(m, i, &l);
+        plan_generic_backward(m, i, &l);
     }
+    if (overflow)
+        *overflow = l.overflow;
     return l.n;
 }
 
@@ -330,7 +272,7 @@ static int by_last(const void *a, const void *b)
 
 static uint64_t aligned(uint64_t n) { return (n + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS; }
 
-static void liveness(vkt_model *m)
+static vkt_status liveness(vkt_model *m)
 {
     for (uint32_t v = 0; v < m->n_val; v++) {
         m->val[v].first = INT32_MAX;
@@ -340,7 +282,12 @@ static void liveness(vkt_model *m)
     int32_t vals[CAP];
     int writes[CAP], phases[CAP];
     for (uint32_t s = 0; s < m->n_steps; s++) {
-        uint32_t n = model_step_access(m, &m->steps[s], vals, writes, phases, CAP);
+        int overflow;
+        uint32_t n = model_step_access(m, &m->steps[s], vals, writes, phases, CAP, &overflow);
+        if (overflow)
+            return model_fail(m, VKT_ERROR_INTERNAL,
+                              "internal error: step %u (op '%s') makes more than %d accesses",
+                              s, m->g->nodes[m->steps[s].node]->name, CAP);
         for (uint32_t a = 0; a < n; a++) {
             mval *r = &m->val[model_root(m, vals[a])];
             int32_t pos = (int32_t)(s * PLAN_PHASES) + phases[a];
@@ -357,6 +304,7 @@ static void liveness(vkt_model *m)
         if (r->kept)
             r->last = (int32_t)(m->n_steps * PLAN_PHASES);
     }
+    return VKT_OK;
 }
 
 /* ---- greedy by size, for small graphs ----
@@ -466,7 +414,9 @@ static void place(vkt_model *m, const root_key *roots, const end_key *ends, uint
 
 vkt_status model_plan(vkt_model *m)
 {
-    liveness(m);
+    vkt_status lst = liveness(m);
+    if (lst != VKT_OK)
+        return lst;
     size_t n_val = m->n_val ? m->n_val : 1;
     root_key *roots = malloc(n_val * sizeof *roots);
     end_key *ends = malloc(n_val * sizeof *ends);

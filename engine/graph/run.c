@@ -19,7 +19,7 @@ static vkt_status grad_last_writers(vkt_model *m, int32_t *last)
     for (uint32_t i = 0; i < m->n; i++)
         last[i] = -1;
     for (uint32_t st = 0; st < m->n_steps; st++) {
-        uint32_t n = model_step_access(m, &m->steps[st], vals, writes, phases, CAP);
+        uint32_t n = model_step_access(m, &m->steps[st], vals, writes, phases, CAP, NULL);
         for (uint32_t a = 0; a < n; a++) {
             if (!writes[a])
                 continue;

@@ -7,12 +7,12 @@
 
 float vkt_ref_unary_f(vkt_unary_op op, float alpha, float x)
 {
-    return (unsigned)op <= VKT_UNARY_LOG ? (float)act_f(op, alpha, x) : NAN;
+    return (unsigned)op < VKT_UNARY_COUNT ? (float)act_f(op, alpha, x) : NAN;
 }
 
 float vkt_ref_unary_df(vkt_unary_op op, float alpha, float x)
 {
-    return (unsigned)op <= VKT_UNARY_LOG ? (float)act_df(op, alpha, x) : NAN;
+    return (unsigned)op < VKT_UNARY_COUNT ? (float)act_df(op, alpha, x) : NAN;
 }
 
 void vkt_ref_unary(vkt_unary_op op, float alpha, const float *x, float *y, uint64_t n)

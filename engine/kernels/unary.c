@@ -9,7 +9,7 @@
 /* shaders/common.glsl uses these op codes. */
 _Static_assert(VKT_UNARY_SCALE == 0 && VKT_UNARY_RELU == 1 && VKT_UNARY_LEAKY_RELU == 2 &&
                    VKT_UNARY_GELU == 3 && VKT_UNARY_TANH == 4 && VKT_UNARY_SIGMOID == 5 &&
-                   VKT_UNARY_EXP == 6 && VKT_UNARY_LOG == 7,
+                   VKT_UNARY_EXP == 6 && VKT_UNARY_LOG == 7 && VKT_UNARY_SILU == 8,
                "unary op codes differ from shaders/common.glsl");
 
 static const gpu_kernel k_unary = {
@@ -30,6 +30,7 @@ const char *vkt_unary_op_name(vkt_unary_op op)
     case VKT_UNARY_SIGMOID: return "sigmoid";
     case VKT_UNARY_EXP: return "exp";
     case VKT_UNARY_LOG: return "log";
+    case VKT_UNARY_SILU: return "silu";
     default: return "unknown";
     }
 }

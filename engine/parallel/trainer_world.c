@@ -120,8 +120,12 @@ static void signature(const vkt_trainer *t, uint64_t *sig)
         uint32_t op = (uint32_t)n->op;
         ops = fnv(ops, &op, sizeof op);
         ops = fnv(ops, n->shape.dims, n->shape.ndim * sizeof n->shape.dims[0]);
-        ops = fnv(ops, &n->f0, sizeof n->f0);
-        ops = fnv(ops, n->ip, sizeof n->ip);
+        graph_params p = n->p; /* the op's settings; random seeds follow each rank's graph */
+        if (n->op == GOP_DROPOUT)
+            p.dropout.seed = 0;
+        else if (n->op == GOP_ATTENTION)
+            p.attention.seed = 0;
+        ops = fnv(ops, &p, sizeof p);
         if (n->op != GOP_PARAM)
             continue;
         params = fnv(params, n->name, strlen(n->name) + 1);

@@ -1,0 +1,232 @@
+/* op_conv.c - conv2d and 2-D pooling (kernels: engine/kernels/conv.h). Geometry comes
+ * from the kernels' own init functions (layer_conv_geom, layer_pool_geom in layers.c), so
+ * the graph and the kernels agree on every size. conv2d's aux is its im2col workspace
+ * (forward only, the same size serves the backward as tmp); a relu after a conv2d is fused
+ * into the conv's output move (autodiff.c), its derivative taken from the output. */
+#include "graph/layers.h"
+#include "graph/op_impl.h"
+
+static uint64_t max_binding_elems(const vkt_model *m)
+{
+    vkt_device_info info;
+    if (vkt_context_device_info(m->ctx, &info) != VKT_OK)
+        return UINT32_MAX;
+    return info.max_storage_buffer_range / 4;
+}
+
+/* ---- conv2d ---- */
+
+static vkt_status shape_conv(const vkt_tensor *t, const vkt_shape *const *in, vkt_shape *out,
+                             char *msg, size_t size)
+{
+    kc_conv g;
+    char text[VKT_ERRMSG_SIZE];
+    vkt_status st = layer_conv_geom(t, in[0], in[1], &g, text, sizeof text);
+    if (st != VKT_OK)
+        return op_bad(t, msg, size, st, "%s", text);
+    if (t->n_in == 3 && (st = op_vec_ok(t, in[2], g.oc, "bias b", msg, size)) != VKT_OK)
+        return st;
+    *out = (vkt_shape){4, {g.n, g.oc, g.oh, g.ow}};
+    return VKT_OK;
+}
+
+static vkt_status conv_geom(vkt_model *m, const vkt_tensor *t, kc_conv *g)
+{
+    char msg[VKT_ERRMSG_SIZE];
+    vkt_status st = layer_conv_geom(t, op_in_shape(m, t, 0), op_in_shape(m, t, 1), g, msg,
+                                    sizeof msg);
+    return st == VKT_OK ? VKT_OK : model_fail(m, st, "vkt_conv2d: %s", msg);
+}
+
+/* The same workspace forward (im2col) and backward, or a limit error. */
+vkt_status op_conv_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux, uint64_t *tmp)
+{
+    kc_conv g;
+    vkt_status st = conv_geom(m, t, &g);
+    if (st != VKT_OK)
+        return st;
+    uint64_t max = max_binding_elems(m);
+    *aux = *tmp = kc_conv_workspace_elems(&g, max);
+    if (*aux == 0)
+        return model_fail(m, VKT_ERROR_LIMIT,
+                          "vkt_conv2d: one sample's im2col columns (%u x %u x %u elements) "
+                          "exceed the device's maxStorageBufferRange (%llu elements)",
+                          g.oh * g.ow, g.c / g.groups, g.kh * g.kw, (unsigned long long)max);
+    return VKT_OK;
+}
+
+/* A conv2d's forward or backward run by node `by`: the conv's own node, or the relu it is
+ * fused into (relu applied in the output move; the backward starts from the relu's
+ * gradient, masked by its output). The arrays and write/add flags are by's. */
+static vkt_status record_conv(const op_rec *r, const vkt_tensor *conv, uint32_t by, int relu,
+                              int backward)
+{
+    vkt_model *m = r->m;
+    const mnode *nd = &m->node[by];
+    kc_conv g;
+    vkt_status st = conv_geom(m, conv, &g);
+    if (st != VKT_OK)
+        return st;
+    vkt_view y = model_view(m, nd->val), g0, g1, g2, bias = y;
+    if (!backward) {
+        if (conv->n_in == 3)
+            bias = op_in_val(m, conv, 2);
+        return kc_conv2d_act(r->s, &g, op_in_val(m, conv, 0), op_in_val(m, conv, 1),
+                             conv->n_in == 3 ? &bias : NULL, relu, y, op_view_or(m, nd->aux, y),
+                             nd->aux >= 0 ? m->val[nd->aux].count : 0);
+    }
+    vkt_view dy = model_view(m, nd->grad);
+    const vkt_view *db = conv->n_in == 3 ? op_dx_or_null(m, conv, 2, &g2) : NULL;
+    return kc_conv2d_backward_act(r->s, &g, op_in_val(m, conv, 0), op_in_val(m, conv, 1), dy,
+                                  relu ? &y : NULL, op_dx_or_null(m, conv, 0, &g0),
+                                  op_beta(m, by, 0), op_dx_or_null(m, conv, 1, &g1),
+                                  op_beta(m, by, 1), db, op_beta(m, by, 2),
+                                  op_view_or(m, nd->tmp, dy),
+                                  nd->tmp >= 0 ? m->val[nd->tmp].count : 0);
+}
+
+static vkt_status fwd_conv(const op_rec *r) { return record_conv(r, r->t, r->t->id, 0, 0); }
+static vkt_status bwd_conv(const op_rec *r) { return record_conv(r, r->t, r->t->id, 0, 1); }
+
+vkt_status op_conv_relu(const op_rec *r, int backward)
+{
+    const vkt_tensor *conv = r->m->g->nodes[r->m->node[r->t->id].fused_from];
+    return record_conv(r, conv, r->t->id, 1, backward);
+}
+
+/* conv2d + relu: one phase (chunks of samples interleave reading x and writing dx), the
+ * relu's output read for the mask, the conv's inputs and gradients. Alone: the generic
+ * list (every input read). */
+static void conv_access(const vkt_model *m, uint32_t i, acc_list *l)
+{
+    const mnode *nd = &m->node[i];
+    if (nd->fused_from < 0) {
+        plan_generic_backward(m, i, l);
+        return;
+    }
+    const vkt_tensor *conv = m->g->nodes[nd->fused_from];
+    plan_add(l, nd->grad, 0, 0);
+    plan_add(l, nd->val, 0, 0);
+    plan_add(l, nd->tmp, 1, 0);
+    for (uint32_t k = 0; k < conv->n_in; k++) {
+        plan_add(l, op_in_value(m, conv, k), 0, 0);
+        plan_add(l, plan_in_grad(m, conv, k), 1, 0);
+    }
+}
+
+static void ref_conv(const graph_ref_args *a)
+{
+    const vkt_tensor *t = a->node;
+    char msg[VKT_ERRMSG_SIZE];
+    kc_conv g;
+    if (layer_conv_geom(t, a->in_shape[0], a->in_shape[1], &g, msg, sizeof msg) == VKT_OK)
+        kc_ref_conv2d(&g, a->in[0], a->in[1], t->n_in == 3 ? a->in[2] : NULL, a->out);
+}
+
+static void ref_conv_bwd(const graph_ref_args *a)
+{
+    const vkt_tensor *t = a->node;
+    char msg[VKT_ERRMSG_SIZE];
+    kc_conv g;
+    if (layer_conv_geom(t, a->in_shape[0], a->in_shape[1], &g, msg, sizeof msg) == VKT_OK)
+        kc_ref_conv2d_backward(&g, a->in[0], a->in[1], a->dout, a->din[0], a->din[1],
+                               t->n_in == 3 ? a->din[2] : NULL);
+}
+
+static const char *const names_conv[] = {"x", "w", "b"};
+
+const graph_op_def graph_op_conv2d = {
+    .name = "conv2d", .fn = "vkt_conv2d", .min_in = 2, .max_in = 3, .in_names = names_conv,
+    .shape = shape_conv, .arrays = op_conv_arrays, .forward = fwd_conv, .backward = bwd_conv,
+    .backward_reads = op_reads_inputs, .backward_access = conv_access,
+    .ref_forward = ref_conv, .ref_backward = ref_conv_bwd, .grad_rtol = 1e-5,
+};
+
+/* ---- pooling: max saves the winning positions (aux) for its backward ---- */
+
+static const char *pool_name(const vkt_tensor *t)
+{
+    return t->p.pool.max ? "max_pool2d" : "avg_pool2d";
+}
+
+static const char *pool_fn(const vkt_tensor *t)
+{
+    return t->p.pool.max ? "vkt_max_pool2d" : "vkt_avg_pool2d";
+}
+
+static vkt_status shape_pool(const vkt_tensor *t, const vkt_shape *const *in, vkt_shape *out,
+                             char *msg, size_t size)
+{
+    kc_pool p;
+    char text[VKT_ERRMSG_SIZE];
+    vkt_status st = layer_pool_geom(t, in[0], &p, text, sizeof text);
+    if (st != VKT_OK)
+        return op_bad(t, msg, size, st, "%s", text);
+    *out = (vkt_shape){4, {p.n, p.c, p.oh, p.ow}};
+    return VKT_OK;
+}
+
+static vkt_status pool_geom(vkt_model *m, const vkt_tensor *t, kc_pool *p)
+{
+    char msg[VKT_ERRMSG_SIZE];
+    vkt_status st = layer_pool_geom(t, op_in_shape(m, t, 0), p, msg, sizeof msg);
+    return st == VKT_OK ? VKT_OK : model_fail(m, st, "%s: %s", graph_op_fn(t), msg);
+}
+
+static vkt_status pool_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux, uint64_t *tmp)
+{
+    kc_pool p;
+    vkt_status st = pool_geom(m, t, &p);
+    *aux = st == VKT_OK ? kc_pool_saved_elems(&p) : 0;
+    *tmp = 0;
+    return st;
+}
+
+static vkt_status fwd_pool(const op_rec *r)
+{
+    const mnode *nd = op_node(r);
+    kc_pool p;
+    vkt_status st = pool_geom(r->m, r->t, &p);
+    if (st != VKT_OK)
+        return st;
+    vkt_view y = op_out_val(r), aux = op_view_or(r->m, nd->aux, y);
+    return kc_pool2d(r->s, &p, op_in_val(r->m, r->t, 0), y, nd->aux >= 0 ? &aux : NULL);
+}
+
+static vkt_status bwd_pool(const op_rec *r)
+{
+    const mnode *nd = op_node(r);
+    kc_pool p;
+    vkt_status st = pool_geom(r->m, r->t, &p);
+    if (st != VKT_OK || !op_want(r->m, r->t, 0))
+        return st;
+    vkt_view dy = op_dy(r), aux = op_view_or(r->m, nd->aux, dy);
+    return kc_pool2d_backward(r->s, &p, nd->aux >= 0 ? &aux : NULL, dy, op_dx(r->m, r->t, 0),
+                              op_beta(r->m, r->t->id, 0));
+}
+
+static void ref_pool(const graph_ref_args *a)
+{
+    char msg[VKT_ERRMSG_SIZE];
+    kc_pool p;
+    if (layer_pool_geom(a->node, a->in_shape[0], &p, msg, sizeof msg) == VKT_OK)
+        kc_ref_pool2d(&p, a->in[0], a->out);
+}
+
+static void ref_pool_bwd(const graph_ref_args *a)
+{
+    char msg[VKT_ERRMSG_SIZE];
+    kc_pool p;
+    if (a->din[0] && layer_pool_geom(a->node, a->in_shape[0], &p, msg, sizeof msg) == VKT_OK)
+        kc_ref_pool2d_backward(&p, a->in[0], a->dout, a->din[0]);
+}
+
+static const char *const names_x[] = {"x"};
+
+const graph_op_def graph_op_pool2d = {
+    .name = "pool2d", .fn = "vkt_max_pool2d", .name_of = pool_name, .fn_of = pool_fn,
+    .flags = OPF_AUX_SAVED, .min_in = 1, .max_in = 1, .in_names = names_x,
+    .shape = shape_pool, .arrays = pool_arrays, .forward = fwd_pool, .backward = bwd_pool,
+    .backward_reads = op_reads_inputs, .ref_forward = ref_pool, .ref_backward = ref_pool_bwd,
+    .grad_rtol = 1e-5,
+};

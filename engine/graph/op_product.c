@@ -1,0 +1,243 @@
+/* op_product.c - matrix products: matmul a [M,K] b [K,N] and linear x [..., in] w [in,out]
+ * + b [out] (every leading dimension of x a row). The forward is one GEMM, then the bias
+ * kernel adds b and applies a fused activation (autodiff.c fuses a linear into the
+ * activation that is its only use). The backward uses vkt_gemm's transposes, dW = X^T dZ
+ * and dX = dZ W^T; with an activation fused, dz and the bias gradient come from one
+ * dispatch, in place over the activation's gradient. */
+#include "graph/op_impl.h"
+
+#include <string.h>
+
+/* ---- shapes ---- */
+
+static vkt_status shape_matmul(const vkt_tensor *t, const vkt_shape *const *in, vkt_shape *out,
+                               char *msg, size_t size)
+{
+    const vkt_shape *a = in[0], *b = in[1];
+    char buf[256];
+    if (a->ndim != 2 || b->ndim != 2)
+        return op_bad(t, msg, size, VKT_ERROR_SHAPE, "2-D operands expected: %s",
+                      op_two(in, "a", "b", buf, sizeof buf));
+    if (a->dims[1] != b->dims[0])
+        return op_bad(t, msg, size, VKT_ERROR_SHAPE, "inner dimensions differ (%u and %u): %s",
+                      a->dims[1], b->dims[0], op_two(in, "a", "b", buf, sizeof buf));
+    *out = (vkt_shape){2, {a->dims[0], b->dims[1]}};
+    return VKT_OK;
+}
+
+static vkt_status shape_linear(const vkt_tensor *t, const vkt_shape *const *in, vkt_shape *out,
+                               char *msg, size_t size)
+{
+    const vkt_shape *x = in[0], *w = in[1];
+    char buf[256], sb[GRAPH_SHAPE_STR];
+    if (x->ndim < 2 || w->ndim != 2)
+        return op_bad(t, msg, size, VKT_ERROR_SHAPE,
+                      "x[...,in] (2-D or more) and w[in,out] expected: %s",
+                      op_two(in, "x", "w", buf, sizeof buf));
+    uint32_t n_in = x->dims[x->ndim - 1];
+    if (n_in != w->dims[0])
+        return op_bad(t, msg, size, VKT_ERROR_SHAPE, "x has %u features but w expects %u: %s",
+                      n_in, w->dims[0], op_two(in, "x", "w", buf, sizeof buf));
+    if (t->n_in == 3) {
+        const vkt_shape *b = in[2];
+        if (b->ndim != 1 || b->dims[0] != w->dims[1])
+            return op_bad(t, msg, size, VKT_ERROR_SHAPE,
+                          "bias b %s does not match w %s: [%u] expected",
+                          graph_shape_str(b, sb), graph_shape_str(w, buf), w->dims[1]);
+    }
+    *out = *x;
+    out->dims[x->ndim - 1] = w->dims[1];
+    return VKT_OK;
+}
+
+/* The rows of a product follow a's. */
+static int rows_of_a(const vkt_tensor *t, const uint8_t *batch_major)
+{
+    return batch_major[t->in[0]->id];
+}
+
+/* ---- forward ---- */
+
+/* C[M,N] (+)= op(A) * op(B): trans_b with B stored [N,K], trans_a with A stored [K,M];
+ * beta 1 adds into C (a gradient's later contributions). */
+static vkt_status gemm(vkt_stream *s, int trans_a, int trans_b, vkt_view a, vkt_view b,
+                       vkt_view c, uint32_t m, uint32_t k, uint32_t n, float beta)
+{
+    vkt_gemm_desc d = {.trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k,
+                       .alpha = 1.0f, .beta = beta, .a = a, .b = b, .c = c};
+    return vkt_gemm(s, &d);
+}
+
+static vkt_status fwd_matmul(const op_rec *r)
+{
+    const vkt_tensor *t = r->t;
+    const vkt_shape *as = op_in_shape(r->m, t, 0), *bs = op_in_shape(r->m, t, 1);
+    return gemm(r->s, 0, 0, op_in_val(r->m, t, 0), op_in_val(r->m, t, 1), op_out_val(r),
+                as->dims[0], as->dims[1], bs->dims[1], 0.0f);
+}
+
+vkt_status op_linear_act(const op_rec *r, const vkt_tensor *lin, vkt_unary_op op, float alpha,
+                         vkt_view dst, const vkt_view *y)
+{
+    const vkt_model *m = r->m;
+    uint32_t rows, k, cols = op_in_shape(m, lin, 1)->dims[1];
+    model_rows_cols(op_in_shape(m, lin, 0), &rows, &k); /* x [..., k]: leading dims are rows */
+    vkt_status st = gemm(r->s, 0, 0, op_in_val(m, lin, 0), op_in_val(m, lin, 1), dst, rows, k,
+                         cols, 0.0f);
+    if (st != VKT_OK)
+        return st;
+    int bias = lin->n_in == 3;
+    if (!bias && op == VKT_UNARY_SCALE && alpha == 1.0f && !y)
+        return VKT_OK; /* nothing to add, nothing to apply */
+    vkt_view b = bias ? op_in_val(m, lin, 2) : dst;
+    return kt_bias_act(r->s, op, alpha, dst, bias ? &b : NULL, y, rows, cols);
+}
+
+static vkt_status fwd_linear(const op_rec *r)
+{
+    return op_linear_act(r, r->t, VKT_UNARY_SCALE, 1.0f, op_out_val(r), NULL);
+}
+
+/* ---- backward ---- */
+
+/* Gradients of a product x[M,K] w[K,N] from dz[M,N], with the write/add flags of the
+ * step's node `by`. Slots go in reverse, the order the flags were given in (model_slot):
+ * for matmul(w, w) dW writes, then dX adds; and X is read before dX is written, so the
+ * plan may give dX the memory of X. */
+static vkt_status product_grads(const op_rec *r, const vkt_tensor *src, vkt_view dz)
+{
+    const vkt_model *m = r->m;
+    uint32_t by = r->t->id;
+    uint32_t rows, k, n = op_in_shape(m, src, 1)->dims[1];
+    model_rows_cols(op_in_shape(m, src, 0), &rows, &k);
+    vkt_status st = VKT_OK;
+    if (op_want(m, src, 1)) /* dW = X^T dZ */
+        st = gemm(r->s, 1, 0, op_in_val(m, src, 0), dz, op_dx(m, src, 1), k, rows, n,
+                  op_beta(m, by, 1));
+    if (st == VKT_OK && op_want(m, src, 0)) /* dX = dZ W^T */
+        st = gemm(r->s, 0, 1, dz, op_in_val(m, src, 1), op_dx(m, src, 0), rows, n, k,
+                  op_beta(m, by, 0));
+    return st;
+}
+
+static vkt_status bwd_matmul(const op_rec *r) { return product_grads(r, r->t, op_dy(r)); }
+
+vkt_status op_linear_backward(const op_rec *r)
+{
+    vkt_model *m = r->m;
+    const mnode *nd = op_node(r);
+    const vkt_tensor *lin = nd->fused_from >= 0 ? m->g->nodes[nd->fused_from] : r->t;
+    uint32_t rows = (uint32_t)(m->count[lin->in[0]->id] / op_in_shape(m, lin, 1)->dims[0]);
+    uint32_t cols = op_in_shape(m, lin, 1)->dims[1];
+    int bias = lin->n_in == 3 && op_want(m, lin, 2);
+    vkt_view dy = op_dy(r), db = bias ? op_dx(m, lin, 2) : dy, dz = dy;
+    float beta_b = op_beta(m, r->t->id, 2);
+    vkt_status st = VKT_OK;
+    if (nd->fused_from >= 0) {
+        vkt_unary_op op = r->t->p.unary.op;
+        int from_y = nd->aux < 0;
+        vkt_view v = model_view(m, from_y ? nd->val : nd->aux);
+        if (nd->tmp >= 0)
+            dz = model_view(m, nd->tmp);
+        st = kt_bias_act_backward(r->s, op, r->t->p.unary.alpha, from_y, v, dy, &dz, 0.0f,
+                                  bias ? &db : NULL, beta_b, rows, cols);
+    } else if (bias) {
+        st = kt_bias_act_backward(r->s, VKT_UNARY_SCALE, 1.0f, 1, dy, dy, NULL, 0.0f, &db,
+                                  beta_b, rows, cols);
+    }
+    return st == VKT_OK ? product_grads(r, lin, dz) : st;
+}
+
+/* The backward's three dispatches (the plan's phases): 0 the bias/activation kernel (dz,
+ * the bias gradient), 1 dW = X^T dz, 2 dX = dz W^T. */
+static void product_access(const vkt_model *m, uint32_t i, acc_list *l)
+{
+    const mnode *nd = &m->node[i];
+    const vkt_tensor *lin = nd->fused_from >= 0 ? m->g->nodes[nd->fused_from] : m->g->nodes[i];
+    int32_t dz = nd->tmp >= 0 ? nd->tmp : nd->grad;
+    plan_add(l, nd->grad, 0, 0);
+    if (nd->fused_from >= 0)
+        plan_add(l, nd->aux >= 0 ? nd->aux : nd->val, 0, 0);
+    for (int ph = 0; ph < 3; ph++)
+        plan_add(l, dz, ph == 0 && nd->tmp >= 0, ph);
+    if (lin->n_in == 3)
+        plan_add(l, plan_in_grad(m, lin, 2), 1, 0);
+    plan_add(l, op_in_value(m, lin, 0), 0, 1);
+    plan_add(l, plan_in_grad(m, lin, 1), 1, 1);
+    plan_add(l, op_in_value(m, lin, 1), 0, 2);
+    plan_add(l, plan_in_grad(m, lin, 0), 1, 2);
+}
+
+/* ---- references ---- */
+
+/* x [m, k] (a linear's x: [..., k], m the product of the leading dimensions), w [k, n]. */
+static void ref_product(const graph_ref_args *a, int bias)
+{
+    uint64_t k = a->in_shape[1]->dims[0], m = graph_count(a->in_shape[0]) / k;
+    uint64_t n = a->in_shape[1]->dims[1];
+    const double *x = a->in[0], *w = a->in[1];
+    for (uint64_t i = 0; i < m; i++)
+        for (uint64_t j = 0; j < n; j++) {
+            double s = bias ? a->in[2][j] : 0.0;
+            for (uint64_t p = 0; p < k; p++)
+                s += x[i * k + p] * w[p * n + j];
+            a->out[i * n + j] = s;
+        }
+}
+
+static void ref_product_backward(const graph_ref_args *a, int bias)
+{
+    uint64_t k = a->in_shape[1]->dims[0], m = graph_count(a->in_shape[0]) / k;
+    uint64_t n = a->in_shape[1]->dims[1];
+    const double *x = a->in[0], *w = a->in[1], *dy = a->dout;
+    if (a->din[0]) /* dx = dy w^T */
+        for (uint64_t i = 0; i < m; i++)
+            for (uint64_t p = 0; p < k; p++) {
+                double s = 0;
+                for (uint64_t j = 0; j < n; j++)
+                    s += dy[i * n + j] * w[p * n + j];
+                a->din[0][i * k + p] += s;
+            }
+    if (a->din[1]) /* dw = x^T dy */
+        for (uint64_t p = 0; p < k; p++)
+            for (uint64_t j = 0; j < n; j++) {
+                double s = 0;
+                for (uint64_t i = 0; i < m; i++)
+                    s += x[i * k + p] * dy[i * n + j];
+                a->din[1][p * n + j] += s;
+            }
+    if (bias && a->din[2])
+        for (uint64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (uint64_t i = 0; i < m; i++)
+                s += dy[i * n + j];
+            a->din[2][j] += s;
+        }
+}
+
+static void ref_matmul(const graph_ref_args *a) { ref_product(a, 0); }
+static void ref_linear(const graph_ref_args *a) { ref_product(a, a->node->n_in == 3); }
+static void ref_matmul_bwd(const graph_ref_args *a) { ref_product_backward(a, 0); }
+static void ref_linear_bwd(const graph_ref_args *a)
+{
+    ref_product_backward(a, a->node->n_in == 3);
+}
+
+static const char *const names_ab[] = {"a", "b"};
+static const char *const names_xwb[] = {"x", "w", "b"};
+
+const graph_op_def graph_op_matmul = {
+    .name = "matmul", .fn = "vkt_matmul", .flags = OPF_SLOTS_REVERSED,
+    .min_in = 2, .max_in = 2, .in_names = names_ab,
+    .shape = shape_matmul, .batch_major = rows_of_a,
+    .forward = fwd_matmul, .backward = bwd_matmul, .backward_access = product_access,
+    .ref_forward = ref_matmul, .ref_backward = ref_matmul_bwd, .grad_rtol = 1e-6,
+};
+
+const graph_op_def graph_op_linear = {
+    .name = "linear", .fn = "vkt_linear", .flags = OPF_SLOTS_REVERSED,
+    .min_in = 2, .max_in = 3, .in_names = names_xwb,
+    .shape = shape_linear, .batch_major = rows_of_a,
+    .forward = fwd_linear, .backward = op_linear_backward, .backward_access = product_access,
+    .ref_forward = ref_linear, .ref_backward = ref_linear_bwd, .grad_rtol = 1e-6,
+};

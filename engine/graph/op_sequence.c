@@ -1,0 +1,153 @@
+/* op_sequence.c - the sequence ops of the character model (kernels: engine/kernels/norm.h
+ * for the embedding, attention.h): embedding lookup of fp32 token ids, and causal
+ * multi-head self-attention over qkv [B,T,3C], which saves its softmax weights (aux,
+ * [B,heads,T,T]) for the backward and takes its dropout keys by global batch row. */
+#include "graph/layers.h"
+#include "graph/op_impl.h"
+
+/* ---- embedding ---- */
+
+static vkt_status shape_embedding(const vkt_tensor *t, const vkt_shape *const *in,
+                                  vkt_shape *out, char *msg, size_t size)
+{
+    const vkt_shape *ids = in[0], *tab = in[1];
+    char si[GRAPH_SHAPE_STR], st[GRAPH_SHAPE_STR];
+    if (tab->ndim != 2 || ids->ndim + 1 > VKT_MAX_DIMS)
+        return op_bad(t, msg, size, VKT_ERROR_SHAPE,
+                      "ids of at most %d dimensions and table[vocab,dim] expected: ids %s, "
+                      "table %s", VKT_MAX_DIMS - 1, graph_shape_str(ids, si),
+                      graph_shape_str(tab, st));
+    *out = *ids;
+    out->dims[out->ndim++] = tab->dims[1];
+    return VKT_OK;
+}
+
+static vkt_status fwd_embedding(const op_rec *r)
+{
+    const vkt_model *m = r->m;
+    const vkt_shape *tab = op_in_shape(m, r->t, 1);
+    return kn_embedding(r->s, op_in_val(m, r->t, 0), op_in_val(m, r->t, 1), op_out_val(r),
+                        (uint32_t)m->count[r->t->in[0]->id], tab->dims[0], tab->dims[1]);
+}
+
+static vkt_status bwd_embedding(const op_rec *r)
+{
+    const vkt_model *m = r->m;
+    const vkt_shape *tab = op_in_shape(m, r->t, 1);
+    if (!op_want(m, r->t, 1))
+        return VKT_OK;
+    return kn_embedding_backward(r->s, op_in_val(m, r->t, 0), op_dy(r), op_dx(m, r->t, 1),
+                                 op_beta(m, r->t->id, 1), (uint32_t)m->count[r->t->in[0]->id],
+                                 tab->dims[0], tab->dims[1]);
+}
+
+static void ref_embedding(const graph_ref_args *a)
+{
+    kn_ref_embedding(a->in[0], a->in[1], a->out, (uint32_t)graph_count(a->in_shape[0]),
+                     a->in_shape[1]->dims[0], a->in_shape[1]->dims[1]);
+}
+
+static void ref_embedding_bwd(const graph_ref_args *a)
+{
+    if (a->din[1])
+        kn_ref_embedding_backward(a->in[0], a->dout, a->din[1],
+                                  (uint32_t)graph_count(a->in_shape[0]),
+                                  a->in_shape[1]->dims[0], a->in_shape[1]->dims[1]);
+}
+
+static const char *const names_emb[] = {"ids", "table"};
+
+const graph_op_def graph_op_embedding = {
+    .name = "embedding", .fn = "vkt_embedding", .min_in = 2, .max_in = 2,
+    .in_names = names_emb, .shape = shape_embedding, .forward = fwd_embedding,
+    .backward = bwd_embedding, .backward_reads = op_reads_inputs,
+    .ref_forward = ref_embedding, .ref_backward = ref_embedding_bwd, .grad_rtol = 1e-6,
+};
+
+/* ---- causal self-attention ---- */
+
+static vkt_status shape_attention(const vkt_tensor *t, const vkt_shape *const *in,
+                                  vkt_shape *out, char *msg, size_t size)
+{
+    const vkt_shape *q = in[0];
+    uint32_t heads = t->p.attention.heads;
+    char sq[GRAPH_SHAPE_STR];
+    if (q->ndim != 3 || q->dims[2] % 3 || (q->dims[2] / 3) % heads)
+        return op_bad(t, msg, size, VKT_ERROR_SHAPE,
+                      "qkv[B,T,3C] with C a multiple of the %u heads expected: qkv %s", heads,
+                      graph_shape_str(q, sq));
+    *out = (vkt_shape){3, {q->dims[0], q->dims[1], q->dims[2] / 3}};
+    return VKT_OK;
+}
+
+static vkt_status attention_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux,
+                                   uint64_t *tmp)
+{
+    uint32_t b, tt, h, d;
+    layer_attn_dims(t, op_in_shape(m, t, 0), &b, &tt, &h, &d);
+    *aux = (uint64_t)b * h * tt * tt;
+    *tmp = ka_attention_workspace_elems(b, tt, h, d);
+    return VKT_OK;
+}
+
+static vkt_status fwd_attention(const op_rec *r)
+{
+    const vkt_model *m = r->m;
+    const vkt_tensor *t = r->t;
+    uint32_t b, tt, h, d;
+    layer_attn_dims(t, op_in_shape(m, t, 0), &b, &tt, &h, &d);
+    vkt_view y = op_out_val(r);
+    return ka_attention(r->s, op_in_val(m, t, 0), y, op_view_or(m, op_node(r)->aux, y),
+                        op_ctrl_step(m), b, tt, h, d, r->training ? t->p.attention.dropout : 0.0f,
+                        t->p.attention.seed, model_row_shift(m, t->id, b));
+}
+
+static vkt_status bwd_attention(const op_rec *r)
+{
+    const vkt_model *m = r->m;
+    const vkt_tensor *t = r->t;
+    const mnode *nd = op_node(r);
+    uint32_t b, tt, h, d;
+    layer_attn_dims(t, op_in_shape(m, t, 0), &b, &tt, &h, &d);
+    if (!op_want(m, t, 0))
+        return VKT_OK;
+    vkt_view dy = op_dy(r);
+    return ka_attention_backward(r->s, op_in_val(m, t, 0), op_view_or(m, nd->aux, dy),
+                                 op_ctrl_step(m), dy, op_dx(m, t, 0), op_beta(m, t->id, 0),
+                                 op_view_or(m, nd->tmp, dy), b, tt, h, d,
+                                 t->p.attention.dropout, t->p.attention.seed,
+                                 model_row_shift(m, t->id, b));
+}
+
+static void ref_attention(const graph_ref_args *a)
+{
+    const vkt_tensor *t = a->node;
+    uint32_t b, tt, h, d;
+    layer_attn_dims(t, a->in_shape[0], &b, &tt, &h, &d);
+    ka_ref_attention(a->in[0], a->out, b, tt, h, d, a->training ? t->p.attention.dropout : 0.0f,
+                     t->p.attention.seed,
+                     graph_row_shift(a->batch_major, a->row_offset, a->batch, b), a->step);
+}
+
+static void ref_attention_bwd(const graph_ref_args *a)
+{
+    const vkt_tensor *t = a->node;
+    uint32_t b, tt, h, d;
+    layer_attn_dims(t, a->in_shape[0], &b, &tt, &h, &d);
+    if (a->din[0])
+        ka_ref_attention_backward(a->in[0], a->dout, a->din[0], b, tt, h, d,
+                                  a->training ? t->p.attention.dropout : 0.0f,
+                                  t->p.attention.seed,
+                                  graph_row_shift(a->batch_major, a->row_offset, a->batch, b),
+                                  a->step);
+}
+
+static const char *const names_qkv[] = {"qkv"};
+
+const graph_op_def graph_op_attention = {
+    .name = "causal_attention", .fn = "vkt_causal_attention", .flags = OPF_AUX_SAVED,
+    .min_in = 1, .max_in = 1, .in_names = names_qkv, .shape = shape_attention,
+    .arrays = attention_arrays, .forward = fwd_attention, .backward = bwd_attention,
+    .backward_reads = op_reads_inputs, .ref_forward = ref_attention,
+    .ref_backward = ref_attention_bwd, .grad_rtol = 1e-5,
+};
