@@ -25,6 +25,25 @@
 extern "C" {
 #endif
 
+/* VKT_API marks the functions of this contract: the only symbols the shared library
+ * exports (everything else is built with -fvisibility=hidden). On Windows a program
+ * using the DLL defines VKT_SHARED (the CMake package and vktrain.pc do it) so the
+ * declarations are dllimport; the DLL's own build defines VKT_BUILDING_DLL too.
+ * Static builds need neither. */
+#if defined(_WIN32) || defined(__CYGWIN__)
+#  if defined(VKT_BUILDING_DLL)
+#    define VKT_API __declspec(dllexport)
+#  elif defined(VKT_SHARED)
+#    define VKT_API __declspec(dllimport)
+#  else
+#    define VKT_API
+#  endif
+#elif defined(__GNUC__) || defined(__clang__)
+#  define VKT_API __attribute__((visibility("default")))
+#else
+#  define VKT_API
+#endif
+
 #define VKT_VERSION_MAJOR 0
 #define VKT_VERSION_MINOR 1
 #define VKT_VERSION_PATCH 0
@@ -56,11 +75,11 @@ typedef enum vkt_status {
 } vkt_status;
 
 /* "VKT_OK", "VKT_ERROR_SHAPE", ...; never NULL. */
-const char *vkt_status_name(vkt_status status);
+VKT_API const char *vkt_status_name(vkt_status status);
 
 /* The most recent error message set on the calling thread, by any call ("" if none).
  * Valid until the next vktrain call on this thread. */
-const char *vkt_last_error(void);
+VKT_API const char *vkt_last_error(void);
 
 /* ------------------------------------------------------------------------------ */
 /* Instance and devices                                                           */
@@ -82,13 +101,13 @@ typedef struct vkt_instance_options {
 
 /* Opens the Vulkan loader, creates a VkInstance and lists the physical devices.
  * Fails with VKT_ERROR_NO_VULKAN (no loader) or VKT_ERROR_NO_DEVICE (no device). */
-vkt_status vkt_instance_create(const vkt_instance_options *options,
-                               vkt_instance **out_instance /* OUT */);
-void vkt_instance_destroy(vkt_instance *instance);
-const char *vkt_instance_errmsg(const vkt_instance *instance);
+VKT_API vkt_status vkt_instance_create(const vkt_instance_options *options,
+                                       vkt_instance **out_instance /* OUT */);
+VKT_API void vkt_instance_destroy(vkt_instance *instance);
+VKT_API const char *vkt_instance_errmsg(const vkt_instance *instance);
 
 /* Number of validation-layer warnings and errors reported so far (0 if validation off). */
-uint64_t vkt_instance_validation_count(const vkt_instance *instance);
+VKT_API uint64_t vkt_instance_validation_count(const vkt_instance *instance);
 
 typedef enum vkt_device_type {
     VKT_DEVICE_TYPE_OTHER = 0,
@@ -98,7 +117,7 @@ typedef enum vkt_device_type {
     VKT_DEVICE_TYPE_CPU
 } vkt_device_type;
 
-const char *vkt_device_type_name(vkt_device_type type);
+VKT_API const char *vkt_device_type_name(vkt_device_type type);
 
 #define VKT_MAX_HEAPS 16
 
@@ -121,19 +140,19 @@ typedef struct vkt_device_info {
     int timestamps;                    /* 1 if compute queues support timestamps */
 } vkt_device_info;
 
-uint32_t vkt_instance_device_count(const vkt_instance *instance);
-vkt_status vkt_instance_device_info(vkt_instance *instance, uint32_t index,
-                                    vkt_device_info *out_info /* OUT */);
+VKT_API uint32_t vkt_instance_device_count(const vkt_instance *instance);
+VKT_API vkt_status vkt_instance_device_info(vkt_instance *instance, uint32_t index,
+                                            vkt_device_info *out_info /* OUT */);
 
 /* Parses a device list such as "0", "0,0,1" or " 1 , 0 " into indices. The same index
  * may repeat: each entry becomes its own logical device (one replica each). */
-vkt_status vkt_parse_device_list(const char *text, uint32_t *indices /* OUT */,
-                                 uint32_t capacity, uint32_t *out_count /* OUT */);
+VKT_API vkt_status vkt_parse_device_list(const char *text, uint32_t *indices /* OUT */,
+                                         uint32_t capacity, uint32_t *out_count /* OUT */);
 
 /* The devices to use: the environment variable VKT_DEVICES if set, else device 0.
  * Every index is checked against the instance's device count. */
-vkt_status vkt_instance_select_devices(vkt_instance *instance, uint32_t *indices /* OUT */,
-                                       uint32_t capacity, uint32_t *out_count /* OUT */);
+VKT_API vkt_status vkt_instance_select_devices(vkt_instance *instance, uint32_t *indices /* OUT */,
+                                               uint32_t capacity, uint32_t *out_count /* OUT */);
 
 /* ------------------------------------------------------------------------------ */
 /* Contexts: one logical device + compute queue each (one per replica)            */
@@ -158,13 +177,13 @@ typedef struct vkt_context_options {
 
 /* The instance must outlive the context. A context is used by one thread at a time.
  * Destroying a context also destroys the buffers and streams still alive in it. */
-vkt_status vkt_context_create(vkt_instance *instance, const vkt_context_options *options,
-                              vkt_context **out_context /* OUT */);
-void vkt_context_destroy(vkt_context *context);
-const char *vkt_context_errmsg(const vkt_context *context);
-vkt_status vkt_context_device_info(const vkt_context *context,
-                                   vkt_device_info *out_info /* OUT */);
-vkt_kernel_variant vkt_context_kernel_variant(const vkt_context *context);
+VKT_API vkt_status vkt_context_create(vkt_instance *instance, const vkt_context_options *options,
+                                      vkt_context **out_context /* OUT */);
+VKT_API void vkt_context_destroy(vkt_context *context);
+VKT_API const char *vkt_context_errmsg(const vkt_context *context);
+VKT_API vkt_status vkt_context_device_info(const vkt_context *context,
+                                           vkt_device_info *out_info /* OUT */);
+VKT_API vkt_kernel_variant vkt_context_kernel_variant(const vkt_context *context);
 
 typedef struct vkt_memory_stats {
     uint64_t device_bytes_allocated; /* sum of vkAllocateMemory sizes */
@@ -174,8 +193,8 @@ typedef struct vkt_memory_stats {
     uint32_t pipeline_count;         /* pipelines created so far */
 } vkt_memory_stats;
 
-vkt_status vkt_context_memory_stats(const vkt_context *context,
-                                    vkt_memory_stats *out_stats /* OUT */);
+VKT_API vkt_status vkt_context_memory_stats(const vkt_context *context,
+                                            vkt_memory_stats *out_stats /* OUT */);
 
 /* ------------------------------------------------------------------------------ */
 /* Buffers (suballocated from large device-memory blocks)                         */
@@ -188,19 +207,19 @@ typedef enum vkt_memory_kind {
     VKT_MEMORY_HOST        /* host-visible, coherent: staging, mappable */
 } vkt_memory_kind;
 
-vkt_status vkt_buffer_create(vkt_context *context, uint64_t bytes, vkt_memory_kind kind,
-                             vkt_buffer **out_buffer /* OUT */);
-void vkt_buffer_destroy(vkt_buffer *buffer);
-uint64_t vkt_buffer_size(const vkt_buffer *buffer);
+VKT_API vkt_status vkt_buffer_create(vkt_context *context, uint64_t bytes, vkt_memory_kind kind,
+                                     vkt_buffer **out_buffer /* OUT */);
+VKT_API void vkt_buffer_destroy(vkt_buffer *buffer);
+VKT_API uint64_t vkt_buffer_size(const vkt_buffer *buffer);
 /* Host pointer of a VKT_MEMORY_HOST buffer (NULL for device buffers). */
-void *vkt_buffer_map(vkt_buffer *buffer);
+VKT_API void *vkt_buffer_map(vkt_buffer *buffer);
 
 /* Synchronous copies between host memory and a buffer, byte offsets. They wait for the
  * device; use streams for work that should overlap. */
-vkt_status vkt_buffer_write(vkt_buffer *buffer, uint64_t offset, const void *data,
-                            uint64_t bytes);
-vkt_status vkt_buffer_read(vkt_buffer *buffer, uint64_t offset, void *data /* OUT */,
-                           uint64_t bytes);
+VKT_API vkt_status vkt_buffer_write(vkt_buffer *buffer, uint64_t offset, const void *data,
+                                    uint64_t bytes);
+VKT_API vkt_status vkt_buffer_read(vkt_buffer *buffer, uint64_t offset, void *data /* OUT */,
+                                   uint64_t bytes);
 
 /* A view of fp32 (or uint32) elements inside a buffer; offset counts elements. */
 typedef struct vkt_view {
@@ -219,22 +238,22 @@ typedef struct vkt_stream_options {
     int timestamps; /* 1: write a GPU timestamp around every dispatch */
 } vkt_stream_options;
 
-vkt_status vkt_stream_create(vkt_context *context, const vkt_stream_options *options,
-                             vkt_stream **out_stream /* OUT */);
-void vkt_stream_destroy(vkt_stream *stream);
+VKT_API vkt_status vkt_stream_create(vkt_context *context, const vkt_stream_options *options,
+                                     vkt_stream **out_stream /* OUT */);
+VKT_API void vkt_stream_destroy(vkt_stream *stream);
 
 /* Ends recording (on first use), submits, and returns without waiting. A stream can be
  * submitted again after it finished: the same commands replay. */
-vkt_status vkt_stream_submit(vkt_stream *stream);
-vkt_status vkt_stream_wait(vkt_stream *stream);
+VKT_API vkt_status vkt_stream_submit(vkt_stream *stream);
+VKT_API vkt_status vkt_stream_wait(vkt_stream *stream);
 /* submit + wait */
-vkt_status vkt_stream_run(vkt_stream *stream);
+VKT_API vkt_status vkt_stream_run(vkt_stream *stream);
 /* Discards the recorded commands (waits if running) so new ones can be recorded. */
-vkt_status vkt_stream_reset(vkt_stream *stream);
+VKT_API vkt_status vkt_stream_reset(vkt_stream *stream);
 
 /* Copy bytes between buffers inside the stream (vkCmdCopyBuffer). */
-vkt_status vkt_stream_copy(vkt_stream *stream, vkt_buffer *src, uint64_t src_offset,
-                           vkt_buffer *dst, uint64_t dst_offset, uint64_t bytes);
+VKT_API vkt_status vkt_stream_copy(vkt_stream *stream, vkt_buffer *src, uint64_t src_offset,
+                                   vkt_buffer *dst, uint64_t dst_offset, uint64_t bytes);
 
 typedef struct vkt_stream_stats {
     uint32_t dispatches;
@@ -242,7 +261,7 @@ typedef struct vkt_stream_stats {
     uint32_t barriers;   /* vkCmdPipelineBarrier calls recorded */
 } vkt_stream_stats;
 
-vkt_status vkt_stream_stats_get(const vkt_stream *stream, vkt_stream_stats *out /* OUT */);
+VKT_API vkt_status vkt_stream_stats_get(const vkt_stream *stream, vkt_stream_stats *out /* OUT */);
 
 typedef struct vkt_timing {
     const char *kernel; /* static string: the kernel's name */
@@ -250,8 +269,8 @@ typedef struct vkt_timing {
 } vkt_timing;
 
 /* After a run of a stream created with timestamps: one entry per dispatch, in order. */
-vkt_status vkt_stream_timings(vkt_stream *stream, vkt_timing *out /* OUT */,
-                              uint32_t capacity, uint32_t *out_count /* OUT */);
+VKT_API vkt_status vkt_stream_timings(vkt_stream *stream, vkt_timing *out /* OUT */,
+                                      uint32_t capacity, uint32_t *out_count /* OUT */);
 
 /* ------------------------------------------------------------------------------ */
 /* Kernels (fp32). Each records one or a few dispatches into a stream.            */
@@ -270,7 +289,7 @@ typedef struct vkt_gemm_desc {
     vkt_view c; uint32_t ldc;
 } vkt_gemm_desc;
 
-vkt_status vkt_gemm(vkt_stream *stream, const vkt_gemm_desc *desc);
+VKT_API vkt_status vkt_gemm(vkt_stream *stream, const vkt_gemm_desc *desc);
 
 typedef enum vkt_unary_op {
     VKT_UNARY_SCALE = 0,  /* y = alpha * x */
@@ -285,14 +304,14 @@ typedef enum vkt_unary_op {
     VKT_UNARY_COUNT
 } vkt_unary_op;
 
-const char *vkt_unary_op_name(vkt_unary_op op);
+VKT_API const char *vkt_unary_op_name(vkt_unary_op op);
 
 /* y[i] = f(x[i]) for i < n. y may equal x (in place). */
-vkt_status vkt_unary(vkt_stream *stream, vkt_unary_op op, float alpha, vkt_view x,
-                     vkt_view y, uint64_t n);
+VKT_API vkt_status vkt_unary(vkt_stream *stream, vkt_unary_op op, float alpha, vkt_view x,
+                             vkt_view y, uint64_t n);
 /* dx[i] = dy[i] * f'(x[i]). */
-vkt_status vkt_unary_backward(vkt_stream *stream, vkt_unary_op op, float alpha, vkt_view x,
-                              vkt_view dy, vkt_view dx, uint64_t n);
+VKT_API vkt_status vkt_unary_backward(vkt_stream *stream, vkt_unary_op op, float alpha, vkt_view x,
+                                      vkt_view dy, vkt_view dx, uint64_t n);
 
 #define VKT_MAX_DIMS 4
 
@@ -310,24 +329,25 @@ typedef enum vkt_binary_op {
     VKT_BINARY_COUNT
 } vkt_binary_op;
 
-const char *vkt_binary_op_name(vkt_binary_op op);
+VKT_API const char *vkt_binary_op_name(vkt_binary_op op);
 
 /* The broadcast shape of a and b (NumPy rules: trailing dimensions aligned, a dimension
  * of 1 stretches). VKT_ERROR_SHAPE names both shapes when they do not broadcast. */
-vkt_status vkt_broadcast_shape(const vkt_shape *a, const vkt_shape *b,
-                               vkt_shape *out /* OUT */, char *msg, size_t msg_size);
+VKT_API vkt_status vkt_broadcast_shape(const vkt_shape *a, const vkt_shape *b,
+                                       vkt_shape *out /* OUT */, char *msg, size_t msg_size);
 
 /* out = a (op) b with broadcasting; out has the broadcast shape. */
-vkt_status vkt_binary(vkt_stream *stream, vkt_binary_op op, vkt_view a, const vkt_shape *a_shape,
-                      vkt_view b, const vkt_shape *b_shape, vkt_view out);
+VKT_API vkt_status vkt_binary(vkt_stream *stream, vkt_binary_op op, vkt_view a,
+                              const vkt_shape *a_shape, vkt_view b, const vkt_shape *b_shape,
+                              vkt_view out);
 /* Gradient of a (op) b with respect to operand `which` (0 = a, 1 = b), given dy of the
  * broadcast shape; summed over the dimensions that operand was broadcast along, so the
  * result `grad` has that operand's shape. An operand the gradient does not read may be
  * passed as {NULL, 0}: both for add and sub, `a` for mul's gradient of a and for div's
  * gradient of a (only b, and a's shape, are needed there). */
-vkt_status vkt_binary_backward(vkt_stream *stream, vkt_binary_op op, int which, vkt_view a,
-                               const vkt_shape *a_shape, vkt_view b, const vkt_shape *b_shape,
-                               vkt_view dy, vkt_view grad);
+VKT_API vkt_status vkt_binary_backward(vkt_stream *stream, vkt_binary_op op, int which, vkt_view a,
+                                       const vkt_shape *a_shape, vkt_view b,
+                                       const vkt_shape *b_shape, vkt_view dy, vkt_view grad);
 
 typedef enum vkt_reduce_op {
     VKT_REDUCE_SUM = 0,
@@ -337,23 +357,23 @@ typedef enum vkt_reduce_op {
     VKT_REDUCE_COUNT
 } vkt_reduce_op;
 
-const char *vkt_reduce_op_name(vkt_reduce_op op);
+VKT_API const char *vkt_reduce_op_name(vkt_reduce_op op);
 
 /* Reduces x of shape `shape` along `axis`; out has the shape with dims[axis] removed. */
-vkt_status vkt_reduce(vkt_stream *stream, vkt_reduce_op op, vkt_view x, const vkt_shape *shape,
-                      uint32_t axis, vkt_view out);
+VKT_API vkt_status vkt_reduce(vkt_stream *stream, vkt_reduce_op op, vkt_view x,
+                              const vkt_shape *shape, uint32_t axis, vkt_view out);
 
 /* Row softmax (log_softmax when `log`) of x[rows, cols] into y[rows, cols]. */
-vkt_status vkt_softmax_rows(vkt_stream *stream, int log, vkt_view x, vkt_view y, uint32_t rows,
-                       uint32_t cols);
+VKT_API vkt_status vkt_softmax_rows(vkt_stream *stream, int log, vkt_view x, vkt_view y,
+                                    uint32_t rows, uint32_t cols);
 /* dx from y (the forward output) and dy. */
-vkt_status vkt_softmax_rows_backward(vkt_stream *stream, int log, vkt_view y, vkt_view dy,
-                                vkt_view dx, uint32_t rows, uint32_t cols);
+VKT_API vkt_status vkt_softmax_rows_backward(vkt_stream *stream, int log, vkt_view y, vkt_view dy,
+                                        vkt_view dx, uint32_t rows, uint32_t cols);
 
 /* y[i] = value for i < n. */
-vkt_status vkt_fill(vkt_stream *stream, vkt_view y, uint64_t n, float value);
+VKT_API vkt_status vkt_fill(vkt_stream *stream, vkt_view y, uint64_t n, float value);
 /* y[i] = x[i] for i < n (ranges must not overlap). */
-vkt_status vkt_copy(vkt_stream *stream, vkt_view x, vkt_view y, uint64_t n);
+VKT_API vkt_status vkt_copy(vkt_stream *stream, vkt_view x, vkt_view y, uint64_t n);
 
 /* ------------------------------------------------------------------------------ */
 /* Graphs: a static dataflow graph of tensors, built once through the functions   */
@@ -384,38 +404,40 @@ typedef struct vkt_graph_options {
     uint64_t seed; /* seeds parameter initializers and dropout; 0 = a fixed default */
 } vkt_graph_options;
 
-vkt_status vkt_graph_create(const vkt_graph_options *options, vkt_graph **out_graph /* OUT */);
+VKT_API vkt_status vkt_graph_create(const vkt_graph_options *options,
+                                    vkt_graph **out_graph /* OUT */);
 /* Models made from the graph must be destroyed first. */
-void vkt_graph_destroy(vkt_graph *graph);
+VKT_API void vkt_graph_destroy(vkt_graph *graph);
 /* VKT_OK, or the first error met while building (VKT_ERROR_SHAPE for shapes that do
  * not agree, VKT_ERROR_INVALID_ARGUMENT for NULL or bad arguments). */
-vkt_status vkt_graph_status(const vkt_graph *graph);
+VKT_API vkt_status vkt_graph_status(const vkt_graph *graph);
 /* Message of that first error ("" if none), e.g. "vkt_matmul: inner dimensions differ:
  * a [128,784] and b [512,256]". */
-const char *vkt_graph_errmsg(const vkt_graph *graph);
+VKT_API const char *vkt_graph_errmsg(const vkt_graph *graph);
 
 /* The tensor's shape as built ({0} for NULL) and its name (never NULL; ops get names
  * such as "relu#7"). */
-vkt_shape vkt_tensor_shape(const vkt_tensor *tensor);
-const char *vkt_tensor_name(const vkt_tensor *tensor);
+VKT_API vkt_shape vkt_tensor_shape(const vkt_tensor *tensor);
+VKT_API const char *vkt_tensor_name(const vkt_tensor *tensor);
 /* Names a tensor (copied, at most 63 characters kept); returns it. */
-vkt_tensor *vkt_set_name(vkt_graph *graph, vkt_tensor *tensor, const char *name);
+VKT_API vkt_tensor *vkt_set_name(vkt_graph *graph, vkt_tensor *tensor, const char *name);
 /* The first tensor with that name, or NULL. */
-vkt_tensor *vkt_graph_find(const vkt_graph *graph, const char *name);
+VKT_API vkt_tensor *vkt_graph_find(const vkt_graph *graph, const char *name);
 /* Marks a tensor to be kept after a step so vkt_model_read can read it (the memory
  * plan does not reuse its memory); returns it. The loss, inputs and parameters are
  * always readable. */
-vkt_tensor *vkt_keep(vkt_graph *graph, vkt_tensor *tensor);
+VKT_API vkt_tensor *vkt_keep(vkt_graph *graph, vkt_tensor *tensor);
 
 /* ---- leaves ---- */
 
 /* A placeholder of fp32 data set before each step; shape->dims[0] is the batch. */
-vkt_tensor *vkt_input(vkt_graph *graph, const char *name, const vkt_shape *shape);
+VKT_API vkt_tensor *vkt_input(vkt_graph *graph, const char *name, const vkt_shape *shape);
 /* Integer class labels [B] (int32 data), for vkt_softmax_cross_entropy. */
-vkt_tensor *vkt_input_labels(vkt_graph *graph, const char *name, uint32_t batch);
+VKT_API vkt_tensor *vkt_input_labels(vkt_graph *graph, const char *name, uint32_t batch);
 /* Integer labels of any shape whose first dimension is the batch, e.g. [B,T] targets of
  * a sequence model: one label per row of the logits [B,T,C]. */
-vkt_tensor *vkt_input_labels_shape(vkt_graph *graph, const char *name, const vkt_shape *shape);
+VKT_API vkt_tensor *vkt_input_labels_shape(vkt_graph *graph, const char *name,
+                                           const vkt_shape *shape);
 
 typedef enum vkt_init_kind {
     VKT_INIT_ZEROS = 0,
@@ -437,57 +459,59 @@ typedef struct vkt_init {
 } vkt_init;
 
 /* A trainable parameter; NULL init means zeros. Parameters have no batch dimension. */
-vkt_tensor *vkt_param(vkt_graph *graph, const char *name, const vkt_shape *shape,
-                      const vkt_init *init);
+VKT_API vkt_tensor *vkt_param(vkt_graph *graph, const char *name, const vkt_shape *shape,
+                              const vkt_init *init);
 /* A state: a parameter the optimizer does not train, updated by the op that owns it (batch
  * normalization's running averages). Saved in checkpoints and exported like parameters;
  * it stays per replica (replica 0's is saved) and async training with several replicas
  * refuses graphs that have one. */
-vkt_tensor *vkt_state(vkt_graph *graph, const char *name, const vkt_shape *shape,
-                      const vkt_init *init);
+VKT_API vkt_tensor *vkt_state(vkt_graph *graph, const char *name, const vkt_shape *shape,
+                              const vkt_init *init);
 
 /* ---- ops ---- */
 
 /* [M,K] x [K,N] -> [M,N] */
-vkt_tensor *vkt_matmul(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
+VKT_API vkt_tensor *vkt_matmul(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
 /* x[B,in] w[in,out] + b[out] -> [B,out]; b may be NULL. An activation applied to the
  * result (its only use) is fused into it when the model is compiled. */
-vkt_tensor *vkt_linear(vkt_graph *graph, vkt_tensor *x, vkt_tensor *w, vkt_tensor *b);
+VKT_API vkt_tensor *vkt_linear(vkt_graph *graph, vkt_tensor *x, vkt_tensor *w, vkt_tensor *b);
 /* Elementwise with broadcasting (NumPy rules); the result has the broadcast shape. */
-vkt_tensor *vkt_add(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
-vkt_tensor *vkt_sub(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
-vkt_tensor *vkt_mul(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
+VKT_API vkt_tensor *vkt_add(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
+VKT_API vkt_tensor *vkt_sub(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
+VKT_API vkt_tensor *vkt_mul(vkt_graph *graph, vkt_tensor *a, vkt_tensor *b);
 /* s * x */
-vkt_tensor *vkt_scale(vkt_graph *graph, vkt_tensor *x, float s);
+VKT_API vkt_tensor *vkt_scale(vkt_graph *graph, vkt_tensor *x, float s);
 /* Activations, same shape as x. leaky_relu: x > 0 ? x : alpha * x. gelu: tanh form. */
-vkt_tensor *vkt_relu(vkt_graph *graph, vkt_tensor *x);
-vkt_tensor *vkt_leaky_relu(vkt_graph *graph, vkt_tensor *x, float alpha);
-vkt_tensor *vkt_gelu(vkt_graph *graph, vkt_tensor *x);
-vkt_tensor *vkt_tanh(vkt_graph *graph, vkt_tensor *x);
-vkt_tensor *vkt_sigmoid(vkt_graph *graph, vkt_tensor *x);
+VKT_API vkt_tensor *vkt_relu(vkt_graph *graph, vkt_tensor *x);
+VKT_API vkt_tensor *vkt_leaky_relu(vkt_graph *graph, vkt_tensor *x, float alpha);
+VKT_API vkt_tensor *vkt_gelu(vkt_graph *graph, vkt_tensor *x);
+VKT_API vkt_tensor *vkt_tanh(vkt_graph *graph, vkt_tensor *x);
+VKT_API vkt_tensor *vkt_sigmoid(vkt_graph *graph, vkt_tensor *x);
 /* x * sigmoid(x), the SiLU (swish) of LLaMA-style feed-forward layers. */
-vkt_tensor *vkt_silu(vkt_graph *graph, vkt_tensor *x);
+VKT_API vkt_tensor *vkt_silu(vkt_graph *graph, vkt_tensor *x);
 /* Along the last axis, same shape as x (vkt_softmax_rows is the kernel it records). */
-vkt_tensor *vkt_softmax(vkt_graph *graph, vkt_tensor *x);
-vkt_tensor *vkt_log_softmax(vkt_graph *graph, vkt_tensor *x);
+VKT_API vkt_tensor *vkt_softmax(vkt_graph *graph, vkt_tensor *x);
+VKT_API vkt_tensor *vkt_log_softmax(vkt_graph *graph, vkt_tensor *x);
 /* logits[B,C], labels[B] (vkt_input_labels) -> scalar: mean over the batch of
  * -log softmax(logits)[label]. Labels must lie in [0, C). */
-vkt_tensor *vkt_softmax_cross_entropy(vkt_graph *graph, vkt_tensor *logits, vkt_tensor *labels);
+VKT_API vkt_tensor *vkt_softmax_cross_entropy(vkt_graph *graph, vkt_tensor *logits,
+                                              vkt_tensor *labels);
 /* pred, target of one shape -> scalar: mean of (pred - target)^2 over all elements. */
-vkt_tensor *vkt_mse(vkt_graph *graph, vkt_tensor *pred, vkt_tensor *target);
+VKT_API vkt_tensor *vkt_mse(vkt_graph *graph, vkt_tensor *pred, vkt_tensor *target);
 /* axis < 0: over all elements -> scalar; else the shape with dims[axis] removed. */
-vkt_tensor *vkt_sum(vkt_graph *graph, vkt_tensor *x, int axis);
-vkt_tensor *vkt_mean(vkt_graph *graph, vkt_tensor *x, int axis);
+VKT_API vkt_tensor *vkt_sum(vkt_graph *graph, vkt_tensor *x, int axis);
+VKT_API vkt_tensor *vkt_mean(vkt_graph *graph, vkt_tensor *x, int axis);
 /* Same elements, new shape (one dimension may be 0: inferred). No copy is made. */
-vkt_tensor *vkt_reshape(vkt_graph *graph, vkt_tensor *x, const vkt_shape *shape);
+VKT_API vkt_tensor *vkt_reshape(vkt_graph *graph, vkt_tensor *x, const vkt_shape *shape);
 /* [M,N] -> [N,M] */
-vkt_tensor *vkt_transpose(vkt_graph *graph, vkt_tensor *x);
+VKT_API vkt_tensor *vkt_transpose(vkt_graph *graph, vkt_tensor *x);
 /* Joins n tensors (n <= 32) along axis; the other dimensions must agree. */
-vkt_tensor *vkt_concat(vkt_graph *graph, vkt_tensor *const *tensors, uint32_t n, uint32_t axis);
+VKT_API vkt_tensor *vkt_concat(vkt_graph *graph, vkt_tensor *const *tensors, uint32_t n,
+                               uint32_t axis);
 /* Splits x along axis into n parts of sizes[i] (which sum to dims[axis]); writes the n
  * parts to outs (all NULL on error). Returns outs[0]. */
-vkt_tensor *vkt_split(vkt_graph *graph, vkt_tensor *x, uint32_t axis, const uint32_t *sizes,
-                      uint32_t n, vkt_tensor **outs /* OUT */);
+VKT_API vkt_tensor *vkt_split(vkt_graph *graph, vkt_tensor *x, uint32_t axis, const uint32_t *sizes,
+                              uint32_t n, vkt_tensor **outs /* OUT */);
 /* Training: zeroes each element with probability p and scales the others by 1/(1-p);
  * the pattern comes from a counter-based hash of (seed, step, element), so a run is
  * reproducible. Evaluation (vkt_model_forward): the identity. 0 <= p < 1.
@@ -498,7 +522,7 @@ vkt_tensor *vkt_split(vkt_graph *graph, vkt_tensor *x, uint32_t axis, const uint
  * number of ranks) draw exactly the masks one model on the whole batch draws. Tensors
  * not laid out by row (parameters, losses, reductions over the batch) are keyed by their
  * own indices, the same in every replica. */
-vkt_tensor *vkt_dropout(vkt_graph *graph, vkt_tensor *x, float p);
+VKT_API vkt_tensor *vkt_dropout(vkt_graph *graph, vkt_tensor *x, float p);
 
 /* ---- layers: convolution, pooling, normalization, embedding, attention ----
  * Images are NCHW. Every op has a backward; a shape that breaks a device limit
@@ -517,24 +541,24 @@ typedef struct vkt_conv2d_options {
 /* x [N,C,H,W], w [OC, C/groups, KH, KW], b [OC] or NULL -> [N, OC, OH, OW] with
  * OH = (H + 2 pad_h - dilation_h (KH - 1) - 1) / stride_h + 1. NULL options: stride 1,
  * no padding. Runs as im2col + the tuned GEMM. */
-vkt_tensor *vkt_conv2d(vkt_graph *graph, vkt_tensor *x, vkt_tensor *w, vkt_tensor *b,
-                       const vkt_conv2d_options *options);
+VKT_API vkt_tensor *vkt_conv2d(vkt_graph *graph, vkt_tensor *x, vkt_tensor *w, vkt_tensor *b,
+                               const vkt_conv2d_options *options);
 /* x [N,C,H,W] -> [N,C,OH,OW], OH = (H + 2 padding - kernel) / stride + 1 (square windows;
  * padding <= kernel / 2). Max: padding never wins. Average: divides by kernel^2. */
-vkt_tensor *vkt_max_pool2d(vkt_graph *graph, vkt_tensor *x, uint32_t kernel, uint32_t stride,
-                           uint32_t padding);
-vkt_tensor *vkt_avg_pool2d(vkt_graph *graph, vkt_tensor *x, uint32_t kernel, uint32_t stride,
-                           uint32_t padding);
+VKT_API vkt_tensor *vkt_max_pool2d(vkt_graph *graph, vkt_tensor *x, uint32_t kernel,
+                                   uint32_t stride, uint32_t padding);
+VKT_API vkt_tensor *vkt_avg_pool2d(vkt_graph *graph, vkt_tensor *x, uint32_t kernel,
+                                   uint32_t stride, uint32_t padding);
 /* x [N,C,H,W] -> [N,C]: the mean of each channel (a reshape and vkt_mean). */
-vkt_tensor *vkt_global_avg_pool(vkt_graph *graph, vkt_tensor *x);
+VKT_API vkt_tensor *vkt_global_avg_pool(vkt_graph *graph, vkt_tensor *x);
 
 /* Layer normalization over the last axis of x [..., C]: (x - mean) / sqrt(var + eps) *
  * gamma + beta, gamma and beta [C] (eps 0: 1e-5). */
-vkt_tensor *vkt_layer_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma, vkt_tensor *beta,
-                           float eps);
+VKT_API vkt_tensor *vkt_layer_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma,
+                                   vkt_tensor *beta, float eps);
 /* RMS normalization over the last axis of x [..., C]: x / sqrt(mean(x^2) + eps) * gamma,
  * gamma [C] (no mean subtracted, no beta; eps 0: 1e-5), as LLaMA-style transformers use. */
-vkt_tensor *vkt_rms_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma, float eps);
+VKT_API vkt_tensor *vkt_rms_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma, float eps);
 /* Batch normalization of x [N,C] or [N,C,H,W] per channel. Training steps normalize with
  * the batch's mean and (biased) variance and update the running averages:
  * running = (1 - momentum) running + momentum * batch value (unbiased variance), as
@@ -543,19 +567,20 @@ vkt_tensor *vkt_rms_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma, flo
  * the caller should initialize to 0 and 1 (VKT_INIT_CONSTANT 1; NULL gives zeros). With
  * several sync replicas each keeps the statistics of its own rows (no cross-replica
  * batch norm); a checkpoint saves replica 0's. eps 0: 1e-5; momentum 0: 0.1. */
-vkt_tensor *vkt_batch_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma, vkt_tensor *beta,
-                           vkt_tensor *running_mean, vkt_tensor *running_var, float eps,
-                           float momentum);
+VKT_API vkt_tensor *vkt_batch_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma,
+                                   vkt_tensor *beta, vkt_tensor *running_mean,
+                                   vkt_tensor *running_var, float eps, float momentum);
 
 /* Embedding lookup: ids [...] (a vkt_input of token ids held as floats: exact integers in
  * [0, vocab), checked by vkt_model_set_input), table [vocab, dim] -> [..., dim]. The table's
  * gradient sums the rows of repeated ids in a fixed order (deterministic). */
-vkt_tensor *vkt_embedding(vkt_graph *graph, vkt_tensor *ids, vkt_tensor *table);
+VKT_API vkt_tensor *vkt_embedding(vkt_graph *graph, vkt_tensor *ids, vkt_tensor *table);
 /* Causal multi-head self-attention on qkv [B,T,3C] (queries, keys, values side by side,
  * head h in columns h*C/heads.. of each) -> [B,T,C]: for each head softmax(q k^T /
  * sqrt(C/heads)) with position i seeing positions <= i, dropout p on the attention weights
  * in training (0 <= p < 1), times v. Fused kernels; the weights are kept for the backward. */
-vkt_tensor *vkt_causal_attention(vkt_graph *graph, vkt_tensor *qkv, uint32_t heads, float dropout);
+VKT_API vkt_tensor *vkt_causal_attention(vkt_graph *graph, vkt_tensor *qkv, uint32_t heads,
+                                         float dropout);
 
 /* ------------------------------------------------------------------------------ */
 /* Models: a graph compiled for a context                                          */
@@ -600,56 +625,57 @@ typedef struct vkt_model_options {
  * they depend on are computed (everything when both are absent). Fails with the graph's
  * status if building it failed, VKT_ERROR_SHAPE if the shapes do not agree at
  * options.batch, VKT_ERROR_INVALID_ARGUMENT if loss is not a scalar of this graph. */
-vkt_status vkt_model_create(vkt_context *context, vkt_graph *graph, vkt_tensor *loss,
-                            const vkt_model_options *options, vkt_model **out_model /* OUT */);
-void vkt_model_destroy(vkt_model *model);
-const char *vkt_model_errmsg(const vkt_model *model);
-uint32_t vkt_model_batch(const vkt_model *model);
+VKT_API vkt_status vkt_model_create(vkt_context *context, vkt_graph *graph, vkt_tensor *loss,
+                                    const vkt_model_options *options,
+                                    vkt_model **out_model /* OUT */);
+VKT_API void vkt_model_destroy(vkt_model *model);
+VKT_API const char *vkt_model_errmsg(const vkt_model *model);
+VKT_API uint32_t vkt_model_batch(const vkt_model *model);
 /* A tensor's shape in this model (at its batch). */
-vkt_status vkt_model_shape(const vkt_model *model, const vkt_tensor *tensor,
-                           vkt_shape *out_shape /* OUT */);
+VKT_API vkt_status vkt_model_shape(const vkt_model *model, const vkt_tensor *tensor,
+                                   vkt_shape *out_shape /* OUT */);
 
 /* Copies one batch of an input into the model: `count` must be the input's element
  * count at the model's batch. fp32 for vkt_input, int32 for vkt_input_labels (checked
  * against the classes of the cross-entropy that reads them). */
-vkt_status vkt_model_set_input(vkt_model *model, const vkt_tensor *input, const void *data,
-                               uint64_t count);
+VKT_API vkt_status vkt_model_set_input(vkt_model *model, const vkt_tensor *input, const void *data,
+                                       uint64_t count);
 
 /* One training step: forward (dropout on), loss, backward into the gradient buffer.
  * Waits for the device. Advances the step counter that seeds dropout. */
-vkt_status vkt_model_forward_backward(vkt_model *model);
+VKT_API vkt_status vkt_model_forward_backward(vkt_model *model);
 /* Forward only, in evaluation mode (dropout is the identity). Waits for the device. */
-vkt_status vkt_model_forward(vkt_model *model);
+VKT_API vkt_status vkt_model_forward(vkt_model *model);
 
 /* The loss of the last step or forward. */
-vkt_status vkt_model_loss(vkt_model *model, float *out_loss /* OUT */);
+VKT_API vkt_status vkt_model_loss(vkt_model *model, float *out_loss /* OUT */);
 /* Reads a tensor after a step: the loss, inputs, parameters, kept tensors (vkt_keep);
  * any tensor with options.no_memory_reuse. `count` must be its element count. */
-vkt_status vkt_model_read(vkt_model *model, const vkt_tensor *tensor, float *out /* OUT */,
-                          uint64_t count);
+VKT_API vkt_status vkt_model_read(vkt_model *model, const vkt_tensor *tensor, float *out /* OUT */,
+                                  uint64_t count);
 /* Writes one parameter's values. */
-vkt_status vkt_model_write(vkt_model *model, const vkt_tensor *param, const float *data,
-                           uint64_t count);
+VKT_API vkt_status vkt_model_write(vkt_model *model, const vkt_tensor *param, const float *data,
+                                   uint64_t count);
 /* The gradient of a parameter after vkt_model_forward_backward. */
-vkt_status vkt_model_read_grad(vkt_model *model, const vkt_tensor *param, float *out /* OUT */,
-                               uint64_t count);
+VKT_API vkt_status vkt_model_read_grad(vkt_model *model, const vkt_tensor *param,
+                                       float *out /* OUT */, uint64_t count);
 
 /* The flat parameter and gradient buffers (same layout): for optimizers, checkpoints
  * and averaging across replicas. count must equal vkt_model_param_count. The trained
  * parameters come first; states (vkt_state) follow them, so an optimizer working on the
  * flat buffer must stop before the first state (vkt_model_param_offset of it). */
-uint64_t vkt_model_param_count(const vkt_model *model);
-vkt_status vkt_model_param_offset(const vkt_model *model, const vkt_tensor *param,
-                                  uint64_t *out_offset /* OUT: elements */);
-vkt_status vkt_model_read_params(vkt_model *model, float *out /* OUT */, uint64_t count);
-vkt_status vkt_model_write_params(vkt_model *model, const float *data, uint64_t count);
-vkt_status vkt_model_read_grads(vkt_model *model, float *out /* OUT */, uint64_t count);
-vkt_status vkt_model_write_grads(vkt_model *model, const float *data, uint64_t count);
+VKT_API uint64_t vkt_model_param_count(const vkt_model *model);
+VKT_API vkt_status vkt_model_param_offset(const vkt_model *model, const vkt_tensor *param,
+                                          uint64_t *out_offset /* OUT: elements */);
+VKT_API vkt_status vkt_model_read_params(vkt_model *model, float *out /* OUT */, uint64_t count);
+VKT_API vkt_status vkt_model_write_params(vkt_model *model, const float *data, uint64_t count);
+VKT_API vkt_status vkt_model_read_grads(vkt_model *model, float *out /* OUT */, uint64_t count);
+VKT_API vkt_status vkt_model_write_grads(vkt_model *model, const float *data, uint64_t count);
 
 /* The step counter that seeds dropout (advanced by every vkt_model_forward_backward);
  * set it when resuming from a checkpoint. */
-uint64_t vkt_model_step_index(const vkt_model *model);
-void vkt_model_set_step_index(vkt_model *model, uint64_t step);
+VKT_API uint64_t vkt_model_step_index(const vkt_model *model);
+VKT_API void vkt_model_set_step_index(vkt_model *model, uint64_t step);
 
 typedef struct vkt_model_stats {
     uint64_t param_count;               /* elements of the flat parameter buffer */
@@ -662,7 +688,7 @@ typedef struct vkt_model_stats {
 } vkt_model_stats;
 
 /* Records the streams if that has not happened yet. */
-vkt_status vkt_model_stats_get(vkt_model *model, vkt_model_stats *out /* OUT */);
+VKT_API vkt_status vkt_model_stats_get(vkt_model *model, vkt_model_stats *out /* OUT */);
 
 /* Device time of each op in one step (a profile): the forward steps, then (training
  * models) the backward steps, each with the op's name ("conv2d"), the tensor's name, and
@@ -676,8 +702,8 @@ typedef struct vkt_op_timing {
     uint32_t dispatches;
     double microseconds;
 } vkt_op_timing;
-vkt_status vkt_model_profile(vkt_model *model, uint32_t runs, vkt_op_timing *out /* OUT */,
-                             uint32_t capacity, uint32_t *out_count /* OUT */);
+VKT_API vkt_status vkt_model_profile(vkt_model *model, uint32_t runs, vkt_op_timing *out /* OUT */,
+                                     uint32_t capacity, uint32_t *out_count /* OUT */);
 
 /* ------------------------------------------------------------------------------ */
 /* Optimizers: one update of every parameter, recorded once and replayed each step */
@@ -738,56 +764,57 @@ typedef struct vkt_optimizer_options {
     float min_lr;         /* WARMUP_COSINE: in [0, lr] */
 } vkt_optimizer_options;
 
-const char *vkt_optimizer_kind_name(vkt_optimizer_kind kind);   /* "sgd", "adam", "adamw" */
-const char *vkt_schedule_kind_name(vkt_schedule_kind kind);     /* "constant", "step", ... */
+VKT_API const char *vkt_optimizer_kind_name(vkt_optimizer_kind kind);   /* "sgd", "adam", "adamw" */
+VKT_API const char *vkt_schedule_kind_name(vkt_schedule_kind kind);     /* "constant", "step",
+                                           ... */
 
 /* The learning rate of update number `step` (0 = the first) under `options` (defaults
  * applied). NaN if the options are invalid (vkt_optimizer_create says why). */
-float vkt_schedule_lr(const vkt_optimizer_options *options, uint64_t step);
+VKT_API float vkt_schedule_lr(const vkt_optimizer_options *options, uint64_t step);
 
 /* An optimizer of n_params parameters with its moments (zero) on the device: SGD with
  * momentum keeps n floats, Adam and AdamW 2n. Ready for step 0. */
-vkt_status vkt_optimizer_create(vkt_context *context, const vkt_optimizer_options *options,
-                                uint64_t n_params, vkt_optimizer **out_optimizer /* OUT */);
-void vkt_optimizer_destroy(vkt_optimizer *optimizer);
+VKT_API vkt_status vkt_optimizer_create(vkt_context *context, const vkt_optimizer_options *options,
+                                        uint64_t n_params, vkt_optimizer **out_optimizer /* OUT */);
+VKT_API void vkt_optimizer_destroy(vkt_optimizer *optimizer);
 
 /* Records one update of params[0, n) from grads[0, n) (views of n_params elements that
  * do not overlap) into the stream; every submission of the stream applies it again.
  * Record it once per stream. Clipping needs clip_norm > 0 at recording (it adds the
  * norm pass). Views that start at a multiple of 4 elements take a vec4 path (about
  * twice as fast on lavapipe); SGD without momentum needs only the two to agree mod 4. */
-vkt_status vkt_optimizer_record(vkt_optimizer *optimizer, vkt_stream *stream,
-                                vkt_view params, vkt_view grads);
+VKT_API vkt_status vkt_optimizer_record(vkt_optimizer *optimizer, vkt_stream *stream,
+                                        vkt_view params, vkt_view grads);
 
 /* Writes the hyperparameters of update number `step` (0 = the first; the schedule's
  * step and Adam's t - 1) for the next submission. Call it while no submission that
  * runs the update is in flight (after vkt_stream_wait). */
-vkt_status vkt_optimizer_set_step(vkt_optimizer *optimizer, uint64_t step);
+VKT_API vkt_status vkt_optimizer_set_step(vkt_optimizer *optimizer, uint64_t step);
 /* The step the hyperparameters are set for (0 after creation). */
-uint64_t vkt_optimizer_step(const vkt_optimizer *optimizer);
-uint64_t vkt_optimizer_size(const vkt_optimizer *optimizer); /* n_params */
+VKT_API uint64_t vkt_optimizer_step(const vkt_optimizer *optimizer);
+VKT_API uint64_t vkt_optimizer_size(const vkt_optimizer *optimizer); /* n_params */
 
 /* Changes the options from the current step on (rewrites its hyperparameters), without
  * re-recording: lr, schedule, momentum, betas, eps, weight decay, clip_norm, grad_scale.
  * The kind cannot change; momentum cannot be turned on for an SGD optimizer created
  * without it, nor clipping on after an update was recorded without it
  * (VKT_ERROR_STATE). Same timing rule as vkt_optimizer_set_step. */
-vkt_status vkt_optimizer_set_options(vkt_optimizer *optimizer,
-                                     const vkt_optimizer_options *options);
+VKT_API vkt_status vkt_optimizer_set_options(vkt_optimizer *optimizer,
+                                             const vkt_optimizer_options *options);
 /* The options in use, defaults applied. */
-vkt_status vkt_optimizer_get_options(const vkt_optimizer *optimizer,
-                                     vkt_optimizer_options *out /* OUT */);
+VKT_API vkt_status vkt_optimizer_get_options(const vkt_optimizer *optimizer,
+                                             vkt_optimizer_options *out /* OUT */);
 
 /* The optimizer's state as one blob, for checkpoints and for moving state between
  * replicas: a small header (kind, n_params, step; host byte order) and the moments.
  * write_state checks the header against the optimizer (VKT_ERROR_FORMAT,
  * VKT_ERROR_SHAPE) and restores the step; `bytes` must equal the state size. Both wait
  * for the device. */
-uint64_t vkt_optimizer_state_size(const vkt_optimizer *optimizer);
-vkt_status vkt_optimizer_read_state(vkt_optimizer *optimizer, void *host /* OUT */,
-                                    uint64_t bytes);
-vkt_status vkt_optimizer_write_state(vkt_optimizer *optimizer, const void *host,
-                                     uint64_t bytes);
+VKT_API uint64_t vkt_optimizer_state_size(const vkt_optimizer *optimizer);
+VKT_API vkt_status vkt_optimizer_read_state(vkt_optimizer *optimizer, void *host /* OUT */,
+                                            uint64_t bytes);
+VKT_API vkt_status vkt_optimizer_write_state(vkt_optimizer *optimizer, const void *host,
+                                             uint64_t bytes);
 
 /* ------------------------------------------------------------------------------ */
 /* Data sets and loaders (host side)                                              */
@@ -799,52 +826,54 @@ typedef struct vkt_dataset vkt_dataset;
 
 /* Copies x[count, features] and y[count] (y may be NULL: labels all 0, classes 0).
  * Labels outside [0, classes) are refused with a message naming the index. */
-vkt_status vkt_dataset_create(uint32_t count, uint32_t features, uint32_t classes,
-                              const float *x, const int32_t *y,
-                              vkt_dataset **out_dataset /* OUT */);
+VKT_API vkt_status vkt_dataset_create(uint32_t count, uint32_t features, uint32_t classes,
+                                      const float *x, const int32_t *y,
+                                      vkt_dataset **out_dataset /* OUT */);
 /* Loads an MNIST-style folder: train-images-idx3-ubyte, train-labels-idx1-ubyte,
  * t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each plain or with ".gz" appended.
  * Pixels become floats in [0, 1]. Truncated or corrupt files: VKT_ERROR_FORMAT (or
  * VKT_ERROR_SHAPE, VKT_ERROR_IO) with a message (vkt_last_error) naming the file. */
-vkt_status vkt_dataset_load_mnist(const char *dir, vkt_dataset **out_train /* OUT */,
-                                  vkt_dataset **out_test /* OUT */);
+VKT_API vkt_status vkt_dataset_load_mnist(const char *dir, vkt_dataset **out_train /* OUT */,
+                                          vkt_dataset **out_test /* OUT */);
 /* Loads a CSV file with a header line of column names: the column named `label_column`
  * holds integer labels >= 0 (classes: the largest + 1), every other column a numeric
  * feature, in order. Blank lines are skipped. Errors: VKT_ERROR_FORMAT naming the file,
  * the line (and column) and what was expected (a bad number, a missing label column, a
  * ragged row, an empty file); VKT_ERROR_IO when unreadable. */
-vkt_status vkt_dataset_load_csv(const char *path, const char *label_column,
-                                vkt_dataset **out_dataset /* OUT */);
+VKT_API vkt_status vkt_dataset_load_csv(const char *path, const char *label_column,
+                                        vkt_dataset **out_dataset /* OUT */);
 /* Reads a raw binary token file: uint8 (bytes_per_token 1) or little-endian uint16 (2).
  * *out_tokens is malloc'd (release with free). An empty file or, for uint16, an odd byte
  * count: VKT_ERROR_FORMAT naming the file and the offset. */
-vkt_status vkt_dataset_load_tokens(const char *path, uint32_t bytes_per_token,
-                                   uint32_t **out_tokens /* OUT */, uint64_t *out_count /* OUT */);
-void vkt_dataset_destroy(vkt_dataset *dataset);
-uint32_t vkt_dataset_count(const vkt_dataset *dataset);
-uint32_t vkt_dataset_features(const vkt_dataset *dataset);
-uint32_t vkt_dataset_classes(const vkt_dataset *dataset);
+VKT_API vkt_status vkt_dataset_load_tokens(const char *path, uint32_t bytes_per_token,
+                                           uint32_t **out_tokens /* OUT */,
+                                           uint64_t *out_count /* OUT */);
+VKT_API void vkt_dataset_destroy(vkt_dataset *dataset);
+VKT_API uint32_t vkt_dataset_count(const vkt_dataset *dataset);
+VKT_API uint32_t vkt_dataset_features(const vkt_dataset *dataset);
+VKT_API uint32_t vkt_dataset_classes(const vkt_dataset *dataset);
 /* Row-major [count, features] and [count]; owned by the data set. */
-const float *vkt_dataset_x(const vkt_dataset *dataset);
-const int32_t *vkt_dataset_y(const vkt_dataset *dataset);
+VKT_API const float *vkt_dataset_x(const vkt_dataset *dataset);
+VKT_API const int32_t *vkt_dataset_y(const vkt_dataset *dataset);
 
 /* A character-level corpus: a text file's bytes, its vocabulary (the distinct bytes,
  * sorted: ids are stable for a given file), a training part and a validation part (the
  * last val_fraction of the text). Split 0 is training, 1 validation. */
 typedef struct vkt_text vkt_text;
 
-vkt_status vkt_text_load(const char *path, float val_fraction, vkt_text **out_text /* OUT */);
-void vkt_text_destroy(vkt_text *text);
-uint32_t vkt_text_vocab(const vkt_text *text);
-uint64_t vkt_text_length(const vkt_text *text, int split);
+VKT_API vkt_status vkt_text_load(const char *path, float val_fraction,
+                                 vkt_text **out_text /* OUT */);
+VKT_API void vkt_text_destroy(vkt_text *text);
+VKT_API uint32_t vkt_text_vocab(const vkt_text *text);
+VKT_API uint64_t vkt_text_length(const vkt_text *text, int split);
 /* The id of a byte (-1: not in the vocabulary) and the byte of an id. */
-int32_t vkt_text_encode(const vkt_text *text, unsigned char c);
-unsigned char vkt_text_decode(const vkt_text *text, uint32_t id);
+VKT_API int32_t vkt_text_encode(const vkt_text *text, unsigned char c);
+VKT_API unsigned char vkt_text_decode(const vkt_text *text, uint32_t id);
 /* `batch` windows of `context` ids at random positions of a split: ids[b,t] as floats (for
  * vkt_embedding) and targets[b,t] = the id that follows. *rng is the generator's state
  * (splitmix64): the same state gives the same batches. */
-vkt_status vkt_text_batch(const vkt_text *text, int split, uint32_t batch, uint32_t context,
-                          uint64_t *rng, float *ids /* OUT */, int32_t *targets /* OUT */);
+VKT_API vkt_status vkt_text_batch(const vkt_text *text, int split, uint32_t batch, uint32_t context,
+                                  uint64_t *rng, float *ids /* OUT */, int32_t *targets /* OUT */);
 
 /* Batches of a data set in a seeded random order that is new every epoch. */
 typedef struct vkt_loader vkt_loader;
@@ -860,22 +889,22 @@ typedef struct vkt_loader_options {
 } vkt_loader_options;
 
 /* The data set must outlive the loader. */
-vkt_status vkt_loader_create(const vkt_dataset *dataset, const vkt_loader_options *options,
-                             vkt_loader **out_loader /* OUT */);
-void vkt_loader_destroy(vkt_loader *loader);
+VKT_API vkt_status vkt_loader_create(const vkt_dataset *dataset, const vkt_loader_options *options,
+                                     vkt_loader **out_loader /* OUT */);
+VKT_API void vkt_loader_destroy(vkt_loader *loader);
 /* Copies the next batch into x[batch, features] and y[batch]; *out_rows says how many
  * rows were written (the batch, or fewer for a kept partial batch). Moves to the next
  * epoch (a new permutation) when one ends. */
-vkt_status vkt_loader_next(vkt_loader *loader, float *x /* OUT */, int32_t *y /* OUT */,
-                           uint32_t *out_rows /* OUT */);
-uint32_t vkt_loader_batches_per_epoch(const vkt_loader *loader);
+VKT_API vkt_status vkt_loader_next(vkt_loader *loader, float *x /* OUT */, int32_t *y /* OUT */,
+                                   uint32_t *out_rows /* OUT */);
+VKT_API uint32_t vkt_loader_batches_per_epoch(const vkt_loader *loader);
 /* Position: the epoch and the number of batches already taken from it (delivered by
  * vkt_loader_next, not merely prepared by the prefetch thread). */
-void vkt_loader_position(const vkt_loader *loader, uint64_t *epoch, uint64_t *batch_index);
+VKT_API void vkt_loader_position(const vkt_loader *loader, uint64_t *epoch, uint64_t *batch_index);
 /* Seconds vkt_loader_next spent waiting for a prefetched batch not yet ready, summed. */
-double vkt_loader_wait_seconds(const vkt_loader *loader);
+VKT_API double vkt_loader_wait_seconds(const vkt_loader *loader);
 /* Moves to a position (e.g. restored from a checkpoint); discards prefetched batches. */
-vkt_status vkt_loader_seek(vkt_loader *loader, uint64_t epoch, uint64_t batch_index);
+VKT_API vkt_status vkt_loader_seek(vkt_loader *loader, uint64_t epoch, uint64_t batch_index);
 
 /* ------------------------------------------------------------------------------ */
 /* World: one training job across processes and machines (MPI; docs/distributed.md) */
@@ -901,34 +930,34 @@ typedef struct vkt_world_options {
 /* MPI_Init_thread(MPI_THREAD_SERIALIZED) when started by an MPI launcher (Open MPI,
  * PMIx or PMI environment); a one-rank world otherwise. Call once per process, before
  * threads that use it. argc/argv may be NULL. */
-vkt_status vkt_world_init(int *argc, char ***argv, const vkt_world_options *options,
-                          vkt_world **out_world /* OUT */);
+VKT_API vkt_status vkt_world_init(int *argc, char ***argv, const vkt_world_options *options,
+                                  vkt_world **out_world /* OUT */);
 /* Collective; after every trainer using the world is destroyed. NULL: no-op. */
-void vkt_world_finalize(vkt_world *world);
+VKT_API void vkt_world_finalize(vkt_world *world);
 /* NULL stands for a one-rank world in these. */
-uint32_t vkt_world_rank(const vkt_world *world);
-uint32_t vkt_world_size(const vkt_world *world);
-uint32_t vkt_world_local_rank(const vkt_world *world); /* among this host's ranks */
-uint32_t vkt_world_local_size(const vkt_world *world);
-int vkt_world_is_chief(const vkt_world *world);        /* rank 0 */
-const char *vkt_world_errmsg(const vkt_world *world);
+VKT_API uint32_t vkt_world_rank(const vkt_world *world);
+VKT_API uint32_t vkt_world_size(const vkt_world *world);
+VKT_API uint32_t vkt_world_local_rank(const vkt_world *world); /* among this host's ranks */
+VKT_API uint32_t vkt_world_local_size(const vkt_world *world);
+VKT_API int vkt_world_is_chief(const vkt_world *world);        /* rank 0 */
+VKT_API const char *vkt_world_errmsg(const vkt_world *world);
 /* The time limit of every wait from now on (seconds > 0). */
-void vkt_world_set_timeout(vkt_world *world, double seconds);
+VKT_API void vkt_world_set_timeout(vkt_world *world, double seconds);
 /* Collective: `bytes` of data from rank 0 to every rank. */
-vkt_status vkt_world_broadcast(vkt_world *world, void *data, uint64_t bytes);
+VKT_API vkt_status vkt_world_broadcast(vkt_world *world, void *data, uint64_t bytes);
 /* Collective: element-wise sum over the ranks, in place. */
-vkt_status vkt_world_sum(vkt_world *world, double *values, uint32_t n);
+VKT_API vkt_status vkt_world_sum(vkt_world *world, double *values, uint32_t n);
 /* Ends every rank of the job: writes "vkt: rank R: <message>" to stderr, then MPI_Abort
  * with `code` (exit(code) in a one-rank world). For an application after an error that
  * the other ranks cannot see (they may be waiting in a collective); the library itself
  * never calls it. */
-void vkt_world_abort(vkt_world *world, int code, const char *message);
+VKT_API void vkt_world_abort(vkt_world *world, int code, const char *message);
 /* Benchmark (collective): `iters` in-place sums of `bytes` of floats through vktrain's
  * path (nonblocking allreduce, polled) and through a plain blocking MPI_Allreduce on the
  * same bytes, alternating; the mean seconds of each (the slowest rank's). */
-vkt_status vkt_world_bench_allreduce(vkt_world *world, uint64_t bytes, uint32_t iters,
-                                     double *out_vkt_seconds /* OUT */,
-                                     double *out_mpi_seconds /* OUT */);
+VKT_API vkt_status vkt_world_bench_allreduce(vkt_world *world, uint64_t bytes, uint32_t iters,
+                                             double *out_vkt_seconds /* OUT */,
+                                             double *out_mpi_seconds /* OUT */);
 
 /* ------------------------------------------------------------------------------ */
 /* Trainers: model + optimizer + replicas, one call per training step             */
@@ -1006,23 +1035,23 @@ typedef struct vkt_feed {
     const void *data;
 } vkt_feed;
 
-vkt_status vkt_trainer_create(vkt_instance *instance, vkt_graph *graph, vkt_tensor *loss,
-                              const vkt_trainer_options *options,
-                              vkt_trainer **out_trainer /* OUT */);
-void vkt_trainer_destroy(vkt_trainer *trainer);
-const char *vkt_trainer_errmsg(const vkt_trainer *trainer);
-uint32_t vkt_trainer_replicas(const vkt_trainer *trainer);        /* this rank's */
-uint32_t vkt_trainer_world_replicas(const vkt_trainer *trainer);  /* over all ranks */
+VKT_API vkt_status vkt_trainer_create(vkt_instance *instance, vkt_graph *graph, vkt_tensor *loss,
+                                      const vkt_trainer_options *options,
+                                      vkt_trainer **out_trainer /* OUT */);
+VKT_API void vkt_trainer_destroy(vkt_trainer *trainer);
+VKT_API const char *vkt_trainer_errmsg(const vkt_trainer *trainer);
+VKT_API uint32_t vkt_trainer_replicas(const vkt_trainer *trainer);        /* this rank's */
+VKT_API uint32_t vkt_trainer_world_replicas(const vkt_trainer *trainer);  /* over all ranks */
 
 /* One synchronous step on a global batch: every feed holds options.batch rows, split
  * across the replicas by rows. *out_loss (may be NULL) is the batch's mean loss before
  * the update. In async mode use vkt_trainer_fit. */
-vkt_status vkt_trainer_step(vkt_trainer *trainer, const vkt_feed *feeds, uint32_t n_feeds,
-                            float *out_loss /* OUT */);
+VKT_API vkt_status vkt_trainer_step(vkt_trainer *trainer, const vkt_feed *feeds, uint32_t n_feeds,
+                                    float *out_loss /* OUT */);
 /* Steps taken so far (the schedule's position). */
-uint64_t vkt_trainer_step_count(const vkt_trainer *trainer);
+VKT_API uint64_t vkt_trainer_step_count(const vkt_trainer *trainer);
 /* Changes hyperparameters (same optimizer kind) from the next step on. */
-vkt_status vkt_trainer_set_optimizer(vkt_trainer *trainer, const vkt_optimizer_options *o);
+VKT_API vkt_status vkt_trainer_set_optimizer(vkt_trainer *trainer, const vkt_optimizer_options *o);
 
 /* Called from one training thread after each global step (sync) or each of replica 0's
  * updates (async); may call vkt_trainer_evaluate. Returning nonzero stops training.
@@ -1037,18 +1066,20 @@ typedef int (*vkt_progress_fn)(void *user, uint64_t step, uint64_t total, float 
  * without waiting for the others (except for a staleness bound), lock-free on the
  * master; afterwards every replica holds the master. The data-set position continues
  * across calls. */
-vkt_status vkt_trainer_fit(vkt_trainer *trainer, const vkt_dataset *train,
-                           const vkt_tensor *input, const vkt_tensor *labels, uint64_t steps,
-                           uint64_t seed, vkt_progress_fn progress, void *user);
+VKT_API vkt_status vkt_trainer_fit(vkt_trainer *trainer, const vkt_dataset *train,
+                                   const vkt_tensor *input, const vkt_tensor *labels,
+                                   uint64_t steps, uint64_t seed, vkt_progress_fn progress,
+                                   void *user);
 
 /* One replica's flat parameters (sync mode keeps them bitwise equal). */
-vkt_status vkt_trainer_read_replica_params(vkt_trainer *trainer, uint32_t replica,
-                                           float *out /* OUT */, uint64_t count);
+VKT_API vkt_status vkt_trainer_read_replica_params(vkt_trainer *trainer, uint32_t replica,
+                                                   float *out /* OUT */, uint64_t count);
 
 /* Forward in evaluation mode (no dropout) over `rows` rows of the feeds, any number, in
  * chunks; writes `output` ([rows, ...] fp32) to out. */
-vkt_status vkt_trainer_predict(vkt_trainer *trainer, const vkt_feed *feeds, uint32_t n_feeds,
-                               uint32_t rows, const vkt_tensor *output, float *out /* OUT */);
+VKT_API vkt_status vkt_trainer_predict(vkt_trainer *trainer, const vkt_feed *feeds,
+                                       uint32_t n_feeds, uint32_t rows, const vkt_tensor *output,
+                                       float *out /* OUT */);
 
 typedef struct vkt_eval_result {
     float loss;      /* mean softmax cross-entropy over the set, in nats */
@@ -1058,34 +1089,36 @@ typedef struct vkt_eval_result {
 
 /* Classification metrics of a data set: `input` takes its features, `logits` ([B, C])
  * is the graph's class-score tensor. */
-vkt_status vkt_trainer_evaluate(vkt_trainer *trainer, const vkt_dataset *dataset,
-                                const vkt_tensor *input, const vkt_tensor *logits,
-                                vkt_eval_result *out /* OUT */);
+VKT_API vkt_status vkt_trainer_evaluate(vkt_trainer *trainer, const vkt_dataset *dataset,
+                                        const vkt_tensor *input, const vkt_tensor *logits,
+                                        vkt_eval_result *out /* OUT */);
 
 /* Language models on a vkt_text (ids [B,T] fed from the text, logits [B,T,vocab]): the
  * mean next-character cross-entropy, in nats per character, over up to max_windows (0:
  * all) evenly spread consecutive windows of `context` characters of a split. */
-vkt_status vkt_trainer_evaluate_text(vkt_trainer *trainer, const vkt_text *text, int split,
-                                     const vkt_tensor *ids, const vkt_tensor *logits,
-                                     uint32_t context, uint32_t max_windows,
-                                     float *out_loss /* OUT */);
+VKT_API vkt_status vkt_trainer_evaluate_text(vkt_trainer *trainer, const vkt_text *text, int split,
+                                             const vkt_tensor *ids, const vkt_tensor *logits,
+                                             uint32_t context, uint32_t max_windows,
+                                             float *out_loss /* OUT */);
 /* Writes n characters sampled one at a time after `prompt` (NULL or "": a line break) into
  * out (n + 1 bytes, NUL-terminated), each from softmax(logits / temperature) of the last
  * `context` characters (temperature 0: the most likely), with a batch-1 forward model
  * sharing the trainer's parameters. The same seed gives the same text. */
-vkt_status vkt_trainer_sample_text(vkt_trainer *trainer, const vkt_text *text,
-                                   const vkt_tensor *ids, const vkt_tensor *logits,
-                                   uint32_t context, const char *prompt, uint32_t n,
-                                   float temperature, uint64_t seed, char *out /* OUT */);
+VKT_API vkt_status vkt_trainer_sample_text(vkt_trainer *trainer, const vkt_text *text,
+                                           const vkt_tensor *ids, const vkt_tensor *logits,
+                                           uint32_t context, const char *prompt, uint32_t n,
+                                           float temperature, uint64_t seed, char *out /* OUT */);
 
 /* Parameters (replica 0's, which all replicas equal in sync mode; states such as batch
  * norm's running averages are each replica's own). */
-uint64_t vkt_trainer_param_count(const vkt_trainer *trainer);
-vkt_status vkt_trainer_read_params(vkt_trainer *trainer, float *out /* OUT */, uint64_t count);
-vkt_status vkt_trainer_write_params(vkt_trainer *trainer, const float *data, uint64_t count);
+VKT_API uint64_t vkt_trainer_param_count(const vkt_trainer *trainer);
+VKT_API vkt_status vkt_trainer_read_params(vkt_trainer *trainer, float *out /* OUT */,
+                                           uint64_t count);
+VKT_API vkt_status vkt_trainer_write_params(vkt_trainer *trainer, const float *data,
+                                            uint64_t count);
 /* One parameter's values. */
-vkt_status vkt_trainer_read(vkt_trainer *trainer, const vkt_tensor *param, float *out /* OUT */,
-                            uint64_t count);
+VKT_API vkt_status vkt_trainer_read(vkt_trainer *trainer, const vkt_tensor *param,
+                                    float *out /* OUT */, uint64_t count);
 
 typedef struct vkt_replica_stats {
     double step_seconds;      /* forward + backward (+ update) on the device, summed */
@@ -1122,7 +1155,8 @@ typedef struct vkt_trainer_stats {
     uint64_t comm_bytes;          /* bytes this rank handed to MPI */
 } vkt_trainer_stats;
 
-vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer, vkt_trainer_stats *out /* OUT */);
+VKT_API vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer,
+                                         vkt_trainer_stats *out /* OUT */);
 
 /* ------------------------------------------------------------------------------ */
 /* Summaries: scalars for TensorBoard and a CSV file                              */
@@ -1146,17 +1180,17 @@ typedef struct vkt_summary vkt_summary;
 
 /* Unwritable or uncreatable folder: VKT_ERROR_IO, with a message (vkt_last_error)
  * naming the path and the system's reason. */
-vkt_status vkt_summary_create(const char *logdir, vkt_summary **out_writer /* OUT */);
+VKT_API vkt_status vkt_summary_create(const char *logdir, vkt_summary **out_writer /* OUT */);
 /* A tag is 1 to 256 bytes without commas, quotes or line breaks ("train/loss"). */
-vkt_status vkt_summary_scalar(vkt_summary *writer, const char *tag, uint64_t step,
-                              float value);
-vkt_status vkt_summary_flush(vkt_summary *writer);
+VKT_API vkt_status vkt_summary_scalar(vkt_summary *writer, const char *tag, uint64_t step,
+                                      float value);
+VKT_API vkt_status vkt_summary_flush(vkt_summary *writer);
 /* Closes the files (buffered records are written; use flush to see write errors). */
-void vkt_summary_destroy(vkt_summary *writer);
-const char *vkt_summary_errmsg(const vkt_summary *writer);
+VKT_API void vkt_summary_destroy(vkt_summary *writer);
+VKT_API const char *vkt_summary_errmsg(const vkt_summary *writer);
 /* Paths of the two files. */
-const char *vkt_summary_event_path(const vkt_summary *writer);
-const char *vkt_summary_csv_path(const vkt_summary *writer);
+VKT_API const char *vkt_summary_event_path(const vkt_summary *writer);
+VKT_API const char *vkt_summary_csv_path(const vkt_summary *writer);
 
 /* ------------------------------------------------------------------------------ */
 /* Checkpoints (docs/checkpoint.md)                                               */
@@ -1175,15 +1209,15 @@ const char *vkt_summary_csv_path(const vkt_summary *writer);
 
 /* Writes a checkpoint atomically (temporary file, fsync, rename, fsync of the folder):
  * a crash at any moment leaves the old file or the new one. */
-vkt_status vkt_trainer_save(vkt_trainer *trainer, const char *path);
+VKT_API vkt_status vkt_trainer_save(vkt_trainer *trainer, const char *path);
 /* Restores a checkpoint. A corrupt, truncated, empty or foreign file, or one of another
  * version: VKT_ERROR_FORMAT with "checkpoint '<path>' is corrupt: <why>" (why such as
  * "checksum mismatch ..."). Another model (a parameter missing or of another shape) or
  * another optimizer kind: VKT_ERROR_SHAPE naming the tensor. On failure the trainer is
  * unchanged. */
-vkt_status vkt_trainer_restore(vkt_trainer *trainer, const char *path);
+VKT_API vkt_status vkt_trainer_restore(vkt_trainer *trainer, const char *path);
 /* The step a checkpoint saved now records (inside a progress callback: that step). */
-uint64_t vkt_trainer_checkpoint_step(const vkt_trainer *trainer);
+VKT_API uint64_t vkt_trainer_checkpoint_step(const vkt_trainer *trainer);
 
 /* Saves `dir`/ckpt-<step>.vkt (creating dir), then keeps the newest `keep` checkpoints
  * of the folder that verify (parse with their checksums; 0: keeps all), the one just
@@ -1194,12 +1228,12 @@ uint64_t vkt_trainer_checkpoint_step(const vkt_trainer *trainer);
  * The folder's lock (vkt_checkpoint_dir_lock) is taken for the call unless this process
  * holds it; held by another process: VKT_ERROR_STATE naming the folder and the holder,
  * and nothing is written. Across ranks (vkt_world) only the chief touches the folder. */
-vkt_status vkt_checkpoint_save_dir(vkt_trainer *trainer, const char *dir, uint32_t keep);
+VKT_API vkt_status vkt_checkpoint_save_dir(vkt_trainer *trainer, const char *dir, uint32_t keep);
 /* The same, and describes what retention found, one message per line, in `notes` (may
  * be NULL; "" if nothing): each corrupt file moved aside ("checkpoint '<path>' is
  * corrupt: <why> (moved aside to '<path>.corrupt')"), each unreadable one left in place. */
-vkt_status vkt_checkpoint_save_dir_v2(vkt_trainer *trainer, const char *dir, uint32_t keep,
-                                      char *notes /* OUT */, size_t notes_size);
+VKT_API vkt_status vkt_checkpoint_save_dir_v2(vkt_trainer *trainer, const char *dir, uint32_t keep,
+                                              char *notes /* OUT */, size_t notes_size);
 /* Restores the newest valid checkpoint of `dir`. Corrupt newer files are skipped and
  * described, one message per line, in `notes` (may be NULL); once an older valid one is
  * found they are moved aside as by vkt_checkpoint_save_dir, and each line ends with
@@ -1207,9 +1241,10 @@ vkt_status vkt_checkpoint_save_dir_v2(vkt_trainer *trainer, const char *dir, uin
  * *out_found = 0. Only corrupt ones: VKT_ERROR_FORMAT, and the files stay. A checkpoint
  * of another model: VKT_ERROR_SHAPE (no fallback to older files). The folder locked by
  * another process: VKT_ERROR_STATE, as for saving. */
-vkt_status vkt_checkpoint_restore_latest(vkt_trainer *trainer, const char *dir,
-                                         int *out_found /* OUT */, uint64_t *out_step /* OUT */,
-                                         char *notes /* OUT */, size_t notes_size);
+VKT_API vkt_status vkt_checkpoint_restore_latest(vkt_trainer *trainer, const char *dir,
+                                                 int *out_found /* OUT */,
+                                                 uint64_t *out_step /* OUT */,
+                                                 char *notes /* OUT */, size_t notes_size);
 /* One run per checkpoint folder. Two runs saving into one folder would delete each
  * other's checkpoints, and one would resume from the other's. A lock is an OS advisory
  * lock on the hidden file `dir`/.vkt.lock (created with `dir` if missing; it holds the
@@ -1224,22 +1259,23 @@ vkt_status vkt_checkpoint_restore_latest(vkt_trainer *trainer, const char *dir,
  * vkt_last_error. On failure *out_lock is NULL. Across ranks only the chief (rank 0)
  * touches the folder: lock it there alone. */
 typedef struct vkt_checkpoint_lock vkt_checkpoint_lock;
-vkt_status vkt_checkpoint_dir_lock(const char *dir, vkt_checkpoint_lock **out_lock /* OUT */);
+VKT_API vkt_status vkt_checkpoint_dir_lock(const char *dir,
+                                           vkt_checkpoint_lock **out_lock /* OUT */);
 /* Releases the lock; NULL is harmless. */
-void vkt_checkpoint_dir_unlock(vkt_checkpoint_lock *lock);
+VKT_API void vkt_checkpoint_dir_unlock(vkt_checkpoint_lock *lock);
 
 /* Writes the parameters of the newest valid checkpoint of `dir` as a safetensors file
  * (8-byte little-endian header length, JSON header: dtype F32, shape, data_offsets;
  * little-endian data), atomically. *out_step (may be NULL): its step. Messages:
  * vkt_last_error. */
-vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char *out_path,
-                                             uint64_t *out_step /* OUT */);
+VKT_API vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char *out_path,
+                                                     uint64_t *out_step /* OUT */);
 /* The same, and describes each corrupt newer checkpoint it skipped, one message per line,
  * in `notes` (may be NULL; "" if none), as vkt_checkpoint_restore_latest does; the files
  * stay where they are. */
-vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out_path,
-                                                uint64_t *out_step /* OUT */,
-                                                char *notes /* OUT */, size_t notes_size);
+VKT_API vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out_path,
+                                                        uint64_t *out_step /* OUT */,
+                                                        char *notes /* OUT */, size_t notes_size);
 
 /* ------------------------------------------------------------------------------ */
 /* Interruption: Ctrl-C and termination requests                                  */
@@ -1264,12 +1300,12 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
  */
 /* Installs the handlers (a second call does nothing). VKT_ERROR_INTERNAL if the system
  * refuses (message: vkt_last_error). */
-vkt_status vkt_interrupt_install(void);
+VKT_API vkt_status vkt_interrupt_install(void);
 /* The signal number of the first request (SIGINT, SIGTERM from <signal.h>); 0 if none
  * has come. Safe from any thread. */
-int vkt_interrupted(void);
+VKT_API int vkt_interrupted(void);
 /* Restores the handlers found by vkt_interrupt_install and forgets a request. */
-void vkt_interrupt_uninstall(void);
+VKT_API void vkt_interrupt_uninstall(void);
 
 #ifdef __cplusplus
 }
