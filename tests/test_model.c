@@ -192,6 +192,13 @@ static void test_check_mode(void)
     vkt_model_options o = {.check = 1};
     vkt_model *m = model(n.g, n.loss, &o);
     if (m) {
+        /* The check reads snapshots taken as the step runs: the plan keeps reusing memory. */
+        vkt_model_stats st;
+        TH_OK(g_ctx, vkt_model_stats_get(m, &st));
+        TH_CHECK(st.activation_bytes < st.activation_no_reuse_bytes,
+                 "check mode reuses memory: %llu bytes planned, %llu without reuse",
+                 (unsigned long long)st.activation_bytes,
+                 (unsigned long long)st.activation_no_reuse_bytes);
         set_batch(m, &n, 7, 19, 5);
         for (int i = 0; i < 2; i++)
             TH_CHECK(vkt_model_forward_backward(m) == VKT_OK, "a clean step passes the check: %s",
@@ -214,6 +221,20 @@ static void test_check_mode(void)
         TH_CHECK(strstr(msg, "VKT_CHECK") && strstr(msg, "'h1'") && strstr(msg, "gelu") &&
                      strstr(msg, "1234.5"),
                  "the message names the op and the wrong value: %s", msg);
+        vkt_model_destroy(m);
+    }
+    /* Every recording checks the memory plan against what each op touches: a plan that
+     * forgets one access of the (fused) first layer's steps is caught, naming the op. */
+    m = model(n.g, n.loss, NULL);
+    if (m) {
+        TH_OK(g_ctx, graph_model_debug_drop_access(m, n.h1));
+        set_batch(m, &n, 7, 19, 5);
+        vkt_status st = vkt_model_forward_backward(m);
+        const char *msg = vkt_model_errmsg(m);
+        TH_CHECK(st == VKT_ERROR_INTERNAL, "a plan missing an access fails the recording (%s)",
+                 vkt_status_name(st));
+        TH_CHECK(strstr(msg, "memory plan does not cover") && strstr(msg, "'h1'"),
+                 "the message names the op: %s", msg);
         vkt_model_destroy(m);
     }
     vkt_graph_destroy(n.g);

@@ -208,7 +208,7 @@ static void test_chain_20k(void)
 static uint32_t cli_models(cli_model *out, const char **names)
 {
     static const uint32_t widths[] = {256, 128};
-    cli_lm_shape lm = {65, 64, 64, 2, 4, 0.1f};
+    cli_lm_shape lm = {65, 64, 64, 2, 4, 0.1f, 0, 0};
     names[0] = "mlp";
     names[1] = "cnn";
     names[2] = "charlm";

@@ -148,7 +148,7 @@ int cmd_bench_layers(int argc, char **argv)
         vkt_graph_destroy(cm.graph);
     }
     if (a.lm) {
-        cli_lm_shape s = {75, 64, 64, 2, 4, 0.0f}; /* the shipped text's 75 characters */
+        cli_lm_shape s = {75, 64, 64, 2, 4, 0.0f, 0, 0}; /* the shipped text's 75 characters */
         memset(&cm, 0, sizeof cm);
         vkt_status st = cli_build_charlm(&cm, 32, &s, 1);
         rc |= st != VKT_OK

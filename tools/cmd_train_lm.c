@@ -121,7 +121,7 @@ static int run(lm_run *r, vkt_instance *inst)
         return 2;
     }
     cli_lm_shape shape = {vkt_text_vocab(r->text), a->context, a->width, a->layers, a->heads,
-                          a->dropout};
+                          a->dropout, a->rms_norm, a->silu};
     uint64_t total = a->max_steps;
     vkt_optimizer_options oo;
     if (!train_optimizer_options(a, total, &oo))

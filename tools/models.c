@@ -85,12 +85,16 @@ vkt_status cli_build_cnn(cli_model *m, uint32_t batch, uint32_t features, uint32
     return vkt_graph_status(g);
 }
 
-/* x [B,T,C] -> layer norm with its own gamma (ones) and beta (zeros). */
-static vkt_tensor *norm(vkt_graph *g, vkt_tensor *x, uint32_t c, const char *name)
+/* x [B,T,C] -> layer norm with its own gamma (ones) and beta (zeros), or RMSNorm with its
+ * own gamma. */
+static vkt_tensor *norm(vkt_graph *g, vkt_tensor *x, uint32_t c, const char *name, int rms)
 {
     char gn[48], bn[48];
     snprintf(gn, sizeof gn, "%s.gamma", name);
     snprintf(bn, sizeof bn, "%s.beta", name);
+    if (rms)
+        return vkt_rms_norm(g, x,
+                            param(g, gn, 1, c, 0, 0, 0, (vkt_init){VKT_INIT_CONSTANT, 1, 0, 0}), 0);
     return vkt_layer_norm(g, x, param(g, gn, 1, c, 0, 0, 0, (vkt_init){VKT_INIT_CONSTANT, 1, 0, 0}),
                           param(g, bn, 1, c, 0, 0, 0, (vkt_init){.kind = VKT_INIT_ZEROS}), 0);
 }
@@ -160,19 +164,20 @@ vkt_status cli_build_charlm(cli_model *m, uint32_t batch, const cli_lm_shape *s,
     for (uint32_t l = 0; l < s->layers; l++) {
         char name[32];
         snprintf(name, sizeof name, "h%u.ln1", l);
-        vkt_tensor *h = norm(g, x, c, name);
+        vkt_tensor *h = norm(g, x, c, name, s->rms_norm);
         snprintf(name, sizeof name, "h%u.qkv", l);
         h = vkt_causal_attention(g, dense(g, h, c, 3 * c, std, name), s->heads, s->dropout);
         snprintf(name, sizeof name, "h%u.proj", l);
         x = vkt_add(g, x, drop(g, dense(g, h, c, c, proj_std, name), s->dropout));
         snprintf(name, sizeof name, "h%u.ln2", l);
-        h = norm(g, x, c, name);
+        h = norm(g, x, c, name, s->rms_norm);
         snprintf(name, sizeof name, "h%u.fc", l);
-        h = vkt_gelu(g, dense(g, h, c, 4 * c, std, name));
+        h = dense(g, h, c, 4 * c, std, name);
+        h = s->silu ? vkt_silu(g, h) : vkt_gelu(g, h);
         snprintf(name, sizeof name, "h%u.fc2", l);
         x = vkt_add(g, x, drop(g, dense(g, h, 4 * c, c, proj_std, name), s->dropout));
     }
-    x = norm(g, x, c, "ln_f");
+    x = norm(g, x, c, "ln_f", s->rms_norm);
     m->logits = vkt_set_name(g, dense(g, x, c, s->vocab, std, "head"), "logits");
     m->loss = vkt_softmax_cross_entropy(g, m->logits, m->labels);
     return vkt_graph_status(g);

@@ -36,6 +36,8 @@ vkt_status cli_build_cnn(cli_model *m, uint32_t batch, uint32_t features, uint32
 typedef struct cli_lm_shape {
     uint32_t vocab, context, width, layers, heads;
     float dropout;
+    int rms_norm; /* RMSNorm (gamma only) instead of layer normalization */
+    int silu;     /* SiLU instead of GELU in the MLPs */
 } cli_lm_shape;
 vkt_status cli_build_charlm(cli_model *m, uint32_t batch, const cli_lm_shape *s, uint64_t seed);
 

@@ -35,6 +35,8 @@ typedef struct train_args {
     /* charlm */
     const char *text;
     uint32_t context, width, layers, heads, sample;
+    int rms_norm;               /* --norm rms: RMSNorm instead of layer normalization */
+    int silu;                   /* --act silu: SiLU instead of GELU in the MLPs */
     uint64_t eval_every;
     float temperature;
 } train_args;

@@ -247,6 +247,11 @@ struct vkt_stream {
     vkt_stream_stats stats;
     VkEvent *marks;                /* gpu_stream_mark's events, kept across recordings */
     uint32_t mark_count, mark_cap; /*   used by this recording, created */
+    /* Set by a layer above while it records (the graph checks its memory plan against
+     * what each op's recording touches): every command's accesses, as gpu_stream_access
+     * sees them. NULL: none. */
+    void (*observe)(void *user, const gpu_range *ranges, const int *writes, uint32_t n);
+    void *observe_user;
     struct vkt_stream *prev, *next;
 };
 

@@ -368,7 +368,7 @@ static vkt_status make_acc_flags(vkt_model *m)
         /* Fused linear + activation: dz in place over the activation's gradient, unless
          * that must stay readable (check mode, no reuse) or is not arena memory. */
         if (nd->fused_from >= 0 && src->op == GOP_LINEAR &&
-            (m->no_reuse || m->val[model_root(m, nd->grad)].space != MS_ARENA))
+            (m->no_reuse || m->check || m->val[model_root(m, nd->grad)].space != MS_ARENA))
             tmp = m->count[i];
         if (tmp) {
             nd->tmp = model_new_value(m, MS_ARENA, tmp);

@@ -2,8 +2,9 @@
  * device's own values of its inputs (so an error does not spread to later ops) and
  * compared with the device's output; then every gradient, in the order the backward
  * completes them. The first difference fails the step with a message naming the op.
- * Check mode plans without memory reuse and without in-place gradients, so every value
- * of the step can be read back afterwards. */
+ * Check mode keeps the plan's memory reuse: every arena value is copied into a snapshot
+ * buffer right after each step that writes it (run.c), and the check reads the copies;
+ * only in-place gradients (a fused linear's dz over its activation's gradient) are off. */
 #include "graph/model.h"
 #include "kernels/train_ops.h"
 
@@ -44,12 +45,13 @@ static vkt_status read_space(ck *c, mspace s, vkt_buffer *b)
 static double *device_doubles(const ck *c, int32_t v, uint32_t id)
 {
     const vkt_model *m = c->m;
-    const mval *r = &m->val[model_root(m, v)];
+    int32_t root = model_root(m, v);
+    const mval *r = &m->val[root];
     uint64_t n = m->count[id];
     double *out = malloc((n ? n : 1) * sizeof *out);
     if (!out)
         return NULL;
-    const float *f = c->host[r->space] + r->offset;
+    const float *f = c->host[r->space] + (r->space == MS_ARENA ? m->snap_off[root] : r->offset);
     for (uint64_t i = 0; i < n; i++)
         out[i] = m->g->nodes[id]->is_int ? (double)((const int32_t *)f)[i] : (double)f[i];
     return out;
@@ -57,8 +59,9 @@ static double *device_doubles(const ck *c, int32_t v, uint32_t id)
 
 static const float *device_floats(const ck *c, int32_t v)
 {
-    const mval *r = &c->m->val[model_root(c->m, v)];
-    return c->host[r->space] + r->offset;
+    int32_t root = model_root(c->m, v);
+    const mval *r = &c->m->val[root];
+    return c->host[r->space] + (r->space == MS_ARENA ? c->m->snap_off[root] : r->offset);
 }
 
 /* Arguments for node t's reference with the device's inputs (allocated; free_args). */
@@ -308,7 +311,7 @@ vkt_status model_check(vkt_model *m, int training)
     memset(&c, 0, sizeof c);
     c.m = m;
     c.training = training;
-    vkt_status st = read_space(&c, MS_ARENA, m->arena);
+    vkt_status st = read_space(&c, MS_ARENA, m->snap);
     if (st == VKT_OK)
         st = read_space(&c, MS_PARAMS, m->params);
     if (st == VKT_OK && training)

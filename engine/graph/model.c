@@ -140,6 +140,22 @@ static vkt_status init_params(vkt_model *m)
     return st;
 }
 
+/* Check mode: every arena root value gets its own place in the snapshot buffer. */
+static vkt_status make_snapshots(vkt_model *m)
+{
+    m->snap_off = malloc((m->n_val ? m->n_val : 1) * sizeof *m->snap_off);
+    if (!m->snap_off)
+        return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    uint64_t total = 0;
+    for (uint32_t v = 0; v < m->n_val; v++) {
+        const mval *r = &m->val[v];
+        m->snap_off[v] = total;
+        if (r->alias < 0 && r->space == MS_ARENA)
+            total += (r->count + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
+    }
+    return make_buffer(m, total, VKT_MEMORY_DEVICE, &m->snap);
+}
+
 static vkt_status make_buffers(vkt_model *m)
 {
     vkt_status st = VKT_OK;
@@ -157,6 +173,8 @@ static vkt_status make_buffers(vkt_model *m)
     }
     if (st == VKT_OK)
         st = make_buffer(m, m->arena_elems, VKT_MEMORY_DEVICE, &m->arena);
+    if (st == VKT_OK && m->check)
+        st = make_snapshots(m);
     if (st == VKT_OK)
         st = make_buffer(m, m->input_elems, VKT_MEMORY_DEVICE, &m->inputs);
     if (st == VKT_OK && !mapped_directly(m->inputs)) {
@@ -232,12 +250,13 @@ vkt_status vkt_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     m->loss = loss;
     m->training = loss && !o.forward_only;
     m->check = o.check || env_check();
-    m->no_reuse = o.no_memory_reuse || m->check;
+    m->no_reuse = o.no_memory_reuse;
     m->no_fusion = o.no_fusion;
     m->param_owner = o.share_params ? (o.share_params->param_owner ? o.share_params->param_owner
                                                                    : o.share_params)
                                     : NULL;
     m->corrupt_node = -1;
+    m->debug_drop_access = -1;
     m->shape = calloc(m->n, sizeof *m->shape);
     m->count = calloc(m->n, sizeof *m->count);
     m->node = calloc(m->n, sizeof *m->node);
@@ -272,6 +291,8 @@ void vkt_model_destroy(vkt_model *m)
         vkt_buffer_destroy(m->params);
     vkt_buffer_destroy(m->grads);
     vkt_buffer_destroy(m->arena);
+    vkt_buffer_destroy(m->snap);
+    free(m->snap_off);
     vkt_buffer_destroy(m->inputs);
     vkt_buffer_destroy(m->staging);
     vkt_buffer_destroy(m->ctrl);

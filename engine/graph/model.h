@@ -99,6 +99,11 @@ struct vkt_model {
     uint64_t train_elems;     /* the trainable parameters: the first of param_elems */
     uint32_t arena_values;
     vkt_buffer *params, *grads, *arena, *inputs, *staging, *ctrl;
+    /* Check mode: a copy of every arena value, taken right after each step that writes
+     * it (before the plan may give its memory to another value), at snap_off[root]
+     * elements; the check reads these, so it runs with memory reuse on. */
+    vkt_buffer *snap;
+    uint64_t *snap_off;
     int inputs_staged;        /* inputs go through `staging` and a recorded copy */
     int loss_staged;          /* the loss is copied into the control block */
 
@@ -112,6 +117,7 @@ struct vkt_model {
     graph_grad_fn grad_ready;  /* called as each parameter's gradient becomes final */
     void *grad_ready_user;
     int32_t corrupt_node;     /* test hook: the node whose output is corrupted (-1) */
+    int32_t debug_drop_access; /* test hook: graph_model_debug_drop_access's node (-1) */
     char errmsg[VKT_ERRMSG_SIZE];
 };
 
@@ -183,7 +189,25 @@ void plan_generic_backward(const vkt_model *m, uint32_t i, acc_list *l);
 uint32_t model_step_access(const vkt_model *m, const mstep *s, int32_t *vals, int *writes,
                            int *phases, uint32_t cap, int *overflow);
 
-/* record_fwd.c, record_bwd.c */
+/* plan_check.c: the plan checked against what a step's recording touches. Between begin
+ * and end the stream reports every access of the step's commands; end returns
+ * VKT_ERROR_INTERNAL (the model's message naming the op) if one fell outside the plan. */
+enum { PLAN_WATCH_CAP = GRAPH_MAX_INPUTS * 2 + 16 };
+typedef struct plan_watch {
+    vkt_model *m;
+    uint32_t step;
+    int32_t vals[PLAN_WATCH_CAP];
+    int writes[PLAN_WATCH_CAP], phases[PLAN_WATCH_CAP];
+    uint32_t n;
+    vkt_status st;
+} plan_watch;
+void plan_watch_begin(plan_watch *w, vkt_model *m, vkt_stream *s, uint32_t step);
+vkt_status plan_watch_end(plan_watch *w, vkt_stream *s);
+/* Test hook: the plan check forgets the last access of node t's steps, so recording
+ * must fail. Only before the first step. */
+vkt_status graph_model_debug_drop_access(vkt_model *m, const vkt_tensor *t);
+
+/* record.c */
 vkt_status model_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int training);
 vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node);
 

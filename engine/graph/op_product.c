@@ -158,8 +158,10 @@ static void product_access(const vkt_model *m, uint32_t i, acc_list *l)
     plan_add(l, nd->grad, 0, 0);
     if (nd->fused_from >= 0)
         plan_add(l, nd->aux >= 0 ? nd->aux : nd->val, 0, 0);
+    /* dz: written by phase 0 when an activation is fused (into tmp, or in place over the
+     * activation's gradient), then read by the two products */
     for (int ph = 0; ph < 3; ph++)
-        plan_add(l, dz, ph == 0 && nd->tmp >= 0, ph);
+        plan_add(l, dz, ph == 0 && (nd->tmp >= 0 || nd->fused_from >= 0), ph);
     if (lin->n_in == 3)
         plan_add(l, plan_in_grad(m, lin, 2), 1, 0);
     plan_add(l, op_in_value(m, lin, 0), 0, 1);

@@ -60,6 +60,22 @@ static vkt_status grad_ready_all(vkt_model *m, vkt_stream *s, const int32_t *las
     return st;
 }
 
+/* Check mode: copies the arena values step w wrote into the snapshot buffer. */
+static vkt_status snapshot(vkt_model *m, vkt_stream *s, const plan_watch *w)
+{
+    for (uint32_t k = 0; k < w->n; k++) {
+        int32_t v = model_root(m, w->vals[k]);
+        const mval *r = &m->val[v];
+        if (!w->writes[k] || r->space != MS_ARENA)
+            continue;
+        vkt_status st = vkt_stream_copy(s, m->arena, r->offset * 4, m->snap,
+                                        m->snap_off[v] * 4, r->count * 4);
+        if (st != VKT_OK)
+            return model_ctx_fail(m, st);
+    }
+    return VKT_OK;
+}
+
 static vkt_status record(vkt_model *m, vkt_stream *s, int training)
 {
     vkt_status st = VKT_OK;
@@ -75,15 +91,19 @@ static vkt_status record(vkt_model *m, vkt_stream *s, int training)
         st = grad_last_writers(m, last);
     for (uint32_t i = 0; i < n_steps && st == VKT_OK; i++) {
         const mstep *step = &m->steps[i];
-        if (step->backward) {
-            st = model_record_backward(m, s, step->node);
-            if (ready && st == VKT_OK)
-                st = grad_ready_at(m, s, last, (int32_t)i);
-            continue;
-        }
-        st = model_record_forward(m, s, step->node, training);
-        if (st == VKT_OK && (int32_t)step->node == m->corrupt_node)
+        plan_watch w;
+        plan_watch_begin(&w, m, s, i);
+        st = step->backward ? model_record_backward(m, s, step->node)
+                            : model_record_forward(m, s, step->node, training);
+        vkt_status plan_st = plan_watch_end(&w, s);
+        if (st == VKT_OK)
+            st = plan_st;
+        if (st == VKT_OK && !step->backward && (int32_t)step->node == m->corrupt_node)
             st = vkt_fill(s, model_view(m, m->node[step->node].val), 1, 1234.5f);
+        if (st == VKT_OK && m->check)
+            st = snapshot(m, s, &w);
+        if (step->backward && ready && st == VKT_OK)
+            st = grad_ready_at(m, s, last, (int32_t)i);
     }
     if (ready && st == VKT_OK)
         st = grad_ready_all(m, s, last, 1);
@@ -277,6 +297,17 @@ vkt_status graph_model_debug_corrupt(vkt_model *m, const vkt_tensor *t)
     if (m->train_recorded || m->eval_recorded)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_debug_corrupt: already recorded");
     m->corrupt_node = (int32_t)t->id;
+    return VKT_OK;
+}
+
+vkt_status graph_model_debug_drop_access(vkt_model *m, const vkt_tensor *t)
+{
+    if (!m || !t || t->graph != m->g || t->id >= m->n)
+        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "graph_model_debug_drop_access: not a tensor of this model");
+    if (m->train_recorded || m->eval_recorded)
+        return model_fail(m, VKT_ERROR_STATE, "graph_model_debug_drop_access: already recorded");
+    m->debug_drop_access = (int32_t)t->id;
     return VKT_OK;
 }
 

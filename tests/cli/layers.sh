@@ -38,6 +38,14 @@ check "charlm samples 40 characters (${#sample}: '$sample')" "[[ ${#sample} -le 
 show_if_failed "vkt train --model charlm"
 full=$res
 
+# The LLaMA-style options (issue 12's new ops through the op table): RMSNorm and SiLU
+# train too, 100 steps below 3.0 nats/char (2.75 measured; 4.3 at the start).
+run "$bin/vkt" train --model charlm --norm rms --act silu --steps 100 --eval-every 100 \
+    --sample 0 --quiet --schedule constant
+check "charlm --norm rms --act silu, 100 steps: val_loss < 3.0 ($(field val_loss "$res"))" \
+    "[[ $rc -eq 0 ]] && below '$(field val_loss "$res")' 3.0"
+show_if_failed "vkt train --model charlm --norm rms --act silu"
+
 # Stopped at step 100 (a checkpoint), resumed to 200: the same losses as one run.
 run "$bin/vkt" train "${lm[@]:0:2}" --steps 100 --eval-every 100 --sample 40 --quiet --schedule constant \
     --checkpoint-dir "$tmp/ck" --save-every 100
