@@ -24,8 +24,19 @@ else()
   set(VKT_SOVERSION ${PROJECT_VERSION_MAJOR})
 endif()
 
-# The shared library, from the same hidden-visibility objects as the static one.
-add_library(vktrain_shared SHARED $<TARGET_OBJECTS:vktrain_objects>)
+# The shared library, from the same hidden-visibility objects as the static one. On
+# Windows a DLL exports what is marked dllexport, which needs VKT_BUILDING_DLL while
+# compiling: its own objects there (without any dllexport, mingw's linker would export
+# every symbol).
+if(WIN32)
+  add_library(vktrain_shared SHARED ${VKT_ENGINE_SOURCES} ${VKT_WORLD_SOURCE})
+  add_dependencies(vktrain_shared vktrain_shaders)
+  target_compile_definitions(vktrain_shared PRIVATE VKT_BUILDING_DLL)
+  target_include_directories(vktrain_shared PRIVATE ${CMAKE_SOURCE_DIR}/include
+    ${VKT_PRIVATE_INCLUDES})
+else()
+  add_library(vktrain_shared SHARED $<TARGET_OBJECTS:vktrain_objects>)
+endif()
 set_target_properties(vktrain_shared PROPERTIES OUTPUT_NAME vktrain EXPORT_NAME vktrain
   VERSION ${PROJECT_VERSION} SOVERSION ${VKT_SOVERSION})
 target_include_directories(vktrain_shared INTERFACE
