@@ -3,9 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/model.h"
 #include "op_case.h"
 
 static vkt_context *g_ctx;
+
+static void record_fused(const vkt_model *m);
 
 void oc_set_context(vkt_context *ctx) { g_ctx = ctx; }
 
@@ -151,6 +154,8 @@ static void device_check(op_case *c, graph_ref *ref, const float *r, int no_fusi
     for (uint32_t k = 0; k < c->n_inputs; k++)
         TH_OK(g_ctx, vkt_model_set_input(m, c->inputs[k], c->input_data[k],
                                          count_of(c->inputs[k])));
+    if (!no_fusion && !check)
+        record_fused(m);
     st = vkt_model_forward_backward(m);
     char what[128];
     snprintf(what, sizeof what, "%s%s%s", c->name, no_fusion ? " (unfused)" : "",
@@ -178,7 +183,7 @@ static void device_check(op_case *c, graph_ref *ref, const float *r, int no_fusi
 /* Appends the ops (and activations) of case c to the file named by VKT_OP_COVERAGE, one
  * "op <name>" line each, for test_op_table: the file is emptied by the first case of a
  * run. Ops are recorded by their table name and variant name (graph_op_name). */
-static void record_coverage(const op_case *c)
+static void record_nodes(const vkt_tensor *const *nodes, uint32_t n)
 {
     static int started;
     const char *path = getenv("VKT_OP_COVERAGE");
@@ -188,11 +193,23 @@ static void record_coverage(const op_case *c)
     if (!TH_CHECK(f != NULL, "cannot write op coverage to %s", path))
         return;
     started = 1;
-    for (uint32_t i = 0; i < c->g->count; i++) {
-        const vkt_tensor *t = c->g->nodes[i];
-        fprintf(f, "op %s %s\n", GRAPH_DEF(t)->name, graph_op_name(t));
-    }
+    for (uint32_t i = 0; i < n; i++)
+        if (nodes[i])
+            fprintf(f, "op %s %s\n", GRAPH_DEF(nodes[i])->name, graph_op_name(nodes[i]));
     fclose(f);
+}
+
+static void record_coverage(const op_case *c)
+{
+    record_nodes((const vkt_tensor *const *)c->g->nodes, c->g->count);
+}
+
+/* The fused nodes a model made (linear_act, conv_relu): checked by the fused device step. */
+static void record_fused(const vkt_model *m)
+{
+    for (uint32_t i = 0; i < m->n; i++)
+        if (m->node[i].active && (GRAPH_DEF(m->t[i])->flags & OPF_FUSED))
+            record_nodes(&m->t[i], 1);
 }
 
 void run_case(op_case *c)

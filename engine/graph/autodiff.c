@@ -1,5 +1,5 @@
 /* autodiff.c - what a model computes and in which order: the active nodes, which need
- * gradients (reverse-mode autodiff from the scalar loss), linear + activation fusion,
+ * gradients (reverse-mode autodiff from the scalar loss), the fusion rewrite (m->t),
  * the schedule (forward by level, backward in reverse), the values (forward results,
  * gradients, saved and scratch arrays) and whether each gradient contribution writes or
  * adds (the first contribution to a gradient writes, later ones add: uses of a tensor
@@ -11,22 +11,6 @@
 #include <string.h>
 
 static int is_leaf(const vkt_tensor *t) { return t->n_in == 0; }
-
-/* An activation the fused linear kernel applies. */
-static int fusable_act(const vkt_tensor *t)
-{
-    if (t->op != GOP_UNARY)
-        return 0;
-    switch (t->p.unary.op) {
-    case VKT_UNARY_RELU:
-    case VKT_UNARY_LEAKY_RELU:
-    case VKT_UNARY_GELU:
-    case VKT_UNARY_TANH:
-    case VKT_UNARY_SIGMOID:
-    case VKT_UNARY_SILU: return 1;
-    default: return 0;
-    }
-}
 
 static void mark_active(vkt_model *m)
 {
@@ -94,22 +78,37 @@ static vkt_status mark_grads(vkt_model *m)
     return VKT_OK;
 }
 
-static void mark_fusion(vkt_model *m)
+/* The fusion rewrite: a linear and the activation that is its only use, or a conv2d and
+ * such a relu (applied in the conv's output move), become one fused node in the
+ * activation's place (same id, name, shape), of op linear_act or conv_relu, with the
+ * producer's inputs; the producer is absorbed (no value, no step). Later passes read every
+ * node through m->t and see ordinary ops. */
+static void rewrite_fusion(vkt_model *m)
 {
-    for (uint32_t i = 0; i < m->n; i++)
+    for (uint32_t i = 0; i < m->n; i++) {
+        m->t[i] = m->g->nodes[i];
         m->node[i].fused_from = m->node[i].fused_into = -1;
+    }
     if (m->no_fusion)
         return;
+    uint32_t n_fused = 0;
     for (uint32_t i = 0; i < m->n; i++) {
         const vkt_tensor *a = m->g->nodes[i];
-        if (!m->node[i].active || !fusable_act(a))
+        if (!m->node[i].active || a->n_in == 0)
             continue;
         const vkt_tensor *l = a->in[0];
-        /* linear + any of the activations; conv2d + relu (its output move applies it) */
-        int conv = l->op == GOP_CONV2D && a->p.unary.op == VKT_UNARY_RELU;
-        if ((l->op != GOP_LINEAR && !conv) || m->node[l->id].uses != 1 || l->keep ||
-            l == m->loss)
+        const graph_op_def *d = GRAPH_DEF(l);
+        graph_params p;
+        graph_op op = d->fuse_with ? d->fuse_with(l, a, &p) : GOP_COUNT;
+        if (op == GOP_COUNT || m->node[l->id].uses != 1 || l->keep || l == m->loss)
             continue;
+        vkt_tensor *f = &m->fused[n_fused++];
+        *f = *a;          /* the use's id, name, shape, keep */
+        f->op = op;
+        f->n_in = l->n_in;
+        f->in = l->in;    /* the producer's inputs, read only */
+        f->p = p;
+        m->t[i] = f;
         m->node[i].fused_from = (int32_t)l->id;
         m->node[l->id].fused_into = (int32_t)i;
     }
@@ -142,11 +141,10 @@ static vkt_status make_order(vkt_model *m)
     return VKT_OK;
 }
 
-/* Node `into`'s aux array (tmp 0) or backward workspace (tmp 1), sized by the entry of
- * op node `op` (the node itself, or the conv2d fused into relu node `into`). */
-static vkt_status make_array(vkt_model *m, uint32_t op, uint32_t into, int tmp)
+/* Node i's aux array (tmp 0) or backward workspace (tmp 1), sized by its op's entry. */
+static vkt_status make_array(vkt_model *m, uint32_t i, int tmp)
 {
-    const vkt_tensor *t = m->g->nodes[op];
+    const vkt_tensor *t = m->t[i];
     const graph_op_def *d = GRAPH_DEF(t);
     uint64_t aux = 0, scratch = 0;
     if (!d->arrays)
@@ -155,7 +153,7 @@ static vkt_status make_array(vkt_model *m, uint32_t op, uint32_t into, int tmp)
     if (st != VKT_OK)
         return st;
     uint64_t count = tmp ? scratch : aux;
-    int32_t *dst = tmp ? &m->node[into].tmp : &m->node[into].aux;
+    int32_t *dst = tmp ? &m->node[i].tmp : &m->node[i].aux;
     *dst = -1;
     if (count == 0)
         return VKT_OK;
@@ -201,7 +199,7 @@ static vkt_status make_values(vkt_model *m)
     for (uint32_t o = 0; o < m->n_order; o++) {
         uint32_t i = m->order[o];
         mnode *nd = &m->node[i];
-        const vkt_tensor *t = g->nodes[i];
+        const vkt_tensor *t = m->t[i];
         if (is_leaf(t) || nd->fused_into >= 0)
             continue;
         nd->val = model_new_value(m, MS_ARENA, m->count[i]);
@@ -209,24 +207,11 @@ static vkt_status make_values(vkt_model *m)
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         if (GRAPH_DEF(t)->flags & OPF_VIEW) /* a view: no copy */
             m->val[nd->val].alias = model_root(m, m->node[t->in[0]->id].val);
-        vkt_status st = make_array(m, i, i, 0);
+        vkt_status st = make_array(m, i, 0);
         if (st != VKT_OK)
             return st;
-        if (t->keep || t == m->loss)
+        if (m->g->nodes[i]->keep || m->g->nodes[i] == m->loss)
             m->val[model_root(m, nd->val)].kept = 1;
-        if (nd->fused_from >= 0 && g->nodes[nd->fused_from]->op == GOP_CONV2D) {
-            st = make_array(m, (uint32_t)nd->fused_from, i, 0);
-            if (st != VKT_OK)
-                return st;
-        } else if (nd->fused_from >= 0) {
-            vkt_unary_op op = t->p.unary.op;
-            /* The backward needs the pre-activation where f' does not follow from f. */
-            if (m->training && nd->needs_grad && !kt_act_grad_from_y(op, t->p.unary.alpha)) {
-                nd->aux = model_new_value(m, MS_ARENA, m->count[i]);
-                if (nd->aux < 0)
-                    return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-            }
-        }
     }
     return VKT_OK;
 }
@@ -238,10 +223,10 @@ static vkt_status make_grads(vkt_model *m)
     for (uint32_t o = 0; o < m->n_order; o++) {
         uint32_t i = m->order[o];
         mnode *nd = &m->node[i];
-        const vkt_tensor *t = g->nodes[i];
+        const vkt_tensor *t = m->t[i];
         if (!nd->needs_grad || nd->fused_into >= 0)
             continue;
-        if (t == m->loss) {
+        if (m->g->nodes[i] == m->loss) {
             nd->grad = model_new_value(m, MS_CTRL, 1);
             if (nd->grad >= 0)
                 m->val[nd->grad].offset = CTRL_ONE;
@@ -257,8 +242,7 @@ static vkt_status make_grads(vkt_model *m)
         }
         if (nd->grad < 0)
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-        int32_t l = nd->fused_from;
-        vkt_status st = make_array(m, l >= 0 ? (uint32_t)l : i, i, 1);
+        vkt_status st = make_array(m, i, 1);
         if (st != VKT_OK)
             return st;
     }
@@ -280,17 +264,10 @@ static vkt_status make_grads(vkt_model *m)
     return VKT_OK;
 }
 
-/* The node whose inputs a backward step of node i writes gradients into. */
-static const vkt_tensor *grad_source(const vkt_model *m, uint32_t i)
-{
-    int32_t l = m->node[i].fused_from;
-    return l >= 0 ? m->g->nodes[l] : m->g->nodes[i];
-}
-
 static int has_backward(const vkt_model *m, uint32_t i)
 {
     const mnode *nd = &m->node[i];
-    const vkt_tensor *t = m->g->nodes[i];
+    const vkt_tensor *t = m->t[i];
     if (!nd->needs_grad || is_leaf(t) || nd->fused_into >= 0 || nd->sce_grad_fwd)
         return 0;
     if ((GRAPH_DEF(t)->flags & OPF_VIEW) && m->val[nd->grad].alias >= 0)
@@ -308,7 +285,7 @@ static vkt_status make_steps(vkt_model *m)
     m->n_steps = 0;
     for (uint32_t o = 0; o < m->n_order; o++) {
         uint32_t i = m->order[o];
-        const vkt_tensor *t = m->g->nodes[i];
+        const vkt_tensor *t = m->t[i];
         if (is_leaf(t) || (GRAPH_DEF(t)->flags & OPF_VIEW) || m->node[i].fused_into >= 0)
             continue;
         m->node[i].fpos = (int32_t)m->n_steps;
@@ -331,7 +308,7 @@ static vkt_status make_steps(vkt_model *m)
  * and an add (ops whose kernels cannot add into their output). */
 static int needs_tmp(const vkt_model *m, uint32_t i, uint32_t k)
 {
-    const vkt_tensor *t = m->g->nodes[i];
+    const vkt_tensor *t = m->t[i];
     const graph_op_def *d = GRAPH_DEF(t);
     return m->node[i].acc[k] && d->adds_via_tmp && d->adds_via_tmp(m, t, k);
 }
@@ -352,7 +329,7 @@ static vkt_status make_acc_flags(vkt_model *m)
     for (uint32_t s = m->n_fwd_steps; s < m->n_steps; s++) {
         uint32_t i = m->steps[s].node;
         mnode *nd = &m->node[i];
-        const vkt_tensor *src = grad_source(m, i);
+        const vkt_tensor *src = m->t[i];
         uint64_t tmp = 0;
         for (uint32_t j = 0; j < src->n_in; j++) {
             uint32_t k = model_slot(src, j);
@@ -367,7 +344,7 @@ static vkt_status make_acc_flags(vkt_model *m)
         }
         /* Fused linear + activation: dz in place over the activation's gradient, unless
          * that must stay readable (check mode, no reuse) or is not arena memory. */
-        if (nd->fused_from >= 0 && src->op == GOP_LINEAR &&
+        if (src->op == GOP_LINEAR_ACT &&
             (m->no_reuse || m->check || m->val[model_root(m, nd->grad)].space != MS_ARENA))
             tmp = m->count[i];
         if (tmp) {
@@ -388,7 +365,7 @@ vkt_status model_analyze(vkt_model *m)
     mark_active(m);
     if (m->training)
         st = mark_grads(m);
-    mark_fusion(m);
+    rewrite_fusion(m);
     if (st == VKT_OK)
         st = make_order(m);
     if (st == VKT_OK)

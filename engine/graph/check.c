@@ -95,34 +95,15 @@ static void free_args(graph_ref_args *a)
     a->n_in = 0;
 }
 
-/* Forward reference of node i into `out`; a fused activation recomputes its linear. */
+/* Forward reference of node i (the op the model runs there, m->t) into `out`. */
 static int ref_forward(const ck *c, uint32_t i, double *out)
 {
-    const vkt_model *m = c->m;
-    const vkt_tensor *t = m->g->nodes[i];
     graph_ref_args a;
-    int32_t l = m->node[i].fused_from;
-    if (l < 0) {
-        int ok = args_of(c, t, &a);
-        a.out = out;
-        if (ok)
-            graph_ref_forward(&a);
-        free_args(&a);
-        return ok;
-    }
-    double *z = malloc(m->count[l] * sizeof *z);
-    int ok = z && ref_forward(c, (uint32_t)l, z);
-    if (ok) {
-        memset(&a, 0, sizeof a);
-        a.node = t;
-        a.n_in = 1;
-        a.in_shape[0] = &m->shape[l];
-        a.in[0] = z;
-        a.out_shape = m->shape[i];
-        a.out = out;
+    int ok = args_of(c, c->m->t[i], &a);
+    a.out = out;
+    if (ok)
         graph_ref_forward(&a);
-    }
-    free(z);
+    free_args(&a);
     return ok;
 }
 
@@ -150,8 +131,7 @@ static vkt_status report(ck *c, const char *what, const vkt_tensor *t, const dou
     const mnode *nd = &m->node[t->id];
     char fused[128] = "";
     if (nd->fused_from >= 0)
-        snprintf(fused, sizeof fused, ", fused with %s '%s'",
-                 graph_op_name(m->g->nodes[nd->fused_from]), m->g->nodes[nd->fused_from]->name);
+        snprintf(fused, sizeof fused, ", fused with '%s'", m->g->nodes[nd->fused_from]->name);
     vkt_status st = model_fail(m, VKT_ERROR_INTERNAL,
                                "VKT_CHECK: %s of op '%s' (%s%s) differs from the CPU reference "
                                "at element %llu of %llu: device %.9g, reference %.9g", what,
@@ -175,7 +155,7 @@ static vkt_status check_forward(ck *c)
         const float *dev = device_floats(c, m->node[i].val);
         uint64_t at;
         vkt_status st = differs(ref, dev, n, &at)
-                            ? report(c, "the output", m->g->nodes[i], ref, dev, n, at)
+                            ? report(c, "the output", m->t[i], ref, dev, n, at)
                             : VKT_OK;
         free(ref);
         if (st != VKT_OK)
@@ -184,43 +164,21 @@ static vkt_status check_forward(ck *c)
     return VKT_OK;
 }
 
-/* The gradient of node c's output as the backward saw it: the device's, or for a linear
- * fused into its activation (never stored) dz = dy * f'(linear), recomputed. */
-static double *output_grad(const ck *c, uint32_t id)
-{
-    const vkt_model *m = c->m;
-    const mnode *nd = &m->node[id];
-    if (nd->fused_into < 0)
-        return device_doubles(c, nd->grad, id);
-    const vkt_tensor *a = m->g->nodes[nd->fused_into];
-    double *z = malloc(m->count[id] * sizeof *z);
-    double *dy = device_doubles(c, m->node[a->id].grad, a->id);
-    if (!z || !dy || !ref_forward(c, id, z)) {
-        free(z);
-        free(dy);
-        return NULL;
-    }
-    for (uint64_t e = 0; e < m->count[id]; e++)
-        z[e] = dy[e] * graph_ref_act_grad(a->p.unary.op, a->p.unary.alpha, z[e]);
-    free(dy);
-    return z;
-}
-
 /* Reference gradient of node t: the sum over its uses of each use's backward. */
 static int ref_grad(const ck *c, uint32_t t, double *out)
 {
     const vkt_model *m = c->m;
     memset(out, 0, m->count[t] * sizeof *out);
     for (uint32_t i = t + 1; i < m->n; i++) {
-        const vkt_tensor *u = m->g->nodes[i];
+        const vkt_tensor *u = m->t[i]; /* absorbed producers are no use: their fused node is */
         const mnode *nd = &m->node[i];
         int uses = 0;
         for (uint32_t k = 0; k < u->n_in; k++)
             uses |= u->in[k]->id == t;
-        if (!uses || !nd->needs_grad)
+        if (!uses || !nd->needs_grad || nd->fused_into >= 0)
             continue;
         graph_ref_args a;
-        double *dout = output_grad(c, i);
+        double *dout = device_doubles(c, nd->grad, i);
         double *y = nd->val >= 0 ? device_doubles(c, nd->val, i) : NULL;
         int ok = args_of(c, u, &a) && dout;
         if (ok) {
@@ -244,17 +202,15 @@ static int32_t done_pos(const vkt_model *m, uint32_t i, const int32_t *done)
 {
     int32_t pos = -1;
     for (uint32_t u = i + 1; u < m->n; u++) {
-        const vkt_tensor *t = m->g->nodes[u];
+        const vkt_tensor *t = m->t[u];
         const mnode *nd = &m->node[u];
         int uses = 0;
         for (uint32_t k = 0; k < t->n_in; k++)
             uses |= t->in[k]->id == i;
-        if (!uses || !nd->needs_grad)
+        if (!uses || !nd->needs_grad || nd->fused_into >= 0)
             continue;
         int32_t p = nd->bpos;
-        if (nd->fused_into >= 0)
-            p = m->node[nd->fused_into].bpos;
-        else if (nd->sce_grad_fwd)
+        if (nd->sce_grad_fwd)
             p = nd->fpos;
         else if (p < 0)
             p = done[u]; /* a reshape viewing this gradient */
@@ -296,7 +252,7 @@ static vkt_status check_grads(ck *c)
         }
         const float *dev = device_floats(c, m->node[i].grad);
         if (differs(ref, dev, n, &at))
-            st = report(c, "the gradient written by the backward", m->g->nodes[i], ref, dev, n,
+            st = report(c, "the gradient written by the backward", m->t[i], ref, dev, n,
                         at);
         free(ref);
     }

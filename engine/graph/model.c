@@ -260,8 +260,10 @@ vkt_status vkt_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     m->shape = calloc(m->n, sizeof *m->shape);
     m->count = calloc(m->n, sizeof *m->count);
     m->node = calloc(m->n, sizeof *m->node);
+    m->t = calloc(m->n ? m->n : 1, sizeof *m->t);
+    m->fused = calloc(m->n ? m->n : 1, sizeof *m->fused);
     m->batch_major = calloc(m->n, sizeof *m->batch_major);
-    if (!m->shape || !m->count || !m->node || !m->batch_major)
+    if (!m->shape || !m->count || !m->node || !m->batch_major || !m->t || !m->fused)
         st = model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (st == VKT_OK)
         st = infer_shapes(m);
@@ -300,6 +302,8 @@ void vkt_model_destroy(vkt_model *m)
     free(m->count);
     free(m->batch_major);
     free(m->node);
+    free(m->t);
+    free(m->fused);
     free(m->val);
     free(m->order);
     free(m->steps);

@@ -46,8 +46,8 @@ typedef struct mnode {
     int32_t grad;     /* gradient value (-1: none) */
     int32_t aux;      /* saved for the backward: softmax-CE probabilities, pre-activation */
     int32_t tmp;      /* backward scratch: dz, or a contribution summed afterwards */
-    int32_t fused_from; /* activation: the linear fused into it (-1 none) */
-    int32_t fused_into; /* linear: the activation it is fused into (-1 none) */
+    int32_t fused_from; /* a fused node: the producer it absorbed (-1 none) */
+    int32_t fused_into; /* an absorbed producer: the fused node that runs it (-1 none) */
     int sce_grad_fwd; /* softmax-CE writes its logits' gradient during the forward */
     int32_t fpos, bpos; /* step positions (-1: none) */
     uint8_t acc[GRAPH_MAX_INPUTS]; /* backward: 1 adds to the input's gradient, 0 writes */
@@ -84,6 +84,13 @@ struct vkt_model {
     int check, no_reuse, no_fusion;
     vkt_model *param_owner;   /* the model whose parameter buffer this one uses */
 
+    /* Per node: the op the model runs there. The graph's node, or a fused node the fusion
+     * rewrite made (autodiff.c: a linear or conv2d and the activation that is its only
+     * use become one node of op linear_act or conv_relu, in the activation's place, with
+     * the producer's inputs; the producer is absorbed: no value, no step). Every pass
+     * after the rewrite reads nodes through it. */
+    const vkt_tensor **t;
+    vkt_tensor *fused;        /* the rewrite's nodes (n of them at most) */
     vkt_shape *shape;         /* per node, at this batch */
     uint64_t *count;
     uint8_t *batch_major;     /* per node: graph_batch_major */

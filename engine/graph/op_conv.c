@@ -6,6 +6,8 @@
 #include "graph/layers.h"
 #include "graph/op_impl.h"
 
+#include <stdlib.h>
+
 static uint64_t max_binding_elems(const vkt_model *m)
 {
     vkt_device_info info;
@@ -39,7 +41,7 @@ static vkt_status conv_geom(vkt_model *m, const vkt_tensor *t, kc_conv *g)
 }
 
 /* The same workspace forward (im2col) and backward, or a limit error. */
-vkt_status op_conv_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux, uint64_t *tmp)
+static vkt_status conv_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux, uint64_t *tmp)
 {
     kc_conv g;
     vkt_status st = conv_geom(m, t, &g);
@@ -88,23 +90,15 @@ static vkt_status record_conv(const op_rec *r, const vkt_tensor *conv, uint32_t 
 static vkt_status fwd_conv(const op_rec *r) { return record_conv(r, r->t, r->t->id, 0, 0); }
 static vkt_status bwd_conv(const op_rec *r) { return record_conv(r, r->t, r->t->id, 0, 1); }
 
-vkt_status op_conv_relu(const op_rec *r, int backward)
-{
-    const vkt_tensor *conv = r->m->g->nodes[r->m->node[r->t->id].fused_from];
-    return record_conv(r, conv, r->t->id, 1, backward);
-}
+static vkt_status fwd_conv_relu(const op_rec *r) { return record_conv(r, r->t, r->t->id, 1, 0); }
+static vkt_status bwd_conv_relu(const op_rec *r) { return record_conv(r, r->t, r->t->id, 1, 1); }
 
 /* conv2d + relu: one phase (chunks of samples interleave reading x and writing dx), the
- * relu's output read for the mask, the conv's inputs and gradients. Alone: the generic
- * list (every input read). */
-static void conv_access(const vkt_model *m, uint32_t i, acc_list *l)
+ * relu's output read for the mask, the conv's inputs and gradients. */
+static void conv_relu_access(const vkt_model *m, uint32_t i, acc_list *l)
 {
     const mnode *nd = &m->node[i];
-    if (nd->fused_from < 0) {
-        plan_generic_backward(m, i, l);
-        return;
-    }
-    const vkt_tensor *conv = m->g->nodes[nd->fused_from];
+    const vkt_tensor *conv = m->t[i];
     plan_add(l, nd->grad, 0, 0);
     plan_add(l, nd->val, 0, 0);
     plan_add(l, nd->tmp, 1, 0);
@@ -133,13 +127,63 @@ static void ref_conv_bwd(const graph_ref_args *a)
                                t->n_in == 3 ? a->din[2] : NULL);
 }
 
+/* A relu after a conv2d goes into the conv's output move. */
+static graph_op conv_fuse(const vkt_tensor *t, const vkt_tensor *use, graph_params *p)
+{
+    if (use->op != GOP_UNARY || use->p.unary.op != VKT_UNARY_RELU)
+        return GOP_COUNT;
+    *p = t->p; /* the convolution's geometry; the relu is implied */
+    return GOP_CONV_RELU;
+}
+
 static const char *const names_conv[] = {"x", "w", "b"};
 
 const graph_op_def graph_op_conv2d = {
     .name = "conv2d", .fn = "vkt_conv2d", .min_in = 2, .max_in = 3, .in_names = names_conv,
-    .shape = shape_conv, .arrays = op_conv_arrays, .forward = fwd_conv, .backward = bwd_conv,
-    .backward_reads = op_reads_inputs, .backward_access = conv_access,
+    .shape = shape_conv, .arrays = conv_arrays, .forward = fwd_conv, .backward = bwd_conv,
+    .backward_reads = op_reads_inputs, .fuse_with = conv_fuse,
     .ref_forward = ref_conv, .ref_backward = ref_conv_bwd, .grad_rtol = 1e-5,
+};
+
+/* ---- conv_relu: a conv2d and the relu that is its only use, fused by the rewrite ---- */
+
+static void ref_conv_relu(const graph_ref_args *a)
+{
+    ref_conv(a);
+    uint64_t n = graph_count(&a->out_shape);
+    for (uint64_t i = 0; i < n; i++)
+        a->out[i] = a->out[i] > 0 ? a->out[i] : 0.0;
+}
+
+/* The relu's mask from the conv's output, recomputed; then the conv's backward. */
+static void ref_conv_relu_bwd(const graph_ref_args *a)
+{
+    uint64_t n = graph_count(&a->out_shape);
+    double *z = malloc((n ? n : 1) * sizeof *z), *dz = malloc((n ? n : 1) * sizeof *dz);
+    if (z && dz) {
+        graph_ref_args b = *a;
+        b.out = z;
+        ref_conv(&b);
+        for (uint64_t i = 0; i < n; i++)
+            dz[i] = z[i] > 0 ? a->dout[i] : 0.0;
+        b.dout = dz;
+        ref_conv_bwd(&b);
+    }
+    free(z);
+    free(dz);
+}
+
+static const char *conv_relu_name(const vkt_tensor *t)
+{
+    (void)t;
+    return "conv2d+relu";
+}
+
+const graph_op_def graph_op_conv_relu = {
+    .name = "conv_relu", .fn = "vkt_conv2d", .name_of = conv_relu_name, .flags = OPF_FUSED, .min_in = 2, .max_in = 3,
+    .in_names = names_conv, .shape = shape_conv, .arrays = conv_arrays,
+    .forward = fwd_conv_relu, .backward = bwd_conv_relu, .backward_access = conv_relu_access,
+    .ref_forward = ref_conv_relu, .ref_backward = ref_conv_relu_bwd, .grad_rtol = 1e-5,
 };
 
 /* ---- pooling: max saves the winning positions (aux) for its backward ---- */

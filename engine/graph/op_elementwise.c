@@ -1,6 +1,6 @@
 /* op_elementwise.c - element by element: add, sub and mul (broadcasting), scale, the
- * activations (vkt_unary) and dropout. An activation that a linear or a conv2d is fused
- * into records its producer's step (op_product.c, op_conv.c). */
+ * activations (vkt_unary) and dropout. An activation fused with the linear or conv2d
+ * before it is a node of its own op (linear_act, conv_relu: op_product.c, op_conv.c). */
 #include "graph/op_impl.h"
 
 #include <string.h>
@@ -167,37 +167,16 @@ static const char *unary_fn(const vkt_tensor *t)
     }
 }
 
-/* The producer node an activation is fused into, or NULL. */
-static const vkt_tensor *fused_producer(const vkt_model *m, const vkt_tensor *t)
-{
-    int32_t f = m->node[t->id].fused_from;
-    return f >= 0 ? m->g->nodes[f] : NULL;
-}
-
 static vkt_status fwd_unary(const op_rec *r)
 {
-    const vkt_tensor *t = r->t, *p = fused_producer(r->m, t);
-    const mnode *nd = op_node(r);
-    if (p && p->op == GOP_CONV2D)
-        return op_conv_relu(r, 0);
-    if (p) {
-        vkt_view y = op_out_val(r);
-        if (nd->aux >= 0)
-            return op_linear_act(r, p, t->p.unary.op, t->p.unary.alpha, model_view(r->m, nd->aux),
-                                 &y);
-        return op_linear_act(r, p, t->p.unary.op, t->p.unary.alpha, y, NULL);
-    }
+    const vkt_tensor *t = r->t;
     return vkt_unary(r->s, t->p.unary.op, t->p.unary.alpha, op_in_val(r->m, t, 0),
                      op_out_val(r), r->m->count[t->id]);
 }
 
 static vkt_status bwd_unary(const op_rec *r)
 {
-    const vkt_tensor *t = r->t, *p = fused_producer(r->m, t);
-    if (p && p->op == GOP_CONV2D)
-        return op_conv_relu(r, 1);
-    if (p)
-        return op_linear_backward(r);
+    const vkt_tensor *t = r->t;
     vkt_view dx = op_dx(r->m, t, 0);
     return kt_bias_act_backward(r->s, t->p.unary.op, t->p.unary.alpha, 0,
                                 op_in_val(r->m, t, 0), op_dy(r), &dx,

@@ -78,17 +78,10 @@ static inline int32_t op_in_value(const vkt_model *m, const vkt_tensor *t, uint3
 /* Reads every input's value and, with OPF_AUX_SAVED, the aux array. */
 void op_reads_inputs(const vkt_model *m, const vkt_tensor *t, acc_list *l);
 
-/* ---- fusion (the producers' entries record the fused pair) ---- */
-
 /* Linear x w + b into dst, then activation op applied by the bias kernel: in place, or
- * into *y with dst keeping the pre-activation (op_product.c). */
+ * into *y with dst keeping the pre-activation; lin is a linear or linear_act node
+ * (op_product.c). */
 vkt_status op_linear_act(const op_rec *r, const vkt_tensor *lin, vkt_unary_op op, float alpha,
                          vkt_view dst, const vkt_view *y);
-/* The backward of a linear, alone (r->t the linear) or fused into activation r->t. */
-vkt_status op_linear_backward(const op_rec *r);
-/* A conv2d's forward or backward run by relu node r->t it is fused into (op_conv.c). */
-vkt_status op_conv_relu(const op_rec *r, int backward);
-/* Whether a conv2d may take a relu into its output move. */
-vkt_status op_conv_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux, uint64_t *tmp);
 
 #endif

@@ -6,6 +6,7 @@
  * dispatch, in place over the activation's gradient. */
 #include "graph/op_impl.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- shapes ---- */
@@ -122,18 +123,20 @@ static vkt_status product_grads(const op_rec *r, const vkt_tensor *src, vkt_view
 
 static vkt_status bwd_matmul(const op_rec *r) { return product_grads(r, r->t, op_dy(r)); }
 
-vkt_status op_linear_backward(const op_rec *r)
+/* A linear alone, or fused with its activation (r->t a linear_act node: the linear's
+ * inputs, the activation in p.unary). */
+static vkt_status bwd_linear(const op_rec *r)
 {
     vkt_model *m = r->m;
     const mnode *nd = op_node(r);
-    const vkt_tensor *lin = nd->fused_from >= 0 ? m->g->nodes[nd->fused_from] : r->t;
+    const vkt_tensor *lin = r->t;
     uint32_t rows = (uint32_t)(m->count[lin->in[0]->id] / op_in_shape(m, lin, 1)->dims[0]);
     uint32_t cols = op_in_shape(m, lin, 1)->dims[1];
     int bias = lin->n_in == 3 && op_want(m, lin, 2);
     vkt_view dy = op_dy(r), db = bias ? op_dx(m, lin, 2) : dy, dz = dy;
     float beta_b = op_beta(m, r->t->id, 2);
     vkt_status st = VKT_OK;
-    if (nd->fused_from >= 0) {
+    if (lin->op == GOP_LINEAR_ACT) {
         vkt_unary_op op = r->t->p.unary.op;
         int from_y = nd->aux < 0;
         vkt_view v = model_view(m, from_y ? nd->val : nd->aux);
@@ -153,15 +156,16 @@ vkt_status op_linear_backward(const op_rec *r)
 static void product_access(const vkt_model *m, uint32_t i, acc_list *l)
 {
     const mnode *nd = &m->node[i];
-    const vkt_tensor *lin = nd->fused_from >= 0 ? m->g->nodes[nd->fused_from] : m->g->nodes[i];
+    const vkt_tensor *lin = m->t[i];
+    int fused = lin->op == GOP_LINEAR_ACT;
     int32_t dz = nd->tmp >= 0 ? nd->tmp : nd->grad;
     plan_add(l, nd->grad, 0, 0);
-    if (nd->fused_from >= 0)
+    if (fused)
         plan_add(l, nd->aux >= 0 ? nd->aux : nd->val, 0, 0);
     /* dz: written by phase 0 when an activation is fused (into tmp, or in place over the
      * activation's gradient), then read by the two products */
     for (int ph = 0; ph < 3; ph++)
-        plan_add(l, dz, ph == 0 && (nd->tmp >= 0 || nd->fused_from >= 0), ph);
+        plan_add(l, dz, ph == 0 && (nd->tmp >= 0 || fused), ph);
     if (lin->n_in == 3)
         plan_add(l, plan_in_grad(m, lin, 2), 1, 0);
     plan_add(l, op_in_value(m, lin, 0), 0, 1);
@@ -225,6 +229,23 @@ static void ref_linear_bwd(const graph_ref_args *a)
     ref_product_backward(a, a->node->n_in == 3);
 }
 
+/* A linear fuses with any activation the bias kernel applies after it. */
+static graph_op linear_fuse(const vkt_tensor *t, const vkt_tensor *use, graph_params *p)
+{
+    (void)t;
+    if (use->op != GOP_UNARY)
+        return GOP_COUNT;
+    switch (use->p.unary.op) {
+    case VKT_UNARY_RELU:
+    case VKT_UNARY_LEAKY_RELU:
+    case VKT_UNARY_GELU:
+    case VKT_UNARY_TANH:
+    case VKT_UNARY_SIGMOID:
+    case VKT_UNARY_SILU: *p = use->p; return GOP_LINEAR_ACT;
+    default: return GOP_COUNT;
+    }
+}
+
 static const char *const names_ab[] = {"a", "b"};
 static const char *const names_xwb[] = {"x", "w", "b"};
 
@@ -240,6 +261,82 @@ const graph_op_def graph_op_linear = {
     .name = "linear", .fn = "vkt_linear", .flags = OPF_SLOTS_REVERSED,
     .min_in = 2, .max_in = 3, .in_names = names_xwb,
     .shape = shape_linear, .batch_major = rows_of_a,
-    .forward = fwd_linear, .backward = op_linear_backward, .backward_access = product_access,
-    .ref_forward = ref_linear, .ref_backward = ref_linear_bwd, .grad_rtol = 1e-6,
+    .forward = fwd_linear, .backward = bwd_linear, .backward_access = product_access,
+    .fuse_with = linear_fuse, .ref_forward = ref_linear, .ref_backward = ref_linear_bwd,
+    .grad_rtol = 1e-6,
+};
+
+/* ---- linear_act: a linear and its activation, fused by the model's rewrite ---- */
+
+static const char *linear_act_name(const vkt_tensor *t)
+{
+    switch (t->p.unary.op) {
+    case VKT_UNARY_RELU: return "linear+relu";
+    case VKT_UNARY_LEAKY_RELU: return "linear+leaky_relu";
+    case VKT_UNARY_GELU: return "linear+gelu";
+    case VKT_UNARY_TANH: return "linear+tanh";
+    case VKT_UNARY_SIGMOID: return "linear+sigmoid";
+    case VKT_UNARY_SILU: return "linear+silu";
+    default: return "linear_act";
+    }
+}
+
+/* The pre-activation z is saved (aux) where the backward cannot take f' from the output
+ * y (gelu, silu, leaky relu with a negative slope). */
+static vkt_status linear_act_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux,
+                                    uint64_t *tmp)
+{
+    *tmp = 0;
+    *aux = m->training && m->node[t->id].needs_grad &&
+                   !kt_act_grad_from_y(t->p.unary.op, t->p.unary.alpha)
+               ? m->count[t->id]
+               : 0;
+    return VKT_OK;
+}
+
+static vkt_status fwd_linear_act(const op_rec *r)
+{
+    const mnode *nd = op_node(r);
+    vkt_view y = op_out_val(r);
+    vkt_unary_op op = r->t->p.unary.op;
+    float alpha = r->t->p.unary.alpha;
+    if (nd->aux >= 0)
+        return op_linear_act(r, r->t, op, alpha, model_view(r->m, nd->aux), &y);
+    return op_linear_act(r, r->t, op, alpha, y, NULL);
+}
+
+/* z = x w + b, then y = f(z). */
+static void ref_linear_act(const graph_ref_args *a)
+{
+    ref_product(a, a->node->n_in == 3);
+    uint64_t n = graph_count(&a->out_shape);
+    for (uint64_t i = 0; i < n; i++)
+        a->out[i] = graph_ref_act(a->node->p.unary.op, a->node->p.unary.alpha, a->out[i]);
+}
+
+/* dz = dy f'(z) with z recomputed, then the linear's backward from dz. */
+static void ref_linear_act_bwd(const graph_ref_args *a)
+{
+    uint64_t n = graph_count(&a->out_shape);
+    double *z = malloc((n ? n : 1) * sizeof *z), *dz = malloc((n ? n : 1) * sizeof *dz);
+    if (z && dz) {
+        graph_ref_args b = *a;
+        b.out = z;
+        ref_product(&b, a->node->n_in == 3);
+        for (uint64_t i = 0; i < n; i++)
+            dz[i] = a->dout[i] * graph_ref_act_grad(a->node->p.unary.op, a->node->p.unary.alpha,
+                                                    z[i]);
+        b.dout = dz;
+        ref_product_backward(&b, a->node->n_in == 3);
+    }
+    free(z);
+    free(dz);
+}
+
+const graph_op_def graph_op_linear_act = {
+    .name = "linear_act", .fn = "vkt_linear", .name_of = linear_act_name,
+    .flags = OPF_SLOTS_REVERSED | OPF_FUSED, .min_in = 2, .max_in = 3, .in_names = names_xwb,
+    .shape = shape_linear, .batch_major = rows_of_a, .arrays = linear_act_arrays,
+    .forward = fwd_linear_act, .backward = bwd_linear, .backward_access = product_access,
+    .ref_forward = ref_linear_act, .ref_backward = ref_linear_act_bwd, .grad_rtol = 1e-5,
 };

@@ -48,7 +48,10 @@
     X(RMSNORM, rmsnorm)       /* x, gamma */                                              \
     X(BATCHNORM, batchnorm)   /* x, gamma, beta, running mean, running var (states) */    \
     X(EMBEDDING, embedding)   /* ids (fp32 token ids), table [vocab, dim] */              \
-    X(ATTENTION, attention)   /* qkv [B,T,3C] -> [B,T,C], causal */
+    X(ATTENTION, attention)   /* qkv [B,T,3C] -> [B,T,C], causal */                       \
+    /* fused ops: made by the model's fusion rewrite (autodiff.c), never by a graph */    \
+    X(LINEAR_ACT, linear_act) /* linear then an activation (p.unary): x, w, b */          \
+    X(CONV_RELU, conv_relu)   /* conv2d (p.conv) then relu: x, w, b */
 
 typedef enum graph_op {
 #define GRAPH_OP_ENUM(id, name) GOP_##id,
@@ -60,7 +63,7 @@ typedef enum graph_op {
 /* Each op's parameters, typed; the member is named after the op (or its family). */
 typedef union graph_params {
     struct { float s; } scale;
-    struct { vkt_unary_op op; float alpha; } unary;
+    struct { vkt_unary_op op; float alpha; } unary; /* also linear_act's activation */
     struct { int log; } softmax;                    /* 1: log-softmax */
     struct { int32_t axis; } reduce;                /* sum, mean: -1 every axis */
     struct { vkt_shape target; } reshape;           /* 0 in a dimension: inferred */
@@ -69,7 +72,7 @@ typedef union graph_params {
     struct { float p; uint64_t seed; } dropout;
     struct {
         uint32_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
-    } conv;
+    } conv;                                         /* conv2d, conv_relu */
     struct { int max; uint32_t kernel, stride, pad; } pool;
     struct { float eps; } norm;                     /* layer and RMS normalization */
     struct { float eps, momentum; } batchnorm;
@@ -84,7 +87,8 @@ enum {
     OPF_LABELS_IN1 = 1u << 3,  /* input 1 holds integer labels */
     OPF_SLOTS_REVERSED = 1u << 4, /* the backward writes input gradients last slot first */
     OPF_AUX_SAVED = 1u << 5,   /* the backward reads the aux array the forward wrote */
-    OPF_NO_BATCH_ROWS = 1u << 6 /* the output does not follow batch rows (transpose) */
+    OPF_NO_BATCH_ROWS = 1u << 6, /* the output does not follow batch rows (transpose) */
+    OPF_FUSED = 1u << 7         /* made by the fusion rewrite from a producer and its use */
 };
 
 struct vkt_model;
@@ -134,6 +138,11 @@ typedef struct graph_op_def {
      * op's own node, or the activation it is fused into), with the dispatch (phase) of
      * each: for ops whose backward is several dispatches. NULL: the generic list. */
     void (*backward_access)(const struct vkt_model *m, uint32_t step, struct acc_list *l);
+
+    /* Fusion: the fused op this node (the producer) and `use`, the only use of its
+     * output, become (the model's rewrite, autodiff.c), with the fused node's parameters
+     * in *p; GOP_COUNT when they do not fuse. NULL: the op fuses with nothing. */
+    graph_op (*fuse_with)(const vkt_tensor *t, const vkt_tensor *use, graph_params *p);
 
     /* CPU reference in double: the forward, and the backward accumulating into din. */
     void (*ref_forward)(const struct graph_ref_args *a);

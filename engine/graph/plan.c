@@ -36,7 +36,7 @@ int32_t plan_in_grad(const vkt_model *m, const vkt_tensor *t, uint32_t k)
 
 void plan_generic_backward(const vkt_model *m, uint32_t i, acc_list *l)
 {
-    const vkt_tensor *t = m->g->nodes[i];
+    const vkt_tensor *t = m->t[i];
     const mnode *nd = &m->node[i];
     const graph_op_def *d = GRAPH_DEF(t);
     plan_add(l, nd->grad, 0, 0);
@@ -52,19 +52,17 @@ uint32_t model_step_access(const vkt_model *m, const mstep *s, int32_t *vals, in
 {
     acc_list l = {vals, writes, phases, 0, cap, 0};
     uint32_t i = s->node;
-    const vkt_tensor *t = m->g->nodes[i];
+    const vkt_tensor *t = m->t[i];
     const mnode *nd = &m->node[i];
-    /* the node whose step this is: an activation's producer when fused into it */
-    const vkt_tensor *src = nd->fused_from >= 0 ? m->g->nodes[nd->fused_from] : t;
     if (!s->backward) {
-        for (uint32_t k = 0; k < src->n_in; k++)
-            plan_add(&l, m->node[src->in[k]->id].val, 0, 0);
+        for (uint32_t k = 0; k < t->n_in; k++)
+            plan_add(&l, m->node[t->in[k]->id].val, 0, 0);
         plan_add(&l, nd->val, 1, 0);
         plan_add(&l, nd->aux, 1, 0);
         if (nd->sce_grad_fwd)
             plan_add(&l, m->node[t->in[0]->id].grad, 1, 0);
-    } else if (GRAPH_DEF(src)->backward_access) {
-        GRAPH_DEF(src)->backward_access(m, i, &l);
+    } else if (GRAPH_DEF(t)->backward_access) {
+        GRAPH_DEF(t)->backward_access(m, i, &l);
     } else {
         plan_generic_backward(m, i, &l);
     }
@@ -287,7 +285,7 @@ static vkt_status liveness(vkt_model *m)
         if (overflow)
             return model_fail(m, VKT_ERROR_INTERNAL,
                               "internal error: step %u (op '%s') makes more than %d accesses",
-                              s, m->g->nodes[m->steps[s].node]->name, CAP);
+                              s, m->t[m->steps[s].node]->name, CAP);
         for (uint32_t a = 0; a < n; a++) {
             mval *r = &m->val[model_root(m, vals[a])];
             int32_t pos = (int32_t)(s * PLAN_PHASES) + phases[a];

@@ -38,7 +38,7 @@ static void observe(void *user, const gpu_range *ranges, const int *writes, uint
         if (ok)
             continue;
         const mstep *s = &m->steps[w->step];
-        const vkt_tensor *t = m->g->nodes[s->node];
+        const vkt_tensor *t = m->t[s->node];
         w->st = model_fail(m, VKT_ERROR_INTERNAL,
                            "internal error: the memory plan does not cover the %s of op '%s' "
                            "(%s): it %s arena bytes [%llu, %llu), which the plan gives the "

@@ -56,15 +56,10 @@ vkt_status vkt_model_profile(vkt_model *m, uint32_t runs, vkt_op_timing *out, ui
     if (st == VKT_OK && !(t = malloc((first[n] + 1) * sizeof *t)))
         st = VKT_ERROR_OUT_OF_MEMORY;
     for (uint32_t k = 0; k < n; k++) {
-        const vkt_tensor *node = m->g->nodes[m->steps[k].node];
-        int32_t from = m->node[node->id].fused_from;
+        const vkt_tensor *node = m->t[m->steps[k].node]; /* fused: "linear+relu" */
         out[k] = (vkt_op_timing){.backward = m->steps[k].backward,
                                  .dispatches = st == VKT_OK ? first[k + 1] - first[k] : 0};
-        if (from >= 0)
-            snprintf(out[k].op, sizeof out[k].op, "%s+%s", graph_op_name(m->g->nodes[from]),
-                     graph_op_name(node));
-        else
-            snprintf(out[k].op, sizeof out[k].op, "%s", graph_op_name(node));
+        snprintf(out[k].op, sizeof out[k].op, "%s", graph_op_name(node));
         snprintf(out[k].name, sizeof out[k].name, "%s", node->name);
     }
     uint32_t *ctrl = m->ctrl->mapped;

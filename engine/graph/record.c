@@ -1,5 +1,6 @@
 /* record.c - recording a node's forward or backward into a stream: the op table's entry
- * does it (ops.h); a fused activation's entry records its producer's step. */
+ * does it (ops.h), for the node the model runs there (m->t: a fused node after the
+ * fusion rewrite). */
 #include "graph/model.h"
 
 void model_rows_cols(const vkt_shape *s, uint32_t *rows, uint32_t *cols)
@@ -22,7 +23,7 @@ void model_axis3(const vkt_shape *s, uint32_t axis, uint32_t *outer, uint32_t *l
 
 vkt_status model_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int training)
 {
-    const vkt_tensor *t = m->g->nodes[node];
+    const vkt_tensor *t = m->t[node];
     const graph_op_def *d = GRAPH_DEF(t);
     if (!d || !d->forward)
         return model_fail(m, VKT_ERROR_INTERNAL, "internal error: op %s has no forward",
@@ -33,7 +34,7 @@ vkt_status model_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int 
 
 vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
 {
-    const vkt_tensor *t = m->g->nodes[node];
+    const vkt_tensor *t = m->t[node];
     const graph_op_def *d = GRAPH_DEF(t);
     if (!d || !d->backward)
         return model_fail(m, VKT_ERROR_INTERNAL, "internal error: op %s has no backward",
