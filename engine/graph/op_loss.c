@@ -166,19 +166,26 @@ static void sce_reads(const vkt_model *m, const vkt_tensor *t, acc_list *l)
     plan_add(l, op_in_value(m, t, 1), 0, 0);
 }
 
+/* A row's maximum m and sum of exp(z - m): log-sum-exp = m + log(sum). */
+static void row_lse(const double *z, uint64_t cols, double *m, double *sum)
+{
+    *m = z[0];
+    *sum = 0;
+    for (uint64_t c = 1; c < cols; c++)
+        *m = z[c] > *m ? z[c] : *m;
+    for (uint64_t c = 0; c < cols; c++)
+        *sum += exp(z[c] - *m);
+}
+
 static void ref_sce(const graph_ref_args *a)
 {
     uint64_t rows = graph_count(a->in_shape[1]), cols = graph_count(a->in_shape[0]) / rows;
     double total = 0;
     for (uint64_t r = 0; r < rows; r++) {
         const double *z = a->in[0] + r * cols;
-        double m = z[0], sum = 0;
-        for (uint64_t c = 1; c < cols; c++)
-            m = z[c] > m ? z[c] : m;
-        for (uint64_t c = 0; c < cols; c++)
-            sum += exp(z[c] - m);
-        uint64_t label = ref_label(a->in[1][r], cols);
-        total += m + log(sum) - z[label];
+        double m, sum;
+        row_lse(z, cols, &m, &sum);
+        total += m + log(sum) - z[ref_label(a->in[1][r], cols)];
     }
     a->out[0] = total / (double)rows;
 }
@@ -192,11 +199,8 @@ static void ref_sce_bwd(const graph_ref_args *a)
     for (uint64_t r = 0; r < rows; r++) {
         const double *z = a->in[0] + r * cols;
         double *dz = a->din[0] + r * cols;
-        double m = z[0], sum = 0;
-        for (uint64_t c = 1; c < cols; c++)
-            m = z[c] > m ? z[c] : m;
-        for (uint64_t c = 0; c < cols; c++)
-            sum += exp(z[c] - m);
+        double m, sum;
+        row_lse(z, cols, &m, &sum);
         uint64_t label = ref_label(a->in[1][r], cols);
         for (uint64_t c = 0; c < cols; c++)
             dz[c] += scale * (exp(z[c] - m) / sum - (c == label ? 1.0 : 0.0));
