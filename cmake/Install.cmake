@@ -65,10 +65,13 @@ if(CMAKE_SYSTEM_NAME STREQUAL "Linux" AND CMAKE_OBJCOPY)
   add_custom_command(OUTPUT ${VKT_PUBLIC_OBJECT}
     COMMAND ${CMAKE_LINKER} -r -o ${VKT_PUBLIC_OBJECT} $<TARGET_OBJECTS:vktrain_objects>
     COMMAND ${CMAKE_OBJCOPY} --localize-hidden ${VKT_PUBLIC_OBJECT}
-    DEPENDS $<TARGET_OBJECTS:vktrain_objects>
+    # the target name too: file dependencies on another target's objects alone give the
+    # Makefile generator no order, and a clean parallel build ran this before them
+    DEPENDS vktrain_objects $<TARGET_OBJECTS:vktrain_objects>
     COMMENT "One relocatable object for the public libvktrain.a, hidden symbols made local"
     COMMAND_EXPAND_LISTS VERBATIM)
   add_library(vktrain_static STATIC ${VKT_PUBLIC_OBJECT})
+  add_dependencies(vktrain_static vktrain_objects)
   set_source_files_properties(${VKT_PUBLIC_OBJECT} PROPERTIES EXTERNAL_OBJECT TRUE
     GENERATED TRUE)
 else()
