@@ -79,7 +79,7 @@ all="--data --model --hidden --epochs --steps --batch --optimizer --lr --momentu
 --clip --dropout --schedule --warmup --seed --replicas --mode --staleness --scale-lr --balance
 --slow-replica-ms --logdir --log-every --checkpoint-dir --save-every --save-secs --keep --quiet
 --comm-timeout --bucket-mb --check-identical --overlap --text --context --width --layers
---heads --eval-every --sample --temperature --help"
+--heads --norm --act --eval-every --sample --temperature --help"
 missing=""
 for o in $all; do grep -Eq -- "^  $o( |\$)" <<<"$help" || missing+=" $o"; done
 check "--help lists every option (missing:$missing)" "[[ -z '$missing' ]]"
