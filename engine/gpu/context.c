@@ -47,13 +47,10 @@ static vkt_status resolve_variant(vkt_kernel_variant asked, const vkt_device_inf
     return VKT_OK;
 }
 
-static vkt_status create_device(vkt_context *ctx)
+/* The plan's extensions enabled; with VK_KHR_portability_subset (MoltenVK) its features
+ * chained with only what vktrain uses (events, for marks) requested. */
+static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
 {
-    if (ctx->info.api_version < VK_API_VERSION_1_1)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE,
-                        "device '%s' supports Vulkan %u.%u only; vktrain needs 1.1",
-                        ctx->info.name, VK_API_VERSION_MAJOR(ctx->info.api_version),
-                        VK_API_VERSION_MINOR(ctx->info.api_version));
     if (!pick_queue_family(ctx->phys, &ctx->queue_family))
         return vkt_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE, "device '%s' has no compute queue",
                         ctx->info.name);
@@ -62,9 +59,14 @@ static vkt_status create_device(vkt_context *ctx)
                                   .queueFamilyIndex = ctx->queue_family,
                                   .queueCount = 1,
                                   .pQueuePriorities = &prio};
+    gpu_portability_subset_features subset = {.sType = GPU_PORTABILITY_SUBSET_FEATURES_STYPE,
+                                               .events = plan->events ? VK_TRUE : VK_FALSE};
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                             .pNext = plan->portability_subset ? &subset : NULL,
                              .queueCreateInfoCount = 1,
-                             .pQueueCreateInfos = &qi};
+                             .pQueueCreateInfos = &qi,
+                             .enabledExtensionCount = plan->extension_count,
+                             .ppEnabledExtensionNames = plan->extensions};
     GPU_CHECK(ctx, vkCreateDevice(ctx->phys, &di, NULL, &ctx->device));
     vkGetDeviceQueue(ctx->device, ctx->queue_family, 0, &ctx->queue);
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -103,10 +105,19 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
     ctx->variant = variant;
     ctx->force_staging = o.force_staging;
-    ctx->storage_texel = gpu_storage_texel_ok(ctx->phys);
     ctx->mem.block_size = o.block_size ? o.block_size : gpu_default_block_size(ctx);
 
-    vkt_status st = create_device(ctx);
+    gpu_device_caps caps;
+    gpu_device_plan plan;
+    vkt_status st = gpu_query_device_caps(ctx->phys, &caps, ctx->errmsg);
+    if (st == VKT_OK)
+        st = gpu_plan_device(&caps, &plan, ctx->errmsg);
+    if (st == VKT_OK) {
+        ctx->storage_texel = plan.storage_texel;
+        ctx->subgroup_shuffle = plan.subgroup_shuffle;
+        ctx->events = plan.events;
+        st = create_device(ctx, &plan);
+    }
     if (st == VKT_OK)
         st = gpu_pipeline_cache_open(ctx, !o.no_pipeline_cache_file);
     if (st != VKT_OK) {

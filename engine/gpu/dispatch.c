@@ -17,18 +17,6 @@ VkDescriptorType gpu_descriptor_type(gpu_bind_type type)
     }
 }
 
-int gpu_storage_texel_ok(VkPhysicalDevice phys)
-{
-    static const VkFormat formats[2] = {VK_FORMAT_R32_SFLOAT, VK_FORMAT_R32G32B32A32_SFLOAT};
-    for (int i = 0; i < 2; i++) {
-        VkFormatProperties fp;
-        vkGetPhysicalDeviceFormatProperties(phys, formats[i], &fp);
-        if (!(fp.bufferFeatures & VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT))
-            return 0;
-    }
-    return 1;
-}
-
 static VkDeviceSize binding_alignment(const vkt_context *ctx, gpu_bind_type type)
 {
     VkDeviceSize a = type == GPU_BIND_STORAGE ? ctx->props.limits.minStorageBufferOffsetAlignment

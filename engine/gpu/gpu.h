@@ -64,6 +64,70 @@ struct vkt_instance {
 /* Fills `info` from a physical device's properties. */
 void gpu_describe_device(VkPhysicalDevice phys, vkt_device_info *info);
 
+/* ---- portability (portability.c): what to enable, which kernel paths run ------- */
+
+/* The instance extensions and flags to create with: VK_EXT_debug_utils with validation,
+ * VK_KHR_portability_enumeration + ENUMERATE_PORTABILITY when the loader lists it (so
+ * MoltenVK's devices are enumerated). Pure: `available` is the loader's list. */
+typedef struct gpu_instance_plan {
+    const char *extensions[2];
+    uint32_t extension_count;
+    VkInstanceCreateFlags flags;
+    int portability_enumeration;
+} gpu_instance_plan;
+void gpu_plan_instance(const char *const *available, uint32_t n, int validation,
+                       gpu_instance_plan *out);
+
+/* VK_KHR_portability_subset lives in vulkan_beta.h (VK_ENABLE_BETA_EXTENSIONS, which
+ * would change volk's tables for the whole build): its name and features struct, with
+ * the layout of the registry's VkPhysicalDevicePortabilitySubsetFeaturesKHR. */
+#define GPU_PORTABILITY_SUBSET_NAME "VK_KHR_portability_subset"
+/* VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PORTABILITY_SUBSET_FEATURES_KHR (beta-only too) */
+#define GPU_PORTABILITY_SUBSET_FEATURES_STYPE ((VkStructureType)1000163000)
+typedef struct gpu_portability_subset_features {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 constantAlphaColorBlendFactors, events, imageViewFormatReinterpretation,
+        imageViewFormatSwizzle, imageView2DOn3DImage, multisampleArrayImage,
+        mutableComparisonSamplers, pointPolygons, samplerMipLodBias, separateStencilMaskRef,
+        shaderSampleRateInterpolationFunctions, tessellationIsolines, tessellationPointMode,
+        triangleFans, vertexAttributeAccessBeyondStride;
+} gpu_portability_subset_features;
+
+/* What a device offers that the decision needs: filled from Vulkan by
+ * gpu_query_device_caps, or by hand in a test (then `name` and `extensions` may point
+ * anywhere; the _buf fields are the query's storage). */
+typedef struct gpu_device_caps {
+    const char *name;
+    uint32_t api_version;
+    const char *const *extensions; /* device extension names */
+    uint32_t extension_count;
+    int compute_queue;                            /* a queue family with compute */
+    uint32_t subgroup_size, subgroup_stages;      /* VkPhysicalDeviceSubgroupProperties */
+    uint32_t subgroup_operations;
+    int storage_texel_r32, storage_texel_rgba32;  /* STORAGE_TEXEL_BUFFER in bufferFeatures */
+    int uniform_texel_r32, uniform_texel_rgba32;  /* UNIFORM_TEXEL_BUFFER in bufferFeatures */
+    int portability_events; /* the subset's `events` feature (read when the subset is listed) */
+    char name_buf[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+    const char *extensions_buf[1];
+} gpu_device_caps;
+
+/* The decision for one device: extensions to enable and which kernel paths run. */
+typedef struct gpu_device_plan {
+    const char *extensions[1];
+    uint32_t extension_count;
+    int portability_subset; /* VK_KHR_portability_subset listed: enabled, features chained */
+    int events;             /* VkEvent usable (marks); else marks wait for the fence */
+    int storage_texel;      /* R32F and RGBA32F storage texel buffers (spec: mandatory) */
+    int subgroup_shuffle;   /* basic + shuffle subgroup operations in compute shaders */
+} gpu_device_plan;
+
+/* Pure. Refuses (VKT_ERROR_NO_DEVICE, message naming the device and what it lacks) a
+ * device without Vulkan 1.1, a compute queue, or the mandatory R32F/RGBA32F uniform
+ * texel buffers; everything else the kernels can go without (gpu_device_plan). */
+vkt_status gpu_plan_device(const gpu_device_caps *caps, gpu_device_plan *out, char *errmsg);
+vkt_status gpu_query_device_caps(VkPhysicalDevice phys, gpu_device_caps *caps, char *errmsg);
+
 /* ---- memory ------------------------------------------------------------------ */
 
 /* A suballocation: [offset, offset+size) inside a block's VkDeviceMemory. */
@@ -120,7 +184,9 @@ struct vkt_context {
     vkt_device_info info;
     vkt_kernel_variant variant;
     int force_staging;
-    int storage_texel;            /* GPU_BIND_STORAGE_TEXEL_* usable (gpu_storage_texel_ok) */
+    int storage_texel;            /* GPU_BIND_STORAGE_TEXEL_* usable (gpu_device_plan) */
+    int subgroup_shuffle;         /* gpu_device_plan: subgroup shuffles in compute shaders */
+    int events;                   /* gpu_device_plan: VkEvents usable (marks, mark.c) */
     VkCommandPool cmd_pool;
     VkPipelineCache pipeline_cache;
     char cache_path[1024];        /* "" when the file cache is off */
@@ -177,12 +243,6 @@ typedef enum gpu_bind_type {
 /* The descriptor type of a binding type: STORAGE_BUFFER, UNIFORM_TEXEL_BUFFER or
  * STORAGE_TEXEL_BUFFER. */
 VkDescriptorType gpu_descriptor_type(gpu_bind_type type);
-
-/* Whether R32_SFLOAT and R32G32B32A32_SFLOAT both support storage texel buffers on a
- * device (VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT in bufferFeatures). The Vulkan
- * spec makes both mandatory; kernels still check ctx->storage_texel, set from this at
- * context creation, and fall back to uniform texel buffers without it. */
-int gpu_storage_texel_ok(VkPhysicalDevice phys);
 
 #define GPU_MAX_BINDINGS 8
 

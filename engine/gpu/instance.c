@@ -95,18 +95,27 @@ static int has_layer(const char *name)
     return found;
 }
 
-static int has_instance_extension(const char *name)
+/* The loader's instance extensions as a name list for gpu_plan_instance; *names NULL
+ * (n 0) when it lists none. `*props` owns the names; free it. */
+static uint32_t instance_extensions(VkExtensionProperties **props, const char ***names)
 {
+    *props = NULL;
+    *names = NULL;
     uint32_t n = 0;
     if (vkEnumerateInstanceExtensionProperties(NULL, &n, NULL) != VK_SUCCESS || n == 0)
         return 0;
     VkExtensionProperties *p = calloc(n, sizeof *p);
-    int found = 0;
-    if (p && vkEnumerateInstanceExtensionProperties(NULL, &n, p) == VK_SUCCESS)
-        for (uint32_t i = 0; i < n && !found; i++)
-            found = strcmp(p[i].extensionName, name) == 0;
-    free(p);
-    return found;
+    const char **v = calloc(n, sizeof *v);
+    if (!p || !v || vkEnumerateInstanceExtensionProperties(NULL, &n, p) != VK_SUCCESS) {
+        free(p);
+        free(v);
+        return 0; /* nothing optional enabled: still a working instance */
+    }
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = p[i].extensionName;
+    *props = p;
+    *names = v;
+    return n;
 }
 
 static vkt_status create_vk_instance(vkt_instance *inst)
@@ -120,21 +129,21 @@ static vkt_status create_vk_instance(vkt_instance *inst)
                         VK_API_VERSION_MAJOR(api), VK_API_VERSION_MINOR(api));
 
     const char *layers[1];
-    const char *exts[2];
-    uint32_t n_layers = 0, n_exts = 0;
-    VkInstanceCreateFlags flags = 0;
+    uint32_t n_layers = 0;
     if (inst->validation) {
         if (!has_layer(VALIDATION_LAYER))
             return vkt_fail(inst->errmsg, VKT_ERROR_VULKAN,
                             "validation was requested but %s is not installed (Debian: "
                             "vulkan-validationlayers)", VALIDATION_LAYER);
         layers[n_layers++] = VALIDATION_LAYER;
-        exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
     }
-    if (has_instance_extension(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
-        exts[n_exts++] = VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME;
-        flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
-    }
+    VkExtensionProperties *props;
+    const char **names;
+    uint32_t n_available = instance_extensions(&props, &names);
+    gpu_instance_plan plan;
+    gpu_plan_instance(names, n_available, inst->validation, &plan);
+    free(names);
+    free(props); /* the plan's names are the string literals of gpu.h */
 
     VkDebugUtilsMessengerCreateInfoEXT dbg = {
         .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
@@ -157,12 +166,12 @@ static vkt_status create_vk_instance(vkt_instance *inst)
     VkInstanceCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
         .pNext = inst->validation ? &dbg : NULL,
-        .flags = flags,
+        .flags = plan.flags,
         .pApplicationInfo = &app,
         .enabledLayerCount = n_layers,
         .ppEnabledLayerNames = layers,
-        .enabledExtensionCount = n_exts,
-        .ppEnabledExtensionNames = exts,
+        .enabledExtensionCount = plan.extension_count,
+        .ppEnabledExtensionNames = plan.extensions,
     };
     VkResult r = vkCreateInstance(&ci, NULL, &inst->instance);
     if (r == VK_ERROR_INCOMPATIBLE_DRIVER)

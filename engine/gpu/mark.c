@@ -3,7 +3,10 @@
  * compute and transfer write to host reads, then vkCmdSetEvent; the host polls the event
  * (vkGetEventStatus), and the fence once the event is not set, so a lost device or a
  * finished submission never leaves it waiting. Events are created as marks are first
- * recorded and kept across recordings; the host resets them before each submission. */
+ * recorded and kept across recordings; the host resets them before each submission.
+ * On a device without events (a portability-subset device, MoltenVK, may lack them:
+ * ctx->events), a mark is the barrier alone and counts as passed when the fence is
+ * signalled: the results are the same, only the overlap is lost. */
 #include "gpu.h"
 
 #include <stdlib.h>
@@ -16,7 +19,7 @@ vkt_status gpu_stream_mark(vkt_stream *s, uint32_t *out_index)
     vkt_status st = gpu_stream_begin(s);
     if (st != VKT_OK)
         return st;
-    if (s->mark_count == s->mark_cap) {
+    if (ctx->events && s->mark_count == s->mark_cap) {
         uint32_t cap = s->mark_cap ? 2 * s->mark_cap : 8;
         VkEvent *e = realloc(s->marks, cap * sizeof *e);
         if (!e)
@@ -37,7 +40,8 @@ vkt_status gpu_stream_mark(vkt_stream *s, uint32_t *out_index)
                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
     vkCmdPipelineBarrier(s->cmd, MARK_STAGES, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL,
                          0, NULL);
-    vkCmdSetEvent(s->cmd, s->marks[s->mark_count], MARK_STAGES);
+    if (ctx->events)
+        vkCmdSetEvent(s->cmd, s->marks[s->mark_count], MARK_STAGES);
     s->stats.barriers++;
     s->has_commands = 1;
     *out_index = s->mark_count++;
@@ -49,7 +53,7 @@ int gpu_stream_mark_passed(vkt_stream *s, uint32_t index)
     vkt_context *ctx = s->ctx;
     if (!s->submitted)
         return 1;
-    if (index < s->mark_count) {
+    if (ctx->events && index < s->mark_count) {
         VkResult r = vkGetEventStatus(ctx->device, s->marks[index]);
         if (r == VK_EVENT_SET)
             return 1;
@@ -70,7 +74,7 @@ int gpu_stream_mark_passed(vkt_stream *s, uint32_t index)
 
 vkt_status gpu_stream_marks_reset(vkt_stream *s)
 {
-    for (uint32_t i = 0; i < s->mark_count; i++)
+    for (uint32_t i = 0; s->ctx->events && i < s->mark_count; i++)
         GPU_CHECK(s->ctx, vkResetEvent(s->ctx->device, s->marks[i]));
     return VKT_OK;
 }

@@ -32,13 +32,7 @@ static int shuffle_variant(const vkt_context *ctx)
  * device that runs it must have them in compute shaders. */
 static int shuffle_supported(const vkt_context *ctx)
 {
-    VkPhysicalDeviceSubgroupProperties sub = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                      .pNext = &sub};
-    vkGetPhysicalDeviceProperties2(ctx->phys, &p2);
-    return (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-           (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+    return ctx->subgroup_shuffle; /* gpu_plan_device, from the subgroup properties */
 }
 
 /* Loop iterations one invocation may run for one row of t steps, counted as if no loop

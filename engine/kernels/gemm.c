@@ -120,13 +120,7 @@ static vkt_status check(vkt_stream *s, const vkt_gemm_desc *d, operand *a, opera
  * them; on a device without, the GPU kernel runs instead (same results). */
 static int cpu_kernel_supported(const vkt_context *ctx)
 {
-    VkPhysicalDeviceSubgroupProperties sub = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                      .pNext = &sub};
-    vkGetPhysicalDeviceProperties2(ctx->phys, &p2);
-    return sub.subgroupSize >= 8 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-           (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+    return ctx->info.subgroup_size >= 8 && ctx->subgroup_shuffle; /* gpu_plan_device */
 }
 
 static uint32_t ceil_div(uint32_t x, uint32_t y) { return (uint32_t)(((uint64_t)x + y - 1) / y); }

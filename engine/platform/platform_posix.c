@@ -116,6 +116,18 @@ int vkt_read_file(const char *path, void **data, size_t *size)
     return 0;
 }
 
+/* Data on stable storage. On macOS fsync only hands it to the drive, whose cache can
+ * still lose it at a power cut; F_FULLFSYNC flushes that cache too (some file systems
+ * refuse it: then fsync). */
+static int flush_fd(int fd)
+{
+#if defined(__APPLE__)
+    if (fcntl(fd, F_FULLFSYNC) == 0)
+        return 0;
+#endif
+    return fsync(fd);
+}
+
 static int fsync_dir_of(const char *path)
 {
     char dir[4096];
@@ -129,7 +141,7 @@ static int fsync_dir_of(const char *path)
     int fd = open(dir, O_RDONLY);
     if (fd < 0)
         return -1;
-    int r = fsync(fd);
+    int r = flush_fd(fd);
     close(fd);
     return r;
 }
@@ -160,7 +172,7 @@ int vkt_write_file_atomic(const char *path, const void *data, size_t size)
         p += w;
         left -= (size_t)w;
     }
-    if (fsync(fd) != 0 || close(fd) != 0) {
+    if (flush_fd(fd) != 0 || close(fd) != 0) {
         unlink(tmp);
         return -1;
     }
