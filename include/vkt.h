@@ -428,6 +428,21 @@ VKT_API vkt_tensor *vkt_graph_find(const vkt_graph *graph, const char *name);
  * always readable. */
 VKT_API vkt_tensor *vkt_keep(vkt_graph *graph, vkt_tensor *tensor);
 
+/* Model parallelism: placement. Every tensor records a pipeline stage, an index into a
+ * pipeline's device list (vkt_pipeline_create), taken from the graph's current stage
+ * when it is built: 0 until vkt_graph_set_stage changes it, so a graph built without
+ * these calls is wholly on stage 0, as before. Ops run on their stage; leaves live where
+ * they are read (an input is fed to every stage that reads it; a parameter belongs to
+ * the one stage whose ops read it). Values must flow to higher stages and the loss sits
+ * on the last one: vkt_pipeline_create checks it all and names what is wrong.
+ * VKT_ERROR_INVALID_ARGUMENT for a stage >= VKT_MAX_STAGES or a NULL handle. */
+#define VKT_MAX_STAGES 16
+VKT_API vkt_status vkt_graph_set_stage(vkt_graph *graph, uint32_t stage);
+VKT_API uint32_t vkt_graph_stage(const vkt_graph *graph);
+/* Moves one tensor (an op) to a stage after building: automatic splits. */
+VKT_API vkt_status vkt_tensor_set_stage(vkt_tensor *tensor, uint32_t stage);
+VKT_API uint32_t vkt_tensor_stage(const vkt_tensor *tensor);
+
 /* ---- leaves ---- */
 
 /* A placeholder of fp32 data set before each step; shape->dims[0] is the batch. */
@@ -1034,6 +1049,62 @@ typedef struct vkt_feed {
     const vkt_tensor *tensor;
     const void *data;
 } vkt_feed;
+
+/* ------------------------------------------------------------------------------ */
+/* Model parallelism: a pipeline of stages (docs/model_parallel.md)               */
+/* ------------------------------------------------------------------------------ */
+
+/* A graph placed on P stages (vkt_graph_set_stage), each stage compiled on its own
+ * context holding only its parameters, gradients, optimizer state and activations.
+ * Values crossing stages go through host memory forward, their gradients backward. A
+ * step cuts the global batch into m equal micro-batches that flow through the stages,
+ * one thread per stage, in the one-forward-one-backward order (1F1B); the gradients of
+ * the micro-batches are summed (weighted rows / batch) on the host, then every stage
+ * applies one optimizer update: the same step as one model on the whole batch, up to
+ * the order of float sums. Stages that send values recompute their forward with the
+ * backward (so a stage keeps one micro-batch of activations), which is why dropout and
+ * batch normalization are refused for now. Gradient clipping (a global norm) is refused
+ * too. The instance and graph must outlive the pipeline. */
+typedef struct vkt_pipeline vkt_pipeline;
+
+typedef struct vkt_pipeline_options {
+    uint32_t batch;            /* global batch rows (required): a multiple of micro_batches */
+    uint32_t micro_batches;    /* m; 0 = 1 */
+    uint32_t stages;           /* P, 1..VKT_MAX_STAGES; 0 = 1 + the highest stage of an op */
+    const uint32_t *devices;   /* device index per stage (may repeat: several contexts on
+                                  one device); NULL: VKT_DEVICES (stage s on entry s mod
+                                  its length), else device 0 */
+    vkt_optimizer_options optimizer; /* zeroed: SGD with its default lr */
+    int sequential;            /* 1: one stage at a time, micro-batch after micro-batch (no
+                                  overlap): the baseline that measures the bubble */
+} vkt_pipeline_options;
+
+VKT_API vkt_status vkt_pipeline_create(vkt_instance *instance, vkt_graph *graph, vkt_tensor *loss,
+                                       const vkt_pipeline_options *options,
+                                       vkt_pipeline **out_pipeline /* OUT */);
+VKT_API void vkt_pipeline_destroy(vkt_pipeline *pipeline);
+VKT_API const char *vkt_pipeline_errmsg(const vkt_pipeline *pipeline);
+VKT_API uint32_t vkt_pipeline_stages(const vkt_pipeline *pipeline);
+/* One training step on a global batch: every feed holds options.batch
+ * rows. *out_loss (may be NULL): the batch's mean loss before the update. */
+VKT_API vkt_status vkt_pipeline_step(vkt_pipeline *pipeline, const vkt_feed *feeds,
+                                     uint32_t n_feeds, float *out_loss /* OUT */);
+/* One parameter's values, from the stage that holds it. */
+VKT_API vkt_status vkt_pipeline_read(vkt_pipeline *pipeline, const vkt_tensor *param,
+                                     float *out /* OUT */, uint64_t count);
+
+typedef struct vkt_pipeline_stage_stats {
+    uint32_t device;           /* its device index */
+    uint32_t ops;              /* ops of the graph placed on it */
+    uint64_t param_bytes, grad_bytes, optimizer_bytes; /* on its device */
+    uint64_t activation_bytes; /* its arena: one micro-batch */
+    uint64_t sent_bytes;       /* values sent forward and gradients sent back, last step */
+    double busy_seconds;       /* last step: time in its forwards, backwards and update */
+} vkt_pipeline_stage_stats;
+VKT_API vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *pipeline, uint32_t stage,
+                                                vkt_pipeline_stage_stats *out /* OUT */);
+/* The last step's wall time. */
+VKT_API double vkt_pipeline_step_seconds(const vkt_pipeline *pipeline);
 
 VKT_API vkt_status vkt_trainer_create(vkt_instance *instance, vkt_graph *graph, vkt_tensor *loss,
                                       const vkt_trainer_options *options,

@@ -59,6 +59,7 @@ static vkt_status mark_grads(vkt_model *m)
     for (uint32_t i = 0; i < m->n; i++) {
         const vkt_tensor *t = g->nodes[i];
         dep[i] = t->op == GOP_PARAM && !t->state; /* states are not trained */
+        dep[i] |= m->grad_input && m->grad_input[i]; /* an input whose gradient is asked */
         for (uint32_t k = 0; k < t->n_in; k++)
             dep[i] |= dep[t->in[k]->id];
     }
@@ -242,6 +243,8 @@ static vkt_status make_grads(vkt_model *m)
         }
         if (nd->grad < 0)
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        if (t->op == GOP_INPUT) /* asked for (grad_input): readable after the step */
+            m->val[model_root(m, nd->grad)].kept = 1;
         vkt_status st = make_array(m, i, 1);
         if (st != VKT_OK)
             return st;

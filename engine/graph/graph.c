@@ -110,6 +110,7 @@ vkt_tensor *graph_add(vkt_graph *g, const char *fn, const vkt_tensor *tmpl,
     *t = *tmpl;
     t->graph = g;
     t->id = g->count;
+    t->stage = g->stage;
     t->n_in = n_in;
     t->in = n_in <= 3 ? t->in_inline : malloc(n_in * sizeof *t->in);
     if (!t->in) {

@@ -29,12 +29,14 @@ struct vkt_tensor {
     char name[GRAPH_NAME_SIZE];
     graph_params p;       /* the op's parameters (ops.h) */
     vkt_init init;        /* parameters: the initializer */
+    uint32_t stage;       /* pipeline stage (vkt_graph_set_stage when built; 0 default) */
 };
 
 struct vkt_graph {
     vkt_tensor **nodes;
     uint32_t count, cap;
     uint64_t seed;
+    uint32_t stage;       /* the stage new nodes are placed on (vkt_graph_set_stage) */
     vkt_status status;
     char errmsg[VKT_ERRMSG_SIZE];
 };
@@ -85,6 +87,10 @@ const char *graph_op_name(const vkt_tensor *n);
 
 /* Fills a parameter of `shape` from its initializer, deterministic for the seed. */
 void graph_init_param(const vkt_tensor *param, uint64_t graph_seed, float *out);
+/* The seed of a parameter's initializer: its own (vkt_init.seed), else one made from the
+ * graph's seed and the parameter's id (so a copy of the parameter in another graph, a
+ * pipeline stage's, starts from the same values when given this seed). */
+uint64_t graph_init_seed(const vkt_tensor *param, uint64_t graph_seed);
 
 /* ---- CPU reference of one op, in double (ops_ref.c, ops_ref_bwd.c) ---- */
 

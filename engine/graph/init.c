@@ -20,12 +20,17 @@ static double normal01(uint64_t *s)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+uint64_t graph_init_seed(const vkt_tensor *p, uint64_t graph_seed)
+{
+    return p->init.seed ? p->init.seed
+                        : graph_seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(p->id + 1));
+}
+
 void graph_init_param(const vkt_tensor *p, uint64_t graph_seed, float *out)
 {
     uint64_t n = graph_count(&p->shape);
     const vkt_init *in = &p->init;
-    uint64_t state = in->seed ? in->seed
-                              : graph_seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(p->id + 1));
+    uint64_t state = graph_init_seed(p, graph_seed);
     double fan_in = 1, fan_out = 1;
     if (p->shape.ndim == 1) {
         fan_in = fan_out = p->shape.dims[0];

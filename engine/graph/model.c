@@ -228,10 +228,35 @@ static int env_check(void)
 vkt_status vkt_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
                             const vkt_model_options *options, vkt_model **out)
 {
+    return graph_model_create(ctx, g, loss, options, NULL, 0, out);
+}
+
+/* grad_inputs must be vkt_input nodes of g, and the model must train. */
+static vkt_status check_grad_inputs(vkt_graph *g, vkt_tensor *loss, const vkt_model_options *o,
+                                    const vkt_tensor *const *in, uint32_t n)
+{
+    static const char fn[] = "graph_model_create";
+    if (n && (!in || !loss || (o && o->forward_only)))
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: input gradients need a "
+                        "training model and a list of inputs", fn);
+    for (uint32_t k = 0; k < n; k++)
+        if (!in[k] || in[k]->graph != g || in[k]->op != GOP_INPUT)
+            return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: grad_inputs[%u] is not an "
+                            "fp32 input of this graph", fn, k);
+    return VKT_OK;
+}
+
+vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
+                              const vkt_model_options *options,
+                              const vkt_tensor *const *grad_inputs, uint32_t n_grad_inputs,
+                              vkt_model **out)
+{
     if (!out)
         return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_create: out is NULL");
     *out = NULL;
     vkt_status st = check_args(ctx, g, loss, options);
+    if (st == VKT_OK)
+        st = check_grad_inputs(g, loss, options, grad_inputs, n_grad_inputs);
     if (st != VKT_OK)
         return st;
     vkt_model_options o;
@@ -263,7 +288,11 @@ vkt_status vkt_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     m->t = calloc(m->n ? m->n : 1, sizeof *m->t);
     m->fused = calloc(m->n ? m->n : 1, sizeof *m->fused);
     m->batch_major = calloc(m->n, sizeof *m->batch_major);
-    if (!m->shape || !m->count || !m->node || !m->batch_major || !m->t || !m->fused)
+    if (n_grad_inputs && (m->grad_input = calloc(m->n, 1)) != NULL)
+        for (uint32_t k = 0; k < n_grad_inputs; k++)
+            m->grad_input[grad_inputs[k]->id] = 1;
+    if (!m->shape || !m->count || !m->node || !m->batch_major || !m->t || !m->fused ||
+        (n_grad_inputs && !m->grad_input))
         st = model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (st == VKT_OK)
         st = infer_shapes(m);
@@ -304,6 +333,7 @@ void vkt_model_destroy(vkt_model *m)
     free(m->node);
     free(m->t);
     free(m->fused);
+    free(m->grad_input);
     free(m->val);
     free(m->order);
     free(m->steps);

@@ -83,6 +83,10 @@ struct vkt_model {
     int training;             /* has a backward */
     int check, no_reuse, no_fusion;
     vkt_model *param_owner;   /* the model whose parameter buffer this one uses */
+    /* Per node, or NULL: inputs whose gradient the backward computes into the arena and
+     * keeps readable (a pipeline stage sends it back to the stage that produced the
+     * input: graph_model_create, graph_model_read_input_grad). */
+    uint8_t *grad_input;
 
     /* Per node: the op the model runs there. The graph's node, or a fused node the fusion
      * rewrite made (autodiff.c: a linear or conv2d and the activation that is its only
@@ -129,6 +133,19 @@ struct vkt_model {
 };
 
 /* ---- for the optimizer layer and other engine code ---- */
+
+/* vkt_model_create, plus the inputs (vkt_input nodes of the graph) whose gradients the
+ * training step computes and keeps: n of them, each read afterwards with
+ * graph_model_read_input_grad. A model parallel stage receives its inputs from another
+ * stage and sends their gradients back. */
+vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
+                              const vkt_model_options *options,
+                              const vkt_tensor *const *grad_inputs, uint32_t n,
+                              vkt_model **out);
+/* The gradient of the loss with respect to input t (one of graph_model_create's
+ * grad_inputs) after the last training step: count must be its element count. */
+vkt_status graph_model_read_input_grad(vkt_model *m, const vkt_tensor *t, float *out,
+                                       uint64_t count);
 
 /* The flat parameter and gradient buffers (views at element 0) and their length. grads
  * is {NULL, 0} for a forward-only model. */

@@ -222,3 +222,23 @@ vkt_status vkt_model_write_grads(vkt_model *m, const float *data, uint64_t count
 {
     return flat_io(m, "vkt_model_write_grads", 1, (void *)data, count, 1);
 }
+
+vkt_status graph_model_read_input_grad(vkt_model *m, const vkt_tensor *t, float *out,
+                                       uint64_t count)
+{
+    static const char fn[] = "graph_model_read_input_grad";
+    if (!m || !t || !out || t->graph != m->g || t->id >= m->n)
+        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: not a tensor of this model", fn);
+    const mnode *nd = &m->node[t->id];
+    if (!m->grad_input || !m->grad_input[t->id] || nd->grad < 0)
+        return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is not an input whose gradient this "
+                          "model computes", fn, t->name);
+    if (count != m->count[t->id])
+        return model_fail(m, VKT_ERROR_SHAPE, "%s: '%s' has %llu elements, not %llu", fn,
+                          t->name, (unsigned long long)m->count[t->id],
+                          (unsigned long long)count);
+    vkt_view v = model_view(m, nd->grad);
+    vkt_status st = vkt_buffer_read(v.buffer, v.offset * 4, out, count * 4);
+    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+}

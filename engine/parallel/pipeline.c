@@ -1,0 +1,679 @@
+/* pipeline.c - model parallelism: a graph cut into stages (graph/stage.h), one context,
+ * model, optimizer and thread per stage, micro-batches flowing through them.
+ *
+ * Schedule: one-forward-one-backward (1F1B). Stage s (of P) runs
+ *     F(0) .. F(w-1), then F(k) B(k-w) for k = w..m-1, then B(m-w) .. B(m-1),
+ * w = min(P-1-s, m). Its bubble is GPipe's, (P-1)/(m+P-1) of the step with equal
+ * stages, but a stage never holds more than P-s micro-batches in flight instead of m.
+ * Here a stage's forward is recomputed by its backward (F only sends values), so the
+ * in-flight state is the host copies of its received values: P-s micro-batches of them.
+ *
+ * Crossing values (edges) live in host memory: act[k] the value of micro-batch k sent
+ * forward; grad[c][k] the gradient consumer stage c sends back (one slot per consumer,
+ * summed by the sender in stage order, so the result does not depend on timing). One
+ * monitor guards the flags; a failing stage sets `failed` and wakes everybody.
+ *
+ * The last stage's F(k) is its whole step (forward, loss, backward). Gradients of each
+ * micro-batch are read to the host and summed in double with weight rows_k / batch;
+ * after every stage passed the barrier with no failure, each writes its sum and runs its
+ * optimizer (recorded once into `apply`). */
+#include "graph/stage.h"
+#include "parallel/trainer.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pedge {
+    uint32_t node;        /* the full graph's id of the value */
+    uint32_t from;        /* the stage that computes it */
+    uint32_t n_to;        /* consumer stages */
+    uint32_t to[GRAPH_MAX_STAGES];
+    uint64_t elems;       /* per micro-batch */
+    float *act;           /* [m][elems] */
+    float *grad;          /* [n_to][m][elems] */
+    uint8_t *ready;       /* [m]: act[k] written */
+    uint32_t *pending;    /* [m]: consumers that have not sent grad[.][k] yet */
+} pedge;
+
+typedef struct pstage {
+    struct vkt_pipeline *p;
+    uint32_t index, device;
+    graph_stage *gs;
+    vkt_context *ctx;
+    vkt_model *model;
+    vkt_optimizer *opt;
+    vkt_stream *apply;
+    uint64_t n_params, n_train;
+    double *gacc;          /* [n_train] the weighted sum over micro-batches */
+    float *gtmp;           /* [n_params] */
+    float *gsum;           /* scratch: a sent value's gradient summed over consumers */
+    uint32_t *recv_edge, *recv_slot; /* per received value: its edge and consumer slot */
+    uint32_t *send_edge;   /* per sent value: its edge */
+    uint64_t *feed_row;    /* per fed input: elements per row */
+    const void **feed_data; /* per fed input: the step's data */
+    double loss;           /* last stage: the weighted loss of the step */
+    double busy;
+    uint64_t sent;
+    vkt_status status;
+    char errmsg[VKT_ERRMSG_SIZE];
+    vkt_thread *thread;
+} pstage;
+
+struct vkt_pipeline {
+    vkt_instance *inst;
+    vkt_graph *graph;
+    vkt_pipeline_options opt;
+    uint32_t P, m, mb;     /* stages, micro-batches, rows per micro-batch */
+    graph_split split;
+    pstage *st;
+    pedge *edge;
+    uint32_t n_edge;
+    vkt_monitor *mon;
+    vkt_barrier *barrier;
+    int failed;            /* under mon */
+    uint64_t steps;
+    double step_seconds;
+    char errmsg[VKT_ERRMSG_SIZE];
+};
+
+static vkt_status pfail(vkt_pipeline *p, vkt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static vkt_status pfail(vkt_pipeline *p, vkt_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vkt_failv(p ? p->errmsg : NULL, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* A stage's failure, kept on the stage; the others are woken to stop. */
+static vkt_status sfail(pstage *s, vkt_status st, const char *what, const char *msg)
+{
+    if (s->status == VKT_OK) {
+        snprintf(s->errmsg, sizeof s->errmsg, "stage %u (device %u): %s: %s", s->index,
+                 s->device, what, msg);
+        s->status = st;
+    }
+    vkt_monitor_lock(s->p->mon);
+    s->p->failed = 1;
+    vkt_monitor_broadcast(s->p->mon);
+    vkt_monitor_unlock(s->p->mon);
+    return st;
+}
+
+static vkt_status mfail(pstage *s, vkt_status st, const char *what)
+{
+    return sfail(s, st, what, vkt_model_errmsg(s->model));
+}
+
+/* ---- creation ---- */
+
+static vkt_status make_edges(vkt_pipeline *p)
+{
+    uint32_t cap = 0;
+    for (uint32_t k = 0; k < p->P; k++)
+        cap += p->split.stage[k].n_send;
+    p->edge = calloc(cap ? cap : 1, sizeof *p->edge);
+    if (!p->edge)
+        return pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t k = 0; k < p->P; k++) {
+        pstage *s = &p->st[k];
+        graph_stage *gs = s->gs;
+        s->send_edge = calloc(gs->n_send + 1, sizeof *s->send_edge);
+        s->recv_edge = calloc(gs->n_recv + 1, sizeof *s->recv_edge);
+        s->recv_slot = calloc(gs->n_recv + 1, sizeof *s->recv_slot);
+        if (!s->send_edge || !s->recv_edge || !s->recv_slot)
+            return pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        for (uint32_t j = 0; j < gs->n_send; j++) {
+            pedge *e = &p->edge[p->n_edge];
+            const vkt_tensor *t = p->graph->nodes[gs->send[j]];
+            e->node = t->id;
+            e->from = k;
+            e->elems = graph_count(&t->shape) / p->split.batch * p->mb;
+            s->send_edge[j] = p->n_edge++;
+        }
+    }
+    for (uint32_t k = 0; k < p->P; k++) { /* consumers, in stage order */
+        graph_stage *gs = p->st[k].gs;
+        for (uint32_t j = 0; j < gs->n_recv; j++)
+            for (uint32_t e = 0; e < p->n_edge; e++)
+                if (p->edge[e].node == gs->recv[j]) {
+                    p->st[k].recv_edge[j] = e;
+                    p->st[k].recv_slot[j] = p->edge[e].n_to;
+                    p->edge[e].to[p->edge[e].n_to++] = k;
+                }
+    }
+    for (uint32_t e = 0; e < p->n_edge; e++) {
+        pedge *x = &p->edge[e];
+        x->act = malloc(p->m * x->elems * sizeof *x->act);
+        x->grad = malloc((uint64_t)x->n_to * p->m * x->elems * sizeof *x->grad);
+        x->ready = calloc(p->m, 1);
+        x->pending = calloc(p->m, sizeof *x->pending);
+        if (!x->act || !x->grad || !x->ready || !x->pending)
+            return pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    return VKT_OK;
+}
+
+static vkt_status record_apply(vkt_pipeline *p, pstage *s)
+{
+    vkt_view pv, gv;
+    uint64_t n = 0;
+    vkt_status st = graph_model_flat(s->model, &pv, &gv, &n);
+    s->n_train = n;
+    s->n_params = vkt_model_param_count(s->model);
+    if (st == VKT_OK)
+        st = vkt_optimizer_create(s->ctx, &p->opt.optimizer, n, &s->opt);
+    if (st == VKT_OK)
+        st = vkt_stream_create(s->ctx, NULL, &s->apply);
+    if (st == VKT_OK)
+        st = vkt_optimizer_record(s->opt, s->apply, pv, gv);
+    if (st != VKT_OK)
+        return pfail(p, st, "stage %u: optimizer: %s", s->index, vkt_context_errmsg(s->ctx));
+    uint64_t most_elems = 0;
+    for (uint32_t j = 0; j < s->gs->n_send; j++)
+        if (p->edge[s->send_edge[j]].elems > most_elems)
+            most_elems = p->edge[s->send_edge[j]].elems;
+    s->gacc = calloc(n ? n : 1, sizeof *s->gacc);
+    s->gtmp = calloc(s->n_params ? s->n_params : 1, sizeof *s->gtmp);
+    s->gsum = malloc((most_elems ? most_elems : 1) * sizeof *s->gsum);
+    s->feed_row = calloc(s->gs->n_feed + 1, sizeof *s->feed_row);
+    s->feed_data = calloc(s->gs->n_feed + 1, sizeof *s->feed_data);
+    if (!s->gacc || !s->gtmp || !s->gsum || !s->feed_row || !s->feed_data)
+        return pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t j = 0; j < s->gs->n_feed; j++) {
+        const vkt_tensor *t = p->graph->nodes[s->gs->feed[j]];
+        s->feed_row[j] = graph_count(&t->shape) / p->split.batch;
+    }
+    return VKT_OK;
+}
+
+static vkt_status create_stage(vkt_pipeline *p, uint32_t k)
+{
+    pstage *s = &p->st[k];
+    s->p = p;
+    s->index = k;
+    s->gs = &p->split.stage[k];
+    vkt_context_options co = {.device_index = s->device};
+    vkt_status st = vkt_context_create(p->inst, &co, &s->ctx);
+    if (st != VKT_OK)
+        return pfail(p, st, "stage %u (device %u): %s", k, s->device, vkt_last_error());
+    graph_stage *gs = s->gs;
+    const vkt_tensor **gin = malloc((gs->n_recv + 1) * sizeof *gin);
+    if (!gin)
+        return pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t j = 0; j < gs->n_recv; j++)
+        gin[j] = gs->map[gs->recv[j]];
+    vkt_model_options mo = {.batch = p->mb};
+    st = graph_model_create(s->ctx, gs->g, gs->loss, &mo, gin, gs->n_recv, &s->model);
+    free(gin);
+    if (st != VKT_OK)
+        return pfail(p, st, "stage %u: %s", k, vkt_last_error());
+    return record_apply(p, s);
+}
+
+static vkt_status check_options(vkt_pipeline *p, vkt_graph *g)
+{
+    vkt_pipeline_options *o = &p->opt;
+    if (o->batch == 0)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: options.batch is 0");
+    p->m = o->micro_batches ? o->micro_batches : 1;
+    if (o->batch % p->m != 0)
+        return pfail(p, VKT_ERROR_SHAPE, "vkt_pipeline_create: a batch of %u rows does not "
+                     "split into %u equal micro-batches", o->batch, p->m);
+    p->mb = o->batch / p->m;
+    p->P = o->stages;
+    if (p->P == 0)
+        for (uint32_t i = 0; i < g->count; i++)
+            if (g->nodes[i]->n_in > 0 && g->nodes[i]->stage + 1 > p->P)
+                p->P = g->nodes[i]->stage + 1;
+    if (p->P == 0 || p->P > VKT_MAX_STAGES)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: %u stages; 1 to %d "
+                     "are supported", p->P, VKT_MAX_STAGES);
+    if (o->optimizer.clip_norm > 0 && p->P > 1)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: gradient clipping "
+                     "(a global norm over every stage) is not supported in a pipeline yet");
+    return VKT_OK;
+}
+
+static vkt_status pick_devices(vkt_pipeline *p)
+{
+    uint32_t n = vkt_instance_device_count(p->inst);
+    uint32_t list[VKT_MAX_STAGES] = {0}, count = 1;
+    if (!p->opt.devices) {
+        vkt_status st = vkt_instance_select_devices(p->inst, list, VKT_MAX_STAGES, &count);
+        if (st != VKT_OK)
+            return pfail(p, st, "%s", vkt_instance_errmsg(p->inst));
+    }
+    for (uint32_t k = 0; k < p->P; k++) {
+        uint32_t d = p->opt.devices ? p->opt.devices[k] : list[k % count];
+        if (d >= n)
+            return pfail(p, VKT_ERROR_NO_DEVICE, "stage %u: device %u does not exist (%u "
+                         "device(s) present)", k, d, n);
+        p->st[k].device = d;
+    }
+    return VKT_OK;
+}
+
+vkt_status vkt_pipeline_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
+                               const vkt_pipeline_options *options, vkt_pipeline **out)
+{
+    if (!out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: out is NULL");
+    *out = NULL;
+    if (!inst || !g || !loss || !options)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: instance, "
+                        "graph, loss or options is NULL");
+    vkt_pipeline *p = calloc(1, sizeof *p);
+    if (!p)
+        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    p->inst = inst;
+    p->graph = g;
+    p->opt = *options;
+    vkt_status st = check_options(p, g);
+    if (st == VKT_OK) {
+        char msg[VKT_ERRMSG_SIZE];
+        st = graph_split_stages(g, loss, p->P, &p->split, msg, sizeof msg);
+        if (st != VKT_OK)
+            pfail(p, st, "vkt_pipeline_create: %s", msg);
+    }
+    if (st == VKT_OK) {
+        p->st = calloc(p->P, sizeof *p->st);
+        p->mon = vkt_monitor_create();
+        p->barrier = vkt_barrier_create(p->P);
+        if (!p->st || !p->mon || !p->barrier)
+            st = pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    if (st == VKT_OK)
+        st = pick_devices(p);
+    for (uint32_t k = 0; k < p->P && st == VKT_OK; k++)
+        p->st[k].gs = &p->split.stage[k];
+    if (st == VKT_OK)
+        st = make_edges(p);
+    for (uint32_t k = 0; k < p->P && st == VKT_OK; k++)
+        st = create_stage(p, k);
+    if (st != VKT_OK) {
+        vkt_fail(NULL, st, "%s", p->errmsg);
+        vkt_pipeline_destroy(p);
+        return st;
+    }
+    *out = p;
+    return VKT_OK;
+}
+
+void vkt_pipeline_destroy(vkt_pipeline *p)
+{
+    if (!p)
+        return;
+    for (uint32_t k = 0; p->st && k < p->P; k++) {
+        pstage *s = &p->st[k];
+        vkt_stream_destroy(s->apply);
+        vkt_optimizer_destroy(s->opt);
+        vkt_model_destroy(s->model);
+        vkt_context_destroy(s->ctx);
+        free(s->gacc);
+        free(s->gtmp);
+        free(s->gsum);
+        free(s->recv_edge);
+        free(s->recv_slot);
+        free(s->send_edge);
+        free(s->feed_row);
+        free(s->feed_data);
+    }
+    for (uint32_t e = 0; p->edge && e < p->n_edge; e++) {
+        free(p->edge[e].act);
+        free(p->edge[e].grad);
+        free(p->edge[e].ready);
+        free(p->edge[e].pending);
+    }
+    free(p->edge);
+    free(p->st);
+    graph_split_free(&p->split);
+    if (p->mon)
+        vkt_monitor_destroy(p->mon);
+    if (p->barrier)
+        vkt_barrier_destroy(p->barrier);
+    free(p);
+}
+
+const char *vkt_pipeline_errmsg(const vkt_pipeline *p) { return p ? p->errmsg : "pipeline is NULL"; }
+uint32_t vkt_pipeline_stages(const vkt_pipeline *p) { return p ? p->P : 0; }
+double vkt_pipeline_step_seconds(const vkt_pipeline *p) { return p ? p->step_seconds : 0; }
+
+/* ---- one step ---- */
+
+/* Waits until `done` holds for every edge of a list (or a stage failed: returns 0). */
+static int wait_ready(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    vkt_monitor_lock(p->mon);
+    for (;;) {
+        int all = 1;
+        for (uint32_t j = 0; j < gs->n_recv && all; j++)
+            all = p->edge[s->recv_edge[j]].ready[k];
+        if (all || p->failed)
+            break;
+        vkt_monitor_wait(p->mon);
+    }
+    int ok = !p->failed;
+    vkt_monitor_unlock(p->mon);
+    return ok;
+}
+
+static int wait_grads(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    vkt_monitor_lock(p->mon);
+    for (;;) {
+        int all = 1;
+        for (uint32_t j = 0; j < gs->n_send && all; j++)
+            all = p->edge[s->send_edge[j]].pending[k] == 0;
+        if (all || p->failed)
+            break;
+        vkt_monitor_wait(p->mon);
+    }
+    int ok = !p->failed;
+    vkt_monitor_unlock(p->mon);
+    return ok;
+}
+
+/* The stage's inputs for micro-batch k: fed rows and received values. */
+static vkt_status set_inputs(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    for (uint32_t j = 0; j < gs->n_feed; j++) {
+        uint64_t n = s->feed_row[j] * p->mb;
+        const char *data = (const char *)s->feed_data[j] + (uint64_t)k * n * 4; /* 4-byte elements */
+        if (vkt_model_set_input(s->model, gs->map[gs->feed[j]], data, n) != VKT_OK)
+            return mfail(s, VKT_ERROR_INVALID_ARGUMENT, "input");
+    }
+    for (uint32_t j = 0; j < gs->n_recv; j++) {
+        const pedge *e = &p->edge[s->recv_edge[j]];
+        vkt_status st = vkt_model_set_input(s->model, gs->map[gs->recv[j]],
+                                            e->act + k * e->elems, e->elems);
+        if (st != VKT_OK)
+            return mfail(s, st, "received value");
+    }
+    return VKT_OK;
+}
+
+/* After a backward: gradients of received values back to their senders, and the
+ * parameters' gradients into the weighted sum. */
+static vkt_status after_backward(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    for (uint32_t j = 0; j < gs->n_recv; j++) {
+        pedge *e = &p->edge[s->recv_edge[j]];
+        float *dst = e->grad + ((uint64_t)s->recv_slot[j] * p->m + k) * e->elems;
+        vkt_status st = graph_model_read_input_grad(s->model, gs->map[gs->recv[j]], dst,
+                                                    e->elems);
+        if (st != VKT_OK)
+            return mfail(s, st, "gradient of a received value");
+        s->sent += e->elems * 4;
+        vkt_monitor_lock(p->mon);
+        e->pending[k]--;
+        vkt_monitor_broadcast(p->mon);
+        vkt_monitor_unlock(p->mon);
+    }
+    vkt_status st = vkt_model_read_grads(s->model, s->gtmp, s->n_params);
+    if (st != VKT_OK)
+        return mfail(s, st, "gradients");
+    double w = 1.0 / p->m; /* rows_k / batch: equal micro-batches */
+    for (uint64_t i = 0; i < s->n_train; i++)
+        s->gacc[i] += w * s->gtmp[i];
+    return VKT_OK;
+}
+
+static vkt_status forward(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    if (!wait_ready(s, k))
+        return VKT_ERROR_STATE; /* another stage failed: its message is the one */
+    vkt_status st = set_inputs(s, k);
+    if (st != VKT_OK)
+        return st;
+    double t0 = vkt_now();
+    int last = s->index == p->P - 1;
+    st = last ? vkt_model_forward_backward(s->model) : vkt_model_forward(s->model);
+    s->busy += vkt_now() - t0;
+    if (st != VKT_OK)
+        return mfail(s, st, last ? "forward and backward" : "forward");
+    if (last) {
+        float loss = 0;
+        st = vkt_model_loss(s->model, &loss);
+        if (st != VKT_OK)
+            return mfail(s, st, "loss");
+        s->loss += (double)loss / p->m;
+        return after_backward(s, k);
+    }
+    for (uint32_t j = 0; j < gs->n_send; j++) {
+        pedge *e = &p->edge[s->send_edge[j]];
+        st = vkt_model_read(s->model, gs->map[gs->send[j]], e->act + k * e->elems, e->elems);
+        if (st != VKT_OK)
+            return mfail(s, st, "sending a value");
+        s->sent += e->elems * 4;
+        vkt_monitor_lock(p->mon);
+        e->ready[k] = 1;
+        vkt_monitor_broadcast(p->mon);
+        vkt_monitor_unlock(p->mon);
+    }
+    return VKT_OK;
+}
+
+static vkt_status backward(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    if (s->index == p->P - 1)
+        return VKT_OK; /* its forward did it */
+    if (!wait_grads(s, k))
+        return VKT_ERROR_STATE;
+    vkt_status st = set_inputs(s, k);
+    for (uint32_t j = 0; j < gs->n_send && st == VKT_OK; j++) {
+        pedge *e = &p->edge[s->send_edge[j]];
+        const float *g = e->grad + (uint64_t)k * e->elems; /* consumer 0's */
+        if (e->n_to > 1) { /* consumers' contributions in stage order */
+            for (uint64_t i = 0; i < e->elems; i++) {
+                float sum = 0;
+                for (uint32_t c = 0; c < e->n_to; c++)
+                    sum += e->grad[((uint64_t)c * p->m + k) * e->elems + i];
+                s->gsum[i] = sum;
+            }
+            g = s->gsum;
+        }
+        st = vkt_model_set_input(s->model, gs->send_grad[j], g, e->elems);
+        if (st != VKT_OK)
+            return mfail(s, st, "gradient of a sent value");
+    }
+    if (st != VKT_OK)
+        return st;
+    double t0 = vkt_now();
+    st = vkt_model_forward_backward(s->model);
+    s->busy += vkt_now() - t0;
+    if (st != VKT_OK)
+        return mfail(s, st, "forward and backward");
+    return after_backward(s, k);
+}
+
+/* The summed gradient into the stage's model, then its optimizer. */
+static vkt_status update(pstage *s)
+{
+    vkt_pipeline *p = s->p;
+    for (uint64_t i = 0; i < s->n_params; i++)
+        s->gtmp[i] = i < s->n_train ? (float)s->gacc[i] : 0.0f;
+    double t0 = vkt_now();
+    vkt_status st = vkt_model_write_grads(s->model, s->gtmp, s->n_params);
+    if (st != VKT_OK)
+        return mfail(s, st, "writing gradients");
+    st = vkt_optimizer_set_step(s->opt, p->steps);
+    if (st == VKT_OK)
+        st = vkt_stream_run(s->apply);
+    s->busy += vkt_now() - t0;
+    if (st != VKT_OK)
+        return sfail(s, st, "optimizer", vkt_context_errmsg(s->ctx));
+    return VKT_OK;
+}
+
+/* 1F1B order for one stage (the header comment). */
+static void stage_job(void *arg)
+{
+    pstage *s = arg;
+    vkt_pipeline *p = s->p;
+    uint32_t m = p->m, P = p->P;
+    uint32_t w = P - 1 - s->index < m ? P - 1 - s->index : m;
+    vkt_status st = VKT_OK;
+    for (uint32_t k = 0; k < w && st == VKT_OK; k++)
+        st = forward(s, k);
+    for (uint32_t k = w; k < m && st == VKT_OK; k++) {
+        st = forward(s, k);
+        if (st == VKT_OK)
+            st = backward(s, k - w);
+    }
+    for (uint32_t k = m - w; k < m && st == VKT_OK; k++)
+        st = backward(s, k);
+    if (st != VKT_OK && s->status == VKT_OK)
+        s->status = st; /* stopped by another stage's failure */
+    /* Every stage updates, or none does. */
+    if (vkt_barrier_wait(p->barrier, s->status != VKT_OK) == 0)
+        update(s);
+}
+
+static vkt_status check_feeds(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n)
+{
+    if (n && !feeds)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_step: feeds is NULL");
+    for (uint32_t k = 0; k < p->P; k++) {
+        pstage *s = &p->st[k];
+        for (uint32_t j = 0; j < s->gs->n_feed; j++) {
+            const vkt_tensor *t = p->graph->nodes[s->gs->feed[j]];
+            s->feed_data[j] = NULL;
+            for (uint32_t f = 0; f < n; f++)
+                if (feeds[f].tensor == t)
+                    s->feed_data[j] = feeds[f].data;
+            if (!s->feed_data[j])
+                return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_step: input '%s' "
+                             "(read on stage %u) is not fed", t->name, k);
+        }
+    }
+    return VKT_OK;
+}
+
+vkt_status vkt_pipeline_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, float *out_loss)
+{
+    if (!p)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_step: pipeline is NULL");
+    vkt_status st = check_feeds(p, feeds, n);
+    if (st != VKT_OK)
+        return st;
+    for (uint32_t e = 0; e < p->n_edge; e++) {
+        memset(p->edge[e].ready, 0, p->m);
+        for (uint32_t k = 0; k < p->m; k++)
+            p->edge[e].pending[k] = p->edge[e].n_to;
+    }
+    p->failed = 0;
+    for (uint32_t k = 0; k < p->P; k++) {
+        pstage *s = &p->st[k];
+        memset(s->gacc, 0, s->n_train * sizeof *s->gacc);
+        s->loss = 0;
+        s->busy = 0;
+        s->sent = 0;
+        s->status = VKT_OK;
+        s->errmsg[0] = 0;
+    }
+    double t0 = vkt_now();
+    if (p->opt.sequential) { /* one stage at a time: the forwards, then the backwards */
+        vkt_status r = VKT_OK;
+        for (uint32_t k = 0; k < p->m && r == VKT_OK; k++) {
+            for (uint32_t s = 0; s < p->P && r == VKT_OK; s++)
+                r = forward(&p->st[s], k);
+            for (uint32_t s = p->P - 1; s-- > 0 && r == VKT_OK;)
+                r = backward(&p->st[s], k);
+        }
+        for (uint32_t s = 0; s < p->P && r == VKT_OK; s++)
+            r = update(&p->st[s]);
+    } else {
+        uint32_t started = 0;
+        for (; started < p->P; started++)
+            if (vkt_thread_start(&p->st[started].thread, stage_job, &p->st[started]) != 0)
+                break;
+        if (started < p->P) { /* the barrier would never open: run none (none started
+                                 past it: each waits for all P at the barrier) */
+            for (uint32_t k = started; k < p->P; k++)
+                sfail(&p->st[k], VKT_ERROR_INTERNAL, "thread", "could not start a thread");
+            for (uint32_t k = started; k < p->P; k++)
+                stage_job(&p->st[k]); /* runs to the barrier and leaves with the vote */
+        }
+        for (uint32_t k = 0; k < started; k++)
+            vkt_thread_join(p->st[k].thread);
+    }
+    p->step_seconds = vkt_now() - t0;
+    /* The first stage with a message of its own (the others stopped because of it). */
+    for (uint32_t k = 0; k < p->P; k++)
+        if (p->st[k].errmsg[0])
+            return pfail(p, p->st[k].status, "vkt_pipeline_step: %s", p->st[k].errmsg);
+    for (uint32_t k = 0; k < p->P; k++)
+        if (p->st[k].status != VKT_OK)
+            return pfail(p, p->st[k].status, "vkt_pipeline_step: stage %u failed", k);
+    p->steps++;
+    if (out_loss)
+        *out_loss = (float)p->st[p->P - 1].loss;
+    return VKT_OK;
+}
+
+/* ---- reading ---- */
+
+vkt_status vkt_pipeline_read(vkt_pipeline *p, const vkt_tensor *t, float *out, uint64_t count)
+{
+    if (!p || !t || !out)
+        return vkt_fail(p ? p->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_pipeline_read: NULL argument");
+    if (t->graph != p->graph || t->op != GOP_PARAM)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_read: '%s' is not a parameter "
+                     "of the pipeline's graph", t->name);
+    for (uint32_t k = 0; k < p->P; k++) {
+        const graph_stage *gs = &p->split.stage[k];
+        for (uint32_t j = 0; j < gs->n_params; j++)
+            if (gs->params[j] == t->id) {
+                vkt_status st = vkt_model_read(p->st[k].model, gs->map[t->id], out, count);
+                return st == VKT_OK ? VKT_OK
+                                    : pfail(p, st, "vkt_pipeline_read: stage %u: %s", k,
+                                            vkt_model_errmsg(p->st[k].model));
+            }
+    }
+    return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_read: parameter '%s' is not used "
+                 "by the loss, so no stage holds it", t->name);
+}
+
+vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
+                                        vkt_pipeline_stage_stats *out)
+{
+    if (!p || !out)
+        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_stage_stats_get: NULL "
+                        "argument");
+    if (stage >= p->P)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_stage_stats_get: stage %u of "
+                     "%u", stage, p->P);
+    pstage *s = &p->st[stage];
+    vkt_model_stats ms;
+    vkt_status st = vkt_model_stats_get(s->model, &ms);
+    if (st != VKT_OK)
+        return pfail(p, st, "stage %u: %s", stage, vkt_model_errmsg(s->model));
+    memset(out, 0, sizeof *out);
+    out->device = s->device;
+    out->ops = s->gs->ops;
+    out->param_bytes = ms.param_bytes;
+    out->grad_bytes = ms.grad_bytes;
+    out->optimizer_bytes = vkt_optimizer_state_size(s->opt);
+    out->activation_bytes = ms.activation_bytes;
+    out->sent_bytes = s->sent;
+    out->busy_seconds = s->busy;
+    return VKT_OK;
+}
