@@ -9,9 +9,9 @@
 #   1 engine/platform   the only OS-specific code (files, clocks, threads, dlopen, signals)
 #   2 engine/core       errors, interrupts, seeded random numbers
 #   3 engine/gpu        Vulkan: instance, devices, memory, buffers, pipelines, streams
-#   4 shaders/*.h       facts shared by C and GLSL (push constants, the dropout hash,
-#                       the activations) and the generated <name>.spv.h headers of
-#                       shaders/<name>.comp
+#   4 shaders/*.h       facts shared by C and GLSL (push and specialization constants,
+#                       the dropout hash, the activations) and the generated
+#                       <name>.spv.h headers of shaders/<name>.comp
 #   5 engine/kernels    kernel dispatch and their CPU references
 #   6 engine/graph      graphs, autodiff, the memory plan, models
 #   7 engine/optim      optimizers

@@ -32,7 +32,8 @@
  * and probs / workspace views read as vec4s, so a lane loads and stores 4 keys of its
  * probs / dP row at once. Dropout (push constant `dropout`) keeps element
  * idx = (bh t + i) t + j iff dropout_kept(key, drop_off + idx, threshold) (dropout_hash.h),
- * with the key chained from the step (read from ctrl at run time) and the seed; drop_off = b0 H t t moves sequence bb to the global b0 + bb
+ * with the key chained from the step (read from ctrl at run time) and the seed;
+ * drop_off = b0 H t t moves sequence bb to the global b0 + bb
  * (uint arithmetic: modulo 2^32, as the C references).
  * All sums run in a fixed order in one invocation: results are bitwise reproducible.
  */
@@ -43,13 +44,14 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "dropout_hash.h"
 #include "push_attention.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint PASS = 0;
-layout(constant_id = 2) const uint D = 16;
-layout(constant_id = 3) const bool SHUFFLE = false;
-layout(constant_id = 4) const bool VEC = false;
-layout(constant_id = 5) const bool VEC_T = false;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_ATTENTION_PASS) const uint PASS = 0;
+layout(constant_id = SPEC_ATTENTION_D) const uint D = 16;
+layout(constant_id = SPEC_ATTENTION_SHUFFLE) const bool SHUFFLE = false;
+layout(constant_id = SPEC_ATTENTION_VEC) const bool VEC = false;
+layout(constant_id = SPEC_ATTENTION_VEC_T) const bool VEC_T = false;
 
 /* SHUFFLE: the row pair in chunks of W floats, 8 chunks (one per lane) per round */
 const uint W = VEC ? 4u : 1u;

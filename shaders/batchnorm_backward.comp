@@ -16,12 +16,13 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "push_norm.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool VEC4 = false;
-layout(constant_id = 2) const bool HAS_DX = true;
-layout(constant_id = 3) const bool HAS_DG = true;
-layout(constant_id = 4) const bool HAS_DB = true;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_BATCHNORM_BACKWARD_VEC4) const bool VEC4 = false;
+layout(constant_id = SPEC_BATCHNORM_BACKWARD_HAS_DX) const bool HAS_DX = true;
+layout(constant_id = SPEC_BATCHNORM_BACKWARD_HAS_DG) const bool HAS_DG = true;
+layout(constant_id = SPEC_BATCHNORM_BACKWARD_HAS_DB) const bool HAS_DB = true;
 
 layout(push_constant) uniform Push { vkt_push_batchnorm p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };

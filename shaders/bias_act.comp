@@ -10,12 +10,13 @@
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
 #include "common.glsl"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;
-layout(constant_id = 2) const bool HAS_BIAS = true;
-layout(constant_id = 3) const bool SEPARATE_Y = false;
-layout(constant_id = 4) const bool VEC4 = false;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_BIAS_ACT_OP) const uint OP = 0;
+layout(constant_id = SPEC_BIAS_ACT_HAS_BIAS) const bool HAS_BIAS = true;
+layout(constant_id = SPEC_BIAS_ACT_SEPARATE_Y) const bool SEPARATE_Y = false;
+layout(constant_id = SPEC_BIAS_ACT_VEC4) const bool VEC4 = false;
 
 layout(push_constant) uniform Push { vkt_push_bias_act p; };
 layout(std430, set = 0, binding = 0) readonly buffer B { float b[]; };

@@ -15,15 +15,16 @@
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
 #include "common.glsl"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;
-layout(constant_id = 2) const bool HAS_BIAS = true;
-layout(constant_id = 3) const bool FROM_Y = false;
-layout(constant_id = 4) const bool WRITE_DZ = true;
-layout(constant_id = 5) const bool VEC4 = false;
-layout(constant_id = 6) const bool ACCUM = false;   /* beta != 0 */
-layout(constant_id = 7) const uint RP = 4;          /* row phases of the VEC4 bias path */
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_BIAS_ACT_BACKWARD_OP) const uint OP = 0;
+layout(constant_id = SPEC_BIAS_ACT_BACKWARD_HAS_BIAS) const bool HAS_BIAS = true;
+layout(constant_id = SPEC_BIAS_ACT_BACKWARD_FROM_Y) const bool FROM_Y = false;
+layout(constant_id = SPEC_BIAS_ACT_BACKWARD_WRITE_DZ) const bool WRITE_DZ = true;
+layout(constant_id = SPEC_BIAS_ACT_BACKWARD_VEC4) const bool VEC4 = false;
+layout(constant_id = SPEC_BIAS_ACT_BACKWARD_ACCUM) const bool ACCUM = false;   /* beta != 0 */
+layout(constant_id = SPEC_BIAS_ACT_BACKWARD_RP) const uint RP = 4;
 
 layout(push_constant) uniform Push { vkt_push_bias_act p; };
 layout(std430, set = 0, binding = 0) readonly buffer V { float v[]; };

@@ -17,13 +17,14 @@
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
 #include "common.glsl"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_BINARY_OP) const uint OP = 0;
 /* Same-shape operands on the vec4 path (nvec > 0, both strides 1), known when the
  * pipeline is made: no per-element branch between vec4 and broadcast loads (lavapipe
  * runs both sides of such a branch on every iteration). */
-layout(constant_id = 2) const bool SAME_SHAPE = false;
+layout(constant_id = SPEC_BINARY_SAME_SHAPE) const bool SAME_SHAPE = false;
 
 layout(push_constant) uniform Push { vkt_push_binary p; };
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };

@@ -10,9 +10,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "push_conv.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool VEC_IN = false;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_CONV_BIAS_GRAD_VEC_IN) const bool VEC_IN = false;
 
 layout(push_constant) uniform Push { vkt_push_conv p; };
 layout(binding = 0, r32f) uniform readonly imageBuffer M1;

@@ -18,16 +18,17 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "push_conv.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint DIR = 0;
-layout(constant_id = 2) const bool HAS_BIAS = false;
-layout(constant_id = 3) const bool QUAD = false;
-layout(constant_id = 4) const bool VEC_IN = false;
-layout(constant_id = 5) const bool VEC_OUT = false;
-layout(constant_id = 6) const uint RUN = 16;
-layout(constant_id = 7) const bool RELU = false;
-layout(constant_id = 8) const bool VEC_Y = false; /* DIR 1 with RELU: y read as vec4s */
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_CONV_MOVE_DIR) const uint DIR = 0;
+layout(constant_id = SPEC_CONV_MOVE_HAS_BIAS) const bool HAS_BIAS = false;
+layout(constant_id = SPEC_CONV_MOVE_QUAD) const bool QUAD = false;
+layout(constant_id = SPEC_CONV_MOVE_VEC_IN) const bool VEC_IN = false;
+layout(constant_id = SPEC_CONV_MOVE_VEC_OUT) const bool VEC_OUT = false;
+layout(constant_id = SPEC_CONV_MOVE_RUN) const uint RUN = 16;
+layout(constant_id = SPEC_CONV_MOVE_RELU) const bool RELU = false;
+layout(constant_id = SPEC_CONV_MOVE_VEC_Y) const bool VEC_Y = false;
 
 layout(push_constant) uniform Push { vkt_push_conv p; };
 layout(binding = 0, r32f) uniform readonly imageBuffer Src1;

@@ -4,8 +4,9 @@
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
 #include "common.glsl"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
+layout(local_size_x_id = SPEC_WG) in;
 
 layout(push_constant) uniform Push { vkt_push_fill p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { uint x[]; };

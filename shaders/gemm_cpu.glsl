@@ -38,16 +38,17 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "push.h"
+#include "spec.h"
 
 layout(local_size_x = 8) in;
 
-layout(constant_id = 0) const uint TRANS_A = 0; /* A is stored [K, M] */
-layout(constant_id = 1) const uint TRANS_B = 0; /* B is stored [N, K] */
-layout(constant_id = 2) const uint VEC_A = 0;   /* A is bound as RGBA32F */
-layout(constant_id = 3) const uint VEC_B = 0;   /* B is bound as RGBA32F */
-layout(constant_id = 4) const uint READ_C = 0;  /* beta != 0 */
-layout(constant_id = 5) const uint VEC_C = 0;   /* vec4 stores; C read as RGBA32F */
-layout(constant_id = 6) const uint TRANS_C = 0; /* store C[j, i] (the host swapped A, B) */
+layout(constant_id = SPEC_GEMM_CPU_TRANS_A) const uint TRANS_A = 0; /* A is stored [K, M] */
+layout(constant_id = SPEC_GEMM_CPU_TRANS_B) const uint TRANS_B = 0; /* B is stored [N, K] */
+layout(constant_id = SPEC_GEMM_CPU_VEC_A) const uint VEC_A = 0;   /* A is bound as RGBA32F */
+layout(constant_id = SPEC_GEMM_CPU_VEC_B) const uint VEC_B = 0;   /* B is bound as RGBA32F */
+layout(constant_id = SPEC_GEMM_CPU_READ_C) const uint READ_C = 0;  /* beta != 0 */
+layout(constant_id = SPEC_GEMM_CPU_VEC_C) const uint VEC_C = 0;
+layout(constant_id = SPEC_GEMM_CPU_TRANS_C) const uint TRANS_C = 0;
 
 layout(push_constant) uniform Push { vkt_push_gemm p; };
 

@@ -15,14 +15,15 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "push.h"
+#include "spec.h"
 
-layout(constant_id = 0) const uint TRANS_A = 0; /* A is stored [K, M] */
-layout(constant_id = 1) const uint TRANS_B = 0; /* B is stored [N, K] */
-layout(constant_id = 2) const uint READ_C = 0;  /* beta != 0 */
-layout(constant_id = 3) const uint BM = 64;
-layout(constant_id = 4) const uint BN = 64;
-layout(constant_id = 5) const uint BK = 16;
-layout(local_size_x_id = 6, local_size_y_id = 7) in; /* TX, TY */
+layout(constant_id = SPEC_GEMM_GPU_TRANS_A) const uint TRANS_A = 0; /* A is stored [K, M] */
+layout(constant_id = SPEC_GEMM_GPU_TRANS_B) const uint TRANS_B = 0; /* B is stored [N, K] */
+layout(constant_id = SPEC_GEMM_GPU_READ_C) const uint READ_C = 0;  /* beta != 0 */
+layout(constant_id = SPEC_GEMM_GPU_BM) const uint BM = 64;
+layout(constant_id = SPEC_GEMM_GPU_BN) const uint BN = 64;
+layout(constant_id = SPEC_GEMM_GPU_BK) const uint BK = 16;
+layout(local_size_x_id = SPEC_GEMM_GPU_TX, local_size_y_id = SPEC_GEMM_GPU_TY) in;
 
 const uint TX = gl_WorkGroupSize.x;
 const uint TY = gl_WorkGroupSize.y;

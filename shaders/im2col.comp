@@ -22,15 +22,16 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "push_conv.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint KH = 3;
-layout(constant_id = 2) const uint KW = 3;
-layout(constant_id = 3) const uint SH = 1;
-layout(constant_id = 4) const uint SW = 1;
-layout(constant_id = 5) const uint DH = 1;
-layout(constant_id = 6) const uint DW = 1;
-layout(constant_id = 7) const uint C = 1;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_CONV_KH) const uint KH = 3;
+layout(constant_id = SPEC_CONV_KW) const uint KW = 3;
+layout(constant_id = SPEC_CONV_SH) const uint SH = 1;
+layout(constant_id = SPEC_CONV_SW) const uint SW = 1;
+layout(constant_id = SPEC_CONV_DH) const uint DH = 1;
+layout(constant_id = SPEC_CONV_DW) const uint DW = 1;
+layout(constant_id = SPEC_IM2COL_C) const uint C = 1;
 const uint TAIL = C % 4;
 
 layout(push_constant) uniform Push { vkt_push_conv p; };

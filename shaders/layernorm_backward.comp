@@ -15,14 +15,15 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "push_norm.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint TR = 1;
-layout(constant_id = 2) const uint TC = 1;
-layout(constant_id = 3) const bool VEC4 = false;
-layout(constant_id = 4) const bool HAS_DX = true;
-layout(constant_id = 5) const bool HAS_DG = true;
-layout(constant_id = 6) const bool HAS_DB = true;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_LAYERNORM_BACKWARD_TR) const uint TR = 1;
+layout(constant_id = SPEC_LAYERNORM_BACKWARD_TC) const uint TC = 1;
+layout(constant_id = SPEC_LAYERNORM_BACKWARD_VEC4) const bool VEC4 = false;
+layout(constant_id = SPEC_LAYERNORM_BACKWARD_HAS_DX) const bool HAS_DX = true;
+layout(constant_id = SPEC_LAYERNORM_BACKWARD_HAS_DG) const bool HAS_DG = true;
+layout(constant_id = SPEC_LAYERNORM_BACKWARD_HAS_DB) const bool HAS_DB = true;
 
 layout(push_constant) uniform Push { vkt_push_layernorm p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };

@@ -7,9 +7,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool BACKWARD = false;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_MSE_BACKWARD) const bool BACKWARD = false;
 
 layout(push_constant) uniform Push { vkt_push_mse p; };
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };

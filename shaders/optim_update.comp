@@ -18,15 +18,16 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
+#include "spec.h"
 
 #define KIND_SGD 0u
 #define KIND_ADAM 1u
 #define KIND_ADAMW 2u
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint KIND = 0;         /* vkt_optimizer_kind */
-layout(constant_id = 2) const bool MOMENTUM = false; /* SGD keeps a velocity in m */
-layout(constant_id = 3) const bool CLIP = false;     /* the norm pass ran before */
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_OPTIM_UPDATE_KIND) const uint KIND = 0;         /* vkt_optimizer_kind */
+layout(constant_id = SPEC_OPTIM_UPDATE_MOMENTUM) const bool MOMENTUM = false;
+layout(constant_id = SPEC_OPTIM_UPDATE_CLIP) const bool CLIP = false;
 
 const bool HAS_M = KIND != KIND_SGD || MOMENTUM;
 const bool HAS_V = KIND != KIND_SGD;

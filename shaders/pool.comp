@@ -14,15 +14,16 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "push_conv.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint KH = 2;
-layout(constant_id = 2) const uint KW = 2;
-layout(constant_id = 3) const uint SH = 2;
-layout(constant_id = 4) const uint SW = 2;
-layout(constant_id = 5) const bool MAX = true;
-layout(constant_id = 6) const bool VEC_Y = false;
-layout(constant_id = 7) const bool VEC_S = false;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_POOL_KH) const uint KH = 2;
+layout(constant_id = SPEC_POOL_KW) const uint KW = 2;
+layout(constant_id = SPEC_POOL_SH) const uint SH = 2;
+layout(constant_id = SPEC_POOL_SW) const uint SW = 2;
+layout(constant_id = SPEC_POOL_MAX) const bool MAX = true;
+layout(constant_id = SPEC_POOL_VEC_Y) const bool VEC_Y = false;
+layout(constant_id = SPEC_POOL_VEC_S) const bool VEC_S = false;
 
 layout(push_constant) uniform Push { vkt_push_pool p; };
 layout(binding = 0, r32f) uniform readonly imageBuffer X;

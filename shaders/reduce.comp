@@ -16,10 +16,11 @@
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
 #include "common.glsl"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;
-layout(constant_id = 2) const uint T = 1;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_REDUCE_OP) const uint OP = 0;
+layout(constant_id = SPEC_REDUCE_T) const uint T = 1;
 
 layout(push_constant) uniform Push { vkt_push_reduce p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };

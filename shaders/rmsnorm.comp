@@ -14,10 +14,11 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "push_norm.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint T = 1;
-layout(constant_id = 2) const bool VEC4 = false;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_RMSNORM_T) const uint T = 1;
+layout(constant_id = SPEC_RMSNORM_VEC4) const bool VEC4 = false;
 
 layout(push_constant) uniform Push { vkt_push_rmsnorm p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };

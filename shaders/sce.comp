@@ -11,8 +11,9 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
+layout(local_size_x_id = SPEC_WG) in;
 
 layout(push_constant) uniform Push { vkt_push_sce p; };
 layout(std430, set = 0, binding = 0) readonly buffer Z { float z[]; };

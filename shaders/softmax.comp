@@ -9,9 +9,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
+#include "spec.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint T = 1;
+layout(local_size_x_id = SPEC_WG) in;
+layout(constant_id = SPEC_SOFTMAX_T) const uint T = 1;
 
 layout(push_constant) uniform Push { vkt_push_softmax p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };

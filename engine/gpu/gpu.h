@@ -246,8 +246,10 @@ VkDescriptorType gpu_descriptor_type(gpu_bind_type type);
 
 #define GPU_MAX_BINDINGS 8
 
-/* A compute kernel: embedded SPIR-V, its bindings (set 0, binding i = bind[i]) and the
- * size of its push-constant struct. Defined `static const` next to its dispatch code. */
+/* A compute kernel: embedded SPIR-V, its bindings (set 0, binding i = bind[i]), the
+ * size of its push-constant struct and how many specialization constants its pipelines
+ * get (ids 0..n_spec-1: the shader's SPEC_*_COUNT of shaders/spec.h). Defined
+ * `static const` next to its dispatch code. */
 typedef struct gpu_kernel {
     const char *name;
     const uint32_t *spv;
@@ -255,7 +257,18 @@ typedef struct gpu_kernel {
     uint32_t n_bindings;
     uint8_t bind[GPU_MAX_BINDINGS]; /* gpu_bind_type per binding */
     uint32_t push_bytes;
+    uint32_t n_spec;
 } gpu_kernel;
+
+/* Checks a kernel's description, and the n_spec constants a dispatch gives, against its
+ * SPIR-V (spirv.c reads the shader's OpDecorate Binding / DescriptorSet / SpecId and the
+ * bound variables' types): n_spec equals k->n_spec; the shader's bindings are exactly
+ * set 0, bindings 0..n_bindings-1, each of the kind (storage buffer, uniform or storage
+ * texel buffer, and a storage texel buffer's format) its bind[] entry says (one of the
+ * variables aliasing a binding must match); its constant_ids are exactly 0..n_spec-1.
+ * VKT_ERROR_INTERNAL with a message naming the shader otherwise. gpu_pipeline_get runs it
+ * before creating each pipeline. */
+vkt_status gpu_kernel_check(const gpu_kernel *k, uint32_t n_spec, char *errmsg);
 
 /* One binding of a dispatch: bytes [offset, offset+bytes) of a buffer, read or written.
  * The descriptor starts at `offset` rounded down to the device's alignment; kernels add

@@ -1,5 +1,6 @@
 /* Compute pipelines, created lazily from embedded SPIR-V the first time a (kernel,
- * specialization constants) pair is dispatched, then kept for the context's life. */
+ * specialization constants) pair is dispatched, then kept for the context's life. Each
+ * is checked against its shader first (gpu_kernel_check: bindings and constant ids). */
 #include "gpu.h"
 
 #include <stdlib.h>
@@ -88,6 +89,9 @@ vkt_status gpu_pipeline_get(vkt_context *ctx, const gpu_kernel *k, const uint32_
         *out = p;
         return VKT_OK;
     }
+    vkt_status st = gpu_kernel_check(k, n_spec, ctx->errmsg);
+    if (st != VKT_OK)
+        return st;
     p = calloc(1, sizeof *p);
     if (!p)
         return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -95,7 +99,7 @@ vkt_status gpu_pipeline_get(vkt_context *ctx, const gpu_kernel *k, const uint32_
     p->n_spec = n_spec;
     if (n_spec)
         memcpy(p->spec, spec, n_spec * sizeof *spec);
-    vkt_status st = create_layouts(ctx, k, p);
+    st = create_layouts(ctx, k, p);
     if (st == VKT_OK)
         st = create_pipeline(ctx, k, p);
     if (st != VKT_OK) {

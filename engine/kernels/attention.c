@@ -9,6 +9,7 @@
 #include "kernels/kernel_util.h"
 #include "dropout_hash.h"
 #include "push_attention.h"
+#include "spec.h"
 #include "attention.spv.h"
 
 #define S GPU_BIND_STORAGE
@@ -16,7 +17,7 @@
 /* Bindings: 0 qkv, 1 y / dy, 2 probs, 3 ctrl, 4 dqkv, 5 workspace. */
 static const gpu_kernel k_attention = {
     "attention", vkt_spv_attention, sizeof vkt_spv_attention, 6, {S, S, S, S, S, S},
-    sizeof(struct vkt_push_attention)};
+    sizeof(struct vkt_push_attention), SPEC_ATTENTION_COUNT};
 
 enum { PASS_FORWARD = 0, PASS_BACKWARD_Q = 1, PASS_BACKWARD_KV = 2 };
 enum { ROWS_PER_BLOCK = 8 };
@@ -184,9 +185,12 @@ static vkt_status dispatch(vkt_stream *s, const call *c, uint32_t pass, float be
     /* PASS 2 only reads the workspace that PASS 1 wrote. */
     if (pass == PASS_BACKWARD_KV)
         args[5].write = 0;
-    uint32_t spec[6] = {wg, pass, c->d, (uint32_t)shuffle, (uint32_t)vec, (uint32_t)vec_t};
+    uint32_t spec[SPEC_ATTENTION_COUNT] = {
+        [SPEC_WG] = wg, [SPEC_ATTENTION_PASS] = pass, [SPEC_ATTENTION_D] = c->d,
+        [SPEC_ATTENTION_SHUFFLE] = (uint32_t)shuffle, [SPEC_ATTENTION_VEC] = (uint32_t)vec,
+        [SPEC_ATTENTION_VEC_T] = (uint32_t)vec_t};
     uint32_t g[3] = {(uint32_t)gx, (uint32_t)gy, 1};
-    return gpu_dispatch(s, &k_attention, spec, 6, args, &p, g);
+    return gpu_dispatch(s, &k_attention, spec, SPEC_ATTENTION_COUNT, args, &p, g);
 }
 
 /* Fills the sizes shared by both directions; bindings not used alias qkv as reads. */

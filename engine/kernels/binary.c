@@ -3,6 +3,7 @@
 #include "gpu/gpu.h"
 #include "kernels/kernel_util.h"
 #include "push.h"
+#include "spec.h"
 #include "binary.spv.h"
 #include "binary_backward.spv.h"
 
@@ -15,11 +16,12 @@ _Static_assert(VKT_BINARY_ADD == 0 && VKT_BINARY_SUB == 1 && VKT_BINARY_MUL == 2
 
 static const gpu_kernel k_binary = {
     "binary", vkt_spv_binary, sizeof vkt_spv_binary, 3,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_binary)};
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
+    sizeof(struct vkt_push_binary), SPEC_BINARY_COUNT};
 static const gpu_kernel k_binary_backward = {
     "binary_backward", vkt_spv_binary_backward, sizeof vkt_spv_binary_backward, 4,
     {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_binary)};
+    sizeof(struct vkt_push_binary), SPEC_BINARY_BACKWARD_COUNT};
 
 const char *vkt_binary_op_name(vkt_binary_op op)
 {
@@ -195,10 +197,11 @@ vkt_status vkt_binary(vkt_stream *stream, vkt_binary_op op, vkt_view a, const vk
     gpu_arg args[3] = {ku_arg(a, 0, na, 0), ku_arg(b, 0, nb, 0), ku_arg(out, 0, nout, 1)};
     uint32_t wg = ku_workgroup_size(ctx);
     uint32_t same = push.nvec && l.as[3] == 1 && l.bs[3] == 1;
-    uint32_t spec[3] = {wg, (uint32_t)op, same};
+    uint32_t spec[SPEC_BINARY_COUNT] = {[SPEC_WG] = wg, [SPEC_BINARY_OP] = (uint32_t)op,
+                                        [SPEC_BINARY_SAME_SHAPE] = same};
     uint64_t items = push.nvec ? push.nvec : push.units4 ? nout / 4 : nout;
     uint32_t groups[3] = {ku_groups_1d(ctx, items, wg), 1, 1};
-    return gpu_dispatch(stream, &k_binary, spec, 3, args, &push, groups);
+    return gpu_dispatch(stream, &k_binary, spec, SPEC_BINARY_COUNT, args, &push, groups);
 }
 
 vkt_status vkt_binary_backward(vkt_stream *stream, vkt_binary_op op, int which, vkt_view a,
@@ -260,7 +263,10 @@ vkt_status vkt_binary_backward(vkt_stream *stream, vkt_binary_op op, int which, 
     ku_rows plan;
     if ((st = ku_plan_rows(ctx, fn, ngrad, nout / ngrad, 1, &plan)) != VKT_OK)
         return st;
-    uint32_t spec[4] = {plan.wg, (uint32_t)op, (uint32_t)which, plan.t};
+    uint32_t spec[SPEC_BINARY_BACKWARD_COUNT] = {
+        [SPEC_WG] = plan.wg, [SPEC_BINARY_BACKWARD_OP] = (uint32_t)op,
+        [SPEC_BINARY_BACKWARD_WHICH] = (uint32_t)which, [SPEC_BINARY_BACKWARD_T] = plan.t};
     uint32_t groups[3] = {plan.groups, 1, 1};
-    return gpu_dispatch(stream, &k_binary_backward, spec, 4, args, &push, groups);
+    return gpu_dispatch(stream, &k_binary_backward, spec, SPEC_BINARY_BACKWARD_COUNT, args, &push,
+                        groups);
 }

@@ -18,6 +18,7 @@
 
 #include "kernels/kernel_util.h"
 #include "push_conv.h"
+#include "spec.h"
 #include "col2im.spv.h"
 #include "conv_bias_grad.spv.h"
 #include "conv_move.spv.h"
@@ -29,15 +30,16 @@
 #define S GPU_BIND_STORAGE
 #define SR GPU_BIND_STORAGE_TEXEL_R
 #define S4 GPU_BIND_STORAGE_TEXEL_RGBA
-#define CONV_KERNEL(name, n_bind, b0)                                                     \
+#define CONV_KERNEL(name, n_bind, b0, count)                                              \
     {#name, vkt_spv_##name, sizeof vkt_spv_##name, n_bind, {b0, S, S},                    \
-     sizeof(struct vkt_push_conv)}
-static const gpu_kernel k_im2col = CONV_KERNEL(im2col, 2, SR);
-static const gpu_kernel k_col2im = CONV_KERNEL(col2im, 2, SR);
-static const gpu_kernel k_move[2] = {CONV_KERNEL(conv_move, 3, SR),
-                                     CONV_KERNEL(conv_move, 3, S4)};
-static const gpu_kernel k_bias_grad[2] = {CONV_KERNEL(conv_bias_grad, 2, SR),
-                                          CONV_KERNEL(conv_bias_grad, 2, S4)};
+     sizeof(struct vkt_push_conv), count}
+static const gpu_kernel k_im2col = CONV_KERNEL(im2col, 2, SR, SPEC_IM2COL_COUNT);
+static const gpu_kernel k_col2im = CONV_KERNEL(col2im, 2, SR, SPEC_COL2IM_COUNT);
+static const gpu_kernel k_move[2] = {CONV_KERNEL(conv_move, 3, SR, SPEC_CONV_MOVE_COUNT),
+                                     CONV_KERNEL(conv_move, 3, S4, SPEC_CONV_MOVE_COUNT)};
+static const gpu_kernel k_bias_grad[2] = {
+    CONV_KERNEL(conv_bias_grad, 2, SR, SPEC_CONV_BIAS_GRAD_COUNT),
+    CONV_KERNEL(conv_bias_grad, 2, S4, SPEC_CONV_BIAS_GRAD_COUNT)};
 
 /* Workspace elements beyond the two matrices: up to 3 before each to align it. */
 #define WS_SLACK 8u
@@ -357,11 +359,13 @@ static vkt_status im2col(conv_call *c, vkt_view x_chunk, uint32_t nc)
     vkt_status st = grid_1d(c, (rows + p.run - 1) / p.run, p.run * (g->c / 4 + 2), wg, groups);
     if (st != VKT_OK)
         return st;
-    uint32_t spec[8] = {wg,          g->kh,    g->kw,    g->stride_h,
-                        g->stride_w, g->dil_h, g->dil_w, g->c};
+    uint32_t spec[SPEC_IM2COL_COUNT] = {
+        [SPEC_WG] = wg,           [SPEC_CONV_KH] = g->kh,   [SPEC_CONV_KW] = g->kw,
+        [SPEC_CONV_SH] = g->stride_h, [SPEC_CONV_SW] = g->stride_w,
+        [SPEC_CONV_DH] = g->dil_h, [SPEC_CONV_DW] = g->dil_w, [SPEC_IM2COL_C] = g->c};
     gpu_arg args[2] = {ku_arg(x_chunk, 0, nc * c->d.chw, 0),
                        ku_arg(c->cols, 0, rows * c->d.ckk, 1)};
-    return gpu_dispatch(c->s, &k_im2col, spec, 8, args, &p, groups);
+    return gpu_dispatch(c->s, &k_im2col, spec, SPEC_IM2COL_COUNT, args, &p, groups);
 }
 
 /* dx of the chunk (dx_chunk: its first sample) gathered from dcols in cols, dx = sum +
@@ -382,11 +386,13 @@ static vkt_status col2im(conv_call *c, vkt_view dx_chunk, uint32_t nc, float bet
                             p.run * (4ull * g->kh * (g->kw + 1) + 1), wg, groups);
     if (st != VKT_OK)
         return st;
-    uint32_t spec[8] = {wg,        g->kh,     g->kw,     g->stride_h,
-                        g->stride_w, g->dil_h, g->dil_w, (uint32_t)vec4};
+    uint32_t spec[SPEC_COL2IM_COUNT] = {
+        [SPEC_WG] = wg,           [SPEC_CONV_KH] = g->kh,   [SPEC_CONV_KW] = g->kw,
+        [SPEC_CONV_SH] = g->stride_h, [SPEC_CONV_SW] = g->stride_w,
+        [SPEC_CONV_DH] = g->dil_h, [SPEC_CONV_DW] = g->dil_w, [SPEC_COL2IM_VEC4] = (uint32_t)vec4};
     gpu_arg args[2] = {ku_arg(c->cols, 0, nc * c->d.P * c->d.ckk, 0),
                        ku_arg(dx_chunk, 0, n, 1)};
-    return gpu_dispatch(c->s, &k_col2im, spec, 8, args, &p, groups);
+    return gpu_dispatch(c->s, &k_col2im, spec, SPEC_COL2IM_COUNT, args, &p, groups);
 }
 
 /* Between the chunk's NCHW tensor t (y or dy, t_chunk: its first sample) and rows:
@@ -420,10 +426,13 @@ static vkt_status move(conv_call *c, int dir, vkt_view t_chunk, uint32_t nc,
     gpu_arg args[3] = {ku_arg(src, 0, n, 0), ku_arg(dst, 0, n, 1), ku_arg(bv, 0, nb, 0)};
     /* The mask y as vec4s: planes of a multiple of 4 from a 16-byte aligned start. */
     int vec_y = dir == 1 && relu && quad && bias && ku_vec4_aligned(c->ctx, bv);
-    uint32_t spec[9] = {wg,       (uint32_t)dir,    dir == 0 && bias, (uint32_t)quad,
-                        (uint32_t)vec_in, (uint32_t)vec_out, run, (uint32_t)relu,
-                        (uint32_t)vec_y};
-    return gpu_dispatch(c->s, &k_move[vec_in], spec, 9, args, &p, groups);
+    uint32_t spec[SPEC_CONV_MOVE_COUNT] = {
+        [SPEC_WG] = wg, [SPEC_CONV_MOVE_DIR] = (uint32_t)dir,
+        [SPEC_CONV_MOVE_HAS_BIAS] = dir == 0 && bias, [SPEC_CONV_MOVE_QUAD] = (uint32_t)quad,
+        [SPEC_CONV_MOVE_VEC_IN] = (uint32_t)vec_in, [SPEC_CONV_MOVE_VEC_OUT] = (uint32_t)vec_out,
+        [SPEC_CONV_MOVE_RUN] = run, [SPEC_CONV_MOVE_RELU] = (uint32_t)relu,
+        [SPEC_CONV_MOVE_VEC_Y] = (uint32_t)vec_y};
+    return gpu_dispatch(c->s, &k_move[vec_in], spec, SPEC_CONV_MOVE_COUNT, args, &p, groups);
 }
 
 /* db = row sums of rows [oc, R] + beta db. Lanes per channel: 64, doubled while a lane
@@ -452,9 +461,11 @@ static vkt_status bias_grad(conv_call *c, uint32_t nc, vkt_view db, float beta)
                         "(its shader loops stop after %llu iterations)", c->fn,
                         (unsigned long long)R, (unsigned long long)ku_loop_budget(c->ctx));
     gpu_arg args[2] = {ku_arg(c->rows, 0, g->oc * R, 0), ku_arg(db, 0, g->oc, 1)};
-    uint32_t spec[2] = {wg, (uint32_t)vec_in};
+    uint32_t spec[SPEC_CONV_BIAS_GRAD_COUNT] = {[SPEC_WG] = wg,
+                                                [SPEC_CONV_BIAS_GRAD_VEC_IN] = (uint32_t)vec_in};
     uint32_t groups[3] = {g->oc < GPU_MAX_GROUPS ? g->oc : GPU_MAX_GROUPS, 1, 1};
-    return gpu_dispatch(c->s, &k_bias_grad[vec_in], spec, 2, args, &p, groups);
+    return gpu_dispatch(c->s, &k_bias_grad[vec_in], spec, SPEC_CONV_BIAS_GRAD_COUNT, args, &p,
+                        groups);
 }
 
 static vkt_status gemm(conv_call *c, int ta, int tb, uint64_t m, uint64_t n, uint64_t k,

@@ -7,6 +7,7 @@
 
 #include "kernels/kernel_util.h"
 #include "push_norm.h"
+#include "spec.h"
 #include "embedding.spv.h"
 #include "embedding_backward.spv.h"
 
@@ -14,10 +15,10 @@
 
 static const gpu_kernel k_embedding = {
     "embedding", vkt_spv_embedding, sizeof vkt_spv_embedding, 3, {S, S, S},
-    sizeof(struct vkt_push_embedding)};
+    sizeof(struct vkt_push_embedding), SPEC_EMBEDDING_COUNT};
 static const gpu_kernel k_embedding_backward = {
     "embedding_backward", vkt_spv_embedding_backward, sizeof vkt_spv_embedding_backward, 3,
-    {S, S, S}, sizeof(struct vkt_push_embedding)};
+    {S, S, S}, sizeof(struct vkt_push_embedding), SPEC_EMBEDDING_BACKWARD_COUNT};
 
 /* Largest vocabulary whose ids floats hold exactly (every integer up to 2^24). */
 #define MAX_VOCAB (1u << 24)
@@ -79,9 +80,9 @@ vkt_status kn_embedding(vkt_stream *s, vkt_view ids, vkt_view table, vkt_view y,
     for (int i = 0; i < 3; i++)
         args[i] = ku_arg(v[i], 0, count[i], i == 2);
     uint32_t wg = ku_workgroup_size(ctx);
-    uint32_t spec[2] = {wg, (uint32_t)vec4};
+    uint32_t spec[SPEC_EMBEDDING_COUNT] = {[SPEC_WG] = wg, [SPEC_EMBEDDING_VEC4] = (uint32_t)vec4};
     uint32_t groups[3] = {ku_groups_1d(ctx, vec4 ? count[2] / 4 : count[2], wg), 1, 1};
-    return gpu_dispatch(s, &k_embedding, spec, 2, args, &p, groups);
+    return gpu_dispatch(s, &k_embedding, spec, SPEC_EMBEDDING_COUNT, args, &p, groups);
 }
 
 /* Accumulators (vec4s of dtable's columns) per thread of the backward: on CPU devices up
@@ -146,13 +147,18 @@ vkt_status kn_embedding_backward(vkt_stream *s, vkt_view ids, vkt_view dy, vkt_v
     gpu_arg args[3];
     for (int i = 0; i < 3; i++)
         args[i] = ku_arg(v[i], 0, count[i], i == 2);
-    uint32_t spec[4] = {wg, a, (uint32_t)vec4, (uint32_t)binding_aligned16(ctx, ids)};
+    uint32_t spec[SPEC_EMBEDDING_BACKWARD_COUNT] = {
+        [SPEC_WG] = wg, [SPEC_EMBEDDING_BACKWARD_A] = a,
+        [SPEC_EMBEDDING_BACKWARD_VEC4] = (uint32_t)vec4,
+        [SPEC_EMBEDDING_BACKWARD_IDS4] = (uint32_t)binding_aligned16(ctx, ids)};
     uint32_t groups[3] = {(uint32_t)g, 1, 1};
     for (uint64_t first = 0; first < n; first += slice) {
         p.first = (uint32_t)first;
         p.count = (uint32_t)(n - first < slice ? n - first : slice);
         p.beta = first == 0 ? beta : 1.0f;
-        if ((st = gpu_dispatch(s, &k_embedding_backward, spec, 4, args, &p, groups)) != VKT_OK)
+        st = gpu_dispatch(s, &k_embedding_backward, spec, SPEC_EMBEDDING_BACKWARD_COUNT, args, &p,
+                          groups);
+        if (st != VKT_OK)
             return st;
     }
     return VKT_OK;

@@ -3,22 +3,23 @@
 #include "gpu/gpu.h"
 #include "kernels/kernel_util.h"
 #include "push.h"
+#include "spec.h"
 #include "copy.spv.h"
 #include "fill.spv.h"
 
 static const gpu_kernel k_fill = {
     "fill", vkt_spv_fill, sizeof vkt_spv_fill, 1, {GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_fill)};
+    sizeof(struct vkt_push_fill), SPEC_WG_ONLY_COUNT};
 static const gpu_kernel k_copy = {
     "copy", vkt_spv_copy, sizeof vkt_spv_copy, 2, {GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_fill)};
+    sizeof(struct vkt_push_fill), SPEC_WG_ONLY_COUNT};
 
 /* x may be NULL (fill). */
 static vkt_status run(vkt_stream *s, const gpu_kernel *k, const vkt_view *x, vkt_view y,
                       uint64_t n, float value)
 {
     vkt_context *ctx = s->ctx;
-    uint32_t wg = ku_workgroup_size(ctx);
+    uint32_t wg = ku_workgroup_size(ctx), spec[SPEC_WG_ONLY_COUNT] = {[SPEC_WG] = wg};
     uint64_t chunk = ku_chunk_elements(ctx);
     for (uint64_t first = 0; first < n; first += chunk) {
         uint64_t count = n - first < chunk ? n - first : chunk;
@@ -38,7 +39,7 @@ static vkt_status run(vkt_stream *s, const gpu_kernel *k, const vkt_view *x, vkt
             args[na++] = ku_arg(*x, first, count, 0);
         args[na++] = ku_arg(y, first, count, 1);
         uint32_t groups[3] = {ku_groups_1d(ctx, nvec ? nvec : count, wg), 1, 1};
-        vkt_status st = gpu_dispatch(s, k, &wg, 1, args, &push, groups);
+        vkt_status st = gpu_dispatch(s, k, spec, SPEC_WG_ONLY_COUNT, args, &push, groups);
         if (st != VKT_OK)
             return st;
     }

@@ -5,6 +5,7 @@
  * dimensions. bench/gemm_notes.md has the measurements behind the designs. */
 #include "gpu/gpu.h"
 #include "push.h"
+#include "spec.h"
 #include "gemm_cpu.spv.h"
 #include "gemm_cpu_sampler.spv.h"
 #include "gemm_gpu.spv.h"
@@ -25,7 +26,7 @@
 #define S4 GPU_BIND_STORAGE_TEXEL_RGBA
 #define GEMM_CPU_KERNEL(ta, tb, tc)                                                       \
     {"gemm_cpu", vkt_spv_gemm_cpu, sizeof vkt_spv_gemm_cpu, 4,                            \
-     {ta, tb, GPU_BIND_STORAGE, tc}, sizeof(struct vkt_push_gemm)}
+     {ta, tb, GPU_BIND_STORAGE, tc}, sizeof(struct vkt_push_gemm), SPEC_GEMM_CPU_COUNT}
 static const gpu_kernel k_cpu[8] = {
     GEMM_CPU_KERNEL(SR, SR, SR), GEMM_CPU_KERNEL(SR, SR, S4),
     GEMM_CPU_KERNEL(SR, S4, SR), GEMM_CPU_KERNEL(SR, S4, S4),
@@ -36,14 +37,15 @@ static const gpu_kernel k_cpu[8] = {
 #define T4 GPU_BIND_TEXEL_RGBA
 #define GEMM_SAMPLER_KERNEL(ta, tb)                                                       \
     {"gemm_cpu_sampler", vkt_spv_gemm_cpu_sampler, sizeof vkt_spv_gemm_cpu_sampler, 3,    \
-     {ta, tb, GPU_BIND_STORAGE}, sizeof(struct vkt_push_gemm)}
+     {ta, tb, GPU_BIND_STORAGE}, sizeof(struct vkt_push_gemm), SPEC_GEMM_CPU_COUNT}
 static const gpu_kernel k_cpu_sampler[4] = {
     GEMM_SAMPLER_KERNEL(TR, TR), GEMM_SAMPLER_KERNEL(TR, T4),
     GEMM_SAMPLER_KERNEL(T4, TR), GEMM_SAMPLER_KERNEL(T4, T4),
 };
 static const gpu_kernel k_gpu = {
     "gemm_gpu", vkt_spv_gemm_gpu, sizeof vkt_spv_gemm_gpu, 3,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_gemm)};
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
+    sizeof(struct vkt_push_gemm), SPEC_GEMM_GPU_COUNT};
 
 /* One matrix as stored: `rows` rows of `cols` elements, `ld` apart. */
 typedef struct operand {
@@ -188,11 +190,14 @@ static vkt_status dispatch_cpu(vkt_stream *s, const vkt_gemm_desc *d, const oper
     gpu_arg args[4] = {arg(a->v, va ? (a->extent + 3) / 4 * 4 : a->extent, 0),
                        arg(b->v, vb ? (b->extent + 3) / 4 * 4 : b->extent, 0),
                        arg(c->v, c->extent, 1), arg(c->v, read_c ? c->extent : 1, 0)};
-    uint32_t spec[7] = {push.trans_a, push.trans_b, (uint32_t)va, (uint32_t)vb,
-                        (uint32_t)read_c, (uint32_t)vc, (uint32_t)tc};
+    uint32_t spec[SPEC_GEMM_CPU_COUNT] = {
+        [SPEC_GEMM_CPU_TRANS_A] = push.trans_a, [SPEC_GEMM_CPU_TRANS_B] = push.trans_b,
+        [SPEC_GEMM_CPU_VEC_A] = (uint32_t)va,   [SPEC_GEMM_CPU_VEC_B] = (uint32_t)vb,
+        [SPEC_GEMM_CPU_READ_C] = (uint32_t)read_c, [SPEC_GEMM_CPU_VEC_C] = (uint32_t)vc,
+        [SPEC_GEMM_CPU_TRANS_C] = (uint32_t)tc};
     uint32_t groups[3] = {ceil_div(push.n, CPU_TN), ceil_div(push.m, CPU_TM), 1};
     const gpu_kernel *k = st ? &k_cpu[4 * va + 2 * vb + vc] : &k_cpu_sampler[2 * va + vb];
-    return gpu_dispatch(s, k, spec, 7, args, &push, groups);
+    return gpu_dispatch(s, k, spec, SPEC_GEMM_CPU_COUNT, args, &push, groups);
 }
 
 /* Tile shape of gemm_gpu.comp: BM x BN of C per workgroup of TX x TY threads, BK deep. */
@@ -236,10 +241,13 @@ static vkt_status dispatch_gpu(vkt_stream *s, const vkt_gemm_desc *d, const oper
     };
     gpu_arg args[3] = {arg(a->v, a->extent, 0), arg(b->v, b->extent, 0),
                        arg(c->v, c->extent, 1)};
-    uint32_t spec[8] = {push.trans_a, push.trans_b, d->beta != 0.0f, t.bm, t.bn, t.bk,
-                        t.tx, t.ty};
+    uint32_t spec[SPEC_GEMM_GPU_COUNT] = {
+        [SPEC_GEMM_GPU_TRANS_A] = push.trans_a, [SPEC_GEMM_GPU_TRANS_B] = push.trans_b,
+        [SPEC_GEMM_GPU_READ_C] = d->beta != 0.0f, [SPEC_GEMM_GPU_BM] = t.bm,
+        [SPEC_GEMM_GPU_BN] = t.bn, [SPEC_GEMM_GPU_BK] = t.bk, [SPEC_GEMM_GPU_TX] = t.tx,
+        [SPEC_GEMM_GPU_TY] = t.ty};
     uint32_t groups[3] = {ceil_div(d->n, t.bn), ceil_div(d->m, t.bm), 1};
-    return gpu_dispatch(s, &k_gpu, spec, 8, args, &push, groups);
+    return gpu_dispatch(s, &k_gpu, spec, SPEC_GEMM_GPU_COUNT, args, &push, groups);
 }
 
 vkt_status vkt_gemm(vkt_stream *stream, const vkt_gemm_desc *desc)

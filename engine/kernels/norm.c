@@ -7,6 +7,7 @@
 
 #include "kernels/kernel_util.h"
 #include "push_norm.h"
+#include "spec.h"
 #include "batchnorm.spv.h"
 #include "batchnorm_backward.spv.h"
 #include "layernorm.spv.h"
@@ -18,22 +19,22 @@
 
 static const gpu_kernel k_layernorm = {
     "layernorm", vkt_spv_layernorm, sizeof vkt_spv_layernorm, 5, {S, S, S, S, S},
-    sizeof(struct vkt_push_layernorm)};
+    sizeof(struct vkt_push_layernorm), SPEC_LAYERNORM_COUNT};
 static const gpu_kernel k_layernorm_backward = {
     "layernorm_backward", vkt_spv_layernorm_backward, sizeof vkt_spv_layernorm_backward, 7,
-    {S, S, S, S, S, S, S}, sizeof(struct vkt_push_layernorm)};
+    {S, S, S, S, S, S, S}, sizeof(struct vkt_push_layernorm), SPEC_LAYERNORM_BACKWARD_COUNT};
 static const gpu_kernel k_rmsnorm = {
     "rmsnorm", vkt_spv_rmsnorm, sizeof vkt_spv_rmsnorm, 4, {S, S, S, S},
-    sizeof(struct vkt_push_rmsnorm)};
+    sizeof(struct vkt_push_rmsnorm), SPEC_RMSNORM_COUNT};
 static const gpu_kernel k_rmsnorm_backward = {
     "rmsnorm_backward", vkt_spv_rmsnorm_backward, sizeof vkt_spv_rmsnorm_backward, 6,
-    {S, S, S, S, S, S}, sizeof(struct vkt_push_rmsnorm)};
+    {S, S, S, S, S, S}, sizeof(struct vkt_push_rmsnorm), SPEC_RMSNORM_BACKWARD_COUNT};
 static const gpu_kernel k_batchnorm = {
     "batchnorm", vkt_spv_batchnorm, sizeof vkt_spv_batchnorm, 7, {S, S, S, S, S, S, S},
-    sizeof(struct vkt_push_batchnorm)};
+    sizeof(struct vkt_push_batchnorm), SPEC_BATCHNORM_COUNT};
 static const gpu_kernel k_batchnorm_backward = {
     "batchnorm_backward", vkt_spv_batchnorm_backward, sizeof vkt_spv_batchnorm_backward, 7,
-    {S, S, S, S, S, S, S}, sizeof(struct vkt_push_batchnorm)};
+    {S, S, S, S, S, S, S}, sizeof(struct vkt_push_batchnorm), SPEC_BATCHNORM_BACKWARD_COUNT};
 
 /* ---- argument checks -------------------------------------------------------------- */
 
@@ -201,9 +202,10 @@ vkt_status kn_layernorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta
     gpu_arg args[5] = {ku_arg(x, 0, n, y_is_x), ku_arg(gamma, 0, cols, 0),
                        ku_arg(beta, 0, cols, 0), ku_arg(y, 0, n, 1),
                        ku_arg(stats, 0, 2ull * rows, 1)};
-    uint32_t spec[3] = {plan.wg, plan.t, (uint32_t)vec4};
+    uint32_t spec[SPEC_LAYERNORM_COUNT] = {[SPEC_WG] = plan.wg, [SPEC_LAYERNORM_T] = plan.t,
+                                           [SPEC_LAYERNORM_VEC4] = (uint32_t)vec4};
     uint32_t groups[3] = {plan.groups, 1, 1};
-    return gpu_dispatch(s, &k_layernorm, spec, 3, args, &p, groups);
+    return gpu_dispatch(s, &k_layernorm, spec, SPEC_LAYERNORM_COUNT, args, &p, groups);
 }
 
 uint64_t kn_layernorm_workspace_elems(uint32_t rows, uint32_t cols)
@@ -282,10 +284,15 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
     gpu_arg args[7];
     for (uint32_t i = 0; i < 7; i++)
         args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
-    uint32_t spec[7] = {wg, pr.t, pc.t, (uint32_t)vec4, dx != NULL, dgamma != NULL,
-                        dbeta != NULL};
+    uint32_t spec[SPEC_LAYERNORM_BACKWARD_COUNT] = {
+        [SPEC_WG] = wg, [SPEC_LAYERNORM_BACKWARD_TR] = pr.t, [SPEC_LAYERNORM_BACKWARD_TC] = pc.t,
+        [SPEC_LAYERNORM_BACKWARD_VEC4] = (uint32_t)vec4,
+        [SPEC_LAYERNORM_BACKWARD_HAS_DX] = dx != NULL,
+        [SPEC_LAYERNORM_BACKWARD_HAS_DG] = dgamma != NULL,
+        [SPEC_LAYERNORM_BACKWARD_HAS_DB] = dbeta != NULL};
     uint32_t groups[3] = {gr + gc, 1, 1};
-    return gpu_dispatch(s, &k_layernorm_backward, spec, 7, args, &p, groups);
+    return gpu_dispatch(s, &k_layernorm_backward, spec, SPEC_LAYERNORM_BACKWARD_COUNT, args, &p,
+                        groups);
 }
 
 /* ---- RMS normalization ---------------------------------------------------------------- */
@@ -326,9 +333,10 @@ vkt_status kn_rmsnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view y, vkt
     int y_is_x = same(&v[2], &v[0]);
     gpu_arg args[4] = {ku_arg(x, 0, n, y_is_x), ku_arg(gamma, 0, cols, 0), ku_arg(y, 0, n, 1),
                        ku_arg(rstd, 0, rows, 1)};
-    uint32_t spec[3] = {plan.wg, plan.t, (uint32_t)vec4};
+    uint32_t spec[SPEC_RMSNORM_COUNT] = {[SPEC_WG] = plan.wg, [SPEC_RMSNORM_T] = plan.t,
+                                         [SPEC_RMSNORM_VEC4] = (uint32_t)vec4};
     uint32_t groups[3] = {plan.groups, 1, 1};
-    return gpu_dispatch(s, &k_rmsnorm, spec, 3, args, &p, groups);
+    return gpu_dispatch(s, &k_rmsnorm, spec, SPEC_RMSNORM_COUNT, args, &p, groups);
 }
 
 uint64_t kn_rmsnorm_workspace_elems(uint32_t rows, uint32_t cols)
@@ -407,9 +415,14 @@ vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_vi
     gpu_arg args[6];
     for (uint32_t i = 0; i < 6; i++)
         args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
-    uint32_t spec[6] = {wg, pr.t, pc.t, (uint32_t)vec4, dx != NULL, dgamma != NULL};
+    uint32_t spec[SPEC_RMSNORM_BACKWARD_COUNT] = {
+        [SPEC_WG] = wg, [SPEC_RMSNORM_BACKWARD_TR] = pr.t, [SPEC_RMSNORM_BACKWARD_TC] = pc.t,
+        [SPEC_RMSNORM_BACKWARD_VEC4] = (uint32_t)vec4,
+        [SPEC_RMSNORM_BACKWARD_HAS_DX] = dx != NULL,
+        [SPEC_RMSNORM_BACKWARD_HAS_DG] = dgamma != NULL};
     uint32_t groups[3] = {gr + gc, 1, 1};
-    return gpu_dispatch(s, &k_rmsnorm_backward, spec, 6, args, &p, groups);
+    return gpu_dispatch(s, &k_rmsnorm_backward, spec, SPEC_RMSNORM_BACKWARD_COUNT, args, &p,
+                        groups);
 }
 
 /* ---- batch normalization ------------------------------------------------------------ */
@@ -502,9 +515,11 @@ vkt_status kn_batchnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta
     for (uint32_t i = 0; i < 7; i++)
         args[i] = ku_arg(v[order[i]].v, 0, v[order[i]].count, v[order[i]].write);
     args[0].write = same(&v[3], &v[0]); /* y == x: the range is written */
-    uint32_t spec[3] = {wg, (uint32_t)training, (uint32_t)vec4};
+    uint32_t spec[SPEC_BATCHNORM_COUNT] = {[SPEC_WG] = wg,
+                                           [SPEC_BATCHNORM_TRAIN] = (uint32_t)training,
+                                           [SPEC_BATCHNORM_VEC4] = (uint32_t)vec4};
     uint32_t g[3] = {groups, 1, 1};
-    return gpu_dispatch(s, &k_batchnorm, spec, 3, args, &p, g);
+    return gpu_dispatch(s, &k_batchnorm, spec, SPEC_BATCHNORM_COUNT, args, &p, g);
 }
 
 uint64_t kn_batchnorm_workspace_elems(uint32_t n, uint32_t c, uint32_t hw)
@@ -569,7 +584,12 @@ vkt_status kn_batchnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
         args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
     if (dx && same(&v[4], &v[3]))
         args[3].write = 1; /* in place: the range is bound both ways; mark both written */
-    uint32_t spec[5] = {wg, (uint32_t)vec4, dx != NULL, dgamma != NULL, dbeta != NULL};
+    uint32_t spec[SPEC_BATCHNORM_BACKWARD_COUNT] = {
+        [SPEC_WG] = wg, [SPEC_BATCHNORM_BACKWARD_VEC4] = (uint32_t)vec4,
+        [SPEC_BATCHNORM_BACKWARD_HAS_DX] = dx != NULL,
+        [SPEC_BATCHNORM_BACKWARD_HAS_DG] = dgamma != NULL,
+        [SPEC_BATCHNORM_BACKWARD_HAS_DB] = dbeta != NULL};
     uint32_t g[3] = {groups, 1, 1};
-    return gpu_dispatch(s, &k_batchnorm_backward, spec, 5, args, &p, g);
+    return gpu_dispatch(s, &k_batchnorm_backward, spec, SPEC_BATCHNORM_BACKWARD_COUNT, args, &p,
+                        g);
 }

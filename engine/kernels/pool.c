@@ -8,6 +8,7 @@
 
 #include "kernels/kernel_util.h"
 #include "push_conv.h"
+#include "spec.h"
 #include "pool.spv.h"
 #include "pool_backward.spv.h"
 
@@ -18,11 +19,11 @@
 #define S GPU_BIND_STORAGE
 #define SR GPU_BIND_STORAGE_TEXEL_R
 static const gpu_kernel k_pool = {"pool", vkt_spv_pool, sizeof vkt_spv_pool, 3, {SR, S, S},
-                                  sizeof(struct vkt_push_pool)};
+                                  sizeof(struct vkt_push_pool), SPEC_POOL_COUNT};
 /* The backward binds `saved` twice: as a storage buffer and as an R32F texel view. */
 static const gpu_kernel k_pool_backward = {
     "pool_backward", vkt_spv_pool_backward, sizeof vkt_spv_pool_backward, 4, {S, SR, S, SR},
-    sizeof(struct vkt_push_pool)};
+    sizeof(struct vkt_push_pool), SPEC_POOL_BACKWARD_COUNT};
 
 vkt_status kc_pool_init(kc_pool *p, char *msg, size_t msg_size)
 {
@@ -173,10 +174,21 @@ static vkt_status run(vkt_stream *s, const char *fn, const kc_pool *p, vkt_view 
                            ku_arg(sv, 0, ny, !back && p->max), ku_arg(sv, 0, ny, 0)};
         int vec_main = n % 4 == 0 && ku_vec4_aligned(ctx, back ? x : y);
         int vec_saved = n % 4 == 0 && ku_vec4_aligned(ctx, sv);
-        uint32_t spec[8] = {wg, p->kh, p->kw, p->stride_h, p->stride_w,
-                            (uint32_t)(p->max != 0), (uint32_t)vec_main,
-                            (uint32_t)(back ? saved_texel : vec_saved)};
-        st = gpu_dispatch(s, back ? &k_pool_backward : &k_pool, spec, 8, args, &push, groups);
+        /* pool.comp and pool_backward.comp share constants 0-5 (the window), then differ */
+        _Static_assert(SPEC_POOL_COUNT == SPEC_POOL_BACKWARD_COUNT, "pool constants");
+        uint32_t spec[SPEC_POOL_COUNT] = {
+            [SPEC_WG] = wg, [SPEC_POOL_KH] = p->kh, [SPEC_POOL_KW] = p->kw,
+            [SPEC_POOL_SH] = p->stride_h, [SPEC_POOL_SW] = p->stride_w,
+            [SPEC_POOL_MAX] = (uint32_t)(p->max != 0)};
+        if (back) {
+            spec[SPEC_POOL_BACKWARD_VEC4] = (uint32_t)vec_main;
+            spec[SPEC_POOL_BACKWARD_SAVED_TEXEL] = (uint32_t)saved_texel;
+        } else {
+            spec[SPEC_POOL_VEC_Y] = (uint32_t)vec_main;
+            spec[SPEC_POOL_VEC_S] = (uint32_t)vec_saved;
+        }
+        st = gpu_dispatch(s, back ? &k_pool_backward : &k_pool, spec, SPEC_POOL_COUNT, args,
+                          &push, groups);
         if (st != VKT_OK)
             return st;
     }

@@ -2,6 +2,7 @@
 #include "gpu/gpu.h"
 #include "kernels/kernel_util.h"
 #include "push.h"
+#include "spec.h"
 #include "reduce.spv.h"
 
 /* shaders/common.glsl uses these op codes. */
@@ -11,7 +12,7 @@ _Static_assert(VKT_REDUCE_SUM == 0 && VKT_REDUCE_MEAN == 1 && VKT_REDUCE_MAX == 
 
 static const gpu_kernel k_reduce = {
     "reduce", vkt_spv_reduce, sizeof vkt_spv_reduce, 2, {GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_reduce)};
+    sizeof(struct vkt_push_reduce), SPEC_REDUCE_COUNT};
 
 const char *vkt_reduce_op_name(vkt_reduce_op op)
 {
@@ -65,7 +66,8 @@ vkt_status vkt_reduce(vkt_stream *stream, vkt_reduce_op op, vkt_view x, const vk
     ku_rows plan; /* a row per output */
     if ((st = ku_plan_rows(ctx, fn, nout, len, 1, &plan)) != VKT_OK)
         return st;
-    uint32_t spec[3] = {plan.wg, (uint32_t)op, plan.t};
+    uint32_t spec[SPEC_REDUCE_COUNT] = {[SPEC_WG] = plan.wg, [SPEC_REDUCE_OP] = (uint32_t)op,
+                                        [SPEC_REDUCE_T] = plan.t};
     uint32_t groups[3] = {plan.groups, 1, 1};
-    return gpu_dispatch(stream, &k_reduce, spec, 3, args, &push, groups);
+    return gpu_dispatch(stream, &k_reduce, spec, SPEC_REDUCE_COUNT, args, &push, groups);
 }

@@ -3,15 +3,17 @@
 #include "gpu/gpu.h"
 #include "kernels/kernel_util.h"
 #include "push.h"
+#include "spec.h"
 #include "softmax.spv.h"
 #include "softmax_backward.spv.h"
 
 static const gpu_kernel k_softmax = {
     "softmax", vkt_spv_softmax, sizeof vkt_spv_softmax, 2,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_softmax)};
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_softmax), SPEC_SOFTMAX_COUNT};
 static const gpu_kernel k_softmax_backward = {
     "softmax_backward", vkt_spv_softmax_backward, sizeof vkt_spv_softmax_backward, 3,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_softmax)};
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
+    sizeof(struct vkt_push_softmax), SPEC_SOFTMAX_COUNT};
 
 static vkt_status check(vkt_stream *s, const char *fn, uint32_t rows, uint32_t cols)
 {
@@ -28,12 +30,12 @@ static vkt_status check(vkt_stream *s, const char *fn, uint32_t rows, uint32_t c
 
 /* The grid: T threads per row (two passes over it), wg / T rows per workgroup. */
 static vkt_status grid(vkt_context *ctx, const char *fn, uint32_t rows, uint32_t cols,
-                       uint32_t spec[2], uint32_t groups[3])
+                       uint32_t spec[SPEC_SOFTMAX_COUNT], uint32_t groups[3])
 {
     ku_rows plan;
     vkt_status st = ku_plan_rows(ctx, fn, rows, cols, 2, &plan);
-    spec[0] = plan.wg;
-    spec[1] = plan.t;
+    spec[SPEC_WG] = plan.wg;
+    spec[SPEC_SOFTMAX_T] = plan.t;
     groups[0] = plan.groups;
     groups[1] = groups[2] = 1;
     return st;
@@ -55,10 +57,10 @@ vkt_status vkt_softmax_rows(vkt_stream *stream, int log, vkt_view x, vkt_view y,
         .x_off = ku_shift(ctx, x, 0), .y_off = ku_shift(ctx, y, 0),
     };
     gpu_arg args[2] = {ku_arg(x, 0, n, 0), ku_arg(y, 0, n, 1)};
-    uint32_t spec[2], groups[3];
+    uint32_t spec[SPEC_SOFTMAX_COUNT], groups[3];
     if ((st = grid(ctx, "vkt_softmax_rows", rows, cols, spec, groups)) != VKT_OK)
         return st;
-    return gpu_dispatch(stream, &k_softmax, spec, 2, args, &push, groups);
+    return gpu_dispatch(stream, &k_softmax, spec, SPEC_SOFTMAX_COUNT, args, &push, groups);
 }
 
 vkt_status vkt_softmax_rows_backward(vkt_stream *stream, int log, vkt_view y, vkt_view dy,
@@ -78,8 +80,8 @@ vkt_status vkt_softmax_rows_backward(vkt_stream *stream, int log, vkt_view y, vk
         .dy_off = ku_shift(ctx, dy, 0), .dx_off = ku_shift(ctx, dx, 0),
     };
     gpu_arg args[3] = {ku_arg(y, 0, n, 0), ku_arg(dy, 0, n, 0), ku_arg(dx, 0, n, 1)};
-    uint32_t spec[2], groups[3];
+    uint32_t spec[SPEC_SOFTMAX_COUNT], groups[3];
     if ((st = grid(ctx, "vkt_softmax_rows_backward", rows, cols, spec, groups)) != VKT_OK)
         return st;
-    return gpu_dispatch(stream, &k_softmax_backward, spec, 2, args, &push, groups);
+    return gpu_dispatch(stream, &k_softmax_backward, spec, SPEC_SOFTMAX_COUNT, args, &push, groups);
 }

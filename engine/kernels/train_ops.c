@@ -5,6 +5,7 @@
 #include "activation.h"
 #include "dropout_hash.h"
 #include "push.h"
+#include "spec.h"
 #include "axpby.spv.h"
 #include "bias_act.spv.h"
 #include "bias_act_backward.spv.h"
@@ -18,24 +19,28 @@
 
 static const gpu_kernel k_bias_act = {
     "bias_act", vkt_spv_bias_act, sizeof vkt_spv_bias_act, 3, {S, S, S},
-    sizeof(struct vkt_push_bias_act)};
+    sizeof(struct vkt_push_bias_act), SPEC_BIAS_ACT_COUNT};
 static const gpu_kernel k_bias_act_backward = {
     "bias_act_backward", vkt_spv_bias_act_backward, sizeof vkt_spv_bias_act_backward, 4,
-    {S, S, S, S}, sizeof(struct vkt_push_bias_act)};
+    {S, S, S, S}, sizeof(struct vkt_push_bias_act), SPEC_BIAS_ACT_BACKWARD_COUNT};
 static const gpu_kernel k_sce = {
-    "sce", vkt_spv_sce, sizeof vkt_spv_sce, 4, {S, S, S, S}, sizeof(struct vkt_push_sce)};
+    "sce", vkt_spv_sce, sizeof vkt_spv_sce, 4, {S, S, S, S},
+    sizeof(struct vkt_push_sce), SPEC_WG_ONLY_COUNT};
 static const gpu_kernel k_sce_backward = {
     "sce_backward", vkt_spv_sce_backward, sizeof vkt_spv_sce_backward, 4, {S, S, S, S},
-    sizeof(struct vkt_push_sce)};
+    sizeof(struct vkt_push_sce), SPEC_WG_ONLY_COUNT};
 static const gpu_kernel k_mse = {
-    "mse", vkt_spv_mse, sizeof vkt_spv_mse, 4, {S, S, S, S}, sizeof(struct vkt_push_mse)};
+    "mse", vkt_spv_mse, sizeof vkt_spv_mse, 4, {S, S, S, S},
+    sizeof(struct vkt_push_mse), SPEC_MSE_COUNT};
 static const gpu_kernel k_axpby = {
-    "axpby", vkt_spv_axpby, sizeof vkt_spv_axpby, 2, {S, S}, sizeof(struct vkt_push_axpby)};
+    "axpby", vkt_spv_axpby, sizeof vkt_spv_axpby, 2, {S, S},
+    sizeof(struct vkt_push_axpby), SPEC_AXPBY_COUNT};
 static const gpu_kernel k_block = {
-    "block", vkt_spv_block, sizeof vkt_spv_block, 2, {S, S}, sizeof(struct vkt_push_block)};
+    "block", vkt_spv_block, sizeof vkt_spv_block, 2, {S, S},
+    sizeof(struct vkt_push_block), SPEC_BLOCK_COUNT};
 static const gpu_kernel k_dropout = {
     "dropout", vkt_spv_dropout, sizeof vkt_spv_dropout, 3, {S, S, S},
-    sizeof(struct vkt_push_dropout)};
+    sizeof(struct vkt_push_dropout), SPEC_WG_ONLY_COUNT};
 
 /* Stream present, sizes non-zero and below 2^32 elements. */
 static vkt_status check(vkt_stream *s, const char *fn, uint64_t n)
@@ -135,9 +140,12 @@ vkt_status kt_bias_act(vkt_stream *s, vkt_unary_op op, float alpha, vkt_view pre
     gpu_arg args[3] = {ku_arg(v[0], 0, c[0], 0), ku_arg(pre, 0, n, 1),
                        ku_arg(v[2], 0, n, y != NULL)};
     int vec4 = cols % 4 == 0 && all_vec4(ctx, v, 3);
-    uint32_t spec[5] = {ku_workgroup_size(ctx), (uint32_t)op, bias != NULL, y != NULL,
-                        (uint32_t)vec4};
-    return run(s, &k_bias_act, spec, 5, args, &p, groups_1d(ctx, vec4 ? n / 4 : n));
+    uint32_t spec[SPEC_BIAS_ACT_COUNT] = {
+        [SPEC_WG] = ku_workgroup_size(ctx), [SPEC_BIAS_ACT_OP] = (uint32_t)op,
+        [SPEC_BIAS_ACT_HAS_BIAS] = bias != NULL, [SPEC_BIAS_ACT_SEPARATE_Y] = y != NULL,
+        [SPEC_BIAS_ACT_VEC4] = (uint32_t)vec4};
+    return run(s, &k_bias_act, spec, SPEC_BIAS_ACT_COUNT, args, &p,
+               groups_1d(ctx, vec4 ? n / 4 : n));
 }
 
 /* The bias gradient's grid: `units` columns (or column quads), `rp` threads per unit
@@ -203,9 +211,14 @@ vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int
     } else {
         groups = groups_1d(ctx, vec4 ? n / 4 : n);
     }
-    uint32_t spec[8] = {wg, (uint32_t)op, db != NULL, from_y != 0, dz != NULL,
-                        (uint32_t)vec4, beta != 0.0f, rp};
-    return run(s, &k_bias_act_backward, spec, 8, args, &p, groups);
+    uint32_t spec[SPEC_BIAS_ACT_BACKWARD_COUNT] = {
+        [SPEC_WG] = wg, [SPEC_BIAS_ACT_BACKWARD_OP] = (uint32_t)op,
+        [SPEC_BIAS_ACT_BACKWARD_HAS_BIAS] = db != NULL,
+        [SPEC_BIAS_ACT_BACKWARD_FROM_Y] = from_y != 0,
+        [SPEC_BIAS_ACT_BACKWARD_WRITE_DZ] = dz != NULL,
+        [SPEC_BIAS_ACT_BACKWARD_VEC4] = (uint32_t)vec4,
+        [SPEC_BIAS_ACT_BACKWARD_ACCUM] = beta != 0.0f, [SPEC_BIAS_ACT_BACKWARD_RP] = rp};
+    return run(s, &k_bias_act_backward, spec, SPEC_BIAS_ACT_BACKWARD_COUNT, args, &p, groups);
 }
 
 vkt_status kt_sce(vkt_stream *s, vkt_view z, vkt_view labels, vkt_view loss, int mode,
@@ -229,9 +242,9 @@ vkt_status kt_sce(vkt_stream *s, vkt_view z, vkt_view labels, vkt_view loss, int
         .loss_off = ku_shift(ctx, loss, 0), .p_off = ku_shift(ctx, v[3], 0)};
     gpu_arg args[4] = {ku_arg(z, 0, n, 0), ku_arg(labels, 0, rows, 0), ku_arg(loss, 0, 1, 1),
                        ku_arg(v[3], 0, c[3], 1)};
-    uint32_t spec[1];
-    st = single_group(ctx, "kt_sce", rows, 3ull * cols + (mode ? cols : 0) + 1, &spec[0]);
-    return st == VKT_OK ? run(s, &k_sce, spec, 1, args, &p, 1) : st;
+    uint32_t spec[SPEC_WG_ONLY_COUNT];
+    st = single_group(ctx, "kt_sce", rows, 3ull * cols + (mode ? cols : 0) + 1, &spec[SPEC_WG]);
+    return st == VKT_OK ? run(s, &k_sce, spec, SPEC_WG_ONLY_COUNT, args, &p, 1) : st;
 }
 
 vkt_status kt_sce_backward(vkt_stream *s, vkt_view pv, vkt_view labels, vkt_view dl,
@@ -253,8 +266,8 @@ vkt_status kt_sce_backward(vkt_stream *s, vkt_view pv, vkt_view labels, vkt_view
         .dl_off = ku_shift(ctx, dl, 0), .dz_off = ku_shift(ctx, dz, 0)};
     gpu_arg args[4] = {ku_arg(pv, 0, n, 0), ku_arg(labels, 0, rows, 0), ku_arg(dl, 0, 1, 0),
                        ku_arg(dz, 0, n, 1)};
-    uint32_t spec[1] = {ku_workgroup_size(ctx)};
-    return run(s, &k_sce_backward, spec, 1, args, &p, groups_1d(ctx, n));
+    uint32_t spec[SPEC_WG_ONLY_COUNT] = {[SPEC_WG] = ku_workgroup_size(ctx)};
+    return run(s, &k_sce_backward, spec, SPEC_WG_ONLY_COUNT, args, &p, groups_1d(ctx, n));
 }
 
 static vkt_status mse_run(vkt_stream *s, const char *fn, vkt_view a, vkt_view b, vkt_view l,
@@ -277,10 +290,11 @@ static vkt_status mse_run(vkt_stream *s, const char *fn, vkt_view a, vkt_view b,
                        ku_arg(v[3], 0, c[3], d != NULL)};
     if (!d) /* forward: binding 3 is the loss again; one writer is enough */
         args[3].write = 0;
-    uint32_t spec[2] = {ku_workgroup_size(ctx), d != NULL};
-    if (!d && (st = single_group(ctx, fn, n, 1, &spec[0])) != VKT_OK)
+    uint32_t spec[SPEC_MSE_COUNT] = {[SPEC_WG] = ku_workgroup_size(ctx),
+                                     [SPEC_MSE_BACKWARD] = d != NULL};
+    if (!d && (st = single_group(ctx, fn, n, 1, &spec[SPEC_WG])) != VKT_OK)
         return st;
-    return run(s, &k_mse, spec, 2, args, &p, d ? groups_1d(ctx, n) : 1);
+    return run(s, &k_mse, spec, SPEC_MSE_COUNT, args, &p, d ? groups_1d(ctx, n) : 1);
 }
 
 vkt_status kt_mse(vkt_stream *s, vkt_view a, vkt_view b, vkt_view loss, uint64_t n)
@@ -309,8 +323,10 @@ vkt_status kt_axpby(vkt_stream *s, float alpha, vkt_view x, float beta, vkt_view
                                .x_off = ku_shift(ctx, x, 0), .y_off = ku_shift(ctx, y, 0)};
     gpu_arg args[2] = {ku_arg(x, 0, n, 0), ku_arg(y, 0, n, 1)};
     int vec4 = n % 4 == 0 && all_vec4(ctx, v, 2);
-    uint32_t spec[3] = {ku_workgroup_size(ctx), beta != 0.0f, (uint32_t)vec4};
-    return run(s, &k_axpby, spec, 3, args, &p, groups_1d(ctx, vec4 ? n / 4 : n));
+    uint32_t spec[SPEC_AXPBY_COUNT] = {[SPEC_WG] = ku_workgroup_size(ctx),
+                                       [SPEC_AXPBY_ACCUM] = beta != 0.0f,
+                                       [SPEC_AXPBY_VEC4] = (uint32_t)vec4};
+    return run(s, &k_axpby, spec, SPEC_AXPBY_COUNT, args, &p, groups_1d(ctx, vec4 ? n / 4 : n));
 }
 
 /* One block dispatch; x and y are bound from element x_first / y_first on. */
@@ -328,8 +344,9 @@ static vkt_status block_run(vkt_stream *s, uint32_t kind, vkt_view x, uint64_t x
     p->x_off = ku_shift(ctx, x, x_first);
     p->y_off = ku_shift(ctx, y, y_first);
     gpu_arg args[2] = {ku_arg(x, x_first, x_count, 0), ku_arg(y, y_first, y_count, 1)};
-    uint32_t spec[2] = {ku_workgroup_size(ctx), kind};
-    return run(s, &k_block, spec, 2, args, p, groups_1d(ctx, p->n));
+    uint32_t spec[SPEC_BLOCK_COUNT] = {[SPEC_WG] = ku_workgroup_size(ctx),
+                                       [SPEC_BLOCK_KIND] = kind};
+    return run(s, &k_block, spec, SPEC_BLOCK_COUNT, args, p, groups_1d(ctx, p->n));
 }
 
 vkt_status kt_slice(vkt_stream *s, vkt_view x, uint32_t src_row, uint32_t src_base, vkt_view y,
@@ -389,6 +406,6 @@ vkt_status kt_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint
         .x_off = ku_shift(ctx, x, 0), .c_off = ku_shift(ctx, ctrl, 0),
         .y_off = ku_shift(ctx, y, 0), .i_off = (uint32_t)i_off};
     gpu_arg args[3] = {ku_arg(x, 0, n, 0), ku_arg(ctrl, 0, 2, 0), ku_arg(y, 0, n, 1)};
-    uint32_t spec[1] = {ku_workgroup_size(ctx)};
-    return run(s, &k_dropout, spec, 1, args, &p, groups_1d(ctx, n));
+    uint32_t spec[SPEC_WG_ONLY_COUNT] = {[SPEC_WG] = ku_workgroup_size(ctx)};
+    return run(s, &k_dropout, spec, SPEC_WG_ONLY_COUNT, args, &p, groups_1d(ctx, n));
 }

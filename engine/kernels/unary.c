@@ -3,6 +3,7 @@
 #include "gpu/gpu.h"
 #include "kernels/kernel_util.h"
 #include "push.h"
+#include "spec.h"
 #include "unary.spv.h"
 #include "unary_backward.spv.h"
 
@@ -14,10 +15,11 @@ _Static_assert(VKT_UNARY_SCALE == 0 && VKT_UNARY_RELU == 1 && VKT_UNARY_LEAKY_RE
 
 static const gpu_kernel k_unary = {
     "unary", vkt_spv_unary, sizeof vkt_spv_unary, 2,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_unary)};
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_unary), SPEC_UNARY_COUNT};
 static const gpu_kernel k_unary_backward = {
     "unary_backward", vkt_spv_unary_backward, sizeof vkt_spv_unary_backward, 3,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_unary)};
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
+    sizeof(struct vkt_push_unary), SPEC_UNARY_COUNT};
 
 const char *vkt_unary_op_name(vkt_unary_op op)
 {
@@ -61,7 +63,7 @@ static vkt_status run(vkt_stream *s, const gpu_kernel *k, vkt_unary_op op, float
 {
     vkt_context *ctx = s->ctx;
     uint32_t wg = ku_workgroup_size(ctx);
-    uint32_t spec[2] = {wg, (uint32_t)op};
+    uint32_t spec[SPEC_UNARY_COUNT] = {[SPEC_WG] = wg, [SPEC_UNARY_OP] = (uint32_t)op};
     uint64_t chunk = ku_chunk_elements(ctx);
     for (uint64_t first = 0; first < n; first += chunk) {
         uint64_t count = n - first < chunk ? n - first : chunk;
@@ -84,7 +86,7 @@ static vkt_status run(vkt_stream *s, const gpu_kernel *k, vkt_unary_op op, float
             args[na++] = ku_arg(*dy, first, count, 0);
         args[na++] = ku_arg(out, first, count, 1);
         uint32_t groups[3] = {ku_groups_1d(ctx, nvec ? nvec : count, wg), 1, 1};
-        vkt_status st = gpu_dispatch(s, k, spec, 2, args, &push, groups);
+        vkt_status st = gpu_dispatch(s, k, spec, SPEC_UNARY_COUNT, args, &push, groups);
         if (st != VKT_OK)
             return st;
     }

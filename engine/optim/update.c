@@ -7,6 +7,7 @@
 
 #include "gpu/gpu.h"
 #include "kernels/kernel_util.h"
+#include "spec.h"
 #include "optim_norm.spv.h"
 #include "optim_update.spv.h"
 
@@ -16,12 +17,12 @@ _Static_assert(VKT_OPTIMIZER_SGD == 0 && VKT_OPTIMIZER_ADAM == 1 && VKT_OPTIMIZE
 
 static const gpu_kernel k_norm = {
     "optim_norm", vkt_spv_optim_norm, sizeof vkt_spv_optim_norm, 2,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_optim)};
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_optim), SPEC_WG_ONLY_COUNT};
 static const gpu_kernel k_update = {
     "optim_update", vkt_spv_optim_update, sizeof vkt_spv_optim_update, 6,
     {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE,
      GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_optim)};
+    sizeof(struct vkt_push_optim), SPEC_OPTIM_UPDATE_COUNT};
 
 static uint64_t chunk_count(const vkt_optimizer *opt, uint64_t first)
 {
@@ -55,7 +56,7 @@ static vkt_status record_norm(vkt_optimizer *opt, vkt_stream *s, vkt_view grads)
 {
     vkt_context *ctx = opt->ctx;
     vkt_view parts = {opt->parts, 0};
-    uint32_t part = 0;
+    uint32_t part = 0, spec[SPEC_WG_ONLY_COUNT] = {[SPEC_WG] = opt->wg};
     for (uint64_t first = 0; first < opt->n; first += opt->chunk) {
         uint64_t count = chunk_count(opt, first);
         uint32_t groups = ku_groups(count, opt->wg, opt->norm_groups);
@@ -65,7 +66,7 @@ static vkt_status record_norm(vkt_optimizer *opt, vkt_stream *s, vkt_view grads)
         push.nvec = vec4_split(&push.g_off, 1, count, &push.head);
         gpu_arg args[2] = {ku_arg(grads, first, count, 0), ku_arg(parts, part, groups, 1)};
         uint32_t g3[3] = {groups, 1, 1};
-        vkt_status st = gpu_dispatch(s, &k_norm, &opt->wg, 1, args, &push, g3);
+        vkt_status st = gpu_dispatch(s, &k_norm, spec, SPEC_WG_ONLY_COUNT, args, &push, g3);
         if (st != VKT_OK)
             return st;
         part += groups;
@@ -78,7 +79,10 @@ static vkt_status record_update(vkt_optimizer *opt, vkt_stream *s, vkt_view para
                                 vkt_view grads, int clip)
 {
     vkt_context *ctx = opt->ctx;
-    uint32_t spec[4] = {opt->wg, (uint32_t)opt->o.kind, opt->n_moments == 1, (uint32_t)clip};
+    uint32_t spec[SPEC_OPTIM_UPDATE_COUNT] = {
+        [SPEC_WG] = opt->wg, [SPEC_OPTIM_UPDATE_KIND] = (uint32_t)opt->o.kind,
+        [SPEC_OPTIM_UPDATE_MOMENTUM] = opt->n_moments == 1,
+        [SPEC_OPTIM_UPDATE_CLIP] = (uint32_t)clip};
     vkt_view state = {opt->state, 0};
     for (uint64_t first = 0; first < opt->n; first += opt->chunk) {
         uint64_t count = chunk_count(opt, first);
@@ -106,7 +110,7 @@ static vkt_status record_update(vkt_optimizer *opt, vkt_stream *s, vkt_view para
             ku_arg((vkt_view){opt->parts, 0}, 0, clip ? opt->n_parts : 1, 0),
         };
         uint32_t g3[3] = {grid(opt, count, push.nvec, opt->update_groups), 1, 1};
-        vkt_status st = gpu_dispatch(s, &k_update, spec, 4, args, &push, g3);
+        vkt_status st = gpu_dispatch(s, &k_update, spec, SPEC_OPTIM_UPDATE_COUNT, args, &push, g3);
         if (st != VKT_OK)
             return st;
     }
