@@ -120,11 +120,12 @@ typedef enum vkt_device_type {
 VKT_API const char *vkt_device_type_name(vkt_device_type type);
 
 #define VKT_MAX_HEAPS 16
+#define VKT_DEVICE_NAME_SIZE 256 /* bytes of vkt_device_info's strings, NUL included */
 
 typedef struct vkt_device_info {
-    char name[256];
-    char driver_name[256];
-    char driver_info[256];
+    char name[VKT_DEVICE_NAME_SIZE];
+    char driver_name[VKT_DEVICE_NAME_SIZE];
+    char driver_info[VKT_DEVICE_NAME_SIZE];
     uint32_t vendor_id, device_id;
     vkt_device_type type;
     uint32_t api_version;             /* VK_MAKE_API_VERSION encoding */
@@ -710,9 +711,11 @@ VKT_API vkt_status vkt_model_stats_get(vkt_model *model, vkt_model_stats *out /*
  * the dispatches it records. Timed from a separate stream with a timestamp around every
  * dispatch, run `runs` times (the first as a warm-up; the rest averaged); parameters are
  * not updated, and states the forwards update (running averages) are put back. */
+#define VKT_OP_NAME_SIZE 48   /* bytes of vkt_op_timing's op name, NUL included */
+#define VKT_NAME_SIZE 64      /* bytes of a tensor's name as reported, NUL included */
 typedef struct vkt_op_timing {
-    char op[48];       /* "conv2d"; a fused pair as "conv2d+relu", "linear+gelu" */
-    char name[64];
+    char op[VKT_OP_NAME_SIZE]; /* "conv2d"; a fused pair as "conv2d+relu", "linear+gelu" */
+    char name[VKT_NAME_SIZE];
     int backward;
     uint32_t dispatches;
     double microseconds;
@@ -992,11 +995,13 @@ typedef enum vkt_parallel_mode {
     VKT_PARALLEL_ASYNC     /* lock-free updates of a host master copy */
 } vkt_parallel_mode;
 
+#define VKT_MAX_REPLICAS 64 /* replicas of one trainer (in one process) */
+
 typedef struct vkt_trainer_options {
     uint32_t batch;                   /* global batch (required), split across replicas */
     vkt_optimizer_options optimizer;  /* zeroed: SGD with its default lr */
     const uint32_t *devices;          /* device index per replica; NULL: VKT_DEVICES, */
-    uint32_t device_count;            /*   else device 0 */
+    uint32_t device_count;            /*   else device 0; at most VKT_MAX_REPLICAS */
     vkt_parallel_mode mode;
     vkt_kernel_variant kernels;
     int check;                        /* VKT_CHECK mode on every replica */
@@ -1215,7 +1220,7 @@ typedef struct vkt_trainer_stats {
     /* fit: the largest replica's data_wait_seconds; over step_seconds it is the fraction
      * of step time the training loop waited for data */
     double data_wait_seconds;
-    vkt_replica_stats replica[64];   /* this rank's replicas */
+    vkt_replica_stats replica[VKT_MAX_REPLICAS]; /* this rank's replicas */
     /* across processes: this rank and the world's size; replicas over all ranks */
     uint32_t rank, ranks, world_replicas;
     double comm_seconds;          /* sync: from each bucket's allreduce start to its end
@@ -1252,7 +1257,9 @@ typedef struct vkt_summary vkt_summary;
 /* Unwritable or uncreatable folder: VKT_ERROR_IO, with a message (vkt_last_error)
  * naming the path and the system's reason. */
 VKT_API vkt_status vkt_summary_create(const char *logdir, vkt_summary **out_writer /* OUT */);
-/* A tag is 1 to 256 bytes without commas, quotes or line breaks ("train/loss"). */
+/* A tag is 1 to VKT_MAX_TAG_BYTES bytes without commas, quotes or line breaks
+ * ("train/loss"). */
+#define VKT_MAX_TAG_BYTES 256
 VKT_API vkt_status vkt_summary_scalar(vkt_summary *writer, const char *tag, uint64_t step,
                                       float value);
 VKT_API vkt_status vkt_summary_flush(vkt_summary *writer);

@@ -399,8 +399,8 @@ static void print_averaging(const par_run *thr, uint32_t n_thr, const host_refs 
 
 static int bench(const bench_args *a, vkt_instance *inst)
 {
-    uint32_t sel[64], n_sel = 0;
-    vkt_status st = vkt_instance_select_devices(inst, sel, 64, &n_sel);
+    uint32_t sel[VKT_MAX_REPLICAS], n_sel = 0;
+    vkt_status st = vkt_instance_select_devices(inst, sel, VKT_MAX_REPLICAS, &n_sel);
     if (st != VKT_OK)
         return cli_fail("bench parallel: cannot select a device", st, vkt_last_error());
     uint32_t device = sel[0];

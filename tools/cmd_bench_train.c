@@ -456,8 +456,8 @@ static int parse_args(int argc, char **argv, bench_cfg *c)
  * context; the GEMM-only stream gets a context of its own on the same device. */
 static int open_gemm_context(vkt_instance *inst, uint32_t *device, vkt_context **ctx)
 {
-    uint32_t dev[64], n_dev = 0;
-    vkt_status st = vkt_instance_select_devices(inst, dev, 64, &n_dev);
+    uint32_t dev[VKT_MAX_REPLICAS], n_dev = 0;
+    vkt_status st = vkt_instance_select_devices(inst, dev, VKT_MAX_REPLICAS, &n_dev);
     if (st != VKT_OK)
         return cli_fail("bench train: devices", st, vkt_instance_errmsg(inst));
     *device = dev[0];

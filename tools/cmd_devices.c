@@ -39,8 +39,8 @@ int cmd_devices(int argc, char **argv)
         if (vkt_instance_device_info(inst, i, &d) == VKT_OK)
             print_device(i, &d);
     }
-    uint32_t sel[64], count = 0;
-    vkt_status st = vkt_instance_select_devices(inst, sel, 64, &count);
+    uint32_t sel[VKT_MAX_REPLICAS], count = 0;
+    vkt_status st = vkt_instance_select_devices(inst, sel, VKT_MAX_REPLICAS, &count);
     if (st != VKT_OK) {
         cli_fail("cannot select devices", st, vkt_instance_errmsg(inst));
         vkt_instance_destroy(inst);

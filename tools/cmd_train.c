@@ -195,7 +195,7 @@ static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
 vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
                               const vkt_optimizer_options *oo, vkt_trainer **out)
 {
-    uint32_t dev[64], n = 0;
+    uint32_t dev[VKT_MAX_REPLICAS], n = 0;
     vkt_trainer_options to = {.batch = a->batch, .mode = a->async ? VKT_PARALLEL_ASYNC
                                                                    : VKT_PARALLEL_SYNC,
                               .bounded_staleness = a->bounded, .staleness = a->staleness,
@@ -207,8 +207,8 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
                               .overlap = a->overlap};
     to.optimizer = *oo;
     if (a->replicas) { /* --replicas N: the VKT_DEVICES list, repeated to N entries */
-        uint32_t sel[64], k = 0;
-        vkt_status st = vkt_instance_select_devices(inst, sel, 64, &k);
+        uint32_t sel[VKT_MAX_REPLICAS], k = 0;
+        vkt_status st = vkt_instance_select_devices(inst, sel, VKT_MAX_REPLICAS, &k);
         if (st != VKT_OK)
             return st; /* the message is the thread's last error */
         for (n = 0; n < a->replicas; n++)

@@ -54,7 +54,7 @@ const train_option train_options[] = {
      .help = "warmup steps for cosine and --scale-lr"},
     {"--seed", "N", TRAIN_OPT_INT, FIELD(seed), .lo = 0, .hi = 18446744073709551615.0,
      .idef = 1, .help = "initialization, shuffling and dropout seed"},
-    {"--replicas", "N", TRAIN_OPT_INT, FIELD(replicas), .lo = 1, .hi = 64,
+    {"--replicas", "N", TRAIN_OPT_INT, FIELD(replicas), .lo = 1, .hi = VKT_MAX_REPLICAS,
      .help = "data-parallel replicas", .def_note = "one per VKT_DEVICES entry"},
     {"--mode", "sync|async", TRAIN_OPT_CHOICE, FIELD(async), CHOICES("sync", "async"),
      VALUES(0, 1), .sdef = "sync", .help = "averaged gradients, or lock-free updates"},

@@ -18,7 +18,7 @@
 #include "core/error.h"
 #include "platform/platform.h"
 
-#define VKT_SUMMARY_TAG_MAX 256
+#define VKT_SUMMARY_TAG_MAX VKT_MAX_TAG_BYTES
 #define VKT_SUMMARY_PATH_MAX 4096
 
 struct vkt_summary {

@@ -22,7 +22,7 @@
 #include "graph/model.h"
 #include "parallel/world.h"
 
-#define TRAINER_MAX_REPLICAS 64
+#define TRAINER_MAX_REPLICAS VKT_MAX_REPLICAS
 #define TRAINER_MAX_EVAL 4      /* evaluation models cached, per output tensor and batch */
 #define TRAINER_EVAL_BATCH 500  /* rows per evaluation chunk */
 
