@@ -140,6 +140,47 @@ static vkt_status role_groups(vkt_context *ctx, const char *fn, uint64_t units, 
 
 /* Every view of v within what one storage binding may span on this device (the kernels
  * bind each tensor whole): VKT_ERROR_LIMIT naming the argument, before the dispatch. */
+/* The grid of a normalization backward that computes dx by rows and the per-column
+ * gradients (dgamma, dbeta) by columns as two roles of one dispatch: threads per row (two
+ * passes over it, pr) and per column (one pass over the rows, pc), the workgroup the
+ * larger of the two plans' (checked against shared memory at shared_per_thread bytes),
+ * and the row-role and column-role workgroup counts gr and gc (each within half the grid
+ * limit when both roles run). */
+typedef struct two_roles {
+    ku_rows pr, pc;
+    uint32_t wg, gr, gc;
+} two_roles;
+
+static vkt_status plan_two_roles(vkt_context *ctx, const char *fn, uint32_t rows,
+                                 uint32_t units, int rows_role, int cols_role,
+                                 uint32_t shared_per_thread, two_roles *g)
+{
+    vkt_status st;
+    *g = (two_roles){{0, 1, 0}, {0, 1, 0}, 0, 0, 0};
+    if (rows_role && (st = ku_plan_rows(ctx, fn, rows, units, 2, &g->pr)) != VKT_OK)
+        return st;
+    if (cols_role && (st = ku_plan_rows(ctx, fn, units, rows, 1, &g->pc)) != VKT_OK)
+        return st;
+    g->wg = g->pr.wg > g->pc.wg ? g->pr.wg : g->pc.wg;
+    uint64_t shared = (uint64_t)shared_per_thread * g->wg;
+    if (ctx->info.max_shared_memory && shared > ctx->info.max_shared_memory)
+        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "%s: a workgroup of %u threads needs %llu bytes of shared memory; the "
+                        "device has %u", fn, g->wg, (unsigned long long)shared,
+                        ctx->info.max_shared_memory);
+    uint32_t cap = rows_role && cols_role ? GPU_MAX_GROUPS / 2 : GPU_MAX_GROUPS;
+    const ku_rows *pr = &g->pr, *pc = &g->pc;
+    if (rows_role && (st = role_groups(ctx, fn, rows, pr->t, g->wg,
+                                       2ull * ((units + pr->t - 1) / pr->t) + log2u(pr->t) + 4,
+                                       cap, &g->gr)) != VKT_OK)
+        return st;
+    if (cols_role && (st = role_groups(ctx, fn, units, pc->t, g->wg,
+                                       (rows + pc->t - 1) / pc->t + log2u(pc->t) + 4, cap,
+                                       &g->gc)) != VKT_OK)
+        return st;
+    return VKT_OK;
+}
+
 static vkt_status check_bindable(vkt_context *ctx, const char *fn, const nv *v, uint32_t n)
 {
     uint64_t most = ku_chunk_elements(ctx);
@@ -253,28 +294,12 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
     int vec4 = cols % 4 == 0 && all_vec4(ctx, used, n_used);
     uint32_t units = vec4 ? cols / 4 : cols;
     int cols_role = dgamma || dbeta;
-    /* Threads per row (two passes over it) and per column (one pass over the rows); the
-     * workgroup is the larger of the two plans'. */
-    ku_rows pr = {0, 1, 0}, pc = {0, 1, 0};
-    if (dx && (st = ku_plan_rows(ctx, fn, rows, units, 2, &pr)) != VKT_OK)
+    /* two vec4s of shared memory per thread (the row sums, the column sums) */
+    two_roles g;
+    if ((st = plan_two_roles(ctx, fn, rows, units, dx != NULL, cols_role, 32, &g)) != VKT_OK)
         return st;
-    if (cols_role && (st = ku_plan_rows(ctx, fn, units, rows, 1, &pc)) != VKT_OK)
-        return st;
-    uint32_t wg = pr.wg > pc.wg ? pr.wg : pc.wg;
-    if (ctx->info.max_shared_memory && 32ull * wg > ctx->info.max_shared_memory)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
-                        "%s: a workgroup of %u threads needs %u bytes of shared memory; the "
-                        "device has %u", fn, wg, 32 * wg, ctx->info.max_shared_memory);
-    uint32_t cap = dx && cols_role ? GPU_MAX_GROUPS / 2 : GPU_MAX_GROUPS;
-    uint32_t gr = 0, gc = 0;
-    if (dx && (st = role_groups(ctx, fn, rows, pr.t, wg,
-                                2ull * ((units + pr.t - 1) / pr.t) + log2u(pr.t) + 4, cap,
-                                &gr)) != VKT_OK)
-        return st;
-    if (cols_role && (st = role_groups(ctx, fn, units, pc.t, wg,
-                                       (rows + pc.t - 1) / pc.t + log2u(pc.t) + 4, cap,
-                                       &gc)) != VKT_OK)
-        return st;
+    uint32_t wg = g.wg, gr = g.gr, gc = g.gc;
+    ku_rows pr = g.pr, pc = g.pc;
     struct vkt_push_layernorm p = {
         .rows = rows, .cols = cols, .beta_x = beta_x, .beta_g = beta_g, .beta_b = beta_b,
         .row_groups = gr, .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
@@ -384,29 +409,13 @@ vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_vi
     nv vec_views[5] = {v[0], v[1], v[3], v[4], v[5]};
     int vec4 = cols % 4 == 0 && all_vec4(ctx, vec_views, 5);
     uint32_t units = vec4 ? cols / 4 : cols;
-    /* Threads per row (two passes over it) and per column (one pass over the rows); the
-     * workgroup is the larger of the two plans'. */
-    ku_rows pr = {0, 1, 0}, pc = {0, 1, 0};
-    if (dx && (st = ku_plan_rows(ctx, fn, rows, units, 2, &pr)) != VKT_OK)
-        return st;
-    if (dgamma && (st = ku_plan_rows(ctx, fn, units, rows, 1, &pc)) != VKT_OK)
-        return st;
-    uint32_t wg = pr.wg > pc.wg ? pr.wg : pc.wg;
     /* shared memory: one vec4 per thread */
-    if (ctx->info.max_shared_memory && 16ull * wg > ctx->info.max_shared_memory)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
-                        "%s: a workgroup of %u threads needs %u bytes of shared memory; the "
-                        "device has %u", fn, wg, 16 * wg, ctx->info.max_shared_memory);
-    uint32_t cap = dx && dgamma ? GPU_MAX_GROUPS / 2 : GPU_MAX_GROUPS;
-    uint32_t gr = 0, gc = 0;
-    if (dx && (st = role_groups(ctx, fn, rows, pr.t, wg,
-                                2ull * ((units + pr.t - 1) / pr.t) + log2u(pr.t) + 4, cap,
-                                &gr)) != VKT_OK)
+    two_roles g;
+    if ((st = plan_two_roles(ctx, fn, rows, units, dx != NULL, dgamma != NULL, 16, &g)) !=
+        VKT_OK)
         return st;
-    if (dgamma && (st = role_groups(ctx, fn, units, pc.t, wg,
-                                    (rows + pc.t - 1) / pc.t + log2u(pc.t) + 4, cap,
-                                    &gc)) != VKT_OK)
-        return st;
+    uint32_t wg = g.wg, gr = g.gr, gc = g.gc;
+    ku_rows pr = g.pr, pc = g.pc;
     struct vkt_push_rmsnorm p = {
         .rows = rows, .cols = cols, .beta_x = beta_x, .beta_g = beta_g, .row_groups = gr,
         .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
