@@ -1,6 +1,6 @@
 # vkt_embed_shaders(TARGET <name> OUT_HEADERS <var> SOURCES <files...>)
 # Compiles each GLSL compute shader to SPIR-V with glslangValidator at build time and
-# writes it as a C header holding `const uint32_t vkt_spv_<name>[]`. The rule reruns when
+# writes it as a C header holding `const uint32_t spv_<name>[]`. The rule reruns when
 # the shader or any file it #includes changes (glslang writes a depfile). Nothing reads
 # a .spv file at run time.
 # The headers belong to the one custom target <name>: every library that includes them
@@ -20,7 +20,7 @@ function(vkt_embed_shaders)
     add_custom_command(
       OUTPUT ${out}
       COMMAND ${GLSLANG_VALIDATOR} --quiet --target-env vulkan1.1
-              -I${CMAKE_SOURCE_DIR}/shaders --vn vkt_spv_${name}
+              -I${CMAKE_SOURCE_DIR}/shaders --vn spv_${name}
               --depfile ${out}.d -o ${out} ${src}
       DEPENDS ${src}
       DEPFILE ${out}.d

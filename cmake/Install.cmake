@@ -97,7 +97,7 @@ file(RELATIVE_PATH VKT_DATA_FROM_BIN /p/${CMAKE_INSTALL_BINDIR}
 file(REAL_PATH ${CMAKE_CURRENT_BINARY_DIR} VKT_BUILD_BIN_DIR)
 target_compile_definitions(vkt PRIVATE VKT_DATA_FROM_BIN="${VKT_DATA_FROM_BIN}"
   VKT_BUILD_BIN_DIR="${VKT_BUILD_BIN_DIR}" VKT_SOURCE_DATA="${CMAKE_SOURCE_DIR}/data")
-# vkt_exe_dir (engine/platform/platform.h) is the one internal header the tool uses.
+# plat_exe_dir (engine/platform/platform.h) is the one internal header the tool uses.
 target_include_directories(vkt PRIVATE ${CMAKE_SOURCE_DIR}/engine)
 
 install(TARGETS vktrain_shared vktrain_static EXPORT vktrainTargets

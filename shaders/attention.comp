@@ -58,7 +58,7 @@ const uint W = VEC ? 4u : 1u;
 const uint NCH = 2u * D / W;
 const uint ROUNDS = SHUFFLE ? (NCH + 7u) / 8u : 1u;
 
-layout(push_constant) uniform Push { vkt_push_attention p; };
+layout(push_constant) uniform Push { push_attention p; };
 
 /* 0: qkv; 1: y (forward) / dy; 2: probs; 3: ctrl; 4: dqkv; 5: workspace. Bindings a
  * pass does not use are bound by the host to a range it reads anyway. */

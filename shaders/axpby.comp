@@ -10,7 +10,7 @@ layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_AXPBY_ACCUM) const bool ACCUM = false;
 layout(constant_id = SPEC_AXPBY_VEC4) const bool VEC4 = false;
 
-layout(push_constant) uniform Push { vkt_push_axpby p; };
+layout(push_constant) uniform Push { push_axpby p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(std430, set = 0, binding = 1) buffer Y { float y[]; };

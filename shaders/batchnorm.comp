@@ -21,7 +21,7 @@ layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_BATCHNORM_TRAIN) const bool TRAIN = true;
 layout(constant_id = SPEC_BATCHNORM_VEC4) const bool VEC4 = false;
 
-layout(push_constant) uniform Push { vkt_push_batchnorm p; };
+layout(push_constant) uniform Push { push_batchnorm p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer G { float g[]; };

@@ -18,7 +18,7 @@ layout(constant_id = SPEC_BIAS_ACT_HAS_BIAS) const bool HAS_BIAS = true;
 layout(constant_id = SPEC_BIAS_ACT_SEPARATE_Y) const bool SEPARATE_Y = false;
 layout(constant_id = SPEC_BIAS_ACT_VEC4) const bool VEC4 = false;
 
-layout(push_constant) uniform Push { vkt_push_bias_act p; };
+layout(push_constant) uniform Push { push_bias_act p; };
 layout(std430, set = 0, binding = 0) readonly buffer B { float b[]; };
 layout(std430, set = 0, binding = 0) readonly buffer B4 { vec4 b4[]; };
 layout(std430, set = 0, binding = 1) buffer P { float pre[]; };

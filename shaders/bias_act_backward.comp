@@ -26,7 +26,7 @@ layout(constant_id = SPEC_BIAS_ACT_BACKWARD_VEC4) const bool VEC4 = false;
 layout(constant_id = SPEC_BIAS_ACT_BACKWARD_ACCUM) const bool ACCUM = false;   /* beta != 0 */
 layout(constant_id = SPEC_BIAS_ACT_BACKWARD_RP) const uint RP = 4;
 
-layout(push_constant) uniform Push { vkt_push_bias_act p; };
+layout(push_constant) uniform Push { push_bias_act p; };
 layout(std430, set = 0, binding = 0) readonly buffer V { float v[]; };
 layout(std430, set = 0, binding = 0) readonly buffer V4 { vec4 v4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer DY { float dy[]; };

@@ -26,7 +26,7 @@ layout(constant_id = SPEC_BINARY_OP) const uint OP = 0;
  * runs both sides of such a branch on every iteration). */
 layout(constant_id = SPEC_BINARY_SAME_SHAPE) const bool SAME_SHAPE = false;
 
-layout(push_constant) uniform Push { vkt_push_binary p; };
+layout(push_constant) uniform Push { push_binary p; };
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
 layout(std430, set = 0, binding = 0) readonly buffer A4 { vec4 a4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };

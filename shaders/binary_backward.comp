@@ -20,7 +20,7 @@ layout(constant_id = SPEC_BINARY_BACKWARD_OP) const uint OP = 0;
 layout(constant_id = SPEC_BINARY_BACKWARD_WHICH) const uint WHICH = 0;
 layout(constant_id = SPEC_BINARY_BACKWARD_T) const uint T = 1;
 
-layout(push_constant) uniform Push { vkt_push_binary p; };
+layout(push_constant) uniform Push { push_binary p; };
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
 layout(std430, set = 0, binding = 2) readonly buffer DY { float dy[]; };

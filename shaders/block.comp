@@ -16,7 +16,7 @@
 layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_BLOCK_KIND) const uint KIND = 0;
 
-layout(push_constant) uniform Push { vkt_push_block p; };
+layout(push_constant) uniform Push { push_block p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) buffer Y { float y[]; };
 

@@ -28,7 +28,7 @@ layout(constant_id = SPEC_CONV_DH) const uint DH = 1;
 layout(constant_id = SPEC_CONV_DW) const uint DW = 1;
 layout(constant_id = SPEC_COL2IM_VEC4) const bool VEC4 = false;
 
-layout(push_constant) uniform Push { vkt_push_conv p; };
+layout(push_constant) uniform Push { push_conv p; };
 layout(binding = 0, r32f) uniform readonly imageBuffer Cols;
 layout(std430, set = 0, binding = 1) buffer DX { float dx[]; };
 layout(std430, set = 0, binding = 1) buffer DX4 { vec4 dx4[]; };

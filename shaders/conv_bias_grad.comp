@@ -15,7 +15,7 @@
 layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_CONV_BIAS_GRAD_VEC_IN) const bool VEC_IN = false;
 
-layout(push_constant) uniform Push { vkt_push_conv p; };
+layout(push_constant) uniform Push { push_conv p; };
 layout(binding = 0, r32f) uniform readonly imageBuffer M1;
 layout(binding = 0, rgba32f) uniform readonly imageBuffer M4;
 layout(std430, set = 0, binding = 1) buffer DB { float db[]; };

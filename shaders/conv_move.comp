@@ -30,7 +30,7 @@ layout(constant_id = SPEC_CONV_MOVE_RUN) const uint RUN = 16;
 layout(constant_id = SPEC_CONV_MOVE_RELU) const bool RELU = false;
 layout(constant_id = SPEC_CONV_MOVE_VEC_Y) const bool VEC_Y = false;
 
-layout(push_constant) uniform Push { vkt_push_conv p; };
+layout(push_constant) uniform Push { push_conv p; };
 layout(binding = 0, r32f) uniform readonly imageBuffer Src1;
 layout(binding = 0, rgba32f) uniform readonly imageBuffer Src4;
 layout(std430, set = 0, binding = 1) writeonly buffer Dst { float dst[]; };

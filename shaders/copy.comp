@@ -8,7 +8,7 @@
 
 layout(local_size_x_id = SPEC_WG) in;
 
-layout(push_constant) uniform Push { vkt_push_fill p; };
+layout(push_constant) uniform Push { push_fill p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { uint x[]; };
 layout(std430, set = 0, binding = 0) readonly buffer X4 { uvec4 x4[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Y { uint y[]; };

@@ -14,7 +14,7 @@
 
 layout(local_size_x_id = SPEC_WG) in;
 
-layout(push_constant) uniform Push { vkt_push_dropout p; };
+layout(push_constant) uniform Push { push_dropout p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) readonly buffer C { uint ctrl[]; };
 layout(std430, set = 0, binding = 2) buffer Y { float y[]; };

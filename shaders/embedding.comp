@@ -12,7 +12,7 @@
 layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_EMBEDDING_VEC4) const bool VEC4 = false;
 
-layout(push_constant) uniform Push { vkt_push_embedding p; };
+layout(push_constant) uniform Push { push_embedding p; };
 layout(std430, set = 0, binding = 0) readonly buffer I { float ids[]; };
 layout(std430, set = 0, binding = 1) readonly buffer T { float table[]; };
 layout(std430, set = 0, binding = 1) readonly buffer T4 { vec4 table4[]; };

@@ -22,7 +22,7 @@ layout(constant_id = SPEC_EMBEDDING_BACKWARD_A) const uint A = 1;
 layout(constant_id = SPEC_EMBEDDING_BACKWARD_VEC4) const bool VEC4 = false;
 layout(constant_id = SPEC_EMBEDDING_BACKWARD_IDS4) const bool IDS4 = false;
 
-layout(push_constant) uniform Push { vkt_push_embedding p; };
+layout(push_constant) uniform Push { push_embedding p; };
 layout(std430, set = 0, binding = 0) readonly buffer I { float ids[]; };
 layout(std430, set = 0, binding = 0) readonly buffer I4 { vec4 ids4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer DY { float dy[]; };

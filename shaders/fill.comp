@@ -7,7 +7,7 @@
 
 layout(local_size_x_id = SPEC_WG) in;
 
-layout(push_constant) uniform Push { vkt_push_fill p; };
+layout(push_constant) uniform Push { push_fill p; };
 layout(std430, set = 0, binding = 0) writeonly buffer Y { float y[]; };
 layout(std430, set = 0, binding = 0) writeonly buffer Y4 { vec4 y4[]; };
 

@@ -50,7 +50,7 @@ layout(constant_id = SPEC_GEMM_CPU_READ_C) const uint READ_C = 0;  /* beta != 0 
 layout(constant_id = SPEC_GEMM_CPU_VEC_C) const uint VEC_C = 0;
 layout(constant_id = SPEC_GEMM_CPU_TRANS_C) const uint TRANS_C = 0;
 
-layout(push_constant) uniform Push { vkt_push_gemm p; };
+layout(push_constant) uniform Push { push_gemm p; };
 
 #if GEMM_STORAGE_TEXEL
 /* Each operand is declared in both formats at the same binding; the specialization

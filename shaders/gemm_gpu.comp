@@ -31,7 +31,7 @@ const uint TM = BM / TY;
 const uint TN = BN / TX;
 const uint THREADS = TX * TY;
 
-layout(push_constant) uniform Push { vkt_push_gemm p; };
+layout(push_constant) uniform Push { push_gemm p; };
 layout(std430, binding = 0) readonly buffer Abuf { float A[]; };
 layout(std430, binding = 1) readonly buffer Bbuf { float B[]; };
 layout(std430, binding = 2) buffer Cbuf { float C[]; };

@@ -34,7 +34,7 @@ layout(constant_id = SPEC_CONV_DW) const uint DW = 1;
 layout(constant_id = SPEC_IM2COL_C) const uint C = 1;
 const uint TAIL = C % 4;
 
-layout(push_constant) uniform Push { vkt_push_conv p; };
+layout(push_constant) uniform Push { push_conv p; };
 layout(binding = 0, r32f) uniform readonly imageBuffer X;
 layout(std430, set = 0, binding = 1) writeonly buffer Cols { vec4 cols4[]; };
 

@@ -25,7 +25,7 @@ layout(constant_id = SPEC_LAYERNORM_BACKWARD_HAS_DX) const bool HAS_DX = true;
 layout(constant_id = SPEC_LAYERNORM_BACKWARD_HAS_DG) const bool HAS_DG = true;
 layout(constant_id = SPEC_LAYERNORM_BACKWARD_HAS_DB) const bool HAS_DB = true;
 
-layout(push_constant) uniform Push { vkt_push_layernorm p; };
+layout(push_constant) uniform Push { push_layernorm p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer G { float g[]; };

@@ -12,7 +12,7 @@
 layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_MSE_BACKWARD) const bool BACKWARD = false;
 
-layout(push_constant) uniform Push { vkt_push_mse p; };
+layout(push_constant) uniform Push { push_mse p; };
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
 layout(std430, set = 0, binding = 2) buffer LOSS { float l[]; };

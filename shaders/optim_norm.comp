@@ -13,7 +13,7 @@
 
 layout(local_size_x_id = SPEC_WG) in; /* a power of 2 */
 
-layout(push_constant) uniform Push { vkt_push_optim p; };
+layout(push_constant) uniform Push { push_optim p; };
 layout(std430, set = 0, binding = 0) readonly buffer G { float grads[]; };
 layout(std430, set = 0, binding = 0) readonly buffer G4 { vec4 grads4[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Parts { float parts[]; };

@@ -32,7 +32,7 @@ layout(constant_id = SPEC_OPTIM_UPDATE_CLIP) const bool CLIP = false;
 const bool HAS_M = KIND != KIND_SGD || MOMENTUM;
 const bool HAS_V = KIND != KIND_SGD;
 
-layout(push_constant) uniform Push { vkt_push_optim p; };
+layout(push_constant) uniform Push { push_optim p; };
 layout(std430, set = 0, binding = 0) buffer P { float params[]; };
 layout(std430, set = 0, binding = 0) buffer P4 { vec4 params4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer G { float grads[]; };
@@ -41,7 +41,7 @@ layout(std430, set = 0, binding = 2) buffer M { float m[]; };
 layout(std430, set = 0, binding = 2) buffer M4 { vec4 m4[]; };
 layout(std430, set = 0, binding = 3) buffer V { float v[]; };
 layout(std430, set = 0, binding = 3) buffer V4 { vec4 v4[]; };
-layout(std430, set = 0, binding = 4) readonly buffer H { vkt_optim_hyper h; };
+layout(std430, set = 0, binding = 4) readonly buffer H { optim_step_hyper h; };
 layout(std430, set = 0, binding = 5) readonly buffer Parts { float parts[]; };
 
 /* This step's values, read once: the compiler cannot hoist loads from a buffer that

@@ -25,7 +25,7 @@ layout(constant_id = SPEC_POOL_MAX) const bool MAX = true;
 layout(constant_id = SPEC_POOL_VEC_Y) const bool VEC_Y = false;
 layout(constant_id = SPEC_POOL_VEC_S) const bool VEC_S = false;
 
-layout(push_constant) uniform Push { vkt_push_pool p; };
+layout(push_constant) uniform Push { push_pool p; };
 layout(binding = 0, r32f) uniform readonly imageBuffer X;
 layout(std430, set = 0, binding = 1) writeonly buffer Y { float y[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Y4 { vec4 y4[]; };

@@ -29,7 +29,7 @@ layout(constant_id = SPEC_POOL_MAX) const bool MAX = true;
 layout(constant_id = SPEC_POOL_BACKWARD_VEC4) const bool VEC4 = false;
 layout(constant_id = SPEC_POOL_BACKWARD_SAVED_TEXEL) const bool SAVED_TEXEL = false;
 
-layout(push_constant) uniform Push { vkt_push_pool p; };
+layout(push_constant) uniform Push { push_pool p; };
 layout(std430, set = 0, binding = 0) buffer DX { float dx[]; };
 layout(std430, set = 0, binding = 0) buffer DX4 { vec4 dx4[]; };
 layout(binding = 1, r32f) uniform readonly imageBuffer DY;

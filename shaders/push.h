@@ -23,7 +23,7 @@
 #endif
 
 /* GEMM: C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C. Row-major, leading dims. */
-struct vkt_push_gemm {
+struct push_gemm {
     VKT_U32 m, n, k;
     VKT_U32 lda, ldb, ldc;
     VKT_U32 a_off, b_off, c_off;
@@ -38,7 +38,7 @@ struct vkt_push_gemm {
 
 /* Unary elementwise and its derivative: y = f(x) / dx = dy * f'(x), n elements.
  * y_off is the output: y forward, dx backward. */
-struct vkt_push_unary {
+struct push_unary {
     VKT_U32 n;
     VKT_U32 op;
     VKT_F32 alpha;
@@ -49,7 +49,7 @@ struct vkt_push_unary {
 /* Binary with broadcasting over 4 dims (outermost first). Strides are in elements and
  * 0 along broadcast dimensions. `out_dims` is the iteration space. y_off is the output:
  * out forward, grad backward; n counts the elements produced (out, or grad). */
-struct vkt_push_binary {
+struct push_binary {
     VKT_U32 op;
     VKT_U32 which;                 /* backward: 0 = gradient of a, 1 = of b */
     VKT_U32 out_dims0, out_dims1, out_dims2, out_dims3;
@@ -62,7 +62,7 @@ struct vkt_push_binary {
 };
 
 /* Reduction of x viewed as [outer, axis, inner] along the middle dimension. */
-struct vkt_push_reduce {
+struct push_reduce {
     VKT_U32 op;
     VKT_U32 outer, axis, inner;
     VKT_U32 x_off, y_off;
@@ -70,14 +70,14 @@ struct vkt_push_reduce {
 
 /* Row softmax / log-softmax over x[rows, cols] and its backward (reads y and dy,
  * writes dx). */
-struct vkt_push_softmax {
+struct push_softmax {
     VKT_U32 rows, cols;
     VKT_U32 log;
     VKT_U32 x_off, y_off, dy_off, dx_off;
 };
 
 /* Fill (value) and copy (x to y), n elements. */
-struct vkt_push_fill {
+struct push_fill {
     VKT_U32 n;
     VKT_F32 value;
     VKT_U32 x_off, y_off;
@@ -88,8 +88,8 @@ struct vkt_push_fill {
  * (shaders/optim_update.comp) and the per-workgroup sums of squares of the gradient that
  * clipping by global norm needs (shaders/optim_norm.comp). The norm pass of a chunk
  * writes one partial per workgroup from part_off on; the update reads all n_parts
- * partials (of every chunk). The per-step values are in struct vkt_optim_hyper. */
-struct vkt_push_optim {
+ * partials (of every chunk). The per-step values are in struct optim_step_hyper. */
+struct push_optim {
     VKT_U32 n;                     /* elements of this chunk */
     VKT_U32 p_off, g_off, m_off, v_off, part_off;
     VKT_U32 n_parts;
@@ -102,7 +102,7 @@ struct vkt_push_optim {
  * stream is recorded) but the contents of a small host-visible buffer the host rewrites
  * before every submission, read by shaders/optim_update.comp as a std430 block: only
  * 4-byte scalars, so C and GLSL agree on the layout. */
-struct vkt_optim_hyper {
+struct optim_step_hyper {
     VKT_F32 lr;                    /* this step's learning rate, schedule applied */
     VKT_F32 momentum;              /* SGD */
     VKT_F32 beta1, beta2, eps;     /* Adam, AdamW */
@@ -121,7 +121,7 @@ struct vkt_optim_hyper {
  * Forward: P = P + b; Y = f(P) (Y is P itself unless the pre-activation is kept).
  * Backward: DZ = f'(V) * DY (+ beta * DZ), V the pre-activation or, for activations whose
  * derivative follows from the output, Y; DB = column sums of DZ (+ beta_b * DB). */
-struct vkt_push_bias_act {
+struct push_bias_act {
     VKT_U32 rows, cols;
     VKT_F32 alpha;                 /* leaky slope / scale */
     VKT_F32 beta, beta_b;
@@ -133,7 +133,7 @@ struct vkt_push_bias_act {
  * scale * sum of (logsumexp(z) - z[label]); with mode 1 also P = softmax, mode 2
  * P = (softmax - onehot) * scale (the gradient of the mean, written by the forward).
  * Backward: DZ = (P - onehot) * DL[0] * scale (+ beta * DZ). */
-struct vkt_push_sce {
+struct push_sce {
     VKT_U32 rows, cols;
     VKT_U32 mode;
     VKT_F32 scale, beta;
@@ -142,14 +142,14 @@ struct vkt_push_sce {
 
 /* Mean squared error of a, b (n elements). Forward: loss[0] = sum (a - b)^2 / n.
  * Backward: D = sign * 2 (a - b) / n * DL[0] (+ beta * D). */
-struct vkt_push_mse {
+struct push_mse {
     VKT_U32 n;
     VKT_F32 scale, sign, beta;
     VKT_U32 a_off, b_off, l_off, d_off;
 };
 
 /* y = alpha * x + beta * y over n elements (beta == 0 does not read y). */
-struct vkt_push_axpby {
+struct push_axpby {
     VKT_U32 n;
     VKT_F32 alpha, beta;
     VKT_U32 x_off, y_off;
@@ -160,7 +160,7 @@ struct vkt_push_axpby {
  * row * src_row + src_base + e, dst at row * dst_row + dst_base + e), broadcast
  * (y[o, a, i] from x[o, i] with d0 = axis length, d1 = inner) and transpose (x[d0, d1]
  * to y[d1, d0]). */
-struct vkt_push_block {
+struct push_block {
     VKT_U32 n;
     VKT_U32 d0, d1;
     VKT_U32 src_row, src_base, dst_row, dst_base;
@@ -172,7 +172,7 @@ struct vkt_push_block {
  * step (two uint32, low first) is read from the control buffer at c_off so that the
  * recorded command buffer needs no change per step. i_off: the index in the whole batch
  * of element 0 (low 32 bits; i_off + i wraps modulo 2^32: dropout_hash.h). */
-struct vkt_push_dropout {
+struct push_dropout {
     VKT_U32 n;
     VKT_U32 threshold;
     VKT_F32 scale, beta;
@@ -183,20 +183,20 @@ struct vkt_push_dropout {
 
 #ifndef VULKAN
 #define VKT_PUSH_FITS(s) _Static_assert(sizeof(struct s) <= 128, #s " exceeds 128 bytes")
-VKT_PUSH_FITS(vkt_push_gemm);
-VKT_PUSH_FITS(vkt_push_unary);
-VKT_PUSH_FITS(vkt_push_binary);
-VKT_PUSH_FITS(vkt_push_reduce);
-VKT_PUSH_FITS(vkt_push_softmax);
-VKT_PUSH_FITS(vkt_push_fill);
-VKT_PUSH_FITS(vkt_push_bias_act);
-VKT_PUSH_FITS(vkt_push_sce);
-VKT_PUSH_FITS(vkt_push_mse);
-VKT_PUSH_FITS(vkt_push_axpby);
-VKT_PUSH_FITS(vkt_push_block);
-VKT_PUSH_FITS(vkt_push_dropout);
-VKT_PUSH_FITS(vkt_push_optim);
-VKT_PUSH_FITS(vkt_optim_hyper);
+VKT_PUSH_FITS(push_gemm);
+VKT_PUSH_FITS(push_unary);
+VKT_PUSH_FITS(push_binary);
+VKT_PUSH_FITS(push_reduce);
+VKT_PUSH_FITS(push_softmax);
+VKT_PUSH_FITS(push_fill);
+VKT_PUSH_FITS(push_bias_act);
+VKT_PUSH_FITS(push_sce);
+VKT_PUSH_FITS(push_mse);
+VKT_PUSH_FITS(push_axpby);
+VKT_PUSH_FITS(push_block);
+VKT_PUSH_FITS(push_dropout);
+VKT_PUSH_FITS(push_optim);
+VKT_PUSH_FITS(optim_step_hyper);
 #endif
 
 #endif /* VKT_PUSH_H */

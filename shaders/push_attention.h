@@ -15,7 +15,7 @@
 
 #include "push.h" /* VKT_U32, VKT_F32 */
 
-struct vkt_push_attention {
+struct push_attention {
     VKT_U32 b, t, heads, d;
     VKT_U32 blocks_per_head;       /* ceil(t / 8) */
     VKT_U32 blocks;                /* b * heads * blocks_per_head */
@@ -32,7 +32,7 @@ struct vkt_push_attention {
 };
 
 #ifndef VULKAN
-VKT_PUSH_FITS(vkt_push_attention);
+VKT_PUSH_FITS(push_attention);
 #endif
 
 #endif /* VKT_PUSH_ATTENTION_H */

@@ -16,7 +16,7 @@
  *   cols [n oh ow, ckk]  the im2col unfolding (forward, dw) or dcols (dx); ckk is
  *                        c kh kw rounded up to a multiple of 4 (rows 16-byte aligned)
  * Kernel size, strides and dilations are specialization constants. */
-struct vkt_push_conv {
+struct push_conv {
     VKT_U32 n;                     /* samples of this chunk */
     VKT_U32 c, h, w;               /* input channels and size */
     VKT_U32 oc, oh, ow;            /* output channels and size */
@@ -33,7 +33,7 @@ struct vkt_push_conv {
 /* Pooling over `planes` = n c images of h x w into oh x ow. Max pooling writes the winner's
  * position iy * w + ix per output to `saved` (uint32). kh, kw, strides: specialization
  * constants. */
-struct vkt_push_pool {
+struct push_pool {
     VKT_U32 planes;
     VKT_U32 h, w, oh, ow;
     VKT_U32 ph, pw;
@@ -45,8 +45,8 @@ struct vkt_push_pool {
 };
 
 #ifndef VULKAN
-VKT_PUSH_FITS(vkt_push_conv);
-VKT_PUSH_FITS(vkt_push_pool);
+VKT_PUSH_FITS(push_conv);
+VKT_PUSH_FITS(push_pool);
 #endif
 
 #endif /* VKT_PUSH_CONV_H */

@@ -15,7 +15,7 @@
  * Forward: y = (x - mean) * rstd * gamma + beta. Backward (one dispatch, two roles by
  * workgroup): workgroups [0, row_groups) write dx row by row, the rest the column sums
  * dgamma = sum over rows of dy * xhat and dbeta = sum of dy. */
-struct vkt_push_layernorm {
+struct push_layernorm {
     VKT_U32 rows, cols;
     VKT_F32 eps;
     VKT_F32 beta_x, beta_g, beta_b;  /* backward: 0 writes, else out = new + beta * out */
@@ -28,7 +28,7 @@ struct vkt_push_layernorm {
  * x^2 + eps). Forward: y = x * rstd * gamma. Backward (one dispatch, two roles by
  * workgroup, as layernorm's): workgroups [0, row_groups) write dx row by row, the rest
  * the column sums dgamma = sum over rows of dy * x * rstd. */
-struct vkt_push_rmsnorm {
+struct push_rmsnorm {
     VKT_U32 rows, cols;
     VKT_F32 eps;
     VKT_F32 beta_x, beta_g;          /* backward: 0 writes, else out = new + beta * out */
@@ -39,7 +39,7 @@ struct vkt_push_rmsnorm {
 
 /* Batch normalization of x[n, c, hw] per channel; one workgroup per channel.
  * stats[c, 2] = (mean, rstd) of the batch; running_mean/var[c] read-write. */
-struct vkt_push_batchnorm {
+struct push_batchnorm {
     VKT_U32 n, c, hw;
     VKT_F32 eps, momentum;
     VKT_F32 unbias;                  /* count / (count - 1), 1 for a count of 1 */
@@ -50,7 +50,7 @@ struct vkt_push_batchnorm {
 
 /* Embedding: forward y[n, dim] = table[ids[i]]; backward dtable[vocab, dim] = sum of the
  * rows dy[i] with ids[i] == v (+ beta * dtable) over positions [first, first + count). */
-struct vkt_push_embedding {
+struct push_embedding {
     VKT_U32 n, vocab, dim;
     VKT_U32 first, count;            /* backward: the positions of this dispatch */
     VKT_F32 beta;
@@ -58,10 +58,10 @@ struct vkt_push_embedding {
 };
 
 #ifndef VULKAN
-VKT_PUSH_FITS(vkt_push_layernorm);
-VKT_PUSH_FITS(vkt_push_rmsnorm);
-VKT_PUSH_FITS(vkt_push_batchnorm);
-VKT_PUSH_FITS(vkt_push_embedding);
+VKT_PUSH_FITS(push_layernorm);
+VKT_PUSH_FITS(push_rmsnorm);
+VKT_PUSH_FITS(push_batchnorm);
+VKT_PUSH_FITS(push_embedding);
 #endif
 
 #endif /* VKT_PUSH_NORM_H */

@@ -22,7 +22,7 @@ layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_REDUCE_OP) const uint OP = 0;
 layout(constant_id = SPEC_REDUCE_T) const uint T = 1;
 
-layout(push_constant) uniform Push { vkt_push_reduce p; };
+layout(push_constant) uniform Push { push_reduce p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Y { uint y[]; };
 

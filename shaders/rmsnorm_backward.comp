@@ -26,7 +26,7 @@ layout(constant_id = SPEC_RMSNORM_BACKWARD_VEC4) const bool VEC4 = false;
 layout(constant_id = SPEC_RMSNORM_BACKWARD_HAS_DX) const bool HAS_DX = true;
 layout(constant_id = SPEC_RMSNORM_BACKWARD_HAS_DG) const bool HAS_DG = true;
 
-layout(push_constant) uniform Push { vkt_push_rmsnorm p; };
+layout(push_constant) uniform Push { push_rmsnorm p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer G { float g[]; };

@@ -15,7 +15,7 @@
 
 layout(local_size_x_id = SPEC_WG) in;
 
-layout(push_constant) uniform Push { vkt_push_sce p; };
+layout(push_constant) uniform Push { push_sce p; };
 layout(std430, set = 0, binding = 0) readonly buffer Z { float z[]; };
 layout(std430, set = 0, binding = 1) readonly buffer L { int labels[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer LOSS { float loss[]; };

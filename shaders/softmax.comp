@@ -14,7 +14,7 @@
 layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_SOFTMAX_T) const uint T = 1;
 
-layout(push_constant) uniform Push { vkt_push_softmax p; };
+layout(push_constant) uniform Push { push_softmax p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 1) writeonly buffer Y { float y[]; };
 

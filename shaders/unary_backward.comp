@@ -9,7 +9,7 @@
 layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_UNARY_OP) const uint OP = 0;
 
-layout(push_constant) uniform Push { vkt_push_unary p; };
+layout(push_constant) uniform Push { push_unary p; };
 layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
 layout(std430, set = 0, binding = 0) readonly buffer X4 { vec4 x4[]; };
 layout(std430, set = 0, binding = 1) readonly buffer DY { float dy[]; };

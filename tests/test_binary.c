@@ -73,9 +73,9 @@ static void check_pair(vkt_shape as, vkt_shape bs)
         th_buf_read(&bo, out);
         th_buf_read(&bga, ga);
         th_buf_read(&bgb, gb);
-        vkt_ref_binary(op, a, &as, b, &bs, want);
-        vkt_ref_binary_backward(op, 0, a, &as, b, &bs, dy, ga_ref);
-        vkt_ref_binary_backward(op, 1, a, &as, b, &bs, dy, gb_ref);
+        kref_binary(op, a, &as, b, &bs, want);
+        kref_binary_backward(op, 0, a, &as, b, &bs, dy, ga_ref);
+        kref_binary_backward(op, 1, a, &as, b, &bs, dy, gb_ref);
         char what[160];
         const char *name = vkt_binary_op_name(op);
         snprintf(what, sizeof what, "%s %s with %s", name, str(&as, sa), str(&bs, sb));
@@ -101,14 +101,14 @@ static void check_pair(vkt_shape as, vkt_shape bs)
 static double loss(vkt_binary_op op, const float *a, const vkt_shape *as, const float *b,
                    const vkt_shape *bs, const float *dy, float *out, uint64_t no)
 {
-    vkt_ref_binary(op, a, as, b, bs, out);
+    kref_binary(op, a, as, b, bs, out);
     double l = 0;
     for (uint64_t i = 0; i < no; i++)
         l += (double)dy[i] * out[i];
     return l;
 }
 
-/* The device gradients against centred finite differences of vkt_ref_binary. */
+/* The device gradients against centred finite differences of kref_binary. */
 static void check_gradient(vkt_shape as, vkt_shape bs)
 {
     vkt_shape os;
@@ -168,7 +168,7 @@ static void check_in_place_and_null_views(void)
     float *want = th_alloc_floats(n);
     th_fill_uniform(a, n, -1, 1);
     th_fill_uniform(b, n, -1, 1);
-    vkt_ref_binary(VKT_BINARY_ADD, a, &sh, b, &sh, want);
+    kref_binary(VKT_BINARY_ADD, a, &sh, b, &sh, want);
     th_buf ba = th_buf_create(ctx, n), bb = th_buf_create(ctx, n), bg = th_buf_create(ctx, n);
     th_buf_write(&ba, a);
     th_buf_write(&bb, b);
@@ -189,7 +189,7 @@ static void check_in_place_and_null_views(void)
     float g[1], g_ref[1];
     TH_OK(ctx, vkt_buffer_read(bg.buffer, bg.offset * 4, g, 4));
     float dummy[1] = {1.0f};
-    vkt_ref_binary_backward(VKT_BINARY_SUB, 1, b, &sh, dummy, &one, b, g_ref);
+    kref_binary_backward(VKT_BINARY_SUB, 1, b, &sh, dummy, &one, b, g_ref);
     th_compare("sub grad b with NULL operand views", g, g_ref, 1, 1e-5f, 1e-4f);
     /* mul's gradient of a reads b: a NULL b is refused. */
     TH_STATUS(ctx, vkt_binary_backward(s, VKT_BINARY_MUL, 0, th_view(&ba), &sh, none, &sh,
@@ -236,7 +236,7 @@ static void check_phases(void)
                     TH_OK(ctx, vkt_binary(s, VKT_BINARY_DIV, va, as, vb, bs, vo));
                     TH_OK(ctx, vkt_stream_run(s));
                     TH_OK(ctx, vkt_buffer_read(bo, 0, got, sizeof got));
-                    vkt_ref_binary(VKT_BINARY_DIV, a + PAD + pa, as, b + PAD + pb, bs,
+                    kref_binary(VKT_BINARY_DIV, a + PAD + pa, as, b + PAD + pb, bs,
                                    want + PAD + po);
                     char what[96];
                     snprintf(what, sizeof what, "div form %d at phases a %d, b %d, out %d", form,

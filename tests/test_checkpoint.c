@@ -111,14 +111,14 @@ static void remove_tree(const char *dir)
 {
     char **names;
     size_t n;
-    if (vkt_list_dir(dir, &names, &n) != 0)
+    if (plat_list_dir(dir, &names, &n) != 0)
         return;
     for (size_t i = 0; i < n; i++) {
         char p[512];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         unlink(p);
     }
-    vkt_free_names(names, n);
+    plat_free_names(names, n);
     rmdir(dir);
 }
 
@@ -127,7 +127,7 @@ static int count_files(const char *dir)
 {
     char **names;
     size_t n;
-    if (vkt_list_dir(dir, &names, &n) != 0)
+    if (plat_list_dir(dir, &names, &n) != 0)
         return -1;
     int k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -135,7 +135,7 @@ static int count_files(const char *dir)
         k += strncmp(names[i], "ckpt-", 5) == 0 && len > 4 &&
              strcmp(names[i] + len - 4, ".vkt") == 0;
     }
-    vkt_free_names(names, n);
+    plat_free_names(names, n);
     return k;
 }
 
@@ -302,7 +302,7 @@ static void test_corrupt(vkt_dataset *d)
     TH_OK(NULL, vkt_trainer_read_params(t, params, np));
     void *file;
     size_t size;
-    TH_CHECK(vkt_read_file(good, &file, &size) == 0 && size > 64, "read back");
+    TH_CHECK(plat_read_file(good, &file, &size) == 0 && size > 64, "read back");
     unsigned char *b = malloc(size);
 
     expect_refused(t, bad, file, 0, VKT_ERROR_FORMAT, "empty", params, np);
@@ -356,7 +356,7 @@ static void test_corrupt(vkt_dataset *d)
     snprintf(dir, sizeof dir, "%s/fallback", dir_b);
     snprintf(p5, sizeof p5, "%s/ckpt-5.vkt", dir);
     snprintf(p9, sizeof p9, "%s/ckpt-9.vkt", dir);
-    TH_CHECK(vkt_mkdirs(dir) == 0, "mkdir");
+    TH_CHECK(plat_mkdirs(dir) == 0, "mkdir");
     write_bytes(p5, file, size);
     memcpy(b, file, size);
     b[size - 3] ^= 0x01;
@@ -412,7 +412,7 @@ static void plant_corrupt(const char *dir, int from, int to)
     snprintf(dst, sizeof dst, "%s/ckpt-%d.vkt", dir, to);
     void *f;
     size_t n;
-    if (!TH_CHECK(vkt_read_file(src, &f, &n) == 0 && n > 100, "read %s", src))
+    if (!TH_CHECK(plat_read_file(src, &f, &n) == 0 && n > 100, "read %s", src))
         return;
     ((unsigned char *)f)[n / 2] ^= 0x04;
     write_bytes(dst, f, n);
@@ -516,7 +516,7 @@ static void listing(const char *dir, char *buf, size_t size)
     char **names;
     size_t n, used = 0;
     buf[0] = '\0';
-    if (vkt_list_dir(dir, &names, &n) != 0)
+    if (plat_list_dir(dir, &names, &n) != 0)
         return;
     for (size_t i = 0; i < n; i++) {
         char p[600];
@@ -527,7 +527,7 @@ static void listing(const char *dir, char *buf, size_t size)
                                      (long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
                                      sb.st_mtim.tv_nsec);
     }
-    vkt_free_names(names, n);
+    plat_free_names(names, n);
 }
 
 /* (f) */
@@ -608,7 +608,7 @@ int main(void)
     snprintf(dir_a, sizeof dir_a, "/tmp/vkt_ckpt_test_%ld_a", (long)getpid());
     snprintf(dir_b, sizeof dir_b, "/tmp/vkt_ckpt_test_%ld_b", (long)getpid());
     remove_tree(dir_a);
-    TH_CHECK(vkt_mkdirs(dir_b) == 0, "mkdir %s", dir_b);
+    TH_CHECK(plat_mkdirs(dir_b) == 0, "mkdir %s", dir_b);
     vkt_dataset *d = synthetic();
     test_resume_bitwise(d);
     test_replica_counts(d);

@@ -138,35 +138,35 @@ static void test_null_handles(vkt_context *ctx)
 static void test_message_chains(void)
 {
     const vkt_status st = VKT_ERROR_FORMAT;
-    vkt_fail(NULL, st, "vkt_model_create: tensor '%s' is too large", "ids");
-    TH_CHECK(vkt_fail(NULL, st, "replica %u: %s", 0u, vkt_last_error()) == st, "status returned");
+    err_fail(NULL, st, "vkt_model_create: tensor '%s' is too large", "ids");
+    TH_CHECK(err_fail(NULL, st, "replica %u: %s", 0u, vkt_last_error()) == st, "status returned");
     TH_CHECK(strcmp(vkt_last_error(), "replica 0: vkt_model_create: tensor 'ids' is too large") == 0,
              "prefix over the last error: '%s'", vkt_last_error());
     char buf[VKT_ERRMSG_SIZE];
-    vkt_fail(buf, st, "bad device list '%s'", "0,,x");
-    vkt_fail(buf, st, "VKT_DEVICES: %s", vkt_last_error());
+    err_fail(buf, st, "bad device list '%s'", "0,,x");
+    err_fail(buf, st, "VKT_DEVICES: %s", vkt_last_error());
     TH_CHECK(strcmp(buf, "VKT_DEVICES: bad device list '0,,x'") == 0, "into buf: '%s'", buf);
-    vkt_fail(buf, st, "outer: %s", buf); /* buf is the argument and the destination */
+    err_fail(buf, st, "outer: %s", buf); /* buf is the argument and the destination */
     TH_CHECK(strcmp(buf, "outer: VKT_DEVICES: bad device list '0,,x'") == 0, "buf aliases: '%s'",
              buf);
     TH_CHECK(strcmp(vkt_last_error(), buf) == 0, "last error equals buf: '%s'", vkt_last_error());
-    vkt_fail(buf, st, "%s", vkt_last_error()); /* a copy of itself is itself */
+    err_fail(buf, st, "%s", vkt_last_error()); /* a copy of itself is itself */
     TH_CHECK(strcmp(buf, "outer: VKT_DEVICES: bad device list '0,,x'") == 0, "self copy: '%s'",
              buf);
     /* Ten levels, each checked whole; then past the size, truncated at the end only. */
-    vkt_fail(NULL, st, "root");
+    err_fail(NULL, st, "root");
     char want[VKT_ERRMSG_SIZE] = "root";
     for (int i = 0; i < 10; i++) {
         char next[VKT_ERRMSG_SIZE];
         snprintf(next, sizeof next, "level %d: %s", i, want);
         memcpy(want, next, sizeof want);
-        vkt_fail(i % 2 ? buf : NULL, st, "level %d: %s", i, i % 2 ? buf : vkt_last_error());
+        err_fail(i % 2 ? buf : NULL, st, "level %d: %s", i, i % 2 ? buf : vkt_last_error());
         if (i % 2 == 0)
             memcpy(buf, vkt_last_error(), sizeof buf);
         TH_CHECK(strcmp(vkt_last_error(), want) == 0, "level %d: '%s'", i, vkt_last_error());
     }
     for (int i = 0; i < 200; i++)
-        vkt_fail(buf, st, "wrap %03d: %s", i, buf);
+        err_fail(buf, st, "wrap %03d: %s", i, buf);
     TH_CHECK(strlen(buf) == VKT_ERRMSG_SIZE - 1, "a long chain fills the buffer");
     TH_CHECK(strncmp(buf, "wrap 199: wrap 198: wrap 197: ", 30) == 0, "newest prefix first: '%.40s'",
              buf);

@@ -25,11 +25,11 @@ static void check(uint64_t n)
     TH_OK(ctx, vkt_stream_run(s));
     char what[64];
     th_buf_read(&bf, got);
-    vkt_ref_fill(want, n, -2.5f);
+    kref_fill(want, n, -2.5f);
     snprintf(what, sizeof what, "fill n=%llu", (unsigned long long)n);
     th_compare(what, got, want, n, 0, 0);
     th_buf_read(&bc, got);
-    vkt_ref_copy(x, want, n);
+    kref_copy(x, want, n);
     TH_CHECK(memcmp(got, want, n * 4) == 0, "copy n=%llu is bit-exact", (unsigned long long)n);
     th_buf_guards_ok(&bf, "fill");
     th_buf_guards_ok(&bc, "copy");
@@ -106,7 +106,7 @@ static void check_phases(void)
                     TH_OK(ctx, vkt_fill(s, vy, n, 3.0f));
                     TH_OK(ctx, vkt_stream_run(s));
                     TH_OK(ctx, vkt_buffer_read(by, 0, got, sizeof got));
-                    vkt_ref_fill(want + PAD + py, n, 3.0f);
+                    kref_fill(want + PAD + py, n, 3.0f);
                     snprintf(what, sizeof what, "fill of %llu at phase %d",
                              (unsigned long long)n, py);
                     th_compare(what, got, want, TOTAL, 0, 0);

@@ -1,4 +1,4 @@
-/* test_gemm.c - vkt_gemm against vkt_ref_gemm, for both kernel variants (CPU: texel
+/* test_gemm.c - vkt_gemm against kref_gemm, for both kernel variants (CPU: texel
  * reads and subgroup shuffles; GPU: shared-memory tiles), the CPU variant both with
  * storage texel buffers and with its uniform-texel fallback, and all four transpose
  * combinations: shapes that are 1, prime or off every tile size, packed and padded
@@ -105,7 +105,7 @@ static void run_case(const gcase *c)
     if (ok) {
         float *got = th_alloc_floats(cc.buf.n);
         th_buf_read(&cc.buf, got);
-        vkt_ref_gemm(c->ta, c->tb, c->m, c->n, c->k, c->alpha, a.host + a.skip, a.ld,
+        kref_gemm(c->ta, c->tb, c->m, c->n, c->k, c->alpha, a.host + a.skip, a.ld,
                      b.host + b.skip, b.ld, c->beta, cc.host + cc.skip, cc.ld);
         th_compare(what, got, cc.host, cc.buf.n, 1e-5f, 1e-6f * (float)c->k + 1e-6f);
         th_buf_guards_ok(&cc.buf, what);
@@ -214,9 +214,9 @@ static void check_chain(void)
     TH_OK(ctx, vkt_gemm(s, &d1));
     TH_OK(ctx, vkt_gemm(s, &d2));
     if (TH_OK(ctx, vkt_stream_run(s))) {
-        vkt_ref_gemm(0, 0, m, n, k, 1.0f, a.host + a.skip, 0, b.host + b.skip, 0, 0.0f,
+        kref_gemm(0, 0, m, n, k, 1.0f, a.host + a.skip, 0, b.host + b.skip, 0, 0.0f,
                      c.host + c.skip, 0);
-        vkt_ref_gemm(0, 0, m, p, n, 1.0f, c.host + c.skip, 0, dm.host + dm.skip, 0, 0.0f,
+        kref_gemm(0, 0, m, p, n, 1.0f, c.host + c.skip, 0, dm.host + dm.skip, 0, 0.0f,
                      e.host + e.skip, 0);
         float *got = th_alloc_floats(e.buf.n);
         th_buf_read(&e.buf, got);

@@ -124,7 +124,7 @@ static unsigned char fill_zero(size_t i) { (void)i; return 0; }
 static int has_mnist(const char *dir)
 {
     char *p = NULL;
-    vkt_status st = vkt_idx_find(dir, "train-images-idx3-ubyte", &p, NULL, 0);
+    vkt_status st = idx_find(dir, "train-images-idx3-ubyte", &p, NULL, 0);
     free(p);
     return st == VKT_OK;
 }
@@ -151,7 +151,7 @@ static const char *find_data_dir(void)
     return "data/mnist";
 }
 
-static void check_split(const char *what, const vkt_mnist_split *s, uint32_t want_n)
+static void check_split(const char *what, const mnist_split *s, uint32_t want_n)
 {
     CHECK(s->count == want_n, "%s: %u samples, expected %u", what, s->count, want_n);
     CHECK(s->rows == 28 && s->cols == 28, "%s: images %ux%u, expected 28x28", what, s->rows,
@@ -192,17 +192,17 @@ static void check_split(const char *what, const vkt_mnist_split *s, uint32_t wan
 static void test_shipped_data(void)
 {
     const char *dir = find_data_dir();
-    vkt_mnist m;
+    mnist_data m;
     char msg[1024] = "";
-    vkt_status st = vkt_mnist_load(dir, &m, msg, sizeof msg);
-    if (!CHECK(st == VKT_OK, "vkt_mnist_load(%s): %s: %s (set VKT_DATA_DIR)", dir,
+    vkt_status st = mnist_load(dir, &m, msg, sizeof msg);
+    if (!CHECK(st == VKT_OK, "mnist_load(%s): %s: %s (set VKT_DATA_DIR)", dir,
                vkt_status_name(st), msg))
         return;
     printf("data set: %s\n", dir);
     check_split("train", &m.train, 8000);
     check_split("test", &m.test, 2000);
-    vkt_mnist_free(&m);
-    CHECK(m.train.images == NULL && m.test.labels == NULL, "vkt_mnist_free zeroes");
+    mnist_free(&m);
+    CHECK(m.train.images == NULL && m.test.labels == NULL, "mnist_free zeroes");
 }
 
 /* ------------------------------------------------------------------------------ */
@@ -214,9 +214,9 @@ static void round_trip(const char *name, unsigned ndim, const uint32_t *dims, in
     const char *path = tmp_path(name);
     if (!CHECK(write_idx(path, ndim, dims, gzip, fill_pattern), "cannot write %s", path))
         return;
-    vkt_idx idx;
+    idx_array idx;
     char msg[512] = "";
-    vkt_status st = vkt_idx_read(path, &idx, msg, sizeof msg);
+    vkt_status st = idx_read(path, &idx, msg, sizeof msg);
     if (!CHECK(st == VKT_OK, "%s: %s: %s", name, vkt_status_name(st), msg))
         return;
     uint64_t count = 1;
@@ -230,8 +230,8 @@ static void round_trip(const char *name, unsigned ndim, const uint32_t *dims, in
     for (uint64_t i = 0; i < idx.count && i < count; i++)
         wrong += idx.data[i] != fill_pattern((size_t)i);
     CHECK(wrong == 0, "%s: %zu bytes differ", name, wrong);
-    vkt_idx_free(&idx);
-    CHECK(idx.data == NULL && idx.count == 0, "vkt_idx_free zeroes");
+    idx_free(&idx);
+    CHECK(idx.data == NULL && idx.count == 0, "idx_free zeroes");
 }
 
 static void test_round_trips(void)
@@ -248,13 +248,13 @@ static void test_round_trips(void)
     const uint32_t empty[2] = {0, 5};
     round_trip("rtempty", 2, empty, 0); /* zero elements is a valid IDX file */
 
-    /* vkt_idx_find: the plain name first, else .gz. */
+    /* idx_find: the plain name first, else .gz. */
     char *p = NULL;
-    CHECK(vkt_idx_find(g_tmp, "rt3", &p, NULL, 0) == VKT_OK && p &&
+    CHECK(idx_find(g_tmp, "rt3", &p, NULL, 0) == VKT_OK && p &&
               strcmp(p, tmp_path("rt3")) == 0, "find rt3: %s", p ? p : "(null)");
     free(p);
     p = NULL;
-    CHECK(vkt_idx_find(g_tmp, "rt4", &p, NULL, 0) == VKT_OK && p &&
+    CHECK(idx_find(g_tmp, "rt4", &p, NULL, 0) == VKT_OK && p &&
               strcmp(p, tmp_path("rt4.gz")) == 0, "find rt4 -> rt4.gz: %s", p ? p : "(null)");
     free(p);
     remove(tmp_path("rt3"));
@@ -276,9 +276,9 @@ static void test_round_trips(void)
 static void expect_reject(const char *name, vkt_status want, const char *needle)
 {
     const char *path = tmp_path(name);
-    vkt_idx idx;
+    idx_array idx;
     char msg[1024] = "";
-    vkt_status st = vkt_idx_read(path, &idx, msg, sizeof msg);
+    vkt_status st = idx_read(path, &idx, msg, sizeof msg);
     CHECK(st == want, "%s: got %s, expected %s (%s)", name, vkt_status_name(st),
           vkt_status_name(want), msg);
     CHECK(strstr(msg, path) != NULL, "%s: message does not name the file: %s", name, msg);
@@ -286,7 +286,7 @@ static void expect_reject(const char *name, vkt_status want, const char *needle)
     CHECK(idx.data == NULL && idx.ndim == 0, "%s: output not zeroed on failure", name);
     if (st != VKT_OK)
         printf("  rejected as expected: %s\n", msg);
-    vkt_idx_free(&idx);
+    idx_free(&idx);
     remove(path);
 }
 
@@ -366,11 +366,11 @@ static void test_rejects(void)
 
     expect_reject("does_not_exist", VKT_ERROR_IO, "cannot open");
 
-    vkt_idx idx;
-    CHECK(vkt_idx_read(NULL, &idx, NULL, 0) == VKT_ERROR_INVALID_ARGUMENT, "NULL path");
-    CHECK(vkt_idx_read("x", NULL, NULL, 0) == VKT_ERROR_INVALID_ARGUMENT, "NULL out");
-    vkt_idx_free(NULL);
-    vkt_mnist_free(NULL);
+    idx_array idx;
+    CHECK(idx_read(NULL, &idx, NULL, 0) == VKT_ERROR_INVALID_ARGUMENT, "NULL path");
+    CHECK(idx_read("x", NULL, NULL, 0) == VKT_ERROR_INVALID_ARGUMENT, "NULL out");
+    idx_free(NULL);
+    mnist_free(NULL);
 }
 
 /* ------------------------------------------------------------------------------ */
@@ -409,9 +409,9 @@ static int write_dataset(void)
 static void expect_dataset(const char *what, vkt_status want, const char *file,
                            const char *needle)
 {
-    vkt_mnist m;
+    mnist_data m;
     char msg[1024] = "";
-    vkt_status st = vkt_mnist_load(g_tmp, &m, msg, sizeof msg);
+    vkt_status st = mnist_load(g_tmp, &m, msg, sizeof msg);
     CHECK(st == want, "%s: got %s, expected %s (%s)", what, vkt_status_name(st),
           vkt_status_name(want), msg);
     if (want != VKT_OK) {
@@ -421,16 +421,16 @@ static void expect_dataset(const char *what, vkt_status want, const char *file,
         CHECK(m.train.images == NULL && m.test.images == NULL, "%s: output not zeroed", what);
         printf("  rejected as expected: %s\n", msg);
     }
-    vkt_mnist_free(&m);
+    mnist_free(&m);
 }
 
 static void test_dataset_ok(void)
 {
     if (!CHECK(write_dataset(), "cannot write the small data set"))
         return;
-    vkt_mnist m;
+    mnist_data m;
     char msg[1024] = "";
-    vkt_status st = vkt_mnist_load(g_tmp, &m, msg, sizeof msg);
+    vkt_status st = mnist_load(g_tmp, &m, msg, sizeof msg);
     if (!CHECK(st == VKT_OK, "small data set: %s: %s", vkt_status_name(st), msg))
         return;
     CHECK(m.train.count == 20 && m.test.count == 10 && m.train.rows == 4 &&
@@ -443,7 +443,7 @@ static void test_dataset_ok(void)
     for (size_t i = 0; i < 10; i++)
         wrong += m.test.labels[i] != (int32_t)(i % 10);
     CHECK(wrong == 0, "small data set: %zu values differ", wrong);
-    vkt_mnist_free(&m);
+    mnist_free(&m);
 }
 
 static void test_dataset_rejects(void)
@@ -483,8 +483,8 @@ static void test_dataset_rejects(void)
     CHECK(write_bytes(tmp_path(DS_IMG_TRAIN ".gz"), "\x1f\x8b\x08", 3, 0), "write");
     expect_dataset("corrupt gzip images", VKT_ERROR_FORMAT, DS_IMG_TRAIN ".gz", "gzip");
 
-    vkt_mnist m;
-    CHECK(vkt_mnist_load(NULL, &m, NULL, 0) == VKT_ERROR_INVALID_ARGUMENT, "NULL dir");
+    mnist_data m;
+    CHECK(mnist_load(NULL, &m, NULL, 0) == VKT_ERROR_INVALID_ARGUMENT, "NULL dir");
     remove_dataset();
 }
 

@@ -119,7 +119,7 @@ static void pair_step(pair *x, uint64_t step)
     th_buf_write(&x->g, x->hg);
     TH_OK(x->ctx, vkt_optimizer_set_step(x->opt, step));
     TH_OK(x->ctx, vkt_stream_run(x->s));
-    vkt_ref_optim_step(&x->o, step, x->rp, x->hg, ref_m(x), ref_v(x), x->n);
+    optim_ref_step(&x->o, step, x->rp, x->hg, ref_m(x), ref_v(x), x->n);
 }
 
 /* Parameters and moments against the reference. Tolerances: the device computes in

@@ -64,7 +64,7 @@ static void check_axis(const vkt_shape *sh, uint32_t axis, th_buf *bx, const flo
         TH_OK(ctx, vkt_reduce(s, op, th_view(bx), sh, axis, th_view(&bo)));
         TH_OK(ctx, vkt_stream_run(s));
         th_buf_read(&bo, got);
-        vkt_ref_reduce(op, x, sh, axis, want);
+        kref_reduce(op, x, sh, axis, want);
         char what[160], sb[64];
         snprintf(what, sizeof what, "%s of %s along axis %u%s", vkt_reduce_op_name(op),
                  str(sh, sb), axis, kind == 1 ? " (ties)" : kind == 2 ? " (NaN)" : "");
@@ -130,7 +130,7 @@ static void time_long_sum(void)
     }
     float got, want;
     th_buf_read(&bo, &got);
-    vkt_ref_reduce(VKT_REDUCE_SUM, x, &sh, 1, &want);
+    kref_reduce(VKT_REDUCE_SUM, x, &sh, 1, &want);
     th_compare("sum of [1,1000000,1] along axis 1", &got, &want, 1, 1e-6f, 1e-3f);
     printf("sum of [1,1000000,1] along axis 1: %.3f ms per run (best of 5)\n", best * 1e3);
     th_buf_destroy(&bx), th_buf_destroy(&bo);

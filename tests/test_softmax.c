@@ -41,7 +41,7 @@ static void check(uint32_t rows, uint32_t cols, int masked)
         TH_OK(ctx, vkt_softmax_rows(s, lg, th_view(&bx), th_view(&by), rows, cols));
         TH_OK(ctx, vkt_stream_run(s));
         th_buf_read(&by, y);
-        vkt_ref_softmax(lg, x, want, rows, cols);
+        kref_softmax(lg, x, want, rows, cols);
         char what[128];
         const char *name = lg ? "log_softmax" : "softmax";
         const char *tag = masked ? " (with -inf)" : "";
@@ -57,7 +57,7 @@ static void check(uint32_t rows, uint32_t cols, int masked)
                                         cols));
         TH_OK(ctx, vkt_stream_run(s));
         th_buf_read(&bdx, dx);
-        vkt_ref_softmax_backward(lg, want, dy, dx_want, rows, cols);
+        kref_softmax_backward(lg, want, dy, dx_want, rows, cols);
         snprintf(what, sizeof what, "%s backward %ux%u%s", name, rows, cols, tag);
         /* The row sum is fp32 on the device. */
         float atol = (float)(4e-7 * sqrt((double)cols) * (lg ? 1.0 : 0.1) + 1e-7);
@@ -93,7 +93,7 @@ static void check_gradient(int lg, uint32_t rows, uint32_t cols)
         for (int side = 0; side < 2; side++) {
             x[j] = keep + (side ? -1e-2f : 1e-2f);
             at[side] = x[j];
-            vkt_ref_softmax(lg, x, t, rows, cols);
+            kref_softmax(lg, x, t, rows, cols);
             l[side] = 0;
             for (uint64_t i = 0; i < n; i++)
                 l[side] += (double)dy[i] * t[i];
@@ -116,8 +116,8 @@ static void check_in_place(void)
     static float x[N], dy[N], got[N], want[N], dwant[N];
     th_fill_uniform(x, N, -3.0f, 3.0f);
     th_fill_uniform(dy, N, -1.0f, 1.0f);
-    vkt_ref_softmax(0, x, want, R, C);
-    vkt_ref_softmax_backward(0, want, dy, dwant, R, C);
+    kref_softmax(0, x, want, R, C);
+    kref_softmax_backward(0, want, dy, dwant, R, C);
     th_buf bx = th_buf_create(ctx, N), bdy = th_buf_create(ctx, N);
     th_buf_write(&bx, x);
     th_buf_write(&bdy, dy);

@@ -16,8 +16,8 @@
 #define S GPU_BIND_STORAGE
 
 static const gpu_kernel k_bias_act = {
-    "bias_act", vkt_spv_bias_act, sizeof vkt_spv_bias_act, 3, {S, S, S},
-    sizeof(struct vkt_push_bias_act), SPEC_BIAS_ACT_COUNT};
+    "bias_act", spv_bias_act, sizeof spv_bias_act, 3, {S, S, S},
+    sizeof(struct push_bias_act), SPEC_BIAS_ACT_COUNT};
 
 /* gpu_kernel_check(k, n_spec) fails with VKT_ERROR_INTERNAL and a message holding `a`
  * and `b` (b may be NULL). */
@@ -62,10 +62,10 @@ static void check_descriptions(void)
 
     /* Texel formats: gemm_cpu declares r32f and rgba32f views of A, B and the C it reads
      * (binding 3); C (binding 2) is a storage buffer. */
-    gpu_kernel g = {"gemm_cpu", vkt_spv_gemm_cpu, sizeof vkt_spv_gemm_cpu, 4,
+    gpu_kernel g = {"gemm_cpu", spv_gemm_cpu, sizeof spv_gemm_cpu, 4,
                     {GPU_BIND_STORAGE_TEXEL_R, GPU_BIND_STORAGE_TEXEL_RGBA, S,
                      GPU_BIND_STORAGE_TEXEL_R},
-                    sizeof(struct vkt_push_gemm), SPEC_GEMM_CPU_COUNT};
+                    sizeof(struct push_gemm), SPEC_GEMM_CPU_COUNT};
     TH_CHECK(gpu_kernel_check(&g, SPEC_GEMM_CPU_COUNT, msg) == VKT_OK,
              "gemm_cpu with r32f A and rgba32f B: %s", msg);
     g.bind[2] = GPU_BIND_STORAGE_TEXEL_R;
@@ -77,9 +77,9 @@ static void check_descriptions(void)
                     "binding 0", "storage texel buffer");
 
     /* pool_backward binds `saved` twice: storage (1) and r32f texels (3). */
-    gpu_kernel p = {"pool_backward", vkt_spv_pool_backward, sizeof vkt_spv_pool_backward, 4,
+    gpu_kernel p = {"pool_backward", spv_pool_backward, sizeof spv_pool_backward, 4,
                     {S, GPU_BIND_STORAGE_TEXEL_R, S, GPU_BIND_STORAGE_TEXEL_R},
-                    sizeof(struct vkt_push_pool), SPEC_POOL_BACKWARD_COUNT};
+                    sizeof(struct push_pool), SPEC_POOL_BACKWARD_COUNT};
     TH_CHECK(gpu_kernel_check(&p, SPEC_POOL_BACKWARD_COUNT, msg) == VKT_OK,
              "pool_backward as described: %s", msg);
     p.bind[3] = GPU_BIND_STORAGE_TEXEL_RGBA;
@@ -90,7 +90,7 @@ static void check_descriptions(void)
     gpu_kernel bad = {"junk", junk, sizeof junk, 1, {S}, 0, 0};
     expect_mismatch("not SPIR-V", &bad, 0, "'junk'", "cannot read its SPIR-V");
     uint32_t cut[64];
-    memcpy(cut, vkt_spv_bias_act, sizeof cut);
+    memcpy(cut, spv_bias_act, sizeof cut);
     cut[5] = 0xffff0000u | (cut[5] & 0xffffu); /* an instruction longer than the module */
     gpu_kernel trunc = k_bias_act;
     trunc.spv = cut;

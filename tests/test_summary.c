@@ -32,7 +32,7 @@ static char g_tmp[256];
 
 static void test_crc32c(void)
 {
-    const uint32_t *table = vkt_crc32c_table();
+    const uint32_t *table = crc32c_table();
     int table_ok = 1;
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
@@ -57,13 +57,13 @@ static void test_crc32c(void)
         {"empty", "", 0, 0x00000000u},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        uint32_t got = vkt_crc32c(0, v[i].data, v[i].n);
+        uint32_t got = crc32c(0, v[i].data, v[i].n);
         CHECK(got == v[i].want, "CRC32C of %s = %08X, want %08X", v[i].name, got, v[i].want);
     }
-    uint32_t part = vkt_crc32c(vkt_crc32c(0, "1234", 4), "56789", 5);
+    uint32_t part = crc32c(crc32c(0, "1234", 4), "56789", 5);
     CHECK(part == 0xE3069283u, "CRC32C continued over pieces = %08X", part);
     uint32_t c = 0xE3069283u, want = (((c >> 15) | (c << 17)) + 0xa282ead8u);
-    CHECK(vkt_crc32c_masked("123456789", 9) == want, "masked CRC32C");
+    CHECK(crc32c_masked("123456789", 9) == want, "masked CRC32C");
 }
 
 static int bytes_equal(const uint8_t *got, size_t n, const uint8_t *want, size_t m)
@@ -91,29 +91,29 @@ static void test_encoding(void)
         0x0A, 0x08,                               /*   1: Value, 8 bytes */
         0x0A, 0x01, 'a',                          /*     1: tag */
         0x15, 0x00, 0x00, 0x80, 0x3F};            /*     2: fixed32 1.0f */
-    size_t n = vkt_event_encode(buf, sizeof buf, 1.5, 300, NULL, "a", 1.0f);
+    size_t n = summary_event_encode(buf, sizeof buf, 1.5, 300, NULL, "a", 1.0f);
     CHECK(bytes_equal(buf, n, scalar, sizeof scalar), "scalar event bytes");
     /* wall_time 0, step 0, file_version "brain.Event:2" */
     static const uint8_t version[] = {
         0x09, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0x00, 0x1A, 13,
         'b', 'r', 'a', 'i', 'n', '.', 'E', 'v', 'e', 'n', 't', ':', '2'};
-    n = vkt_event_encode(buf, sizeof buf, 0.0, 0, "brain.Event:2", NULL, 0);
+    n = summary_event_encode(buf, sizeof buf, 0.0, 0, "brain.Event:2", NULL, 0);
     CHECK(bytes_equal(buf, n, version, sizeof version), "file_version event bytes");
-    n = vkt_event_encode(buf, sizeof buf, 0.0, -1, NULL, NULL, 0);
+    n = summary_event_encode(buf, sizeof buf, 0.0, -1, NULL, NULL, 0);
     CHECK(n == 9 + 1 + 10 && buf[10] == 0xFF && buf[19] == 0x01,
           "a negative step is a 10-byte varint (%zu bytes)", n);
-    CHECK(vkt_event_encode(buf, 20, 1.5, 300, NULL, "a", 1.0f) == 0,
+    CHECK(summary_event_encode(buf, 20, 1.5, 300, NULL, "a", 1.0f) == 0,
           "an event that does not fit returns 0");
 
     uint8_t rec[64];
-    size_t m = vkt_tfrecord_frame(rec, (const uint8_t *)"abc", 3);
+    size_t m = summary_tfrecord_frame(rec, (const uint8_t *)"abc", 3);
     uint32_t len_crc = (uint32_t)rec[8] | (uint32_t)rec[9] << 8 | (uint32_t)rec[10] << 16 |
                        (uint32_t)rec[11] << 24;
     uint32_t data_crc = (uint32_t)rec[15] | (uint32_t)rec[16] << 8 |
                         (uint32_t)rec[17] << 16 | (uint32_t)rec[18] << 24;
     static const uint8_t len3[8] = {3, 0, 0, 0, 0, 0, 0, 0};
     CHECK(m == 19 && memcmp(rec, len3, 8) == 0 && memcmp(rec + 12, "abc", 3) == 0 &&
-              len_crc == vkt_crc32c_masked(len3, 8) && data_crc == vkt_crc32c_masked("abc", 3),
+              len_crc == crc32c_masked(len3, 8) && data_crc == crc32c_masked("abc", 3),
           "TFRecord framing of \"abc\"");
 }
 
@@ -155,14 +155,14 @@ static void test_writer(void)
             len |= (uint64_t)p[i] << (8 * i);
         uint32_t lc = (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 |
                       (uint32_t)p[11] << 24;
-        if (lc != vkt_crc32c_masked(p, 8) || off + 16 + len > n) {
+        if (lc != crc32c_masked(p, 8) || off + 16 + len > n) {
             framed = 0;
             break;
         }
         const uint8_t *d = p + 12 + len;
         uint32_t dc = (uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 |
                       (uint32_t)d[3] << 24;
-        framed = dc == vkt_crc32c_masked(p + 12, len);
+        framed = dc == crc32c_masked(p + 12, len);
         off += 16 + len;
         records++;
     }

@@ -46,8 +46,8 @@ static void check_op(vkt_unary_op op, uint64_t n)
     TH_OK(ctx, vkt_stream_run(s));
     th_buf_read(&by, y);
     th_buf_read(&bdx, dx);
-    vkt_ref_unary(op, alpha, x, y_ref, n);
-    vkt_ref_unary_backward(op, alpha, x, dy, dx_ref, n);
+    kref_unary(op, alpha, x, y_ref, n);
+    kref_unary_backward(op, alpha, x, dy, dx_ref, n);
     char what[96];
     snprintf(what, sizeof what, "%s forward, n=%llu", name, (unsigned long long)n);
     th_compare(what, y, y_ref, n, 1e-5f, 1e-6f);
@@ -78,8 +78,8 @@ static void check_gradient(vkt_unary_op op)
         if ((op == VKT_UNARY_RELU || op == VKT_UNARY_LEAKY_RELU) && fabs(x[i]) < 4 * h)
             x[i] = x[i] < 0 ? x[i] - 0.5f : x[i] + 0.5f;
         double xp = x[i] + h, xm = x[i] - h;
-        double d = ((double)vkt_ref_unary_f(op, alpha, (float)xp) -
-                    (double)vkt_ref_unary_f(op, alpha, (float)xm)) /
+        double d = ((double)kref_unary_f(op, alpha, (float)xp) -
+                    (double)kref_unary_f(op, alpha, (float)xm)) /
                    ((double)(float)xp - (double)(float)xm);
         fd[i] = (float)(dy[i] * d);
     }
@@ -104,7 +104,7 @@ static void check_in_place(void)
     enum { N = 1031 };
     float x[N], got[N], want[N];
     th_fill_uniform(x, N, -3.0f, 3.0f);
-    vkt_ref_unary(VKT_UNARY_GELU, 0.0f, x, want, N);
+    kref_unary(VKT_UNARY_GELU, 0.0f, x, want, N);
     th_buf b = th_buf_create(ctx, N);
     th_buf_write(&b, x);
     TH_OK(ctx, vkt_stream_reset(s));
@@ -183,10 +183,10 @@ static void check_phases(void)
                 TH_OK(ctx, vkt_stream_run(s));
                 TH_OK(ctx, vkt_buffer_read(bo, 0, got, sizeof got));
                 if (back)
-                    vkt_ref_unary_backward(VKT_UNARY_TANH, 0, x + PAD + px, dy + vdy.offset,
+                    kref_unary_backward(VKT_UNARY_TANH, 0, x + PAD + px, dy + vdy.offset,
                                            want + PAD + po, n);
                 else
-                    vkt_ref_unary(VKT_UNARY_TANH, 0, x + PAD + px, want + PAD + po, n);
+                    kref_unary(VKT_UNARY_TANH, 0, x + PAD + px, want + PAD + po, n);
                 char what[96];
                 snprintf(what, sizeof what, "tanh%s with x at phase %d, output at phase %d",
                          back ? " backward" : "", px, po);

@@ -277,10 +277,10 @@ static void test_allgatherv(vkt_world *w)
 static vkt_status recv_one(vkt_world *w, int tag, void *buf, uint64_t cap, uint32_t *src,
                            uint64_t *got)
 {
-    double t0 = vkt_now();
+    double t0 = plat_now();
     for (uint32_t i = 0;; i++) {
         vkt_status st = world_try_recv(w, tag, buf, cap, src, got);
-        if (st != VKT_OK || *src != UINT32_MAX || vkt_now() - t0 > 20)
+        if (st != VKT_OK || *src != UINT32_MAX || plat_now() - t0 > 20)
             return st;
         world_backoff(w, i);
     }
@@ -373,7 +373,7 @@ static int run_timeout(int *argc, char ***argv, const char *late_arg, int inside
          * (without a progress thread) this rank makes no progress and sends no beat. */
         if (inside && world_iallreduce_f32(w, x, n, "test allreduce", &req) != VKT_OK)
             vkt_world_abort(w, 1, w->errmsg);
-        vkt_sleep(20); /* ended by another rank's MPI_Abort long before */
+        plat_sleep(20); /* ended by another rank's MPI_Abort long before */
         vkt_world_abort(w, 1, "the late rank was not aborted");
     }
     vkt_status st = world_allreduce_f32(w, x, n, "test allreduce");

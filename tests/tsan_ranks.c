@@ -333,17 +333,17 @@ static void transport_messages(vkt_world *w, uint32_t rank, uint32_t R, rank_out
            "rank %u: send", rank);
     uint32_t got = UINT32_MAX, src = UINT32_MAX;
     uint64_t bytes = 0;
-    double t0 = vkt_now();
-    while (src == UINT32_MAX && o->st == VKT_OK && vkt_now() - t0 < 10) {
+    double t0 = plat_now();
+    while (src == UINT32_MAX && o->st == VKT_OK && plat_now() - t0 < 10) {
         expect(o, world_try_recv(w, 5, &got, sizeof got, &src, &bytes) == VKT_OK,
                "rank %u: receive: %s", rank, w->errmsg);
-        vkt_sleep(1e-4);
+        plat_sleep(1e-4);
     }
     expect(o, src == prev && got == prev && bytes == 4, "rank %u: received %u from %u (%llu "
            "bytes)", rank, got, src, (unsigned long long)bytes);
     vkt_status st = VKT_OK;
-    for (t0 = vkt_now(); st == VKT_OK && o->st == VKT_OK && vkt_now() - t0 < 10;
-         vkt_sleep(1e-4))
+    for (t0 = plat_now(); st == VKT_OK && o->st == VKT_OK && plat_now() - t0 < 10;
+         plat_sleep(1e-4))
         st = world_try_recv(w, 6, &got, sizeof got, &src, &bytes);
     expect(o, st == VKT_ERROR_INTERNAL && strstr(w->errmsg, "exceeds"),
            "rank %u: a message too large: %s", rank, w->errmsg);
@@ -388,7 +388,7 @@ static void *rank_main(void *p)
  * worlds could not be made. */
 static int run_ranks(job *j, rank_fn fn, const char *name)
 {
-    double t0 = vkt_now();
+    double t0 = plat_now();
     pthread_t th[MAX_RANKS];
     rank_arg arg[MAX_RANKS];
     uint32_t started = 0;
@@ -406,7 +406,7 @@ static int run_ranks(job *j, rank_fn fn, const char *name)
     for (uint32_t r = 0; r < j->ranks; r++)
         vkt_world_finalize(j->worlds[r]);
     printf("  %s: %u ranks x %u replicas, %.1f s\n", name, j->ranks, j->replicas,
-           vkt_now() - t0);
+           plat_now() - t0);
     int ok = TH_CHECK(started == j->ranks, "%s: %u of %u rank threads started", name, started,
                       j->ranks);
     for (uint32_t r = 0; r < j->ranks; r++)

@@ -152,7 +152,7 @@ static vkt_world *world_new(hub *h, uint32_t rank, double timeout)
 vkt_status world_threads_create(uint32_t n, double timeout, vkt_world **out)
 {
     if (!out || n == 0 || !(timeout >= 0))
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "world_threads_create: out NULL, no rank or a bad timeout");
     memset(out, 0, n * sizeof *out);
     hub *h = hub_new(n);
@@ -166,7 +166,7 @@ vkt_status world_threads_create(uint32_t n, double timeout, vkt_world **out)
             out[r] = NULL;
         }
         hub_free(h);
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "world_threads_create: out of memory");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "world_threads_create: out of memory");
     }
     h->refs = n;
     return VKT_OK;
@@ -180,14 +180,14 @@ vkt_status world_tp_init(vkt_world *w, int *argc, char ***argv, int require_laun
     (void)argv;
     w->impl = NULL;
     if (require_launcher)
-        return vkt_fail(w->errmsg, VKT_ERROR_STATE,
+        return err_fail(w->errmsg, VKT_ERROR_STATE,
                         "world init: this is the threads test double (tests/world_threads.c): "
                         "a job of several ranks comes from world_threads_create");
     hub *h = hub_new(1);
     struct world_impl *m = h ? calloc(1, sizeof *m) : NULL;
     if (!m) {
         hub_free(h);
-        return vkt_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "world init: out of memory");
+        return err_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "world init: out of memory");
     }
     h->refs = 1;
     m->hub = h;
@@ -356,7 +356,7 @@ static vkt_status coll_start(vkt_world *w, const coll_args *a, const char *what,
     hub *h = w->impl->hub;
     world_req *req = calloc(1, sizeof *req);
     if (!req)
-        return vkt_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+        return err_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
     snprintf(req->what, sizeof req->what, "%s", what);
     req->bytes = bytes;
     pthread_mutex_lock(&h->lock);
@@ -371,7 +371,7 @@ static vkt_status coll_start(vkt_world *w, const coll_args *a, const char *what,
     if (!c) {
         pthread_mutex_unlock(&h->lock);
         free(req);
-        return vkt_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+        return err_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
     }
     w->impl->seq++;
     check_match(h, c, w->rank, a);
@@ -429,7 +429,7 @@ int world_test(vkt_world *w, world_req *req)
     int r = req->c->done ? req_finish(w, req, error, sizeof error) : 0;
     pthread_mutex_unlock(&h->lock);
     if (r < 0)
-        vkt_fail(w->errmsg, VKT_ERROR_INTERNAL, "%s", error);
+        err_fail(w->errmsg, VKT_ERROR_INTERNAL, "%s", error);
     return r;
 }
 
@@ -453,7 +453,7 @@ vkt_status world_wait(vkt_world *w, world_req *req)
         return VKT_OK;
     }
     hub *h = w->impl->hub;
-    double t0 = vkt_now();
+    double t0 = plat_now();
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
     double s = (double)until.tv_sec + until.tv_nsec * 1e-9 + w->timeout;
@@ -470,12 +470,12 @@ vkt_status world_wait(vkt_world *w, world_req *req)
     else
         r = req_finish(w, req, error, sizeof error);
     pthread_mutex_unlock(&h->lock);
-    w->comm_seconds += vkt_now() - t0;
+    w->comm_seconds += plat_now() - t0;
     if (timed_out)
-        return vkt_fail(w->errmsg, VKT_ERROR_TIMEOUT,
+        return err_fail(w->errmsg, VKT_ERROR_TIMEOUT,
                         "step %llu: %s did not complete in %.1f s: rank(s) %s have not arrived",
                         (unsigned long long)w->step, req->what, w->timeout, missing);
-    return r > 0 ? VKT_OK : vkt_fail(w->errmsg, VKT_ERROR_INTERNAL, "%s", error);
+    return r > 0 ? VKT_OK : err_fail(w->errmsg, VKT_ERROR_INTERNAL, "%s", error);
 }
 
 static vkt_status reduce_start(vkt_world *w, void *data, uint64_t n, elem_type type,
@@ -483,7 +483,7 @@ static vkt_status reduce_start(vkt_world *w, void *data, uint64_t n, elem_type t
 {
     *out = NULL;
     if (n && !data)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", what);
     if (w->size == 1 || n == 0)
         return VKT_OK;
     coll_args a = {.kind = C_REDUCE, .type = type, .op = op, .n = n, .buf = data};
@@ -497,7 +497,7 @@ vkt_status world_iallreduce_f32(vkt_world *w, float *data, uint64_t n, const cha
                                 world_req **out)
 {
     if (!out)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", what);
     return reduce_start(w, data, n, E_F32, WORLD_SUM, what, out);
 }
 
@@ -537,7 +537,7 @@ static vkt_status run(vkt_world *w, const coll_args *a, const char *what, uint64
 vkt_status world_bcast(vkt_world *w, void *data, uint64_t bytes, const char *what)
 {
     if (bytes && !data)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", what);
     if (w->size == 1 || bytes == 0)
         return VKT_OK;
     w->comm_bytes += bytes;
@@ -548,7 +548,7 @@ vkt_status world_gather(vkt_world *w, const void *send, uint64_t bytes, void *re
                         const char *what)
 {
     if ((bytes && !send) || (w->rank == 0 && bytes && !recv))
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: a buffer is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: a buffer is NULL", what);
     if (w->size == 1 || bytes == 0) {
         if (bytes && recv != send)
             memmove(recv, send, bytes);
@@ -563,7 +563,7 @@ vkt_status world_allgatherv_f32(vkt_world *w, float *data, const uint64_t *count
                                 const uint64_t *displs, const char *what)
 {
     if (!data || !counts || !displs)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: an argument is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: an argument is NULL", what);
     if (w->size == 1)
         return VKT_OK;
     uint64_t total = 0;
@@ -586,7 +586,7 @@ vkt_status world_barrier(vkt_world *w, const char *what)
 static vkt_status need_peers(vkt_world *w, const char *what)
 {
     return w->size > 1 ? VKT_OK
-                       : vkt_fail(w->errmsg, VKT_ERROR_STATE,
+                       : err_fail(w->errmsg, VKT_ERROR_STATE,
                                   "%s: no other rank (a one-rank world)", what);
 }
 
@@ -603,7 +603,7 @@ vkt_status world_isend(vkt_world *w, uint32_t dst, int tag, const void *buf, uin
     if (!m || !req) {
         free(m);
         free(req);
-        return vkt_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "send: out of host memory");
+        return err_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "send: out of host memory");
     }
     m->next = NULL;
     m->src = w->rank;
@@ -630,7 +630,7 @@ vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32
                           uint64_t *out_bytes)
 {
     if (!out_src || !out_bytes || (cap && !buf))
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "receive: an argument is NULL");
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "receive: an argument is NULL");
     *out_src = UINT32_MAX;
     *out_bytes = 0;
     vkt_status st = need_peers(w, "receive");
@@ -653,7 +653,7 @@ vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32
     if (!m)
         return VKT_OK;
     if (m->bytes > cap) {
-        st = vkt_fail(w->errmsg, VKT_ERROR_INTERNAL,
+        st = err_fail(w->errmsg, VKT_ERROR_INTERNAL,
                       "receive: a message of %llu bytes (tag %d) from rank %u exceeds the "
                       "buffer of %llu bytes", (unsigned long long)m->bytes, tag, m->src,
                       (unsigned long long)cap);

@@ -36,13 +36,13 @@ static const char *existing(char *buf, size_t size, const char *dir, const char 
 static const char *shipped(char *buf, size_t size, const char *rel)
 {
     char exe[4096], dir[4096 + 64];
-    if (vkt_exe_dir(exe, sizeof exe) == 0) {
+    if (plat_exe_dir(exe, sizeof exe) == 0) {
         snprintf(dir, sizeof dir, "%s/%s", exe, VKT_DATA_FROM_BIN);
         if (existing(buf, size, dir, rel))
             return buf;
 #ifdef VKT_BUILD_BIN_DIR
         /* Both spelled with symbolic links resolved (CMake's file(REAL_PATH), and
-         * vkt_exe_dir). */
+         * plat_exe_dir). */
         if (strcmp(VKT_BUILD_BIN_DIR, exe) == 0 && existing(buf, size, VKT_SOURCE_DATA, rel))
             return buf;
 #endif

@@ -32,9 +32,9 @@ const char *vkt_status_name(vkt_status status)
 const char *vkt_last_error(void) { return t_last_error; }
 
 /* Formats into a private buffer first: an argument may point into the last-error slot or
- * into `buf` itself (vkt_fail(buf, st, "prefix: %s", vkt_last_error()), or a message that
+ * into `buf` itself (err_fail(buf, st, "prefix: %s", vkt_last_error()), or a message that
  * wraps `buf`), and vsnprintf must never read the bytes it is writing. */
-vkt_status vkt_failv(char *buf, vkt_status status, const char *fmt, va_list ap)
+vkt_status err_failv(char *buf, vkt_status status, const char *fmt, va_list ap)
 {
     char msg[VKT_ERRMSG_SIZE];
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -44,11 +44,11 @@ vkt_status vkt_failv(char *buf, vkt_status status, const char *fmt, va_list ap)
     return status;
 }
 
-vkt_status vkt_fail(char *buf, vkt_status status, const char *fmt, ...)
+vkt_status err_fail(char *buf, vkt_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vkt_failv(buf, status, fmt, ap);
+    err_failv(buf, status, fmt, ap);
     va_end(ap);
     return status;
 }

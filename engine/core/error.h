@@ -9,9 +9,9 @@
 #define VKT_ERRMSG_SIZE 1024
 
 /* Formats a message into `buf` (VKT_ERRMSG_SIZE bytes, may be NULL) and into the calling
- * thread's last-error slot; returns `status` so callers can `return vkt_fail(...)`. */
-vkt_status vkt_fail(char *buf, vkt_status status, const char *fmt, ...)
+ * thread's last-error slot; returns `status` so callers can `return err_fail(...)`. */
+vkt_status err_fail(char *buf, vkt_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-vkt_status vkt_failv(char *buf, vkt_status status, const char *fmt, va_list ap);
+vkt_status err_failv(char *buf, vkt_status status, const char *fmt, va_list ap);
 
 #endif

@@ -7,12 +7,12 @@
 
 vkt_status vkt_interrupt_install(void)
 {
-    if (vkt_signals_catch() != 0)
-        return vkt_fail(NULL, VKT_ERROR_INTERNAL, "cannot install the signal handlers: %s",
+    if (plat_signals_catch() != 0)
+        return err_fail(NULL, VKT_ERROR_INTERNAL, "cannot install the signal handlers: %s",
                         strerror(errno));
     return VKT_OK;
 }
 
-int vkt_interrupted(void) { return vkt_signals_pending(); }
+int vkt_interrupted(void) { return plat_signals_pending(); }
 
-void vkt_interrupt_uninstall(void) { vkt_signals_release(); }
+void vkt_interrupt_uninstall(void) { plat_signals_release(); }

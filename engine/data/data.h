@@ -43,13 +43,13 @@ void loader_pause(vkt_loader *l);
 void prefetch_position(const vkt_loader *l, uint64_t *epoch, uint64_t *index, double *wait);
 
 /* Sets the thread's last error (vkt_last_error) and returns status. */
-vkt_status vkt_data_fail(vkt_status status, const char *fmt, ...)
+vkt_status data_fail(vkt_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* text.c: the token ids of a split (0 train, 1 validation), and the window of `context`
  * ids starting at `start` with its next-token targets. */
-const uint8_t *vkt_text_ids(const vkt_text *t, int split);
-void vkt_text_window(const vkt_text *t, int split, uint64_t start, uint32_t context, float *ids,
+const uint8_t *text_ids(const vkt_text *t, int split);
+void text_window(const vkt_text *t, int split, uint64_t start, uint32_t context, float *ids,
                      int32_t *targets);
 
 #endif

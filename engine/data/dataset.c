@@ -10,15 +10,15 @@ vkt_status vkt_dataset_create(uint32_t count, uint32_t features, uint32_t classe
                               const float *x, const int32_t *y, vkt_dataset **out)
 {
     if (!out)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_dataset_create: out is NULL");
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_dataset_create: out is NULL");
     *out = NULL;
     if (!x || count == 0 || features == 0)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT,
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT,
                              "vkt_dataset_create: need samples (count %u, features %u, x %s)",
                              count, features, x ? "given" : "NULL");
     for (uint32_t i = 0; y && i < count; i++)
         if (y[i] < 0 || (uint32_t)y[i] >= classes)
-            return vkt_data_fail(VKT_ERROR_FORMAT,
+            return data_fail(VKT_ERROR_FORMAT,
                                  "vkt_dataset_create: label %d of sample %u is outside "
                                  "[0, %u)", y[i], i, classes);
     vkt_dataset *d = calloc(1, sizeof *d);
@@ -29,7 +29,7 @@ vkt_status vkt_dataset_create(uint32_t count, uint32_t features, uint32_t classe
     }
     if (!d || !d->x || !d->y) {
         vkt_dataset_destroy(d);
-        return vkt_data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory for %u samples",
+        return data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory for %u samples",
                              count);
     }
     memcpy(d->x, x, n * sizeof *d->x);
@@ -42,7 +42,7 @@ vkt_status vkt_dataset_create(uint32_t count, uint32_t features, uint32_t classe
     return VKT_OK;
 }
 
-static vkt_status from_split(const vkt_mnist_split *s, vkt_dataset **out)
+static vkt_status from_split(const mnist_split *s, vkt_dataset **out)
 {
     return vkt_dataset_create(s->count, s->rows * s->cols, VKT_MNIST_CLASSES, s->images,
                               s->labels, out);
@@ -55,16 +55,16 @@ vkt_status vkt_dataset_load_mnist(const char *dir, vkt_dataset **train, vkt_data
     if (test)
         *test = NULL;
     if (!dir || !train || !test)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_dataset_load_mnist: NULL argument");
-    vkt_mnist m;
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_dataset_load_mnist: NULL argument");
+    mnist_data m;
     char msg[1024];
-    vkt_status st = vkt_mnist_load(dir, &m, msg, sizeof msg);
+    vkt_status st = mnist_load(dir, &m, msg, sizeof msg);
     if (st != VKT_OK)
-        return vkt_data_fail(st, "%s", msg);
+        return data_fail(st, "%s", msg);
     st = from_split(&m.train, train);
     if (st == VKT_OK)
         st = from_split(&m.test, test);
-    vkt_mnist_free(&m);
+    mnist_free(&m);
     if (st != VKT_OK) {
         vkt_dataset_destroy(*train);
         *train = NULL;

@@ -50,7 +50,7 @@ static uint32_t idx_be32(const uint8_t *p)
 }
 
 /* "[8000, 28, 28]" */
-static const char *idx_dims_str(const vkt_idx *idx, char *buf, size_t size)
+static const char *idx_dims_str(const idx_array *idx, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
@@ -167,7 +167,7 @@ static vkt_status idx_read_bytes(idx_reader *r, uint8_t *buf, uint64_t want, uin
 /* ------------------------------------------------------------------------------ */
 
 /* The 4-byte magic: 0, 0, type code, number of dimensions. */
-static vkt_status idx_read_magic(idx_reader *r, vkt_idx *idx, char *msg, size_t msg_size)
+static vkt_status idx_read_magic(idx_reader *r, idx_array *idx, char *msg, size_t msg_size)
 {
     uint8_t m[4];
     uint64_t got = 0;
@@ -200,7 +200,7 @@ static vkt_status idx_read_magic(idx_reader *r, vkt_idx *idx, char *msg, size_t 
 }
 
 /* The dimensions (big-endian uint32 each) and their product, checked for overflow. */
-static vkt_status idx_read_dims(idx_reader *r, vkt_idx *idx, char *msg, size_t msg_size)
+static vkt_status idx_read_dims(idx_reader *r, idx_array *idx, char *msg, size_t msg_size)
 {
     uint8_t d[4 * VKT_MAX_DIMS];
     uint64_t want = 4ull * idx->ndim, got = 0;
@@ -230,7 +230,7 @@ static vkt_status idx_read_dims(idx_reader *r, vkt_idx *idx, char *msg, size_t m
 }
 
 /* Reads prod(dims) bytes, growing the buffer by doubling as they arrive. */
-static vkt_status idx_read_payload(idx_reader *r, vkt_idx *idx, char *msg, size_t msg_size)
+static vkt_status idx_read_payload(idx_reader *r, idx_array *idx, char *msg, size_t msg_size)
 {
     uint64_t cap = idx->count < IDX_FIRST_ALLOC ? idx->count : IDX_FIRST_ALLOC;
     uint64_t got = 0;
@@ -266,7 +266,7 @@ static vkt_status idx_read_payload(idx_reader *r, vkt_idx *idx, char *msg, size_
 
 /* The file must end right after the payload. Reading on also makes zlib check the gzip
  * trailer (CRC-32 and length), which it does only when it reaches the stream's end. */
-static vkt_status idx_check_end(idx_reader *r, const vkt_idx *idx, char *msg, size_t msg_size)
+static vkt_status idx_check_end(idx_reader *r, const idx_array *idx, char *msg, size_t msg_size)
 {
     uint8_t scratch[4096];
     uint64_t extra = 0, n = 0;
@@ -287,18 +287,18 @@ static vkt_status idx_check_end(idx_reader *r, const vkt_idx *idx, char *msg, si
                     (ull)(expect + extra));
 }
 
-vkt_status vkt_idx_read(const char *path, vkt_idx *out, char *msg, size_t msg_size)
+vkt_status idx_read(const char *path, idx_array *out, char *msg, size_t msg_size)
 {
     if (out)
         memset(out, 0, sizeof *out);
     if (!path || !out)
         return idx_fail(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
-                        "vkt_idx_read: path and out must not be NULL");
+                        "idx_read: path and out must not be NULL");
     idx_reader r;
     vkt_status st = idx_open(&r, path, msg, msg_size);
     if (st != VKT_OK)
         return st;
-    vkt_idx idx;
+    idx_array idx;
     memset(&idx, 0, sizeof idx);
     st = idx_read_magic(&r, &idx, msg, msg_size);
     if (st == VKT_OK)
@@ -309,14 +309,14 @@ vkt_status vkt_idx_read(const char *path, vkt_idx *out, char *msg, size_t msg_si
         st = idx_check_end(&r, &idx, msg, msg_size);
     idx_close(&r);
     if (st != VKT_OK) {
-        vkt_idx_free(&idx);
+        idx_free(&idx);
         return st;
     }
     *out = idx;
     return VKT_OK;
 }
 
-void vkt_idx_free(vkt_idx *idx)
+void idx_free(idx_array *idx)
 {
     if (!idx)
         return;
@@ -353,21 +353,21 @@ static int idx_can_open(const char *path)
     return 1;
 }
 
-vkt_status vkt_idx_find(const char *dir, const char *name, char **path, char *msg,
+vkt_status idx_find(const char *dir, const char *name, char **path, char *msg,
                         size_t msg_size)
 {
     if (path)
         *path = NULL;
     if (!dir || !name || !path)
         return idx_fail(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
-                        "vkt_idx_find: dir, name and path must not be NULL");
+                        "idx_find: dir, name and path must not be NULL");
     /* The plain file first: it is what a user who ran gunzip expects to be read. */
     char *plain = idx_join(dir, name, "");
     char *gz = idx_join(dir, name, ".gz");
     vkt_status st = VKT_OK;
     errno = 0;
     if (!plain || !gz) {
-        st = idx_fail(msg, msg_size, VKT_ERROR_OUT_OF_MEMORY, "vkt_idx_find: out of memory");
+        st = idx_fail(msg, msg_size, VKT_ERROR_OUT_OF_MEMORY, "idx_find: out of memory");
     } else if (idx_can_open(plain)) {
         *path = plain;
         plain = NULL;
@@ -391,17 +391,17 @@ vkt_status vkt_idx_find(const char *dir, const char *name, char **path, char *ms
 /* ------------------------------------------------------------------------------ */
 
 /* Finds and reads DIR/NAME[.gz]; *path receives the path used (caller frees). */
-static vkt_status mnist_read(const char *dir, const char *name, vkt_idx *idx, char **path,
+static vkt_status mnist_read(const char *dir, const char *name, idx_array *idx, char **path,
                              char *msg, size_t msg_size)
 {
-    vkt_status st = vkt_idx_find(dir, name, path, msg, msg_size);
+    vkt_status st = idx_find(dir, name, path, msg, msg_size);
     if (st == VKT_OK)
-        st = vkt_idx_read(*path, idx, msg, msg_size);
+        st = idx_read(*path, idx, msg, msg_size);
     return st;
 }
 
 /* Images must be [N, rows, cols] with N, rows, cols > 0. */
-static vkt_status mnist_check_images(const char *path, const vkt_idx *img, char *msg,
+static vkt_status mnist_check_images(const char *path, const idx_array *img, char *msg,
                                      size_t msg_size)
 {
     char dims[96];
@@ -420,7 +420,7 @@ static vkt_status mnist_check_images(const char *path, const vkt_idx *img, char 
 }
 
 /* Labels must be [N] (N from the images file) with every value < VKT_MNIST_CLASSES. */
-static vkt_status mnist_check_labels(const char *path, const vkt_idx *lab, const char *img_path,
+static vkt_status mnist_check_labels(const char *path, const idx_array *lab, const char *img_path,
                                      uint32_t n, char *msg, size_t msg_size)
 {
     char dims[96];
@@ -441,7 +441,7 @@ static vkt_status mnist_check_labels(const char *path, const vkt_idx *lab, const
 }
 
 /* Bytes -> floats in [0, 1] ([N, rows*cols]); labels -> int32 [N]. */
-static vkt_status mnist_convert(const vkt_idx *img, const vkt_idx *lab, vkt_mnist_split *out,
+static vkt_status mnist_convert(const idx_array *img, const idx_array *lab, mnist_split *out,
                                 const char *path, char *msg, size_t msg_size)
 {
     out->images = malloc((size_t)img->count * sizeof(float));
@@ -459,7 +459,7 @@ static vkt_status mnist_convert(const vkt_idx *img, const vkt_idx *lab, vkt_mnis
     return VKT_OK;
 }
 
-static void mnist_split_free(vkt_mnist_split *s)
+static void mnist_split_free(mnist_split *s)
 {
     free(s->images);
     free(s->labels);
@@ -468,10 +468,10 @@ static void mnist_split_free(vkt_mnist_split *s)
 
 /* Loads one split; *img_path receives the images file's path (caller frees). */
 static vkt_status mnist_load_split(const char *dir, const char *images_name,
-                                   const char *labels_name, vkt_mnist_split *out,
+                                   const char *labels_name, mnist_split *out,
                                    char **img_path, char *msg, size_t msg_size)
 {
-    vkt_idx img, lab;
+    idx_array img, lab;
     memset(&img, 0, sizeof img);
     memset(&lab, 0, sizeof lab);
     char *lab_path = NULL;
@@ -486,19 +486,19 @@ static vkt_status mnist_load_split(const char *dir, const char *images_name,
         st = mnist_convert(&img, &lab, out, *img_path, msg, msg_size);
     if (st != VKT_OK)
         mnist_split_free(out);
-    vkt_idx_free(&img);
-    vkt_idx_free(&lab);
+    idx_free(&img);
+    idx_free(&lab);
     free(lab_path);
     return st;
 }
 
-vkt_status vkt_mnist_load(const char *dir, vkt_mnist *out, char *msg, size_t msg_size)
+vkt_status mnist_load(const char *dir, mnist_data *out, char *msg, size_t msg_size)
 {
     if (out)
         memset(out, 0, sizeof *out);
     if (!dir || !out)
         return idx_fail(msg, msg_size, VKT_ERROR_INVALID_ARGUMENT,
-                        "vkt_mnist_load: dir and out must not be NULL");
+                        "mnist_load: dir and out must not be NULL");
     char *train_path = NULL, *test_path = NULL;
     vkt_status st = mnist_load_split(dir, "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                      &out->train, &train_path, msg, msg_size);
@@ -513,11 +513,11 @@ vkt_status vkt_mnist_load(const char *dir, vkt_mnist *out, char *msg, size_t msg
     free(train_path);
     free(test_path);
     if (st != VKT_OK)
-        vkt_mnist_free(out);
+        mnist_free(out);
     return st;
 }
 
-void vkt_mnist_free(vkt_mnist *mnist)
+void mnist_free(mnist_data *mnist)
 {
     if (!mnist)
         return;

@@ -10,11 +10,11 @@
 
 #include "core/error.h"
 
-vkt_status vkt_data_fail(vkt_status status, const char *fmt, ...)
+vkt_status data_fail(vkt_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vkt_failv(NULL, status, fmt, ap);
+    err_failv(NULL, status, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -61,13 +61,13 @@ vkt_status vkt_loader_create(const vkt_dataset *data, const vkt_loader_options *
                              vkt_loader **out)
 {
     if (!out)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_loader_create: out is NULL");
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_loader_create: out is NULL");
     *out = NULL;
     if (!data || !o)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT,
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT,
                              "vkt_loader_create: data set and options are required");
     if (o->batch == 0 || (o->batch > data->count && !o->keep_partial))
-        return vkt_data_fail(VKT_ERROR_SHAPE,
+        return data_fail(VKT_ERROR_SHAPE,
                              "vkt_loader_create: batch %u does not fit a data set of %u samples",
                              o->batch, data->count);
     vkt_loader *l = calloc(1, sizeof *l);
@@ -75,7 +75,7 @@ vkt_status vkt_loader_create(const vkt_dataset *data, const vkt_loader_options *
         l->perm = malloc(data->count * sizeof *l->perm);
     if (!l || !l->perm) {
         free(l);
-        return vkt_data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     l->data = data;
     l->batch = o->batch;
@@ -111,7 +111,7 @@ vkt_status vkt_loader_next(vkt_loader *l, float *x, int32_t *y, uint32_t *out_ro
     if (out_rows)
         *out_rows = 0;
     if (!l || !x)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_loader_next: NULL argument");
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_loader_next: NULL argument");
     uint32_t rows;
     if (l->pf) {
         rows = prefetch_next(l, x, y);
@@ -157,9 +157,9 @@ double vkt_loader_wait_seconds(const vkt_loader *l)
 vkt_status vkt_loader_seek(vkt_loader *l, uint64_t epoch, uint64_t batch_index)
 {
     if (!l)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_loader_seek: loader is NULL");
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_loader_seek: loader is NULL");
     if (batch_index > vkt_loader_batches_per_epoch(l))
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT,
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT,
                              "vkt_loader_seek: batch %llu past the %u batches of an epoch",
                              (unsigned long long)batch_index, vkt_loader_batches_per_epoch(l));
     if (l->pf) {

@@ -16,8 +16,8 @@
 #include "platform/platform.h"
 
 struct prefetch {
-    vkt_thread *thread;
-    vkt_monitor *mon;
+    plat_thread *thread;
+    plat_monitor *mon;
     uint32_t slots, head, count;
     float *x;      /* [slots, batch, features] */
     int32_t *y;    /* [slots, batch] */
@@ -33,10 +33,10 @@ static void produce(void *arg)
     struct prefetch *p = l->pf;
     uint64_t stride = (uint64_t)l->batch * l->data->features;
     uint32_t per_epoch = vkt_loader_batches_per_epoch(l);
-    vkt_monitor_lock(p->mon);
+    plat_monitor_lock(p->mon);
     for (;;) {
         while (!p->quit && (p->count == p->slots || p->paused))
-            vkt_monitor_wait(p->mon);
+            plat_monitor_wait(p->mon);
         if (p->quit)
             break;
         int new_epoch = 0;
@@ -48,28 +48,28 @@ static void produce(void *arg)
         uint32_t slot = (p->head + p->count) % p->slots;
         uint64_t epoch = p->p_epoch, index = p->p_taken;
         p->busy = 1;
-        vkt_monitor_unlock(p->mon);
+        plat_monitor_unlock(p->mon);
         if (new_epoch)
             loader_permutation(l, epoch, l->perm);
         uint32_t rows = loader_gather(l, l->perm, index, p->x + slot * stride,
                                       p->y + (uint64_t)slot * l->batch);
-        vkt_monitor_lock(p->mon);
+        plat_monitor_lock(p->mon);
         p->busy = 0;
         p->rows[slot] = rows;
         p->slot_epoch[slot] = epoch;
         p->slot_index[slot] = index;
         p->count++;
         p->p_taken++;
-        vkt_monitor_broadcast(p->mon);
+        plat_monitor_broadcast(p->mon);
     }
-    vkt_monitor_unlock(p->mon);
+    plat_monitor_unlock(p->mon);
 }
 
 static void free_prefetch(struct prefetch *p)
 {
     if (!p)
         return;
-    vkt_monitor_destroy(p->mon);
+    plat_monitor_destroy(p->mon);
     free(p->x);
     free(p->y);
     free(p->rows);
@@ -86,7 +86,7 @@ int prefetch_start(vkt_loader *l, uint32_t ahead)
     if (!p)
         return -1;
     p->slots = slots;
-    p->mon = vkt_monitor_create();
+    p->mon = plat_monitor_create();
     p->x = malloc(slots * stride * sizeof *p->x);
     p->y = malloc((uint64_t)slots * l->batch * sizeof *p->y);
     p->rows = calloc(slots, sizeof *p->rows);
@@ -99,7 +99,7 @@ int prefetch_start(vkt_loader *l, uint32_t ahead)
     p->p_epoch = l->epoch; /* l->perm already holds this epoch's order */
     p->p_taken = l->taken;
     l->pf = p;
-    if (vkt_thread_start(&p->thread, produce, l) != 0) {
+    if (plat_thread_start(&p->thread, produce, l) != 0) {
         l->pf = NULL;
         free_prefetch(p);
         return -1;
@@ -112,11 +112,11 @@ void prefetch_stop(vkt_loader *l)
     struct prefetch *p = l->pf;
     if (!p)
         return;
-    vkt_monitor_lock(p->mon);
+    plat_monitor_lock(p->mon);
     p->quit = 1;
-    vkt_monitor_broadcast(p->mon);
-    vkt_monitor_unlock(p->mon);
-    vkt_thread_join(p->thread);
+    plat_monitor_broadcast(p->mon);
+    plat_monitor_unlock(p->mon);
+    plat_thread_join(p->thread);
     l->pf = NULL;
     free_prefetch(p);
 }
@@ -125,58 +125,58 @@ uint32_t prefetch_next(vkt_loader *l, float *x, int32_t *y)
 {
     struct prefetch *p = l->pf;
     uint64_t stride = (uint64_t)l->batch * l->data->features;
-    vkt_monitor_lock(p->mon);
+    plat_monitor_lock(p->mon);
     if (p->paused) {
         p->paused = 0;
-        vkt_monitor_broadcast(p->mon);
+        plat_monitor_broadcast(p->mon);
     }
     if (p->count == 0) {
-        double t0 = vkt_now();
+        double t0 = plat_now();
         while (p->count == 0)
-            vkt_monitor_wait(p->mon);
-        l->wait_seconds += vkt_now() - t0;
+            plat_monitor_wait(p->mon);
+        l->wait_seconds += plat_now() - t0;
     }
     uint32_t slot = p->head, rows = p->rows[slot];
-    vkt_monitor_unlock(p->mon);
+    plat_monitor_unlock(p->mon);
     memcpy(x, p->x + slot * stride, (uint64_t)rows * l->data->features * sizeof *x);
     if (y)
         memcpy(y, p->y + (uint64_t)slot * l->batch, rows * sizeof *y);
-    vkt_monitor_lock(p->mon);
+    plat_monitor_lock(p->mon);
     l->epoch = p->slot_epoch[slot];
     l->taken = p->slot_index[slot] + 1;
     p->head = (p->head + 1) % p->slots;
     p->count--;
-    vkt_monitor_broadcast(p->mon);
-    vkt_monitor_unlock(p->mon);
+    plat_monitor_broadcast(p->mon);
+    plat_monitor_unlock(p->mon);
     return rows;
 }
 
 void prefetch_seek(vkt_loader *l, uint64_t epoch, uint64_t index)
 {
     struct prefetch *p = l->pf;
-    vkt_monitor_lock(p->mon);
+    plat_monitor_lock(p->mon);
     while (p->busy)
-        vkt_monitor_wait(p->mon);
+        plat_monitor_wait(p->mon);
     p->head = p->count = 0; /* prepared batches are discarded */
     p->paused = 0;
     p->p_epoch = l->epoch = epoch;
     p->p_taken = l->taken = index;
     loader_permutation(l, epoch, l->perm);
-    vkt_monitor_broadcast(p->mon);
-    vkt_monitor_unlock(p->mon);
+    plat_monitor_broadcast(p->mon);
+    plat_monitor_unlock(p->mon);
 }
 
 void prefetch_position(const vkt_loader *l, uint64_t *epoch, uint64_t *index, double *wait)
 {
     struct prefetch *p = l->pf;
-    vkt_monitor_lock(p->mon);
+    plat_monitor_lock(p->mon);
     if (epoch)
         *epoch = l->epoch;
     if (index)
         *index = l->taken;
     if (wait)
         *wait = l->wait_seconds;
-    vkt_monitor_unlock(p->mon);
+    plat_monitor_unlock(p->mon);
 }
 
 void loader_pause(vkt_loader *l)
@@ -184,9 +184,9 @@ void loader_pause(vkt_loader *l)
     struct prefetch *p = l ? l->pf : NULL;
     if (!p)
         return;
-    vkt_monitor_lock(p->mon);
+    plat_monitor_lock(p->mon);
     p->paused = 1;
     while (p->busy)
-        vkt_monitor_wait(p->mon);
-    vkt_monitor_unlock(p->mon);
+        plat_monitor_wait(p->mon);
+    plat_monitor_unlock(p->mon);
 }

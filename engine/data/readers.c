@@ -13,12 +13,12 @@
 static vkt_status read_all(const char *path, char **text, size_t *size)
 {
     void *data = NULL;
-    if (vkt_read_file(path, &data, size) != 0)
-        return vkt_data_fail(VKT_ERROR_IO, "cannot read '%s': %s", path, strerror(errno));
+    if (plat_read_file(path, &data, size) != 0)
+        return data_fail(VKT_ERROR_IO, "cannot read '%s': %s", path, strerror(errno));
     char *t = realloc(data, *size + 1);
     if (!t) {
         free(data);
-        return vkt_data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory reading '%s'", path);
+        return data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory reading '%s'", path);
     }
     t[*size] = '\0';
     *text = t;
@@ -35,7 +35,7 @@ static vkt_status no_nul(const char *path, const char *text, size_t size)
     unsigned line = 1;
     for (const char *c = text; c < z; c++)
         line += *c == '\n';
-    return vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u: a NUL byte at offset %zu (not a text "
+    return data_fail(VKT_ERROR_FORMAT, "'%s' line %u: a NUL byte at offset %zu (not a text "
                          "CSV file)", path, line, (size_t)(z - text));
 }
 
@@ -49,13 +49,13 @@ static vkt_status parse_feature(const char *path, uint32_t lineno, const char *n
     errno = 0;
     float v = strtof(cell, &e);
     if (!*cell || *e)
-        return vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is not a "
+        return data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is not a "
                              "number", path, lineno, name, cell);
     if (isnan(v) || (isinf(v) && errno != ERANGE))
-        return vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is not a "
+        return data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is not a "
                              "finite number", path, lineno, name, cell);
     if (isinf(v))
-        return vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is out of "
+        return data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is out of "
                              "float range (magnitude above 3.4e38)", path, lineno, name, cell);
     *out = v;
     return VKT_OK;
@@ -91,7 +91,7 @@ vkt_status vkt_dataset_load_csv(const char *path, const char *label_column, vkt_
     if (out)
         *out = NULL;
     if (!path || !label_column || !out)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_dataset_load_csv: NULL argument");
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_dataset_load_csv: NULL argument");
     char *text = NULL;
     size_t size = 0;
     vkt_status st = read_all(path, &text, &size);
@@ -111,7 +111,7 @@ vkt_status vkt_dataset_load_csv(const char *path, const char *label_column, vkt_
     while (line < end && (*line == '\n' || *line == '\r'))
         line++;
     if (line >= end) {
-        st = vkt_data_fail(VKT_ERROR_FORMAT, "'%s' is empty: expected a header line of "
+        st = data_fail(VKT_ERROR_FORMAT, "'%s' is empty: expected a header line of "
                            "column names", path);
         goto done;
     }
@@ -123,19 +123,19 @@ vkt_status vkt_dataset_load_csv(const char *path, const char *label_column, vkt_
     names = malloc(cols * sizeof *names);
     fields = malloc(cols * sizeof *fields);
     if (!names || !fields) {
-        st = vkt_data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory reading '%s'", path);
+        st = data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory reading '%s'", path);
         goto done;
     }
     split(line, le, names, cols);
     for (label = 0; label < cols && strcmp(names[label], label_column) != 0; label++)
         ;
     if (label == cols) {
-        st = vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line 1: no label column '%s' in the header "
+        st = data_fail(VKT_ERROR_FORMAT, "'%s' line 1: no label column '%s' in the header "
                            "(%u columns, first '%s')", path, label_column, cols, names[0]);
         goto done;
     }
     if (cols < 2) {
-        st = vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line 1: expected at least one feature "
+        st = data_fail(VKT_ERROR_FORMAT, "'%s' line 1: expected at least one feature "
                            "column beside the label '%s'", path, label_column);
         goto done;
     }
@@ -151,7 +151,7 @@ vkt_status vkt_dataset_load_csv(const char *path, const char *label_column, vkt_
             continue; /* blank line */
         uint32_t n = split(line, le, fields, cols);
         if (n != cols) {
-            st = vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u: %u fields, expected %u as in "
+            st = data_fail(VKT_ERROR_FORMAT, "'%s' line %u: %u fields, expected %u as in "
                                "the header (ragged row)", path, lineno, n, cols);
             goto done;
         }
@@ -164,7 +164,7 @@ vkt_status vkt_dataset_load_csv(const char *path, const char *label_column, vkt_
             if (ny)
                 y = ny;
             if (!nx || !ny) {
-                st = vkt_data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory reading '%s'",
+                st = data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory reading '%s'",
                                    path);
                 goto done;
             }
@@ -176,7 +176,7 @@ vkt_status vkt_dataset_load_csv(const char *path, const char *label_column, vkt_
             if (c == label) {
                 long v = strtol(fields[c], &e, 10);
                 if (!*fields[c] || *e || errno || v < 0 || v > 1000000) {
-                    st = vkt_data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is "
+                    st = data_fail(VKT_ERROR_FORMAT, "'%s' line %u, column '%s': '%s' is "
                                        "not a label (expected an integer in [0, 1000000])",
                                        path, lineno, names[c], fields[c]);
                     goto done;
@@ -193,7 +193,7 @@ vkt_status vkt_dataset_load_csv(const char *path, const char *label_column, vkt_
         rows++;
     }
     if (rows == 0) {
-        st = vkt_data_fail(VKT_ERROR_FORMAT, "'%s': no data rows after the header", path);
+        st = data_fail(VKT_ERROR_FORMAT, "'%s': no data rows after the header", path);
         goto done;
     }
     st = vkt_dataset_create(rows, cols - 1, classes, x, y, out);
@@ -214,28 +214,28 @@ vkt_status vkt_dataset_load_tokens(const char *path, uint32_t bytes_per_token,
     if (out_count)
         *out_count = 0;
     if (!path || !out_tokens || !out_count)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT,
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT,
                              "vkt_dataset_load_tokens: NULL argument");
     if (bytes_per_token != 1 && bytes_per_token != 2)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_dataset_load_tokens: '%s': "
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_dataset_load_tokens: '%s': "
                              "%u bytes per token, expected 1 (uint8) or 2 (uint16)", path,
                              bytes_per_token);
     void *data = NULL;
     size_t size = 0;
-    if (vkt_read_file(path, &data, &size) != 0)
-        return vkt_data_fail(VKT_ERROR_IO, "cannot read '%s': %s", path, strerror(errno));
+    if (plat_read_file(path, &data, &size) != 0)
+        return data_fail(VKT_ERROR_IO, "cannot read '%s': %s", path, strerror(errno));
     vkt_status st = VKT_OK;
     if (size == 0)
-        st = vkt_data_fail(VKT_ERROR_FORMAT, "'%s' is empty: expected uint%u tokens", path,
+        st = data_fail(VKT_ERROR_FORMAT, "'%s' is empty: expected uint%u tokens", path,
                            bytes_per_token * 8);
     else if (size % bytes_per_token)
-        st = vkt_data_fail(VKT_ERROR_FORMAT, "'%s': %zu bytes is not a whole number of "
+        st = data_fail(VKT_ERROR_FORMAT, "'%s': %zu bytes is not a whole number of "
                            "2-byte uint16 tokens (a stray byte at offset %zu)", path, size,
                            size - 1);
     uint64_t n = size / bytes_per_token;
     uint32_t *tok = st == VKT_OK ? malloc(n * sizeof *tok) : NULL;
     if (st == VKT_OK && !tok)
-        st = vkt_data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory reading '%s'", path);
+        st = data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory reading '%s'", path);
     const uint8_t *b = data;
     for (uint64_t i = 0; tok && i < n; i++) /* little endian, whatever the host */
         tok[i] = bytes_per_token == 1 ? b[i] : (uint32_t)b[2 * i] | (uint32_t)b[2 * i + 1] << 8;

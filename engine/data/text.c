@@ -22,19 +22,19 @@ vkt_status vkt_text_load(const char *path, float val_fraction, vkt_text **out)
     if (out)
         *out = NULL;
     if (!path || !out)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_text_load: NULL argument");
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT, "vkt_text_load: NULL argument");
     if (!(val_fraction > 0.0f && val_fraction < 1.0f))
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT,
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT,
                              "vkt_text_load: val_fraction is %g; 0 < val_fraction < 1 expected",
                              val_fraction);
     void *data = NULL;
     size_t size = 0;
-    if (vkt_read_file(path, &data, &size) != 0)
-        return vkt_data_fail(VKT_ERROR_IO, "cannot read '%s': %s", path, strerror(errno));
+    if (plat_read_file(path, &data, &size) != 0)
+        return data_fail(VKT_ERROR_IO, "cannot read '%s': %s", path, strerror(errno));
     vkt_text *t = calloc(1, sizeof *t);
     if (!t) {
         free(data);
-        return vkt_data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory reading '%s'", path);
+        return data_fail(VKT_ERROR_OUT_OF_MEMORY, "out of host memory reading '%s'", path);
     }
     t->ids = data;
     t->length = size;
@@ -42,7 +42,7 @@ vkt_status vkt_text_load(const char *path, float val_fraction, vkt_text **out)
     /* Two windows of context 1 on each side at least: a text too short to split. */
     if (size < 4 || t->split < 2 || size - t->split < 2) {
         vkt_text_destroy(t);
-        return vkt_data_fail(VKT_ERROR_FORMAT,
+        return data_fail(VKT_ERROR_FORMAT,
                              "'%s' has %zu bytes: too short for a training and a validation "
                              "part", path, size);
     }
@@ -84,15 +84,15 @@ unsigned char vkt_text_decode(const vkt_text *t, uint32_t id)
     return t && id < t->vocab ? t->byte_of[id] : '?';
 }
 
-const uint8_t *vkt_text_ids(const vkt_text *t, int split)
+const uint8_t *text_ids(const vkt_text *t, int split)
 {
     return split ? t->ids + t->split : t->ids;
 }
 
-void vkt_text_window(const vkt_text *t, int split, uint64_t start, uint32_t context, float *ids,
+void text_window(const vkt_text *t, int split, uint64_t start, uint32_t context, float *ids,
                      int32_t *targets)
 {
-    const uint8_t *s = vkt_text_ids(t, split) + start;
+    const uint8_t *s = text_ids(t, split) + start;
     for (uint32_t i = 0; i < context; i++) {
         ids[i] = (float)s[i];
         targets[i] = s[i + 1];
@@ -103,17 +103,17 @@ vkt_status vkt_text_batch(const vkt_text *t, int split, uint32_t batch, uint32_t
                           uint64_t *rng, float *ids, int32_t *targets)
 {
     if (!t || !rng || !ids || !targets || batch == 0 || context == 0)
-        return vkt_data_fail(VKT_ERROR_INVALID_ARGUMENT,
+        return data_fail(VKT_ERROR_INVALID_ARGUMENT,
                              "vkt_text_batch: NULL argument or zero size");
     uint64_t n = vkt_text_length(t, split);
     if (n < (uint64_t)context + 1)
-        return vkt_data_fail(VKT_ERROR_SHAPE,
+        return data_fail(VKT_ERROR_SHAPE,
                              "vkt_text_batch: the %s part has %llu characters; a window of "
                              "context %u needs %u", split ? "validation" : "training",
                              (unsigned long long)n, context, context + 1);
     for (uint32_t b = 0; b < batch; b++) {
         uint64_t start = core_splitmix64(rng) % (n - context);
-        vkt_text_window(t, split, start, context, ids + (uint64_t)b * context,
+        text_window(t, split, start, context, ids + (uint64_t)b * context,
                         targets + (uint64_t)b * context);
     }
     return VKT_OK;

@@ -31,15 +31,15 @@ vkt_status vkt_buffer_create(vkt_context *ctx, uint64_t bytes, vkt_memory_kind k
                              vkt_buffer **out)
 {
     if (!out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_buffer_create: out is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_buffer_create: out is NULL");
     *out = NULL;
     if (!ctx)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_buffer_create: context is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_buffer_create: context is NULL");
     if (bytes == 0)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_buffer_create: size is 0 bytes");
     if (kind != VKT_MEMORY_DEVICE && kind != VKT_MEMORY_HOST)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_buffer_create: unknown memory kind %d", (int)kind);
     /* Refuse what no heap can hold before asking the driver. */
     uint64_t largest = 0;
@@ -47,14 +47,14 @@ vkt_status vkt_buffer_create(vkt_context *ctx, uint64_t bytes, vkt_memory_kind k
         if (ctx->mem_props.memoryHeaps[i].size > largest)
             largest = ctx->mem_props.memoryHeaps[i].size;
     if (bytes > largest)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY,
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY,
                         "cannot create a buffer of %llu bytes: the largest memory heap of '%s' "
                         "holds %llu bytes", (unsigned long long)bytes, ctx->info.name,
                         (unsigned long long)largest);
 
     vkt_buffer *b = calloc(1, sizeof *b);
     if (!b)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     b->ctx = ctx;
     b->size = bytes;
     b->kind = kind;
@@ -69,7 +69,7 @@ vkt_status vkt_buffer_create(vkt_context *ctx, uint64_t bytes, vkt_memory_kind k
     VkResult r = vkCreateBuffer(ctx->device, &bi, NULL, &b->buffer);
     if (r != VK_SUCCESS) {
         free(b);
-        return vkt_fail(ctx->errmsg, gpu_status_of(r), "vkCreateBuffer of %llu bytes failed: %s",
+        return err_fail(ctx->errmsg, gpu_status_of(r), "vkCreateBuffer of %llu bytes failed: %s",
                         (unsigned long long)bytes, gpu_result_name(r));
     }
     VkMemoryRequirements req;
@@ -77,7 +77,7 @@ vkt_status vkt_buffer_create(vkt_context *ctx, uint64_t bytes, vkt_memory_kind k
     uint32_t type = gpu_memory_type(ctx, req.memoryTypeBits, kind);
     vkt_status st = VKT_OK;
     if (type == UINT32_MAX)
-        st = vkt_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE,
+        st = err_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE,
                       "device '%s' has no %s memory type for buffers", ctx->info.name,
                       kind == VKT_MEMORY_HOST ? "host-visible coherent" : "usable");
     if (st == VKT_OK)
@@ -85,7 +85,7 @@ vkt_status vkt_buffer_create(vkt_context *ctx, uint64_t bytes, vkt_memory_kind k
     if (st == VKT_OK) {
         r = vkBindBufferMemory(ctx->device, b->buffer, b->alloc.block->memory, b->alloc.offset);
         if (r != VK_SUCCESS)
-            st = vkt_fail(ctx->errmsg, gpu_status_of(r), "vkBindBufferMemory failed: %s",
+            st = err_fail(ctx->errmsg, gpu_status_of(r), "vkBindBufferMemory failed: %s",
                           gpu_result_name(r));
     }
     if (st != VKT_OK) {
@@ -125,11 +125,11 @@ static vkt_status check_range(vkt_buffer *b, uint64_t offset, const void *data, 
                               const char *fn)
 {
     if (!b)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", fn);
     if (!data && bytes)
-        return vkt_fail(b->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", fn);
+        return err_fail(b->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", fn);
     if (offset > b->size || bytes > b->size - offset)
-        return vkt_fail(b->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(b->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: bytes [%llu, %llu) outside the buffer of %llu bytes", fn,
                         (unsigned long long)offset, (unsigned long long)(offset + bytes),
                         (unsigned long long)b->size);
@@ -149,7 +149,7 @@ static vkt_status staging_get(vkt_context *ctx, vkt_buffer **out)
         if (st != VKT_OK)
             return st;
         if (!ctx->staging->mapped)
-            return vkt_fail(ctx->errmsg, VKT_ERROR_VULKAN, "staging memory could not be mapped");
+            return err_fail(ctx->errmsg, VKT_ERROR_VULKAN, "staging memory could not be mapped");
     }
     *out = ctx->staging;
     return VKT_OK;

@@ -31,7 +31,7 @@ static int pick_queue_family(VkPhysicalDevice phys, uint32_t *out)
 static vkt_status resolve_variant(vkt_kernel_variant asked, const vkt_device_info *info,
                                   vkt_kernel_variant *out)
 {
-    const char *env = vkt_getenv("VKT_KERNELS");
+    const char *env = plat_getenv("VKT_KERNELS");
     if (asked == VKT_KERNELS_CPU || asked == VKT_KERNELS_GPU)
         *out = asked;
     else if (env && strcmp(env, "cpu") == 0)
@@ -39,7 +39,7 @@ static vkt_status resolve_variant(vkt_kernel_variant asked, const vkt_device_inf
     else if (env && strcmp(env, "gpu") == 0)
         *out = VKT_KERNELS_GPU;
     else if (env && *env)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "VKT_KERNELS='%s': unknown kernel variant (accepted: cpu, gpu, or unset "
                         "for the device's own)", env);
     else
@@ -52,7 +52,7 @@ static vkt_status resolve_variant(vkt_kernel_variant asked, const vkt_device_inf
 static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
 {
     if (!pick_queue_family(ctx->phys, &ctx->queue_family))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE, "device '%s' has no compute queue",
+        return err_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE, "device '%s' has no compute queue",
                         ctx->info.name);
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -80,15 +80,15 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
                               vkt_context **out)
 {
     if (!out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_create: out is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_create: out is NULL");
     *out = NULL;
     if (!inst)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_create: instance is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_create: instance is NULL");
     vkt_context_options o = {0};
     if (options)
         o = *options;
     if (o.device_index >= inst->device_count)
-        return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+        return err_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
                         "device index %u out of range: %u device(s) present", o.device_index,
                         inst->device_count);
     vkt_kernel_variant variant = VKT_KERNELS_AUTO;
@@ -97,7 +97,7 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
         return vs;
     vkt_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     ctx->inst = inst;
     ctx->phys = inst->devices[o.device_index];
     ctx->info = inst->infos[o.device_index];
@@ -124,7 +124,7 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
         char msg[VKT_ERRMSG_SIZE];
         memcpy(msg, ctx->errmsg, sizeof msg);
         vkt_context_destroy(ctx);
-        return vkt_fail(NULL, st, "%s", msg);
+        return err_fail(NULL, st, "%s", msg);
     }
     *out = ctx;
     return VKT_OK;
@@ -161,7 +161,7 @@ const char *vkt_context_errmsg(const vkt_context *ctx)
 vkt_status vkt_context_device_info(const vkt_context *ctx, vkt_device_info *out)
 {
     if (!ctx || !out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_device_info: NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_device_info: NULL");
     *out = ctx->info;
     return VKT_OK;
 }

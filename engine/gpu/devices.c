@@ -100,24 +100,24 @@ vkt_status vkt_parse_device_list(const char *text, uint32_t *indices, uint32_t c
     if (out_count)
         *out_count = 0;
     if (!text || !indices || !out_count)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_parse_device_list: NULL argument");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_parse_device_list: NULL argument");
     uint32_t n = 0;
     const char *p = text;
     for (;;) {
         while (isspace((unsigned char)*p))
             p++;
         if (!isdigit((unsigned char)*p))
-            return vkt_fail(NULL, VKT_ERROR_FORMAT,
+            return err_fail(NULL, VKT_ERROR_FORMAT,
                             "bad device list '%s': expected a device index at position %d "
                             "(format: comma-separated indices such as 0,0,1)",
                             text, (int)(p - text));
         char *end;
         unsigned long v = strtoul(p, &end, 10);
         if (v > 1023)
-            return vkt_fail(NULL, VKT_ERROR_FORMAT, "bad device list '%s': index %lu too large",
+            return err_fail(NULL, VKT_ERROR_FORMAT, "bad device list '%s': index %lu too large",
                             text, v);
         if (n == capacity)
-            return vkt_fail(NULL, VKT_ERROR_LIMIT, "device list '%s' has more than %u entries",
+            return err_fail(NULL, VKT_ERROR_LIMIT, "device list '%s' has more than %u entries",
                             text, capacity);
         indices[n++] = (uint32_t)v;
         p = end;
@@ -126,7 +126,7 @@ vkt_status vkt_parse_device_list(const char *text, uint32_t *indices, uint32_t c
         if (*p == '\0')
             break;
         if (*p != ',')
-            return vkt_fail(NULL, VKT_ERROR_FORMAT,
+            return err_fail(NULL, VKT_ERROR_FORMAT,
                             "bad device list '%s': unexpected '%c' at position %d", text, *p,
                             (int)(p - text));
         p++;
@@ -141,9 +141,9 @@ vkt_status vkt_instance_select_devices(vkt_instance *inst, uint32_t *indices, ui
     if (out_count)
         *out_count = 0;
     if (!inst || !indices || !out_count || capacity == 0)
-        return vkt_fail(inst ? inst->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(inst ? inst->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_instance_select_devices: NULL argument or zero capacity");
-    const char *env = vkt_getenv("VKT_DEVICES");
+    const char *env = plat_getenv("VKT_DEVICES");
     if (!env) {
         indices[0] = 0;
         *out_count = 1;
@@ -152,10 +152,10 @@ vkt_status vkt_instance_select_devices(vkt_instance *inst, uint32_t *indices, ui
     uint32_t n = 0;
     vkt_status st = vkt_parse_device_list(env, indices, capacity, &n);
     if (st != VKT_OK)
-        return vkt_fail(inst->errmsg, st, "VKT_DEVICES: %s", vkt_last_error());
+        return err_fail(inst->errmsg, st, "VKT_DEVICES: %s", vkt_last_error());
     for (uint32_t i = 0; i < n; i++)
         if (indices[i] >= inst->device_count)
-            return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+            return err_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
                             "VKT_DEVICES='%s' names device %u but only %u device(s) exist", env,
                             indices[i], inst->device_count);
     *out_count = n;

@@ -33,13 +33,13 @@ uint32_t gpu_arg_shift(const vkt_context *ctx, uint64_t offset_bytes, gpu_bind_t
 vkt_status gpu_check_view(vkt_context *ctx, const char *what, vkt_view v, uint64_t count)
 {
     if (!v.buffer)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", what);
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", what);
     if (v.buffer->ctx != ctx)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: the buffer belongs to another context", what);
     uint64_t elems = v.buffer->size / 4;
     if (v.offset > elems || count > elems - v.offset)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: elements [%llu, %llu) lie outside its buffer of %llu elements", what,
                         (unsigned long long)v.offset, (unsigned long long)(v.offset + count),
                         (unsigned long long)elems);
@@ -53,7 +53,7 @@ static vkt_status new_pool(vkt_stream *s)
         uint32_t cap = s->pool_cap ? 2 * s->pool_cap : 4;
         VkDescriptorPool *p = realloc(s->pools, cap * sizeof *p);
         if (!p)
-            return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         s->pools = p;
         s->pool_cap = cap;
     }
@@ -94,7 +94,7 @@ static vkt_status add_view(vkt_stream *s, const VkBufferViewCreateInfo *vi, VkBu
         uint32_t cap = s->view_cap ? 2 * s->view_cap : 16;
         VkBufferView *v = realloc(s->views, cap * sizeof *v);
         if (!v)
-            return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         s->views = v;
         s->view_cap = cap;
     }
@@ -110,10 +110,10 @@ static vkt_status bind_arg(vkt_stream *s, const gpu_kernel *k, uint32_t i, const
     vkt_context *ctx = s->ctx;
     gpu_bind_type type = (gpu_bind_type)k->bind[i];
     if (!a->buf || a->buf->ctx != ctx)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: binding %u has no buffer of this context", k->name, i);
     if (a->offset > a->buf->size || a->bytes > a->buf->size - a->offset)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: binding %u spans bytes [%llu, %llu) of a %llu-byte buffer", k->name,
                         i, (unsigned long long)a->offset,
                         (unsigned long long)(a->offset + a->bytes),
@@ -124,7 +124,7 @@ static vkt_status bind_arg(vkt_stream *s, const gpu_kernel *k, uint32_t i, const
         range = a->buf->size - start;
     if (type == GPU_BIND_STORAGE) {
         if (range > ctx->props.limits.maxStorageBufferRange)
-            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+            return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                             "%s: binding %u spans %llu bytes, more than the device's "
                             "maxStorageBufferRange of %u bytes", k->name, i,
                             (unsigned long long)range, ctx->props.limits.maxStorageBufferRange);
@@ -139,7 +139,7 @@ static vkt_status bind_arg(vkt_stream *s, const gpu_kernel *k, uint32_t i, const
     if (range > a->buf->size - start)
         range = (a->buf->size - start) / texel * texel;
     if (range / texel > ctx->props.limits.maxTexelBufferElements)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: binding %u spans %llu texels, more than the device's "
                         "maxTexelBufferElements of %u", k->name, i,
                         (unsigned long long)(range / texel),
@@ -171,7 +171,7 @@ vkt_status gpu_dispatch(vkt_stream *s, const gpu_kernel *k, const uint32_t *spec
     VKT_ASSERT(ctx->errmsg, k->n_bindings <= GPU_MAX_BINDINGS && n_spec <= GPU_MAX_SPEC);
     for (int d = 0; d < 3; d++)
         if (groups[d] == 0 || groups[d] > ctx->props.limits.maxComputeWorkGroupCount[d])
-            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+            return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                             "%s: %u workgroups in dimension %d (device allows 1..%u)", k->name,
                             groups[d], d, ctx->props.limits.maxComputeWorkGroupCount[d]);
     gpu_pipeline *p;

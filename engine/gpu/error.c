@@ -59,7 +59,7 @@ VkResult gpu_fault(const char *call)
     /* "call" fails every time; "call:N" lets N calls through (counted over the process,
      * all contexts together), then fails every later one. */
     static atomic_uint_fast64_t passed;
-    const char *spec = vkt_getenv("VKT_FAULT_INJECT");
+    const char *spec = plat_getenv("VKT_FAULT_INJECT");
     size_t n = strlen(call);
     if (!spec || strncmp(spec, call, n) != 0 || (spec[n] != '\0' && spec[n] != ':'))
         return VK_SUCCESS;

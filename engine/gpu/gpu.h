@@ -15,7 +15,7 @@
 #include "../core/error.h"
 #include "../platform/platform.h"
 
-/* ---- errors (vkt_fail and VKT_ERRMSG_SIZE come from core/error.h) ------------ */
+/* ---- errors (err_fail and VKT_ERRMSG_SIZE come from core/error.h) ------------ */
 const char *gpu_result_name(VkResult result);
 /* Maps a VkResult to a status: OOM results to VKT_ERROR_OUT_OF_MEMORY, DEVICE_LOST... */
 vkt_status gpu_status_of(VkResult result);
@@ -25,7 +25,7 @@ vkt_status gpu_status_of(VkResult result);
     do {                                                                              \
         VkResult gpu_r_ = (call);                                                     \
         if (gpu_r_ != VK_SUCCESS)                                                     \
-            return vkt_fail((ctx)->errmsg, gpu_status_of(gpu_r_), "%s failed: %s",    \
+            return err_fail((ctx)->errmsg, gpu_status_of(gpu_r_), "%s failed: %s",    \
                             gpu_call_name_(#call), gpu_result_name(gpu_r_));          \
     } while (0)
 /* "vkCreateBuffer(dev, ...)" -> "vkCreateBuffer" (static buffer per thread). */
@@ -43,7 +43,7 @@ VkResult gpu_fault(const char *call);
 #define VKT_ASSERT(ctx_errmsg, cond)                                                  \
     do {                                                                              \
         if (!(cond))                                                                  \
-            return vkt_fail((ctx_errmsg), VKT_ERROR_INTERNAL,                         \
+            return err_fail((ctx_errmsg), VKT_ERROR_INTERNAL,                         \
                             "internal error at %s:%d: assertion '%s' failed", __FILE__, \
                             __LINE__, #cond);                                         \
     } while (0)

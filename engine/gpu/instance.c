@@ -13,55 +13,55 @@
 static void *g_loader;
 /* The lock around it: the platform layer's monitor, made by the first caller (the loser of
  * a race destroys its own) and kept for the process, like the loader. */
-static _Atomic(vkt_monitor *) g_loader_lock;
+static _Atomic(plat_monitor *) g_loader_lock;
 
-static vkt_monitor *loader_lock(void)
+static plat_monitor *loader_lock(void)
 {
-    vkt_monitor *m = atomic_load(&g_loader_lock);
+    plat_monitor *m = atomic_load(&g_loader_lock);
     if (m)
         return m;
-    vkt_monitor *made = vkt_monitor_create();
+    plat_monitor *made = plat_monitor_create();
     if (!made)
         return NULL;
     if (atomic_compare_exchange_strong(&g_loader_lock, &m, made))
         return made;
-    vkt_monitor_destroy(made); /* another thread's is in place: m */
+    plat_monitor_destroy(made); /* another thread's is in place: m */
     return m;
 }
 
 static vkt_status open_loader(const vkt_instance_options *o, char *errmsg)
 {
-    const char *path = o->loader_path ? o->loader_path : vkt_getenv("VKT_VULKAN_LIBRARY");
+    const char *path = o->loader_path ? o->loader_path : plat_getenv("VKT_VULKAN_LIBRARY");
     if (!path)
-        path = vkt_dl_vulkan_name();
+        path = plat_dl_vulkan_name();
     vkt_status st = VKT_OK;
-    vkt_monitor *lock = loader_lock();
+    plat_monitor *lock = loader_lock();
     if (!lock)
-        return vkt_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "cannot create a lock");
-    vkt_monitor_lock(lock);
-    if (!g_loader || o->loader_path || vkt_getenv("VKT_VULKAN_LIBRARY")) {
+        return err_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "cannot create a lock");
+    plat_monitor_lock(lock);
+    if (!g_loader || o->loader_path || plat_getenv("VKT_VULKAN_LIBRARY")) {
         char why[512] = "";
-        void *lib = vkt_dl_open(path, why, sizeof why);
+        void *lib = plat_dl_open(path, why, sizeof why);
         PFN_vkGetInstanceProcAddr gipa =
-            lib ? (PFN_vkGetInstanceProcAddr)vkt_dl_symbol(lib, "vkGetInstanceProcAddr") : NULL;
+            lib ? (PFN_vkGetInstanceProcAddr)plat_dl_symbol(lib, "vkGetInstanceProcAddr") : NULL;
         if (!lib)
-            st = vkt_fail(errmsg, VKT_ERROR_NO_VULKAN,
+            st = err_fail(errmsg, VKT_ERROR_NO_VULKAN,
                           "cannot load the Vulkan loader '%s': %s (install a Vulkan driver and "
                           "loader, e.g. Debian's libvulkan1 and mesa-vulkan-drivers)", path, why);
         else if (!gipa) {
-            vkt_dl_close(lib);
-            st = vkt_fail(errmsg, VKT_ERROR_NO_VULKAN,
+            plat_dl_close(lib);
+            st = err_fail(errmsg, VKT_ERROR_NO_VULKAN,
                           "'%s' is not a Vulkan loader: it has no vkGetInstanceProcAddr", path);
         } else if (!g_loader) {
             g_loader = lib;
             volkInitializeCustom(gipa);
         } else if (lib != g_loader) {
-            vkt_dl_close(lib); /* the first loader stays in use for the process */
+            plat_dl_close(lib); /* the first loader stays in use for the process */
         } else {
-            vkt_dl_close(lib); /* drops the extra reference dlopen took */
+            plat_dl_close(lib); /* drops the extra reference dlopen took */
         }
     }
-    vkt_monitor_unlock(lock);
+    plat_monitor_unlock(lock);
     return st;
 }
 
@@ -124,7 +124,7 @@ static vkt_status create_vk_instance(vkt_instance *inst)
     if (vkEnumerateInstanceVersion)
         vkEnumerateInstanceVersion(&api);
     if (api < VK_API_VERSION_1_1)
-        return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+        return err_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
                         "the Vulkan loader supports only API %u.%u; vktrain needs 1.1",
                         VK_API_VERSION_MAJOR(api), VK_API_VERSION_MINOR(api));
 
@@ -132,7 +132,7 @@ static vkt_status create_vk_instance(vkt_instance *inst)
     uint32_t n_layers = 0;
     if (inst->validation) {
         if (!has_layer(VALIDATION_LAYER))
-            return vkt_fail(inst->errmsg, VKT_ERROR_VULKAN,
+            return err_fail(inst->errmsg, VKT_ERROR_VULKAN,
                             "validation was requested but %s is not installed (Debian: "
                             "vulkan-validationlayers)", VALIDATION_LAYER);
         layers[n_layers++] = VALIDATION_LAYER;
@@ -175,17 +175,17 @@ static vkt_status create_vk_instance(vkt_instance *inst)
     };
     VkResult r = vkCreateInstance(&ci, NULL, &inst->instance);
     if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-        return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+        return err_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
                         "vkCreateInstance failed: VK_ERROR_INCOMPATIBLE_DRIVER (no Vulkan "
                         "driver found; install one, e.g. Debian's mesa-vulkan-drivers)");
     if (r != VK_SUCCESS)
-        return vkt_fail(inst->errmsg, gpu_status_of(r), "vkCreateInstance failed: %s",
+        return err_fail(inst->errmsg, gpu_status_of(r), "vkCreateInstance failed: %s",
                         gpu_result_name(r));
     volkLoadInstance(inst->instance);
     if (inst->validation) {
         r = vkCreateDebugUtilsMessengerEXT(inst->instance, &dbg, NULL, &inst->messenger);
         if (r != VK_SUCCESS)
-            return vkt_fail(inst->errmsg, gpu_status_of(r),
+            return err_fail(inst->errmsg, gpu_status_of(r),
                             "vkCreateDebugUtilsMessengerEXT failed: %s", gpu_result_name(r));
     }
     return VKT_OK;
@@ -196,19 +196,19 @@ static vkt_status list_devices(vkt_instance *inst)
     uint32_t n = 0;
     VkResult r = vkEnumeratePhysicalDevices(inst->instance, &n, NULL);
     if (r != VK_SUCCESS)
-        return vkt_fail(inst->errmsg, gpu_status_of(r), "vkEnumeratePhysicalDevices failed: %s",
+        return err_fail(inst->errmsg, gpu_status_of(r), "vkEnumeratePhysicalDevices failed: %s",
                         gpu_result_name(r));
     if (n == 0)
-        return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+        return err_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
                         "no Vulkan device found (install a driver, e.g. Debian's "
                         "mesa-vulkan-drivers for the lavapipe CPU device)");
     inst->devices = calloc(n, sizeof *inst->devices);
     inst->infos = calloc(n, sizeof *inst->infos);
     if (!inst->devices || !inst->infos)
-        return vkt_fail(inst->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(inst->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     r = vkEnumeratePhysicalDevices(inst->instance, &n, inst->devices);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE)
-        return vkt_fail(inst->errmsg, gpu_status_of(r), "vkEnumeratePhysicalDevices failed: %s",
+        return err_fail(inst->errmsg, gpu_status_of(r), "vkEnumeratePhysicalDevices failed: %s",
                         gpu_result_name(r));
     inst->device_count = n;
     for (uint32_t i = 0; i < n; i++)
@@ -219,15 +219,15 @@ static vkt_status list_devices(vkt_instance *inst)
 vkt_status vkt_instance_create(const vkt_instance_options *options, vkt_instance **out)
 {
     if (!out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_instance_create: out is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_instance_create: out is NULL");
     *out = NULL;
     vkt_instance_options o = {0};
     if (options)
         o = *options;
     vkt_instance *inst = calloc(1, sizeof *inst);
     if (!inst)
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    const char *env = vkt_getenv("VKT_VALIDATION");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    const char *env = plat_getenv("VKT_VALIDATION");
     inst->validation = o.enable_validation || (env && strcmp(env, "0") != 0);
     inst->quiet = o.quiet_validation;
     atomic_init(&inst->validation_count, 0);
@@ -241,7 +241,7 @@ vkt_status vkt_instance_create(const vkt_instance_options *options, vkt_instance
         char msg[VKT_ERRMSG_SIZE];
         memcpy(msg, inst->errmsg, sizeof msg);
         vkt_instance_destroy(inst);
-        return vkt_fail(NULL, st, "%s", msg);
+        return err_fail(NULL, st, "%s", msg);
     }
     *out = inst;
     return VKT_OK;
@@ -278,10 +278,10 @@ uint32_t vkt_instance_device_count(const vkt_instance *inst)
 vkt_status vkt_instance_device_info(vkt_instance *inst, uint32_t index, vkt_device_info *out)
 {
     if (!inst || !out)
-        return vkt_fail(inst ? inst->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(inst ? inst->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_instance_device_info: NULL argument");
     if (index >= inst->device_count)
-        return vkt_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+        return err_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
                         "device index %u out of range: %u device(s) present", index,
                         inst->device_count);
     *out = inst->infos[index];

@@ -23,13 +23,13 @@ vkt_status gpu_stream_mark(vkt_stream *s, uint32_t *out_index)
         uint32_t cap = s->mark_cap ? 2 * s->mark_cap : 8;
         VkEvent *e = realloc(s->marks, cap * sizeof *e);
         if (!e)
-            return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         s->marks = e;
         for (; s->mark_cap < cap; s->mark_cap++) {
             VkEventCreateInfo ei = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
             VkResult r = vkCreateEvent(ctx->device, &ei, NULL, &s->marks[s->mark_cap]);
             if (r != VK_SUCCESS)
-                return vkt_fail(ctx->errmsg, gpu_status_of(r), "vkCreateEvent failed: %s",
+                return err_fail(ctx->errmsg, gpu_status_of(r), "vkCreateEvent failed: %s",
                                 gpu_result_name(r));
         }
     }
@@ -58,7 +58,7 @@ int gpu_stream_mark_passed(vkt_stream *s, uint32_t index)
         if (r == VK_EVENT_SET)
             return 1;
         if (r != VK_EVENT_RESET) {
-            vkt_fail(ctx->errmsg, gpu_status_of(r), "vkGetEventStatus failed: %s",
+            err_fail(ctx->errmsg, gpu_status_of(r), "vkGetEventStatus failed: %s",
                      gpu_result_name(r));
             return -1;
         }
@@ -68,7 +68,7 @@ int gpu_stream_mark_passed(vkt_stream *s, uint32_t index)
         return 1;
     if (r == VK_NOT_READY)
         return 0;
-    vkt_fail(ctx->errmsg, gpu_status_of(r), "vkGetFenceStatus failed: %s", gpu_result_name(r));
+    err_fail(ctx->errmsg, gpu_status_of(r), "vkGetFenceStatus failed: %s", gpu_result_name(r));
     return -1;
 }
 

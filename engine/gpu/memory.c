@@ -38,18 +38,18 @@ static vkt_status block_create(vkt_context *ctx, VkDeviceSize size, uint32_t typ
     uint32_t heap = ctx->mem_props.memoryTypes[type].heapIndex;
     VkDeviceSize heap_size = ctx->mem_props.memoryHeaps[heap].size;
     if (size > heap_size)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY,
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY,
                         "cannot allocate %llu bytes: memory heap %u of '%s' holds only %llu",
                         (unsigned long long)size, heap, ctx->info.name,
                         (unsigned long long)heap_size);
     if (size > ctx->info.max_allocation_size)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "cannot allocate %llu bytes in one block: maxMemoryAllocationSize of "
                         "'%s' is %llu", (unsigned long long)size, ctx->info.name,
                         (unsigned long long)ctx->info.max_allocation_size);
     gpu_block *b = calloc(1, sizeof *b);
     if (!b)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                .allocationSize = size, .memoryTypeIndex = type};
     VkResult r = gpu_fault("vkAllocateMemory");
@@ -57,7 +57,7 @@ static vkt_status block_create(vkt_context *ctx, VkDeviceSize size, uint32_t typ
         r = vkAllocateMemory(ctx->device, &ai, NULL, &b->memory);
     if (r != VK_SUCCESS) {
         free(b);
-        return vkt_fail(ctx->errmsg, gpu_status_of(r),
+        return err_fail(ctx->errmsg, gpu_status_of(r),
                         "vkAllocateMemory of %llu bytes failed: %s", (unsigned long long)size,
                         gpu_result_name(r));
     }
@@ -74,7 +74,7 @@ static vkt_status block_create(vkt_context *ctx, VkDeviceSize size, uint32_t typ
     if (!b->free) {
         vkFreeMemory(ctx->device, b->memory, NULL);
         free(b);
-        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     b->free[0] = (gpu_free_range){0, size};
     b->free_count = 1;
@@ -194,7 +194,7 @@ vkt_status gpu_memory_alloc(vkt_context *ctx, const VkMemoryRequirements *req,
             return st;
         if (!block_take(b, size, align, &offset)) {
             block_destroy(ctx, b);
-            return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         }
     }
     b->used += size;
@@ -229,7 +229,7 @@ void gpu_memory_destroy(vkt_context *ctx)
 vkt_status vkt_context_memory_stats(const vkt_context *ctx, vkt_memory_stats *out)
 {
     if (!ctx || !out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_memory_stats: NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_memory_stats: NULL");
     out->device_bytes_allocated = ctx->mem.device_bytes;
     out->bytes_in_use = ctx->mem.bytes_in_use;
     out->block_count = ctx->mem.block_count;

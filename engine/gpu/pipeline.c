@@ -74,7 +74,7 @@ static vkt_status create_pipeline(vkt_context *ctx, const gpu_kernel *k, gpu_pip
                                           &p->pipeline);
     vkDestroyShaderModule(ctx->device, module, NULL);
     if (r != VK_SUCCESS)
-        return vkt_fail(ctx->errmsg, gpu_status_of(r),
+        return err_fail(ctx->errmsg, gpu_status_of(r),
                         "vkCreateComputePipelines failed for kernel '%s': %s", k->name,
                         gpu_result_name(r));
     return VKT_OK;
@@ -94,7 +94,7 @@ vkt_status gpu_pipeline_get(vkt_context *ctx, const gpu_kernel *k, const uint32_
         return st;
     p = calloc(1, sizeof *p);
     if (!p)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     p->kernel = k;
     p->n_spec = n_spec;
     if (n_spec)

@@ -9,13 +9,13 @@
 
 static int cache_dir(char *out, size_t size)
 {
-    const char *d = vkt_getenv("VKT_CACHE_DIR");
+    const char *d = plat_getenv("VKT_CACHE_DIR");
     if (d)
         return snprintf(out, size, "%s", d) < (int)size;
-    d = vkt_getenv("XDG_CACHE_HOME");
+    d = plat_getenv("XDG_CACHE_HOME");
     if (d)
         return snprintf(out, size, "%s/vktrain", d) < (int)size;
-    d = vkt_getenv("HOME");
+    d = plat_getenv("HOME");
     if (d)
         return snprintf(out, size, "%s/.cache/vktrain", d) < (int)size;
     return 0;
@@ -45,7 +45,7 @@ vkt_status gpu_pipeline_cache_open(vkt_context *ctx, int use_file)
             snprintf(uuid + 2 * i, 3, "%02x", ctx->props.pipelineCacheUUID[i]);
         snprintf(ctx->cache_path, sizeof ctx->cache_path, "%s/pipelines-%04x-%04x-%s.bin", dir,
                  ctx->props.vendorID, ctx->props.deviceID, uuid);
-        if (vkt_read_file(ctx->cache_path, &data, &size) == 0 &&
+        if (plat_read_file(ctx->cache_path, &data, &size) == 0 &&
             !header_matches(ctx, data, size)) {
             free(data); /* stale or corrupt: start empty, overwrite on close */
             data = NULL;
@@ -63,7 +63,7 @@ vkt_status gpu_pipeline_cache_open(vkt_context *ctx, int use_file)
     }
     free(data);
     if (r != VK_SUCCESS)
-        return vkt_fail(ctx->errmsg, gpu_status_of(r), "vkCreatePipelineCache failed: %s",
+        return err_fail(ctx->errmsg, gpu_status_of(r), "vkCreatePipelineCache failed: %s",
                         gpu_result_name(r));
     return VKT_OK;
 }
@@ -86,8 +86,8 @@ void gpu_pipeline_cache_close(vkt_context *ctx)
             char *slash = strrchr(dir, '/');
             if (slash)
                 *slash = '\0';
-            if (vkt_mkdirs(dir) == 0)
-                vkt_write_file_atomic(ctx->cache_path, data, size);
+            if (plat_mkdirs(dir) == 0)
+                plat_write_file_atomic(ctx->cache_path, data, size);
         }
         free(data);
     }

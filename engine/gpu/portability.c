@@ -44,16 +44,16 @@ vkt_status gpu_plan_device(const gpu_device_caps *caps, gpu_device_plan *out, ch
     memset(out, 0, sizeof *out);
     const char *name = caps->name ? caps->name : "(unnamed)";
     if (caps->api_version < VK_API_VERSION_1_1)
-        return vkt_fail(errmsg, VKT_ERROR_NO_DEVICE,
+        return err_fail(errmsg, VKT_ERROR_NO_DEVICE,
                         "device '%s' supports Vulkan %u.%u only; vktrain needs 1.1", name,
                         VK_API_VERSION_MAJOR(caps->api_version),
                         VK_API_VERSION_MINOR(caps->api_version));
     if (!caps->compute_queue)
-        return vkt_fail(errmsg, VKT_ERROR_NO_DEVICE, "device '%s' has no compute queue", name);
+        return err_fail(errmsg, VKT_ERROR_NO_DEVICE, "device '%s' has no compute queue", name);
     /* Mandatory in Vulkan; the CPU variant's GEMM reads through them when storage texel
      * buffers are missing, so there is no path without them. */
     if (!caps->uniform_texel_r32 || !caps->uniform_texel_rgba32)
-        return vkt_fail(errmsg, VKT_ERROR_NO_DEVICE,
+        return err_fail(errmsg, VKT_ERROR_NO_DEVICE,
                         "device '%s' lacks uniform texel buffers of %s, which Vulkan makes "
                         "mandatory and vktrain's kernels read through", name,
                         !caps->uniform_texel_r32 ? "R32_SFLOAT" : "R32G32B32A32_SFLOAT");
@@ -129,12 +129,12 @@ vkt_status gpu_query_device_caps(VkPhysicalDevice phys, gpu_device_caps *caps, c
     VkResult r = vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL);
     VkExtensionProperties *p = n ? calloc(n, sizeof *p) : NULL;
     if (r == VK_SUCCESS && n && !p)
-        return vkt_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (r == VK_SUCCESS && n)
         r = vkEnumerateDeviceExtensionProperties(phys, NULL, &n, p);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
         free(p);
-        return vkt_fail(errmsg, gpu_status_of(r), "vkEnumerateDeviceExtensionProperties "
+        return err_fail(errmsg, gpu_status_of(r), "vkEnumerateDeviceExtensionProperties "
                         "failed on '%s': %s", caps->name, gpu_result_name(r));
     }
     /* only the names the plan looks at are kept (the caps own no heap memory) */

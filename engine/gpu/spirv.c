@@ -205,21 +205,21 @@ vkt_status gpu_kernel_check(const gpu_kernel *k, uint32_t n_spec, char *errmsg)
 {
     const char *name = k->name ? k->name : "(unnamed)";
     if (n_spec != k->n_spec)
-        return vkt_fail(errmsg, VKT_ERROR_INTERNAL,
+        return err_fail(errmsg, VKT_ERROR_INTERNAL,
                         "shader '%s': the dispatch gives %u specialization constants, its "
                         "description says %u", name, n_spec, k->n_spec);
     if (k->n_bindings > GPU_MAX_BINDINGS || n_spec > GPU_MAX_SPEC)
-        return vkt_fail(errmsg, VKT_ERROR_INTERNAL,
+        return err_fail(errmsg, VKT_ERROR_INTERNAL,
                         "shader '%s': %u bindings and %u specialization constants; at most %d "
                         "and %d", name, k->n_bindings, n_spec, GPU_MAX_BINDINGS, GPU_MAX_SPEC);
     if (k->spv_bytes % 4 != 0)
-        return vkt_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s': SPIR-V of %zu bytes, not "
+        return err_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s': SPIR-V of %zu bytes, not "
                         "whole words", name, k->spv_bytes);
     uint32_t bound;
     const char *why = NULL;
     spv_id *ids = read_ids(k->spv, k->spv_bytes / 4, &bound, &why);
     if (!ids)
-        return vkt_fail(errmsg, why && strcmp(why, "out of host memory") == 0
+        return err_fail(errmsg, why && strcmp(why, "out of host memory") == 0
                                     ? VKT_ERROR_OUT_OF_MEMORY : VKT_ERROR_INTERNAL,
                         "shader '%s': cannot read its SPIR-V: %s", name, why);
     vkt_status st = VKT_OK;
@@ -231,7 +231,7 @@ vkt_status gpu_kernel_check(const gpu_kernel *k, uint32_t n_spec, char *errmsg)
         const spv_id *d = &ids[id];
         if (d->spec_id >= 0) {
             if (d->spec_id >= 64)
-                st = vkt_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s' declares constant_id "
+                st = err_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s' declares constant_id "
                               "%d; vktrain gives ids below %d", name, d->spec_id, GPU_MAX_SPEC);
             else
                 spec_ids |= 1ull << d->spec_id;
@@ -240,10 +240,10 @@ vkt_status gpu_kernel_check(const gpu_kernel *k, uint32_t n_spec, char *errmsg)
             continue;
         uint32_t b = (uint32_t)d->binding, format;
         if (d->set != 0) {
-            st = vkt_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s': binding %u is in "
+            st = err_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s': binding %u is in "
                           "descriptor set %d; vktrain binds set 0 only", name, b, d->set);
         } else if (b >= k->n_bindings) {
-            st = vkt_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s' declares binding %u; its "
+            st = err_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s' declares binding %u; its "
                           "pipeline describes %u binding%s (0-%u)", name, b, k->n_bindings,
                           k->n_bindings == 1 ? "" : "s", k->n_bindings ? k->n_bindings - 1 : 0);
         } else {
@@ -263,10 +263,10 @@ vkt_status gpu_kernel_check(const gpu_kernel *k, uint32_t n_spec, char *errmsg)
         uint32_t want_format;
         spv_kind want = kind_of_bind((gpu_bind_type)k->bind[b], &want_format);
         if (!(seen >> b & 1))
-            st = vkt_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s' has no binding %u; its "
+            st = err_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s' has no binding %u; its "
                           "pipeline describes %u bindings", name, b, k->n_bindings);
         else if (!(matched >> b & 1))
-            st = vkt_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s': binding %u is described "
+            st = err_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s': binding %u is described "
                           "as %s, the shader declares %s", name, b, kind_name(want, want_format),
                           kind_name(first_kind[b], first_format[b]));
     }
@@ -275,7 +275,7 @@ vkt_status gpu_kernel_check(const gpu_kernel *k, uint32_t n_spec, char *errmsg)
         char have[128], want[128];
         ids_text(spec_ids, have, sizeof have);
         ids_text(given, want, sizeof want);
-        st = vkt_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s': the pipeline gives "
+        st = err_fail(errmsg, VKT_ERROR_INTERNAL, "shader '%s': the pipeline gives "
                       "specialization constants %s, the shader declares constant_id %s",
                       name, want, have);
     }

@@ -37,13 +37,13 @@ vkt_status vkt_stream_create(vkt_context *ctx, const vkt_stream_options *options
                              vkt_stream **out)
 {
     if (!out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_create: out is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_create: out is NULL");
     *out = NULL;
     if (!ctx)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_create: context is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_create: context is NULL");
     vkt_stream *s = calloc(1, sizeof *s);
     if (!s)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     s->ctx = ctx;
     link_stream(ctx, s);
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
@@ -57,7 +57,7 @@ vkt_status vkt_stream_create(vkt_context *ctx, const vkt_stream_options *options
     if (r == VK_SUCCESS && options && options->timestamps) {
         if (!ctx->info.timestamps) {
             vkt_stream_destroy(s);
-            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+            return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                             "device '%s' has no timestamps on its compute queue",
                             ctx->info.name);
         }
@@ -72,7 +72,7 @@ vkt_status vkt_stream_create(vkt_context *ctx, const vkt_stream_options *options
     }
     if (r != VK_SUCCESS) {
         vkt_stream_destroy(s);
-        return vkt_fail(ctx->errmsg, gpu_status_of(r), "creating a stream failed: %s",
+        return err_fail(ctx->errmsg, gpu_status_of(r), "creating a stream failed: %s",
                         gpu_result_name(r));
     }
     *out = s;
@@ -129,7 +129,7 @@ vkt_status gpu_stream_begin(vkt_stream *s)
     if (s->recording)
         return VKT_OK;
     if (s->has_commands)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_STATE,
+        return err_fail(ctx->errmsg, VKT_ERROR_STATE,
                         "the stream was already submitted: call vkt_stream_reset before "
                         "recording new commands");
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
@@ -186,7 +186,7 @@ static vkt_status record_barrier(vkt_stream *s)
     uint32_t n = s->pending_writes.count;
     VkBufferMemoryBarrier stack[16], *bb = n <= 16 ? stack : malloc(n * sizeof *bb);
     if (!bb)
-        return vkt_fail(s->ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(s->ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     for (uint32_t i = 0; i < n; i++) {
         const gpu_range *r = &s->pending_writes.items[i];
         bb[i] = (VkBufferMemoryBarrier){.sType = VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER,
@@ -222,7 +222,7 @@ vkt_status gpu_stream_access(vkt_stream *s, const gpu_range *ranges, const int *
     }
     for (uint32_t i = 0; i < n; i++)
         if (!list_add(writes[i] ? &s->pending_writes : &s->pending_reads, &ranges[i]))
-            return vkt_fail(s->ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            return err_fail(s->ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     return VKT_OK;
 }
 
@@ -230,22 +230,22 @@ vkt_status vkt_stream_copy(vkt_stream *s, vkt_buffer *src, uint64_t src_offset, 
                            uint64_t dst_offset, uint64_t bytes)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_copy: stream is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_copy: stream is NULL");
     vkt_context *ctx = s->ctx;
     if (!src || !dst)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_copy: NULL buffer");
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_copy: NULL buffer");
     if (bytes == 0)
         return VKT_OK;
     if (src_offset > src->size || bytes > src->size - src_offset || dst_offset > dst->size ||
         bytes > dst->size - dst_offset)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_stream_copy: %llu bytes from offset %llu of a %llu-byte buffer to "
                         "offset %llu of a %llu-byte buffer do not fit",
                         (unsigned long long)bytes, (unsigned long long)src_offset,
                         (unsigned long long)src->size, (unsigned long long)dst_offset,
                         (unsigned long long)dst->size);
     if (src == dst && src_offset < dst_offset + bytes && dst_offset < src_offset + bytes)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_stream_copy: source and destination ranges overlap");
     vkt_status st = gpu_stream_begin(s);
     if (st != VKT_OK)
@@ -282,7 +282,7 @@ static vkt_status end_recording(vkt_stream *s)
 vkt_status vkt_stream_wait(vkt_stream *s)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_wait: stream is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_wait: stream is NULL");
     if (!s->submitted)
         return VKT_OK;
     vkt_context *ctx = s->ctx;
@@ -291,7 +291,7 @@ vkt_status vkt_stream_wait(vkt_stream *s)
     if (r == VK_SUCCESS)
         r = gpu_fault("vkWaitForFences");
     if (r != VK_SUCCESS)
-        return vkt_fail(ctx->errmsg, gpu_status_of(r), "vkWaitForFences failed: %s",
+        return err_fail(ctx->errmsg, gpu_status_of(r), "vkWaitForFences failed: %s",
                         gpu_result_name(r));
     s->completed = 1;
     return VKT_OK;
@@ -300,7 +300,7 @@ vkt_status vkt_stream_wait(vkt_stream *s)
 vkt_status vkt_stream_submit(vkt_stream *s)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_submit: stream is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_submit: stream is NULL");
     vkt_context *ctx = s->ctx;
     vkt_status st = vkt_stream_wait(s); /* a replay waits for the previous run */
     if (st != VKT_OK)
@@ -319,7 +319,7 @@ vkt_status vkt_stream_submit(vkt_stream *s)
     if (r == VK_SUCCESS)
         r = vkQueueSubmit(ctx->queue, 1, &si, s->fence);
     if (r != VK_SUCCESS)
-        return vkt_fail(ctx->errmsg, gpu_status_of(r), "vkQueueSubmit failed: %s",
+        return err_fail(ctx->errmsg, gpu_status_of(r), "vkQueueSubmit failed: %s",
                         gpu_result_name(r));
     s->submitted = 1;
     return VKT_OK;
@@ -334,7 +334,7 @@ vkt_status vkt_stream_run(vkt_stream *s)
 vkt_status vkt_stream_reset(vkt_stream *s)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_reset: stream is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_reset: stream is NULL");
     vkt_status st = vkt_stream_wait(s);
     if (st != VKT_OK)
         return st;
@@ -350,7 +350,7 @@ vkt_status vkt_stream_reset(vkt_stream *s)
 vkt_status vkt_stream_stats_get(const vkt_stream *s, vkt_stream_stats *out)
 {
     if (!s || !out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_stats_get: NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_stats_get: NULL");
     *out = s->stats;
     return VKT_OK;
 }
@@ -361,13 +361,13 @@ vkt_status vkt_stream_timings(vkt_stream *s, vkt_timing *out, uint32_t capacity,
     if (out_count)
         *out_count = 0;
     if (!s || !out_count || (!out && capacity))
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_timings: NULL argument");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_timings: NULL argument");
     vkt_context *ctx = s->ctx;
     if (!s->queries)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_STATE,
+        return err_fail(ctx->errmsg, VKT_ERROR_STATE,
                         "vkt_stream_timings: the stream was created without timestamps");
     if (s->submitted || !s->completed)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_STATE,
+        return err_fail(ctx->errmsg, VKT_ERROR_STATE,
                         "vkt_stream_timings: run the stream (and wait) first");
     uint32_t n = s->query_count / 2;
     if (n > capacity)
@@ -376,13 +376,13 @@ vkt_status vkt_stream_timings(vkt_stream *s, vkt_timing *out, uint32_t capacity,
         return VKT_OK;
     uint64_t *ticks = malloc(2 * n * sizeof *ticks);
     if (!ticks)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     VkResult r = vkGetQueryPoolResults(ctx->device, s->queries, 0, 2 * n, 2 * n * sizeof *ticks,
                                        ticks, sizeof *ticks,
                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
     if (r != VK_SUCCESS) {
         free(ticks);
-        return vkt_fail(ctx->errmsg, gpu_status_of(r), "vkGetQueryPoolResults failed: %s",
+        return err_fail(ctx->errmsg, gpu_status_of(r), "vkGetQueryPoolResults failed: %s",
                         gpu_result_name(r));
     }
     double ns = ctx->props.limits.timestampPeriod;

@@ -11,11 +11,11 @@
 vkt_status vkt_graph_create(const vkt_graph_options *options, vkt_graph **out)
 {
     if (!out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_create: out is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_create: out is NULL");
     *out = NULL;
     vkt_graph *g = calloc(1, sizeof *g);
     if (!g)
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "vkt_graph_create: out of host memory");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "vkt_graph_create: out of host memory");
     g->seed = options && options->seed ? options->seed : DEFAULT_SEED;
     *out = g;
     return VKT_OK;
@@ -50,7 +50,7 @@ vkt_tensor *graph_fail(vkt_graph *g, vkt_status st, const char *fmt, ...)
     char text[VKT_ERRMSG_SIZE];
     va_list ap;
     va_start(ap, fmt);
-    vkt_failv(text, st, fmt, ap); /* also the thread's last error */
+    err_failv(text, st, fmt, ap); /* also the thread's last error */
     va_end(ap);
     if (g && g->status == VKT_OK) {
         g->status = st;
@@ -62,7 +62,7 @@ vkt_tensor *graph_fail(vkt_graph *g, vkt_status st, const char *fmt, ...)
 int graph_check_inputs(vkt_graph *g, const char *fn, vkt_tensor *const *in, uint32_t n)
 {
     if (!g) {
-        vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
+        err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", fn);
         return 0;
     }
     for (uint32_t k = 0; k < n; k++) {

@@ -10,7 +10,7 @@
 #include "graph/ops.h"
 #include "kernels/kernel_util.h"
 
-#define GRAPH_NAME_SIZE 64
+#define GRAPH_NAME_SIZE VKT_NAME_SIZE /* a node's name, as vkt_tensor_info reports it */
 #define GRAPH_MAX_INPUTS 32 /* inputs of one node (vkt_concat) */
 
 

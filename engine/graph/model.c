@@ -12,7 +12,7 @@ vkt_status model_fail(vkt_model *m, vkt_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vkt_failv(m ? m->errmsg : NULL, st, fmt, ap);
+    err_failv(m ? m->errmsg : NULL, st, fmt, ap);
     va_end(ap);
     return st;
 }
@@ -201,20 +201,20 @@ static vkt_status check_args(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
 {
     static const char fn[] = "vkt_model_create";
     if (!ctx || !g)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: context or graph is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: context or graph is NULL", fn);
     if (g->status != VKT_OK)
-        return vkt_fail(NULL, g->status, "%s: the graph has an error: %s", fn, g->errmsg);
+        return err_fail(NULL, g->status, "%s: the graph has an error: %s", fn, g->errmsg);
     if (g->count == 0)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: the graph is empty", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: the graph is empty", fn);
     if (loss && loss->graph != g)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: the loss belongs to another "
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: the loss belongs to another "
                         "graph", fn);
     if (loss && graph_count(&loss->shape) != 1)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: the loss '%s' is not a scalar "
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: the loss '%s' is not a scalar "
                         "(shape has %llu elements)", fn, loss->name,
                         (unsigned long long)graph_count(&loss->shape));
     if (o && o->share_params && (o->share_params->g != g || o->share_params->ctx != ctx))
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: share_params is a model of "
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: share_params is a model of "
                         "another graph or context", fn);
     return VKT_OK;
 }
@@ -237,11 +237,11 @@ static vkt_status check_grad_inputs(vkt_graph *g, vkt_tensor *loss, const vkt_mo
 {
     static const char fn[] = "graph_model_create";
     if (n && (!in || !loss || (o && o->forward_only)))
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: input gradients need a "
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: input gradients need a "
                         "training model and a list of inputs", fn);
     for (uint32_t k = 0; k < n; k++)
         if (!in[k] || in[k]->graph != g || in[k]->op != GOP_INPUT)
-            return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: grad_inputs[%u] is not an "
+            return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: grad_inputs[%u] is not an "
                             "fp32 input of this graph", fn, k);
     return VKT_OK;
 }
@@ -252,7 +252,7 @@ vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
                               vkt_model **out)
 {
     if (!out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_create: out is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_create: out is NULL");
     *out = NULL;
     vkt_status st = check_args(ctx, g, loss, options);
     if (st == VKT_OK)
@@ -265,7 +265,7 @@ vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
         o = *options;
     vkt_model *m = calloc(1, sizeof *m);
     if (!m)
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     m->ctx = ctx;
     m->g = g;
     m->n = g->count;
@@ -303,7 +303,7 @@ vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     if (st == VKT_OK)
         st = make_buffers(m);
     if (st != VKT_OK) {
-        vkt_fail(NULL, st, "vkt_model_create: %s", m->errmsg);
+        err_fail(NULL, st, "vkt_model_create: %s", m->errmsg);
         vkt_model_destroy(m);
         return st;
     }
@@ -354,7 +354,7 @@ vkt_status vkt_model_shape(const vkt_model *m, const vkt_tensor *t, vkt_shape *o
     if (out)
         *out = (vkt_shape){0, {0}};
     if (!m || !t || !out || t->graph != m->g || t->id >= m->n)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_model_shape: not a tensor of this model");
     *out = m->shape[t->id];
     return VKT_OK;

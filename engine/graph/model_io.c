@@ -68,7 +68,7 @@ vkt_status vkt_model_set_input(vkt_model *m, const vkt_tensor *t, const void *da
 {
     static const char fn[] = "vkt_model_set_input";
     if (!m)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: model is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: model is NULL", fn);
     vkt_status st = tensor_ok(m, fn, t, count, data);
     if (st != VKT_OK)
         return st;
@@ -98,7 +98,7 @@ vkt_status vkt_model_set_input(vkt_model *m, const vkt_tensor *t, const void *da
 vkt_status vkt_model_loss(vkt_model *m, float *out)
 {
     if (!m || !out)
-        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_model_loss: NULL argument");
     if (!m->loss)
         return model_fail(m, VKT_ERROR_STATE, "vkt_model_loss: the model has no loss");
@@ -113,7 +113,7 @@ vkt_status vkt_model_read(vkt_model *m, const vkt_tensor *t, float *out, uint64_
 {
     static const char fn[] = "vkt_model_read";
     if (!m)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: model is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: model is NULL", fn);
     vkt_status st = tensor_ok(m, fn, t, count, out);
     if (st != VKT_OK)
         return st;
@@ -143,7 +143,7 @@ static vkt_status param_ok(vkt_model *m, const char *fn, const vkt_tensor *t, ui
                            const void *data)
 {
     if (!m)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: model is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: model is NULL", fn);
     vkt_status st = tensor_ok(m, fn, t, count, data);
     if (st == VKT_OK && t->op != GOP_PARAM)
         st = model_fail(m, VKT_ERROR_INVALID_ARGUMENT, "%s: '%s' is not a parameter", fn,
@@ -178,7 +178,7 @@ vkt_status vkt_model_param_offset(const vkt_model *m, const vkt_tensor *t, uint6
     if (out)
         *out = 0;
     if (!m || !t || !out || t->graph != m->g || t->id >= m->n || t->op != GOP_PARAM)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_model_param_offset: not a parameter of this model");
     *out = m->val[m->node[t->id].val].offset;
     return VKT_OK;
@@ -189,7 +189,7 @@ static vkt_status flat_io(vkt_model *m, const char *fn, int grads, void *data, u
                           int write)
 {
     if (!m || !data)
-        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: NULL argument",
+        return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: NULL argument",
                         fn);
     if (count != m->param_elems)
         return model_fail(m, VKT_ERROR_SHAPE, "%s: the flat buffer has %llu elements; %llu "
@@ -228,7 +228,7 @@ vkt_status graph_model_read_input_grad(vkt_model *m, const vkt_tensor *t, float 
 {
     static const char fn[] = "graph_model_read_input_grad";
     if (!m || !t || !out || t->graph != m->g || t->id >= m->n)
-        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: not a tensor of this model", fn);
     const mnode *nd = &m->node[t->id];
     if (!m->grad_input || !m->grad_input[t->id] || nd->grad < 0)

@@ -31,7 +31,7 @@ vkt_status vkt_model_profile(vkt_model *m, uint32_t runs, vkt_op_timing *out, ui
                              uint32_t *out_count)
 {
     if (!m || !out || !out_count || runs == 0)
-        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_model_profile: NULL argument or zero runs");
     uint32_t n = m->training ? m->n_steps : m->n_fwd_steps;
     *out_count = n;

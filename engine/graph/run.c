@@ -202,7 +202,7 @@ int graph_model_mark_passed(vkt_model *m, uint32_t index)
 vkt_status vkt_model_forward_backward(vkt_model *m)
 {
     if (!m)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_forward_backward: model "
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_forward_backward: model "
                         "is NULL");
     if (!m->training)
         return model_fail(m, VKT_ERROR_STATE, "vkt_model_forward_backward: the model is "
@@ -215,7 +215,7 @@ vkt_status vkt_model_forward_backward(vkt_model *m)
 vkt_status vkt_model_forward(vkt_model *m)
 {
     if (!m)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_forward: model is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_forward: model is NULL");
     return run(m, 0);
 }
 
@@ -230,7 +230,7 @@ void vkt_model_set_step_index(vkt_model *m, uint64_t step)
 vkt_status vkt_model_stats_get(vkt_model *m, vkt_model_stats *out)
 {
     if (!m || !out)
-        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_model_stats_get: NULL argument");
     memset(out, 0, sizeof *out);
     vkt_status st = m->training ? ensure_recorded(m, 1) : VKT_OK;
@@ -255,7 +255,7 @@ vkt_status vkt_model_stats_get(vkt_model *m, vkt_model_stats *out)
 vkt_status graph_model_flat(vkt_model *m, vkt_view *params, vkt_view *grads, uint64_t *count)
 {
     if (!m || !params || !grads || !count)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_flat: NULL argument");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_flat: NULL argument");
     *params = (vkt_view){m->params, 0};
     *grads = (vkt_view){m->grads, 0};
     *count = m->train_elems; /* states (vkt_state) follow, untouched by optimizers */
@@ -265,7 +265,7 @@ vkt_status graph_model_flat(vkt_model *m, vkt_view *params, vkt_view *grads, uin
 vkt_status graph_model_add_epilogue(vkt_model *m, graph_record_fn fn, void *user)
 {
     if (!m || !fn)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_add_epilogue: NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_add_epilogue: NULL");
     if (m->train_recorded)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_add_epilogue: the training step is "
                           "already recorded (add epilogues before the first step)");
@@ -279,7 +279,7 @@ vkt_status graph_model_add_epilogue(vkt_model *m, graph_record_fn fn, void *user
 vkt_status graph_model_train_stream(vkt_model *m, vkt_stream **out)
 {
     if (!m || !out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_train_stream: NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_train_stream: NULL");
     *out = NULL;
     if (!m->training)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_train_stream: forward-only model");
@@ -292,7 +292,7 @@ vkt_status graph_model_train_stream(vkt_model *m, vkt_stream **out)
 vkt_status graph_model_debug_corrupt(vkt_model *m, const vkt_tensor *t)
 {
     if (!m || !t || t->graph != m->g || t->id >= m->n || m->node[t->id].fpos < 0)
-        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "graph_model_debug_corrupt: not a computed tensor of this model");
     if (m->train_recorded || m->eval_recorded)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_debug_corrupt: already recorded");
@@ -303,7 +303,7 @@ vkt_status graph_model_debug_corrupt(vkt_model *m, const vkt_tensor *t)
 vkt_status graph_model_debug_drop_access(vkt_model *m, const vkt_tensor *t)
 {
     if (!m || !t || t->graph != m->g || t->id >= m->n)
-        return vkt_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "graph_model_debug_drop_access: not a tensor of this model");
     if (m->train_recorded || m->eval_recorded)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_debug_drop_access: already recorded");
@@ -314,7 +314,7 @@ vkt_status graph_model_debug_drop_access(vkt_model *m, const vkt_tensor *t)
 vkt_status graph_model_on_grad_ready(vkt_model *m, graph_grad_fn fn, void *user)
 {
     if (!m || !fn)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_on_grad_ready: NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_on_grad_ready: NULL");
     if (m->train_recorded)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_on_grad_ready: the training step "
                           "is already recorded");

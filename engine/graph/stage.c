@@ -11,9 +11,9 @@
 vkt_status vkt_graph_set_stage(vkt_graph *g, uint32_t stage)
 {
     if (!g)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_set_stage: graph is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_set_stage: graph is NULL");
     if (stage >= VKT_MAX_STAGES)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_set_stage: stage %u "
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_set_stage: stage %u "
                         "is out of range (0..%d)", stage, VKT_MAX_STAGES - 1);
     g->stage = stage;
     return VKT_OK;
@@ -24,10 +24,10 @@ uint32_t vkt_graph_stage(const vkt_graph *g) { return g ? g->stage : 0; }
 vkt_status vkt_tensor_set_stage(vkt_tensor *t, uint32_t stage)
 {
     if (!t)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_tensor_set_stage: tensor is "
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_tensor_set_stage: tensor is "
                         "NULL");
     if (stage >= VKT_MAX_STAGES)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_tensor_set_stage: stage %u is "
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_tensor_set_stage: stage %u is "
                         "out of range (0..%d)", stage, VKT_MAX_STAGES - 1);
     t->stage = stage;
     return VKT_OK;
@@ -45,7 +45,7 @@ static vkt_status fail(char *msg, size_t size, vkt_status st, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(msg, size, fmt, ap);
     va_end(ap);
-    vkt_fail(NULL, st, "%s", msg); /* the thread's last error too */
+    err_fail(NULL, st, "%s", msg); /* the thread's last error too */
     return st;
 }
 

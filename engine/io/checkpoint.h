@@ -91,8 +91,8 @@ void ckpt_dir_note(char *notes, size_t size, const char *msg);
 /* The folder's lock for one operation on an existing folder, unless this process holds
  * it already (*held NULL then): another process's lock is VKT_ERROR_STATE, with the
  * message in errmsg (VKT_ERRMSG_SIZE). A folder that cannot be locked (read-only, say)
- * is used without. Release with vkt_file_unlock(*held). */
-vkt_status ckpt_dir_enter(const char *dir, vkt_file_lock **held, char *errmsg);
+ * is used without. Release with plat_file_unlock(*held). */
+vkt_status ckpt_dir_enter(const char *dir, plat_file_lock **held, char *errmsg);
 /* Remembers that `path`, as it is now, is a whole checkpoint (verified: not parsed again
  * while its size and modification time stay). */
 void ckpt_dir_verified(const char *path);

@@ -47,12 +47,12 @@ static vkt_status list_steps(const char *dir, int clean, uint64_t **steps, size_
     size_t count = 0;
     *steps = NULL;
     *n = 0;
-    if (vkt_list_dir(dir, &names, &count) != 0)
+    if (plat_list_dir(dir, &names, &count) != 0)
         return VKT_OK; /* no directory yet: no checkpoints */
     uint64_t *v = malloc((count ? count : 1) * sizeof *v);
     if (!v) {
-        vkt_free_names(names, count);
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        plat_free_names(names, count);
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     for (size_t i = 0; i < count; i++) {
         if (parse_name(names[i], &v[*n])) {
@@ -61,10 +61,10 @@ static vkt_status list_steps(const char *dir, int clean, uint64_t **steps, size_
                    strstr(names[i], ".vkt.tmp.")) {
             char path[PATH_SIZE];
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-            vkt_remove_file(path);
+            plat_remove_file(path);
         }
     }
-    vkt_free_names(names, count);
+    plat_free_names(names, count);
     qsort(v, *n, sizeof *v, newest_first);
     *steps = v;
     return VKT_OK;
@@ -90,26 +90,26 @@ void ckpt_dir_note(char *notes, size_t size, const char *msg)
 #define LOCK_NAME ".vkt.lock"
 
 struct vkt_checkpoint_lock {
-    vkt_file_lock *file;
+    plat_file_lock *file;
 };
 
 /* What a holder writes into the lock file: "pid 1234 on host". */
 static void own_note(char *buf, size_t size)
 {
     char host[256];
-    vkt_hostname(host, sizeof host);
-    snprintf(buf, size, "pid %ld on %s", vkt_process_id(), host);
+    plat_hostname(host, sizeof host);
+    snprintf(buf, size, "pid %ld on %s", plat_process_id(), host);
 }
 
 /* Tries the lock of `dir` (which exists). Returns 0 locked (*held set), 1 held by this
  * process already (through vkt_checkpoint_dir_lock or another trainer's operation), 2
  * held by another process (its note in `other`), -1 no lock possible (reason in other). */
-static int try_lock(const char *dir, vkt_file_lock **held, char *other, size_t other_size)
+static int try_lock(const char *dir, plat_file_lock **held, char *other, size_t other_size)
 {
     char path[PATH_SIZE], mine[300];
     snprintf(path, sizeof path, "%s/%s", dir, LOCK_NAME);
     own_note(mine, sizeof mine);
-    int r = vkt_file_lock_try(path, mine, held, other, other_size);
+    int r = plat_file_lock_try(path, mine, held, other, other_size);
     if (r == 1) /* the holder's note tells this process from another */
         return other[0] && strcmp(other, mine) == 0 ? 1 : 2;
     return r;
@@ -117,7 +117,7 @@ static int try_lock(const char *dir, vkt_file_lock **held, char *other, size_t o
 
 static vkt_status busy(char *errmsg, const char *dir, const char *other)
 {
-    return vkt_fail(errmsg, VKT_ERROR_STATE, "checkpoint folder '%s' is in use by another run"
+    return err_fail(errmsg, VKT_ERROR_STATE, "checkpoint folder '%s' is in use by another run"
                     "%s%s%s: two runs on one folder would delete each other's checkpoints; "
                     "wait for it to end or use another folder", dir, other[0] ? " (" : "",
                     other, other[0] ? ")" : "");
@@ -128,13 +128,13 @@ vkt_status vkt_checkpoint_dir_lock(const char *dir, vkt_checkpoint_lock **out)
     if (out)
         *out = NULL;
     if (!dir || !out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_checkpoint_dir_lock: dir and out are required");
-    if (vkt_mkdirs(dir) != 0)
-        return vkt_fail(NULL, VKT_ERROR_IO, "cannot create the checkpoint folder '%s'", dir);
+    if (plat_mkdirs(dir) != 0)
+        return err_fail(NULL, VKT_ERROR_IO, "cannot create the checkpoint folder '%s'", dir);
     vkt_checkpoint_lock *l = calloc(1, sizeof *l);
     if (!l)
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     char other[300];
     int r = try_lock(dir, &l->file, other, sizeof other);
     if (r == 0) {
@@ -143,11 +143,11 @@ vkt_status vkt_checkpoint_dir_lock(const char *dir, vkt_checkpoint_lock **out)
     }
     free(l);
     if (r == 1)
-        return vkt_fail(NULL, VKT_ERROR_STATE, "checkpoint folder '%s' is already locked by "
+        return err_fail(NULL, VKT_ERROR_STATE, "checkpoint folder '%s' is already locked by "
                         "this process", dir);
     if (r == 2)
         return busy(NULL, dir, other);
-    return vkt_fail(NULL, VKT_ERROR_IO, "cannot lock the checkpoint folder '%s' (%s/%s): %s",
+    return err_fail(NULL, VKT_ERROR_IO, "cannot lock the checkpoint folder '%s' (%s/%s): %s",
                     dir, dir, LOCK_NAME, other);
 }
 
@@ -155,18 +155,18 @@ void vkt_checkpoint_dir_unlock(vkt_checkpoint_lock *lock)
 {
     if (!lock)
         return;
-    vkt_file_unlock(lock->file);
+    plat_file_unlock(lock->file);
     free(lock);
 }
 
 /* The lock for one operation on an existing folder, unless this process holds it:
  * another process's lock is VKT_ERROR_STATE. A folder that cannot be locked (read-only,
  * say) is used without (saving there fails on its own). */
-vkt_status ckpt_dir_enter(const char *dir, vkt_file_lock **held, char *errmsg)
+vkt_status ckpt_dir_enter(const char *dir, plat_file_lock **held, char *errmsg)
 {
     char other[300];
     *held = NULL;
-    if (vkt_file_stat(dir, NULL, NULL) != 0)
+    if (plat_file_stat(dir, NULL, NULL) != 0)
         return VKT_OK; /* no folder: nothing to read, nothing to protect */
     return try_lock(dir, held, other, sizeof other) == 2 ? busy(errmsg, dir, other) : VKT_OK;
 }
@@ -206,7 +206,7 @@ void ckpt_dir_verified(const char *path)
 {
     uint64_t size;
     int64_t mtime;
-    if (strlen(path) >= sizeof verified[0].path || vkt_file_stat(path, &size, &mtime) != 0)
+    if (strlen(path) >= sizeof verified[0].path || plat_file_stat(path, &size, &mtime) != 0)
         return;
     verified_lock();
     unsigned i = verified_next++ % VERIFIED_SLOTS;
@@ -222,7 +222,7 @@ static vkt_status verify(const char *path, char *msg)
 {
     uint64_t size;
     int64_t mtime;
-    if (vkt_file_stat(path, &size, &mtime) == 0 && verified_find(path, size, mtime))
+    if (plat_file_stat(path, &size, &mtime) == 0 && verified_find(path, size, mtime))
         return VKT_OK;
     ckpt k;
     vkt_status st = ckpt_load(path, &k, msg);
@@ -244,7 +244,7 @@ static void move_aside(const char *path, const char *msg, char *notes, size_t no
             snprintf(to, sizeof to, "%s.corrupt", path);
         else
             snprintf(to, sizeof to, "%s.corrupt.%d", path, i);
-        moved = vkt_file_stat(to, NULL, NULL) != 0 && rename(path, to) == 0;
+        moved = plat_file_stat(to, NULL, NULL) != 0 && rename(path, to) == 0;
     }
     if (moved)
         snprintf(line, sizeof line, "%s (moved aside to '%s')", msg, to);
@@ -274,7 +274,7 @@ vkt_status ckpt_dir_retain(const char *dir, uint32_t keep, uint64_t saved, char 
         if (steps[i] == saved) {
             valid++;
         } else if (keep && valid >= keep) {
-            vkt_remove_file(path); /* older than the newest `keep` valid ones */
+            plat_remove_file(path); /* older than the newest `keep` valid ones */
         } else if ((st = verify(path, msg)) == VKT_OK) {
             valid++;
         } else if (st == VKT_ERROR_FORMAT) {
@@ -299,14 +299,14 @@ vkt_status ckpt_dir_find_latest(const char *dir, ckpt *out, char *path, size_t p
     *found = 0;
     vkt_status st = list_steps(dir, 0, &steps, &n);
     if (st != VKT_OK)
-        return vkt_fail(errmsg, st, "%s", vkt_last_error());
+        return err_fail(errmsg, st, "%s", vkt_last_error());
     vkt_status last = VKT_OK, *why = calloc(n ? n : 1, sizeof *why);
     char msg[VKT_ERRMSG_SIZE] = "", **msgs = calloc(n ? n : 1, sizeof *msgs);
     if (!why || !msgs) {
         free(why);
         free(msgs);
         free(steps);
-        return vkt_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     size_t i = 0;
     for (; i < n && !*found; i++) {
@@ -317,7 +317,7 @@ vkt_status ckpt_dir_find_latest(const char *dir, ckpt *out, char *path, size_t p
         } else {
             why[i] = last;
             msgs[i] = strdup(msg);
-            vkt_fail(errmsg, last, "%s", msg);
+            err_fail(errmsg, last, "%s", msg);
         }
     }
     char other[PATH_SIZE];
@@ -335,7 +335,7 @@ vkt_status ckpt_dir_find_latest(const char *dir, ckpt *out, char *path, size_t p
     free(why);
     free(steps);
     if (!*found && n > 0)
-        return vkt_fail(errmsg, last, "no valid checkpoint in '%s': %s", dir, msg);
+        return err_fail(errmsg, last, "no valid checkpoint in '%s': %s", dir, msg);
     return VKT_OK;
 }
 
@@ -399,7 +399,7 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
     if (notes && notes_size)
         notes[0] = '\0';
     if (!dir || !out_path)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_checkpoint_export_safetensors: dir and out_path are required");
     ckpt k;
     char path[PATH_SIZE];
@@ -409,7 +409,7 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
     if (st != VKT_OK)
         return st;
     if (!found)
-        return vkt_fail(NULL, VKT_ERROR_IO, "no checkpoint (ckpt-<step>.vkt) in '%s'", dir);
+        return err_fail(NULL, VKT_ERROR_IO, "no checkpoint (ckpt-<step>.vkt) in '%s'", dir);
     ckpt_buf h = {0}, f = {0};
     safetensors_header(&k, &h);
     ckpt_put_u64(&f, h.n); /* little-endian header length */
@@ -417,9 +417,9 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
     for (uint32_t i = 0; i < k.n_tensors; i++) /* stored little-endian already */
         ckpt_put_bytes(&f, k.tensors[i].data, k.tensors[i].count * 4);
     if (h.oom || f.oom)
-        st = vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    else if (vkt_write_file_atomic(out_path, f.p, f.n) != 0)
-        st = vkt_fail(NULL, VKT_ERROR_IO, "cannot write '%s'", out_path);
+        st = err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    else if (plat_write_file_atomic(out_path, f.p, f.n) != 0)
+        st = err_fail(NULL, VKT_ERROR_IO, "cannot write '%s'", out_path);
     if (st == VKT_OK && out_step)
         *out_step = k.step;
     free(h.p);

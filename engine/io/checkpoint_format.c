@@ -345,12 +345,12 @@ vkt_status ckpt_load(const char *path, ckpt *out, char *errmsg)
     memset(out, 0, sizeof *out);
     void *data = NULL;
     size_t size = 0;
-    if (vkt_read_file(path, &data, &size) != 0)
-        return vkt_fail(errmsg, VKT_ERROR_IO, "cannot read checkpoint '%s'", path);
+    if (plat_read_file(path, &data, &size) != 0)
+        return err_fail(errmsg, VKT_ERROR_IO, "cannot read checkpoint '%s'", path);
     char why[512];
     vkt_status st = ckpt_parse(data, size, out, why, sizeof why);
     if (st != VKT_OK)
-        return vkt_fail(errmsg, st, "checkpoint '%s' is corrupt: %s", path, why);
+        return err_fail(errmsg, st, "checkpoint '%s' is corrupt: %s", path, why);
     return VKT_OK;
 }
 

@@ -51,7 +51,7 @@ static const uint32_t g_table[256] = {
     0xBE2DA0A5u, 0x4C4623A6u, 0x5F16D052u, 0xAD7D5351u,
 };
 
-uint32_t vkt_crc32c(uint32_t crc, const void *data, size_t n)
+uint32_t crc32c(uint32_t crc, const void *data, size_t n)
 {
     const uint8_t *p = data;
     crc = ~crc;
@@ -60,10 +60,10 @@ uint32_t vkt_crc32c(uint32_t crc, const void *data, size_t n)
     return ~crc;
 }
 
-uint32_t vkt_crc32c_masked(const void *data, size_t n)
+uint32_t crc32c_masked(const void *data, size_t n)
 {
-    uint32_t crc = vkt_crc32c(0, data, n);
+    uint32_t crc = crc32c(0, data, n);
     return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
-const uint32_t *vkt_crc32c_table(void) { return g_table; }
+const uint32_t *crc32c_table(void) { return g_table; }

@@ -88,7 +88,7 @@ static size_t varint_size(uint64_t v)
     return k;
 }
 
-size_t vkt_event_encode(uint8_t *buf, size_t cap, double wall_time, int64_t step,
+size_t summary_event_encode(uint8_t *buf, size_t cap, double wall_time, int64_t step,
                         const char *file_version, const char *tag, float value)
 {
     pb b = {.p = buf, .cap = cap, .ok = buf != NULL};
@@ -118,15 +118,15 @@ size_t vkt_event_encode(uint8_t *buf, size_t cap, double wall_time, int64_t step
     return b.ok ? b.n : 0;
 }
 
-size_t vkt_tfrecord_frame(uint8_t *buf, const uint8_t *data, size_t n)
+size_t summary_tfrecord_frame(uint8_t *buf, const uint8_t *data, size_t n)
 {
     for (int i = 0; i < 8; i++)
         buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
-    uint32_t len_crc = vkt_crc32c_masked(buf, 8);
+    uint32_t len_crc = crc32c_masked(buf, 8);
     for (int i = 0; i < 4; i++)
         buf[8 + i] = (uint8_t)(len_crc >> (8 * i));
     memmove(buf + 12, data, n);
-    uint32_t data_crc = vkt_crc32c_masked(buf + 12, n);
+    uint32_t data_crc = crc32c_masked(buf + 12, n);
     for (int i = 0; i < 4; i++)
         buf[12 + n + i] = (uint8_t)(data_crc >> (8 * i));
     return n + 16;
@@ -140,13 +140,13 @@ static vkt_status write_event(vkt_summary *w, double wall, int64_t step,
                               const char *file_version, const char *tag, float value)
 {
     uint8_t event[VKT_SUMMARY_TAG_MAX + 64], record[sizeof event + 16];
-    size_t n = vkt_event_encode(event, sizeof event, wall, step, file_version, tag, value);
+    size_t n = summary_event_encode(event, sizeof event, wall, step, file_version, tag, value);
     if (n == 0)
-        return vkt_fail(w->errmsg, VKT_ERROR_INTERNAL, "summary event does not fit %zu bytes",
+        return err_fail(w->errmsg, VKT_ERROR_INTERNAL, "summary event does not fit %zu bytes",
                         sizeof event);
-    size_t m = vkt_tfrecord_frame(record, event, n);
+    size_t m = summary_tfrecord_frame(record, event, n);
     if (fwrite(record, 1, m, w->events) != m)
-        return vkt_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->event_path,
+        return err_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->event_path,
                         strerror(errno));
     return VKT_OK;
 }
@@ -156,17 +156,17 @@ vkt_status vkt_summary_create(const char *logdir, vkt_summary **out)
     if (out)
         *out = NULL;
     if (!logdir || !*logdir || !out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_summary_create: needs a log folder and an output pointer");
-    if (vkt_mkdirs(logdir) != 0)
-        return vkt_fail(NULL, VKT_ERROR_IO, "cannot create the log folder '%s': %s", logdir,
+    if (plat_mkdirs(logdir) != 0)
+        return err_fail(NULL, VKT_ERROR_IO, "cannot create the log folder '%s': %s", logdir,
                         strerror(errno));
     vkt_summary *w = calloc(1, sizeof *w);
     if (!w)
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    double wall = vkt_wall_time();
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    double wall = plat_wall_time();
     char host[256];
-    vkt_hostname(host, sizeof host);
+    plat_hostname(host, sizeof host);
     for (char *c = host; *c; c++) /* a host name must not make a path */
         if (*c == '/' || *c == '\\')
             *c = '_';
@@ -178,21 +178,21 @@ vkt_status vkt_summary_create(const char *logdir, vkt_summary **out)
     if (a < 0 || b < 0 || (size_t)a >= sizeof w->event_path ||
         (size_t)b >= sizeof w->csv_path) {
         free(w);
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "log folder path too long: '%s'",
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "log folder path too long: '%s'",
                         logdir);
     }
     /* "ab": a second writer started within the same second appends rather than
      * truncating the first one's records (TensorBoard reads several records files). */
     w->events = fopen(w->event_path, "ab");
     if (!w->events) {
-        vkt_status st = vkt_fail(NULL, VKT_ERROR_IO, "cannot create the event file '%s': %s",
+        vkt_status st = err_fail(NULL, VKT_ERROR_IO, "cannot create the event file '%s': %s",
                                  w->event_path, strerror(errno));
         free(w);
         return st;
     }
     w->csv = fopen(w->csv_path, "a");
     if (!w->csv) {
-        vkt_status st = vkt_fail(NULL, VKT_ERROR_IO, "cannot create the CSV file '%s': %s",
+        vkt_status st = err_fail(NULL, VKT_ERROR_IO, "cannot create the CSV file '%s': %s",
                                  w->csv_path, strerror(errno));
         fclose(w->events);
         free(w);
@@ -203,7 +203,7 @@ vkt_status vkt_summary_create(const char *logdir, vkt_summary **out)
     vkt_status st = write_event(w, wall, 0, "brain.Event:2", NULL, 0.0f);
     if (st == VKT_OK && ftell(w->csv) == 0 &&
         fprintf(w->csv, "step,wall_time,tag,value\n") < 0)
-        st = vkt_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->csv_path,
+        st = err_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->csv_path,
                       strerror(errno));
     if (st == VKT_OK)
         st = vkt_summary_flush(w);
@@ -218,25 +218,25 @@ vkt_status vkt_summary_create(const char *logdir, vkt_summary **out)
 vkt_status vkt_summary_scalar(vkt_summary *w, const char *tag, uint64_t step, float value)
 {
     if (!w)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_summary_scalar: writer is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_summary_scalar: writer is NULL");
     if (!tag || !*tag || strlen(tag) > VKT_SUMMARY_TAG_MAX)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_summary_scalar: the tag must have 1 to %d bytes", VKT_SUMMARY_TAG_MAX);
     for (const char *c = tag; *c; c++)
         if (*c == ',' || *c == '\n' || *c == '\r' || *c == '"')
-            return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+            return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "vkt_summary_scalar: tag '%s' contains a comma, quote or line "
                             "break (it is a CSV field)", tag);
     if (step > (uint64_t)INT64_MAX)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_summary_scalar: step %llu exceeds int64", (unsigned long long)step);
-    double wall = vkt_wall_time();
+    double wall = plat_wall_time();
     vkt_status st = write_event(w, wall, (int64_t)step, NULL, tag, value);
     if (st != VKT_OK)
         return st;
     if (fprintf(w->csv, "%llu,%.6f,%s,%.9g\n", (unsigned long long)step, wall, tag,
                 (double)value) < 0)
-        return vkt_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->csv_path,
+        return err_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->csv_path,
                         strerror(errno));
     return VKT_OK;
 }
@@ -244,12 +244,12 @@ vkt_status vkt_summary_scalar(vkt_summary *w, const char *tag, uint64_t step, fl
 vkt_status vkt_summary_flush(vkt_summary *w)
 {
     if (!w)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_summary_flush: writer is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_summary_flush: writer is NULL");
     if (fflush(w->events) != 0)
-        return vkt_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->event_path,
+        return err_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->event_path,
                         strerror(errno));
     if (fflush(w->csv) != 0)
-        return vkt_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->csv_path,
+        return err_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->csv_path,
                         strerror(errno));
     return VKT_OK;
 }

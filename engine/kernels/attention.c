@@ -16,8 +16,8 @@
 
 /* Bindings: 0 qkv, 1 y / dy, 2 probs, 3 ctrl, 4 dqkv, 5 workspace. */
 static const gpu_kernel k_attention = {
-    "attention", vkt_spv_attention, sizeof vkt_spv_attention, 6, {S, S, S, S, S, S},
-    sizeof(struct vkt_push_attention), SPEC_ATTENTION_COUNT};
+    "attention", spv_attention, sizeof spv_attention, 6, {S, S, S, S, S, S},
+    sizeof(struct push_attention), SPEC_ATTENTION_COUNT};
 
 enum { PASS_FORWARD = 0, PASS_BACKWARD_Q = 1, PASS_BACKWARD_KV = 2 };
 enum { ROWS_PER_BLOCK = 8 };
@@ -91,31 +91,31 @@ static int overlap(const call *c, int x, int y)
 static vkt_status check(vkt_stream *s, call *c)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", c->fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", c->fn);
     vkt_context *ctx = c->ctx = s->ctx;
     if (c->b == 0 || c->t == 0 || c->heads == 0 || c->d == 0)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: b, t, heads and d must be at least 1 (got b=%u t=%u heads=%u d=%u)",
                         c->fn, c->b, c->t, c->heads, c->d);
     if (!(c->p_drop >= 0.0f && c->p_drop < 1.0f))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: p_drop is %g; it must lie in [0, 1)", c->fn, (double)c->p_drop);
     if (c->d > KA_MAX_D)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: head width d = %u; at most %u is supported", c->fn, c->d, KA_MAX_D);
     uint32_t max_t = ka_attention_max_t(ctx, c->d);
     if (c->t > max_t)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: t = %u positions with d = %u exceed what this device runs (its "
                         "shader loops stop after %llu iterations): at most t = %u", c->fn, c->t,
                         c->d, (unsigned long long)ku_loop_budget(ctx), max_t);
     if (!shuffle_supported(ctx))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: the device has no subgroup shuffles in compute shaders", c->fn);
     /* 32-bit indices in the shader, from a binding start a little before each view. */
     for (int i = 0; i < 6; i++)
         if (c->count[i] > (1ull << 31) - 1024)
-            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+            return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                             "%s: %s has %llu elements; at most 2^31 - 1024 are supported",
                             c->fn, k_names[i], (unsigned long long)c->count[i]);
     for (int i = 0; i < 6; i++) {
@@ -128,7 +128,7 @@ static vkt_status check(vkt_stream *s, call *c)
     for (int x = 0; x < 6; x++)
         for (int y = 0; y < 6; y++)
             if (x != y && c->write[x] && c->used[y] && overlap(c, x, y))
-                return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                                 "%s: %s (elements [%llu, %llu)) overlaps %s; an output must "
                                 "not alias another argument", c->fn, k_names[x],
                                 (unsigned long long)c->view[x].offset,
@@ -158,7 +158,7 @@ static vkt_status dispatch(vkt_stream *s, const call *c, uint32_t pass, float be
     uint64_t gx = groups < GPU_MAX_GROUPS ? groups : GPU_MAX_GROUPS;
     uint64_t gy = (groups + gx - 1) / gx;
     if (blocks > UINT32_MAX || gy > GPU_MAX_GROUPS)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT, "%s: %llu row blocks are too many",
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT, "%s: %llu row blocks are too many",
                         c->fn, (unsigned long long)blocks);
     /* Row vectors (qkv, y / dy, dqkv) as vec4s: d a multiple of 4 (then every row and
      * head column starts at a multiple of 4) and the views' element 0 aligned. */
@@ -168,7 +168,7 @@ static vkt_status dispatch(vkt_stream *s, const call *c, uint32_t pass, float be
     /* probs / dP rows as vec4s: t a multiple of 4 and the views aligned (PASS 2 reads
      * them one element per lane). */
     int vec_t = c->t % 4 == 0 && vec4_ok(c, mats, pass == PASS_FORWARD ? 1 : 2);
-    struct vkt_push_attention p = {
+    struct push_attention p = {
         .b = c->b, .t = c->t, .heads = c->heads, .d = c->d, .blocks_per_head = bph,
         .blocks = (uint32_t)blocks, .scale = (float)(1.0 / sqrt((double)c->d)),
         .drop_scale = (float)(1.0 / (1.0 - (double)c->p_drop)),
@@ -243,7 +243,7 @@ vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view probs, vk
     c.used[4] = c.used[5] = c.write[4] = c.write[5] = 1;
     vkt_status st = check(s, &c);
     if (st == VKT_OK && !isfinite(beta))
-        st = vkt_fail(c.ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        st = err_fail(c.ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                       "ka_attention_backward: beta is %g", (double)beta);
     if (st == VKT_OK)
         st = dispatch(s, &c, PASS_BACKWARD_Q, beta, seed);

@@ -15,13 +15,13 @@ _Static_assert(VKT_BINARY_ADD == 0 && VKT_BINARY_SUB == 1 && VKT_BINARY_MUL == 2
                "binary op codes differ from shaders/common.glsl");
 
 static const gpu_kernel k_binary = {
-    "binary", vkt_spv_binary, sizeof vkt_spv_binary, 3,
+    "binary", spv_binary, sizeof spv_binary, 3,
     {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_binary), SPEC_BINARY_COUNT};
+    sizeof(struct push_binary), SPEC_BINARY_COUNT};
 static const gpu_kernel k_binary_backward = {
-    "binary_backward", vkt_spv_binary_backward, sizeof vkt_spv_binary_backward, 4,
+    "binary_backward", spv_binary_backward, sizeof spv_binary_backward, 4,
     {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_binary), SPEC_BINARY_BACKWARD_COUNT};
+    sizeof(struct push_binary), SPEC_BINARY_BACKWARD_COUNT};
 
 const char *vkt_binary_op_name(vkt_binary_op op)
 {
@@ -42,7 +42,7 @@ vkt_status vkt_broadcast_shape(const vkt_shape *a, const vkt_shape *b, vkt_shape
     if (out)
         *out = (vkt_shape){0, {0}};
     if (!out) {
-        st = vkt_fail(text, VKT_ERROR_INVALID_ARGUMENT, "vkt_broadcast_shape: out is NULL");
+        st = err_fail(text, VKT_ERROR_INVALID_ARGUMENT, "vkt_broadcast_shape: out is NULL");
     } else if ((st = ku_check_shape(text, "vkt_broadcast_shape", "a", a)) == VKT_OK &&
                (st = ku_check_shape(text, "vkt_broadcast_shape", "b", b)) == VKT_OK) {
         uint32_t nd = a->ndim > b->ndim ? a->ndim : b->ndim;
@@ -52,7 +52,7 @@ vkt_status vkt_broadcast_shape(const vkt_shape *a, const vkt_shape *b, vkt_shape
             uint32_t da = k + a->ndim >= nd ? a->dims[k + a->ndim - nd] : 1;
             uint32_t db = k + b->ndim >= nd ? b->dims[k + b->ndim - nd] : 1;
             if (da != db && da != 1 && db != 1)
-                st = vkt_fail(text, VKT_ERROR_SHAPE,
+                st = err_fail(text, VKT_ERROR_SHAPE,
                               "shapes %s and %s do not broadcast: dimension %d (from the "
                               "end) has sizes %u and %u", ku_shape_str(a, sa),
                               ku_shape_str(b, sb), (int)k - (int)nd, da, db);
@@ -117,9 +117,9 @@ static bin_layout layout_of(const vkt_shape *a, const vkt_shape *b)
     return l;
 }
 
-static struct vkt_push_binary push_of(const bin_layout *l, vkt_binary_op op, int which)
+static struct push_binary push_of(const bin_layout *l, vkt_binary_op op, int which)
 {
-    struct vkt_push_binary p = {
+    struct push_binary p = {
         .op = (uint32_t)op, .which = (uint32_t)which,
         .out_dims0 = l->od[0], .out_dims1 = l->od[1], .out_dims2 = l->od[2],
         .out_dims3 = l->od[3],
@@ -135,10 +135,10 @@ static vkt_status check(vkt_stream *s, const char *fn, vkt_binary_op op, const v
                         uint64_t *nout)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
     vkt_context *ctx = s->ctx;
     if ((unsigned)op >= VKT_BINARY_COUNT)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown op %d", fn,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown op %d", fn,
                         (int)op);
     vkt_status st = ku_check_shape(ctx->errmsg, fn, "a_shape", as);
     if (st == VKT_OK)
@@ -148,12 +148,12 @@ static vkt_status check(vkt_stream *s, const char *fn, vkt_binary_op op, const v
     char msg[VKT_ERRMSG_SIZE];
     st = vkt_broadcast_shape(as, bs, out, msg, sizeof msg);
     if (st != VKT_OK)
-        return vkt_fail(ctx->errmsg, st, "%s: %s", fn, msg);
+        return err_fail(ctx->errmsg, st, "%s: %s", fn, msg);
     *na = ku_shape_count(as);
     *nb = ku_shape_count(bs);
     *nout = ku_shape_count(out);
     if (*nout > UINT32_MAX)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %llu output elements; at most 2^32 - 1 are supported", fn,
                         (unsigned long long)*nout);
     return VKT_OK;
@@ -174,7 +174,7 @@ vkt_status vkt_binary(vkt_stream *stream, vkt_binary_op op, vkt_view a, const vk
         return st;
 
     bin_layout l = layout_of(a_shape, b_shape);
-    struct vkt_push_binary push = push_of(&l, op, 0);
+    struct push_binary push = push_of(&l, op, 0);
     push.a_off = ku_shift(ctx, a, 0);
     push.b_off = ku_shift(ctx, b, 0);
     push.y_off = ku_shift(ctx, out, 0);
@@ -216,7 +216,7 @@ vkt_status vkt_binary_backward(vkt_stream *stream, vkt_binary_op op, int which, 
         return st;
     vkt_context *ctx = stream->ctx;
     if (which != 0 && which != 1)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: which is %d; 0 (a) or 1 (b) expected", fn, which);
     /* The operand values the gradient reads; a view it does not read may be {NULL, 0}
      * (dy is bound in its place). */
@@ -251,7 +251,7 @@ vkt_status vkt_binary_backward(vkt_stream *stream, vkt_binary_op op, int which, 
     }
 
     bin_layout l = layout_of(a_shape, b_shape);
-    struct vkt_push_binary push = push_of(&l, op, which);
+    struct push_binary push = push_of(&l, op, which);
     push.a_off = ku_shift(ctx, a, 0);
     push.b_off = ku_shift(ctx, b, 0);
     push.dy_off = ku_shift(ctx, dy, 0);

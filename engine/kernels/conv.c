@@ -31,8 +31,8 @@
 #define SR GPU_BIND_STORAGE_TEXEL_R
 #define S4 GPU_BIND_STORAGE_TEXEL_RGBA
 #define CONV_KERNEL(name, n_bind, b0, count)                                              \
-    {#name, vkt_spv_##name, sizeof vkt_spv_##name, n_bind, {b0, S, S},                    \
-     sizeof(struct vkt_push_conv), count}
+    {#name, spv_##name, sizeof spv_##name, n_bind, {b0, S, S},                    \
+     sizeof(struct push_conv), count}
 static const gpu_kernel k_im2col = CONV_KERNEL(im2col, 2, SR, SPEC_IM2COL_COUNT);
 static const gpu_kernel k_col2im = CONV_KERNEL(col2im, 2, SR, SPEC_COL2IM_COUNT);
 static const gpu_kernel k_move[2] = {CONV_KERNEL(conv_move, 3, SR, SPEC_CONV_MOVE_COUNT),
@@ -162,20 +162,20 @@ static int overlap(vkt_view a, uint64_t na, vkt_view b, uint64_t nb)
 static vkt_status check_geometry(vkt_stream *s, const char *fn, const kc_conv *g)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
     vkt_context *ctx = s->ctx;
     if (!g)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: g is NULL", fn);
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: g is NULL", fn);
     if (!ctx->storage_texel) /* mandatory in Vulkan; the GEMM checks too */
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: the device lacks R32F / RGBA32F storage texel buffers", fn);
     kc_conv copy = *g;
     char msg[VKT_ERRMSG_SIZE];
     vkt_status st = kc_conv_init(&copy, msg, sizeof msg);
     if (st != VKT_OK)
-        return vkt_fail(ctx->errmsg, st, "%s: %s", fn, msg);
+        return err_fail(ctx->errmsg, st, "%s: %s", fn, msg);
     if (copy.oh != g->oh || copy.ow != g->ow)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: g->oh, g->ow (%u, %u) do not match the geometry (%u, %u); set "
                         "them with kc_conv_init", fn, g->oh, g->ow, copy.oh, copy.ow);
     dims d = dims_of(g);
@@ -183,7 +183,7 @@ static vkt_status check_geometry(vkt_stream *s, const char *fn, const kc_conv *g
     const char *names[3] = {"x", "y", "w"};
     for (int i = 0; i < 3; i++)
         if (counts[i] > UINT32_MAX)
-            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+            return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                             "%s: %s has %llu elements; at most 2^32 - 1 are supported", fn,
                             names[i], (unsigned long long)counts[i]);
     return VKT_OK;
@@ -198,7 +198,7 @@ static vkt_status plan_chunks(conv_call *c, uint64_t ws_elems)
     const dims *d = &c->d;
     uint64_t nc = ws_elems >= d->per + WS_SLACK ? (ws_elems - WS_SLACK) / d->per : 0;
     if (nc == 0)
-        return vkt_fail(c->ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(c->ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: one sample needs %llu workspace elements (oh ow (oc + c kh kw "
                         "rounded up to 4) + %u = %llu (%u + %llu) + %u), but the workspace "
                         "has %llu (see kc_conv_workspace_elems)", c->fn,
@@ -217,7 +217,7 @@ static vkt_status plan_chunks(conv_call *c, uint64_t ws_elems)
             what = i ? "the im2col matrix" : "y";
         }
     if (widest > limit)
-        return vkt_fail(c->ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(c->ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: one sample's %s spans %llu elements, more than one binding may "
                         "(%llu, from maxStorageBufferRange %llu bytes and "
                         "maxTexelBufferElements %u)", c->fn, what, (unsigned long long)widest,
@@ -261,7 +261,7 @@ static vkt_status check_views(conv_call *c, const named_view *v, int n, vkt_view
         if ((st = gpu_check_view(c->ctx, what, *v[i].v, v[i].count)) != VKT_OK)
             return st;
         if (overlap(*v[i].v, v[i].count, ws, ws_elems))
-            return vkt_fail(c->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+            return err_fail(c->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "%s: %s overlaps the workspace", c->fn, v[i].name);
     }
     return VKT_OK;
@@ -300,7 +300,7 @@ static vkt_status grid_1d(conv_call *c, uint64_t items, uint64_t inner, uint32_t
     uint64_t per_lane = ku_loop_budget(c->ctx) / 2 / (inner + 1);
     uint64_t need = per_lane ? (items + wg * per_lane - 1) / (wg * per_lane) : UINT64_MAX;
     if (need > GPU_MAX_GROUPS)
-        return vkt_fail(c->ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(c->ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %llu work items of %llu loop iterations each are too many for "
                         "this device (its shader loops stop after %llu iterations)", c->fn,
                         (unsigned long long)items, (unsigned long long)inner,
@@ -331,10 +331,10 @@ static int texel4_ok(const conv_call *c, vkt_view v)
 }
 
 /* Push constants of a chunk of nc samples. */
-static struct vkt_push_conv conv_push(const conv_call *c, uint32_t nc)
+static struct push_conv conv_push(const conv_call *c, uint32_t nc)
 {
     const kc_conv *g = c->g;
-    return (struct vkt_push_conv){
+    return (struct push_conv){
         .n = nc, .c = g->c, .h = g->h, .w = g->w, .oc = g->oc, .oh = g->oh, .ow = g->ow,
         .ph = g->pad_h, .pw = g->pad_w, .ckk = (uint32_t)c->d.ckk};
 }
@@ -349,7 +349,7 @@ static vkt_view at(vkt_view v, uint64_t elements)
 static vkt_status im2col(conv_call *c, vkt_view x_chunk, uint32_t nc)
 {
     const kc_conv *g = c->g;
-    struct vkt_push_conv p = conv_push(c, nc);
+    struct push_conv p = conv_push(c, nc);
     p.plane = (uint32_t)c->d.P;
     p.t_off = shift(c, x_chunk, SR);
     p.m_off = shift(c, c->cols, S);
@@ -373,7 +373,7 @@ static vkt_status im2col(conv_call *c, vkt_view x_chunk, uint32_t nc)
 static vkt_status col2im(conv_call *c, vkt_view dx_chunk, uint32_t nc, float beta)
 {
     const kc_conv *g = c->g;
-    struct vkt_push_conv p = conv_push(c, nc);
+    struct push_conv p = conv_push(c, nc);
     p.plane = g->h * g->w;
     p.beta = beta;
     p.t_off = shift(c, dx_chunk, S);
@@ -403,7 +403,7 @@ static vkt_status move(conv_call *c, int dir, vkt_view t_chunk, uint32_t nc,
                        const vkt_view *bias, int relu)
 {
     const kc_conv *g = c->g;
-    struct vkt_push_conv p = conv_push(c, nc);
+    struct push_conv p = conv_push(c, nc);
     p.plane = (uint32_t)c->d.P;
     uint64_t n = (uint64_t)nc * g->oc * c->d.P;
     vkt_view src = dir == 0 ? c->rows : t_chunk, dst = dir == 0 ? t_chunk : c->rows;
@@ -440,7 +440,7 @@ static vkt_status move(conv_call *c, int dir, vkt_view t_chunk, uint32_t nc,
 static vkt_status bias_grad(conv_call *c, uint32_t nc, vkt_view db, float beta)
 {
     const kc_conv *g = c->g;
-    struct vkt_push_conv p = conv_push(c, nc);
+    struct push_conv p = conv_push(c, nc);
     p.beta = beta;
     p.plane = (uint32_t)c->d.P;
     uint64_t R = nc * c->d.P, budget = ku_loop_budget(c->ctx) / 2;
@@ -456,7 +456,7 @@ static vkt_status bias_grad(conv_call *c, uint32_t nc, vkt_view db, float beta)
         wg *= 2, steps++;
     uint64_t rounds = (g->oc + GPU_MAX_GROUPS - 1) / GPU_MAX_GROUPS;
     if (rounds * ((units + wg - 1) / wg + steps + 2) > budget)
-        return vkt_fail(c->ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(c->ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: bias gradient over %llu positions is too long for this device "
                         "(its shader loops stop after %llu iterations)", c->fn,
                         (unsigned long long)R, (unsigned long long)ku_loop_budget(c->ctx));
@@ -614,7 +614,7 @@ vkt_status kc_conv2d_backward_act(vkt_stream *s, const kc_conv *g, vkt_view x, v
     if (st != VKT_OK)
         return st;
     if (!dx && !dw && !db)
-        return vkt_fail(s->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(s->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: none of dx, dw, db is wanted", fn);
     dims d = dims_of(g);
     uint64_t nx = g->n * d.chw, nw = g->oc * d.ckk_g, ny = (uint64_t)g->n * g->oc * d.P;

@@ -14,11 +14,11 @@
 #define S GPU_BIND_STORAGE
 
 static const gpu_kernel k_embedding = {
-    "embedding", vkt_spv_embedding, sizeof vkt_spv_embedding, 3, {S, S, S},
-    sizeof(struct vkt_push_embedding), SPEC_EMBEDDING_COUNT};
+    "embedding", spv_embedding, sizeof spv_embedding, 3, {S, S, S},
+    sizeof(struct push_embedding), SPEC_EMBEDDING_COUNT};
 static const gpu_kernel k_embedding_backward = {
-    "embedding_backward", vkt_spv_embedding_backward, sizeof vkt_spv_embedding_backward, 3,
-    {S, S, S}, sizeof(struct vkt_push_embedding), SPEC_EMBEDDING_BACKWARD_COUNT};
+    "embedding_backward", spv_embedding_backward, sizeof spv_embedding_backward, 3,
+    {S, S, S}, sizeof(struct push_embedding), SPEC_EMBEDDING_BACKWARD_COUNT};
 
 /* Largest vocabulary whose ids floats hold exactly (every integer up to 2^24). */
 #define MAX_VOCAB (1u << 24)
@@ -31,18 +31,18 @@ static vkt_status check(vkt_stream *s, const char *fn, uint32_t n, uint32_t voca
                         const char *const names[3])
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
     vkt_context *ctx = s->ctx;
     if (n == 0 || vocab == 0 || dim == 0)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: n (%u), vocab (%u) and dim (%u) must be at least 1", fn, n, vocab,
                         dim);
     if (vocab > MAX_VOCAB)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: vocab %u exceeds 2^24, the largest whose ids floats hold exactly",
                         fn, vocab);
     if ((uint64_t)n * dim > UINT32_MAX || (uint64_t)vocab * dim > UINT32_MAX)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: [%u, %u] or [%u, %u] has more than 2^32 - 1 elements", fn, n, dim,
                         vocab, dim);
     for (int i = 0; i < 3; i++) {
@@ -50,13 +50,13 @@ static vkt_status check(vkt_stream *s, const char *fn, uint32_t n, uint32_t voca
         if (st != VKT_OK) {
             char why[VKT_ERRMSG_SIZE];
             snprintf(why, sizeof why, "%s", ctx->errmsg);
-            return vkt_fail(ctx->errmsg, st, "%s: %s", fn, why);
+            return err_fail(ctx->errmsg, st, "%s: %s", fn, why);
         }
     }
     for (int i = 0; i < 2; i++)
         if (v[i].buffer == v[2].buffer && v[i].offset < v[2].offset + count[2] &&
             v[2].offset < v[i].offset + count[i])
-            return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+            return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "%s: output %s overlaps %s", fn, names[2], names[i]);
     return VKT_OK;
 }
@@ -73,7 +73,7 @@ vkt_status kn_embedding(vkt_stream *s, vkt_view ids, vkt_view table, vkt_view y,
         return st;
     vkt_context *ctx = s->ctx;
     int vec4 = dim % 4 == 0 && ku_vec4_aligned(ctx, table) && ku_vec4_aligned(ctx, y);
-    struct vkt_push_embedding p = {
+    struct push_embedding p = {
         .n = n, .vocab = vocab, .dim = dim, .count = n, .ids_off = ku_shift(ctx, ids, 0),
         .t_off = ku_shift(ctx, table, 0), .y_off = ku_shift(ctx, y, 0)};
     gpu_arg args[3];
@@ -114,7 +114,7 @@ vkt_status kn_embedding_backward(vkt_stream *s, vkt_view ids, vkt_view dy, vkt_v
         return st;
     vkt_context *ctx = s->ctx;
     if (!isfinite(beta))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: beta = %g must be finite",
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: beta = %g must be finite",
                         fn, (double)beta);
     int vec4 = dim % 4 == 0 && ku_vec4_aligned(ctx, dy) && ku_vec4_aligned(ctx, dtable);
     uint32_t quads = (dim + 3) / 4, a = accumulators(ctx, quads);
@@ -130,7 +130,7 @@ vkt_status kn_embedding_backward(vkt_stream *s, vkt_view ids, vkt_view dy, vkt_v
     uint64_t budget = ku_loop_budget(ctx) / 2;
     /* besides: A to zero the accumulators, up to 5 A to store them */
     if (rounds * (per_pos + 6 * (uint64_t)a) + 16 > budget)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: [%u, %u] is too large for this device (its shader loops stop "
                         "after %llu iterations)", fn, vocab, dim,
                         (unsigned long long)ku_loop_budget(ctx));
@@ -141,7 +141,7 @@ vkt_status kn_embedding_backward(vkt_stream *s, vkt_view ids, vkt_view dy, vkt_v
     slice /= per_pos;
     if (slice > n)
         slice = n;
-    struct vkt_push_embedding p = {
+    struct push_embedding p = {
         .n = n, .vocab = vocab, .dim = dim, .ids_off = ku_shift(ctx, ids, 0),
         .t_off = ku_shift(ctx, dtable, 0), .y_off = ku_shift(ctx, dy, 0)};
     gpu_arg args[3];

@@ -8,11 +8,11 @@
 #include "fill.spv.h"
 
 static const gpu_kernel k_fill = {
-    "fill", vkt_spv_fill, sizeof vkt_spv_fill, 1, {GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_fill), SPEC_WG_ONLY_COUNT};
+    "fill", spv_fill, sizeof spv_fill, 1, {GPU_BIND_STORAGE},
+    sizeof(struct push_fill), SPEC_WG_ONLY_COUNT};
 static const gpu_kernel k_copy = {
-    "copy", vkt_spv_copy, sizeof vkt_spv_copy, 2, {GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_fill), SPEC_WG_ONLY_COUNT};
+    "copy", spv_copy, sizeof spv_copy, 2, {GPU_BIND_STORAGE, GPU_BIND_STORAGE},
+    sizeof(struct push_fill), SPEC_WG_ONLY_COUNT};
 
 /* x may be NULL (fill). */
 static vkt_status run(vkt_stream *s, const gpu_kernel *k, const vkt_view *x, vkt_view y,
@@ -25,7 +25,7 @@ static vkt_status run(vkt_stream *s, const gpu_kernel *k, const vkt_view *x, vkt
         uint64_t count = n - first < chunk ? n - first : chunk;
         vkt_view views[2] = {y, x ? *x : y};
         uint32_t head, nvec = ku_vec4_split(ctx, views, 2, first, count, &head);
-        struct vkt_push_fill push = {
+        struct push_fill push = {
             .n = (uint32_t)count,
             .head = head,
             .nvec = nvec,
@@ -49,10 +49,10 @@ static vkt_status run(vkt_stream *s, const gpu_kernel *k, const vkt_view *x, vkt
 vkt_status vkt_fill(vkt_stream *stream, vkt_view y, uint64_t n, float value)
 {
     if (!stream)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_fill: stream is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_fill: stream is NULL");
     vkt_context *ctx = stream->ctx;
     if (n == 0)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_fill: n is 0");
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_fill: n is 0");
     vkt_status st = gpu_check_view(ctx, "y", y, n);
     if (st != VKT_OK)
         return st;
@@ -62,10 +62,10 @@ vkt_status vkt_fill(vkt_stream *stream, vkt_view y, uint64_t n, float value)
 vkt_status vkt_copy(vkt_stream *stream, vkt_view x, vkt_view y, uint64_t n)
 {
     if (!stream)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_copy: stream is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_copy: stream is NULL");
     vkt_context *ctx = stream->ctx;
     if (n == 0)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_copy: n is 0");
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_copy: n is 0");
     vkt_status st = gpu_check_view(ctx, "x", x, n);
     if (st == VKT_OK)
         st = gpu_check_view(ctx, "y", y, n);
@@ -74,7 +74,7 @@ vkt_status vkt_copy(vkt_stream *stream, vkt_view x, vkt_view y, uint64_t n)
     if (x.buffer == y.buffer && x.offset == y.offset)
         return VKT_OK; /* a copy onto itself changes nothing */
     if (x.buffer == y.buffer && x.offset < y.offset + n && y.offset < x.offset + n)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_copy: the ranges overlap (x at element %llu, y at element %llu, "
                         "%llu elements)", (unsigned long long)x.offset,
                         (unsigned long long)y.offset, (unsigned long long)n);

@@ -25,8 +25,8 @@
 #define SR GPU_BIND_STORAGE_TEXEL_R
 #define S4 GPU_BIND_STORAGE_TEXEL_RGBA
 #define GEMM_CPU_KERNEL(ta, tb, tc)                                                       \
-    {"gemm_cpu", vkt_spv_gemm_cpu, sizeof vkt_spv_gemm_cpu, 4,                            \
-     {ta, tb, GPU_BIND_STORAGE, tc}, sizeof(struct vkt_push_gemm), SPEC_GEMM_CPU_COUNT}
+    {"gemm_cpu", spv_gemm_cpu, sizeof spv_gemm_cpu, 4,                            \
+     {ta, tb, GPU_BIND_STORAGE, tc}, sizeof(struct push_gemm), SPEC_GEMM_CPU_COUNT}
 static const gpu_kernel k_cpu[8] = {
     GEMM_CPU_KERNEL(SR, SR, SR), GEMM_CPU_KERNEL(SR, SR, S4),
     GEMM_CPU_KERNEL(SR, S4, SR), GEMM_CPU_KERNEL(SR, S4, S4),
@@ -36,16 +36,16 @@ static const gpu_kernel k_cpu[8] = {
 #define TR GPU_BIND_TEXEL_R
 #define T4 GPU_BIND_TEXEL_RGBA
 #define GEMM_SAMPLER_KERNEL(ta, tb)                                                       \
-    {"gemm_cpu_sampler", vkt_spv_gemm_cpu_sampler, sizeof vkt_spv_gemm_cpu_sampler, 3,    \
-     {ta, tb, GPU_BIND_STORAGE}, sizeof(struct vkt_push_gemm), SPEC_GEMM_CPU_COUNT}
+    {"gemm_cpu_sampler", spv_gemm_cpu_sampler, sizeof spv_gemm_cpu_sampler, 3,    \
+     {ta, tb, GPU_BIND_STORAGE}, sizeof(struct push_gemm), SPEC_GEMM_CPU_COUNT}
 static const gpu_kernel k_cpu_sampler[4] = {
     GEMM_SAMPLER_KERNEL(TR, TR), GEMM_SAMPLER_KERNEL(TR, T4),
     GEMM_SAMPLER_KERNEL(T4, TR), GEMM_SAMPLER_KERNEL(T4, T4),
 };
 static const gpu_kernel k_gpu = {
-    "gemm_gpu", vkt_spv_gemm_gpu, sizeof vkt_spv_gemm_gpu, 3,
+    "gemm_gpu", spv_gemm_gpu, sizeof spv_gemm_gpu, 3,
     {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_gemm), SPEC_GEMM_GPU_COUNT};
+    sizeof(struct push_gemm), SPEC_GEMM_GPU_COUNT};
 
 /* One matrix as stored: `rows` rows of `cols` elements, `ld` apart. */
 typedef struct operand {
@@ -60,7 +60,7 @@ static vkt_status check_operand(vkt_context *ctx, operand *o)
     if (o->ld == 0)
         o->ld = o->cols;
     if (o->ld < o->cols)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_SHAPE,
+        return err_fail(ctx->errmsg, VKT_ERROR_SHAPE,
                         "vkt_gemm: %s is %u, less than the %u elements of a row of %s "
                         "(stored as [%u, %u])", o->ld_name, o->ld, o->cols, o->name, o->rows,
                         o->cols);
@@ -73,7 +73,7 @@ static vkt_status check_operand(vkt_context *ctx, operand *o)
     /* The shaders index with 32-bit integers, from a binding start at most a few hundred
      * bytes before the view. */
     if (o->extent > (1ull << 31) - 1024)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "vkt_gemm: %s spans %llu elements; at most 2^31 are supported",
                         o->name, (unsigned long long)o->extent);
     return VKT_OK;
@@ -89,12 +89,12 @@ static vkt_status check(vkt_stream *s, const vkt_gemm_desc *d, operand *a, opera
                         operand *c)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_gemm: stream is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_gemm: stream is NULL");
     vkt_context *ctx = s->ctx;
     if (!d)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_gemm: desc is NULL");
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_gemm: desc is NULL");
     if (d->m == 0 || d->n == 0 || d->k == 0)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_gemm: M, N and K must be at least 1 (got M=%u N=%u K=%u)", d->m,
                         d->n, d->k);
     *a = (operand){"A", "lda", d->a, d->trans_a ? d->k : d->m, d->trans_a ? d->m : d->k, d->lda,
@@ -110,7 +110,7 @@ static vkt_status check(vkt_stream *s, const vkt_gemm_desc *d, operand *a, opera
     if (st != VKT_OK)
         return st;
     if (overlaps(c, a) || overlaps(c, b))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_gemm: C (elements [%llu, %llu)) overlaps %s; the output must not "
                         "alias an input", (unsigned long long)c->v.offset,
                         (unsigned long long)(c->v.offset + c->extent),
@@ -173,7 +173,7 @@ static vkt_status dispatch_cpu(vkt_stream *s, const vkt_gemm_desc *d, const oper
              gpu_arg_shift(ctx, c->v.offset * 4, GPU_BIND_STORAGE) % 4 == 0;
     gpu_bind_type ta = st ? (va ? S4 : SR) : (va ? T4 : TR);
     gpu_bind_type tb = st ? (vb ? S4 : SR) : (vb ? T4 : TR);
-    struct vkt_push_gemm push = {
+    struct push_gemm push = {
         .m = tc ? d->n : d->m, .n = tc ? d->m : d->n, .k = d->k,
         .lda = a->ld, .ldb = b->ld, .ldc = c->ld,
         .a_off = gpu_arg_shift(ctx, a->v.offset * 4, ta),
@@ -230,7 +230,7 @@ static vkt_status dispatch_gpu(vkt_stream *s, const vkt_gemm_desc *d, const oper
 {
     vkt_context *ctx = s->ctx;
     gpu_tiles t = pick_gpu_tiles(ctx, d->m, d->n);
-    struct vkt_push_gemm push = {
+    struct push_gemm push = {
         .m = d->m, .n = d->n, .k = d->k,
         .lda = a->ld, .ldb = b->ld, .ldc = c->ld,
         .a_off = gpu_arg_shift(ctx, a->v.offset * 4, GPU_BIND_STORAGE),

@@ -85,7 +85,7 @@ vkt_status ku_plan_rows(vkt_context *ctx, const char *fn, uint64_t rows, uint64_
     while (row_iterations(len, t, passes) > budget / 2 && t < max_wg)
         t *= 2;
     if (row_iterations(len, t, passes) > budget / 2)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: rows of %llu elements are too long for this device (its shader "
                         "loops stop after %llu iterations)", fn, (unsigned long long)len,
                         (unsigned long long)budget);
@@ -95,7 +95,7 @@ vkt_status ku_plan_rows(vkt_context *ctx, const char *fn, uint64_t rows, uint64_
     uint64_t groups = blocks < GPU_MAX_GROUPS ? blocks : GPU_MAX_GROUPS;
     uint64_t rounds = (blocks + groups - 1) / groups;
     if (rounds * row_iterations(len, t, passes) > budget)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %llu rows of %llu elements are too many for this device (its "
                         "shader loops stop after %llu iterations)", fn,
                         (unsigned long long)rows, (unsigned long long)len,
@@ -157,15 +157,15 @@ uint32_t ku_shift(const vkt_context *ctx, vkt_view v, uint64_t first)
 vkt_status ku_check_shape(char *errmsg, const char *fn, const char *what, const vkt_shape *s)
 {
     if (!s)
-        return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what);
+        return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", fn, what);
     if (s->ndim > VKT_MAX_DIMS)
-        return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: %s has %u dimensions; at most %d are supported", fn, what,
                         s->ndim, VKT_MAX_DIMS);
     for (uint32_t i = 0; i < s->ndim; i++)
         if (s->dims[i] == 0) {
             char buf[KU_SHAPE_STR];
-            return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+            return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "%s: %s %s has a dimension of size 0", fn, what,
                             ku_shape_str(s, buf));
         }
@@ -200,5 +200,5 @@ vkt_status ku_fail_to(char *msg, size_t msg_size, vkt_status st, const char *fmt
     va_end(ap);
     if (msg && msg_size)
         snprintf(msg, msg_size, "%s", buf);
-    return vkt_fail(NULL, st, "%s", buf);
+    return err_fail(NULL, st, "%s", buf);
 }

@@ -18,23 +18,23 @@
 #define S GPU_BIND_STORAGE
 
 static const gpu_kernel k_layernorm = {
-    "layernorm", vkt_spv_layernorm, sizeof vkt_spv_layernorm, 5, {S, S, S, S, S},
-    sizeof(struct vkt_push_layernorm), SPEC_LAYERNORM_COUNT};
+    "layernorm", spv_layernorm, sizeof spv_layernorm, 5, {S, S, S, S, S},
+    sizeof(struct push_layernorm), SPEC_LAYERNORM_COUNT};
 static const gpu_kernel k_layernorm_backward = {
-    "layernorm_backward", vkt_spv_layernorm_backward, sizeof vkt_spv_layernorm_backward, 7,
-    {S, S, S, S, S, S, S}, sizeof(struct vkt_push_layernorm), SPEC_LAYERNORM_BACKWARD_COUNT};
+    "layernorm_backward", spv_layernorm_backward, sizeof spv_layernorm_backward, 7,
+    {S, S, S, S, S, S, S}, sizeof(struct push_layernorm), SPEC_LAYERNORM_BACKWARD_COUNT};
 static const gpu_kernel k_rmsnorm = {
-    "rmsnorm", vkt_spv_rmsnorm, sizeof vkt_spv_rmsnorm, 4, {S, S, S, S},
-    sizeof(struct vkt_push_rmsnorm), SPEC_RMSNORM_COUNT};
+    "rmsnorm", spv_rmsnorm, sizeof spv_rmsnorm, 4, {S, S, S, S},
+    sizeof(struct push_rmsnorm), SPEC_RMSNORM_COUNT};
 static const gpu_kernel k_rmsnorm_backward = {
-    "rmsnorm_backward", vkt_spv_rmsnorm_backward, sizeof vkt_spv_rmsnorm_backward, 6,
-    {S, S, S, S, S, S}, sizeof(struct vkt_push_rmsnorm), SPEC_RMSNORM_BACKWARD_COUNT};
+    "rmsnorm_backward", spv_rmsnorm_backward, sizeof spv_rmsnorm_backward, 6,
+    {S, S, S, S, S, S}, sizeof(struct push_rmsnorm), SPEC_RMSNORM_BACKWARD_COUNT};
 static const gpu_kernel k_batchnorm = {
-    "batchnorm", vkt_spv_batchnorm, sizeof vkt_spv_batchnorm, 7, {S, S, S, S, S, S, S},
-    sizeof(struct vkt_push_batchnorm), SPEC_BATCHNORM_COUNT};
+    "batchnorm", spv_batchnorm, sizeof spv_batchnorm, 7, {S, S, S, S, S, S, S},
+    sizeof(struct push_batchnorm), SPEC_BATCHNORM_COUNT};
 static const gpu_kernel k_batchnorm_backward = {
-    "batchnorm_backward", vkt_spv_batchnorm_backward, sizeof vkt_spv_batchnorm_backward, 7,
-    {S, S, S, S, S, S, S}, sizeof(struct vkt_push_batchnorm), SPEC_BATCHNORM_BACKWARD_COUNT};
+    "batchnorm_backward", spv_batchnorm_backward, sizeof spv_batchnorm_backward, 7,
+    {S, S, S, S, S, S, S}, sizeof(struct push_batchnorm), SPEC_BATCHNORM_BACKWARD_COUNT};
 
 /* ---- argument checks -------------------------------------------------------------- */
 
@@ -67,7 +67,7 @@ static vkt_status check_views(vkt_context *ctx, const char *fn, const nv *v, uin
         if (st != VKT_OK) {
             char why[VKT_ERRMSG_SIZE];
             snprintf(why, sizeof why, "%s", ctx->errmsg);
-            return vkt_fail(ctx->errmsg, st, "%s: %s", fn, why);
+            return err_fail(ctx->errmsg, st, "%s: %s", fn, why);
         }
     }
     for (uint32_t i = 0; i < n; i++)
@@ -78,7 +78,7 @@ static vkt_status check_views(vkt_context *ctx, const char *fn, const nv *v, uin
                                        ((int)j == in_place[0] && (int)i == in_place[1]));
             if (allowed && same(&v[i], &v[j]))
                 continue;
-            return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+            return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "%s: output %s overlaps %s%s", fn, v[i].name, v[j].name,
                             allowed ? " without coinciding with it" : "");
         }
@@ -88,7 +88,7 @@ static vkt_status check_views(vkt_context *ctx, const char *fn, const nv *v, uin
 static vkt_status check_stream(vkt_stream *s, const char *fn)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
     return VKT_OK;
 }
 
@@ -96,7 +96,7 @@ static vkt_status check_float(vkt_context *ctx, const char *fn, const char *what
                               int nonnegative)
 {
     if (!isfinite(v) || (nonnegative && v < 0.0f))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: %s = %g must be %s", fn,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: %s = %g must be %s", fn,
                         what, (double)v, nonnegative ? "finite and >= 0" : "finite");
     return VKT_OK;
 }
@@ -129,7 +129,7 @@ static vkt_status role_groups(vkt_context *ctx, const char *fn, uint64_t units, 
     uint64_t g = blocks < cap ? blocks : cap;
     uint64_t rounds = (blocks + g - 1) / g;
     if (rounds * per_block > ku_loop_budget(ctx))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %llu units of %llu loop iterations are too many for this device "
                         "(its shader loops stop after %llu iterations)", fn,
                         (unsigned long long)units, (unsigned long long)per_block,
@@ -164,7 +164,7 @@ static vkt_status plan_two_roles(vkt_context *ctx, const char *fn, uint32_t rows
     g->wg = g->pr.wg > g->pc.wg ? g->pr.wg : g->pc.wg;
     uint64_t shared = (uint64_t)shared_per_thread * g->wg;
     if (ctx->info.max_shared_memory && shared > ctx->info.max_shared_memory)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: a workgroup of %u threads needs %llu bytes of shared memory; the "
                         "device has %u", fn, g->wg, (unsigned long long)shared,
                         ctx->info.max_shared_memory);
@@ -186,7 +186,7 @@ static vkt_status check_bindable(vkt_context *ctx, const char *fn, const nv *v, 
     uint64_t most = ku_chunk_elements(ctx);
     for (uint32_t i = 0; i < n; i++)
         if (v[i].count > most)
-            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+            return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                             "%s: %s spans %llu elements; one binding may span at most %llu on "
                             "this device (maxStorageBufferRange %llu bytes)", fn, v[i].name,
                             (unsigned long long)v[i].count, (unsigned long long)most,
@@ -198,10 +198,10 @@ static vkt_status check_bindable(vkt_context *ctx, const char *fn, const nv *v, 
 static vkt_status check_rows(vkt_context *ctx, const char *fn, uint32_t rows, uint32_t cols)
 {
     if (rows == 0 || cols == 0)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: rows (%u) and cols (%u) must be at least 1", fn, rows, cols);
     if ((uint64_t)rows * cols > UINT32_MAX || rows > UINT32_MAX / 2)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %u x %u elements; at most 2^32 - 1 are supported", fn, rows, cols);
     return VKT_OK;
 }
@@ -231,10 +231,10 @@ vkt_status kn_layernorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta
     if ((st = ku_plan_rows(ctx, fn, rows, units, 2, &plan)) != VKT_OK)
         return st;
     if (ctx->info.max_shared_memory && 16ull * plan.wg > ctx->info.max_shared_memory)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: a workgroup of %u threads needs %u bytes of shared memory; the "
                         "device has %u", fn, plan.wg, 16 * plan.wg, ctx->info.max_shared_memory);
-    struct vkt_push_layernorm p = {
+    struct push_layernorm p = {
         .rows = rows, .cols = cols, .eps = eps, .x_off = ku_shift(ctx, x, 0),
         .g_off = ku_shift(ctx, gamma, 0), .b_off = ku_shift(ctx, beta, 0),
         .y_off = ku_shift(ctx, y, 0), .s_off = ku_shift(ctx, stats, 0)};
@@ -271,7 +271,7 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
     if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK)
         return st;
     if (!dx && !dgamma && !dbeta)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: none of dx, dgamma, dbeta wanted", fn);
     if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
         (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK ||
@@ -300,7 +300,7 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
         return st;
     uint32_t wg = g.wg, gr = g.gr, gc = g.gc;
     ku_rows pr = g.pr, pc = g.pc;
-    struct vkt_push_layernorm p = {
+    struct push_layernorm p = {
         .rows = rows, .cols = cols, .beta_x = beta_x, .beta_g = beta_g, .beta_b = beta_b,
         .row_groups = gr, .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
         .s_off = ku_shift(ctx, stats, 0), .dy_off = ku_shift(ctx, dy, 0),
@@ -347,10 +347,10 @@ vkt_status kn_rmsnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view y, vkt
         return st;
     /* shared memory: one float per thread (the row sums' tree) */
     if (ctx->info.max_shared_memory && 4ull * plan.wg > ctx->info.max_shared_memory)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: a workgroup of %u threads needs %u bytes of shared memory; the "
                         "device has %u", fn, plan.wg, 4 * plan.wg, ctx->info.max_shared_memory);
-    struct vkt_push_rmsnorm p = {
+    struct push_rmsnorm p = {
         .rows = rows, .cols = cols, .eps = eps, .x_off = ku_shift(ctx, x, 0),
         .g_off = ku_shift(ctx, gamma, 0), .y_off = ku_shift(ctx, y, 0),
         .r_off = ku_shift(ctx, rstd, 0)};
@@ -385,7 +385,7 @@ vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_vi
     if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK)
         return st;
     if (!dx && !dgamma)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: none of dx, dgamma wanted", fn);
     if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
         (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK)
@@ -416,7 +416,7 @@ vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_vi
         return st;
     uint32_t wg = g.wg, gr = g.gr, gc = g.gc;
     ku_rows pr = g.pr, pc = g.pc;
-    struct vkt_push_rmsnorm p = {
+    struct push_rmsnorm p = {
         .rows = rows, .cols = cols, .beta_x = beta_x, .beta_g = beta_g, .row_groups = gr,
         .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
         .r_off = ku_shift(ctx, rstd, 0), .dy_off = ku_shift(ctx, dy, 0),
@@ -440,10 +440,10 @@ static vkt_status check_bn_sizes(vkt_context *ctx, const char *fn, uint32_t n, u
                                  uint32_t hw)
 {
     if (n == 0 || c == 0 || hw == 0)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: n (%u), c (%u) and hw (%u) must be at least 1", fn, n, c, hw);
     if ((uint64_t)n * c * hw > UINT32_MAX)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %u x %u x %u elements; at most 2^32 - 1 are supported", fn, n, c,
                         hw);
     return VKT_OK;
@@ -468,7 +468,7 @@ static vkt_status bn_grid(vkt_context *ctx, const char *fn, uint64_t units, uint
         if (it <= budget)
             break;
         if (wg * 2 > max)
-            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+            return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                             "%s: channels of %llu elements are too long for this device (its "
                             "shader loops stop after %llu iterations)", fn,
                             (unsigned long long)units, (unsigned long long)ku_loop_budget(ctx));
@@ -511,7 +511,7 @@ vkt_status kn_batchnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta
     if ((st = bn_grid(ctx, fn, units, c, training ? 2 : 1, &wg, &groups)) != VKT_OK)
         return st;
     uint64_t count = (uint64_t)n * hw;
-    struct vkt_push_batchnorm p = {
+    struct push_batchnorm p = {
         .n = n, .c = c, .hw = hw, .eps = eps, .momentum = momentum,
         .unbias = count > 1 ? (float)((double)count / (double)(count - 1)) : 1.0f,
         .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
@@ -554,7 +554,7 @@ vkt_status kn_batchnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
     if ((st = check_bn_sizes(ctx, fn, n, c, hw)) != VKT_OK)
         return st;
     if (!dx && !dgamma && !dbeta)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: none of dx, dgamma, dbeta wanted", fn);
     if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
         (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK ||
@@ -582,7 +582,7 @@ vkt_status kn_batchnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
     uint64_t units = (uint64_t)n * (vec4 ? hw / 4 : hw);
     if ((st = bn_grid(ctx, fn, units, c, dx ? 2 : 1, &wg, &groups)) != VKT_OK)
         return st;
-    struct vkt_push_batchnorm p = {
+    struct push_batchnorm p = {
         .n = n, .c = c, .hw = hw, .beta_x = beta_x, .beta_g = beta_g, .beta_b = beta_b,
         .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
         .s_off = ku_shift(ctx, stats, 0), .dy_off = ku_shift(ctx, dy, 0),

@@ -18,12 +18,12 @@
  * are, and through an R32F texel view on CPU devices (plain loads there). */
 #define S GPU_BIND_STORAGE
 #define SR GPU_BIND_STORAGE_TEXEL_R
-static const gpu_kernel k_pool = {"pool", vkt_spv_pool, sizeof vkt_spv_pool, 3, {SR, S, S},
-                                  sizeof(struct vkt_push_pool), SPEC_POOL_COUNT};
+static const gpu_kernel k_pool = {"pool", spv_pool, sizeof spv_pool, 3, {SR, S, S},
+                                  sizeof(struct push_pool), SPEC_POOL_COUNT};
 /* The backward binds `saved` twice: as a storage buffer and as an R32F texel view. */
 static const gpu_kernel k_pool_backward = {
-    "pool_backward", vkt_spv_pool_backward, sizeof vkt_spv_pool_backward, 4, {S, SR, S, SR},
-    sizeof(struct vkt_push_pool), SPEC_POOL_BACKWARD_COUNT};
+    "pool_backward", spv_pool_backward, sizeof spv_pool_backward, 4, {S, SR, S, SR},
+    sizeof(struct push_pool), SPEC_POOL_BACKWARD_COUNT};
 
 vkt_status kc_pool_init(kc_pool *p, char *msg, size_t msg_size)
 {
@@ -69,30 +69,30 @@ static vkt_status check(vkt_stream *s, const char *fn, const kc_pool *p, vkt_vie
                         vkt_view ys, const vkt_view *saved, int back)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
     vkt_context *ctx = s->ctx;
     if (!p)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: p is NULL", fn);
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: p is NULL", fn);
     if (!ctx->storage_texel) /* mandatory in Vulkan */
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: the device lacks R32F storage texel buffers", fn);
     kc_pool copy = *p;
     char msg[VKT_ERRMSG_SIZE];
     vkt_status st = kc_pool_init(&copy, msg, sizeof msg);
     if (st != VKT_OK)
-        return vkt_fail(ctx->errmsg, st, "%s: %s", fn, msg);
+        return err_fail(ctx->errmsg, st, "%s: %s", fn, msg);
     if (copy.oh != p->oh || copy.ow != p->ow)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: p->oh, p->ow (%u, %u) do not match the geometry (%u, %u); set "
                         "them with kc_pool_init", fn, p->oh, p->ow, copy.oh, copy.ow);
     uint64_t planes = (uint64_t)p->n * p->c;
     uint64_t nx = planes * p->h * p->w, ny = planes * p->oh * p->ow;
     if (nx > UINT32_MAX)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: x has %llu elements; at most 2^32 - 1 are supported", fn,
                         (unsigned long long)nx);
     if (p->max && !saved)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: max pooling needs `saved` (kc_pool_saved_elems elements)", fn);
     char what[64];
     snprintf(what, sizeof what, "%s: %s", fn, back ? "dx" : "x");
@@ -122,7 +122,7 @@ static vkt_status grid(vkt_context *ctx, const char *fn, uint64_t items, uint64_
     uint64_t per_lane = ku_loop_budget(ctx) / 2 / (inner + 1);
     uint64_t need = per_lane ? (items + wg * per_lane - 1) / (wg * per_lane) : UINT64_MAX;
     if (need > GPU_MAX_GROUPS)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %llu work items of %llu loop iterations each are too many for "
                         "this device (its shader loops stop after %llu iterations)", fn,
                         (unsigned long long)items, (unsigned long long)inner,
@@ -146,7 +146,7 @@ static vkt_status run(vkt_stream *s, const char *fn, const kc_pool *p, vkt_view 
     if (limit > ctx->props.limits.maxTexelBufferElements)
         limit = ctx->props.limits.maxTexelBufferElements;
     if (wide > limit)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: one plane of %llu elements is more than one binding may hold "
                         "(%llu)", fn, (unsigned long long)wide, (unsigned long long)limit);
     uint64_t per = limit / wide;
@@ -159,7 +159,7 @@ static vkt_status run(vkt_stream *s, const char *fn, const kc_pool *p, vkt_view 
         /* Average pooling has no `saved`: its bindings alias y (never touched then). */
         vkt_view sv = p->max ? (vkt_view){saved->buffer, saved->offset + p0 * out} : y;
         uint64_t nx = pc * in, ny = pc * out, n = back ? nx : ny, quads = (n + 3) / 4;
-        struct vkt_push_pool push = {
+        struct push_pool push = {
             .planes = (uint32_t)pc, .h = p->h, .w = p->w, .oh = p->oh, .ow = p->ow,
             .ph = p->pad_h, .pw = p->pad_w, .scale = (float)(1.0 / ((double)p->kh * p->kw)),
             .beta = beta, .x_off = gpu_arg_shift(ctx, x.offset * 4, back ? S : SR),

@@ -11,8 +11,8 @@ _Static_assert(VKT_REDUCE_SUM == 0 && VKT_REDUCE_MEAN == 1 && VKT_REDUCE_MAX == 
                "reduce op codes differ from shaders/common.glsl");
 
 static const gpu_kernel k_reduce = {
-    "reduce", vkt_spv_reduce, sizeof vkt_spv_reduce, 2, {GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_reduce), SPEC_REDUCE_COUNT};
+    "reduce", spv_reduce, sizeof spv_reduce, 2, {GPU_BIND_STORAGE, GPU_BIND_STORAGE},
+    sizeof(struct push_reduce), SPEC_REDUCE_COUNT};
 
 const char *vkt_reduce_op_name(vkt_reduce_op op)
 {
@@ -30,17 +30,17 @@ vkt_status vkt_reduce(vkt_stream *stream, vkt_reduce_op op, vkt_view x, const vk
 {
     static const char fn[] = "vkt_reduce";
     if (!stream)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
     vkt_context *ctx = stream->ctx;
     if ((unsigned)op >= VKT_REDUCE_COUNT)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown op %d", fn,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown op %d", fn,
                         (int)op);
     vkt_status st = ku_check_shape(ctx->errmsg, fn, "shape", shape);
     if (st != VKT_OK)
         return st;
     if (axis >= shape->ndim) {
         char buf[KU_SHAPE_STR];
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: axis %u is out of range for shape %s (%u dimensions)", fn, axis,
                         ku_shape_str(shape, buf), shape->ndim);
     }
@@ -51,14 +51,14 @@ vkt_status vkt_reduce(vkt_stream *stream, vkt_reduce_op op, vkt_view x, const vk
         inner *= shape->dims[k];
     uint64_t n = outer * len * inner, nout = outer * inner;
     if (n > UINT32_MAX)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %llu elements; at most 2^32 - 1 are supported", fn,
                         (unsigned long long)n);
     if ((st = gpu_check_view(ctx, "x", x, n)) != VKT_OK ||
         (st = gpu_check_view(ctx, "out", out, nout)) != VKT_OK)
         return st;
 
-    struct vkt_push_reduce push = {
+    struct push_reduce push = {
         .op = (uint32_t)op, .outer = (uint32_t)outer, .axis = (uint32_t)len,
         .inner = (uint32_t)inner, .x_off = ku_shift(ctx, x, 0), .y_off = ku_shift(ctx, out, 0),
     };

@@ -12,32 +12,32 @@
 #include "vkt.h"
 
 /* C[M,N] = alpha * op(A) * op(B) + beta * C (see vkt_gemm_desc). lda/ldb/ldc of 0 = packed. */
-void vkt_ref_gemm(int trans_a, int trans_b, uint32_t m, uint32_t n, uint32_t k, float alpha,
+void kref_gemm(int trans_a, int trans_b, uint32_t m, uint32_t n, uint32_t k, float alpha,
                   const float *a, uint32_t lda, const float *b, uint32_t ldb, float beta,
                   float *c, uint32_t ldc);
 
 /* Scalar function and derivative of a unary op (the definitions the shaders follow). */
-float vkt_ref_unary_f(vkt_unary_op op, float alpha, float x);
-float vkt_ref_unary_df(vkt_unary_op op, float alpha, float x);
-void vkt_ref_unary(vkt_unary_op op, float alpha, const float *x, float *y, uint64_t n);
-void vkt_ref_unary_backward(vkt_unary_op op, float alpha, const float *x, const float *dy,
+float kref_unary_f(vkt_unary_op op, float alpha, float x);
+float kref_unary_df(vkt_unary_op op, float alpha, float x);
+void kref_unary(vkt_unary_op op, float alpha, const float *x, float *y, uint64_t n);
+void kref_unary_backward(vkt_unary_op op, float alpha, const float *x, const float *dy,
                             float *dx, uint64_t n);
 
-void vkt_ref_binary(vkt_binary_op op, const float *a, const vkt_shape *a_shape, const float *b,
+void kref_binary(vkt_binary_op op, const float *a, const vkt_shape *a_shape, const float *b,
                     const vkt_shape *b_shape, float *out);
-void vkt_ref_binary_backward(vkt_binary_op op, int which, const float *a,
+void kref_binary_backward(vkt_binary_op op, int which, const float *a,
                              const vkt_shape *a_shape, const float *b, const vkt_shape *b_shape,
                              const float *dy, float *grad);
 
 /* out has shape with dims[axis] removed; ARGMAX writes uint32 indices into `out`. */
-void vkt_ref_reduce(vkt_reduce_op op, const float *x, const vkt_shape *shape, uint32_t axis,
+void kref_reduce(vkt_reduce_op op, const float *x, const vkt_shape *shape, uint32_t axis,
                     void *out);
 
-void vkt_ref_softmax(int log, const float *x, float *y, uint32_t rows, uint32_t cols);
-void vkt_ref_softmax_backward(int log, const float *y, const float *dy, float *dx,
+void kref_softmax(int log, const float *x, float *y, uint32_t rows, uint32_t cols);
+void kref_softmax_backward(int log, const float *y, const float *dy, float *dx,
                               uint32_t rows, uint32_t cols);
 
-void vkt_ref_fill(float *y, uint64_t n, float value);
-void vkt_ref_copy(const float *x, float *y, uint64_t n);
+void kref_fill(float *y, uint64_t n, float value);
+void kref_copy(const float *x, float *y, uint64_t n);
 
 #endif

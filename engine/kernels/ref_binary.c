@@ -59,7 +59,7 @@ static double grad_term(vkt_binary_op op, int which, double u, double v, double 
     }
 }
 
-void vkt_ref_binary(vkt_binary_op op, const float *a, const vkt_shape *a_shape, const float *b,
+void kref_binary(vkt_binary_op op, const float *a, const vkt_shape *a_shape, const float *b,
                     const vkt_shape *b_shape, float *out)
 {
     ref_layout la = layout_of(a_shape), lb = layout_of(b_shape), lo = out_layout(&la, &lb);
@@ -77,7 +77,7 @@ void vkt_ref_binary(vkt_binary_op op, const float *a, const vkt_shape *a_shape, 
                 }
 }
 
-void vkt_ref_binary_backward(vkt_binary_op op, int which, const float *a,
+void kref_binary_backward(vkt_binary_op op, int which, const float *a,
                              const vkt_shape *a_shape, const float *b, const vkt_shape *b_shape,
                              const float *dy, float *grad)
 {

@@ -3,13 +3,13 @@
 
 #include <string.h>
 
-void vkt_ref_fill(float *y, uint64_t n, float value)
+void kref_fill(float *y, uint64_t n, float value)
 {
     for (uint64_t i = 0; i < n; i++)
         y[i] = value;
 }
 
-void vkt_ref_copy(const float *x, float *y, uint64_t n)
+void kref_copy(const float *x, float *y, uint64_t n)
 {
     if (n)
         memmove(y, x, n * sizeof *y);

@@ -3,7 +3,7 @@
  * packed, beta == 0 ignores C's contents, alpha == 0 ignores A and B. */
 #include "kernels/ref.h"
 
-void vkt_ref_gemm(int trans_a, int trans_b, uint32_t m, uint32_t n, uint32_t k, float alpha,
+void kref_gemm(int trans_a, int trans_b, uint32_t m, uint32_t n, uint32_t k, float alpha,
                   const float *a, uint32_t lda, const float *b, uint32_t ldb, float beta,
                   float *c, uint32_t ldc)
 {

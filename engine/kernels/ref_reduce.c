@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-void vkt_ref_reduce(vkt_reduce_op op, const float *x, const vkt_shape *shape, uint32_t axis,
+void kref_reduce(vkt_reduce_op op, const float *x, const vkt_shape *shape, uint32_t axis,
                     void *out)
 {
     uint64_t outer = 1, inner = 1, len = shape->dims[axis];

@@ -4,7 +4,7 @@
 
 #include <math.h>
 
-void vkt_ref_softmax(int log_, const float *x, float *y, uint32_t rows, uint32_t cols)
+void kref_softmax(int log_, const float *x, float *y, uint32_t rows, uint32_t cols)
 {
     for (uint64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
@@ -22,7 +22,7 @@ void vkt_ref_softmax(int log_, const float *x, float *y, uint32_t rows, uint32_t
     }
 }
 
-void vkt_ref_softmax_backward(int log_, const float *y, const float *dy, float *dx,
+void kref_softmax_backward(int log_, const float *y, const float *dy, float *dx,
                               uint32_t rows, uint32_t cols)
 {
     for (uint64_t r = 0; r < rows; r++) {

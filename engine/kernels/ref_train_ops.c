@@ -17,7 +17,7 @@ void kt_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias
 {
     for (uint64_t i = 0; i < (uint64_t)rows * cols; i++) {
         float v = bias ? pre[i] + bias[i % cols] : pre[i];
-        float f = vkt_ref_unary_f(op, alpha, v);
+        float f = kref_unary_f(op, alpha, v);
         if (y) {
             pre[i] = v;
             y[i] = f;
@@ -35,7 +35,7 @@ void kt_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const fl
         double s = 0;
         for (uint32_t r = 0; r < rows; r++) {
             uint64_t i = (uint64_t)r * cols + c;
-            double d = from_y ? act_df_from_y(op, alpha, v[i]) : vkt_ref_unary_df(op, alpha, v[i]);
+            double d = from_y ? act_df_from_y(op, alpha, v[i]) : kref_unary_df(op, alpha, v[i]);
             float g = (float)(dy[i] * d);
             s += g;
             if (dz)

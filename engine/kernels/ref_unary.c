@@ -5,25 +5,25 @@
 
 #include <math.h>
 
-float vkt_ref_unary_f(vkt_unary_op op, float alpha, float x)
+float kref_unary_f(vkt_unary_op op, float alpha, float x)
 {
     return (unsigned)op < VKT_UNARY_COUNT ? (float)act_f(op, alpha, x) : NAN;
 }
 
-float vkt_ref_unary_df(vkt_unary_op op, float alpha, float x)
+float kref_unary_df(vkt_unary_op op, float alpha, float x)
 {
     return (unsigned)op < VKT_UNARY_COUNT ? (float)act_df(op, alpha, x) : NAN;
 }
 
-void vkt_ref_unary(vkt_unary_op op, float alpha, const float *x, float *y, uint64_t n)
+void kref_unary(vkt_unary_op op, float alpha, const float *x, float *y, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)
-        y[i] = vkt_ref_unary_f(op, alpha, x[i]);
+        y[i] = kref_unary_f(op, alpha, x[i]);
 }
 
-void vkt_ref_unary_backward(vkt_unary_op op, float alpha, const float *x, const float *dy,
+void kref_unary_backward(vkt_unary_op op, float alpha, const float *x, const float *dy,
                             float *dx, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)
-        dx[i] = (float)((double)dy[i] * (double)vkt_ref_unary_df(op, alpha, x[i]));
+        dx[i] = (float)((double)dy[i] * (double)kref_unary_df(op, alpha, x[i]));
 }

@@ -8,22 +8,22 @@
 #include "softmax_backward.spv.h"
 
 static const gpu_kernel k_softmax = {
-    "softmax", vkt_spv_softmax, sizeof vkt_spv_softmax, 2,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_softmax), SPEC_SOFTMAX_COUNT};
+    "softmax", spv_softmax, sizeof spv_softmax, 2,
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct push_softmax), SPEC_SOFTMAX_COUNT};
 static const gpu_kernel k_softmax_backward = {
-    "softmax_backward", vkt_spv_softmax_backward, sizeof vkt_spv_softmax_backward, 3,
+    "softmax_backward", spv_softmax_backward, sizeof spv_softmax_backward, 3,
     {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_softmax), SPEC_SOFTMAX_COUNT};
+    sizeof(struct push_softmax), SPEC_SOFTMAX_COUNT};
 
 static vkt_status check(vkt_stream *s, const char *fn, uint32_t rows, uint32_t cols)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
     if (rows == 0 || cols == 0)
-        return vkt_fail(s->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(s->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: rows (%u) and cols (%u) must be at least 1", fn, rows, cols);
     if ((uint64_t)rows * cols > UINT32_MAX)
-        return vkt_fail(s->ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(s->ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %u x %u elements; at most 2^32 - 1 are supported", fn, rows, cols);
     return VKT_OK;
 }
@@ -52,7 +52,7 @@ vkt_status vkt_softmax_rows(vkt_stream *stream, int log, vkt_view x, vkt_view y,
     if ((st = gpu_check_view(ctx, "x", x, n)) != VKT_OK ||
         (st = gpu_check_view(ctx, "y", y, n)) != VKT_OK)
         return st;
-    struct vkt_push_softmax push = {
+    struct push_softmax push = {
         .rows = rows, .cols = cols, .log = log != 0,
         .x_off = ku_shift(ctx, x, 0), .y_off = ku_shift(ctx, y, 0),
     };
@@ -75,7 +75,7 @@ vkt_status vkt_softmax_rows_backward(vkt_stream *stream, int log, vkt_view y, vk
         (st = gpu_check_view(ctx, "dy", dy, n)) != VKT_OK ||
         (st = gpu_check_view(ctx, "dx", dx, n)) != VKT_OK)
         return st;
-    struct vkt_push_softmax push = {
+    struct push_softmax push = {
         .rows = rows, .cols = cols, .log = log != 0, .y_off = ku_shift(ctx, y, 0),
         .dy_off = ku_shift(ctx, dy, 0), .dx_off = ku_shift(ctx, dx, 0),
     };

@@ -18,39 +18,39 @@
 #define S GPU_BIND_STORAGE
 
 static const gpu_kernel k_bias_act = {
-    "bias_act", vkt_spv_bias_act, sizeof vkt_spv_bias_act, 3, {S, S, S},
-    sizeof(struct vkt_push_bias_act), SPEC_BIAS_ACT_COUNT};
+    "bias_act", spv_bias_act, sizeof spv_bias_act, 3, {S, S, S},
+    sizeof(struct push_bias_act), SPEC_BIAS_ACT_COUNT};
 static const gpu_kernel k_bias_act_backward = {
-    "bias_act_backward", vkt_spv_bias_act_backward, sizeof vkt_spv_bias_act_backward, 4,
-    {S, S, S, S}, sizeof(struct vkt_push_bias_act), SPEC_BIAS_ACT_BACKWARD_COUNT};
+    "bias_act_backward", spv_bias_act_backward, sizeof spv_bias_act_backward, 4,
+    {S, S, S, S}, sizeof(struct push_bias_act), SPEC_BIAS_ACT_BACKWARD_COUNT};
 static const gpu_kernel k_sce = {
-    "sce", vkt_spv_sce, sizeof vkt_spv_sce, 4, {S, S, S, S},
-    sizeof(struct vkt_push_sce), SPEC_WG_ONLY_COUNT};
+    "sce", spv_sce, sizeof spv_sce, 4, {S, S, S, S},
+    sizeof(struct push_sce), SPEC_WG_ONLY_COUNT};
 static const gpu_kernel k_sce_backward = {
-    "sce_backward", vkt_spv_sce_backward, sizeof vkt_spv_sce_backward, 4, {S, S, S, S},
-    sizeof(struct vkt_push_sce), SPEC_WG_ONLY_COUNT};
+    "sce_backward", spv_sce_backward, sizeof spv_sce_backward, 4, {S, S, S, S},
+    sizeof(struct push_sce), SPEC_WG_ONLY_COUNT};
 static const gpu_kernel k_mse = {
-    "mse", vkt_spv_mse, sizeof vkt_spv_mse, 4, {S, S, S, S},
-    sizeof(struct vkt_push_mse), SPEC_MSE_COUNT};
+    "mse", spv_mse, sizeof spv_mse, 4, {S, S, S, S},
+    sizeof(struct push_mse), SPEC_MSE_COUNT};
 static const gpu_kernel k_axpby = {
-    "axpby", vkt_spv_axpby, sizeof vkt_spv_axpby, 2, {S, S},
-    sizeof(struct vkt_push_axpby), SPEC_AXPBY_COUNT};
+    "axpby", spv_axpby, sizeof spv_axpby, 2, {S, S},
+    sizeof(struct push_axpby), SPEC_AXPBY_COUNT};
 static const gpu_kernel k_block = {
-    "block", vkt_spv_block, sizeof vkt_spv_block, 2, {S, S},
-    sizeof(struct vkt_push_block), SPEC_BLOCK_COUNT};
+    "block", spv_block, sizeof spv_block, 2, {S, S},
+    sizeof(struct push_block), SPEC_BLOCK_COUNT};
 static const gpu_kernel k_dropout = {
-    "dropout", vkt_spv_dropout, sizeof vkt_spv_dropout, 3, {S, S, S},
-    sizeof(struct vkt_push_dropout), SPEC_WG_ONLY_COUNT};
+    "dropout", spv_dropout, sizeof spv_dropout, 3, {S, S, S},
+    sizeof(struct push_dropout), SPEC_WG_ONLY_COUNT};
 
 /* Stream present, sizes non-zero and below 2^32 elements. */
 static vkt_status check(vkt_stream *s, const char *fn, uint64_t n)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
     if (n == 0)
-        return vkt_fail(s->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: no elements", fn);
+        return err_fail(s->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: no elements", fn);
     if (n > UINT32_MAX)
-        return vkt_fail(s->ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(s->ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %llu elements; at most 2^32 - 1 are supported", fn,
                         (unsigned long long)n);
     return VKT_OK;
@@ -99,7 +99,7 @@ static vkt_status single_group(vkt_context *ctx, const char *fn, uint64_t items,
     *wg = w;
     uint64_t iterations = (items + w - 1) / w * per_item + 16;
     if (iterations > budget)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: %llu rows of %llu loop iterations each are too many for this "
                         "device in one workgroup (its shader loops stop after %llu "
                         "iterations)", fn, (unsigned long long)items,
@@ -132,7 +132,7 @@ vkt_status kt_bias_act(vkt_stream *s, vkt_unary_op op, float alpha, vkt_view pre
     const char *names[3] = {"bias", "pre", "y"};
     if ((st = views_ok(ctx, v, c, names, 3)) != VKT_OK)
         return st;
-    struct vkt_push_bias_act p = {
+    struct push_bias_act p = {
         .rows = rows, .cols = cols, .alpha = alpha,
         .b_off = ku_shift(ctx, v[0], 0), .p_off = ku_shift(ctx, pre, 0),
         .y_off = ku_shift(ctx, v[2], 0)};
@@ -165,7 +165,7 @@ static vkt_status bias_grid(vkt_context *ctx, uint32_t rows, uint32_t units, uin
             return VKT_OK;
         }
         if (r >= wg)
-            return vkt_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+            return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                             "kt_bias_act_backward: %u rows x %u columns are too many for this "
                             "device (its shader loops stop after %llu iterations)", rows,
                             units, (unsigned long long)ku_loop_budget(ctx));
@@ -182,10 +182,10 @@ vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int
         return st;
     vkt_context *ctx = s->ctx;
     if (!dz && !db)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "kt_bias_act_backward: neither dz nor db wanted");
     if (from_y && !kt_act_grad_from_y(op, alpha))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "kt_bias_act_backward: the derivative of %s does not follow from "
                         "its output", vkt_unary_op_name(op));
     vkt_view vv[4] = {v, dy, dz ? *dz : dy, db ? *db : dy};
@@ -193,7 +193,7 @@ vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int
     const char *names[4] = {"v", "dy", "dz", "db"};
     if ((st = views_ok(ctx, vv, c, names, 4)) != VKT_OK)
         return st;
-    struct vkt_push_bias_act p = {
+    struct push_bias_act p = {
         .rows = rows, .cols = cols, .alpha = alpha, .beta = beta, .beta_b = beta_b,
         .v_off = ku_shift(ctx, v, 0), .dy_off = ku_shift(ctx, dy, 0),
         .dz_off = ku_shift(ctx, vv[2], 0), .db_off = ku_shift(ctx, vv[3], 0)};
@@ -230,13 +230,13 @@ vkt_status kt_sce(vkt_stream *s, vkt_view z, vkt_view labels, vkt_view loss, int
         return st;
     vkt_context *ctx = s->ctx;
     if (mode < 0 || mode > 2 || (mode && !pv))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "kt_sce: bad mode %d", mode);
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "kt_sce: bad mode %d", mode);
     vkt_view v[4] = {z, labels, loss, mode ? *pv : loss};
     uint64_t c[4] = {n, rows, 1, mode ? n : 1};
     const char *names[4] = {"z", "labels", "loss", "p"};
     if ((st = views_ok(ctx, v, c, names, 4)) != VKT_OK)
         return st;
-    struct vkt_push_sce p = {
+    struct push_sce p = {
         .rows = rows, .cols = cols, .mode = (uint32_t)mode, .scale = 1.0f / (float)rows,
         .z_off = ku_shift(ctx, z, 0), .l_off = ku_shift(ctx, labels, 0),
         .loss_off = ku_shift(ctx, loss, 0), .p_off = ku_shift(ctx, v[3], 0)};
@@ -260,7 +260,7 @@ vkt_status kt_sce_backward(vkt_stream *s, vkt_view pv, vkt_view labels, vkt_view
     const char *names[4] = {"p", "labels", "dl", "dz"};
     if ((st = views_ok(ctx, v, c, names, 4)) != VKT_OK)
         return st;
-    struct vkt_push_sce p = {
+    struct push_sce p = {
         .rows = rows, .cols = cols, .scale = 1.0f / (float)rows, .beta = beta,
         .p_off = ku_shift(ctx, pv, 0), .l_off = ku_shift(ctx, labels, 0),
         .dl_off = ku_shift(ctx, dl, 0), .dz_off = ku_shift(ctx, dz, 0)};
@@ -282,7 +282,7 @@ static vkt_status mse_run(vkt_stream *s, const char *fn, vkt_view a, vkt_view b,
     const char *names[4] = {"a", "b", d ? "dl" : "loss", "d"};
     if ((st = views_ok(ctx, v, c, names, 4)) != VKT_OK)
         return st;
-    struct vkt_push_mse p = {
+    struct push_mse p = {
         .n = (uint32_t)n, .scale = (d ? 2.0f : 1.0f) / (float)n, .sign = sign, .beta = beta,
         .a_off = ku_shift(ctx, a, 0), .b_off = ku_shift(ctx, b, 0),
         .l_off = ku_shift(ctx, l, 0), .d_off = ku_shift(ctx, v[3], 0)};
@@ -319,7 +319,7 @@ vkt_status kt_axpby(vkt_stream *s, float alpha, vkt_view x, float beta, vkt_view
     const char *names[2] = {"x", "y"};
     if ((st = views_ok(ctx, v, c, names, 2)) != VKT_OK)
         return st;
-    struct vkt_push_axpby p = {.n = (uint32_t)n, .alpha = alpha, .beta = beta,
+    struct push_axpby p = {.n = (uint32_t)n, .alpha = alpha, .beta = beta,
                                .x_off = ku_shift(ctx, x, 0), .y_off = ku_shift(ctx, y, 0)};
     gpu_arg args[2] = {ku_arg(x, 0, n, 0), ku_arg(y, 0, n, 1)};
     int vec4 = n % 4 == 0 && all_vec4(ctx, v, 2);
@@ -332,7 +332,7 @@ vkt_status kt_axpby(vkt_stream *s, float alpha, vkt_view x, float beta, vkt_view
 /* One block dispatch; x and y are bound from element x_first / y_first on. */
 static vkt_status block_run(vkt_stream *s, uint32_t kind, vkt_view x, uint64_t x_first,
                             uint64_t x_count, vkt_view y, uint64_t y_first, uint64_t y_count,
-                            struct vkt_push_block *p)
+                            struct push_block *p)
 {
     vkt_context *ctx = s->ctx;
     vkt_view v[2] = {x, y};
@@ -357,7 +357,7 @@ vkt_status kt_slice(vkt_stream *s, vkt_view x, uint32_t src_row, uint32_t src_ba
     vkt_status st = check(s, "kt_slice", n);
     if (st != VKT_OK)
         return st;
-    struct vkt_push_block p = {.n = (uint32_t)n, .d0 = len, .src_row = src_row,
+    struct push_block p = {.n = (uint32_t)n, .d0 = len, .src_row = src_row,
                                .dst_row = dst_row, .alpha = alpha, .beta = beta};
     uint64_t xc = (uint64_t)(rows - 1) * src_row + len, yc = (uint64_t)(rows - 1) * dst_row + len;
     return block_run(s, 0, x, src_base, xc, y, dst_base, yc, &p);
@@ -370,7 +370,7 @@ vkt_status kt_broadcast(vkt_stream *s, vkt_view x, vkt_view y, uint32_t outer, u
     vkt_status st = check(s, "kt_broadcast", n);
     if (st != VKT_OK)
         return st;
-    struct vkt_push_block p = {.n = (uint32_t)n, .d0 = axis, .d1 = inner, .alpha = alpha,
+    struct push_block p = {.n = (uint32_t)n, .d0 = axis, .d1 = inner, .alpha = alpha,
                                .beta = beta};
     return block_run(s, 1, x, 0, (uint64_t)outer * inner, y, 0, n, &p);
 }
@@ -382,7 +382,7 @@ vkt_status kt_transpose(vkt_stream *s, vkt_view x, vkt_view y, uint32_t rows, ui
     vkt_status st = check(s, "kt_transpose", n);
     if (st != VKT_OK)
         return st;
-    struct vkt_push_block p = {.n = (uint32_t)n, .d0 = rows, .d1 = cols, .alpha = alpha,
+    struct push_block p = {.n = (uint32_t)n, .d0 = rows, .d1 = cols, .alpha = alpha,
                                .beta = beta};
     return block_run(s, 2, x, 0, n, y, 0, n, &p);
 }
@@ -399,7 +399,7 @@ vkt_status kt_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint
     const char *names[3] = {"x", "ctrl", "y"};
     if ((st = views_ok(ctx, v, c, names, 3)) != VKT_OK)
         return st;
-    struct vkt_push_dropout p = {
+    struct push_dropout p = {
         .n = (uint32_t)n, .threshold = dropout_threshold(pr),
         .scale = (float)(1.0 / (1.0 - (double)pr)), .beta = beta,
         .seed_lo = (uint32_t)seed, .seed_hi = (uint32_t)(seed >> 32),

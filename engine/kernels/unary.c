@@ -14,12 +14,12 @@ _Static_assert(VKT_UNARY_SCALE == 0 && VKT_UNARY_RELU == 1 && VKT_UNARY_LEAKY_RE
                "unary op codes differ from shaders/common.glsl");
 
 static const gpu_kernel k_unary = {
-    "unary", vkt_spv_unary, sizeof vkt_spv_unary, 2,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_unary), SPEC_UNARY_COUNT};
+    "unary", spv_unary, sizeof spv_unary, 2,
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct push_unary), SPEC_UNARY_COUNT};
 static const gpu_kernel k_unary_backward = {
-    "unary_backward", vkt_spv_unary_backward, sizeof vkt_spv_unary_backward, 3,
+    "unary_backward", spv_unary_backward, sizeof spv_unary_backward, 3,
     {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_unary), SPEC_UNARY_COUNT};
+    sizeof(struct push_unary), SPEC_UNARY_COUNT};
 
 const char *vkt_unary_op_name(vkt_unary_op op)
 {
@@ -42,13 +42,13 @@ static vkt_status check(vkt_stream *s, const char *fn, vkt_unary_op op, vkt_view
                         const vkt_view *dy, vkt_view out, const char *out_name, uint64_t n)
 {
     if (!s)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
     vkt_context *ctx = s->ctx;
     if ((unsigned)op >= VKT_UNARY_COUNT)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown op %d", fn,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown op %d", fn,
                         (int)op);
     if (n == 0)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: n is 0", fn);
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: n is 0", fn);
     vkt_status st = gpu_check_view(ctx, "x", x, n);
     if (st == VKT_OK && dy)
         st = gpu_check_view(ctx, "dy", *dy, n);
@@ -69,7 +69,7 @@ static vkt_status run(vkt_stream *s, const gpu_kernel *k, vkt_unary_op op, float
         uint64_t count = n - first < chunk ? n - first : chunk;
         vkt_view views[3] = {x, out, dy ? *dy : x};
         uint32_t head, nvec = ku_vec4_split(ctx, views, 3, first, count, &head);
-        struct vkt_push_unary push = {
+        struct push_unary push = {
             .n = (uint32_t)count,
             .head = head,
             .nvec = nvec,

@@ -8,7 +8,7 @@
  *   state  device floats: SGD's velocity at [0, n) (momentum > 0), or Adam's first
  *          moment m at [0, n) and second moment v at [v_offset, v_offset + n), v_offset
  *          = n rounded up to 4 so both share a phase for vec4 access. At least one.
- *   hyper  one struct vkt_optim_hyper in host-visible memory, rewritten before each
+ *   hyper  one struct optim_step_hyper in host-visible memory, rewritten before each
  *          submission (vkt_optimizer_set_step), read by the update kernel.
  *   parts  the per-workgroup sums of squares of the gradient (clipping), n_parts floats.
  */
@@ -25,8 +25,8 @@ struct vkt_optimizer {
     uint32_t n_moments;       /* 0 (plain SGD), 1 (SGD with momentum), 2 (Adam, AdamW) */
     vkt_buffer *state;        /* moments, see above */
     uint64_t v_offset;        /* elements: where v starts in `state` */
-    vkt_buffer *hyper;        /* struct vkt_optim_hyper, host-visible */
-    struct vkt_optim_hyper *hyper_map;
+    vkt_buffer *hyper;        /* struct optim_step_hyper, host-visible */
+    struct optim_step_hyper *hyper_map;
     vkt_buffer *parts;        /* [max(1, n_parts)] */
     uint64_t chunk;           /* elements per dispatch (bindings below maxStorageBufferRange) */
     uint32_t wg;              /* workgroup size, a power of 2 */
@@ -44,7 +44,7 @@ vkt_status optim_resolve(char *errmsg, const char *fn, const vkt_optimizer_optio
 
 /* The hyperparameters of update number `step` (0 = the first) under resolved options. */
 void optim_hyper(const vkt_optimizer_options *o, uint64_t step,
-                 struct vkt_optim_hyper *out /* OUT */);
+                 struct optim_step_hyper *out /* OUT */);
 
 /* The learning rate of `step` under resolved options (the schedule, in double). */
 double optim_schedule(const vkt_optimizer_options *o, uint64_t step);
@@ -57,7 +57,7 @@ uint32_t optim_moments(const vkt_optimizer_options *o);
  * parameter update), storage in float like the device's buffers. `o` is resolved
  * (optim_resolve). m: SGD's velocity or Adam's first moment, NULL for plain SGD; v:
  * Adam's second moment, NULL for SGD. Clipping and grad_scale as on the device. */
-void vkt_ref_optim_step(const vkt_optimizer_options *o, uint64_t step, float *params,
+void optim_ref_step(const vkt_optimizer_options *o, uint64_t step, float *params,
                         const float *grads, float *m, float *v, uint64_t n);
 
 #endif

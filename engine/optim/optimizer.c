@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(struct vkt_optim_hyper) == 12 * 4,
-               "struct vkt_optim_hyper must hold 4-byte scalars only (std430 = C layout)");
+_Static_assert(sizeof(struct optim_step_hyper) == 12 * 4,
+               "struct optim_step_hyper must hold 4-byte scalars only (std430 = C layout)");
 
 /* Writes the hyperparameters of `step` where the kernel reads them. The memory is
  * host-coherent and the next vkQueueSubmit makes host writes visible to the device. */
 static void write_hyper(vkt_optimizer *opt, uint64_t step)
 {
-    struct vkt_optim_hyper h;
+    struct optim_step_hyper h;
     optim_hyper(&opt->o, step, &h);
     memcpy(opt->hyper_map, &h, sizeof h);
     opt->step = step;
@@ -61,25 +61,25 @@ vkt_status vkt_optimizer_create(vkt_context *ctx, const vkt_optimizer_options *o
 {
     static const char fn[] = "vkt_optimizer_create";
     if (!out)
-        return vkt_fail(ctx ? ctx->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: out is NULL",
+        return err_fail(ctx ? ctx->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: out is NULL",
                         fn);
     *out = NULL;
     if (!ctx)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: context is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: context is NULL", fn);
     if (n_params == 0)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: n_params is 0", fn);
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: n_params is 0", fn);
     vkt_optimizer_options o;
     vkt_status st = optim_resolve(ctx->errmsg, fn, options, &o);
     if (st != VKT_OK)
         return st;
     uint32_t n_moments = optim_moments(&o);
     if (n_params > UINT64_MAX / 8 / (n_moments ? n_moments : 1))
-        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "%s: %llu parameters are too many",
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "%s: %llu parameters are too many",
                         fn, (unsigned long long)n_params);
 
     vkt_optimizer *opt = calloc(1, sizeof *opt);
     if (!opt)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     opt->ctx = ctx;
     opt->o = o;
     opt->n = n_params;
@@ -89,13 +89,13 @@ vkt_status vkt_optimizer_create(vkt_context *ctx, const vkt_optimizer_options *o
     uint64_t state_elems = n_moments == 2 ? opt->v_offset + n_params : n_moments ? n_params : 1;
     st = vkt_buffer_create(ctx, state_elems * 4, VKT_MEMORY_DEVICE, &opt->state);
     if (st == VKT_OK)
-        st = vkt_buffer_create(ctx, sizeof(struct vkt_optim_hyper), VKT_MEMORY_HOST,
+        st = vkt_buffer_create(ctx, sizeof(struct optim_step_hyper), VKT_MEMORY_HOST,
                                &opt->hyper);
     if (st == VKT_OK)
         st = vkt_buffer_create(ctx, (uint64_t)(opt->n_parts ? opt->n_parts : 1) * 4,
                                VKT_MEMORY_DEVICE, &opt->parts);
     if (st == VKT_OK && !(opt->hyper_map = vkt_buffer_map(opt->hyper)))
-        st = vkt_fail(ctx->errmsg, VKT_ERROR_INTERNAL,
+        st = err_fail(ctx->errmsg, VKT_ERROR_INTERNAL,
                       "%s: the host-visible hyperparameter buffer has no mapping", fn);
     if (st == VKT_OK && n_moments) /* moments start at 0 */
         st = zero_state(opt);
@@ -121,7 +121,7 @@ void vkt_optimizer_destroy(vkt_optimizer *opt)
 vkt_status vkt_optimizer_set_step(vkt_optimizer *opt, uint64_t step)
 {
     if (!opt)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, 
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, 
                         "vkt_optimizer_set_step: optimizer is NULL");
     write_hyper(opt, step);
     return VKT_OK;
@@ -135,22 +135,22 @@ vkt_status vkt_optimizer_set_options(vkt_optimizer *opt, const vkt_optimizer_opt
 {
     static const char fn[] = "vkt_optimizer_set_options";
     if (!opt)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: optimizer is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: optimizer is NULL", fn);
     char *errmsg = opt->ctx->errmsg;
     vkt_optimizer_options o;
     vkt_status st = optim_resolve(errmsg, fn, options, &o);
     if (st != VKT_OK)
         return st;
     if (o.kind != opt->o.kind)
-        return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: the optimizer is %s and cannot become %s; create a new one", fn,
                         vkt_optimizer_kind_name(opt->o.kind), vkt_optimizer_kind_name(o.kind));
     if (optim_moments(&o) > opt->n_moments)
-        return vkt_fail(errmsg, VKT_ERROR_STATE,
+        return err_fail(errmsg, VKT_ERROR_STATE,
                         "%s: this SGD optimizer was created without momentum and keeps no "
                         "velocity; create it with momentum > 0 to use momentum", fn);
     if (o.clip_norm > 0.0f && opt->recorded_without_clip)
-        return vkt_fail(errmsg, VKT_ERROR_STATE,
+        return err_fail(errmsg, VKT_ERROR_STATE,
                         "%s: clipping was off when the update was recorded, so the gradient "
                         "norm pass is missing; record the update again (after "
                         "vkt_stream_reset) to turn clipping on", fn);
@@ -162,7 +162,7 @@ vkt_status vkt_optimizer_set_options(vkt_optimizer *opt, const vkt_optimizer_opt
 vkt_status vkt_optimizer_get_options(const vkt_optimizer *opt, vkt_optimizer_options *out)
 {
     if (!opt || !out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_optimizer_get_options: %s is NULL", opt ? "out" : "optimizer");
     *out = opt->o;
     return VKT_OK;
@@ -195,9 +195,9 @@ static vkt_status check_size(vkt_optimizer *opt, const char *fn, const void *hos
                              uint64_t bytes)
 {
     if (!host)
-        return vkt_fail(opt->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: host is NULL", fn);
+        return err_fail(opt->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: host is NULL", fn);
     if (bytes != vkt_optimizer_state_size(opt))
-        return vkt_fail(opt->ctx->errmsg, VKT_ERROR_SHAPE,
+        return err_fail(opt->ctx->errmsg, VKT_ERROR_SHAPE,
                         "%s: %llu bytes given; the state of this optimizer takes %llu "
                         "(vkt_optimizer_state_size)", fn, (unsigned long long)bytes,
                         (unsigned long long)vkt_optimizer_state_size(opt));
@@ -208,7 +208,7 @@ vkt_status vkt_optimizer_read_state(vkt_optimizer *opt, void *host, uint64_t byt
 {
     static const char fn[] = "vkt_optimizer_read_state";
     if (!opt)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: optimizer is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: optimizer is NULL", fn);
     vkt_status st = check_size(opt, fn, host, bytes);
     if (st != VKT_OK)
         return st;
@@ -233,21 +233,21 @@ vkt_status vkt_optimizer_write_state(vkt_optimizer *opt, const void *host, uint6
 {
     static const char fn[] = "vkt_optimizer_write_state";
     if (!opt)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: optimizer is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: optimizer is NULL", fn);
     char *errmsg = opt->ctx->errmsg;
     if (host && bytes >= sizeof(state_header)) { /* say what differs before the size */
         state_header h;
         memcpy(&h, host, sizeof h);
         if (memcmp(h.magic, STATE_MAGIC, sizeof h.magic) != 0 || h.version != STATE_VERSION)
-            return vkt_fail(errmsg, VKT_ERROR_FORMAT,
+            return err_fail(errmsg, VKT_ERROR_FORMAT,
                             "%s: not an optimizer state of this version (bad header)", fn);
         if (h.kind != (uint32_t)opt->o.kind || h.n_moments != opt->n_moments)
-            return vkt_fail(errmsg, VKT_ERROR_SHAPE,
+            return err_fail(errmsg, VKT_ERROR_SHAPE,
                             "%s: the state is of %s with %u moment arrays; this optimizer is "
                             "%s with %u", fn, vkt_optimizer_kind_name((vkt_optimizer_kind)h.kind),
                             h.n_moments, vkt_optimizer_kind_name(opt->o.kind), opt->n_moments);
         if (h.n_params != opt->n)
-            return vkt_fail(errmsg, VKT_ERROR_SHAPE,
+            return err_fail(errmsg, VKT_ERROR_SHAPE,
                             "%s: the state is of %llu parameters; this optimizer has %llu", fn,
                             (unsigned long long)h.n_params, (unsigned long long)opt->n);
     }

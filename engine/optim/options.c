@@ -32,7 +32,7 @@ static int nonneg(float x) { return x >= 0.0f && x <= 3.4e38f; }
 static vkt_status bad(char *errmsg, const char *fn, const char *what, double value,
                       const char *rule)
 {
-    return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: %s is %g; %s", fn, what, value,
+    return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: %s is %g; %s", fn, what, value,
                     rule);
 }
 
@@ -41,10 +41,10 @@ static vkt_status check_sgd(char *errmsg, const char *fn, const vkt_optimizer_op
     if (!(o->momentum >= 0.0f && o->momentum < 1.0f))
         return bad(errmsg, fn, "momentum", o->momentum, "it must lie in [0, 1)");
     if (o->nesterov && o->momentum == 0.0f)
-        return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: nesterov needs momentum > 0", fn);
     if (o->beta1 != 0.0f || o->beta2 != 0.0f || o->eps != 0.0f)
-        return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: beta1, beta2 and eps apply to Adam and AdamW, not to SGD "
                         "(leave them 0)", fn);
     return VKT_OK;
@@ -53,7 +53,7 @@ static vkt_status check_sgd(char *errmsg, const char *fn, const vkt_optimizer_op
 static vkt_status check_adam(char *errmsg, const char *fn, vkt_optimizer_options *o)
 {
     if (o->momentum != 0.0f || o->nesterov)
-        return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: momentum and nesterov apply to SGD; %s uses beta1 (leave them 0)",
                         fn, vkt_optimizer_kind_name(o->kind));
     if (o->beta1 == 0.0f)
@@ -78,7 +78,7 @@ static vkt_status check_schedule(char *errmsg, const char *fn, vkt_optimizer_opt
         return VKT_OK;
     case VKT_SCHEDULE_STEP:
         if (o->step_size == 0)
-            return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+            return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "%s: the step schedule needs step_size > 0", fn);
         if (o->gamma == 0.0f)
             o->gamma = 0.1f;
@@ -87,20 +87,20 @@ static vkt_status check_schedule(char *errmsg, const char *fn, vkt_optimizer_opt
         return VKT_OK;
     case VKT_SCHEDULE_WARMUP_COSINE:
         if (o->total_steps == 0)
-            return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+            return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "%s: the warmup-cosine schedule needs total_steps > 0", fn);
         if (o->warmup_steps > o->total_steps)
-            return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+            return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "%s: warmup_steps (%llu) exceeds total_steps (%llu)", fn,
                             (unsigned long long)o->warmup_steps,
                             (unsigned long long)o->total_steps);
         if (!nonneg(o->min_lr) || o->min_lr > o->lr)
-            return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+            return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "%s: min_lr is %g; it must lie in [0, lr = %g]", fn, o->min_lr,
                             o->lr);
         return VKT_OK;
     default:
-        return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown schedule %d", fn,
+        return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown schedule %d", fn,
                         (int)o->schedule);
     }
 }
@@ -112,7 +112,7 @@ vkt_status optim_resolve(char *errmsg, const char *fn, const vkt_optimizer_optio
     if (in)
         o = *in;
     if ((unsigned)o.kind > VKT_OPTIMIZER_ADAMW)
-        return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown optimizer kind %d",
+        return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: unknown optimizer kind %d",
                         fn, (int)o.kind);
     if (!nonneg(o.lr))
         return bad(errmsg, fn, "lr", o.lr, "it must be >= 0 (0 takes the default)");
@@ -170,13 +170,13 @@ uint32_t optim_moments(const vkt_optimizer_options *o)
     return o->momentum > 0.0f ? 1 : 0;
 }
 
-void optim_hyper(const vkt_optimizer_options *o, uint64_t step, struct vkt_optim_hyper *h)
+void optim_hyper(const vkt_optimizer_options *o, uint64_t step, struct optim_step_hyper *h)
 {
     double lr = optim_schedule(o, step);
     double t = (double)step + 1.0;
     double bc1 = 1.0 - pow((double)o->beta1, t), bc2 = 1.0 - pow((double)o->beta2, t);
     int adam = o->kind != VKT_OPTIMIZER_SGD;
-    *h = (struct vkt_optim_hyper){
+    *h = (struct optim_step_hyper){
         .lr = (float)lr,
         .momentum = o->momentum,
         .beta1 = o->beta1,

@@ -20,7 +20,7 @@ static double grad_multiplier(const vkt_optimizer_options *o, const float *grads
     return gs * (c < 1.0 ? c : 1.0);
 }
 
-void vkt_ref_optim_step(const vkt_optimizer_options *o, uint64_t step, float *params,
+void optim_ref_step(const vkt_optimizer_options *o, uint64_t step, float *params,
                         const float *grads, float *m, float *v, uint64_t n)
 {
     double gm = grad_multiplier(o, grads, n);

@@ -16,13 +16,13 @@ _Static_assert(VKT_OPTIMIZER_SGD == 0 && VKT_OPTIMIZER_ADAM == 1 && VKT_OPTIMIZE
                "optimizer kinds differ from shaders/optim_update.comp");
 
 static const gpu_kernel k_norm = {
-    "optim_norm", vkt_spv_optim_norm, sizeof vkt_spv_optim_norm, 2,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct vkt_push_optim), SPEC_WG_ONLY_COUNT};
+    "optim_norm", spv_optim_norm, sizeof spv_optim_norm, 2,
+    {GPU_BIND_STORAGE, GPU_BIND_STORAGE}, sizeof(struct push_optim), SPEC_WG_ONLY_COUNT};
 static const gpu_kernel k_update = {
-    "optim_update", vkt_spv_optim_update, sizeof vkt_spv_optim_update, 6,
+    "optim_update", spv_optim_update, sizeof spv_optim_update, 6,
     {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE,
      GPU_BIND_STORAGE},
-    sizeof(struct vkt_push_optim), SPEC_OPTIM_UPDATE_COUNT};
+    sizeof(struct push_optim), SPEC_OPTIM_UPDATE_COUNT};
 
 static uint64_t chunk_count(const vkt_optimizer *opt, uint64_t first)
 {
@@ -60,7 +60,7 @@ static vkt_status record_norm(vkt_optimizer *opt, vkt_stream *s, vkt_view grads)
     for (uint64_t first = 0; first < opt->n; first += opt->chunk) {
         uint64_t count = chunk_count(opt, first);
         uint32_t groups = ku_groups(count, opt->wg, opt->norm_groups);
-        struct vkt_push_optim push = {.n = (uint32_t)count,
+        struct push_optim push = {.n = (uint32_t)count,
                                       .g_off = ku_shift(ctx, grads, first),
                                       .part_off = ku_shift(ctx, parts, part)};
         push.nvec = vec4_split(&push.g_off, 1, count, &push.head);
@@ -91,7 +91,7 @@ static vkt_status record_update(vkt_optimizer *opt, vkt_stream *s, vkt_view para
          * touches it. */
         uint64_t m_first = opt->n_moments ? first : 0, m_count = opt->n_moments ? count : 1;
         uint64_t v_first = opt->n_moments == 2 ? opt->v_offset + first : m_first;
-        struct vkt_push_optim push = {
+        struct push_optim push = {
             .n = (uint32_t)count,
             .p_off = ku_shift(ctx, params, first),
             .g_off = ku_shift(ctx, grads, first),
@@ -106,7 +106,7 @@ static vkt_status record_update(vkt_optimizer *opt, vkt_stream *s, vkt_view para
             ku_arg(grads, first, count, 0),
             ku_arg(state, m_first, m_count, opt->n_moments > 0),
             ku_arg(state, v_first, m_count, opt->n_moments == 2),
-            {opt->hyper, 0, sizeof(struct vkt_optim_hyper), 0},
+            {opt->hyper, 0, sizeof(struct optim_step_hyper), 0},
             ku_arg((vkt_view){opt->parts, 0}, 0, clip ? opt->n_parts : 1, 0),
         };
         uint32_t g3[3] = {grid(opt, count, push.nvec, opt->update_groups), 1, 1};
@@ -122,12 +122,12 @@ vkt_status vkt_optimizer_record(vkt_optimizer *opt, vkt_stream *stream, vkt_view
 {
     static const char fn[] = "vkt_optimizer_record";
     if (!opt)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: optimizer is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: optimizer is NULL", fn);
     vkt_context *ctx = opt->ctx;
     if (!stream)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
     if (stream->ctx != ctx)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: the stream belongs to another context than the optimizer", fn);
     vkt_status st = gpu_check_view(ctx, "vkt_optimizer_record: params", params, opt->n);
     if (st == VKT_OK)
@@ -136,7 +136,7 @@ vkt_status vkt_optimizer_record(vkt_optimizer *opt, vkt_stream *stream, vkt_view
         return st;
     if (params.buffer == grads.buffer && params.offset < grads.offset + opt->n &&
         grads.offset < params.offset + opt->n)
-        return vkt_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: params (elements [%llu, %llu)) and grads (elements [%llu, %llu)) "
                         "overlap", fn, (unsigned long long)params.offset,
                         (unsigned long long)(params.offset + opt->n),

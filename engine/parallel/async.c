@@ -35,7 +35,7 @@ vkt_status async_begin(vkt_trainer *t)
         t->master = malloc(n * sizeof *t->master);
         t->pulls = calloc(t->n_rep, sizeof *t->pulls);
         t->pushes = calloc(t->n_rep, sizeof *t->pushes);
-        t->push_lock = vkt_monitor_create();
+        t->push_lock = plat_monitor_create();
         if (!t->master || !t->pulls || !t->pushes || !t->push_lock)
             return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for the master");
     }
@@ -69,14 +69,14 @@ static uint64_t min_of(const uint64_t *v, uint32_t n)
 static int wait_until_pull_allowed(replica *r, uint64_t k)
 {
     vkt_trainer *t = r->t;
-    double t0 = vkt_now();
-    vkt_monitor_lock(t->mon);
+    double t0 = plat_now();
+    plat_monitor_lock(t->mon);
     while (!t->failed && !t->stop && t->opt.bounded_staleness &&
            min_of(t->pushes, t->n_rep) + t->opt.staleness < k)
-        vkt_monitor_wait(t->mon);
+        plat_monitor_wait(t->mon);
     int go = !t->failed && !t->stop;
-    vkt_monitor_unlock(t->mon);
-    r->stats.wait_seconds += vkt_now() - t0;
+    plat_monitor_unlock(t->mon);
+    r->stats.wait_seconds += plat_now() - t0;
     return go;
 }
 
@@ -86,23 +86,23 @@ static int wait_until_push_allowed(replica *r, uint64_t k)
     vkt_trainer *t = r->t;
     if (!t->opt.bounded_staleness || t->opt.staleness != 0)
         return 1;
-    double t0 = vkt_now();
-    vkt_monitor_lock(t->mon);
+    double t0 = plat_now();
+    plat_monitor_lock(t->mon);
     while (!t->failed && min_of(t->pulls, t->n_rep) < k + 1)
-        vkt_monitor_wait(t->mon);
+        plat_monitor_wait(t->mon);
     int go = !t->failed;
-    vkt_monitor_unlock(t->mon);
-    r->stats.wait_seconds += vkt_now() - t0;
+    plat_monitor_unlock(t->mon);
+    r->stats.wait_seconds += plat_now() - t0;
     return go;
 }
 
 static void count(replica *r, uint64_t *counter)
 {
     vkt_trainer *t = r->t;
-    vkt_monitor_lock(t->mon);
+    plat_monitor_lock(t->mon);
     counter[r->index]++;
-    vkt_monitor_broadcast(t->mon);
-    vkt_monitor_unlock(t->mon);
+    plat_monitor_broadcast(t->mon);
+    plat_monitor_unlock(t->mon);
 }
 
 static void pull(replica *r)
@@ -126,13 +126,13 @@ static void push(replica *r, uint64_t version_at_pull)
     vkt_trainer *t = r->t;
     const float *now = r->stage_host;
     if (t->opt.bounded_staleness)
-        vkt_monitor_lock(t->push_lock);
+        plat_monitor_lock(t->push_lock);
     for (uint64_t i = 0; i < t->param_count; i++) {
         float m = atomic_load_explicit(&t->master[i], memory_order_relaxed);
         atomic_store_explicit(&t->master[i], m + (now[i] - r->pulled[i]), memory_order_relaxed);
     }
     if (t->opt.bounded_staleness)
-        vkt_monitor_unlock(t->push_lock);
+        plat_monitor_unlock(t->push_lock);
     uint64_t v = atomic_fetch_add(&t->version, 1);
     if (r->n_stale == r->cap_stale) {
         uint64_t cap = r->cap_stale ? 2 * r->cap_stale : 1024;
@@ -148,7 +148,7 @@ static void push(replica *r, uint64_t version_at_pull)
 static void one_update(replica *r, uint64_t k)
 {
     vkt_trainer *t = r->t;
-    double t0 = vkt_now();
+    double t0 = plat_now();
     trainer_slow_down(r);
     uint64_t v0 = atomic_load(&t->version);
     pull(r);
@@ -159,7 +159,7 @@ static void one_update(replica *r, uint64_t k)
         trainer_set_step(r, t->steps + k);
         trainer_forward_backward(r, t->steps + k);
     }
-    r->stats.step_seconds += vkt_now() - t0;
+    r->stats.step_seconds += plat_now() - t0;
     if (r->status != VKT_OK || !wait_until_push_allowed(r, k))
         return;
     push(r, v0);
@@ -186,18 +186,18 @@ void async_job_steps(replica *r)
         one_update(r, k);
         if (r->index == 0 && r->status == VKT_OK && t->progress &&
             progress_live(t, k, r->loss)) {
-            vkt_monitor_lock(t->mon);
+            plat_monitor_lock(t->mon);
             t->stop = 1;
-            vkt_monitor_broadcast(t->mon);
-            vkt_monitor_unlock(t->mon);
+            plat_monitor_broadcast(t->mon);
+            plat_monitor_unlock(t->mon);
         }
     }
     if (r->status != VKT_OK) { /* the others stop at their next gate or step */
-        vkt_monitor_lock(t->mon);
+        plat_monitor_lock(t->mon);
         t->failed = 1;
         t->stop = 1;
-        vkt_monitor_broadcast(t->mon);
-        vkt_monitor_unlock(t->mon);
+        plat_monitor_broadcast(t->mon);
+        plat_monitor_unlock(t->mon);
     }
 }
 

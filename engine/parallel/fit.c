@@ -40,12 +40,12 @@ vkt_status trainer_next_batch(replica *r)
     vkt_trainer *t = r->t;
     uint32_t rows;
     vkt_status st = ensure_loader(r);
-    double t0 = vkt_now();
+    double t0 = plat_now();
     if (st == VKT_OK)
         vkt_loader_position(r->loader, &r->batch_epoch, &r->batch_index);
     if (st == VKT_OK && (st = vkt_loader_next(r->loader, r->x, r->y, &rows)) != VKT_OK)
         return replica_fail(r, st, "%s", vkt_last_error());
-    r->stats.data_wait_seconds += vkt_now() - t0; /* waiting + copying the ready batch */
+    r->stats.data_wait_seconds += plat_now() - t0; /* waiting + copying the ready batch */
     vkt_feed feeds[2] = {{t->in_x, r->x}, {t->in_y, r->y}};
     if (st == VKT_OK && (st = trainer_feed(t, r->errmsg, r->model, feeds, 2, r->row0, r->rows,
                                            0)) != VKT_OK)
@@ -87,7 +87,7 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
                            vkt_progress_fn progress, void *user)
 {
     if (!t)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_fit: trainer is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_fit: trainer is NULL");
     vkt_status st = t->lost ? trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg)
                             : check_data(t, data, input, labels);
     if (t->world) { /* every rank trains on the same data from the same position */
@@ -114,7 +114,7 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
     t->progress = progress;
     t->progress_user = user;
     t->stop = 0;
-    double t0 = vkt_now(), c0 = vkt_cpu_time();
+    double t0 = plat_now(), c0 = plat_cpu_time();
     uint64_t done0 = t->rep[0].stats.steps;
     int async = t->opt.mode == VKT_PARALLEL_ASYNC && t->staged;
     if (async && (st = t->world ? ps_begin(t) : async_begin(t)) != VKT_OK)
@@ -130,7 +130,7 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
             st = trainer_balance(t);
         if (st != VKT_OK || t->stop) {
             pause_loaders(t);
-            t->stats.step_seconds += vkt_now() - t0;
+            t->stats.step_seconds += plat_now() - t0;
             return st;
         }
     }
@@ -144,7 +144,7 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
         t->stats.steps += t->rep[0].stats.steps - done0;
     }
     t->steps += t->rep[0].stats.steps - done0;
-    t->stats.step_seconds += vkt_now() - t0;
-    t->stats.host_cpu_seconds += vkt_cpu_time() - c0;
+    t->stats.step_seconds += plat_now() - t0;
+    t->stats.host_cpu_seconds += plat_cpu_time() - c0;
     return st;
 }

@@ -58,7 +58,7 @@ typedef struct pstage {
     uint64_t sent;
     vkt_status status;
     char errmsg[VKT_ERRMSG_SIZE];
-    vkt_thread *thread;
+    plat_thread *thread;
 } pstage;
 
 struct vkt_pipeline {
@@ -70,8 +70,8 @@ struct vkt_pipeline {
     pstage *st;
     pedge *edge;
     uint32_t n_edge;
-    vkt_monitor *mon;
-    vkt_barrier *barrier;
+    plat_monitor *mon;
+    plat_barrier *barrier;
     int failed;            /* under mon */
     uint64_t steps;
     double step_seconds;
@@ -84,7 +84,7 @@ static vkt_status pfail(vkt_pipeline *p, vkt_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vkt_failv(p ? p->errmsg : NULL, st, fmt, ap);
+    err_failv(p ? p->errmsg : NULL, st, fmt, ap);
     va_end(ap);
     return st;
 }
@@ -97,10 +97,10 @@ static vkt_status sfail(pstage *s, vkt_status st, const char *what, const char *
                  s->device, what, msg);
         s->status = st;
     }
-    vkt_monitor_lock(s->p->mon);
+    plat_monitor_lock(s->p->mon);
     s->p->failed = 1;
-    vkt_monitor_broadcast(s->p->mon);
-    vkt_monitor_unlock(s->p->mon);
+    plat_monitor_broadcast(s->p->mon);
+    plat_monitor_unlock(s->p->mon);
     return st;
 }
 
@@ -262,14 +262,14 @@ vkt_status vkt_pipeline_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *los
                                const vkt_pipeline_options *options, vkt_pipeline **out)
 {
     if (!out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: out is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: out is NULL");
     *out = NULL;
     if (!inst || !g || !loss || !options)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: instance, "
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: instance, "
                         "graph, loss or options is NULL");
     vkt_pipeline *p = calloc(1, sizeof *p);
     if (!p)
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     p->inst = inst;
     p->graph = g;
     p->opt = *options;
@@ -282,8 +282,8 @@ vkt_status vkt_pipeline_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *los
     }
     if (st == VKT_OK) {
         p->st = calloc(p->P, sizeof *p->st);
-        p->mon = vkt_monitor_create();
-        p->barrier = vkt_barrier_create(p->P);
+        p->mon = plat_monitor_create();
+        p->barrier = plat_barrier_create(p->P);
         if (!p->st || !p->mon || !p->barrier)
             st = pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
@@ -296,7 +296,7 @@ vkt_status vkt_pipeline_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *los
     for (uint32_t k = 0; k < p->P && st == VKT_OK; k++)
         st = create_stage(p, k);
     if (st != VKT_OK) {
-        vkt_fail(NULL, st, "%s", p->errmsg);
+        err_fail(NULL, st, "%s", p->errmsg);
         vkt_pipeline_destroy(p);
         return st;
     }
@@ -333,9 +333,9 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
     free(p->st);
     graph_split_free(&p->split);
     if (p->mon)
-        vkt_monitor_destroy(p->mon);
+        plat_monitor_destroy(p->mon);
     if (p->barrier)
-        vkt_barrier_destroy(p->barrier);
+        plat_barrier_destroy(p->barrier);
     free(p);
 }
 
@@ -350,17 +350,17 @@ static int wait_ready(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
-    vkt_monitor_lock(p->mon);
+    plat_monitor_lock(p->mon);
     for (;;) {
         int all = 1;
         for (uint32_t j = 0; j < gs->n_recv && all; j++)
             all = p->edge[s->recv_edge[j]].ready[k];
         if (all || p->failed)
             break;
-        vkt_monitor_wait(p->mon);
+        plat_monitor_wait(p->mon);
     }
     int ok = !p->failed;
-    vkt_monitor_unlock(p->mon);
+    plat_monitor_unlock(p->mon);
     return ok;
 }
 
@@ -368,17 +368,17 @@ static int wait_grads(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
-    vkt_monitor_lock(p->mon);
+    plat_monitor_lock(p->mon);
     for (;;) {
         int all = 1;
         for (uint32_t j = 0; j < gs->n_send && all; j++)
             all = p->edge[s->send_edge[j]].pending[k] == 0;
         if (all || p->failed)
             break;
-        vkt_monitor_wait(p->mon);
+        plat_monitor_wait(p->mon);
     }
     int ok = !p->failed;
-    vkt_monitor_unlock(p->mon);
+    plat_monitor_unlock(p->mon);
     return ok;
 }
 
@@ -417,10 +417,10 @@ static vkt_status after_backward(pstage *s, uint32_t k)
         if (st != VKT_OK)
             return mfail(s, st, "gradient of a received value");
         s->sent += e->elems * 4;
-        vkt_monitor_lock(p->mon);
+        plat_monitor_lock(p->mon);
         e->pending[k]--;
-        vkt_monitor_broadcast(p->mon);
-        vkt_monitor_unlock(p->mon);
+        plat_monitor_broadcast(p->mon);
+        plat_monitor_unlock(p->mon);
     }
     vkt_status st = vkt_model_read_grads(s->model, s->gtmp, s->n_params);
     if (st != VKT_OK)
@@ -440,10 +440,10 @@ static vkt_status forward(pstage *s, uint32_t k)
     vkt_status st = set_inputs(s, k);
     if (st != VKT_OK)
         return st;
-    double t0 = vkt_now();
+    double t0 = plat_now();
     int last = s->index == p->P - 1;
     st = last ? vkt_model_forward_backward(s->model) : vkt_model_forward(s->model);
-    s->busy += vkt_now() - t0;
+    s->busy += plat_now() - t0;
     if (st != VKT_OK)
         return mfail(s, st, last ? "forward and backward" : "forward");
     if (last) {
@@ -460,10 +460,10 @@ static vkt_status forward(pstage *s, uint32_t k)
         if (st != VKT_OK)
             return mfail(s, st, "sending a value");
         s->sent += e->elems * 4;
-        vkt_monitor_lock(p->mon);
+        plat_monitor_lock(p->mon);
         e->ready[k] = 1;
-        vkt_monitor_broadcast(p->mon);
-        vkt_monitor_unlock(p->mon);
+        plat_monitor_broadcast(p->mon);
+        plat_monitor_unlock(p->mon);
     }
     return VKT_OK;
 }
@@ -495,9 +495,9 @@ static vkt_status backward(pstage *s, uint32_t k)
     }
     if (st != VKT_OK)
         return st;
-    double t0 = vkt_now();
+    double t0 = plat_now();
     st = vkt_model_forward_backward(s->model);
-    s->busy += vkt_now() - t0;
+    s->busy += plat_now() - t0;
     if (st != VKT_OK)
         return mfail(s, st, "forward and backward");
     return after_backward(s, k);
@@ -509,14 +509,14 @@ static vkt_status update(pstage *s)
     vkt_pipeline *p = s->p;
     for (uint64_t i = 0; i < s->n_params; i++)
         s->gtmp[i] = i < s->n_train ? (float)s->gacc[i] : 0.0f;
-    double t0 = vkt_now();
+    double t0 = plat_now();
     vkt_status st = vkt_model_write_grads(s->model, s->gtmp, s->n_params);
     if (st != VKT_OK)
         return mfail(s, st, "writing gradients");
     st = vkt_optimizer_set_step(s->opt, p->steps);
     if (st == VKT_OK)
         st = vkt_stream_run(s->apply);
-    s->busy += vkt_now() - t0;
+    s->busy += plat_now() - t0;
     if (st != VKT_OK)
         return sfail(s, st, "optimizer", vkt_context_errmsg(s->ctx));
     return VKT_OK;
@@ -542,7 +542,7 @@ static void stage_job(void *arg)
     if (st != VKT_OK && s->status == VKT_OK)
         s->status = st; /* stopped by another stage's failure */
     /* Every stage updates, or none does. */
-    if (vkt_barrier_wait(p->barrier, s->status != VKT_OK) == 0)
+    if (plat_barrier_wait(p->barrier, s->status != VKT_OK) == 0)
         update(s);
 }
 
@@ -569,7 +569,7 @@ static vkt_status check_feeds(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n
 vkt_status vkt_pipeline_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, float *out_loss)
 {
     if (!p)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_step: pipeline is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_step: pipeline is NULL");
     vkt_status st = check_feeds(p, feeds, n);
     if (st != VKT_OK)
         return st;
@@ -588,7 +588,7 @@ vkt_status vkt_pipeline_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n,
         s->status = VKT_OK;
         s->errmsg[0] = 0;
     }
-    double t0 = vkt_now();
+    double t0 = plat_now();
     if (p->opt.sequential) { /* one stage at a time: the forwards, then the backwards */
         vkt_status r = VKT_OK;
         for (uint32_t k = 0; k < p->m && r == VKT_OK; k++) {
@@ -602,7 +602,7 @@ vkt_status vkt_pipeline_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n,
     } else {
         uint32_t started = 0;
         for (; started < p->P; started++)
-            if (vkt_thread_start(&p->st[started].thread, stage_job, &p->st[started]) != 0)
+            if (plat_thread_start(&p->st[started].thread, stage_job, &p->st[started]) != 0)
                 break;
         if (started < p->P) { /* the barrier would never open: run none (none started
                                  past it: each waits for all P at the barrier) */
@@ -612,9 +612,9 @@ vkt_status vkt_pipeline_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n,
                 stage_job(&p->st[k]); /* runs to the barrier and leaves with the vote */
         }
         for (uint32_t k = 0; k < started; k++)
-            vkt_thread_join(p->st[k].thread);
+            plat_thread_join(p->st[k].thread);
     }
-    p->step_seconds = vkt_now() - t0;
+    p->step_seconds = plat_now() - t0;
     /* The first stage with a message of its own (the others stopped because of it). */
     for (uint32_t k = 0; k < p->P; k++)
         if (p->st[k].errmsg[0])
@@ -633,7 +633,7 @@ vkt_status vkt_pipeline_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n,
 vkt_status vkt_pipeline_read(vkt_pipeline *p, const vkt_tensor *t, float *out, uint64_t count)
 {
     if (!p || !t || !out)
-        return vkt_fail(p ? p->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(p ? p->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_pipeline_read: NULL argument");
     if (t->graph != p->graph || t->op != GOP_PARAM)
         return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_read: '%s' is not a parameter "
@@ -656,7 +656,7 @@ vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
                                         vkt_pipeline_stage_stats *out)
 {
     if (!p || !out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_stage_stats_get: NULL "
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_stage_stats_get: NULL "
                         "argument");
     if (stage >= p->P)
         return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_stage_stats_get: stage %u of "

@@ -67,7 +67,7 @@ struct ps {
     int stopped, failed;
     uint32_t failed_rank, done;
     /* the client side */
-    vkt_monitor *mon;      /* slots, snapshot, quit */
+    plat_monitor *mon;      /* slots, snapshot, quit */
     slot *slots;
     uint32_t local_done;
     float *snap;           /* a snapshot asked by the chief's thread, and parts to come */
@@ -77,7 +77,7 @@ struct ps {
     uint32_t n_sends, cap_sends;
     void *rx;
     uint64_t rx_cap;
-    vkt_thread *thread;
+    plat_thread *thread;
     vkt_status status;     /* the thread's own failure (MPI, timeout), under mon */
     char errmsg[VKT_ERRMSG_SIZE];
     uint64_t hist[PS_HIST + 1];
@@ -98,13 +98,13 @@ static uint64_t min_of(const uint64_t *v, uint32_t n)
 /* The thread's failure: every waiting replica is answered with it. */
 static void ps_fail(struct ps *ps, vkt_status st, const char *msg)
 {
-    vkt_monitor_lock(ps->mon);
+    plat_monitor_lock(ps->mon);
     if (ps->status == VKT_OK) {
         ps->status = st;
         snprintf(ps->errmsg, sizeof ps->errmsg, "%s", msg);
     }
-    vkt_monitor_broadcast(ps->mon);
-    vkt_monitor_unlock(ps->mon);
+    plat_monitor_broadcast(ps->mon);
+    plat_monitor_unlock(ps->mon);
 }
 
 /* ---- sending ------------------------------------------------------------------ */
@@ -155,7 +155,7 @@ static void reap_sends(struct ps *ps)
 static void client_reply(struct ps *ps, uint32_t src, const ps_msg *m, const float *data)
 {
     vkt_trainer *t = ps->t;
-    vkt_monitor_lock(ps->mon);
+    plat_monitor_lock(ps->mon);
     if (m->type == PS_SNAP) {
         if (ps->snap)
             memcpy(ps->snap + ps->off[src], data, shard_len(ps, src) * sizeof(float));
@@ -173,8 +173,8 @@ static void client_reply(struct ps *ps, uint32_t src, const ps_msg *m, const flo
             s->stale = m->aux;
         s->waiting--;
     }
-    vkt_monitor_broadcast(ps->mon);
-    vkt_monitor_unlock(ps->mon);
+    plat_monitor_broadcast(ps->mon);
+    plat_monitor_unlock(ps->mon);
 }
 
 /* A reply from this rank's server: to a local replica directly, else a message. */
@@ -348,26 +348,26 @@ static int take_local(struct ps *ps)
     vkt_trainer *t = ps->t;
     int any = 0;
     for (uint32_t q = 0; q < t->n_rep; q++) {
-        vkt_monitor_lock(ps->mon);
+        plat_monitor_lock(ps->mon);
         slot s = ps->slots[q];
         ps->slots[q].submitted = 0;
-        vkt_monitor_unlock(ps->mon);
+        plat_monitor_unlock(ps->mon);
         if (!s.submitted)
             continue;
         any = 1;
         scatter(ps, s.type, t->rep_base + q, s.k, &t->rep[q]);
         if (s.type == PS_DONE || s.type == PS_STOP || s.type == PS_FAIL) {
-            vkt_monitor_lock(ps->mon); /* no replies to these */
+            plat_monitor_lock(ps->mon); /* no replies to these */
             ps->slots[q].waiting = 0;
             ps->local_done += s.type == PS_DONE;
-            vkt_monitor_broadcast(ps->mon);
-            vkt_monitor_unlock(ps->mon);
+            plat_monitor_broadcast(ps->mon);
+            plat_monitor_unlock(ps->mon);
         }
     }
-    vkt_monitor_lock(ps->mon);
+    plat_monitor_lock(ps->mon);
     int snap = ps->snap_submitted;
     ps->snap_submitted = 0;
-    vkt_monitor_unlock(ps->mon);
+    plat_monitor_unlock(ps->mon);
     if (snap) {
         any = 1;
         scatter(ps, PS_SNAP, 0, 0, NULL);
@@ -403,9 +403,9 @@ static int take_remote(struct ps *ps)
 
 static int finished(struct ps *ps)
 {
-    vkt_monitor_lock(ps->mon);
+    plat_monitor_lock(ps->mon);
     int local = ps->local_done == ps->t->n_rep;
-    vkt_monitor_unlock(ps->mon);
+    plat_monitor_unlock(ps->mon);
     return local && ps->done == ps->G && ps->n_sends == 0;
 }
 
@@ -413,20 +413,20 @@ static void comm_thread(void *arg)
 {
     struct ps *ps = arg;
     uint32_t idle = 0;
-    double last = vkt_now();
+    double last = plat_now();
     while (!finished(ps)) {
         int any = take_local(ps);
         any |= take_remote(ps);
         reap_sends(ps);
-        vkt_monitor_lock(ps->mon);
+        plat_monitor_lock(ps->mon);
         int failed = ps->status != VKT_OK;
-        vkt_monitor_unlock(ps->mon);
+        plat_monitor_unlock(ps->mon);
         if (failed)
             return;
         if (any) {
             idle = 0;
-            last = vkt_now();
-        } else if (vkt_now() - last > ps->w->timeout && ps->n_dq == 0 && ps->done < ps->G &&
+            last = plat_now();
+        } else if (plat_now() - last > ps->w->timeout && ps->n_dq == 0 && ps->done < ps->G &&
                    ps->local_done == ps->t->n_rep) {
             char msg[256];
             snprintf(msg, sizeof msg, "the parameter servers heard nothing for %.0f s while "
@@ -448,8 +448,8 @@ static int request(replica *r, uint32_t type, uint64_t k)
 {
     vkt_trainer *t = r->t;
     struct ps *ps = t->ps;
-    double t0 = vkt_now();
-    vkt_monitor_lock(ps->mon);
+    double t0 = plat_now();
+    plat_monitor_lock(ps->mon);
     slot *s = &ps->slots[r->index];
     s->type = type;
     s->k = k;
@@ -457,10 +457,10 @@ static int request(replica *r, uint32_t type, uint64_t k)
     s->submitted = 1;
     int timed_out = 0;
     while ((s->submitted || s->waiting) && ps->status == VKT_OK && !timed_out) {
-        vkt_monitor_unlock(ps->mon);
-        vkt_sleep(20e-6); /* the monitor has no timed wait: poll, cheaply */
-        timed_out = vkt_now() - t0 > ps->w->timeout;
-        vkt_monitor_lock(ps->mon);
+        plat_monitor_unlock(ps->mon);
+        plat_sleep(20e-6); /* the monitor has no timed wait: poll, cheaply */
+        timed_out = plat_now() - t0 > ps->w->timeout;
+        plat_monitor_lock(ps->mon);
     }
     int out = s->outcome;
     uint32_t bad = s->fail_rank;
@@ -468,8 +468,8 @@ static int request(replica *r, uint32_t type, uint64_t k)
     char msg[VKT_ERRMSG_SIZE];
     snprintf(msg, sizeof msg, "%s", ps->errmsg);
     s->outcome = OUT_OK;
-    vkt_monitor_unlock(ps->mon);
-    r->stats.wait_seconds += vkt_now() - t0;
+    plat_monitor_unlock(ps->mon);
+    r->stats.wait_seconds += plat_now() - t0;
     if (st != VKT_OK) {
         replica_fail(r, st, "%s", msg);
         return OUT_FAIL;
@@ -501,14 +501,14 @@ void ps_job_steps(replica *r)
     for (uint64_t k = 0; k < t->run_steps && r->status == VKT_OK; k++) {
         if (pull_into_device(r, k) != VKT_OK) /* its wait counts as waiting */
             break;
-        double t0 = vkt_now();
+        double t0 = plat_now();
         trainer_slow_down(r);
         if (trainer_next_batch(r) != VKT_OK)
             break;
         trainer_set_step(r, t->steps + k);
         if (trainer_forward_backward(r, t->steps + k) != VKT_OK) /* + optimizer, params out */
             break;
-        r->stats.step_seconds += vkt_now() - t0;
+        r->stats.step_seconds += plat_now() - t0;
         if (request(r, PS_PUSH, k) == OUT_FAIL)
             break;
         r->stats.steps++;
@@ -539,7 +539,7 @@ static void ps_free(struct ps *ps)
         free(ps->dq[i].delta);
     for (uint32_t i = 0; i < ps->n_sends; i++)
         free(ps->sends[i].buf); /* only after a failure: the job is ending */
-    vkt_monitor_destroy(ps->mon);
+    plat_monitor_destroy(ps->mon);
     free(ps->off);
     free(ps->master);
     free(ps->clock);
@@ -569,7 +569,7 @@ vkt_status ps_begin(vkt_trainer *t)
         ps->pulled_version = calloc(G, sizeof *ps->pulled_version);
         ps->dq = calloc(G, sizeof *ps->dq);
         ps->slots = calloc(t->n_rep, sizeof *ps->slots);
-        ps->mon = vkt_monitor_create();
+        ps->mon = plat_monitor_create();
     }
     if (!ps || !ps->off || !ps->clock || !ps->pulls || !ps->pulled_version || !ps->dq ||
         !ps->slots || !ps->mon) {
@@ -596,7 +596,7 @@ vkt_status ps_begin(vkt_trainer *t)
     for (uint32_t i = 0; i < t->n_rep; i++)
         ps->wait0[i] = t->rep[i].stats.wait_seconds;
     ps->bytes0 = t->world->comm_bytes;
-    if (vkt_thread_start(&ps->thread, comm_thread, ps) != 0) {
+    if (plat_thread_start(&ps->thread, comm_thread, ps) != 0) {
         ps_free(ps);
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "cannot start the communication "
                             "thread");
@@ -640,7 +640,7 @@ vkt_status ps_end(vkt_trainer *t)
     struct ps *ps = t->ps;
     if (!ps)
         return VKT_OK;
-    vkt_thread_join(ps->thread);
+    plat_thread_join(ps->thread);
     t->ps = NULL;
     vkt_status st = ps->status;
     for (uint32_t i = 0; i < t->n_rep; i++) /* waiting for the servers, this run */
@@ -676,20 +676,20 @@ vkt_status ps_end(vkt_trainer *t)
 vkt_status ps_snapshot(vkt_trainer *t, float *flat)
 {
     struct ps *ps = t->ps;
-    double t0 = vkt_now();
-    vkt_monitor_lock(ps->mon);
+    double t0 = plat_now();
+    plat_monitor_lock(ps->mon);
     ps->snap = flat;
     ps->snap_waiting = ps->R;
     ps->snap_submitted = 1;
     while ((ps->snap_submitted || ps->snap_waiting) && ps->status == VKT_OK &&
-           vkt_now() - t0 < ps->w->timeout) {
-        vkt_monitor_unlock(ps->mon);
-        vkt_sleep(20e-6);
-        vkt_monitor_lock(ps->mon);
+           plat_now() - t0 < ps->w->timeout) {
+        plat_monitor_unlock(ps->mon);
+        plat_sleep(20e-6);
+        plat_monitor_lock(ps->mon);
     }
     int ok = !ps->snap_submitted && !ps->snap_waiting && ps->status == VKT_OK;
     ps->snap = NULL;
-    vkt_monitor_unlock(ps->mon);
+    plat_monitor_unlock(ps->mon);
     return ok ? VKT_OK : trainer_fail(t, VKT_ERROR_TIMEOUT, "the parameter servers did not "
                                       "send their shards for a checkpoint");
 }

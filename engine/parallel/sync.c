@@ -64,7 +64,7 @@ static void reduce_chunk(vkt_trainer *t, uint64_t c0, uint64_t c1)
 static int step_together(replica *r, uint64_t step)
 {
     vkt_trainer *t = r->t;
-    double t0 = vkt_now();
+    double t0 = plat_now();
     trainer_slow_down(r);
     if (r->status == VKT_OK) {
         trainer_set_step(r, step);
@@ -73,7 +73,7 @@ static int step_together(replica *r, uint64_t step)
         else
             trainer_forward_backward(r, step);
     }
-    double t1 = vkt_now();
+    double t1 = plat_now();
     if (!t->world) /* across ranks the exchange counts the step when it waits for it */
         r->stats.step_seconds += t1 - t0;
     if (!t->staged) {
@@ -84,22 +84,22 @@ static int step_together(replica *r, uint64_t step)
         if (sync_world_exchange(r, step))
             return 1;
     } else {
-        if (vkt_barrier_wait(t->barrier, r->status != VKT_OK))
+        if (plat_barrier_wait(t->barrier, r->status != VKT_OK))
             return 1;
-        double t2 = vkt_now();
+        double t2 = plat_now();
         r->stats.wait_seconds += t2 - t1;
         uint64_t c0 = t->grad_count * r->index / t->n_rep; /* the states have no gradient */
         uint64_t c1 = t->grad_count * (r->index + 1) / t->n_rep;
         reduce_chunk(t, c0, c1);
-        vkt_barrier_wait(t->barrier, 0);
+        plat_barrier_wait(t->barrier, 0);
         if (r->index == 0)
-            t->avg_seconds += vkt_now() - t2;
+            t->avg_seconds += plat_now() - t2;
     }
-    double t3 = vkt_now();
+    double t3 = plat_now();
     vkt_status st = vkt_stream_run(r->apply);
     if (st != VKT_OK)
         replica_fail(r, st, "%s", vkt_context_errmsg(r->ctx));
-    r->stats.step_seconds += vkt_now() - t3;
+    r->stats.step_seconds += plat_now() - t3;
     r->stats.steps++;
     sync_world_check_identical(r, step);
     return 0;
@@ -135,7 +135,7 @@ static int agree_to_go_on(replica *r)
         return 1;
     if (t->n_rep == 1)
         return !vote;
-    return !vkt_barrier_wait(t->barrier, vote);
+    return !plat_barrier_wait(t->barrier, vote);
 }
 
 void sync_job_steps(replica *r)

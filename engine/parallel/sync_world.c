@@ -56,13 +56,13 @@ vkt_status sync_world_on_grad(replica *r, vkt_stream *s, uint64_t offset, uint64
     vkt_trainer *t = r->t;
     int lay = r->index == 0 && !t->layout_done;
     if (lay && t->n_buckets == 0 && !open_bucket(t, 0))
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (lay) {
         if (t->n_ranges == t->cap_ranges) {
             uint32_t cap = t->cap_ranges ? 2 * t->cap_ranges : 64;
             grad_range *g = realloc(t->ranges, cap * sizeof *g);
             if (!g)
-                return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+                return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
             t->ranges = g;
             t->cap_ranges = cap;
         }
@@ -80,7 +80,7 @@ vkt_status sync_world_on_grad(replica *r, vkt_stream *s, uint64_t offset, uint64
     if (lay) {
         t->bucket_mark[t->n_buckets - 1] = mark;
         if (!open_bucket(t, t->n_ranges))
-            return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     r->rec_bucket++;
     r->rec_fill = 0;
@@ -99,13 +99,13 @@ static vkt_status close_layout(vkt_stream *s, void *user)
     if (r->index != 0 || t->layout_done)
         return VKT_OK;
     if (t->n_buckets == 0 && !open_bucket(t, 0))
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     t->bucket_first[t->n_buckets] = t->n_ranges; /* the end of the last one */
     t->comm_n = t->packed + TAIL_FAIL + t->ranks;
     t->comm = calloc(t->comm_n, sizeof *t->comm);
     t->bucket_req = calloc(t->n_buckets, sizeof *t->bucket_req);
     if (!t->comm || !t->bucket_req)
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for the gradient "
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for the gradient "
                         "exchange (%llu floats)", (unsigned long long)t->comm_n);
     t->layout_done = 1;
     return VKT_OK;
@@ -151,7 +151,7 @@ static void move_span(vkt_trainer *t, uint32_t from, uint64_t a, uint64_t b, int
 
 static int barrier(vkt_trainer *t, int vote)
 {
-    return t->n_rep > 1 ? vkt_barrier_wait(t->barrier, vote) : vote;
+    return t->n_rep > 1 ? plat_barrier_wait(t->barrier, vote) : vote;
 }
 
 /* Replica 0's thread: the tail of this rank. */
@@ -223,7 +223,7 @@ static void wait_for_bucket(replica *r, uint32_t b, uint64_t step)
         return;
     if (b + 1 == t->n_buckets || t->bucket_mark[b] == UINT32_MAX) {
         trainer_step_finish(r, step);
-        r->stats.step_seconds += vkt_now() - r->submitted_at;
+        r->stats.step_seconds += plat_now() - r->submitted_at;
         r->finished = 1;
         return;
     }
@@ -253,9 +253,9 @@ static vkt_status sum_and_send(replica *r, uint64_t step, int *local_fail)
         barrier(t, 0);
     for (uint32_t b = 0; b < t->n_buckets; b++) {
         wait_for_bucket(r, b, step);
-        double w0 = vkt_now();
+        double w0 = plat_now();
         *local_fail |= barrier(t, r->status != VKT_OK);
-        r->stats.wait_seconds += vkt_now() - w0; /* for this rank's other replicas */
+        r->stats.wait_seconds += plat_now() - w0; /* for this rank's other replicas */
         uint64_t c0, c1;
         bucket_span(t, b, &c0, &c1);
         uint64_t len = c1 - c0;
@@ -265,7 +265,7 @@ static vkt_status sum_and_send(replica *r, uint64_t step, int *local_fail)
         barrier(t, 0);
         if (r->index != 0)
             continue;
-        double a = vkt_now();
+        double a = plat_now();
         if (b + 1 == t->n_buckets) {
             t->world->step = step + 1; /* messages count steps from 1 */
             fill_tail(t, *local_fail);
@@ -275,12 +275,12 @@ static vkt_status sum_and_send(replica *r, uint64_t step, int *local_fail)
             st = world_iallreduce_f32(t->world, t->comm + c0, c1 - c0, "the gradient allreduce",
                                       &t->bucket_req[b]);
         poke(t, b);
-        c += vkt_now() - a;
+        c += plat_now() - a;
     }
     if (r->index == 0) {
-        double a = vkt_now();
+        double a = plat_now();
         st = finish_buckets(t, st);
-        double exposed = vkt_now() - a; /* after the device finished the step */
+        double exposed = plat_now() - a; /* after the device finished the step */
         t->stats.comm_seconds += c + exposed;
         t->stats.comm_exposed_seconds += exposed;
         t->stats.comm_bytes += t->comm_n * sizeof(float);
@@ -293,7 +293,7 @@ int sync_world_exchange(replica *r, uint64_t step)
     vkt_trainer *t = r->t;
     int local_fail;
     vkt_status st = sum_and_send(r, step, &local_fail);
-    double t0 = vkt_now();
+    double t0 = plat_now();
     if (r->index == 0)
         decide(t, st, step);
     barrier(t, 0);
@@ -308,7 +308,7 @@ int sync_world_exchange(replica *r, uint64_t step)
     move_span(t, 0, t->packed * r->index / t->n_rep, t->packed * (r->index + 1) / t->n_rep, 0);
     barrier(t, 0);
     if (r->index == 0)
-        t->avg_seconds += vkt_now() - t0;
+        t->avg_seconds += plat_now() - t0;
     return 0;
 }
 

@@ -10,7 +10,7 @@ vkt_status trainer_fail(vkt_trainer *t, vkt_status st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vkt_failv(t ? t->errmsg : NULL, st, fmt, ap);
+    err_failv(t ? t->errmsg : NULL, st, fmt, ap);
     va_end(ap);
     return st;
 }
@@ -31,7 +31,7 @@ vkt_status replica_fail(replica *r, vkt_status st, const char *fmt, ...)
         snprintf(r->errmsg, sizeof r->errmsg, "replica %u: %s", r->index, msg);
     else
         snprintf(r->errmsg, sizeof r->errmsg, "%s", msg);
-    vkt_fail(NULL, st, "%s", r->errmsg); /* the thread's last error too */
+    err_fail(NULL, st, "%s", r->errmsg); /* the thread's last error too */
     r->status = st;
     return st;
 }
@@ -106,7 +106,7 @@ static vkt_status select_devices(vkt_trainer *t, uint32_t *dev, uint32_t *n)
         return VKT_OK;
     }
     uint32_t count = vkt_instance_device_count(t->inst);
-    if (t->world && !vkt_getenv("VKT_DEVICES") && count > 0) {
+    if (t->world && !plat_getenv("VKT_DEVICES") && count > 0) {
         dev[0] = t->world->local_rank % count; /* ranks sharing a host spread over its GPUs */
         *n = 1;
         return VKT_OK;
@@ -211,18 +211,18 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
                               const vkt_trainer_options *options, vkt_trainer **out)
 {
     if (!out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_create: out is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_create: out is NULL");
     *out = NULL;
     if (!inst || !graph || !loss || !options)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_create: instance, graph, loss and options are required");
     if (vkt_graph_status(graph) != VKT_OK)
-        return vkt_fail(NULL, vkt_graph_status(graph), "%s", vkt_graph_errmsg(graph));
+        return err_fail(NULL, vkt_graph_status(graph), "%s", vkt_graph_errmsg(graph));
     if (options->batch == 0)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_create: batch is 0");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_create: batch is 0");
     vkt_trainer *t = calloc(1, sizeof *t);
     if (!t)
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     t->inst = inst;
     t->graph = graph;
     t->loss = loss;
@@ -244,7 +244,7 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
         char msg[VKT_ERRMSG_SIZE];
         memcpy(msg, t->errmsg, sizeof msg);
         vkt_trainer_destroy(t);
-        return vkt_fail(NULL, st, "%s", msg);
+        return err_fail(NULL, st, "%s", msg);
     }
     t->stats.replicas = t->n_rep;
     t->stats.bytes_staged_per_step = t->staged ? 2ull * t->n_rep * t->grad_count * 4 : 0;
@@ -272,7 +272,7 @@ void vkt_trainer_destroy(vkt_trainer *t)
     }
     free(t->rep);
     free((void *)t->master);
-    vkt_monitor_destroy(t->push_lock);
+    plat_monitor_destroy(t->push_lock);
     free(t->pulls);
     free(t->pushes);
     free(t->comm);
@@ -298,7 +298,7 @@ vkt_status trainer_row_bytes(char *errmsg, vkt_model *m, const vkt_tensor *input
     vkt_shape s;
     vkt_status st = vkt_model_shape(m, input, &s);
     if (st != VKT_OK)
-        return vkt_fail(errmsg, st, "%s", vkt_model_errmsg(m));
+        return err_fail(errmsg, st, "%s", vkt_model_errmsg(m));
     uint64_t n = 1;
     for (uint32_t d = 1; d < s.ndim; d++)
         n *= s.dims[d];
@@ -318,7 +318,7 @@ static vkt_status check_fed(vkt_trainer *t, char *errmsg, vkt_model *m, const vk
         for (uint32_t f = 0; f < n && !fed; f++)
             fed = feeds[f].tensor == node;
         if (!fed)
-            return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+            return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "input '%s' is not fed: every step needs data for it", node->name);
     }
     return VKT_OK;
@@ -328,11 +328,11 @@ vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_fe
                         uint32_t n, uint32_t row0, uint32_t rows, uint32_t pad_to)
 {
     if (n && !feeds)
-        return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "feeds is NULL");
+        return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "feeds is NULL");
     vkt_status st = check_fed(t, errmsg, m, feeds, n);
     for (uint32_t f = 0; st == VKT_OK && f < n; f++) {
         if (!feeds[f].tensor || !feeds[f].data)
-            return vkt_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "feed %u has no tensor or data",
+            return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "feed %u has no tensor or data",
                             f);
         uint64_t row = 0;
         if ((st = trainer_row_bytes(errmsg, m, feeds[f].tensor, &row)) != VKT_OK)
@@ -341,7 +341,7 @@ vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_fe
         if (pad_to > rows) { /* evaluation's last chunk: pad with zero rows */
             char *buf = calloc(pad_to, row);
             if (!buf)
-                return vkt_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+                return err_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
             memcpy(buf, src, rows * row);
             st = vkt_model_set_input(m, feeds[f].tensor, buf, pad_to * row / 4);
             free(buf);
@@ -349,7 +349,7 @@ vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_fe
             st = vkt_model_set_input(m, feeds[f].tensor, src, rows * row / 4);
         }
         if (st != VKT_OK)
-            return vkt_fail(errmsg, st, "%s", vkt_model_errmsg(m));
+            return err_fail(errmsg, st, "%s", vkt_model_errmsg(m));
     }
     return st;
 }
@@ -359,7 +359,7 @@ void trainer_slow_down(replica *r)
     vkt_trainer *t = r->t;
     uint32_t slow = t->opt.slow_replica == UINT32_MAX ? t->world_rep - 1 : t->opt.slow_replica;
     if (t->opt.slow_seconds > 0 && t->rep_base + r->index == slow)
-        vkt_sleep(t->opt.slow_seconds * r->rows * t->world_rep / t->opt.batch);
+        plat_sleep(t->opt.slow_seconds * r->rows * t->world_rep / t->opt.batch);
 }
 
 void trainer_set_step(replica *r, uint64_t step)
@@ -378,7 +378,7 @@ void trainer_set_step(replica *r, uint64_t step)
 
 vkt_status trainer_step_submit(replica *r)
 {
-    r->submitted_at = vkt_now();
+    r->submitted_at = plat_now();
     vkt_status st = graph_model_step_submit(r->model);
     return st == VKT_OK ? st : replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
 }
@@ -407,13 +407,13 @@ vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_fe
                             float *out_loss)
 {
     if (!t)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_step: trainer is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_step: trainer is NULL");
     if (t->opt.mode == VKT_PARALLEL_ASYNC && t->staged)
         return trainer_fail(t, VKT_ERROR_STATE,
                             "vkt_trainer_step is synchronous: in async mode use vkt_trainer_fit");
     if (t->lost)
         return trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg);
-    double t0 = vkt_now(), c0 = vkt_cpu_time();
+    double t0 = plat_now(), c0 = plat_cpu_time();
     t->feeds = feeds;
     t->n_feeds = n_feeds;
     t->stop = 0;
@@ -425,15 +425,15 @@ vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_fe
         *out_loss = (float)loss;
     t->steps++;
     t->stats.steps++;
-    t->stats.step_seconds += vkt_now() - t0;
-    t->stats.host_cpu_seconds += vkt_cpu_time() - c0;
+    t->stats.step_seconds += plat_now() - t0;
+    t->stats.host_cpu_seconds += plat_cpu_time() - c0;
     return VKT_OK;
 }
 
 vkt_status vkt_trainer_set_optimizer(vkt_trainer *t, const vkt_optimizer_options *o)
 {
     if (!t || !o)
-        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_set_optimizer: NULL argument");
     for (uint32_t i = 0; i < t->n_rep; i++) {
         vkt_optimizer_options oo = *o;
@@ -453,7 +453,7 @@ vkt_status vkt_trainer_read_replica_params(vkt_trainer *t, uint32_t replica, flo
                                            uint64_t count)
 {
     if (!t)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read_params: NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read_params: NULL");
     if (replica >= t->n_rep)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "replica %u of %u", replica,
                             t->n_rep);
@@ -469,7 +469,7 @@ vkt_status vkt_trainer_read_params(vkt_trainer *t, float *out, uint64_t count)
 vkt_status vkt_trainer_write_params(vkt_trainer *t, const float *data, uint64_t count)
 {
     if (!t)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_write_params: NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_write_params: NULL");
     for (uint32_t i = 0; i < t->n_rep; i++) {
         vkt_status st = vkt_model_write_params(t->rep[i].model, data, count);
         if (st != VKT_OK)
@@ -481,7 +481,7 @@ vkt_status vkt_trainer_write_params(vkt_trainer *t, const float *data, uint64_t 
 vkt_status vkt_trainer_read(vkt_trainer *t, const vkt_tensor *param, float *out, uint64_t count)
 {
     if (!t)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read: NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read: NULL");
     vkt_status st = vkt_model_read(t->rep[0].model, param, out, count);
     return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
 }
@@ -489,7 +489,7 @@ vkt_status vkt_trainer_read(vkt_trainer *t, const vkt_tensor *param, float *out,
 vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
 {
     if (!t || !out)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_stats_get: NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_stats_get: NULL");
     *out = t->stats;
     out->average_seconds = t->avg_seconds;
     out->rank = t->rank;

@@ -114,12 +114,12 @@ struct vkt_trainer {
     char errmsg[VKT_ERRMSG_SIZE];
 
     /* worker threads: one per replica when N > 1 */
-    vkt_thread **threads;
-    vkt_monitor *mon;
+    plat_thread **threads;
+    plat_monitor *mon;
     uint64_t job_gen, jobs_done;
     replica_job job;
     int quit;
-    vkt_barrier *barrier;
+    plat_barrier *barrier;
 
     /* the current run (fit or step) */
     const vkt_feed *feeds;
@@ -136,7 +136,7 @@ struct vkt_trainer {
     _Atomic float *master;
     atomic_uint_fast64_t version;  /* master updates so far */
     uint64_t *pulls, *pushes;      /* per replica, under mon */
-    vkt_monitor *push_lock;        /* bounded staleness: pushes one at a time */
+    plat_monitor *push_lock;        /* bounded staleness: pushes one at a time */
     int failed;                    /* under mon: a replica failed, the others stop */
 
     int balanced;                  /* the split was re-made by measured speed */

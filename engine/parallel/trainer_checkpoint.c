@@ -37,7 +37,7 @@ static uint64_t shape_count(const vkt_shape *s)
 static vkt_status check_trainer(vkt_trainer *t, const char *fn, const char *path)
 {
     if (!t || !path)
-        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: trainer and path are required", fn);
     if (!ckpt_host_little_endian())
         return trainer_fail(t, VKT_ERROR_INTERNAL,
@@ -158,7 +158,7 @@ vkt_status vkt_trainer_save(vkt_trainer *t, const char *path)
         return st;
     ckpt_buf b = {0};
     st = encode(t, &b);
-    if (st == VKT_OK && vkt_write_file_atomic(path, b.p, b.n) != 0)
+    if (st == VKT_OK && plat_write_file_atomic(path, b.p, b.n) != 0)
         st = trainer_fail(t, VKT_ERROR_IO, "vkt_trainer_save: cannot write '%s'", path);
     free(b.p);
     return st;

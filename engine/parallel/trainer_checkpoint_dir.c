@@ -15,14 +15,14 @@ vkt_status vkt_checkpoint_save_dir_v2(vkt_trainer *t, const char *dir, uint32_t 
     if (notes && notes_size)
         notes[0] = '\0';
     if (!t || !dir)
-        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_checkpoint_save_dir: trainer and dir are required");
     if (!trainer_is_chief(t)) /* across ranks the chief alone writes */
         return VKT_OK;
-    if (vkt_mkdirs(dir) != 0)
+    if (plat_mkdirs(dir) != 0)
         return trainer_fail(t, VKT_ERROR_IO, "cannot create the checkpoint directory '%s'",
                             dir);
-    vkt_file_lock *held;
+    plat_file_lock *held;
     vkt_status st = ckpt_dir_enter(dir, &held, t->errmsg);
     if (st != VKT_OK)
         return st;
@@ -34,7 +34,7 @@ vkt_status vkt_checkpoint_save_dir_v2(vkt_trainer *t, const char *dir, uint32_t 
         if ((st = ckpt_dir_retain(dir, keep, step, notes, notes_size)) != VKT_OK)
             trainer_fail(t, st, "%s", vkt_last_error());
     }
-    vkt_file_unlock(held);
+    plat_file_unlock(held);
     return st;
 }
 
@@ -53,18 +53,18 @@ vkt_status vkt_checkpoint_restore_latest(vkt_trainer *t, const char *dir, int *o
     if (notes && notes_size)
         notes[0] = '\0';
     if (!t || !dir)
-        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_checkpoint_restore_latest: trainer and dir are required");
     ckpt k = {0};
     char path[CKPT_PATH_SIZE] = "";
     int found = 0;
     vkt_status st = VKT_OK;
-    vkt_file_lock *held = NULL;
+    plat_file_lock *held = NULL;
     if (trainer_is_chief(t) && /* across ranks the chief reads and shares */
         (st = ckpt_dir_enter(dir, &held, t->errmsg)) == VKT_OK)
         st = ckpt_dir_find_latest(dir, &k, path, sizeof path, &found, notes, notes_size,
                                   t->errmsg, 1);
-    vkt_file_unlock(held);
+    plat_file_unlock(held);
     if ((st = trainer_ckpt_share(t, st, &found, &k, path, sizeof path)) != VKT_OK || !found)
         return st;
     st = trainer_ckpt_restore(t, path, &k);

@@ -40,7 +40,7 @@ vkt_status vkt_trainer_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n
                                uint32_t rows, const vkt_tensor *output, float *out)
 {
     if (!t || !out || !output)
-        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_predict: NULL argument");
     vkt_model *m = NULL;
     vkt_status st = trainer_eval_model(t, output, TRAINER_EVAL_BATCH, &m);
@@ -83,7 +83,7 @@ vkt_status vkt_trainer_evaluate(vkt_trainer *t, const vkt_dataset *data,
                                 vkt_eval_result *out)
 {
     if (!t || !data || !input || !logits || !out)
-        return vkt_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_evaluate: NULL argument");
     memset(out, 0, sizeof *out);
     uint32_t n = vkt_dataset_count(data), classes = vkt_dataset_classes(data);

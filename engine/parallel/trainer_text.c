@@ -13,7 +13,7 @@ static vkt_status check_lm(vkt_trainer *t, const char *fn, const vkt_text *text,
                            const vkt_tensor *ids, const vkt_tensor *logits, uint32_t context)
 {
     if (!t)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: trainer is NULL", fn);
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: trainer is NULL", fn);
     if (!text || !ids || !logits || context == 0)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "%s: NULL argument or context 0",
                             fn);
@@ -56,7 +56,7 @@ vkt_status vkt_trainer_evaluate_text(vkt_trainer *t, const vkt_text *text, int s
     for (uint32_t w0 = 0; st == VKT_OK && w0 < use; w0 += chunk) {
         uint32_t n = use - w0 < chunk ? use - w0 : chunk; /* rows past n keep old windows */
         for (uint32_t w = 0; w < n; w++) /* evenly spread windows */
-            vkt_text_window(text, split, all * (w0 + w) / use * context, context,
+            text_window(text, split, all * (w0 + w) / use * context, context,
                             x + (uint64_t)w * context, y + (uint64_t)w * context);
         if ((st = vkt_model_set_input(m, ids, x, rows)) != VKT_OK ||
             (st = vkt_model_forward(m)) != VKT_OK ||

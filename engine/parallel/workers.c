@@ -12,33 +12,33 @@ static void worker(void *arg)
     vkt_trainer *t = r->t;
     uint64_t seen = 0;
     for (;;) {
-        vkt_monitor_lock(t->mon);
+        plat_monitor_lock(t->mon);
         while (!t->quit && t->job_gen == seen)
-            vkt_monitor_wait(t->mon);
+            plat_monitor_wait(t->mon);
         if (t->quit) {
-            vkt_monitor_unlock(t->mon);
+            plat_monitor_unlock(t->mon);
             return;
         }
         seen = t->job_gen;
         replica_job job = t->job;
-        vkt_monitor_unlock(t->mon);
+        plat_monitor_unlock(t->mon);
         job(r);
-        vkt_monitor_lock(t->mon);
+        plat_monitor_lock(t->mon);
         t->jobs_done++;
-        vkt_monitor_broadcast(t->mon);
-        vkt_monitor_unlock(t->mon);
+        plat_monitor_broadcast(t->mon);
+        plat_monitor_unlock(t->mon);
     }
 }
 
 vkt_status trainer_workers_start(vkt_trainer *t)
 {
-    t->mon = vkt_monitor_create();
-    t->barrier = vkt_barrier_create(t->n_rep);
+    t->mon = plat_monitor_create();
+    t->barrier = plat_barrier_create(t->n_rep);
     t->threads = calloc(t->n_rep, sizeof *t->threads);
     if (!t->mon || !t->barrier || !t->threads)
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for threads");
     for (uint32_t i = 0; i < t->n_rep; i++)
-        if (vkt_thread_start(&t->threads[i], worker, &t->rep[i]) != 0)
+        if (plat_thread_start(&t->threads[i], worker, &t->rep[i]) != 0)
             return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "cannot start thread %u", i);
     return VKT_OK;
 }
@@ -47,16 +47,16 @@ void trainer_workers_stop(vkt_trainer *t)
 {
     if (!t->mon)
         return;
-    vkt_monitor_lock(t->mon);
+    plat_monitor_lock(t->mon);
     t->quit = 1;
-    vkt_monitor_broadcast(t->mon);
-    vkt_monitor_unlock(t->mon);
+    plat_monitor_broadcast(t->mon);
+    plat_monitor_unlock(t->mon);
     for (uint32_t i = 0; t->threads && i < t->n_rep; i++)
-        vkt_thread_join(t->threads[i]);
+        plat_thread_join(t->threads[i]);
     free(t->threads);
     t->threads = NULL;
-    vkt_barrier_destroy(t->barrier);
-    vkt_monitor_destroy(t->mon);
+    plat_barrier_destroy(t->barrier);
+    plat_monitor_destroy(t->mon);
     t->barrier = NULL;
     t->mon = NULL;
 }
@@ -87,13 +87,13 @@ vkt_status trainer_run_all(vkt_trainer *t, replica_job job)
         job(&t->rep[0]);
         return trainer_collect(t);
     }
-    vkt_monitor_lock(t->mon);
+    plat_monitor_lock(t->mon);
     t->job = job;
     t->job_gen++;
     uint64_t target = t->jobs_done + t->n_rep;
-    vkt_monitor_broadcast(t->mon);
+    plat_monitor_broadcast(t->mon);
     while (t->jobs_done < target)
-        vkt_monitor_wait(t->mon);
-    vkt_monitor_unlock(t->mon);
+        plat_monitor_wait(t->mon);
+    plat_monitor_unlock(t->mon);
     return trainer_collect(t);
 }

@@ -18,24 +18,24 @@ vkt_status vkt_world_init(int *argc, char ***argv, const vkt_world_options *opti
                           vkt_world **out_world)
 {
     if (!out_world)
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_world_init: out_world is NULL");
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_world_init: out_world is NULL");
     *out_world = NULL;
     vkt_world_options o = options ? *options : (vkt_world_options){0};
     /* !(x >= 0) also catches NaN. */
     if (!(o.timeout_seconds >= 0) || isinf(o.timeout_seconds))
-        return vkt_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_world_init: timeout_seconds must be finite and >= 0, got %g",
                         o.timeout_seconds);
     vkt_world *w = calloc(1, sizeof *w);
     if (!w)
-        return vkt_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "vkt_world_init: out of host memory");
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "vkt_world_init: out of host memory");
     w->timeout = o.timeout_seconds > 0 ? o.timeout_seconds : WORLD_DEFAULT_TIMEOUT;
     w->poll_max_us = o.poll_max_us ? o.poll_max_us : WORLD_DEFAULT_POLL_MAX_US;
     w->size = w->local_size = 1;
     vkt_status st = world_tp_init(w, argc, argv, o.require_launcher);
     if (st != VKT_OK) {
         /* The transport left its message in w->errmsg; keep it as the thread's error. */
-        vkt_fail(NULL, st, "%s", w->errmsg);
+        err_fail(NULL, st, "%s", w->errmsg);
         free(w);
         return st;
     }
@@ -71,7 +71,7 @@ void vkt_world_set_timeout(vkt_world *world, double seconds)
 vkt_status vkt_world_broadcast(vkt_world *world, void *data, uint64_t bytes)
 {
     if (bytes && !data)
-        return vkt_fail(world ? world->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(world ? world->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_world_broadcast: data is NULL");
     if (!world)
         return VKT_OK; /* one rank: the data is already everywhere */
@@ -81,7 +81,7 @@ vkt_status vkt_world_broadcast(vkt_world *world, void *data, uint64_t bytes)
 vkt_status vkt_world_sum(vkt_world *world, double *values, uint32_t n)
 {
     if (n && !values)
-        return vkt_fail(world ? world->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(world ? world->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_world_sum: values is NULL");
     if (!world)
         return VKT_OK;
@@ -105,7 +105,7 @@ void world_backoff(const vkt_world *w, uint32_t n)
 {
     uint32_t cap = w && w->poll_max_us ? w->poll_max_us : WORLD_DEFAULT_POLL_MAX_US;
     uint32_t us = n >= 31 ? cap : 1u << n;
-    vkt_sleep((double)(us < cap ? us : cap) * 1e-6);
+    plat_sleep((double)(us < cap ? us : cap) * 1e-6);
 }
 
 vkt_status world_allreduce_f32(vkt_world *w, float *data, uint64_t n, const char *what)
@@ -125,10 +125,10 @@ static vkt_status bench_once(vkt_world *w, float *data, uint64_t n, int plain,
     vkt_status st = world_barrier(w, "benchmark barrier");
     if (st != VKT_OK)
         return st;
-    double t0 = vkt_now();
+    double t0 = plat_now();
     st = plain ? world_allreduce_f32_plain(w, data, n)
                : world_allreduce_f32(w, data, n, "benchmark allreduce");
-    *seconds += vkt_now() - t0;
+    *seconds += plat_now() - t0;
     return st;
 }
 
@@ -137,11 +137,11 @@ vkt_status vkt_world_bench_allreduce(vkt_world *world, uint64_t bytes, uint32_t 
 {
     char *msg = world ? world->errmsg : NULL;
     if (!out_vkt_seconds || !out_mpi_seconds)
-        return vkt_fail(msg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(msg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_world_bench_allreduce: an output is NULL");
     *out_vkt_seconds = *out_mpi_seconds = 0;
     if (bytes < 4 || bytes % 4 || iters == 0)
-        return vkt_fail(msg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(msg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_world_bench_allreduce: bytes must be a positive multiple of 4 "
                         "and iters > 0 (got %llu bytes, %u iters)",
                         (unsigned long long)bytes, iters);
@@ -152,7 +152,7 @@ vkt_status vkt_world_bench_allreduce(vkt_world *world, uint64_t bytes, uint32_t 
      * reduction's arithmetic costs the same every iteration. */
     float *data = calloc(n, sizeof *data);
     if (!data)
-        return vkt_fail(msg, VKT_ERROR_OUT_OF_MEMORY,
+        return err_fail(msg, VKT_ERROR_OUT_OF_MEMORY,
                         "vkt_world_bench_allreduce: cannot allocate %llu bytes",
                         (unsigned long long)bytes);
     double t[2] = {0, 0}, warm = 0;
@@ -186,10 +186,10 @@ vkt_status world_check_send(vkt_world *w, uint32_t dst, int tag, const void *buf
                             uint64_t bytes, world_req **out)
 {
     if (!out)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "send: out is NULL");
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "send: out is NULL");
     *out = NULL;
     if (dst >= w->size || tag < 0 || (bytes && !buf))
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "send: bad destination %u (of %u ranks), tag %d or buffer", dst,
                         w->size, tag);
     return VKT_OK;

@@ -48,12 +48,12 @@ struct world_impl {
     uint64_t seq;                     /* collectives this rank has started */
     int hb_off;                       /* 1 after an MPI error on them: advisory, stop */
     uint64_t arrivals;                /* heartbeats of peers that reached our collective */
-    double next_beat;                 /* vkt_now() from which the next beat is due */
+    double next_beat;                 /* plat_now() from which the next beat is due */
     uint32_t n_peers;
     MPI_Request *hb_recv;             /* [n_peers] one preposted receive each */
     uint64_t (*hb_in)[2];             /* [n_peers] their buffers */
     uint64_t *last_seq, *last_step;   /* [n_peers] the newest heartbeat seen */
-    double *last_heard;               /* [n_peers] vkt_now() of their newest message */
+    double *last_heard;               /* [n_peers] plat_now() of their newest message */
     hb_slot (*hb_out)[HB_RING];       /* [n_peers] send rings */
     uint32_t *hb_next;                /* [n_peers] next slot of each ring */
     int *hb_index;                    /* [n_peers] MPI_Testsome's output */
@@ -82,7 +82,7 @@ static vkt_status mpi_fail(vkt_world *w, int rc, const char *call, const char *w
     int len = 0;
     if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
         snprintf(text, sizeof text, "MPI error %d", rc);
-    return vkt_fail(w->errmsg, VKT_ERROR_INTERNAL, "step %llu: %s: %s failed: %s",
+    return err_fail(w->errmsg, VKT_ERROR_INTERNAL, "step %llu: %s: %s failed: %s",
                     (unsigned long long)w->step, what, call, text);
 }
 
@@ -102,7 +102,7 @@ static world_req *req_new(vkt_world *w, int n, const char *what)
 {
     world_req *r = calloc(1, sizeof *r + (size_t)n * sizeof(MPI_Request));
     if (!r) {
-        vkt_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+        err_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
         return NULL;
     }
     r->what = what;
@@ -167,10 +167,10 @@ static vkt_status hb_start(vkt_world *w)
     if (!m->hb_recv || !m->hb_in || !m->last_seq || !m->last_step || !m->last_heard ||
         !m->hb_out || !m->hb_next || !m->hb_index) {
         hb_free(m);
-        return vkt_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "world: out of host memory "
+        return err_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "world: out of host memory "
                         "for the heartbeats of %u ranks", w->size);
     }
-    double now = vkt_now(); /* silence is counted from the start */
+    double now = plat_now(); /* silence is counted from the start */
     for (uint32_t i = 0; i < n; i++) {
         m->hb_recv[i] = MPI_REQUEST_NULL;
         m->last_heard[i] = now;
@@ -206,7 +206,7 @@ static void hb_poll(vkt_world *w)
         }
         if (done == MPI_UNDEFINED || done == 0)
             return;
-        double now = vkt_now();
+        double now = plat_now();
         for (int k = 0; k < done; k++) {
             uint32_t i = (uint32_t)m->hb_index[k];
             uint64_t seq = m->hb_in[i][0];
@@ -239,7 +239,7 @@ static void hb_out(vkt_world *w)
     struct world_impl *m = w->impl;
     if (!m->n_peers || m->hb_off)
         return;
-    m->next_beat = vkt_now() + beat_interval(w);
+    m->next_beat = plat_now() + beat_interval(w);
     for (uint32_t i = 0; i < m->n_peers; i++) {
         hb_slot *s = &m->hb_out[i][m->hb_next[i]];
         int free_slot = 1;
@@ -357,20 +357,20 @@ static vkt_status timeout_fail(vkt_world *w, const char *what, double limit)
     hb_poll(w);
     char ranks[512] = "", steps[512] = "", ages[512] = "";
     unsigned long long step = (unsigned long long)w->step;
-    if (list_peers(w, 0, vkt_now(), ranks, steps, ages, sizeof ranks))
-        return vkt_fail(w->errmsg, VKT_ERROR_TIMEOUT,
+    if (list_peers(w, 0, plat_now(), ranks, steps, ages, sizeof ranks))
+        return err_fail(w->errmsg, VKT_ERROR_TIMEOUT,
                         "step %llu: %s did not complete in %g s: rank(s) %s have not arrived "
                         "(last seen at step(s) %s)", step, what, limit, ranks, steps);
-    if (list_peers(w, 1, vkt_now(), ranks, steps, ages, sizeof ranks))
-        return vkt_fail(w->errmsg, VKT_ERROR_TIMEOUT,
+    if (list_peers(w, 1, plat_now(), ranks, steps, ages, sizeof ranks))
+        return err_fail(w->errmsg, VKT_ERROR_TIMEOUT,
                         "step %llu: %s did not complete in %g s: rank(s) %s stopped answering "
                         "(last heard %s s ago, at step(s) %s)", step, what, limit, ranks, ages,
                         steps);
     if (w->rank != 0)
-        return vkt_fail(w->errmsg, VKT_ERROR_TIMEOUT,
+        return err_fail(w->errmsg, VKT_ERROR_TIMEOUT,
                         "step %llu: %s did not complete in %g s: the chief (rank 0) names the "
                         "late ranks", step, what, limit);
-    return vkt_fail(w->errmsg, VKT_ERROR_TIMEOUT,
+    return err_fail(w->errmsg, VKT_ERROR_TIMEOUT,
                     "step %llu: %s did not complete in %g s: every rank has arrived, but the "
                     "transport made no progress", step, what, limit);
 }
@@ -493,20 +493,20 @@ static vkt_status start_mpi(vkt_world *w, int *argc, char ***argv, int already)
         int finalized = 0;
         MPI_Finalized(&finalized);
         if (finalized)
-            return vkt_fail(w->errmsg, VKT_ERROR_STATE,
+            return err_fail(w->errmsg, VKT_ERROR_STATE,
                             "world init: the application has already finalized MPI");
         MPI_Query_thread(&provided);
     } else {
         int rc = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
         if (rc != MPI_SUCCESS)
-            return vkt_fail(w->errmsg, VKT_ERROR_INTERNAL,
+            return err_fail(w->errmsg, VKT_ERROR_INTERNAL,
                             "world init: MPI_Init_thread failed (error %d)", rc);
         w->impl->own_init = 1;
     }
     w->launched = 1;
     /* The trainer calls MPI from its own threads, one at a time. */
     if (provided < MPI_THREAD_SERIALIZED)
-        return vkt_fail(w->errmsg, VKT_ERROR_STATE,
+        return err_fail(w->errmsg, VKT_ERROR_STATE,
                         "world init: MPI provides %s; vktrain needs MPI_THREAD_SERIALIZED "
                         "(one thread at a time, from any thread)", thread_level_name(provided));
     return setup_comms(w);
@@ -530,14 +530,14 @@ vkt_status world_tp_init(vkt_world *w, int *argc, char ***argv, int require_laun
     MPI_Initialized(&already);
     if (!already && !launched_by_env()) {
         if (require_launcher)
-            return vkt_fail(w->errmsg, VKT_ERROR_STATE,
+            return err_fail(w->errmsg, VKT_ERROR_STATE,
                             "world init: not started by an MPI launcher (mpirun, srun: none of "
                             "OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK, PMI_SIZE is set)");
         return VKT_OK; /* one rank; no MPI call */
     }
     w->impl = calloc(1, sizeof *w->impl);
     if (!w->impl)
-        return vkt_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "world init: out of host memory");
+        return err_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "world init: out of host memory");
     vkt_status st = start_mpi(w, argc, argv, already);
     if (st != VKT_OK) {
         /* MPI stays initialised: finalizing is collective and the other ranks may not
@@ -622,7 +622,7 @@ int world_test(vkt_world *w, world_req *req)
         return 1;
     int r = req_test(w, req);
     if (r == 0)
-        hb_tick(w, vkt_now()); /* a caller polling in a loop is waiting too */
+        hb_tick(w, plat_now()); /* a caller polling in a loop is waiting too */
     return r;
 }
 
@@ -646,11 +646,11 @@ vkt_status world_wait(vkt_world *w, world_req *req)
     double spin = (double)req->bytes / SPIN_BYTES_PER_S;
     if (spin < SPIN_MIN)
         spin = SPIN_MIN;
-    double t0 = vkt_now(), spin_from = t0;
+    double t0 = plat_now(), spin_from = t0;
     uint64_t arrivals = m->arrivals;
     for (uint32_t i = 0;;) {
         int r = req_test(w, req);
-        double now = vkt_now(), waited = now - t0;
+        double now = plat_now(), waited = now - t0;
         if (r != 0) {
             w->comm_seconds += waited;
             return r > 0 ? VKT_OK : VKT_ERROR_INTERNAL;
@@ -679,7 +679,7 @@ static vkt_status iallreduce(vkt_world *w, void *data, uint64_t n, MPI_Datatype 
 {
     *out = NULL;
     if (n && !data)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", what);
     if (w->size == 1 || n == 0)
         return VKT_OK;
     uint64_t piece = piece_elems(w, elem, (uint64_t)INT_MAX * elem);
@@ -737,7 +737,7 @@ static vkt_status bcast_from(vkt_world *w, void *data, uint64_t bytes, uint32_t 
                              const char *what)
 {
     if (bytes && !data)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: data is NULL", what);
     if (w->size == 1 || bytes == 0)
         return VKT_OK;
     uint64_t piece = piece_elems(w, 1, BCAST_PIECE);
@@ -787,7 +787,7 @@ vkt_status world_gather(vkt_world *w, const void *send, uint64_t bytes, void *re
                         const char *what)
 {
     if ((bytes && !send) || (w->rank == 0 && bytes && !recv))
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: a buffer is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: a buffer is NULL", what);
     if (w->size == 1 || bytes == 0) {
         if (bytes && recv != send)
             memmove(recv, send, bytes);
@@ -800,7 +800,7 @@ vkt_status world_gather(vkt_world *w, const void *send, uint64_t bytes, void *re
      * then moved to their places in rank-major `recv`. */
     char *tmp = NULL;
     if (w->rank == 0 && !(tmp = malloc(piece * w->size)))
-        return vkt_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+        return err_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
     vkt_status st = VKT_OK;
     for (uint64_t off = 0; off < bytes && st == VKT_OK; off += piece) {
         uint64_t len = bytes - off < piece ? bytes - off : piece;
@@ -831,7 +831,7 @@ vkt_status world_allgatherv_f32(vkt_world *w, float *data, const uint64_t *count
                                 const uint64_t *displs, const char *what)
 {
     if (!data || !counts || !displs)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: an argument is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: an argument is NULL", what);
     if (w->size == 1)
         return VKT_OK;
     int *v = int_layout(w, counts, displs);
@@ -896,7 +896,7 @@ vkt_status world_allreduce_f32_plain(vkt_world *w, float *data, uint64_t n)
 static vkt_status need_peers(vkt_world *w, const char *what)
 {
     return w->launched ? VKT_OK
-                       : vkt_fail(w->errmsg, VKT_ERROR_STATE,
+                       : err_fail(w->errmsg, VKT_ERROR_STATE,
                                   "%s: no other rank (the process was not started by an MPI "
                                   "launcher)", what);
 }
@@ -910,7 +910,7 @@ vkt_status world_isend(vkt_world *w, uint32_t dst, int tag, const void *buf, uin
     if (st != VKT_OK)
         return st;
     if (bytes > INT_MAX)
-        return vkt_fail(w->errmsg, VKT_ERROR_LIMIT,
+        return err_fail(w->errmsg, VKT_ERROR_LIMIT,
                         "send: %llu bytes in one message; at most %d", (unsigned long long)bytes,
                         INT_MAX);
     world_req *req = req_new(w, 1, "send");
@@ -947,7 +947,7 @@ vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32
                           uint64_t *out_bytes)
 {
     if (!out_src || !out_bytes || (cap && !buf))
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "receive: an argument is NULL");
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "receive: an argument is NULL");
     *out_src = UINT32_MAX;
     *out_bytes = 0;
     vkt_status st = need_peers(w, "receive");
@@ -957,7 +957,7 @@ vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32
     MPI_Message msg;
     MPI_Status status;
     hb_poll(w);
-    hb_tick(w, vkt_now()); /* the parameter server's ranks wait here */
+    hb_tick(w, plat_now()); /* the parameter server's ranks wait here */
     int rc = MPI_Improbe(MPI_ANY_SOURCE, tag, w->impl->p2p, &flag, &msg, &status);
     if (rc != MPI_SUCCESS)
         return mpi_fail(w, rc, "MPI_Improbe", "receive");
@@ -969,7 +969,7 @@ vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32
         void *tmp = malloc((size_t)count);
         st = tmp ? mrecv(w, &msg, tmp, count) : VKT_ERROR_OUT_OF_MEMORY;
         free(tmp);
-        return vkt_fail(w->errmsg, VKT_ERROR_INTERNAL,
+        return err_fail(w->errmsg, VKT_ERROR_INTERNAL,
                         "receive: a message of %d bytes (tag %d) from rank %d exceeds the "
                         "buffer of %llu bytes%s", count, tag, status.MPI_SOURCE,
                         (unsigned long long)cap, st == VKT_OK ? "" : " (and was lost)");

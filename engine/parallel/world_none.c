@@ -16,7 +16,7 @@ vkt_status world_tp_init(vkt_world *w, int *argc, char ***argv, int require_laun
     w->launched = 0;
     w->impl = NULL;
     if (require_launcher)
-        return vkt_fail(w->errmsg, VKT_ERROR_STATE,
+        return err_fail(w->errmsg, VKT_ERROR_STATE,
                         "world init: this vktrain was built without MPI (VKT_MPI=OFF): it "
                         "cannot join a job of several processes; rebuild with -DVKT_MPI=ON");
     return VKT_OK;
@@ -35,7 +35,7 @@ vkt_status world_iallreduce_f32(vkt_world *w, float *data, uint64_t n, const cha
 {
     (void)n;
     if (!out)
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", what);
     *out = NULL;
     (void)data;
     return VKT_OK;
@@ -90,7 +90,7 @@ vkt_status world_gather(vkt_world *w, const void *send, uint64_t bytes, void *re
                         const char *what)
 {
     if (bytes && (!send || !recv))
-        return vkt_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: a buffer is NULL", what);
+        return err_fail(w->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: a buffer is NULL", what);
     if (bytes && recv != send)
         memmove(recv, send, bytes);
     return VKT_OK;
@@ -123,7 +123,7 @@ vkt_status world_isend(vkt_world *w, uint32_t dst, int tag, const void *buf, uin
     (void)bytes;
     if (out)
         *out = NULL;
-    return vkt_fail(w->errmsg, VKT_ERROR_STATE, "send: no other rank (a one-rank world)");
+    return err_fail(w->errmsg, VKT_ERROR_STATE, "send: no other rank (a one-rank world)");
 }
 
 vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32_t *out_src,
@@ -136,7 +136,7 @@ vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32
         *out_src = UINT32_MAX;
     if (out_bytes)
         *out_bytes = 0;
-    return vkt_fail(w->errmsg, VKT_ERROR_STATE, "receive: no other rank (a one-rank world)");
+    return err_fail(w->errmsg, VKT_ERROR_STATE, "receive: no other rank (a one-rank world)");
 }
 
 vkt_status world_allreduce_f32_plain(vkt_world *w, float *data, uint64_t n)

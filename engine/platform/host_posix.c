@@ -13,14 +13,14 @@
 #include <mach-o/dyld.h>
 #endif
 
-double vkt_wall_time(void)
+double plat_wall_time(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void vkt_hostname(char *buf, size_t size)
+void plat_hostname(char *buf, size_t size)
 {
     if (!buf || size == 0)
         return;
@@ -29,7 +29,7 @@ void vkt_hostname(char *buf, size_t size)
     buf[size - 1] = '\0';
 }
 
-int vkt_exe_dir(char *buf, size_t size)
+int plat_exe_dir(char *buf, size_t size)
 {
     if (!buf || size == 0)
         return -1;

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-void *vkt_dl_open(const char *path, char *why, size_t why_size)
+void *plat_dl_open(const char *path, char *why, size_t why_size)
 {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib && why && why_size) {
@@ -25,15 +25,15 @@ void *vkt_dl_open(const char *path, char *why, size_t why_size)
     return lib;
 }
 
-void *vkt_dl_symbol(void *lib, const char *name) { return lib ? dlsym(lib, name) : NULL; }
+void *plat_dl_symbol(void *lib, const char *name) { return lib ? dlsym(lib, name) : NULL; }
 
-void vkt_dl_close(void *lib)
+void plat_dl_close(void *lib)
 {
     if (lib)
         dlclose(lib);
 }
 
-const char *vkt_dl_vulkan_name(void)
+const char *plat_dl_vulkan_name(void)
 {
 #if defined(__APPLE__)
     return "libvulkan.1.dylib";
@@ -42,27 +42,27 @@ const char *vkt_dl_vulkan_name(void)
 #endif
 }
 
-double vkt_now(void)
+double plat_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-double vkt_cpu_time(void)
+double plat_cpu_time(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-const char *vkt_getenv(const char *name)
+const char *plat_getenv(const char *name)
 {
     const char *v = getenv(name);
     return (v && *v) ? v : NULL;
 }
 
-int vkt_mkdirs(const char *path)
+int plat_mkdirs(const char *path)
 {
     char buf[4096];
     size_t n = strlen(path);
@@ -82,7 +82,7 @@ int vkt_mkdirs(const char *path)
     return 0;
 }
 
-int vkt_read_file(const char *path, void **data, size_t *size)
+int plat_read_file(const char *path, void **data, size_t *size)
 {
     *data = NULL;
     *size = 0;
@@ -146,7 +146,7 @@ static int fsync_dir_of(const char *path)
     return r;
 }
 
-int vkt_write_file_atomic(const char *path, const void *data, size_t size)
+int plat_write_file_atomic(const char *path, const void *data, size_t size)
 {
     /* Unique per process and per call, so threads writing the same path never share
      * a temporary file. */
@@ -183,9 +183,9 @@ int vkt_write_file_atomic(const char *path, const void *data, size_t size)
     return fsync_dir_of(path);
 }
 
-int vkt_stdout_is_tty(void) { return isatty(STDOUT_FILENO); }
+int plat_stdout_is_tty(void) { return isatty(STDOUT_FILENO); }
 
-int vkt_list_dir(const char *dir, char ***names, size_t *count)
+int plat_list_dir(const char *dir, char ***names, size_t *count)
 {
     *names = NULL;
     *count = 0;
@@ -216,7 +216,7 @@ int vkt_list_dir(const char *dir, char ***names, size_t *count)
     }
     closedir(d);
     if (rc != 0) {
-        vkt_free_names(v, n);
+        plat_free_names(v, n);
         return rc;
     }
     *names = v;
@@ -224,16 +224,16 @@ int vkt_list_dir(const char *dir, char ***names, size_t *count)
     return 0;
 }
 
-void vkt_free_names(char **names, size_t count)
+void plat_free_names(char **names, size_t count)
 {
     for (size_t i = 0; i < count; i++)
         free(names[i]);
     free(names);
 }
 
-int vkt_remove_file(const char *path) { return unlink(path); }
+int plat_remove_file(const char *path) { return unlink(path); }
 
-int vkt_file_stat(const char *path, uint64_t *size, int64_t *mtime_ns)
+int plat_file_stat(const char *path, uint64_t *size, int64_t *mtime_ns)
 {
     struct stat sb;
     if (stat(path, &sb) != 0)
@@ -250,9 +250,9 @@ int vkt_file_stat(const char *path, uint64_t *size, int64_t *mtime_ns)
     return 0;
 }
 
-long vkt_process_id(void) { return (long)getpid(); }
+long plat_process_id(void) { return (long)getpid(); }
 
-struct vkt_file_lock {
+struct plat_file_lock {
     int fd;
 };
 
@@ -266,7 +266,7 @@ static void read_note(int fd, char *buf, size_t size)
     buf[strcspn(buf, "\n")] = '\0';
 }
 
-int vkt_file_lock_try(const char *path, const char *note, vkt_file_lock **out, char *other,
+int plat_file_lock_try(const char *path, const char *note, plat_file_lock **out, char *other,
                       size_t other_size)
 {
     *out = NULL;
@@ -290,7 +290,7 @@ int vkt_file_lock_try(const char *path, const char *note, vkt_file_lock **out, c
         close(fd);
         return busy ? 1 : -1;
     }
-    vkt_file_lock *l = malloc(sizeof *l);
+    plat_file_lock *l = malloc(sizeof *l);
     if (!l) {
         close(fd); /* closing the only descriptor releases the lock */
         if (other && other_size)
@@ -310,7 +310,7 @@ int vkt_file_lock_try(const char *path, const char *note, vkt_file_lock **out, c
     return 0;
 }
 
-void vkt_file_unlock(vkt_file_lock *lock)
+void plat_file_unlock(plat_file_lock *lock)
 {
     if (!lock)
         return;

@@ -50,7 +50,7 @@ static void system_message(DWORD code, char *buf, size_t size)
     buf[strcspn(buf, "\r\n")] = '\0';
 }
 
-void *vkt_dl_open(const char *path, char *why, size_t why_size)
+void *plat_dl_open(const char *path, char *why, size_t why_size)
 {
     wchar_t *w = widen(path);
     HMODULE lib = w ? LoadLibraryW(w) : NULL;
@@ -60,7 +60,7 @@ void *vkt_dl_open(const char *path, char *why, size_t why_size)
     return (void *)lib;
 }
 
-void *vkt_dl_symbol(void *lib, const char *name)
+void *plat_dl_symbol(void *lib, const char *name)
 {
     /* FARPROC to void * through a union: ISO C has no cast between them. */
     union {
@@ -71,15 +71,15 @@ void *vkt_dl_symbol(void *lib, const char *name)
     return u.p;
 }
 
-void vkt_dl_close(void *lib)
+void plat_dl_close(void *lib)
 {
     if (lib)
         FreeLibrary((HMODULE)lib);
 }
 
-const char *vkt_dl_vulkan_name(void) { return "vulkan-1.dll"; }
+const char *plat_dl_vulkan_name(void) { return "vulkan-1.dll"; }
 
-double vkt_now(void)
+double plat_now(void)
 {
     static LARGE_INTEGER freq; /* constant after boot; a race writes the same value */
     LARGE_INTEGER t;
@@ -92,7 +92,7 @@ double vkt_now(void)
 /* FILETIME: 100 ns units. */
 static uint64_t ticks(FILETIME f) { return ((uint64_t)f.dwHighDateTime << 32) | f.dwLowDateTime; }
 
-double vkt_cpu_time(void)
+double plat_cpu_time(void)
 {
     FILETIME created, ended, kernel, user;
     if (!GetProcessTimes(GetCurrentProcess(), &created, &ended, &kernel, &user))
@@ -103,14 +103,14 @@ double vkt_cpu_time(void)
 /* 100 ns ticks from 1601-01-01 (FILETIME's epoch) to 1970-01-01. */
 #define EPOCH_1601_TO_1970 116444736000000000ULL
 
-double vkt_wall_time(void)
+double plat_wall_time(void)
 {
     FILETIME f;
     GetSystemTimePreciseAsFileTime(&f);
     return (double)(ticks(f) - EPOCH_1601_TO_1970) * 1e-7;
 }
 
-void vkt_hostname(char *buf, size_t size)
+void plat_hostname(char *buf, size_t size)
 {
     if (!buf || size == 0)
         return;
@@ -121,7 +121,7 @@ void vkt_hostname(char *buf, size_t size)
     buf[size - 1] = '\0';
 }
 
-int vkt_exe_dir(char *buf, size_t size)
+int plat_exe_dir(char *buf, size_t size)
 {
     if (!buf || size == 0)
         return -1;
@@ -138,7 +138,7 @@ int vkt_exe_dir(char *buf, size_t size)
     return narrow(w, buf, size);
 }
 
-const char *vkt_getenv(const char *name)
+const char *plat_getenv(const char *name)
 {
     const char *v = getenv(name);
     return (v && *v) ? v : NULL;
@@ -156,7 +156,7 @@ static int make_dir(const char *path)
     return ok ? 0 : -1;
 }
 
-int vkt_mkdirs(const char *path)
+int plat_mkdirs(const char *path)
 {
     char buf[4096];
     size_t n = strlen(path);
@@ -184,7 +184,7 @@ int vkt_mkdirs(const char *path)
     return make_dir(buf);
 }
 
-int vkt_read_file(const char *path, void **data, size_t *size)
+int plat_read_file(const char *path, void **data, size_t *size)
 {
     *data = NULL;
     *size = 0;
@@ -218,7 +218,7 @@ int vkt_read_file(const char *path, void **data, size_t *size)
     return 0;
 }
 
-int vkt_write_file_atomic(const char *path, const void *data, size_t size)
+int plat_write_file_atomic(const char *path, const void *data, size_t size)
 {
     /* Unique per process and per call, as on POSIX. */
     static atomic_uint counter;
@@ -257,9 +257,9 @@ int vkt_write_file_atomic(const char *path, const void *data, size_t size)
     return rc;
 }
 
-int vkt_stdout_is_tty(void) { return _isatty(_fileno(stdout)); }
+int plat_stdout_is_tty(void) { return _isatty(_fileno(stdout)); }
 
-int vkt_list_dir(const char *dir, char ***names, size_t *count)
+int plat_list_dir(const char *dir, char ***names, size_t *count)
 {
     *names = NULL;
     *count = 0;
@@ -298,7 +298,7 @@ int vkt_list_dir(const char *dir, char ***names, size_t *count)
     } while (FindNextFileW(h, &e));
     FindClose(h);
     if (rc != 0) {
-        vkt_free_names(v, n);
+        plat_free_names(v, n);
         return rc;
     }
     *names = v;
@@ -306,14 +306,14 @@ int vkt_list_dir(const char *dir, char ***names, size_t *count)
     return 0;
 }
 
-void vkt_free_names(char **names, size_t count)
+void plat_free_names(char **names, size_t count)
 {
     for (size_t i = 0; i < count; i++)
         free(names[i]);
     free(names);
 }
 
-int vkt_remove_file(const char *path)
+int plat_remove_file(const char *path)
 {
     wchar_t *w = widen(path);
     int ok = w && DeleteFileW(w);
@@ -321,7 +321,7 @@ int vkt_remove_file(const char *path)
     return ok ? 0 : -1;
 }
 
-int vkt_file_stat(const char *path, uint64_t *size, int64_t *mtime_ns)
+int plat_file_stat(const char *path, uint64_t *size, int64_t *mtime_ns)
 {
     wchar_t *w = widen(path);
     WIN32_FILE_ATTRIBUTE_DATA a;
@@ -336,13 +336,13 @@ int vkt_file_stat(const char *path, uint64_t *size, int64_t *mtime_ns)
     return 0;
 }
 
-long vkt_process_id(void) { return (long)GetCurrentProcessId(); }
+long plat_process_id(void) { return (long)GetCurrentProcessId(); }
 
 /* LockFileEx locks are mandatory for the byte range they cover: the lock takes one byte
  * far beyond any note, so other processes can still read the note at offset 0. */
 #define LOCK_OFFSET_HIGH 0x40000000u
 
-struct vkt_file_lock {
+struct plat_file_lock {
     HANDLE h;
 };
 
@@ -358,7 +358,7 @@ static void read_note(HANDLE h, char *buf, size_t size)
     buf[strcspn(buf, "\r\n")] = '\0';
 }
 
-int vkt_file_lock_try(const char *path, const char *note, vkt_file_lock **out, char *other,
+int plat_file_lock_try(const char *path, const char *note, plat_file_lock **out, char *other,
                       size_t other_size)
 {
     *out = NULL;
@@ -386,7 +386,7 @@ int vkt_file_lock_try(const char *path, const char *note, vkt_file_lock **out, c
         CloseHandle(h);
         return busy ? 1 : -1;
     }
-    vkt_file_lock *l = malloc(sizeof *l);
+    plat_file_lock *l = malloc(sizeof *l);
     if (!l) {
         CloseHandle(h); /* closing the handle releases the lock */
         if (other && other_size)
@@ -406,7 +406,7 @@ int vkt_file_lock_try(const char *path, const char *note, vkt_file_lock **out, c
     return 0;
 }
 
-void vkt_file_unlock(vkt_file_lock *lock)
+void plat_file_unlock(plat_file_lock *lock)
 {
     if (!lock)
         return;

@@ -18,7 +18,7 @@ static atomic_int installed; /* 1 while our handlers are in place */
 
 static const int caught[] = {SIGINT, SIGTERM};
 #define N_CAUGHT (sizeof caught / sizeof caught[0])
-static struct sigaction previous[N_CAUGHT]; /* restored by vkt_signals_release */
+static struct sigaction previous[N_CAUGHT]; /* restored by plat_signals_release */
 static int replaced[N_CAUGHT];              /* 0: the signal was ignored and stays so */
 
 static void on_signal(int sig)
@@ -38,7 +38,7 @@ static void on_signal(int sig)
     errno = saved;
 }
 
-int vkt_signals_catch(void)
+int plat_signals_catch(void)
 {
     if (atomic_load(&installed))
         return 0;
@@ -66,9 +66,9 @@ int vkt_signals_catch(void)
     return 0;
 }
 
-int vkt_signals_pending(void) { return atomic_load(&pending); }
+int plat_signals_pending(void) { return atomic_load(&pending); }
 
-void vkt_signals_release(void)
+void plat_signals_release(void)
 {
     if (!atomic_exchange(&installed, 0))
         return;

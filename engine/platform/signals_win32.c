@@ -24,7 +24,7 @@ static BOOL WINAPI on_control(DWORD type)
     return TRUE;                      /* handled: no default termination */
 }
 
-int vkt_signals_catch(void)
+int plat_signals_catch(void)
 {
     if (atomic_load(&installed))
         return 0;
@@ -34,9 +34,9 @@ int vkt_signals_catch(void)
     return 0;
 }
 
-int vkt_signals_pending(void) { return atomic_load(&pending); }
+int plat_signals_pending(void) { return atomic_load(&pending); }
 
-void vkt_signals_release(void)
+void plat_signals_release(void)
 {
     if (!atomic_exchange(&installed, 0))
         return;

@@ -8,22 +8,22 @@
 #include <stdlib.h>
 #include <windows.h>
 
-struct vkt_thread {
+struct plat_thread {
     HANDLE h;
-    vkt_thread_fn fn;
+    plat_thread_fn fn;
     void *arg;
 };
 
 static unsigned __stdcall trampoline(void *p)
 {
-    vkt_thread *t = p;
+    plat_thread *t = p;
     t->fn(t->arg);
     return 0;
 }
 
-int vkt_thread_start(vkt_thread **out, vkt_thread_fn fn, void *arg)
+int plat_thread_start(plat_thread **out, plat_thread_fn fn, void *arg)
 {
-    vkt_thread *t = calloc(1, sizeof *t);
+    plat_thread *t = calloc(1, sizeof *t);
     if (!t)
         return -1;
     t->fn = fn;
@@ -38,7 +38,7 @@ int vkt_thread_start(vkt_thread **out, vkt_thread_fn fn, void *arg)
     return 0;
 }
 
-void vkt_thread_join(vkt_thread *t)
+void plat_thread_join(plat_thread *t)
 {
     if (!t)
         return;
@@ -47,14 +47,14 @@ void vkt_thread_join(vkt_thread *t)
     free(t);
 }
 
-struct vkt_monitor {
+struct plat_monitor {
     SRWLOCK lock;
     CONDITION_VARIABLE cv;
 };
 
-vkt_monitor *vkt_monitor_create(void)
+plat_monitor *plat_monitor_create(void)
 {
-    vkt_monitor *m = calloc(1, sizeof *m);
+    plat_monitor *m = calloc(1, sizeof *m);
     if (m) {
         InitializeSRWLock(&m->lock);
         InitializeConditionVariable(&m->cv);
@@ -62,24 +62,24 @@ vkt_monitor *vkt_monitor_create(void)
     return m;
 }
 
-void vkt_monitor_destroy(vkt_monitor *m) { free(m); } /* SRW locks need no cleanup */
-void vkt_monitor_lock(vkt_monitor *m) { AcquireSRWLockExclusive(&m->lock); }
-void vkt_monitor_unlock(vkt_monitor *m) { ReleaseSRWLockExclusive(&m->lock); }
-void vkt_monitor_wait(vkt_monitor *m) { SleepConditionVariableSRW(&m->cv, &m->lock, INFINITE, 0); }
-void vkt_monitor_broadcast(vkt_monitor *m) { WakeAllConditionVariable(&m->cv); }
+void plat_monitor_destroy(plat_monitor *m) { free(m); } /* SRW locks need no cleanup */
+void plat_monitor_lock(plat_monitor *m) { AcquireSRWLockExclusive(&m->lock); }
+void plat_monitor_unlock(plat_monitor *m) { ReleaseSRWLockExclusive(&m->lock); }
+void plat_monitor_wait(plat_monitor *m) { SleepConditionVariableSRW(&m->cv, &m->lock, INFINITE, 0); }
+void plat_monitor_broadcast(plat_monitor *m) { WakeAllConditionVariable(&m->cv); }
 
 /* The barrier: the same generation-counting monitor as threads_posix.c. */
-struct vkt_barrier {
-    vkt_monitor *mon;
+struct plat_barrier {
+    plat_monitor *mon;
     unsigned count, arrived;
     unsigned long generation;
     int votes, result; /* OR of this round's votes; the result of the last round */
 };
 
-vkt_barrier *vkt_barrier_create(unsigned count)
+plat_barrier *plat_barrier_create(unsigned count)
 {
-    vkt_barrier *b = calloc(1, sizeof *b);
-    if (b && !(b->mon = vkt_monitor_create())) {
+    plat_barrier *b = calloc(1, sizeof *b);
+    if (b && !(b->mon = plat_monitor_create())) {
         free(b);
         return NULL;
     }
@@ -88,17 +88,17 @@ vkt_barrier *vkt_barrier_create(unsigned count)
     return b;
 }
 
-void vkt_barrier_destroy(vkt_barrier *b)
+void plat_barrier_destroy(plat_barrier *b)
 {
     if (!b)
         return;
-    vkt_monitor_destroy(b->mon);
+    plat_monitor_destroy(b->mon);
     free(b);
 }
 
-int vkt_barrier_wait(vkt_barrier *b, int vote)
+int plat_barrier_wait(plat_barrier *b, int vote)
 {
-    vkt_monitor_lock(b->mon);
+    plat_monitor_lock(b->mon);
     unsigned long gen = b->generation;
     b->votes |= vote != 0;
     if (++b->arrived == b->count) {
@@ -106,17 +106,17 @@ int vkt_barrier_wait(vkt_barrier *b, int vote)
         b->votes = 0;
         b->arrived = 0;
         b->generation++;
-        vkt_monitor_broadcast(b->mon);
+        plat_monitor_broadcast(b->mon);
     } else {
         while (gen == b->generation) /* a wake-up may be spurious */
-            vkt_monitor_wait(b->mon);
+            plat_monitor_wait(b->mon);
     }
     int result = b->result;
-    vkt_monitor_unlock(b->mon);
+    plat_monitor_unlock(b->mon);
     return result;
 }
 
-void vkt_sleep(double seconds)
+void plat_sleep(double seconds)
 {
     if (seconds <= 0)
         return;

@@ -3,7 +3,8 @@
 #  - `cmake --install` into a scratch prefix puts vkt.h, libvktrain.so.X.Y (soname),
 #    libvktrain.a, the CMake package, vktrain.pc, bin/vkt and share/vktrain in place;
 #  - the shared library exports exactly the functions include/vkt.h declares, and so
-#    does the static archive (nm -D / nm -g --defined-only);
+#    does the static archive (nm -D / nm -g --defined-only), and no internal function
+#    of the build tree's archive is named vkt_;
 #  - examples/linear_regression builds outside the tree against the prefix with CMake
 #    (shared, and static: then nothing of libvktrain is loaded at run time) and with
 #    pkg-config, and each program recovers w = 2.5, b = -1 within 0.05;
@@ -57,10 +58,16 @@ grep -oE '^VKT_API [^(]*\bvkt_[a-z0-9_]+\(' "$prefix/include/vkt.h" |
 nm -D --defined-only "$so" | awk '{print $NF}' | sort -u >"$tmp/exports_shared"
 nm -g --defined-only "$prefix/$libdir/libvktrain.a" 2>/dev/null | awk 'NF == 3 {print $3}' |
     sort -u >"$tmp/exports_static"
+# Inside the library, internal functions carry their layer's prefix (plat_, gpu_, graph_,
+# kref_...), never vkt_: the build tree's archive, before hiding, names no other vkt_.
+nm -g --defined-only "$build/libvktrain.a" 2>/dev/null | awk 'NF == 3 {print $3}' |
+    grep '^vkt_' | sort -u >"$tmp/vkt_named"
 n=$(wc -l <"$tmp/api")
 check "vkt.h declares the API ($n functions)" "[[ $n -gt 100 ]]"
 check "shared library exports exactly vkt.h's functions: $(comm -3 "$tmp/exports_shared" "$tmp/api" |
     head -5 | tr '\n' ' ')" "cmp -s '$tmp/exports_shared' '$tmp/api'"
+check "no internal function is named vkt_: $(comm -23 "$tmp/vkt_named" "$tmp/api" | head -5 |
+    tr '\n' ' ')" "[[ -s '$tmp/vkt_named' && -z \"\$(comm -23 '$tmp/vkt_named' '$tmp/api')\" ]]"
 check "static archive's global symbols are exactly vkt.h's functions: $(comm -3 "$tmp/exports_static" \
     "$tmp/api" | head -5 | tr '\n' ' ')" "cmp -s '$tmp/exports_static' '$tmp/api'"
 

@@ -1,4 +1,4 @@
-/* Fuzz target: vkt_idx_read on arbitrary bytes, plain or gzip (the reader sniffs the
+/* Fuzz target: idx_read on arbitrary bytes, plain or gzip (the reader sniffs the
  * gzip magic itself). A successful read must hold exactly prod(dims) bytes. */
 #include "fuzz_file.h"
 
@@ -10,9 +10,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    vkt_idx idx;
+    idx_array idx;
     char msg[512];
-    if (vkt_idx_read(fuzz_file(data, size), &idx, msg, sizeof msg) == VKT_OK) {
+    if (idx_read(fuzz_file(data, size), &idx, msg, sizeof msg) == VKT_OK) {
         uint64_t count = 1;
         for (uint32_t i = 0; i < idx.ndim; i++)
             count *= idx.dims[i];
@@ -23,6 +23,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sum += idx.data[i];
         (void)sum;
     }
-    vkt_idx_free(&idx);
+    idx_free(&idx);
     return 0;
 }

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (vocab == 0 || vocab > 256)
         abort();
     for (int split = 0; split < 2; split++) {
-        const uint8_t *ids = vkt_text_ids(t, split);
+        const uint8_t *ids = text_ids(t, split);
         uint64_t len = vkt_text_length(t, split);
         for (uint64_t i = 0; i < len; i++)
             if (ids[i] >= vocab || vkt_text_encode(t, vkt_text_decode(t, ids[i])) != ids[i])
