@@ -79,6 +79,14 @@ void finish(op_case *c, vkt_tensor *y)
              vkt_graph_errmsg(c->g));
 }
 
+void finish_loss(op_case *c, vkt_tensor *loss)
+{
+    c->y = c->loss = loss;
+    c->r = NULL;
+    TH_CHECK(vkt_graph_status(c->g) == VKT_OK, "%s: graph builds: %s", c->name,
+             vkt_graph_errmsg(c->g));
+}
+
 static uint64_t count_of(const vkt_tensor *t)
 {
     vkt_shape s = vkt_tensor_shape(t);
@@ -148,7 +156,8 @@ static void device_check(op_case *c, graph_ref *ref, const float *r, int no_fusi
     vkt_status st = vkt_model_create(g_ctx, c->g, c->loss, &o, &m);
     if (!TH_CHECK(st == VKT_OK, "%s: model: %s", c->name, vkt_last_error()))
         return;
-    TH_OK(g_ctx, vkt_model_set_input(m, c->r, r, count_of(c->r)));
+    if (c->r)
+        TH_OK(g_ctx, vkt_model_set_input(m, c->r, r, count_of(c->r)));
     if (c->labels)
         TH_OK(g_ctx, vkt_model_set_input(m, c->labels, c->labels_data, count_of(c->labels)));
     for (uint32_t k = 0; k < c->n_inputs; k++)
@@ -221,10 +230,13 @@ void run_case(op_case *c)
         vkt_graph_destroy(c->g);
         return;
     }
-    uint64_t nr = count_of(c->r);
-    float *r = th_alloc_floats(nr);
-    th_fill_uniform(r, nr, -1, 1);
-    graph_ref_set(&ref, c->r, r);
+    float *r = NULL;
+    if (c->r) {
+        uint64_t nr = count_of(c->r);
+        r = th_alloc_floats(nr);
+        th_fill_uniform(r, nr, -1, 1);
+        graph_ref_set(&ref, c->r, r);
+    }
     if (c->labels)
         graph_ref_set(&ref, c->labels, (const float *)c->labels_data);
     for (uint32_t k = 0; k < c->n_inputs; k++)

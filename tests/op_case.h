@@ -41,6 +41,9 @@ vkt_tensor *labels_shape(op_case *c, const vkt_shape *s, uint32_t classes);
 /* A fixed input with a copy of `data` (graph_count(s) floats). */
 vkt_tensor *oc_input(op_case *c, const char *name, const vkt_shape *s, const float *data);
 void finish(op_case *c, vkt_tensor *y);
+/* Instead of finish: the case's output is a scalar loss op used as the model's loss itself
+ * (no r), as training uses it: a loss the rewrite fuses with its input's gradient. */
+void finish_loss(op_case *c, vkt_tensor *loss);
 void run_case(op_case *c);
 
 #endif

@@ -441,6 +441,13 @@ static void ops_softmax_losses(void)
     vkt_tensor *z = vkt_scale(c.g, P(&c, 2, 7, 11, 0), 4.0f);
     finish(&c, vkt_softmax_cross_entropy(c.g, z, labels(&c, 7, 11)));
     run_case(&c);
+    c = begin("softmax_cross_entropy [6,5] as the loss (fused: writes dz)");
+    z = vkt_scale(c.g, P(&c, 2, 6, 5, 0), 3.0f);
+    finish_loss(&c, vkt_softmax_cross_entropy(c.g, z, labels(&c, 6, 5)));
+    run_case(&c);
+    c = begin("softmax_cross_entropy [4,3] as the loss of a parameter (fused: writes dW)");
+    finish_loss(&c, vkt_softmax_cross_entropy(c.g, P(&c, 2, 4, 3, 0), labels(&c, 4, 3)));
+    run_case(&c);
     c = begin("softmax_cross_entropy batch 1");
     finish(&c, vkt_softmax_cross_entropy(c.g, P(&c, 2, 1, 3, 0), labels(&c, 1, 3)));
     run_case(&c);

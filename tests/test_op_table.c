@@ -1,9 +1,10 @@
 /* test_op_table.c - walks the op table (engine/graph/ops.h) and fails when an op is
  * incompletely defined or has no test: every op that is not a leaf needs a shape rule, a
- * forward (views excepted), a backward, a CPU reference of both and a finite-difference
+ * forward (views excepted), a backward (or a forward that writes its input's gradient,
+ * OPF_GRAD_IN_FORWARD), a CPU reference of both and a finite-difference
  * tolerance, and every op and every variant a graph can build (each activation,
  * log-softmax, max and average pooling), and each fused op the model's rewrite makes
- * (linear_act, conv_relu), must appear in a case of tests/test_graph_ops.c or
+ * (linear_act, conv_relu, softmax-CE as the loss), must appear in a case of tests/test_graph_ops.c or
  * test_layers.c. Those cases run the reference's gradient check and the device against
  * the reference (tests/op_case.c) and record what they built into the files of
  * $VKT_OP_COVERAGE_DIR (ctest runs them first, as a fixture). A planted gap (a coverage
@@ -110,7 +111,8 @@ static uint32_t walk(const seen *s, int report)
                 TH_CHECK(0, "%s: a leaf with a shape rule or recording", d->name);
             continue;
         }
-        int whole = d->shape && (d->forward || (d->flags & OPF_VIEW)) && d->backward &&
+        int grad = d->backward || (d->flags & OPF_GRAD_IN_FORWARD);
+        int whole = d->shape && (d->forward || (d->flags & OPF_VIEW)) && grad &&
                     d->ref_forward && d->ref_backward && d->grad_rtol > 0 && d->min_in >= 1 &&
                     (d->max_in >= d->min_in);
         if (!whole && ++bad && report)

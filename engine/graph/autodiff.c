@@ -79,11 +79,27 @@ static vkt_status mark_grads(vkt_model *m)
     return VKT_OK;
 }
 
+/* A training model's loss whose input 0 is its only use and takes a gradient (softmax-CE
+ * of the logits) becomes the table's loss_fused op in place, which writes that gradient in
+ * its forward: the loss needs no backward step and no saved probabilities. */
+static void rewrite_loss(vkt_model *m, vkt_tensor *f)
+{
+    if (!m->training || !m->loss || m->t[m->loss->id] != m->loss)
+        return;
+    const graph_op_def *d = GRAPH_DEF(m->loss);
+    const mnode *z = &m->node[m->loss->in[0]->id];
+    if (!d->loss_fused || !z->needs_grad || z->uses != 1 || z->fused_into >= 0)
+        return;
+    *f = *m->loss;
+    f->op = d->loss_fused;
+    m->t[m->loss->id] = f;
+}
+
 /* The fusion rewrite: a linear and the activation that is its only use, or a conv2d and
  * such a relu (applied in the conv's output move), become one fused node in the
  * activation's place (same id, name, shape), of op linear_act or conv_relu, with the
- * producer's inputs; the producer is absorbed (no value, no step). Later passes read every
- * node through m->t and see ordinary ops. */
+ * producer's inputs; the producer is absorbed (no value, no step). Then the loss (above).
+ * Later passes read every node through m->t and see ordinary ops. */
 static void rewrite_fusion(vkt_model *m)
 {
     for (uint32_t i = 0; i < m->n; i++) {
@@ -113,6 +129,7 @@ static void rewrite_fusion(vkt_model *m)
         m->node[i].fused_from = (int32_t)l->id;
         m->node[l->id].fused_into = (int32_t)i;
     }
+    rewrite_loss(m, &m->fused[n_fused]); /* at most one node per id: n_fused < n here */
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -220,7 +237,6 @@ static vkt_status make_values(vkt_model *m)
 /* Gradient values, in forward order so a reshape can view its input's gradient. */
 static vkt_status make_grads(vkt_model *m)
 {
-    vkt_graph *g = m->g;
     for (uint32_t o = 0; o < m->n_order; o++) {
         uint32_t i = m->order[o];
         mnode *nd = &m->node[i];
@@ -249,21 +265,6 @@ static vkt_status make_grads(vkt_model *m)
         if (st != VKT_OK)
             return st;
     }
-    /* Softmax-CE as the loss of its logits' only use writes their gradient itself. */
-    if (m->loss && m->loss->op == GOP_SCE) {
-        mnode *z = &m->node[m->loss->in[0]->id];
-        m->node[m->loss->id].sce_grad_fwd = z->needs_grad && z->uses == 1 && z->grad >= 0;
-    }
-    for (uint32_t i = 0; i < m->n; i++) {
-        mnode *nd = &m->node[i];
-        const vkt_tensor *t = g->nodes[i];
-        if (t->op == GOP_SCE && nd->needs_grad && !nd->sce_grad_fwd &&
-            m->node[t->in[0]->id].needs_grad) {
-            nd->aux = model_new_value(m, MS_ARENA, m->count[t->in[0]->id]); /* probabilities */
-            if (nd->aux < 0)
-                return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-        }
-    }
     return VKT_OK;
 }
 
@@ -271,7 +272,8 @@ static int has_backward(const vkt_model *m, uint32_t i)
 {
     const mnode *nd = &m->node[i];
     const vkt_tensor *t = m->t[i];
-    if (!nd->needs_grad || is_leaf(t) || nd->fused_into >= 0 || nd->sce_grad_fwd)
+    if (!nd->needs_grad || is_leaf(t) || nd->fused_into >= 0 ||
+        (GRAPH_DEF(t)->flags & OPF_GRAD_IN_FORWARD))
         return 0;
     if ((GRAPH_DEF(t)->flags & OPF_VIEW) && m->val[nd->grad].alias >= 0)
         return 0; /* its gradient is a view of its input's */
@@ -327,8 +329,8 @@ static vkt_status make_acc_flags(vkt_model *m)
     uint8_t *written = calloc(m->n_val ? m->n_val : 1, 1);
     if (!written)
         return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (m->loss && m->node[m->loss->id].sce_grad_fwd)
-        written[model_root(m, m->node[m->loss->in[0]->id].grad)] = 1;
+    if (m->loss && (GRAPH_DEF(m->t[m->loss->id])->flags & OPF_GRAD_IN_FORWARD))
+        written[model_root(m, m->node[m->loss->in[0]->id].grad)] = 1; /* by the forward */
     for (uint32_t s = m->n_fwd_steps; s < m->n_steps; s++) {
         uint32_t i = m->steps[s].node;
         mnode *nd = &m->node[i];

@@ -210,7 +210,7 @@ static int32_t done_pos(const vkt_model *m, uint32_t i, const int32_t *done)
         if (!uses || !nd->needs_grad || nd->fused_into >= 0)
             continue;
         int32_t p = nd->bpos;
-        if (nd->sce_grad_fwd)
+        if (GRAPH_DEF(t)->flags & OPF_GRAD_IN_FORWARD)
             p = nd->fpos;
         else if (p < 0)
             p = done[u]; /* a reshape viewing this gradient */

@@ -48,7 +48,6 @@ typedef struct mnode {
     int32_t tmp;      /* backward scratch: dz, or a contribution summed afterwards */
     int32_t fused_from; /* a fused node: the producer it absorbed (-1 none) */
     int32_t fused_into; /* an absorbed producer: the fused node that runs it (-1 none) */
-    int sce_grad_fwd; /* softmax-CE writes its logits' gradient during the forward */
     int32_t fpos, bpos; /* step positions (-1: none) */
     uint8_t acc[GRAPH_MAX_INPUTS]; /* backward: 1 adds to the input's gradient, 0 writes */
 } mnode;

@@ -1,8 +1,9 @@
 /* op_loss.c - softmax and log-softmax over the last axis, and the losses: softmax
  * cross-entropy (logits [..., C], integer labels [...]) and mean squared error, each a
- * scalar averaged over its rows. Softmax-CE as the loss of its logits' only use writes
- * their gradient during the forward (sce_grad_fwd, autodiff.c); otherwise it saves the
- * probabilities (aux) for its backward. */
+ * scalar averaged over its rows. Softmax-CE as the loss of its logits' only use becomes
+ * the fused op sce_grad (the model's rewrite, autodiff.c), which writes their gradient
+ * during the forward; otherwise, when a gradient flows, it saves the probabilities (aux)
+ * for its backward. */
 #include "graph/op_impl.h"
 
 #include <math.h>
@@ -133,22 +134,41 @@ static vkt_status shape_sce(const vkt_tensor *t, const vkt_shape *const *in, vkt
     return VKT_OK;
 }
 
+/* The probabilities (aux) when a gradient will flow back through it: logits [rows, C]. */
+static vkt_status sce_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux, uint64_t *tmp)
+{
+    (void)tmp;
+    const mnode *z = &m->node[t->in[0]->id];
+    if (m->training && m->node[t->id].needs_grad && z->needs_grad)
+        *aux = m->count[t->in[0]->id];
+    return VKT_OK;
+}
+
+/* mode 0: the loss only; 1: also the probabilities (aux); 2: also the logits' gradient. */
+static vkt_status sce_record(const op_rec *r, int mode, const vkt_view *p)
+{
+    uint32_t rows, cols;
+    model_rows_cols(op_in_shape(r->m, r->t, 0), &rows, &cols);
+    return kt_sce(r->s, op_in_val(r->m, r->t, 0), op_in_val(r->m, r->t, 1), op_out_val(r), mode,
+                  p, rows, cols);
+}
+
 static vkt_status fwd_sce(const op_rec *r)
 {
     const mnode *nd = op_node(r);
-    uint32_t rows, cols;
-    model_rows_cols(op_in_shape(r->m, r->t, 0), &rows, &cols);
-    int mode = 0;
-    vkt_view p = op_out_val(r);
-    if (r->training && nd->sce_grad_fwd) {
-        mode = 2;
-        p = model_view(r->m, r->m->node[r->t->in[0]->id].grad);
-    } else if (r->training && nd->aux >= 0) {
-        mode = 1;
-        p = model_view(r->m, nd->aux);
-    }
-    return kt_sce(r->s, op_in_val(r->m, r->t, 0), op_in_val(r->m, r->t, 1), op_out_val(r), mode,
-                  mode ? &p : NULL, rows, cols);
+    if (!r->training || nd->aux < 0)
+        return sce_record(r, 0, NULL);
+    vkt_view p = model_view(r->m, nd->aux);
+    return sce_record(r, 1, &p);
+}
+
+/* As the loss (dloss = 1) of its logits' only use: dz = (p - onehot) / rows, written. */
+static vkt_status fwd_sce_grad(const op_rec *r)
+{
+    if (!r->training)
+        return sce_record(r, 0, NULL);
+    vkt_view dz = model_view(r->m, r->m->node[r->t->in[0]->id].grad);
+    return sce_record(r, 2, &dz);
 }
 
 static vkt_status bwd_sce(const op_rec *r)
@@ -212,7 +232,16 @@ static const char *const names_sce[] = {"logits", "labels"};
 const graph_op_def graph_op_sce = {
     .name = "softmax_cross_entropy", .fn = "vkt_softmax_cross_entropy",
     .flags = OPF_LOSS | OPF_LABELS_IN1, .min_in = 2, .max_in = 2, .in_names = names_sce,
-    .shape = shape_sce, .forward = fwd_sce, .backward = bwd_sce, .backward_reads = sce_reads,
+    .shape = shape_sce, .arrays = sce_arrays, .forward = fwd_sce, .backward = bwd_sce,
+    .backward_reads = sce_reads, .loss_fused = GOP_SCE_GRAD,
+    .ref_forward = ref_sce, .ref_backward = ref_sce_bwd, .grad_rtol = 1e-5,
+};
+
+/* The fused softmax-CE: the same loss and references; no backward step. */
+const graph_op_def graph_op_sce_grad = {
+    .name = "softmax_cross_entropy+grad", .fn = "vkt_softmax_cross_entropy",
+    .flags = OPF_LOSS | OPF_LABELS_IN1 | OPF_FUSED | OPF_GRAD_IN_FORWARD, .min_in = 2,
+    .max_in = 2, .in_names = names_sce, .shape = shape_sce, .forward = fwd_sce_grad,
     .ref_forward = ref_sce, .ref_backward = ref_sce_bwd, .grad_rtol = 1e-5,
 };
 

@@ -51,7 +51,8 @@
     X(ATTENTION, attention)   /* qkv [B,T,3C] -> [B,T,C], causal */                       \
     /* fused ops: made by the model's fusion rewrite (autodiff.c), never by a graph */    \
     X(LINEAR_ACT, linear_act) /* linear then an activation (p.unary): x, w, b */          \
-    X(CONV_RELU, conv_relu)   /* conv2d (p.conv) then relu: x, w, b */
+    X(CONV_RELU, conv_relu)   /* conv2d (p.conv) then relu: x, w, b */                \
+    X(SCE_GRAD, sce_grad)     /* softmax-CE as the loss, writing its logits' gradient */
 
 typedef enum graph_op {
 #define GRAPH_OP_ENUM(id, name) GOP_##id,
@@ -88,7 +89,8 @@ enum {
     OPF_SLOTS_REVERSED = 1u << 4, /* the backward writes input gradients last slot first */
     OPF_AUX_SAVED = 1u << 5,   /* the backward reads the aux array the forward wrote */
     OPF_NO_BATCH_ROWS = 1u << 6, /* the output does not follow batch rows (transpose) */
-    OPF_FUSED = 1u << 7         /* made by the fusion rewrite from a producer and its use */
+    OPF_FUSED = 1u << 7,        /* made by the fusion rewrite */
+    OPF_GRAD_IN_FORWARD = 1u << 8 /* its forward writes input 0's gradient (no backward) */
 };
 
 struct vkt_model;
@@ -143,6 +145,9 @@ typedef struct graph_op_def {
      * output, become (the model's rewrite, autodiff.c), with the fused node's parameters
      * in *p; GOP_COUNT when they do not fuse. NULL: the op fuses with nothing. */
     graph_op (*fuse_with)(const vkt_tensor *t, const vkt_tensor *use, graph_params *p);
+    /* A loss whose input 0 has no other use becomes this op, which writes that input's
+     * gradient in its forward (an OPF_GRAD_IN_FORWARD op); 0: it does not. */
+    graph_op loss_fused;
 
     /* CPU reference in double: the forward, and the backward accumulating into din. */
     void (*ref_forward)(const struct graph_ref_args *a);
