@@ -22,12 +22,12 @@ static vkt_status tensor_ok(vkt_model *m, const char *fn, const vkt_tensor *t, u
     return VKT_OK;
 }
 
-/* Classes of the cross-entropy reading `labels` (0 if none). */
+/* Classes of the loss reading `labels` (0 if none): its input 0's last dimension. */
 static uint32_t classes_of(const vkt_model *m, const vkt_tensor *labels)
 {
     for (uint32_t i = 0; i < m->n; i++) {
         const vkt_tensor *t = m->g->nodes[i];
-        if (t->op == GOP_SCE && t->in[1] == labels) {
+        if ((GRAPH_DEF(t)->flags & OPF_LABELS_IN1) && t->in[1] == labels) {
             const vkt_shape *z = &m->shape[t->in[0]->id];
             return z->dims[z->ndim - 1];
         }
@@ -41,7 +41,7 @@ static uint32_t vocab_of(const vkt_model *m, const vkt_tensor *ids)
     uint32_t vocab = 0;
     for (uint32_t i = 0; i < m->n; i++) {
         const vkt_tensor *t = m->g->nodes[i];
-        if (t->op != GOP_EMBEDDING || t->in[0] != ids || !m->node[i].active)
+        if (!(GRAPH_DEF(t)->flags & OPF_IDS_IN0) || t->in[0] != ids || !m->node[i].active)
             continue;
         uint32_t rows = m->shape[t->in[1]->id].dims[0];
         if (vocab == 0 || rows < vocab)

@@ -249,8 +249,11 @@ static void ref_dropout_bwd(const graph_ref_args *a)
             a->din[0][i] += a->dout[i] * ref_dropout_factor(a->node, a->step, a->training, o + i);
 }
 
+static uint64_t *dropout_seed(graph_params *p) { return &p->dropout.seed; }
+
 const graph_op_def graph_op_dropout = {
     .name = "dropout", .fn = "vkt_dropout", .min_in = 1, .max_in = 1, .in_names = names_x,
     .shape = op_shape_same, .forward = fwd_dropout, .backward = bwd_dropout,
+    .seed = dropout_seed,
     .ref_forward = ref_dropout, .ref_backward = ref_dropout_bwd, .grad_rtol = 1e-6,
 };

@@ -58,7 +58,7 @@ static void ref_embedding_bwd(const graph_ref_args *a)
 static const char *const names_emb[] = {"ids", "table"};
 
 const graph_op_def graph_op_embedding = {
-    .name = "embedding", .fn = "vkt_embedding", .min_in = 2, .max_in = 2,
+    .name = "embedding", .fn = "vkt_embedding", .flags = OPF_IDS_IN0, .min_in = 2, .max_in = 2,
     .in_names = names_emb, .shape = shape_embedding, .forward = fwd_embedding,
     .backward = bwd_embedding, .backward_reads = op_reads_inputs,
     .ref_forward = ref_embedding, .ref_backward = ref_embedding_bwd, .grad_rtol = 1e-6,
@@ -144,10 +144,12 @@ static void ref_attention_bwd(const graph_ref_args *a)
 
 static const char *const names_qkv[] = {"qkv"};
 
+static uint64_t *attention_seed(graph_params *p) { return &p->attention.seed; }
+
 const graph_op_def graph_op_attention = {
     .name = "causal_attention", .fn = "vkt_causal_attention", .flags = OPF_AUX_SAVED,
     .min_in = 1, .max_in = 1, .in_names = names_qkv, .shape = shape_attention,
     .arrays = attention_arrays, .forward = fwd_attention, .backward = bwd_attention,
     .backward_reads = op_reads_inputs, .ref_forward = ref_attention,
-    .ref_backward = ref_attention_bwd, .grad_rtol = 1e-5,
+    .ref_backward = ref_attention_bwd, .grad_rtol = 1e-5, .seed = attention_seed,
 };

@@ -90,7 +90,8 @@ enum {
     OPF_AUX_SAVED = 1u << 5,   /* the backward reads the aux array the forward wrote */
     OPF_NO_BATCH_ROWS = 1u << 6, /* the output does not follow batch rows (transpose) */
     OPF_FUSED = 1u << 7,        /* made by the fusion rewrite */
-    OPF_GRAD_IN_FORWARD = 1u << 8 /* its forward writes input 0's gradient (no backward) */
+    OPF_GRAD_IN_FORWARD = 1u << 8, /* its forward writes input 0's gradient (no backward) */
+    OPF_IDS_IN0 = 1u << 9       /* input 0 holds token ids, rows of the table in input 1 */
 };
 
 struct vkt_model;
@@ -148,6 +149,10 @@ typedef struct graph_op_def {
     /* A loss whose input 0 has no other use becomes this op, which writes that input's
      * gradient in its forward (an OPF_GRAD_IN_FORWARD op); 0: it does not. */
     graph_op loss_fused;
+
+    /* The random seed among the parameters p (NULL: the op draws nothing): what may
+     * differ between ranks building the same model. */
+    uint64_t *(*seed)(graph_params *p);
 
     /* CPU reference in double: the forward, and the backward accumulating into din. */
     void (*ref_forward)(const struct graph_ref_args *a);

@@ -121,10 +121,9 @@ static void signature(const vkt_trainer *t, uint64_t *sig)
         ops = fnv(ops, &op, sizeof op);
         ops = fnv(ops, n->shape.dims, n->shape.ndim * sizeof n->shape.dims[0]);
         graph_params p = n->p; /* the op's settings; random seeds follow each rank's graph */
-        if (n->op == GOP_DROPOUT)
-            p.dropout.seed = 0;
-        else if (n->op == GOP_ATTENTION)
-            p.attention.seed = 0;
+        uint64_t *seed = GRAPH_DEF(n)->seed ? GRAPH_DEF(n)->seed(&p) : NULL;
+        if (seed)
+            *seed = 0;
         ops = fnv(ops, &p, sizeof p);
         if (n->op != GOP_PARAM)
             continue;
