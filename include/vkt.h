@@ -1046,6 +1046,25 @@ typedef struct vkt_trainer_options {
     /* Sync across ranks: every N steps compare a hash of the parameters of every rank and
      * fail (VKT_ERROR_INTERNAL) if any differ (0: never). */
     uint32_t check_identical;
+    /* Model parallelism (docs/model_parallel.md): `stages` P (0: 1 + the highest stage an
+     * op of the graph is placed on, so a graph built without vkt_graph_set_stage trains as
+     * before; 1: the whole graph on each replica, whatever its placement) and
+     * `micro_batches` m (0: 1). With P > 1 or m > 1 the trainer runs D data-parallel
+     * copies of a P-stage pipeline (vkt_pipeline's engine) on P x D contexts. The device
+     * list (devices, else VKT_DEVICES) names them: copy d's stage s on entry d * P + s, so
+     * it holds P x D entries (D = its length / P); a list shorter than P, such as the
+     * default device 0 alone, gives D = 1 with stage s on entry s mod its length. The
+     * global batch (a multiple of D x m) is split over the copies and each copy's share
+     * into m micro-batches; each stage's gradients are averaged over the copies, and every
+     * copy of a stage applies the same update, so the copies stay identical. fit, step,
+     * read/write_params (the layout of one unpipelined model), predict and evaluate (a
+     * forward model on copy 0's stage 0 context, loaded with the parameters first),
+     * checkpoints (the whole model, restorable with any stage count) work. Refused at
+     * creation: async mode, a world of several ranks, scale_lr, balance_after,
+     * slow_seconds, gradient clipping with P > 1, and what a pipeline refuses (dropout,
+     * batch normalization; vkt_pipeline_create). */
+    uint32_t stages;
+    uint32_t micro_batches;
 } vkt_trainer_options;
 
 /* One input's data for a step or a prediction: rows of `tensor` (fp32, or int32 for
@@ -1069,7 +1088,8 @@ typedef struct vkt_feed {
  * the order of float sums. Stages that send values recompute their forward with the
  * backward (so a stage keeps one micro-batch of activations), which is why dropout and
  * batch normalization are refused for now. Gradient clipping (a global norm) is refused
- * too. The instance and graph must outlive the pipeline. */
+ * too. The instance and graph must outlive the pipeline. vkt_trainer runs the same engine
+ * (options.stages, micro_batches) with data-parallel copies, fit and checkpoints. */
 typedef struct vkt_pipeline vkt_pipeline;
 
 typedef struct vkt_pipeline_options {

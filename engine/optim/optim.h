@@ -52,6 +52,14 @@ double optim_schedule(const vkt_optimizer_options *o, uint64_t step);
 /* Number of moment arrays the optimizer keeps for resolved options. */
 uint32_t optim_moments(const vkt_optimizer_options *o);
 
+/* The state blob (vkt_optimizer_read_state): a header of optim_state_header_size() bytes,
+ * then the moment arrays, n floats each. optim_state_set_count rewrites the header's
+ * parameter count: a pipeline's stages keep one optimizer each over their own parameters,
+ * and a checkpoint holds one blob over the whole model's (engine/parallel/trainer_pipe.c
+ * gathers the stages' moments into it and scatters them back). */
+uint64_t optim_state_header_size(void);
+void optim_state_set_count(void *blob, uint64_t n);
+
 /* The CPU reference of one update, update number `step` (0 = the first), same formulas
  * as shaders/optim_update.comp. Arithmetic in double (the norm, every moment and
  * parameter update), storage in float like the device's buffers. `o` is resolved

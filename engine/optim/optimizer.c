@@ -191,6 +191,16 @@ uint64_t vkt_optimizer_state_size(const vkt_optimizer *opt)
     return sizeof(state_header) + (uint64_t)opt->n_moments * opt->n * 4;
 }
 
+uint64_t optim_state_header_size(void) { return sizeof(state_header); }
+
+void optim_state_set_count(void *blob, uint64_t n)
+{
+    state_header h;
+    memcpy(&h, blob, sizeof h);
+    h.n_params = n;
+    memcpy(blob, &h, sizeof h);
+}
+
 static vkt_status check_size(vkt_optimizer *opt, const char *fn, const void *host,
                              uint64_t bytes)
 {

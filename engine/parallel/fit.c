@@ -47,7 +47,8 @@ vkt_status trainer_next_batch(replica *r)
         return replica_fail(r, st, "%s", vkt_last_error());
     r->stats.data_wait_seconds += plat_now() - t0; /* waiting + copying the ready batch */
     vkt_feed feeds[2] = {{t->in_x, r->x}, {t->in_y, r->y}};
-    if (st == VKT_OK && (st = trainer_feed(t, r->errmsg, r->model, feeds, 2, r->row0, r->rows,
+    if (st == VKT_OK && !t->pipe && /* a pipeline reads its rows of r->x, r->y itself */
+        (st = trainer_feed(t, r->errmsg, r->model, feeds, 2, r->row0, r->rows,
                                            0)) != VKT_OK)
         replica_fail(r, st, "%s", r->errmsg);
     return st;
@@ -67,7 +68,7 @@ static vkt_status check_data(vkt_trainer *t, const vkt_dataset *data, const vkt_
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
                             "vkt_trainer_fit: data set, input and labels are required");
     uint64_t row = 0;
-    vkt_status st = trainer_row_bytes(t->errmsg, t->rep[0].model, input, &row);
+    vkt_status st = trainer_input_row_bytes(t, input, &row);
     if (st != VKT_OK)
         return st;
     if (row / 4 != vkt_dataset_features(data))

@@ -1,5 +1,7 @@
-/* pipeline.c - model parallelism: a graph cut into stages (graph/stage.h), one context,
- * model, optimizer and thread per stage, micro-batches flowing through them.
+/* pipeline.c - model parallelism: a graph cut into stages (graph/stage.h), D data-parallel
+ * copies of the P-stage pipeline (pipe.h), one context, model, optimizer and thread per
+ * stage of each copy, micro-batches flowing through them. vkt_pipeline_* is this engine
+ * with one copy; vkt_trainer with stages drives it too (trainer_pipe.c).
  *
  * Schedule: one-forward-one-backward (1F1B). Stage s (of P) runs
  *     F(0) .. F(w-1), then F(k) B(k-w) for k = w..m-1, then B(m-w) .. B(m-1),
@@ -8,16 +10,17 @@
  * Here a stage's forward is recomputed by its backward (F only sends values), so the
  * in-flight state is the host copies of its received values: P-s micro-batches of them.
  *
- * Crossing values (edges) live in host memory: act[k] the value of micro-batch k sent
- * forward; grad[c][k] the gradient consumer stage c sends back (one slot per consumer,
- * summed by the sender in stage order, so the result does not depend on timing). One
- * monitor guards the flags; a failing stage sets `failed` and wakes everybody.
+ * Crossing values (edges, per copy) live in host memory: act[k] the value of micro-batch
+ * k sent forward; grad[c][k] the gradient consumer stage c sends back (one slot per
+ * consumer, summed by the sender in stage order, so the result does not depend on
+ * timing). One monitor guards the flags of every copy; a failing stage sets `failed` and
+ * wakes everybody, so one failure stops all P x D threads.
  *
  * The last stage's F(k) is its whole step (forward, loss, backward). Gradients of each
  * micro-batch are read to the host and summed in double with weight rows_k / batch;
- * after every stage passed the barrier with no failure, each writes its sum and runs its
- * optimizer (recorded once into `apply`). */
-#include "graph/stage.h"
+ * after every context passed the barrier with no failure, each writes the sum over the
+ * copies of its stage and runs its optimizer (recorded once into `apply`). */
+#include "parallel/pipe.h"
 #include "parallel/trainer.h"
 
 #include <stdarg.h>
@@ -39,7 +42,8 @@ typedef struct pedge {
 
 typedef struct pstage {
     struct vkt_pipeline *p;
-    uint32_t index, device;
+    uint32_t index, copy, device;
+    uint32_t row0;         /* the copy's first row of the global batch */
     graph_stage *gs;
     vkt_context *ctx;
     vkt_model *model;
@@ -64,19 +68,27 @@ typedef struct pstage {
 struct vkt_pipeline {
     vkt_instance *inst;
     vkt_graph *graph;
-    vkt_pipeline_options opt;
-    uint32_t P, m, mb;     /* stages, micro-batches, rows per micro-batch */
+    pipe_options opt;
+    vkt_optimizer_options optim;
+    uint32_t P, D, m, mb;  /* stages, copies, micro-batches per copy, rows per micro-batch */
+    uint32_t n_ctx;        /* P x D; context d * P + s is copy d's stage s */
     graph_split split;
-    pstage *st;
-    pedge *edge;
+    pstage *st;            /* [n_ctx] */
+    pedge *edge;           /* every copy's edges, copy after copy */
     uint32_t n_edge;
     plat_monitor *mon;
     plat_barrier *barrier;
     int failed;            /* under mon */
-    uint64_t steps;
+    uint32_t first_failed; /* under mon: the context that failed first (n_ctx: none) */
+    uint64_t steps, step;  /* public steps taken; the optimizers' step of this one */
     double step_seconds;
     char errmsg[VKT_ERRMSG_SIZE];
 };
+
+static pstage *ctx_of(vkt_pipeline *p, uint32_t copy, uint32_t stage)
+{
+    return &p->st[copy * p->P + stage];
+}
 
 static vkt_status pfail(vkt_pipeline *p, vkt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -89,15 +101,27 @@ static vkt_status pfail(vkt_pipeline *p, vkt_status st, const char *fmt, ...)
     return st;
 }
 
+/* "stage 1 (device 0)", or with copies "copy 1, stage 0 (device 2)". */
+static void stage_name(const pstage *s, char *buf, size_t size)
+{
+    if (s->p->D > 1)
+        snprintf(buf, size, "copy %u, stage %u (device %u)", s->copy, s->index, s->device);
+    else
+        snprintf(buf, size, "stage %u (device %u)", s->index, s->device);
+}
+
 /* A stage's failure, kept on the stage; the others are woken to stop. */
 static vkt_status sfail(pstage *s, vkt_status st, const char *what, const char *msg)
 {
     if (s->status == VKT_OK) {
-        snprintf(s->errmsg, sizeof s->errmsg, "stage %u (device %u): %s: %s", s->index,
-                 s->device, what, msg);
+        char name[64];
+        stage_name(s, name, sizeof name);
+        snprintf(s->errmsg, sizeof s->errmsg, "%s: %s: %s", name, what, msg);
         s->status = st;
     }
     plat_monitor_lock(s->p->mon);
+    if (!s->p->failed)
+        s->p->first_failed = (uint32_t)(s - s->p->st);
     s->p->failed = 1;
     plat_monitor_broadcast(s->p->mon);
     plat_monitor_unlock(s->p->mon);
@@ -111,16 +135,21 @@ static vkt_status mfail(pstage *s, vkt_status st, const char *what)
 
 /* ---- creation ---- */
 
-static vkt_status make_edges(vkt_pipeline *p)
+uint32_t pipe_graph_stages(const vkt_graph *g)
 {
-    uint32_t cap = 0;
-    for (uint32_t k = 0; k < p->P; k++)
-        cap += p->split.stage[k].n_send;
-    p->edge = calloc(cap ? cap : 1, sizeof *p->edge);
-    if (!p->edge)
-        return pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    uint32_t P = 1;
+    for (uint32_t i = 0; g && i < g->count; i++)
+        if (g->nodes[i]->n_in > 0 && g->nodes[i]->stage + 1 > P)
+            P = g->nodes[i]->stage + 1;
+    return P;
+}
+
+/* One copy's edges, appended to p->edge; its stages' send and receive lists. */
+static vkt_status make_copy_edges(vkt_pipeline *p, uint32_t c)
+{
+    uint32_t base = p->n_edge;
     for (uint32_t k = 0; k < p->P; k++) {
-        pstage *s = &p->st[k];
+        pstage *s = ctx_of(p, c, k);
         graph_stage *gs = s->gs;
         s->send_edge = calloc(gs->n_send + 1, sizeof *s->send_edge);
         s->recv_edge = calloc(gs->n_recv + 1, sizeof *s->recv_edge);
@@ -137,14 +166,30 @@ static vkt_status make_edges(vkt_pipeline *p)
         }
     }
     for (uint32_t k = 0; k < p->P; k++) { /* consumers, in stage order */
-        graph_stage *gs = p->st[k].gs;
-        for (uint32_t j = 0; j < gs->n_recv; j++)
-            for (uint32_t e = 0; e < p->n_edge; e++)
-                if (p->edge[e].node == gs->recv[j]) {
-                    p->st[k].recv_edge[j] = e;
-                    p->st[k].recv_slot[j] = p->edge[e].n_to;
+        pstage *s = ctx_of(p, c, k);
+        for (uint32_t j = 0; j < s->gs->n_recv; j++)
+            for (uint32_t e = base; e < p->n_edge; e++)
+                if (p->edge[e].node == s->gs->recv[j]) {
+                    s->recv_edge[j] = e;
+                    s->recv_slot[j] = p->edge[e].n_to;
                     p->edge[e].to[p->edge[e].n_to++] = k;
                 }
+    }
+    return VKT_OK;
+}
+
+static vkt_status make_edges(vkt_pipeline *p)
+{
+    uint32_t cap = 0;
+    for (uint32_t k = 0; k < p->P; k++)
+        cap += p->split.stage[k].n_send;
+    p->edge = calloc(cap ? (uint64_t)cap * p->D : 1, sizeof *p->edge);
+    if (!p->edge)
+        return pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t c = 0; c < p->D; c++) {
+        vkt_status st = make_copy_edges(p, c);
+        if (st != VKT_OK)
+            return st;
     }
     for (uint32_t e = 0; e < p->n_edge; e++) {
         pedge *x = &p->edge[e];
@@ -166,7 +211,7 @@ static vkt_status record_apply(vkt_pipeline *p, pstage *s)
     s->n_train = n;
     s->n_params = vkt_model_param_count(s->model);
     if (st == VKT_OK)
-        st = vkt_optimizer_create(s->ctx, &p->opt.optimizer, n, &s->opt);
+        st = vkt_optimizer_create(s->ctx, &p->optim, n, &s->opt);
     if (st == VKT_OK)
         st = vkt_stream_create(s->ctx, NULL, &s->apply);
     if (st == VKT_OK)
@@ -191,124 +236,155 @@ static vkt_status record_apply(vkt_pipeline *p, pstage *s)
     return VKT_OK;
 }
 
-static vkt_status create_stage(vkt_pipeline *p, uint32_t k)
+static vkt_status create_stage(vkt_pipeline *p, pstage *s)
 {
-    pstage *s = &p->st[k];
-    s->p = p;
-    s->index = k;
-    s->gs = &p->split.stage[k];
-    vkt_context_options co = {.device_index = s->device};
+    char name[64];
+    stage_name(s, name, sizeof name);
+    vkt_context_options co = {.device_index = s->device, .kernels = p->opt.kernels};
     vkt_status st = vkt_context_create(p->inst, &co, &s->ctx);
     if (st != VKT_OK)
-        return pfail(p, st, "stage %u (device %u): %s", k, s->device, vkt_last_error());
+        return pfail(p, st, "%s: %s", name, vkt_last_error());
     graph_stage *gs = s->gs;
     const vkt_tensor **gin = malloc((gs->n_recv + 1) * sizeof *gin);
     if (!gin)
         return pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     for (uint32_t j = 0; j < gs->n_recv; j++)
         gin[j] = gs->map[gs->recv[j]];
-    vkt_model_options mo = {.batch = p->mb};
+    vkt_model_options mo = {.batch = p->mb, .check = p->opt.check};
     st = graph_model_create(s->ctx, gs->g, gs->loss, &mo, gin, gs->n_recv, &s->model);
     free(gin);
     if (st != VKT_OK)
-        return pfail(p, st, "stage %u: %s", k, vkt_last_error());
+        return pfail(p, st, "%s: %s", name, vkt_last_error());
     return record_apply(p, s);
 }
 
-static vkt_status check_options(vkt_pipeline *p, vkt_graph *g)
+/* Sizes and counts, before the split (so they are named first). */
+static vkt_status check_options(vkt_pipeline *p)
 {
-    vkt_pipeline_options *o = &p->opt;
-    if (o->batch == 0)
-        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: options.batch is 0");
-    p->m = o->micro_batches ? o->micro_batches : 1;
-    if (o->batch % p->m != 0)
-        return pfail(p, VKT_ERROR_SHAPE, "vkt_pipeline_create: a batch of %u rows does not "
-                     "split into %u equal micro-batches", o->batch, p->m);
-    p->mb = o->batch / p->m;
+    const pipe_options *o = &p->opt;
     p->P = o->stages;
-    if (p->P == 0)
-        for (uint32_t i = 0; i < g->count; i++)
-            if (g->nodes[i]->n_in > 0 && g->nodes[i]->stage + 1 > p->P)
-                p->P = g->nodes[i]->stage + 1;
+    p->D = o->copies ? o->copies : 1;
+    p->m = o->micro_batches ? o->micro_batches : 1;
     if (p->P == 0 || p->P > VKT_MAX_STAGES)
-        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: %u stages; 1 to %d "
-                     "are supported", p->P, VKT_MAX_STAGES);
-    if (o->optimizer.clip_norm > 0 && p->P > 1)
-        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: gradient clipping "
-                     "(a global norm over every stage) is not supported in a pipeline yet");
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: %u stages; 1 to %d are supported",
+                     o->fn, p->P, VKT_MAX_STAGES);
+    if (o->batch == 0)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: the batch is 0", o->fn);
+    if (o->batch % (p->D * p->m) != 0) {
+        if (p->D > 1)
+            return pfail(p, VKT_ERROR_SHAPE, "%s: a batch of %u rows does not split into %u "
+                         "copies x %u equal micro-batches", o->fn, o->batch, p->D, p->m);
+        return pfail(p, VKT_ERROR_SHAPE, "%s: a batch of %u rows does not split into %u "
+                     "equal micro-batches", o->fn, o->batch, p->m);
+    }
+    p->mb = o->batch / (p->D * p->m);
+    p->n_ctx = p->P * p->D;
+    if (!o->devices || o->n_devices == 0)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: no device list", o->fn);
+    if (p->optim.clip_norm > 0 && p->P > 1)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: gradient clipping (a global norm "
+                     "over every stage) is not supported in a pipeline yet", o->fn);
     return VKT_OK;
 }
 
-static vkt_status pick_devices(vkt_pipeline *p)
+/* Context i: copy i / P, stage i mod P, on entry i of the device list (cycled). */
+static vkt_status place_contexts(vkt_pipeline *p, const uint32_t *devices)
 {
     uint32_t n = vkt_instance_device_count(p->inst);
-    uint32_t list[VKT_MAX_STAGES] = {0}, count = 1;
-    if (!p->opt.devices) {
-        vkt_status st = vkt_instance_select_devices(p->inst, list, VKT_MAX_STAGES, &count);
-        if (st != VKT_OK)
-            return pfail(p, st, "%s", vkt_instance_errmsg(p->inst));
-    }
-    for (uint32_t k = 0; k < p->P; k++) {
-        uint32_t d = p->opt.devices ? p->opt.devices[k] : list[k % count];
-        if (d >= n)
-            return pfail(p, VKT_ERROR_NO_DEVICE, "stage %u: device %u does not exist (%u "
-                         "device(s) present)", k, d, n);
-        p->st[k].device = d;
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        pstage *s = &p->st[i];
+        s->p = p;
+        s->index = i % p->P;
+        s->copy = i / p->P;
+        s->row0 = s->copy * p->m * p->mb;
+        s->device = devices[i % p->opt.n_devices];
+        s->gs = &p->split.stage[s->index];
+        if (s->device >= n) {
+            char name[64];
+            stage_name(s, name, sizeof name);
+            return pfail(p, VKT_ERROR_NO_DEVICE, "%s: device %u does not exist (%u device(s) "
+                         "present)", name, s->device, n);
+        }
     }
     return VKT_OK;
 }
 
-vkt_status vkt_pipeline_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
-                               const vkt_pipeline_options *options, vkt_pipeline **out)
+vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
+                       const pipe_options *o, vkt_pipeline **out)
 {
-    if (!out)
-        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: out is NULL");
     *out = NULL;
-    if (!inst || !g || !loss || !options)
-        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_create: instance, "
-                        "graph, loss or options is NULL");
     vkt_pipeline *p = calloc(1, sizeof *p);
     if (!p)
         return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     p->inst = inst;
     p->graph = g;
-    p->opt = *options;
-    vkt_status st = check_options(p, g);
+    p->opt = *o;
+    p->optim = o->optimizer;
+    vkt_status st = check_options(p);
     if (st == VKT_OK) {
         char msg[VKT_ERRMSG_SIZE];
         st = graph_split_stages(g, loss, p->P, &p->split, msg, sizeof msg);
         if (st != VKT_OK)
-            pfail(p, st, "vkt_pipeline_create: %s", msg);
+            pfail(p, st, "%s: %s", o->fn, msg);
     }
     if (st == VKT_OK) {
-        p->st = calloc(p->P, sizeof *p->st);
+        p->st = calloc(p->n_ctx, sizeof *p->st);
         p->mon = plat_monitor_create();
-        p->barrier = plat_barrier_create(p->P);
+        p->barrier = plat_barrier_create(p->n_ctx);
         if (!p->st || !p->mon || !p->barrier)
             st = pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     if (st == VKT_OK)
-        st = pick_devices(p);
-    for (uint32_t k = 0; k < p->P && st == VKT_OK; k++)
-        p->st[k].gs = &p->split.stage[k];
+        st = place_contexts(p, o->devices);
     if (st == VKT_OK)
         st = make_edges(p);
-    for (uint32_t k = 0; k < p->P && st == VKT_OK; k++)
-        st = create_stage(p, k);
+    for (uint32_t i = 0; i < p->n_ctx && st == VKT_OK; i++)
+        st = create_stage(p, &p->st[i]);
     if (st != VKT_OK) {
         err_fail(NULL, st, "%s", p->errmsg);
         vkt_pipeline_destroy(p);
         return st;
     }
+    p->opt.devices = NULL; /* the caller's list: read at creation only */
     *out = p;
     return VKT_OK;
+}
+
+/* The public pipeline: one copy; stage s on options.devices[s], else on entry s mod the
+ * length of VKT_DEVICES (else device 0). */
+vkt_status vkt_pipeline_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
+                               const vkt_pipeline_options *options, vkt_pipeline **out)
+{
+    static const char fn[] = "vkt_pipeline_create";
+    if (!out)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!inst || !g || !loss || !options)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: instance, graph, loss or "
+                        "options is NULL", fn);
+    if (options->batch == 0)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: options.batch is 0", fn);
+    uint32_t P = options->stages ? options->stages : pipe_graph_stages(g);
+    uint32_t list[VKT_MAX_STAGES] = {0}, count = 1;
+    if (options->devices) {
+        for (uint32_t k = 0; k < P && k < VKT_MAX_STAGES; k++)
+            list[k] = options->devices[k];
+        count = P < VKT_MAX_STAGES ? P : VKT_MAX_STAGES;
+    } else if (vkt_instance_select_devices(inst, list, VKT_MAX_STAGES, &count) != VKT_OK) {
+        return err_fail(NULL, VKT_ERROR_NO_DEVICE, "%s", vkt_instance_errmsg(inst));
+    }
+    pipe_options po = {.batch = options->batch, .micro_batches = options->micro_batches,
+                       .stages = P, .copies = 1, .devices = list, .n_devices = count,
+                       .optimizer = options->optimizer, .sequential = options->sequential,
+                       .fn = fn};
+    return pipe_create(inst, g, loss, &po, out);
 }
 
 void vkt_pipeline_destroy(vkt_pipeline *p)
 {
     if (!p)
         return;
-    for (uint32_t k = 0; p->st && k < p->P; k++) {
+    for (uint32_t k = 0; p->st && k < p->n_ctx; k++) {
         pstage *s = &p->st[k];
         vkt_stream_destroy(s->apply);
         vkt_optimizer_destroy(s->opt);
@@ -342,10 +418,16 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
 const char *vkt_pipeline_errmsg(const vkt_pipeline *p) { return p ? p->errmsg : "pipeline is NULL"; }
 uint32_t vkt_pipeline_stages(const vkt_pipeline *p) { return p ? p->P : 0; }
 double vkt_pipeline_step_seconds(const vkt_pipeline *p) { return p ? p->step_seconds : 0; }
+uint32_t pipe_copies(const vkt_pipeline *p) { return p->D; }
+const graph_split *pipe_split(const vkt_pipeline *p) { return &p->split; }
+vkt_model *pipe_model(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->model; }
+vkt_optimizer *pipe_optimizer(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->opt; }
+vkt_context *pipe_context(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->ctx; }
 
 /* ---- one step ---- */
 
-/* Waits until `done` holds for every edge of a list (or a stage failed: returns 0). */
+/* Waits until every received value of micro-batch k is there (or a stage failed:
+ * returns 0). */
 static int wait_ready(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
@@ -387,9 +469,10 @@ static vkt_status set_inputs(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
+    uint64_t row = s->row0 + (uint64_t)k * p->mb; /* the micro-batch's first global row */
     for (uint32_t j = 0; j < gs->n_feed; j++) {
         uint64_t n = s->feed_row[j] * p->mb;
-        const char *data = (const char *)s->feed_data[j] + (uint64_t)k * n * 4; /* 4-byte elements */
+        const char *data = (const char *)s->feed_data[j] + row * s->feed_row[j] * 4; /* 4-byte elements */
         if (vkt_model_set_input(s->model, gs->map[gs->feed[j]], data, n) != VKT_OK)
             return mfail(s, VKT_ERROR_INVALID_ARGUMENT, "input");
     }
@@ -425,7 +508,7 @@ static vkt_status after_backward(pstage *s, uint32_t k)
     vkt_status st = vkt_model_read_grads(s->model, s->gtmp, s->n_params);
     if (st != VKT_OK)
         return mfail(s, st, "gradients");
-    double w = 1.0 / p->m; /* rows_k / batch: equal micro-batches */
+    double w = 1.0 / ((double)p->m * p->D); /* rows_k / batch: equal micro-batches */
     for (uint64_t i = 0; i < s->n_train; i++)
         s->gacc[i] += w * s->gtmp[i];
     return VKT_OK;
@@ -451,7 +534,7 @@ static vkt_status forward(pstage *s, uint32_t k)
         st = vkt_model_loss(s->model, &loss);
         if (st != VKT_OK)
             return mfail(s, st, "loss");
-        s->loss += (double)loss / p->m;
+        s->loss += (double)loss / ((double)p->m * p->D);
         return after_backward(s, k);
     }
     for (uint32_t j = 0; j < gs->n_send; j++) {
@@ -503,17 +586,24 @@ static vkt_status backward(pstage *s, uint32_t k)
     return after_backward(s, k);
 }
 
-/* The summed gradient into the stage's model, then its optimizer. */
+/* The gradient summed over the copies of the stage (in copy order, so every copy
+ * writes the same bits) into the stage's model, then its optimizer. */
 static vkt_status update(pstage *s)
 {
     vkt_pipeline *p = s->p;
-    for (uint64_t i = 0; i < s->n_params; i++)
-        s->gtmp[i] = i < s->n_train ? (float)s->gacc[i] : 0.0f;
+    for (uint64_t i = 0; i < s->n_train; i++) {
+        double g = 0;
+        for (uint32_t c = 0; c < p->D; c++)
+            g += ctx_of(p, c, s->index)->gacc[i];
+        s->gtmp[i] = (float)g;
+    }
+    for (uint64_t i = s->n_train; i < s->n_params; i++)
+        s->gtmp[i] = 0.0f;
     double t0 = plat_now();
     vkt_status st = vkt_model_write_grads(s->model, s->gtmp, s->n_params);
     if (st != VKT_OK)
         return mfail(s, st, "writing gradients");
-    st = vkt_optimizer_set_step(s->opt, p->steps);
+    st = vkt_optimizer_set_step(s->opt, p->step);
     if (st == VKT_OK)
         st = vkt_stream_run(s->apply);
     s->busy += plat_now() - t0;
@@ -522,7 +612,7 @@ static vkt_status update(pstage *s)
     return VKT_OK;
 }
 
-/* 1F1B order for one stage (the header comment). */
+/* 1F1B order for one stage of one copy (the header comment). */
 static void stage_job(void *arg)
 {
     pstage *s = arg;
@@ -541,7 +631,7 @@ static void stage_job(void *arg)
         st = backward(s, k);
     if (st != VKT_OK && s->status == VKT_OK)
         s->status = st; /* stopped by another stage's failure */
-    /* Every stage updates, or none does. */
+    /* Every context updates, or none does (and after the barrier every gacc is final). */
     if (plat_barrier_wait(p->barrier, s->status != VKT_OK) == 0)
         update(s);
 }
@@ -549,9 +639,9 @@ static void stage_job(void *arg)
 static vkt_status check_feeds(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n)
 {
     if (n && !feeds)
-        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_step: feeds is NULL");
-    for (uint32_t k = 0; k < p->P; k++) {
-        pstage *s = &p->st[k];
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: feeds is NULL", p->opt.fn);
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        pstage *s = &p->st[i];
         for (uint32_t j = 0; j < s->gs->n_feed; j++) {
             const vkt_tensor *t = p->graph->nodes[s->gs->feed[j]];
             s->feed_data[j] = NULL;
@@ -559,28 +649,24 @@ static vkt_status check_feeds(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n
                 if (feeds[f].tensor == t)
                     s->feed_data[j] = feeds[f].data;
             if (!s->feed_data[j])
-                return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_step: input '%s' "
-                             "(read on stage %u) is not fed", t->name, k);
+                return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "input '%s' (read on stage %u) is "
+                             "not fed: every step needs data for it", t->name, s->index);
         }
     }
     return VKT_OK;
 }
 
-vkt_status vkt_pipeline_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, float *out_loss)
+static void reset_step(vkt_pipeline *p)
 {
-    if (!p)
-        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_step: pipeline is NULL");
-    vkt_status st = check_feeds(p, feeds, n);
-    if (st != VKT_OK)
-        return st;
     for (uint32_t e = 0; e < p->n_edge; e++) {
         memset(p->edge[e].ready, 0, p->m);
         for (uint32_t k = 0; k < p->m; k++)
             p->edge[e].pending[k] = p->edge[e].n_to;
     }
     p->failed = 0;
-    for (uint32_t k = 0; k < p->P; k++) {
-        pstage *s = &p->st[k];
+    p->first_failed = p->n_ctx;
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        pstage *s = &p->st[i];
         memset(s->gacc, 0, s->n_train * sizeof *s->gacc);
         s->loss = 0;
         s->busy = 0;
@@ -588,68 +674,159 @@ vkt_status vkt_pipeline_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n,
         s->status = VKT_OK;
         s->errmsg[0] = 0;
     }
-    double t0 = plat_now();
-    if (p->opt.sequential) { /* one stage at a time: the forwards, then the backwards */
-        vkt_status r = VKT_OK;
+}
+
+/* One stage at a time: each copy's forwards and backwards, then every update. */
+static void run_sequential(vkt_pipeline *p)
+{
+    vkt_status r = VKT_OK;
+    for (uint32_t c = 0; c < p->D && r == VKT_OK; c++)
         for (uint32_t k = 0; k < p->m && r == VKT_OK; k++) {
             for (uint32_t s = 0; s < p->P && r == VKT_OK; s++)
-                r = forward(&p->st[s], k);
+                r = forward(ctx_of(p, c, s), k);
             for (uint32_t s = p->P - 1; s-- > 0 && r == VKT_OK;)
-                r = backward(&p->st[s], k);
+                r = backward(ctx_of(p, c, s), k);
         }
-        for (uint32_t s = 0; s < p->P && r == VKT_OK; s++)
-            r = update(&p->st[s]);
-    } else {
-        uint32_t started = 0;
-        for (; started < p->P; started++)
-            if (plat_thread_start(&p->st[started].thread, stage_job, &p->st[started]) != 0)
-                break;
-        if (started < p->P) { /* the barrier would never open: run none (none started
-                                 past it: each waits for all P at the barrier) */
-            for (uint32_t k = started; k < p->P; k++)
-                sfail(&p->st[k], VKT_ERROR_INTERNAL, "thread", "could not start a thread");
-            for (uint32_t k = started; k < p->P; k++)
-                stage_job(&p->st[k]); /* runs to the barrier and leaves with the vote */
-        }
-        for (uint32_t k = 0; k < started; k++)
-            plat_thread_join(p->st[k].thread);
+    for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK; i++)
+        r = update(&p->st[i]);
+}
+
+static void run_threads(vkt_pipeline *p)
+{
+    uint32_t started = 0;
+    for (; started < p->n_ctx; started++)
+        if (plat_thread_start(&p->st[started].thread, stage_job, &p->st[started]) != 0)
+            break;
+    if (started < p->n_ctx) { /* the barrier would never open: run none (none started
+                                 past it: each waits for all at the barrier) */
+        for (uint32_t k = started; k < p->n_ctx; k++)
+            sfail(&p->st[k], VKT_ERROR_INTERNAL, "thread", "could not start a thread");
+        for (uint32_t k = started; k < p->n_ctx; k++)
+            stage_job(&p->st[k]); /* runs to the barrier and leaves with the vote */
     }
+    for (uint32_t k = 0; k < started; k++)
+        plat_thread_join(p->st[k].thread);
+}
+
+vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_t step,
+                     double *out_loss)
+{
+    vkt_status st = check_feeds(p, feeds, n);
+    if (st != VKT_OK)
+        return st;
+    reset_step(p);
+    p->step = step;
+    double t0 = plat_now();
+    if (p->opt.sequential)
+        run_sequential(p);
+    else
+        run_threads(p);
     p->step_seconds = plat_now() - t0;
-    /* The first stage with a message of its own (the others stopped because of it). */
-    for (uint32_t k = 0; k < p->P; k++)
+    /* The context that failed first (the others stopped because of it, or failed after). */
+    if (p->first_failed < p->n_ctx && p->st[p->first_failed].errmsg[0])
+        return pfail(p, p->st[p->first_failed].status, "%s", p->st[p->first_failed].errmsg);
+    for (uint32_t k = 0; k < p->n_ctx; k++)
         if (p->st[k].errmsg[0])
-            return pfail(p, p->st[k].status, "vkt_pipeline_step: %s", p->st[k].errmsg);
-    for (uint32_t k = 0; k < p->P; k++)
+            return pfail(p, p->st[k].status, "%s", p->st[k].errmsg);
+    for (uint32_t k = 0; k < p->n_ctx; k++)
         if (p->st[k].status != VKT_OK)
-            return pfail(p, p->st[k].status, "vkt_pipeline_step: stage %u failed", k);
-    p->steps++;
+            return pfail(p, p->st[k].status, "stage %u failed", p->st[k].index);
+    double loss = 0;
+    for (uint32_t c = 0; c < p->D; c++)
+        loss += ctx_of(p, c, p->P - 1)->loss;
     if (out_loss)
-        *out_loss = (float)p->st[p->P - 1].loss;
+        *out_loss = loss;
     return VKT_OK;
 }
 
-/* ---- reading ---- */
+vkt_status vkt_pipeline_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, float *out_loss)
+{
+    if (!p)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_step: pipeline is NULL");
+    double loss = 0;
+    vkt_status st = pipe_step(p, feeds, n, p->steps, &loss);
+    if (st != VKT_OK) {
+        char msg[VKT_ERRMSG_SIZE];
+        memcpy(msg, p->errmsg, sizeof msg);
+        return pfail(p, st, "vkt_pipeline_step: %.900s", msg);
+    }
+    p->steps++;
+    if (out_loss)
+        *out_loss = (float)loss;
+    return VKT_OK;
+}
+
+/* ---- parameters ---- */
+
+/* The stage holding parameter t of the full graph, or a message. */
+static vkt_status param_stage(vkt_pipeline *p, const vkt_tensor *t, const char *fn,
+                              uint32_t *out)
+{
+    if (!t || t->graph != p->graph || t->op != GOP_PARAM)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: '%s' is not a parameter of the "
+                     "pipeline's graph", fn, t ? t->name : "(null)");
+    uint32_t s = t->id < p->split.g->count ? p->split.node_stage[t->id] : UINT32_MAX;
+    if (s >= p->P)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: parameter '%s' is not used by the "
+                     "loss, so no stage holds it", fn, t->name);
+    *out = s;
+    return VKT_OK;
+}
+
+vkt_status pipe_read_param(vkt_pipeline *p, uint32_t copy, const vkt_tensor *t, float *out,
+                           uint64_t count)
+{
+    uint32_t s = 0;
+    vkt_status st = param_stage(p, t, "read", &s);
+    if (st != VKT_OK)
+        return st;
+    pstage *x = ctx_of(p, copy, s);
+    st = vkt_model_read(x->model, x->gs->map[t->id], out, count);
+    return st == VKT_OK ? VKT_OK
+                        : pfail(p, st, "stage %u: %s", s, vkt_model_errmsg(x->model));
+}
+
+vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *t, const float *data,
+                            uint64_t count)
+{
+    uint32_t s = 0;
+    vkt_status st = param_stage(p, t, "write", &s);
+    for (uint32_t c = 0; st == VKT_OK && c < p->D; c++) {
+        pstage *x = ctx_of(p, c, s);
+        st = vkt_model_write(x->model, x->gs->map[t->id], data, count);
+        if (st != VKT_OK)
+            pfail(p, st, "stage %u: %s", s, vkt_model_errmsg(x->model));
+    }
+    return st;
+}
+
+vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o)
+{
+    if (o->clip_norm > 0 && p->P > 1)
+        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "gradient clipping (a global norm over "
+                     "every stage) is not supported in a pipeline yet");
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        vkt_status st = vkt_optimizer_set_options(p->st[i].opt, o);
+        if (st != VKT_OK)
+            return pfail(p, st, "stage %u: %s", p->st[i].index,
+                         vkt_context_errmsg(p->st[i].ctx));
+    }
+    p->optim = *o;
+    return VKT_OK;
+}
 
 vkt_status vkt_pipeline_read(vkt_pipeline *p, const vkt_tensor *t, float *out, uint64_t count)
 {
     if (!p || !t || !out)
         return err_fail(p ? p->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_pipeline_read: NULL argument");
-    if (t->graph != p->graph || t->op != GOP_PARAM)
-        return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_read: '%s' is not a parameter "
-                     "of the pipeline's graph", t->name);
-    for (uint32_t k = 0; k < p->P; k++) {
-        const graph_stage *gs = &p->split.stage[k];
-        for (uint32_t j = 0; j < gs->n_params; j++)
-            if (gs->params[j] == t->id) {
-                vkt_status st = vkt_model_read(p->st[k].model, gs->map[t->id], out, count);
-                return st == VKT_OK ? VKT_OK
-                                    : pfail(p, st, "vkt_pipeline_read: stage %u: %s", k,
-                                            vkt_model_errmsg(p->st[k].model));
-            }
+    vkt_status st = pipe_read_param(p, 0, t, out, count);
+    if (st != VKT_OK) {
+        char msg[VKT_ERRMSG_SIZE];
+        memcpy(msg, p->errmsg, sizeof msg);
+        pfail(p, st, "vkt_pipeline_read: %.900s", msg);
     }
-    return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_read: parameter '%s' is not used "
-                 "by the loss, so no stage holds it", t->name);
+    return st;
 }
 
 vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,

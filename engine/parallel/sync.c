@@ -65,6 +65,14 @@ static int step_together(replica *r, uint64_t step)
 {
     vkt_trainer *t = r->t;
     double t0 = plat_now();
+    if (t->pipe) { /* stages: the pipeline engine steps its P x D contexts (fit's batch) */
+        vkt_feed feeds[2] = {{t->in_x, r->x}, {t->in_y, r->y}};
+        if (r->status == VKT_OK)
+            trainer_pipe_step(r, feeds, 2, step);
+        r->stats.step_seconds += plat_now() - t0;
+        r->stats.steps += r->status == VKT_OK;
+        return r->status != VKT_OK;
+    }
     trainer_slow_down(r);
     if (r->status == VKT_OK) {
         trainer_set_step(r, step);
@@ -118,6 +126,10 @@ double sync_mean_loss(const vkt_trainer *t)
 void sync_job_feeds(replica *r)
 {
     vkt_trainer *t = r->t;
+    if (t->pipe) {
+        trainer_pipe_step(r, t->feeds, t->n_feeds, t->steps);
+        return;
+    }
     vkt_status st = trainer_feed(t, r->errmsg, r->model, t->feeds, t->n_feeds, r->row0, r->rows,
                                  0);
     if (st != VKT_OK)

@@ -1,5 +1,6 @@
 /* vkt_trainer: creation of the replicas, feeding, parameters, statistics. */
 #include "trainer.h"
+#include "pipe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -153,6 +154,8 @@ static vkt_status create_all(vkt_trainer *t, int *laid_out)
 {
     uint32_t dev[TRAINER_MAX_REPLICAS], n = 0;
     vkt_status st = select_devices(t, dev, &n);
+    if (st == VKT_OK && trainer_pipelined(t)) /* stages: trainer_pipe.c */
+        return trainer_pipe_create(t, dev, n);
     t->world_rep = n;
     if (t->world) /* collective: every rank's replica count */
         st = trainer_world_layout(t, n, st);
@@ -197,6 +200,17 @@ static vkt_status create_all(vkt_trainer *t, int *laid_out)
 static vkt_status record_now(vkt_trainer *t)
 {
     vkt_model_stats ms;
+    for (uint32_t s = 0; t->pipe && s < pipe_split(t->pipe)->n_stages; s++) { /* copy 0 */
+        vkt_model *m = pipe_model(t->pipe, 0, s);
+        vkt_status st = vkt_model_stats_get(m, &ms);
+        if (st != VKT_OK)
+            return trainer_from_model(t, m, st);
+        t->stats.step_dispatches += ms.step_dispatches + 1;
+        t->stats.activation_bytes += ms.activation_bytes;
+        t->stats.activation_no_reuse_bytes += ms.activation_no_reuse_bytes;
+    }
+    if (t->pipe)
+        return VKT_OK;
     vkt_status st = vkt_model_stats_get(t->rep[0].model, &ms);
     if (st != VKT_OK)
         return trainer_from_model(t, t->rep[0].model, st);
@@ -246,7 +260,7 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
         vkt_trainer_destroy(t);
         return err_fail(NULL, st, "%s", msg);
     }
-    t->stats.replicas = t->n_rep;
+    t->stats.replicas = vkt_trainer_replicas(t);
     t->stats.bytes_staged_per_step = t->staged ? 2ull * t->n_rep * t->grad_count * 4 : 0;
     *out = t;
     return VKT_OK;
@@ -271,6 +285,9 @@ void vkt_trainer_destroy(vkt_trainer *t)
         free(r->stale);
     }
     free(t->rep);
+    vkt_pipeline_destroy(t->pipe); /* after the evaluation models on its contexts */
+    free(t->pipe_off);
+    free(t->pipe_host);
     free((void *)t->master);
     plat_monitor_destroy(t->push_lock);
     free(t->pulls);
@@ -288,7 +305,10 @@ const char *vkt_trainer_errmsg(const vkt_trainer *t)
     return t ? t->errmsg : "vkt_trainer_errmsg: trainer is NULL";
 }
 
-uint32_t vkt_trainer_replicas(const vkt_trainer *t) { return t ? t->n_rep : 0; }
+uint32_t vkt_trainer_replicas(const vkt_trainer *t)
+{
+    return t ? (t->pipe ? pipe_copies(t->pipe) : t->n_rep) : 0;
+}
 uint32_t vkt_trainer_world_replicas(const vkt_trainer *t) { return t ? t->world_rep : 0; }
 uint64_t vkt_trainer_step_count(const vkt_trainer *t) { return t ? t->steps : 0; }
 
@@ -435,6 +455,14 @@ vkt_status vkt_trainer_set_optimizer(vkt_trainer *t, const vkt_optimizer_options
     if (!t || !o)
         return err_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_set_optimizer: NULL argument");
+    if (t->pipe) {
+        vkt_status st = pipe_set_optimizer(t->pipe, o);
+        if (st != VKT_OK)
+            return trainer_fail(t, st, "vkt_trainer_set_optimizer: %s",
+                                vkt_pipeline_errmsg(t->pipe));
+        t->optim = *o;
+        return VKT_OK;
+    }
     for (uint32_t i = 0; i < t->n_rep; i++) {
         vkt_optimizer_options oo = *o;
         if (t->opt.mode == VKT_PARALLEL_ASYNC && t->staged)
@@ -454,9 +482,11 @@ vkt_status vkt_trainer_read_replica_params(vkt_trainer *t, uint32_t replica, flo
 {
     if (!t)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read_params: NULL");
-    if (replica >= t->n_rep)
+    if (replica >= vkt_trainer_replicas(t))
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "replica %u of %u", replica,
-                            t->n_rep);
+                            vkt_trainer_replicas(t));
+    if (t->pipe)
+        return trainer_pipe_read_flat(t, replica, out, count);
     vkt_status st = vkt_model_read_params(t->rep[replica].model, out, count);
     return st == VKT_OK ? st : trainer_from_model(t, t->rep[replica].model, st);
 }
@@ -470,6 +500,10 @@ vkt_status vkt_trainer_write_params(vkt_trainer *t, const float *data, uint64_t 
 {
     if (!t)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_write_params: NULL");
+    if (t->pipe)
+        return data ? trainer_pipe_write_flat(t, data, count)
+                    : trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_write_params: "
+                                   "data is NULL");
     for (uint32_t i = 0; i < t->n_rep; i++) {
         vkt_status st = vkt_model_write_params(t->rep[i].model, data, count);
         if (st != VKT_OK)
@@ -482,6 +516,9 @@ vkt_status vkt_trainer_read(vkt_trainer *t, const vkt_tensor *param, float *out,
 {
     if (!t)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read: NULL");
+    if (t->pipe)
+        return out ? trainer_pipe_read(t, param, out, count)
+                   : trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read: out is NULL");
     vkt_status st = vkt_model_read(t->rep[0].model, param, out, count);
     return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
 }

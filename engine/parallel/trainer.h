@@ -148,6 +148,16 @@ struct vkt_trainer {
     uint64_t resume_epoch, resume_batch, resume_seed;
     int lost;                      /* a device was lost: every later step fails */
     char lost_msg[VKT_ERRMSG_SIZE];
+
+    /* model parallelism (trainer_pipe.c): with stages or micro-batches, pipe runs the
+     * P x D contexts and rep[0] (n_rep 1, no context, model or optimizer of its own)
+     * drives it with the whole global batch */
+    struct vkt_pipeline *pipe;
+    uint32_t pipe_nodes;           /* graph nodes at creation */
+    uint64_t *pipe_off;            /* per node: its offset in the flat parameters of one
+                                      unpipelined model (UINT64_MAX: not a parameter) */
+    float *pipe_host;              /* [param_count]: the values of parameters no stage
+                                      holds (the loss does not use them); scratch */
 };
 
 /* ---- checkpoints (trainer_checkpoint.c; the format: engine/io/checkpoint.h) ---- */
@@ -260,6 +270,34 @@ vkt_status trainer_step_finish(replica *r, uint64_t step);
 
 /* The learning rate of a step (linear scaling with warmup when asked). */
 void trainer_set_step(replica *r, uint64_t step);
+
+/* trainer_pipe.c: model parallelism inside the trainer (docs/model_parallel.md). */
+/* Whether the options ask for the pipeline engine (stages > 1 or micro-batches > 1). */
+int trainer_pipelined(const vkt_trainer *t);
+/* Creation instead of replicas: dev[n] the device list (P x D entries, or fewer than P). */
+vkt_status trainer_pipe_create(vkt_trainer *t, const uint32_t *dev, uint32_t n);
+/* One step of rep[0] on a global batch; r->loss, or r->status and its message. */
+void trainer_pipe_step(replica *r, const vkt_feed *feeds, uint32_t n, uint64_t step);
+/* The flat parameters of copy `copy` in one unpipelined model's layout, and back into
+ * every copy. */
+vkt_status trainer_pipe_read_flat(vkt_trainer *t, uint32_t copy, float *flat, uint64_t count);
+vkt_status trainer_pipe_write_flat(vkt_trainer *t, const float *flat, uint64_t count);
+vkt_status trainer_pipe_read(vkt_trainer *t, const vkt_tensor *param, float *out,
+                             uint64_t count);
+/* The optimizer state as one unpipelined model's blob (vkt_optimizer_read_state): its
+ * size, the stages' moments gathered into it, and scattered back into every copy (the
+ * blob's header checked by each stage's optimizer first: a mismatch changes nothing). */
+uint64_t trainer_pipe_opt_size(vkt_trainer *t);
+vkt_status trainer_pipe_read_opt(vkt_trainer *t, void *blob, uint64_t bytes);
+vkt_status trainer_pipe_write_opt(vkt_trainer *t, const char *path, const void *blob,
+                                  uint64_t bytes);
+/* An evaluation model (whole graph, forward) loaded with copy 0's parameters. */
+vkt_status trainer_pipe_load_eval(vkt_trainer *t, vkt_model *m);
+/* The flat layout: graph nodes it covers, a parameter's offset in it. */
+uint32_t trainer_flat_nodes(const vkt_trainer *t);
+vkt_status trainer_param_offset(const vkt_trainer *t, const vkt_tensor *param, uint64_t *off);
+/* Bytes of one row of an input (from the graph's shape with stages). */
+vkt_status trainer_input_row_bytes(vkt_trainer *t, const vkt_tensor *input, uint64_t *out);
 
 /* trainer_eval.c: the forward-only model computing `output` for `batch` rows on replica
  * 0 (sharing its parameters), made on first use and cached. */

@@ -12,12 +12,12 @@
 #include "parallel/trainer.h"
 #include "platform/platform.h"
 
-/* The parameter nodes of replica 0's model, in graph order. */
+/* The parameter nodes of replica 0's model (with stages: of the whole graph), in graph
+ * order. */
 static uint32_t model_params(vkt_trainer *t, const vkt_tensor **out, uint32_t cap)
 {
-    vkt_model *m = t->rep[0].model;
-    uint32_t n = 0;
-    for (uint32_t id = 0; id < m->n; id++)
+    uint32_t n = 0, nodes = trainer_flat_nodes(t);
+    for (uint32_t id = 0; id < nodes; id++)
         if (t->graph->nodes[id]->op == GOP_PARAM) {
             if (out && n < cap)
                 out[n] = t->graph->nodes[id];
@@ -57,6 +57,8 @@ static vkt_status read_flat(vkt_trainer *t, float *flat)
             flat[i] = atomic_load_explicit(&t->master[i], memory_order_relaxed);
         return VKT_OK;
     }
+    if (t->pipe) /* stages: copy 0's, in one unpipelined model's layout */
+        return trainer_pipe_read_flat(t, 0, flat, t->param_count);
     vkt_status st = vkt_model_read_params(t->rep[0].model, flat, t->param_count);
     return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
 }
@@ -77,7 +79,8 @@ static void encode_meta(vkt_trainer *t, ckpt_buf *b)
 {
     size_t at = ckpt_begin_section(b, "META");
     ckpt_put_u64(b, t->live ? t->live_steps : t->steps);
-    ckpt_put_u64(b, vkt_model_step_index(t->rep[0].model));
+    /* the dropout step index (a pipeline has no dropout: one per step, as one model's) */
+    ckpt_put_u64(b, t->pipe ? t->steps : vkt_model_step_index(t->rep[0].model));
     ckpt_put_u32(b, t->n_rep);
     ckpt_put_u32(b, (uint32_t)t->opt.mode);
     ckpt_put_u32(b, t->opt.batch);
@@ -107,7 +110,8 @@ static void encode_meta(vkt_trainer *t, ckpt_buf *b)
 static vkt_status encode(vkt_trainer *t, ckpt_buf *b)
 {
     float *flat = malloc((t->param_count ? t->param_count : 1) * sizeof *flat);
-    uint64_t opt_bytes = vkt_optimizer_state_size(t->rep[0].opt);
+    uint64_t opt_bytes = t->pipe ? trainer_pipe_opt_size(t)
+                                 : vkt_optimizer_state_size(t->rep[0].opt);
     void *opt = malloc(opt_bytes);
     vkt_status st = flat && opt ? VKT_OK
                                 : trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -115,7 +119,10 @@ static vkt_status encode(vkt_trainer *t, ckpt_buf *b)
         st = read_flat(t, flat);
     if (st == VKT_OK)
         st = check_finite(t, flat);
-    if (st == VKT_OK && (st = vkt_optimizer_read_state(t->rep[0].opt, opt, opt_bytes)) != VKT_OK)
+    if (st == VKT_OK && t->pipe)
+        st = trainer_pipe_read_opt(t, opt, opt_bytes);
+    else if (st == VKT_OK &&
+             (st = vkt_optimizer_read_state(t->rep[0].opt, opt, opt_bytes)) != VKT_OK)
         trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[0].ctx));
     if (st == VKT_OK) {
         ckpt_begin(b);
@@ -124,10 +131,10 @@ static vkt_status encode(vkt_trainer *t, ckpt_buf *b)
         size_t at = ckpt_begin_section(b, "PARM");
         ckpt_put_u32(b, n);
         ckpt_put_u32(b, 0);
-        for (uint32_t id = 0; id < t->rep[0].model->n; id++) {
+        for (uint32_t id = 0; id < trainer_flat_nodes(t); id++) {
             const vkt_tensor *p = t->graph->nodes[id];
             uint64_t off = 0;
-            if (p->op != GOP_PARAM || vkt_model_param_offset(t->rep[0].model, p, &off))
+            if (p->op != GOP_PARAM || trainer_param_offset(t, p, &off))
                 continue;
             uint32_t len = (uint32_t)strlen(p->name);
             ckpt_put_u32(b, len);
@@ -178,10 +185,10 @@ static void shape_text(const vkt_shape *s, char *buf, size_t size)
 static vkt_status match_params(vkt_trainer *t, const char *path, const ckpt *k, float *flat)
 {
     uint32_t n = model_params(t, NULL, 0);
-    for (uint32_t id = 0; id < t->rep[0].model->n; id++) {
+    for (uint32_t id = 0; id < trainer_flat_nodes(t); id++) {
         const vkt_tensor *p = t->graph->nodes[id];
         uint64_t off = 0;
-        if (p->op != GOP_PARAM || vkt_model_param_offset(t->rep[0].model, p, &off))
+        if (p->op != GOP_PARAM || trainer_param_offset(t, p, &off))
             continue;
         const ckpt_tensor *c = NULL;
         for (uint32_t i = 0; i < k->n_tensors && !c; i++)
@@ -212,7 +219,7 @@ static vkt_status match_params(vkt_trainer *t, const char *path, const ckpt *k, 
  * (kind, size) before anything changes. */
 static vkt_status restore_optimizer(vkt_trainer *t, const char *path, const ckpt *k)
 {
-    uint64_t want = vkt_optimizer_state_size(t->rep[0].opt);
+    uint64_t want = t->pipe ? trainer_pipe_opt_size(t) : vkt_optimizer_state_size(t->rep[0].opt);
     if (k->opt_bytes != want)
         return trainer_fail(t, VKT_ERROR_SHAPE, "checkpoint '%s' does not match the trainer: "
                             "its optimizer state takes %llu bytes, this optimizer's %llu (a "
@@ -222,8 +229,8 @@ static vkt_status restore_optimizer(vkt_trainer *t, const char *path, const ckpt
     if (!blob)
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     memcpy(blob, k->opt_state, want);
-    vkt_status st = VKT_OK;
-    for (uint32_t i = 0; i < t->n_rep && st == VKT_OK; i++)
+    vkt_status st = t->pipe ? trainer_pipe_write_opt(t, path, blob, want) : VKT_OK;
+    for (uint32_t i = 0; !t->pipe && i < t->n_rep && st == VKT_OK; i++)
         if ((st = vkt_optimizer_write_state(t->rep[i].opt, blob, want)) != VKT_OK)
             trainer_fail(t, st, "checkpoint '%s': %s", path,
                          vkt_context_errmsg(t->rep[i].ctx));
@@ -236,8 +243,10 @@ static void restore_position(vkt_trainer *t, const ckpt *k)
     t->steps = k->step;
     for (uint32_t i = 0; i < t->n_rep; i++) {
         replica *r = &t->rep[i];
-        vkt_model_set_step_index(r->model, k->dropout_step);
-        vkt_optimizer_set_step(r->opt, k->step);
+        if (!t->pipe) { /* a pipeline sets its optimizers' step before each update */
+            vkt_model_set_step_index(r->model, k->dropout_step);
+            vkt_optimizer_set_step(r->opt, k->step);
+        }
         /* loaders are made again by the next fit, at the saved position */
         vkt_loader_destroy(r->loader);
         free(r->x);
@@ -261,7 +270,9 @@ vkt_status trainer_ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k)
     vkt_status st = match_params(t, path, k, flat);
     if (st == VKT_OK)
         st = restore_optimizer(t, path, k);
-    for (uint32_t i = 0; st == VKT_OK && i < t->n_rep; i++)
+    if (st == VKT_OK && t->pipe)
+        st = trainer_pipe_write_flat(t, flat, t->param_count);
+    for (uint32_t i = 0; st == VKT_OK && !t->pipe && i < t->n_rep; i++)
         if ((st = vkt_model_write_params(t->rep[i].model, flat, t->param_count)) != VKT_OK)
             trainer_from_model(t, t->rep[i].model, st);
     free(flat);

@@ -1,0 +1,65 @@
+/*
+ * pipe.h - the pipeline engine (pipeline.c): a graph cut into P stages (graph/stage.h),
+ * D data-parallel copies of that P-stage pipeline, P x D contexts, one model, optimizer
+ * and thread each. vkt_pipeline_* is the engine with D = 1; vkt_trainer with stages or
+ * micro-batches (trainer_pipe.c) drives it with D copies.
+ *
+ * A step: copy d takes rows [d B/D, (d+1) B/D) of the global batch and cuts them into m
+ * equal micro-batches that flow through its stages (1F1B, pipeline.c's header). Each
+ * stage adds its micro-batch gradients on the host in double with weight 1/(D m) (the
+ * rows' share of the batch). After a barrier of all P x D threads where each votes,
+ * every context of stage s writes sum over copies (in copy order) of those sums into its
+ * gradient buffer and runs its optimizer: the copies of a stage apply the same bits and
+ * stay identical. Any failure: no context updates and the step returns the message of
+ * the first stage that failed.
+ */
+#ifndef VKT_PARALLEL_PIPE_H
+#define VKT_PARALLEL_PIPE_H
+
+#include "graph/model.h"
+#include "graph/stage.h"
+
+typedef struct pipe_options {
+    uint32_t batch;          /* global rows, split into copies x micro_batches equal parts */
+    uint32_t micro_batches;  /* m per copy, >= 1 */
+    uint32_t stages;         /* P, 1..VKT_MAX_STAGES */
+    uint32_t copies;         /* D, >= 1 */
+    const uint32_t *devices; /* context d * P + s runs on devices[(d * P + s) % n_devices] */
+    uint32_t n_devices;
+    vkt_optimizer_options optimizer;
+    vkt_kernel_variant kernels;
+    int check;               /* VKT_CHECK mode on every stage model */
+    int sequential;          /* one stage at a time (the bubble's baseline) */
+    const char *fn;          /* the public call, for messages */
+} pipe_options;
+
+/* 1 + the highest stage of an op of g (1 for a graph built without placement). */
+uint32_t pipe_graph_stages(const vkt_graph *g);
+
+/* Splits the graph and makes the P x D contexts. On failure the thread's last error
+ * (vkt_last_error) holds the message. */
+vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
+                       const pipe_options *o, vkt_pipeline **out);
+
+/* One step on a global batch (every feed holds `batch` rows) with the optimizers' step
+ * set to `step`; *out_loss: the batch's mean loss. The message: vkt_pipeline_errmsg. */
+vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_t step,
+                     double *out_loss);
+
+uint32_t pipe_copies(const vkt_pipeline *p);
+/* The split: which stage holds each node of the full graph, each stage's sub-graph. */
+const graph_split *pipe_split(const vkt_pipeline *p);
+vkt_model *pipe_model(vkt_pipeline *p, uint32_t copy, uint32_t stage);
+vkt_optimizer *pipe_optimizer(vkt_pipeline *p, uint32_t copy, uint32_t stage);
+vkt_context *pipe_context(vkt_pipeline *p, uint32_t copy, uint32_t stage);
+
+/* A parameter of the full graph: read from copy `copy`, or written into every copy.
+ * VKT_ERROR_INVALID_ARGUMENT when no stage holds it (the loss does not use it). */
+vkt_status pipe_read_param(vkt_pipeline *p, uint32_t copy, const vkt_tensor *param,
+                           float *out, uint64_t count);
+vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *param, const float *data,
+                            uint64_t count);
+/* New hyperparameters for every context (clipping refused with P > 1). */
+vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o);
+
+#endif
