@@ -77,8 +77,10 @@ struct vkt_pipeline {
     pedge *edge;           /* every copy's edges, copy after copy */
     uint32_t n_edge;
     plat_monitor *mon;
-    plat_barrier *barrier;
     int failed;            /* under mon */
+    int go;                /* under mon: the step's threads may start working */
+    uint32_t expected, arrived; /* under mon: the step's end (arrive) */
+    int votes;             /*   and whether any context voted to stop there */
     uint32_t first_failed; /* under mon: the context that failed first (n_ctx: none) */
     uint64_t steps, step;  /* public steps taken; the optimizers' step of this one */
     double step_seconds;
@@ -330,8 +332,7 @@ vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
     if (st == VKT_OK) {
         p->st = calloc(p->n_ctx, sizeof *p->st);
         p->mon = plat_monitor_create();
-        p->barrier = plat_barrier_create(p->n_ctx);
-        if (!p->st || !p->mon || !p->barrier)
+        if (!p->st || !p->mon)
             st = pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     if (st == VKT_OK)
@@ -410,8 +411,6 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
     graph_split_free(&p->split);
     if (p->mon)
         plat_monitor_destroy(p->mon);
-    if (p->barrier)
-        plat_barrier_destroy(p->barrier);
     free(p);
 }
 
@@ -612,12 +611,32 @@ static vkt_status update(pstage *s)
     return VKT_OK;
 }
 
+/* The end of a step for the contexts whose threads run (p->expected of them): each
+ * arrives with its vote and waits for all; returns 1 if any voted to stop. (Not a
+ * plat_barrier: when some threads could not start, fewer arrive.) */
+static int arrive(vkt_pipeline *p, int vote)
+{
+    plat_monitor_lock(p->mon);
+    p->votes |= vote != 0;
+    p->arrived++;
+    plat_monitor_broadcast(p->mon);
+    while (p->arrived < p->expected)
+        plat_monitor_wait(p->mon);
+    int stop = p->votes;
+    plat_monitor_unlock(p->mon);
+    return stop;
+}
+
 /* 1F1B order for one stage of one copy (the header comment). */
 static void stage_job(void *arg)
 {
     pstage *s = arg;
     vkt_pipeline *p = s->p;
     uint32_t m = p->m, P = p->P;
+    plat_monitor_lock(p->mon); /* until every thread of the step has started (or not) */
+    while (!p->go)
+        plat_monitor_wait(p->mon);
+    plat_monitor_unlock(p->mon);
     uint32_t w = P - 1 - s->index < m ? P - 1 - s->index : m;
     vkt_status st = VKT_OK;
     for (uint32_t k = 0; k < w && st == VKT_OK; k++)
@@ -631,8 +650,8 @@ static void stage_job(void *arg)
         st = backward(s, k);
     if (st != VKT_OK && s->status == VKT_OK)
         s->status = st; /* stopped by another stage's failure */
-    /* Every context updates, or none does (and after the barrier every gacc is final). */
-    if (plat_barrier_wait(p->barrier, s->status != VKT_OK) == 0)
+    /* Every context updates, or none does (and after arrive every gacc is final). */
+    if (arrive(p, s->status != VKT_OK) == 0)
         update(s);
 }
 
@@ -665,6 +684,9 @@ static void reset_step(vkt_pipeline *p)
     }
     p->failed = 0;
     p->first_failed = p->n_ctx;
+    p->go = 0;
+    p->arrived = 0;
+    p->votes = 0;
     for (uint32_t i = 0; i < p->n_ctx; i++) {
         pstage *s = &p->st[i];
         memset(s->gacc, 0, s->n_train * sizeof *s->gacc);
@@ -697,13 +719,15 @@ static void run_threads(vkt_pipeline *p)
     for (; started < p->n_ctx; started++)
         if (plat_thread_start(&p->st[started].thread, stage_job, &p->st[started]) != 0)
             break;
-    if (started < p->n_ctx) { /* the barrier would never open: run none (none started
-                                 past it: each waits for all at the barrier) */
-        for (uint32_t k = started; k < p->n_ctx; k++)
-            sfail(&p->st[k], VKT_ERROR_INTERNAL, "thread", "could not start a thread");
-        for (uint32_t k = started; k < p->n_ctx; k++)
-            stage_job(&p->st[k]); /* runs to the barrier and leaves with the vote */
-    }
+    /* Contexts without a thread fail the step; the started ones stop at once (they see
+     * `failed`) and only they arrive at the end. */
+    for (uint32_t k = started; k < p->n_ctx; k++)
+        sfail(&p->st[k], VKT_ERROR_INTERNAL, "thread", "could not start a thread");
+    plat_monitor_lock(p->mon);
+    p->expected = started;
+    p->go = 1;
+    plat_monitor_broadcast(p->mon);
+    plat_monitor_unlock(p->mon);
     for (uint32_t k = 0; k < started; k++)
         plat_thread_join(p->st[k].thread);
 }

@@ -166,7 +166,8 @@ vkt_status trainer_pipe_read_flat(vkt_trainer *t, uint32_t copy, float *flat, ui
     vkt_status st = check_count(t, "vkt_trainer_read_params", count);
     if (st != VKT_OK)
         return st;
-    memcpy(flat, t->pipe_host, t->param_count * sizeof *flat);
+    if (flat != t->pipe_host) /* parameters no stage holds */
+        memcpy(flat, t->pipe_host, t->param_count * sizeof *flat);
     for (uint32_t i = 0; i < t->pipe_nodes; i++) {
         const vkt_tensor *p = t->graph->nodes[i];
         if (t->pipe_off[i] == UINT64_MAX || held_by(t, i) == UINT32_MAX)
