@@ -3,8 +3,10 @@
  *  - P x D = 2x2, 3x1 and 1x2 (D data-parallel copies of a P-stage pipeline) equal the
  *    unpipelined single-replica trainer on the same global batches: losses within 1e-5
  *    relative over 50 steps, parameters at the end through read_params (the same flat
- *    layout); the copies stay bitwise identical; fit and evaluate work;
+ *    layout); the copies stay bitwise identical; write_params reaches every copy; fit,
+ *    predict and evaluate work;
  *  - what the engine does not combine with is refused at create, each with a message;
+ *    check mode reaches the stages' models;
  *  - checkpoints: a run saved with 2 stages resumes with 1 and 3 stages and with 2
  *    data-parallel replicas (no stages), and continues with the losses of the run that
  *    was not interrupted (Adam: both moments and the step travel);
@@ -140,6 +142,14 @@ static void test_equivalence(uint32_t P, uint32_t D, uint32_t m)
     TH_CHECK(vkt_trainer_predict(tb, &fb, 1, BATCH, b.z, zb) == VKT_OK, "predict: %s",
              vkt_trainer_errmsg(tb));
     th_compare("predict", zb, za, BATCH * C, 1e-4f, 1e-5f);
+    /* write_params: the unpipelined model's parameters into every copy */
+    TH_OK(NULL, vkt_trainer_read_params(ta, pa, np));
+    TH_CHECK(vkt_trainer_write_params(tb, pa, np) == VKT_OK, "write: %s", vkt_trainer_errmsg(tb));
+    for (uint32_t d = 0; d < D; d++) {
+        TH_CHECK(vkt_trainer_read_replica_params(tb, d, pc, np) == VKT_OK, "read copy %u", d);
+        TH_CHECK(memcmp(pa, pc, np * sizeof *pa) == 0, "copy %u after write_params", d);
+    }
+    TH_CHECK(vkt_trainer_write_params(tb, pa, np - 1) == VKT_ERROR_SHAPE, "a short write");
     printf("  %ux%u (stages x copies), m %u: worst loss difference %.3g relative over %d "
            "steps\n", P, D, m, worst, STEPS);
     free(pa);
@@ -278,6 +288,19 @@ static void test_refused(void)
     TH_CHECK(t && vkt_trainer_step(t, &only_x, 1, NULL) == VKT_ERROR_INVALID_ARGUMENT &&
                  strstr(vkt_trainer_errmsg(t), "'y'"),
              "labels not fed: %s", t ? vkt_trainer_errmsg(t) : "");
+    vkt_trainer_destroy(t);
+    /* check mode (every op against its CPU reference) reaches every stage's model */
+    o = base;
+    o.check = 1;
+    o.micro_batches = 2;
+    t = NULL;
+    float loss = 0;
+    int32_t y[BATCH];
+    batch_of(3, x, y);
+    vkt_feed f[2] = {{n.x, x}, {n.y, y}};
+    TH_CHECK(vkt_trainer_create(th_instance, n.g, n.loss, &o, &t) == VKT_OK &&
+                 vkt_trainer_step(t, f, 2, &loss) == VKT_OK && loss > 0,
+             "check mode with 2 stages: %s", t ? vkt_trainer_errmsg(t) : vkt_last_error());
     vkt_trainer_destroy(t);
     vkt_graph_destroy(n.g);
 }
