@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -26,9 +25,8 @@
 /* "<dir>/<rel>" into buf if that exists; returns buf or NULL. */
 static const char *existing(char *buf, size_t size, const char *dir, const char *rel)
 {
-    struct stat st;
     int n = snprintf(buf, size, "%s/%s", dir, rel);
-    return n > 0 && (size_t)n < size && stat(buf, &st) == 0 ? buf : NULL;
+    return n > 0 && (size_t)n < size && plat_file_stat(buf, NULL, NULL) == 0 ? buf : NULL;
 }
 
 /* The shipped file or folder `rel` ("mnist", "austen/...") by the order above, after
@@ -51,12 +49,7 @@ static const char *shipped(char *buf, size_t size, const char *rel)
     return buf;
 }
 
-double cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+double cli_now(void) { return plat_now(); }
 
 const char *cli_default_data_dir(void)
 {

@@ -24,12 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "models.h"
+#include "platform/platform.h"
 
 #define MAX_REP 4
 
@@ -408,7 +406,7 @@ static int bench(const bench_args *a, vkt_instance *inst)
     vkt_instance_device_info(inst, device, &info);
     const char *threads = getenv("LP_NUM_THREADS");
     printf("device: %s (device %u listed 1, 2 and 4 times), %ld host CPUs online, "
-           "LP_NUM_THREADS=%s\n", info.name, device, sysconf(_SC_NPROCESSORS_ONLN),
+           "LP_NUM_THREADS=%s\n", info.name, device, plat_cpu_count(),
            threads ? threads : "unset (lavapipe picks; set it for stable figures)");
     if (info.type == VKT_DEVICE_TYPE_CPU)
         printf("note: a CPU device: every replica shares the same cores, so more replicas "

@@ -15,9 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
+#include "platform/platform.h"
 
 #define N_LAYERS 3
 #define MAX_GEMMS (3 * N_LAYERS - 1) /* forward, dW, and dA but for the input */
@@ -25,29 +25,14 @@
 
 static const uint32_t k_dims[N_LAYERS + 1] = {784, 256, 128, 10};
 
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double wall_s(void) { return plat_now(); }
 
 /* CPU time of the calling thread: vktrain's own host work inside a call, without the
  * lavapipe threads that execute the kernels. */
-static double thread_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double thread_cpu_s(void) { return plat_thread_cpu_time(); }
 
 /* CPU time of the whole process (every thread, lavapipe's included). */
-static double process_cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double process_cpu_s(void) { return plat_cpu_time(); }
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 static float rnd01(void)

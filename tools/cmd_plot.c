@@ -5,14 +5,13 @@
  * along x. The y range is robust: one huge value (a loss spike) would flatten the rest
  * of the curve into a line, so values far outside the bulk of the panel's values are
  * drawn on its edge as triangles and counted in what it prints. Prints what it drew. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli.h"
+#include "platform/platform.h"
 #include "png.h"
 
 #define W 900
@@ -106,24 +105,23 @@ static int add_point(series *s, double x, double y)
  * a file. */
 static int find_csv(const char *dir, char *out, size_t size)
 {
-    struct stat st;
-    if (stat(dir, &st) == 0 && S_ISREG(st.st_mode)) {
+    char **names;
+    size_t count;
+    if (plat_list_dir(dir, &names, &count) != 0) { /* not a folder: a file, or nothing */
+        if (plat_file_stat(dir, NULL, NULL) != 0)
+            return 0;
         snprintf(out, size, "%s", dir);
         return 1;
     }
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
     char best[512] = "";
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        if (strncmp(e->d_name, "scalars.", 8) == 0 && n > 4 &&
-            strcmp(e->d_name + n - 4, ".csv") == 0 && n < sizeof best &&
-            strcmp(e->d_name, best) > 0)
-            snprintf(best, sizeof best, "%s", e->d_name);
+    for (size_t i = 0; i < count; i++) {
+        const char *name = names[i];
+        size_t n = strlen(name);
+        if (strncmp(name, "scalars.", 8) == 0 && n > 4 && strcmp(name + n - 4, ".csv") == 0 &&
+            n < sizeof best && strcmp(name, best) > 0)
+            snprintf(best, sizeof best, "%s", name);
     }
-    closedir(d);
+    plat_free_names(names, count);
     if (!best[0])
         return 0;
     snprintf(out, size, "%s/%s", dir, best);

@@ -5,12 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cli.h"
 #include "models.h"
+#include "platform/platform.h"
 #include "train.h"
 #include "train_log.h"
 
@@ -299,7 +298,7 @@ static int run(const train_args *a, vkt_instance *inst)
     if (!train_log_open(&log, a->logdir, a->log_every, a->batch, replicas, a->scale_lr,
                         a->warmup, &oo, t0, a->quiet))
         goto done;
-    progress p = {.tty = isatty(STDOUT_FILENO), .quiet = a->quiet, .t0 = t0,
+    progress p = {.tty = plat_stdout_is_tty(), .quiet = a->quiet, .t0 = t0,
                   .batch = a->batch, .per_epoch = per_epoch, .tr = tr, .test = test, .m = &m,
                   .log = &log, .a = a, .last_save = t0, .saved_step = UINT64_MAX};
     if (a->ckpt_dir && !resume(a, tr, &p.step0))
@@ -418,7 +417,7 @@ int cmd_train(int argc, char **argv)
         /* A rank that only learnt of another's failure (VKT_ERROR_REMOTE) gives the failing
          * rank time to print its own message before the job is torn down. */
         if (cli_last_failure() == VKT_ERROR_REMOTE)
-            sleep(2);
+            plat_sleep(2);
         vkt_world_abort(a.world, rc, "stopping every rank of the job");
     }
     vkt_instance_destroy(inst);

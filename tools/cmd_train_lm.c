@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "platform/platform.h"
 #include "train.h"
 #include "train_log.h"
 
@@ -58,7 +58,7 @@ static int save(lm_run *r)
 static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_seconds)
 {
     const train_args *a = r->a;
-    int tty = isatty(STDOUT_FILENO);
+    int tty = plat_stdout_is_tty();
     double t0 = cli_now(), last = 0, last_save = t0;
     uint64_t first = vkt_trainer_step_count(r->tr);
     for (uint64_t step = first + 1; step <= total; step++) {
@@ -175,7 +175,7 @@ static int run(lm_run *r, vkt_instance *inst)
         return 1;
     if (r->sig)
         return train_interrupted(a, r->sig, vkt_trainer_step_count(r->tr),
-                                 isatty(STDOUT_FILENO) && !a->quiet &&
+                                 plat_stdout_is_tty() && !a->quiet &&
                                      vkt_trainer_step_count(r->tr) != total);
     if (!vkt_world_is_chief(a->world)) /* the chief evaluates, samples and reports */
         return 0;

@@ -2,7 +2,8 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <unistd.h>
+
+#include "platform/platform.h"
 
 vkt_status cli_build_mlp(cli_model *m, uint32_t batch, uint32_t features, uint32_t classes,
                          const uint32_t *widths, uint32_t n_widths, float dropout,
@@ -131,8 +132,7 @@ static double charlm_bytes(uint32_t batch, const cli_lm_shape *s)
 /* This machine's memory (lavapipe's device memory is host memory; a GPU's is smaller). */
 static double host_bytes(void)
 {
-    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && size > 0 ? (double)pages * (double)size : 0;
+    return (double)plat_physical_memory();
 }
 
 vkt_status cli_build_charlm(cli_model *m, uint32_t batch, const cli_lm_shape *s, uint64_t seed)

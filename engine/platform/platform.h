@@ -110,6 +110,29 @@ int plat_signals_catch(void);
 int plat_signals_pending(void);
 void plat_signals_release(void);
 
+/* The system (engine/platform/system_posix.c, system_win32.c): what programs and tests
+ * ask of the machine and of their own process beyond files.
+ * plat_cpu_count: the processors online, at least 1 (sysconf(_SC_NPROCESSORS_ONLN);
+ * GetActiveProcessorCount). plat_physical_memory: the machine's memory in bytes, 0 if the
+ * system cannot tell (sysconf pages x page size; GlobalMemoryStatusEx).
+ * plat_thread_cpu_time: the calling thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID;
+ * GetThreadTimes). */
+long plat_cpu_count(void);
+uint64_t plat_physical_memory(void);
+double plat_thread_cpu_time(void);
+/* Sets an environment variable of this process (value NULL removes it); what later
+ * getenv / plat_getenv calls see, and on Win32 what DLLs loaded later (the Vulkan loader)
+ * see too. Not thread-safe: call it while no other thread reads the environment.
+ * Returns 0 on success, -1 for a NULL or empty name, one holding '=', or a system error. */
+int plat_setenv(const char *name, const char *value);
+/* Creates a new, empty folder only this user may enter, under the system's folder for
+ * temporary files ($TMPDIR, else /tmp; Win32: GetTempPathW), named `prefix` followed by
+ * random characters, and writes its path into buf (always NUL-terminated). `prefix` is a
+ * plain name (no separators). Returns 0 on success, -1 on failure (buf then ""). */
+int plat_make_temp_dir(const char *prefix, char *buf, size_t size);
+/* Removes an empty folder; returns 0 on success. */
+int plat_remove_dir(const char *path);
+
 /* Whether stdout is a terminal. */
 int plat_stdout_is_tty(void);
 
