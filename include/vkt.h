@@ -174,6 +174,11 @@ typedef struct vkt_context_options {
     int force_staging;              /* 1: always go through staging even on host-visible
                                        device memory (tests the discrete-GPU path) */
     int no_pipeline_cache_file;     /* 1: do not read or write the on-disk pipeline cache */
+    uint64_t memory_limit;          /* bytes of device-local memory this context may allocate
+                                       (a smaller device, for tests and planning); 0: the
+                                       environment's VKT_DEVICE_MEMORY_LIMIT ("512M", "2G",
+                                       bytes), unset: the device's heaps. Past it an allocation
+                                       fails with VKT_ERROR_OUT_OF_MEMORY naming the limit */
 } vkt_context_options;
 
 /* The instance must outlive the context. A context is used by one thread at a time.
@@ -192,6 +197,8 @@ typedef struct vkt_memory_stats {
     uint32_t block_count;            /* number of vkAllocateMemory blocks */
     uint32_t allocation_count;       /* number of live suballocations */
     uint32_t pipeline_count;         /* pipelines created so far */
+    uint64_t device_local_bytes;     /* of device_bytes_allocated: in device-local heaps */
+    uint64_t memory_limit;           /* the context's cap on device_local_bytes (0: none) */
 } vkt_memory_stats;
 
 VKT_API vkt_status vkt_context_memory_stats(const vkt_context *context,

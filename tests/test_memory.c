@@ -92,6 +92,58 @@ static void test_round_trip(vkt_context *ctx, const char *what)
     free(y);
 }
 
+/* A context capped at 8 MiB of device-local memory behaves as a device of that size: the
+ * last block is cut to what is left, a request past it fails naming the limit, and freed
+ * memory can be allocated again. */
+static void test_limit(void)
+{
+    const uint64_t MiB = 1048576;
+    vkt_context_options o = {.memory_limit = 8 * MiB};
+    vkt_context *ctx = NULL;
+    TH_OK(NULL, vkt_context_create(th_instance, &o, &ctx));
+    if (!ctx)
+        return;
+    vkt_buffer *a = NULL, *b = NULL, *c = NULL;
+    TH_OK(ctx, vkt_buffer_create(ctx, 3 * MiB, VKT_MEMORY_DEVICE, &a));
+    TH_OK(ctx, vkt_buffer_create(ctx, 4 * MiB, VKT_MEMORY_DEVICE, &b));
+    vkt_memory_stats ms;
+    vkt_context_memory_stats(ctx, &ms);
+    TH_CHECK(ms.memory_limit == 8 * MiB && ms.device_local_bytes <= 8 * MiB &&
+             ms.device_local_bytes >= 7 * MiB, "7 MiB fit under the 8 MiB limit (%llu bytes "
+             "allocated, limit %llu)", (unsigned long long)ms.device_local_bytes,
+             (unsigned long long)ms.memory_limit);
+    vkt_status st = vkt_buffer_create(ctx, 2 * MiB, VKT_MEMORY_DEVICE, &c);
+    TH_CHECK(st == VKT_ERROR_OUT_OF_MEMORY && c == NULL &&
+             strstr(vkt_context_errmsg(ctx), "limit") != NULL,
+             "2 MiB more is refused with the limit named: %s (%s)", vkt_status_name(st),
+             vkt_context_errmsg(ctx));
+    vkt_buffer_destroy(b);
+    TH_OK(ctx, vkt_buffer_create(ctx, 2 * MiB, VKT_MEMORY_DEVICE, &c));
+    vkt_buffer_destroy(a);
+    vkt_buffer_destroy(c);
+    vkt_context_destroy(ctx);
+
+    /* VKT_DEVICE_MEMORY_LIMIT when the options say nothing; a bad value is an error */
+    setenv("VKT_DEVICE_MEMORY_LIMIT", "1.5G", 1);
+    ctx = NULL;
+    TH_OK(NULL, vkt_context_create(th_instance, NULL, &ctx));
+    vkt_context_memory_stats(ctx, &ms);
+    TH_CHECK(ms.memory_limit == 3 * 512 * MiB, "VKT_DEVICE_MEMORY_LIMIT=1.5G caps at %llu "
+             "bytes", (unsigned long long)ms.memory_limit);
+    vkt_context_destroy(ctx);
+    const char *bad[] = {"lots", "12X", "0", "-5M", "1.5GB2"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("VKT_DEVICE_MEMORY_LIMIT", bad[i], 1);
+        ctx = NULL;
+        st = vkt_context_create(th_instance, NULL, &ctx);
+        TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !ctx &&
+                 strstr(vkt_last_error(), "VKT_DEVICE_MEMORY_LIMIT") != NULL,
+                 "VKT_DEVICE_MEMORY_LIMIT='%s' is refused: %s", bad[i], vkt_last_error());
+        vkt_context_destroy(ctx);
+    }
+    unsetenv("VKT_DEVICE_MEMORY_LIMIT");
+}
+
 int main(void)
 {
     th_init("test_memory");
@@ -106,5 +158,6 @@ int main(void)
         test_round_trip(staged, "staged");
         vkt_context_destroy(staged);
     }
+    test_limit();
     return th_finish();
 }

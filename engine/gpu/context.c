@@ -47,6 +47,45 @@ static vkt_status resolve_variant(vkt_kernel_variant asked, const vkt_device_inf
     return VKT_OK;
 }
 
+/* "512M", "1.5G", "65536": bytes, with an optional binary suffix K, M, G or T (an "iB" or
+ * "B" after it is accepted). Returns 0 for anything else, or for a size < 1 byte. */
+int gpu_parse_bytes(const char *s, uint64_t *out)
+{
+    char *end = NULL;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || end == s || !(v >= 1) || v > 1.8e19)
+        return 0;
+    static const char units[] = "KMGT";
+    const char *u = *end ? strchr(units, *end >= 'a' ? *end - 32 : *end) : NULL;
+    if (*end && (!u || !*u))
+        return 0;
+    if (u) {
+        for (const char *k = units; k <= u; k++)
+            v *= 1024.0;
+        end++;
+        if (strcmp(end, "iB") == 0 || strcmp(end, "B") == 0)
+            end += strlen(end);
+    }
+    if (*end || v > 1.8e19)
+        return 0;
+    *out = (uint64_t)v;
+    return 1;
+}
+
+/* The asked limit, else $VKT_DEVICE_MEMORY_LIMIT (unset or empty: none). */
+static vkt_status resolve_memory_limit(uint64_t asked, uint64_t *out)
+{
+    const char *env = plat_getenv("VKT_DEVICE_MEMORY_LIMIT");
+    *out = asked;
+    if (asked || !env || !*env)
+        return VKT_OK;
+    if (!gpu_parse_bytes(env, out))
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "VKT_DEVICE_MEMORY_LIMIT='%s': not a size (bytes, or a number with K, "
+                        "M, G or T: '512M', '1.5G')", env);
+    return VKT_OK;
+}
+
 /* The plan's extensions enabled; with VK_KHR_portability_subset (MoltenVK) its features
  * chained with only what vktrain uses (events, for marks) requested. */
 static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
@@ -93,6 +132,9 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
                         inst->device_count);
     vkt_kernel_variant variant = VKT_KERNELS_AUTO;
     vkt_status vs = resolve_variant(o.kernels, &inst->infos[o.device_index], &variant);
+    uint64_t limit = 0;
+    if (vs == VKT_OK)
+        vs = resolve_memory_limit(o.memory_limit, &limit);
     if (vs != VKT_OK)
         return vs;
     vkt_context *ctx = calloc(1, sizeof *ctx);
@@ -106,6 +148,7 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
     ctx->variant = variant;
     ctx->force_staging = o.force_staging;
     ctx->mem.block_size = o.block_size ? o.block_size : gpu_default_block_size(ctx);
+    ctx->mem.limit = limit;
 
     gpu_device_caps caps;
     gpu_device_plan plan;

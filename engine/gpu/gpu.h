@@ -156,6 +156,8 @@ typedef struct gpu_memory {
     gpu_block *blocks;
     VkDeviceSize block_size;
     uint64_t device_bytes, bytes_in_use;
+    uint64_t local_bytes;          /* of device_bytes: blocks in device-local heaps */
+    uint64_t limit;                /* cap on local_bytes (0: none): vkt_context_options */
     uint32_t block_count, alloc_count;
 } gpu_memory;
 
@@ -209,6 +211,8 @@ void gpu_memory_free(vkt_context *ctx, gpu_alloc *alloc);
 void gpu_memory_destroy(vkt_context *ctx);
 /* 64 MiB, or maxMemoryAllocationSize if smaller. */
 VkDeviceSize gpu_default_block_size(const vkt_context *ctx);
+/* Parses a size ("512M", "1.5G", bytes); 0 when it is not one (context.c). */
+int gpu_parse_bytes(const char *s, uint64_t *out);
 
 /* Pipeline cache file under the user's cache directory ($VKT_CACHE_DIR, else
  * $XDG_CACHE_HOME/vktrain, else ~/.cache/vktrain), keyed by the device's cache UUID. */

@@ -32,6 +32,23 @@ uint32_t gpu_memory_type(const vkt_context *ctx, uint32_t type_bits, vkt_memory_
 
 static VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
 
+static int type_is_local(const vkt_context *ctx, uint32_t type)
+{
+    uint32_t heap = ctx->mem_props.memoryTypes[type].heapIndex;
+    return (ctx->mem_props.memoryHeaps[heap].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+}
+
+static double mib(uint64_t bytes) { return (double)bytes / (double)MIB; }
+
+/* Device-local bytes still allocatable under the context's memory limit (UINT64_MAX:
+ * no limit, or a type outside the device-local heaps, which the limit does not count). */
+static uint64_t limit_room(const vkt_context *ctx, uint32_t type)
+{
+    if (!ctx->mem.limit || !type_is_local(ctx, type))
+        return UINT64_MAX;
+    return ctx->mem.local_bytes < ctx->mem.limit ? ctx->mem.limit - ctx->mem.local_bytes : 0;
+}
+
 static vkt_status block_create(vkt_context *ctx, VkDeviceSize size, uint32_t type,
                                gpu_block **out)
 {
@@ -81,6 +98,8 @@ static vkt_status block_create(vkt_context *ctx, VkDeviceSize size, uint32_t typ
     b->next = ctx->mem.blocks;
     ctx->mem.blocks = b;
     ctx->mem.device_bytes += size;
+    if (type_is_local(ctx, type))
+        ctx->mem.local_bytes += size;
     ctx->mem.block_count++;
     *out = b;
     return VKT_OK;
@@ -97,6 +116,8 @@ static void block_destroy(vkt_context *ctx, gpu_block *b)
         vkUnmapMemory(ctx->device, b->memory);
     vkFreeMemory(ctx->device, b->memory, NULL);
     ctx->mem.device_bytes -= b->size;
+    if (type_is_local(ctx, b->type_index))
+        ctx->mem.local_bytes -= b->size;
     ctx->mem.block_count--;
     free(b->free);
     free(b);
@@ -189,6 +210,17 @@ vkt_status gpu_memory_alloc(vkt_context *ctx, const VkMemoryRequirements *req,
     if (!b) {
         /* Large requests get a block of their own; small ones share block_size blocks. */
         VkDeviceSize bsize = size > ctx->mem.block_size / 2 ? size : ctx->mem.block_size;
+        /* Under a memory limit the last block is cut to what is left, as on a device of
+         * exactly that size; a request past it fails naming the limit. */
+        uint64_t room = limit_room(ctx, type_index);
+        if (size > room)
+            return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY,
+                            "out of device memory on '%s': %.1f MiB asked for, %.1f MiB of "
+                            "its %.1f MiB limit (memory_limit, VKT_DEVICE_MEMORY_LIMIT) "
+                            "already allocated", ctx->info.name, mib(size),
+                            mib(ctx->mem.local_bytes), mib(ctx->mem.limit));
+        if (bsize > room)
+            bsize = room;
         vkt_status st = block_create(ctx, bsize, type_index, &b);
         if (st != VKT_OK)
             return st;
@@ -235,6 +267,8 @@ vkt_status vkt_context_memory_stats(const vkt_context *ctx, vkt_memory_stats *ou
     out->block_count = ctx->mem.block_count;
     out->allocation_count = ctx->mem.alloc_count;
     out->pipeline_count = ctx->pipeline_count;
+    out->device_local_bytes = ctx->mem.local_bytes;
+    out->memory_limit = ctx->mem.limit;
     return VKT_OK;
 }
 
