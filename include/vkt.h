@@ -1097,6 +1097,56 @@ typedef struct vkt_feed {
  * batch normalization are refused for now. Gradient clipping (a global norm) is refused
  * too. The instance and graph must outlive the pipeline. vkt_trainer runs the same engine
  * (options.stages, micro_batches) with data-parallel copies, fit and checkpoints. */
+/* Automatic placement (vkt train --pipeline P): cuts the ops the loss depends on, in the
+ * order they were built, into P consecutive groups and moves each op to its group's stage
+ * (vkt_tensor_set_stage), so values flow to higher stages and the loss is on the last.
+ * The groups balance a cost per op: its measured device time, forward plus backward
+ * (vkt_model_profile of the whole training model on `context`, unfused, at `batch` rows:
+ * give the micro-batch), or the bytes of the parameters it reads where times are unknown
+ * (no context, or the whole model does not fit one: a model that needs the split). The
+ * split minimizes the largest group's cost, then, among splits within `tolerance` of it,
+ * the bytes that cross stages. It never cuts between two readers of one parameter, or
+ * across a value that is not laid out by batch rows. Refused (VKT_ERROR_INVALID_ARGUMENT,
+ * vkt_last_error says why): fewer ops than stages, no valid cut, ops that cannot run in a
+ * pipeline (dropout, batch normalization) when P > 1; VKT_SPLIT_COST_TIME when the times
+ * cannot be measured. The graph is unchanged on failure. */
+typedef enum vkt_split_cost {
+    VKT_SPLIT_COST_AUTO = 0, /* TIME where it can be measured, else PARAMS */
+    VKT_SPLIT_COST_TIME,     /* measured microseconds per op, forward + backward */
+    VKT_SPLIT_COST_PARAMS    /* bytes of the parameters each op reads */
+} vkt_split_cost;
+
+typedef struct vkt_split_options {
+    uint32_t stages;         /* P, 1..VKT_MAX_STAGES */
+    vkt_split_cost cost;
+    vkt_context *context;    /* where ops are timed; NULL: parameter bytes */
+    uint32_t batch;          /* rows to time at; 0: as built */
+    uint32_t runs;           /* profile runs (the first a warm-up); 0: 3 */
+    double tolerance;        /* a split this much above the best max cost may be chosen for
+                                fewer crossing bytes; 0: 0.05 */
+} vkt_split_options;
+
+typedef struct vkt_split_stage {
+    uint32_t ops;                    /* ops placed on it */
+    char first[VKT_NAME_SIZE];       /* its first and last op (tensor names) */
+    char last[VKT_NAME_SIZE];
+    double cost;                     /* microseconds or bytes, as the report's cost says */
+    uint64_t param_bytes;            /* parameters it holds */
+    uint64_t send_bytes;             /* values it sends on, at the graph's batch */
+} vkt_split_stage;
+
+typedef struct vkt_split_report {
+    uint32_t stages;
+    vkt_split_cost cost;             /* what the split balanced: TIME or PARAMS */
+    char note[256];                  /* why TIME was not used ("" when it was) */
+    double imbalance;                /* largest stage cost / mean stage cost (1: perfect) */
+    vkt_split_stage stage[VKT_MAX_STAGES];
+} vkt_split_report;
+
+VKT_API vkt_status vkt_graph_split(vkt_graph *graph, vkt_tensor *loss,
+                                   const vkt_split_options *options,
+                                   vkt_split_report *out_report /* OUT, may be NULL */);
+
 typedef struct vkt_pipeline vkt_pipeline;
 
 typedef struct vkt_pipeline_options {
@@ -1132,6 +1182,8 @@ typedef struct vkt_pipeline_stage_stats {
     uint64_t activation_bytes; /* its arena: one micro-batch */
     uint64_t sent_bytes;       /* values sent forward and gradients sent back, last step */
     double busy_seconds;       /* last step: time in its forwards, backwards and update */
+    uint64_t device_bytes;     /* device-local memory its context holds (all of the above,
+                                  staging and block slack: vkt_memory_stats) */
 } vkt_pipeline_stage_stats;
 VKT_API vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *pipeline, uint32_t stage,
                                                 vkt_pipeline_stage_stats *out /* OUT */);
@@ -1260,6 +1312,10 @@ typedef struct vkt_trainer_stats {
 
 VKT_API vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer,
                                          vkt_trainer_stats *out /* OUT */);
+/* A pipelined trainer's stage (options.stages): copy 0's (the copies are alike).
+ * VKT_ERROR_INVALID_ARGUMENT for a trainer without stages or a stage out of range. */
+VKT_API vkt_status vkt_trainer_stage_stats_get(vkt_trainer *trainer, uint32_t stage,
+                                               vkt_pipeline_stage_stats *out /* OUT */);
 
 /* ------------------------------------------------------------------------------ */
 /* Summaries: scalars for TensorBoard and a CSV file                              */

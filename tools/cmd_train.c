@@ -191,10 +191,66 @@ static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
                (double)st.comm_bytes / st.steps / st.replicas / 1e6);
 }
 
+void train_print_stages(const train_args *a, vkt_trainer *tr)
+{
+    vkt_pipeline_stage_stats ss;
+    if (a->quiet || (a->pipeline < 2 && a->micro_batches < 2))
+        return;
+    for (uint32_t s = 0; vkt_trainer_stage_stats_get(tr, s, &ss) == VKT_OK; s++)
+        printf("stage %u (device %u): %u ops; device memory %.2f MB (parameters %.2f, "
+               "gradients %.2f, optimizer %.2f, activations %.2f); %.1f ms busy and %.2f MB "
+               "sent in the last step\n", s, ss.device, ss.ops, ss.device_bytes / 1e6,
+               ss.param_bytes / 1e6, ss.grad_bytes / 1e6, ss.optimizer_bytes / 1e6,
+               ss.activation_bytes / 1e6, 1e3 * ss.busy_seconds, ss.sent_bytes / 1e6);
+}
+
+void train_print_result_tail(const train_args *a)
+{
+    if (a->pipeline > 1 || a->micro_batches > 1)
+        printf(" stages=%u micro_batches=%u", a->pipeline, a->micro_batches);
+    if (vkt_world_size(a->world) > 1)
+        printf(" ranks=%u", vkt_world_size(a->world));
+}
+
+/* --pipeline: the model's ops split over P stages (vkt_graph_split), timed on the first
+ * device at one micro-batch, and the split printed. */
+static vkt_status split_stages(const train_args *a, vkt_instance *inst, const cli_model *m,
+                               uint32_t device, uint32_t rows)
+{
+    vkt_context_options co = {.device_index = device};
+    vkt_context *ctx = NULL;
+    if (a->split != VKT_SPLIT_COST_PARAMS && vkt_context_create(inst, &co, &ctx) != VKT_OK)
+        ctx = NULL; /* timed nowhere: parameter bytes, and the report says why */
+    vkt_split_options so = {.stages = a->pipeline, .cost = (vkt_split_cost)a->split,
+                            .context = ctx, .batch = rows};
+    vkt_split_report r;
+    vkt_status st = vkt_graph_split(m->graph, m->loss, &so, &r);
+    vkt_context_destroy(ctx);
+    if (st != VKT_OK || !vkt_world_is_chief(a->world))
+        return st;
+    int time = r.cost == VKT_SPLIT_COST_TIME;
+    printf("pipeline: %u stages x %u micro-batches of %u rows, split by %s%s%s%s; largest "
+           "stage %.2fx the mean\n", r.stages, a->micro_batches, rows,
+           time ? "measured time (forward + backward)" : "parameter bytes",
+           r.note[0] ? " (" : "", r.note, r.note[0] ? ")" : "", r.imbalance);
+    for (uint32_t s = 0; s < r.stages; s++) {
+        const vkt_split_stage *g = &r.stage[s];
+        char cost[32];
+        if (time)
+            snprintf(cost, sizeof cost, "%.0f us", g->cost);
+        else
+            snprintf(cost, sizeof cost, "%.2f MB", g->cost / 1e6);
+        printf("  stage %u: %3u ops, %s .. %s: %s; parameters %.2f MB, sends %.2f MB\n", s,
+               g->ops, g->first, g->last, cost, g->param_bytes / 1e6, g->send_bytes / 1e6);
+    }
+    fflush(stdout);
+    return VKT_OK;
+}
+
 vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
                               const vkt_optimizer_options *oo, vkt_trainer **out)
 {
-    uint32_t dev[VKT_MAX_REPLICAS], n = 0;
+    uint32_t dev[VKT_MAX_REPLICAS * VKT_MAX_STAGES], n = 0, P = a->pipeline;
     vkt_trainer_options to = {.batch = a->batch, .mode = a->async ? VKT_PARALLEL_ASYNC
                                                                    : VKT_PARALLEL_SYNC,
                               .bounded_staleness = a->bounded, .staleness = a->staleness,
@@ -203,17 +259,26 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
                               .world = a->world,
                               .bucket_bytes = (uint32_t)(a->bucket_mb * 1048576.0),
                               .check_identical = a->check_identical,
-                              .overlap = a->overlap};
+                              .overlap = a->overlap,
+                              .stages = P, .micro_batches = a->micro_batches};
     to.optimizer = *oo;
-    if (a->replicas) { /* --replicas N: the VKT_DEVICES list, repeated to N entries */
-        uint32_t sel[VKT_MAX_REPLICAS], k = 0;
+    if (a->replicas || P > 1) {
+        /* --replicas D: the VKT_DEVICES list repeated to D entries; with --pipeline P,
+         * D copies of P stages (D: --replicas, else the list's length / P, at least 1),
+         * copy d's stage s on entry d * P + s */
+        uint32_t sel[VKT_MAX_REPLICAS * VKT_MAX_STAGES], k = 0;
         vkt_status st = vkt_instance_select_devices(inst, sel, VKT_MAX_REPLICAS, &k);
         if (st != VKT_OK)
             return st; /* the message is the thread's last error */
-        for (n = 0; n < a->replicas; n++)
+        uint32_t D = a->replicas ? a->replicas : k / P ? k / P : 1;
+        for (n = 0; n < D * P; n++)
             dev[n] = sel[n % k];
         to.devices = dev;
         to.device_count = n;
+        /* (a batch that does not divide into D x m is refused by vkt_trainer_create) */
+        uint32_t rows = a->batch / D / a->micro_batches;
+        if (P > 1 && (st = split_stages(a, inst, m, dev[0], rows ? rows : 1)) != VKT_OK)
+            return st;
     }
     if (a->slow_seconds > 0) /* the last replica of the last rank */
         to.slow_replica = UINT32_MAX;
@@ -346,6 +411,7 @@ static int run(const train_args *a, vkt_instance *inst)
     if (replicas > 1 && a->async)
         train_log_async(&log, vkt_trainer_step_count(tr), &ts);
     print_parallel_stats(tr, a);
+    train_print_stages(a, tr);
     if (!a->quiet && ts.step_seconds > 0) /* the loader's prefetch thread hides loading */
         printf("data wait: %.1f%% of step time\n",
                100.0 * ts.data_wait_seconds / ts.step_seconds);
@@ -356,8 +422,7 @@ static int run(const train_args *a, vkt_instance *inst)
                                                                                          run's */
            cli_now() - t_start,
            replicas, mode);
-    if (ranks > 1)
-        printf(" ranks=%u", ranks);
+    train_print_result_tail(a);
     if (replicas > 1 && a->async)
         printf(" staleness_mean=%.2f staleness_max=%llu", ts.staleness_mean,
                (unsigned long long)ts.staleness_max);

@@ -32,6 +32,11 @@ typedef struct train_args {
     double bucket_mb;           /* --bucket-mb: gradient MiB per allreduce */
     uint32_t check_identical;   /* --check-identical N: compare the ranks every N steps */
     int overlap;                /* --overlap on|off|auto: 1, -1, 0 */
+    /* model parallelism (docs/model_parallel.md) */
+    uint32_t pipeline;          /* --pipeline P: stages, split automatically */
+    uint32_t micro_batches;     /* --micro-batches m */
+    int micro_given;
+    int split;                  /* --split auto|time|params: a vkt_split_cost */
     /* charlm */
     const char *text;
     uint32_t context, width, layers, heads, sample;
@@ -91,6 +96,11 @@ int train_optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_o
 /* A trainer for the model with the options' replicas and parallel mode. */
 vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
                               const vkt_optimizer_options *oo, vkt_trainer **out);
+/* With --pipeline or --micro-batches (and not --quiet): each stage's ops, device memory
+ * and last step, one line per stage. */
+void train_print_stages(const train_args *a, vkt_trainer *tr);
+/* The result line's " stages=P micro_batches=M" and " ranks=R", where they apply. */
+void train_print_result_tail(const train_args *a);
 /* Prints each line of a checkpoint call's notes as "vkt: warning: <line><tail>". */
 void train_warn_notes(const char *notes, const char *tail);
 /* After training stopped: the signal number of a Ctrl-C or SIGTERM (vkt_interrupted),

@@ -81,6 +81,17 @@ const train_option train_options[] = {
     {"--keep", "N", TRAIN_OPT_INT, FIELD(keep), .lo = 0, .hi = 1000000, .idef = 3,
      .help = "checkpoints kept in the folder (0: all)"},
     {"--quiet", NULL, TRAIN_OPT_FLAG, FIELD(quiet), .help = "no progress line"},
+    {"--pipeline", "P", TRAIN_OPT_INT, FIELD(pipeline), .lo = 1, .hi = VKT_MAX_STAGES,
+     .idef = 1, .section = "model parallelism (docs/model_parallel.md)",
+     .help = "split the model into P pipeline stages, balanced by measured op time (printed "
+             "at start); each copy's stages on P consecutive VKT_DEVICES entries"},
+    {"--micro-batches", "M", TRAIN_OPT_INT, FIELD(micro_batches), .lo = 1, .hi = 65536,
+     GIVEN(micro_given), .help = "micro-batches per step flowing through the stages (the "
+     "batch must divide by replicas x M)", .def_note = "4 with --pipeline, else 1"},
+    {"--split", "auto|time|params", TRAIN_OPT_CHOICE, FIELD(split),
+     CHOICES("auto", "time", "params"), VALUES(VKT_SPLIT_COST_AUTO, VKT_SPLIT_COST_TIME,
+     VKT_SPLIT_COST_PARAMS), .sdef = "auto", .help = "what --pipeline balances: measured "
+     "time, parameter bytes (auto: time where the whole model fits one device)"},
     {"--comm-timeout", "S", TRAIN_OPT_REAL, FIELD(comm_timeout), .lo = 0.001, .hi = 1e6,
      .rdef = 60, .section = "across processes (mpirun -np R vkt train ...; docs/distributed.md)",
      .help = "a rank more than S seconds late ends the job, naming it (exit code 3)"},
@@ -303,6 +314,15 @@ static int finish(train_args *a)
     if (lm && ((a->async && a->replicas > 1) || a->balance || a->slow_seconds > 0)) {
         fprintf(stderr, "vkt train: --model charlm trains with sync replicas (vkt_trainer_step): "
                 "--mode async, --balance and --slow-replica-ms are not available for it\n");
+        return 0;
+    }
+    if (!a->micro_given)
+        a->micro_batches = a->pipeline > 1 ? 4 : 1;
+    if ((a->pipeline > 1 || a->micro_batches > 1) &&
+        (a->async || a->scale_lr || a->balance || a->slow_seconds > 0 ||
+         (a->clip > 0 && a->pipeline > 1))) {
+        fprintf(stderr, "vkt train: --pipeline and --micro-batches train in sync mode without "
+                "--scale-lr, --balance or --slow-replica-ms (and --pipeline without --clip)\n");
         return 0;
     }
     if (a->bounded && !a->async) {

@@ -70,8 +70,7 @@ void graph_split_free(graph_split *s)
     memset(s, 0, sizeof *s);
 }
 
-/* Why op t cannot go into a pipeline yet (NULL: it can). */
-static const char *unsupported(const vkt_tensor *t)
+const char *graph_stage_unsupported(const vkt_tensor *t)
 {
     if (t->op == GOP_DROPOUT)
         return "dropout";
@@ -99,7 +98,7 @@ static vkt_status place(graph_split *s, const vkt_tensor *loss, const uint8_t *a
             return fail(msg, size, VKT_ERROR_INVALID_ARGUMENT, "op '%s' (%s) is on stage %u; "
                         "the pipeline has %u stage(s) (0..%u)", t->name, graph_op_name(t),
                         t->stage, P, P - 1);
-        const char *why = unsupported(t);
+        const char *why = graph_stage_unsupported(t);
         if (why && P > 1)
             return fail(msg, size, VKT_ERROR_INVALID_ARGUMENT, "op '%s': %s is not supported in a "
                         "pipeline yet (a stage's forward runs twice: once to send its values, "

@@ -62,5 +62,7 @@ typedef struct graph_split {
 vkt_status graph_split_stages(const vkt_graph *g, const vkt_tensor *loss, uint32_t n_stages,
                               graph_split *out, char *msg, size_t msg_size);
 void graph_split_free(graph_split *s);
+/* Why op t cannot go into a pipeline of several stages yet (NULL: it can). */
+const char *graph_stage_unsupported(const vkt_tensor *t);
 
 #endif

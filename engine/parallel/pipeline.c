@@ -876,5 +876,8 @@ vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
     out->activation_bytes = ms.activation_bytes;
     out->sent_bytes = s->sent;
     out->busy_seconds = s->busy;
+    vkt_memory_stats mem;
+    if (vkt_context_memory_stats(s->ctx, &mem) == VKT_OK)
+        out->device_bytes = mem.device_local_bytes;
     return VKT_OK;
 }

@@ -285,6 +285,7 @@ void vkt_trainer_destroy(vkt_trainer *t)
         free(r->stale);
     }
     free(t->rep);
+    trainer_pipe_eval_free(t);
     vkt_pipeline_destroy(t->pipe); /* after the evaluation models on its contexts */
     free(t->pipe_off);
     free(t->pipe_host);

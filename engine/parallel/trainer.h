@@ -158,6 +158,9 @@ struct vkt_trainer {
                                       unpipelined model (UINT64_MAX: not a parameter) */
     float *pipe_host;              /* [param_count]: the values of parameters no stage
                                       holds (the loss does not use them); scratch */
+    struct pipe_eval *pipe_eval;   /* [TRAINER_MAX_EVAL] stage-wise evaluation chains
+                                      (trainer_pipe_eval.c) */
+    uint32_t n_pipe_eval;
 };
 
 /* ---- checkpoints (trainer_checkpoint.c; the format: engine/io/checkpoint.h) ---- */
@@ -272,6 +275,14 @@ vkt_status trainer_step_finish(replica *r, uint64_t step);
 void trainer_set_step(replica *r, uint64_t step);
 
 /* trainer_pipe.c: model parallelism inside the trainer (docs/model_parallel.md). */
+/* trainer_pipe_eval.c: vkt_trainer_predict through the stages, each running its part of
+ * the forward on its own context with the stage's parameters, a micro-batch of rows at a
+ * time (so evaluation needs no more device memory per stage than training); *handled 0:
+ * the output is not computed by the stages (not on the loss's path), use the whole graph. */
+vkt_status trainer_pipe_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
+                                uint32_t rows, const vkt_tensor *output, float *out,
+                                int *handled);
+void trainer_pipe_eval_free(vkt_trainer *t);
 /* Whether the options ask for the pipeline engine (stages > 1 or micro-batches > 1). */
 int trainer_pipelined(const vkt_trainer *t);
 /* Creation instead of replicas: dev[n] the device list (P x D entries, or fewer than P). */

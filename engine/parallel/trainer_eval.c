@@ -46,6 +46,12 @@ vkt_status vkt_trainer_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n
     if (!t || !out || !output)
         return err_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_predict: NULL argument");
+    int staged = 0;
+    if (t->pipe) {
+        vkt_status ps = trainer_pipe_predict(t, feeds, n_feeds, rows, output, out, &staged);
+        if (staged)
+            return ps;
+    }
     vkt_model *m = NULL;
     vkt_status st = trainer_eval_model(t, output, TRAINER_EVAL_BATCH, &m);
     uint64_t row_bytes = 0;

@@ -332,3 +332,20 @@ vkt_status trainer_input_row_bytes(vkt_trainer *t, const vkt_tensor *input, uint
     *out = n * 4;
     return VKT_OK;
 }
+
+/* ---- statistics ---- */
+
+vkt_status vkt_trainer_stage_stats_get(vkt_trainer *t, uint32_t stage,
+                                       vkt_pipeline_stage_stats *out)
+{
+    if (!t || !out)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_stage_stats_get: NULL "
+                        "argument");
+    if (!t->pipe)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_stage_stats_get: the "
+                            "trainer has no pipeline stages (options.stages, micro_batches)");
+    vkt_status st = vkt_pipeline_stage_stats_get(t->pipe, stage, out);
+    if (st != VKT_OK)
+        trainer_fail(t, st, "%s", vkt_pipeline_errmsg(t->pipe));
+    return st;
+}
