@@ -1121,7 +1121,8 @@ typedef struct vkt_split_options {
     vkt_split_cost cost;
     vkt_context *context;    /* where ops are timed; NULL: parameter bytes */
     uint32_t batch;          /* rows to time at; 0: as built */
-    uint32_t runs;           /* profile runs (the first a warm-up); 0: 3 */
+    uint32_t runs;           /* timed runs, each after a warm-up; an op's cost is its
+                                fastest (robust to other work on the device); 0: 3 */
     double tolerance;        /* a split this much above the best max cost may be chosen for
                                 fewer crossing bytes; 0: 0.05 */
 } vkt_split_options;

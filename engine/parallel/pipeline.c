@@ -212,11 +212,12 @@ static vkt_status record_apply(vkt_pipeline *p, pstage *s)
     vkt_status st = graph_model_flat(s->model, &pv, &gv, &n);
     s->n_train = n;
     s->n_params = vkt_model_param_count(s->model);
-    if (st == VKT_OK)
+    /* a stage without trainable parameters (the loss alone, say) has nothing to update */
+    if (st == VKT_OK && n)
         st = vkt_optimizer_create(s->ctx, &p->optim, n, &s->opt);
-    if (st == VKT_OK)
+    if (st == VKT_OK && n)
         st = vkt_stream_create(s->ctx, NULL, &s->apply);
-    if (st == VKT_OK)
+    if (st == VKT_OK && n)
         st = vkt_optimizer_record(s->opt, s->apply, pv, gv);
     if (st != VKT_OK)
         return pfail(p, st, "stage %u: optimizer: %s", s->index, vkt_context_errmsg(s->ctx));
@@ -590,6 +591,8 @@ static vkt_status backward(pstage *s, uint32_t k)
 static vkt_status update(pstage *s)
 {
     vkt_pipeline *p = s->p;
+    if (!s->opt)
+        return VKT_OK; /* no trainable parameters */
     for (uint64_t i = 0; i < s->n_train; i++) {
         double g = 0;
         for (uint32_t c = 0; c < p->D; c++)
@@ -830,6 +833,8 @@ vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o)
         return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "gradient clipping (a global norm over "
                      "every stage) is not supported in a pipeline yet");
     for (uint32_t i = 0; i < p->n_ctx; i++) {
+        if (!p->st[i].opt)
+            continue;
         vkt_status st = vkt_optimizer_set_options(p->st[i].opt, o);
         if (st != VKT_OK)
             return pfail(p, st, "stage %u: %s", p->st[i].index,

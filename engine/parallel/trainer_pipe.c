@@ -230,8 +230,12 @@ vkt_status trainer_pipe_load_eval(vkt_trainer *t, vkt_model *m)
 /* Moment arrays of the optimizers (the same kind on every stage). */
 static uint32_t moments(vkt_trainer *t)
 {
-    vkt_optimizer_options o;
-    vkt_optimizer_get_options(pipe_optimizer(t->pipe, 0, 0), &o);
+    vkt_optimizer_options o = t->optim;
+    for (uint32_t s = 0; s < pipe_split(t->pipe)->n_stages; s++)
+        if (pipe_optimizer(t->pipe, 0, s)) { /* stages without parameters have none */
+            vkt_optimizer_get_options(pipe_optimizer(t->pipe, 0, s), &o);
+            break;
+        }
     return optim_moments(&o);
 }
 
@@ -272,15 +276,18 @@ vkt_status trainer_pipe_read_opt(vkt_trainer *t, void *blob, uint64_t bytes)
     uint32_t P = pipe_split(t->pipe)->n_stages;
     memset(blob, 0, bytes);
     vkt_status st = VKT_OK;
+    int header = 0;
     for (uint32_t s = 0; s < P && st == VKT_OK; s++) {
         vkt_optimizer *o = pipe_optimizer(t->pipe, 0, s);
+        if (!o)
+            continue; /* no trainable parameters */
         uint64_t size = vkt_optimizer_state_size(o);
         char *sb = malloc(size);
         if (!sb)
             return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         if ((st = vkt_optimizer_read_state(o, sb, size)) != VKT_OK)
             trainer_fail(t, st, "stage %u: %s", s, vkt_context_errmsg(pipe_context(t->pipe, 0, s)));
-        if (st == VKT_OK && s == 0) { /* stage 0's header (kind, step) over N parameters */
+        if (st == VKT_OK && !header++) { /* the first header (kind, step) over N parameters */
             memcpy(blob, sb, optim_state_header_size());
             optim_state_set_count(blob, t->grad_count);
         }
@@ -299,6 +306,8 @@ vkt_status trainer_pipe_write_opt(vkt_trainer *t, const char *path, const void *
     vkt_status st = VKT_OK;
     for (uint32_t s = 0; s < P && st == VKT_OK; s++) {
         vkt_optimizer *o = pipe_optimizer(t->pipe, 0, s);
+        if (!o)
+            continue; /* no trainable parameters */
         uint64_t size = vkt_optimizer_state_size(o);
         char *sb = calloc(1, size);
         if (!sb)
