@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# vkt train --pipeline (docs/model_parallel.md) as a user runs it: the split is printed,
+# the CNN on 2 and 3 stages and the character model on 2 stages reach the losses of the
+# unsplit run, --pipeline with --replicas runs copies of the pipeline, a model too large
+# for one memory-capped device trains when split, and bad combinations are refused with
+# a message. Every context here is lavapipe (device 0 listed several times).
+# Usage: pipeline.sh BIN_DIR
+set -u
+bin=$1/vkt
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1" >&2; fi; }
+field() { sed -nE "s/^result: .*\\b$1=([0-9.]+).*/\\1/p" <<<"$2"; }
+# close A B REL: |A - B| <= REL * |B| (printed figures: 4 decimals)
+close() { awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d = a - b; if (d < 0) d = -d;
+    m = b < 0 ? -b : b; exit !(a != "" && b != "" && d <= r * m + 1e-4) }'; }
+export LP_NUM_THREADS=${LP_NUM_THREADS:-1}
+
+# The CNN: unsplit, then 2 stages (measured split) and 3 stages (by parameter bytes)
+one=$("$bin" train --model cnn --steps 20 --quiet 2>&1); rc1=$?
+two=$("$bin" train --model cnn --steps 20 --pipeline 2 2>&1); rc2=$?
+three=$("$bin" train --model cnn --steps 20 --pipeline 3 --micro-batches 2 --split params 2>&1); rc3=$?
+check "cnn runs exit 0 ($rc1 $rc2 $rc3)" "[[ $rc1 -eq 0 && $rc2 -eq 0 && $rc3 -eq 0 ]]"
+check "the split is printed: 2 stages by measured time" \
+    "grep -q '^pipeline: 2 stages x 4 micro-batches of 16 rows, split by measured time' <<<\"\$two\" && [[ \$(grep -c '^  stage [01]: ' <<<\"\$two\") -eq 2 ]]"
+check "3 stages by parameter bytes" \
+    "grep -q '^pipeline: 3 stages x 2 micro-batches of 32 rows, split by parameter bytes' <<<\"\$three\" && [[ \$(grep -c '^  stage [012]: ' <<<\"\$three\") -eq 3 ]]"
+check "per-stage device memory reported" \
+    "grep -Eq '^stage 1 \\(device 0\\): [0-9]+ ops; device memory [0-9.]+ MB \\(parameters' <<<\"\$two\""
+check "result line names stages and micro-batches" \
+    "grep -q 'replicas=1 mode=sync stages=2 micro_batches=4\$' <<<\"\$two\" && grep -q 'stages=3 micro_batches=2\$' <<<\"\$three\""
+l1=$(field test_loss "$one") l2=$(field test_loss "$two") l3=$(field test_loss "$three")
+check "cnn: 2 and 3 stages reach the unsplit test loss ($l1: $l2, $l3)" \
+    "close '$l2' '$l1' 1e-4 && close '$l3' '$l1' 1e-4"
+
+# The character model, 4 blocks, on 2 stages x 4 micro-batches
+lm="--model charlm --layers 4 --steps 8 --eval-every 0 --sample 0 --quiet"
+one=$("$bin" train $lm 2>&1); rc1=$?
+two=$("$bin" train $lm --pipeline 2 --micro-batches 4 2>&1); rc2=$?
+v1=$(field val_loss "$one") v2=$(field val_loss "$two")
+check "charlm on 2 stages: exit 0 and the unsplit validation loss ($v1, $v2)" \
+    "[[ $rc1 -eq 0 && $rc2 -eq 0 ]] && close '$v2' '$v1' 1e-4 && grep -q 'stages=2 micro_batches=4' <<<\"\$two\""
+
+# Both at once: 2 copies of a 2-stage pipeline equal the unsplit model on the global batch
+both=$("$bin" train --steps 20 --pipeline 2 --replicas 2 --micro-batches 2 2>&1); rc=$?
+plain=$("$bin" train --steps 20 --quiet 2>&1)
+check "--pipeline 2 --replicas 2: 2 copies, the unsplit test loss ($(field test_loss "$both"), $(field test_loss "$plain"))" \
+    "[[ $rc -eq 0 ]] && grep -q 'replicas=2 mode=sync stages=2 micro_batches=2' <<<\"\$both\" && close '$(field test_loss "$both")' '$(field test_loss "$plain")' 1e-4"
+
+# Memory: 3.0 M parameters with momentum need about 36 MB; each context is capped at 28 MiB
+big="--hidden 1024,1024,1024 --steps 10"
+out=$(VKT_DEVICE_MEMORY_LIMIT=28M "$bin" train $big --quiet 2>&1); rc=$?
+check "one capped device: exit 1 naming the limit" \
+    "[[ $rc -eq 1 ]] && grep -q 'out of device memory' <<<\"\$out\" && grep -q 'VKT_DEVICE_MEMORY_LIMIT' <<<\"\$out\""
+out=$(VKT_DEVICE_MEMORY_LIMIT=28M "$bin" train $big --pipeline 2 2>&1); rc=$?
+most=$(sed -nE 's/^stage [0-9] \(device 0\): [0-9]+ ops; device memory ([0-9.]+) MB.*/\1/p' <<<"$out" | sort -g | tail -1)
+check "split over 2 capped devices: trains, evaluates, each stage <= 29.36 MB (largest $most)" \
+    "[[ $rc -eq 0 ]] && grep -q '^result: test_accuracy=' <<<\"\$out\" && awk -v m='$most' 'BEGIN { exit !(m != \"\" && m <= 29.37) }'"
+out=$(VKT_DEVICE_MEMORY_LIMIT=lots "$bin" train --steps 1 2>&1); rc=$?
+check "a bad VKT_DEVICE_MEMORY_LIMIT: exit 1 naming it" \
+    "[[ $rc -eq 1 ]] && grep -q \"VKT_DEVICE_MEMORY_LIMIT='lots'\" <<<\"\$out\""
+
+# Refusals
+for bad in "--pipeline 0" "--pipeline 17" "--pipeline 2 --mode async" "--pipeline 2 --clip 1" \
+           "--micro-batches 0" "--pipeline 2 --split fastest"; do
+    out=$("$bin" train $bad --steps 1 2>&1); rc=$?
+    check "'$bad': exit 2 with a message" "[[ $rc -eq 2 ]] && grep -q '^vkt train: ' <<<\"\$out\""
+done
+out=$("$bin" train --pipeline 2 --dropout 0.2 --steps 1 2>&1); rc=$?
+check "--pipeline with dropout: exit 1 naming the op" \
+    "[[ $rc -eq 1 ]] && grep -q 'dropout is not supported in a pipeline' <<<\"\$out\""
+out=$("$bin" train --pipeline 2 --batch 30 --steps 1 2>&1); rc=$?
+check "a batch that does not divide into micro-batches: exit 1 with a message" \
+    "[[ $rc -eq 1 ]] && grep -q 'cannot create the trainer' <<<\"\$out\""
+
+echo "pipeline: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
