@@ -1,8 +1,9 @@
 /* bench_pipeline: the pipeline engine (vkt_pipeline, docs/model_parallel.md) on MLPs of
  * hidden layers [batch, width] -> [batch, width] with relu, the loss on the last stage,
  * each configuration trained pipelined and sequentially (one stage at a time, the
- * reference) by two pipelines of one graph taking their steps in turn, so both see the
- * same load; medians of `steps` steps after 2 warm-ups. Three tables:
+ * reference); the configurations compared in one table row or group are built together
+ * and take their steps in turn, so all see the same load of a shared machine; medians of
+ * `steps` steps after 2 warm-ups. Three tables:
  *
  *  1. Bubble: `layers` layers split evenly over P stages (layer l on stage l * P /
  *     layers) at m micro-batches: the step time of both, each stage's busy time (its
@@ -49,9 +50,22 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-typedef struct run_result {
-    double step, busy_mean, busy[VKT_MAX_STAGES];
-} run_result;
+/* One configuration to time: an MLP whose stage s holds split[s] hidden layers [batch,
+ * width], P stages, m micro-batches, pipelined or sequential; its medians when run. */
+typedef struct job {
+    uint32_t P, split[VKT_MAX_STAGES], m;
+    int sequential;
+    double step, busy_mean, busy[VKT_MAX_STAGES]; /* medians, seconds */
+    /* while running */
+    vkt_graph *g;
+    vkt_tensor *x, *y;
+    vkt_pipeline *p;
+    double *t, *b[VKT_MAX_STAGES];
+} job;
+
+typedef struct bench_cfg {
+    uint32_t width, batch, steps;
+} bench_cfg;
 
 /* Median of n values (sorts them). */
 static double median(double *v, uint32_t n)
@@ -60,85 +74,98 @@ static double median(double *v, uint32_t n)
     return v[n / 2];
 }
 
-/* Trains an MLP whose stage s holds split[s] hidden layers [batch, width] (P stages) at m
- * micro-batches with two pipelines of the same graph, out[0] pipelined and out[1]
- * sequential, taking their steps in turn (after 2 warm-ups each) so that both see the
- * same load of a shared machine; out: the median step and busy times of each. */
-static int run(vkt_instance *inst, uint32_t P, const uint32_t *split, uint32_t m,
-               uint32_t width, uint32_t batch, uint32_t steps, run_result out[2])
+static int job_create(vkt_instance *inst, const bench_cfg *c, job *j)
 {
-    vkt_graph *g = NULL;
     vkt_graph_options go = {.seed = 5};
-    vkt_graph_create(&go, &g);
-    vkt_shape xs = {2, {batch, width}}, ws = {2, {width, width}}, bs = {1, {width}};
+    if (vkt_graph_create(&go, &j->g) != VKT_OK)
+        return 1;
+    vkt_shape xs = {2, {c->batch, c->width}}, ws = {2, {c->width, c->width}},
+              bs = {1, {c->width}};
     vkt_init he = {.kind = VKT_INIT_HE};
-    vkt_tensor *x = vkt_input(g, "x", &xs), *y = vkt_input_labels(g, "y", batch), *h = x;
-    for (uint32_t s = 0; s < P; s++) {
-        vkt_graph_set_stage(g, s);
-        for (uint32_t l = 0; l < split[s]; l++)
-            h = vkt_relu(g, vkt_linear(g, h, vkt_param(g, NULL, &ws, &he),
-                                       vkt_param(g, NULL, &bs, NULL)));
+    j->x = vkt_input(j->g, "x", &xs);
+    j->y = vkt_input_labels(j->g, "y", c->batch);
+    vkt_tensor *h = j->x;
+    for (uint32_t s = 0; s < j->P; s++) {
+        vkt_graph_set_stage(j->g, s);
+        for (uint32_t l = 0; l < j->split[s]; l++)
+            h = vkt_relu(j->g, vkt_linear(j->g, h, vkt_param(j->g, NULL, &ws, &he),
+                                          vkt_param(j->g, NULL, &bs, NULL)));
     }
-    vkt_tensor *loss = vkt_softmax_cross_entropy(g, h, y);
-    uint32_t dev[VKT_MAX_STAGES] = {0};
-    vkt_pipeline *p[2] = {NULL, NULL};
-    float *xd = malloc((size_t)batch * width * sizeof *xd);
-    int32_t *yd = malloc(batch * sizeof *yd);
-    double *t[2], *busy[2][VKT_MAX_STAGES];
+    vkt_tensor *loss = vkt_softmax_cross_entropy(j->g, h, j->y);
+    uint32_t dev[VKT_MAX_STAGES] = {0}; /* every stage a context of device 0 */
+    vkt_pipeline_options po = {.batch = c->batch, .micro_batches = j->m, .stages = j->P,
+                               .devices = dev, .sequential = j->sequential};
+    po.optimizer.lr = 0.01f;
+    if (vkt_pipeline_create(inst, j->g, loss, &po, &j->p) != VKT_OK) {
+        fprintf(stderr, "bench_pipeline: %s\n", vkt_last_error());
+        return 1;
+    }
+    j->t = calloc(c->steps, sizeof *j->t);
+    for (uint32_t s = 0; s < j->P; s++)
+        j->b[s] = calloc(c->steps, sizeof *j->b[s]);
+    return 0;
+}
+
+static void job_destroy(job *j)
+{
+    for (uint32_t s = 0; s < j->P; s++)
+        free(j->b[s]);
+    free(j->t);
+    vkt_pipeline_destroy(j->p);
+    vkt_graph_destroy(j->g);
+    j->p = NULL;
+    j->g = NULL;
+}
+
+/* Times n jobs together: they take their steps in turn, job after job (2 warm-ups, then
+ * c->steps timed), so that all see the same load of a shared machine and the ratios
+ * between them hold even when the load changes; fills each job's medians. */
+static int run_jobs(vkt_instance *inst, const bench_cfg *c, job *jobs, uint32_t n)
+{
     int rc = 0;
-    for (int k = 0; k < 2; k++) {
-        vkt_pipeline_options po = {.batch = batch, .micro_batches = m, .stages = P,
-                                   .devices = dev, .sequential = k};
-        po.optimizer.lr = 0.01f;
-        if (rc == 0 && vkt_pipeline_create(inst, g, loss, &po, &p[k]) != VKT_OK) {
-            fprintf(stderr, "bench_pipeline: %s\n", vkt_last_error());
-            rc = 1;
-        }
-        t[k] = calloc(steps, sizeof *t[k]);
-        for (uint32_t s = 0; s < P; s++)
-            busy[k][s] = calloc(steps, sizeof *busy[k][s]);
-    }
-    for (uint64_t i = 0; i < (uint64_t)batch * width; i++)
+    for (uint32_t k = 0; k < n && rc == 0; k++)
+        rc = job_create(inst, c, &jobs[k]);
+    float *xd = malloc((size_t)c->batch * c->width * sizeof *xd);
+    int32_t *yd = malloc(c->batch * sizeof *yd);
+    for (uint64_t i = 0; i < (uint64_t)c->batch * c->width; i++)
         xd[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    for (uint32_t i = 0; i < batch; i++)
-        yd[i] = (int32_t)(i % width);
-    vkt_feed f[2] = {{x, xd}, {y, yd}};
-    for (uint32_t i = 0; i < steps + 2 && rc == 0; i++)
-        for (int k = 0; k < 2 && rc == 0; k++) {
-            if (vkt_pipeline_step(p[k], f, 2, NULL) != VKT_OK) {
-                fprintf(stderr, "bench_pipeline: %s\n", vkt_pipeline_errmsg(p[k]));
+    for (uint32_t i = 0; i < c->batch; i++)
+        yd[i] = (int32_t)(i % c->width);
+    for (uint32_t i = 0; i < c->steps + 2 && rc == 0; i++)
+        for (uint32_t k = 0; k < n && rc == 0; k++) {
+            job *j = &jobs[k];
+            vkt_feed f[2] = {{j->x, xd}, {j->y, yd}};
+            if (vkt_pipeline_step(j->p, f, 2, NULL) != VKT_OK) {
+                fprintf(stderr, "bench_pipeline: %s\n", vkt_pipeline_errmsg(j->p));
                 rc = 1;
             }
             if (i < 2 || rc)
                 continue;
-            t[k][i - 2] = vkt_pipeline_step_seconds(p[k]);
-            for (uint32_t s = 0; s < P; s++) {
+            j->t[i - 2] = vkt_pipeline_step_seconds(j->p);
+            for (uint32_t s = 0; s < j->P; s++) {
                 vkt_pipeline_stage_stats ss;
-                vkt_pipeline_stage_stats_get(p[k], s, &ss);
-                busy[k][s][i - 2] = ss.busy_seconds;
+                vkt_pipeline_stage_stats_get(j->p, s, &ss);
+                j->b[s][i - 2] = ss.busy_seconds;
             }
         }
-    for (int k = 0; k < 2; k++) {
+    for (uint32_t k = 0; k < n; k++) {
+        job *j = &jobs[k];
         if (rc == 0) {
-            out[k].step = median(t[k], steps);
-            out[k].busy_mean = 0;
-            for (uint32_t s = 0; s < P; s++) {
-                out[k].busy[s] = median(busy[k][s], steps);
-                out[k].busy_mean += out[k].busy[s] / P;
+            j->step = median(j->t, c->steps);
+            j->busy_mean = 0;
+            for (uint32_t s = 0; s < j->P; s++) {
+                j->busy[s] = median(j->b[s], c->steps);
+                j->busy_mean += j->busy[s] / j->P;
             }
         }
-        for (uint32_t s = 0; s < P; s++)
-            free(busy[k][s]);
-        free(t[k]);
-        vkt_pipeline_destroy(p[k]);
+        job_destroy(j);
     }
     free(xd);
     free(yd);
-    vkt_graph_destroy(g);
     return rc;
 }
 
-/* The model's even split of `layers` layers over P stages: layer l on stage l * P / layers. */
+/* The even split of `layers` layers over P stages: layer l on stage l * P / layers. */
 static void even_split(uint32_t P, uint32_t layers, uint32_t *split)
 {
     memset(split, 0, VKT_MAX_STAGES * sizeof *split);
@@ -146,9 +173,24 @@ static void even_split(uint32_t P, uint32_t layers, uint32_t *split)
         split[l * P / layers]++;
 }
 
-typedef struct bench_cfg {
-    uint32_t width, batch, steps;
-} bench_cfg;
+/* A pipelined job and its sequential reference at jobs[0] and jobs[1]. */
+static void job_pair(job *jobs, uint32_t P, const uint32_t *split, uint32_t m)
+{
+    for (int k = 0; k < 2; k++) {
+        memset(&jobs[k], 0, sizeof jobs[k]);
+        jobs[k].P = P;
+        memcpy(jobs[k].split, split, P * sizeof *split);
+        jobs[k].m = m;
+        jobs[k].sequential = k;
+    }
+}
+
+static void print_busy(const job *j)
+{
+    for (uint32_t s = 0; s < j->P; s++)
+        printf(" %.1f", j->busy[s] * 1e3);
+    printf("\n");
+}
 
 /* Table 1: the measured bubble against the ideal, for each P and m. */
 static int table_bubble(vkt_instance *inst, const bench_cfg *c, const uint32_t *stages,
@@ -165,55 +207,63 @@ static int table_bubble(vkt_instance *inst, const bench_cfg *c, const uint32_t *
             if (m == 0 || c->batch % m || P == 0 || P > layers || P > VKT_MAX_STAGES)
                 continue;
             even_split(P, layers, split);
-            run_result r[2];
-            if (run(inst, P, split, m, c->width, c->batch, c->steps, r))
+            job r[2];
+            job_pair(r, P, split, m);
+            if (run_jobs(inst, c, r, 2))
                 return 1;
-            const run_result pr = r[0], sr = r[1];
-            printf("%2u %3u %12.2f %12.2f %8.2f %9.3f %8.3f ", P, m, pr.step * 1e3,
-                   sr.step * 1e3, sr.step / pr.step, 1 - pr.busy_mean / pr.step,
+            printf("%2u %3u %12.2f %12.2f %8.2f %9.3f %8.3f ", P, m, r[0].step * 1e3,
+                   r[1].step * 1e3, r[1].step / r[0].step, 1 - r[0].busy_mean / r[0].step,
                    (double)(P - 1) / (m + P - 1));
-            for (uint32_t s = 0; s < P; s++)
-                printf(" %.1f", pr.busy[s] * 1e3);
-            printf("\n");
+            print_busy(&r[0]);
         }
     return 0;
 }
 
-/* Table 2: samples per second of one model on P = 1, 2, ... stages at each m. */
+/* Table 2: samples per second of one model on each P of the list at each m; for one m,
+ * every P pipelined and sequential is timed together (run_jobs). The "vs P=1" columns
+ * are against the list's first P (1 by default). */
 static int table_throughput(vkt_instance *inst, const bench_cfg *c, const uint32_t *stages,
                             uint32_t n_stages, const uint32_t *micro, uint32_t n_micro,
                             uint32_t layers)
 {
     printf("\n2. Throughput: MLP %u x [%u, %u] layers split evenly over P stages, batch %u, "
            "median of %u steps\n", layers, c->batch, c->width, c->batch, c->steps);
-    printf("%3s %2s %16s %16s %10s %12s %12s %8s\n", "m", "P", "pipelined smp/s",
-           "sequential smp/s", "pipe/seq", "pipe vs P=1", "seq vs P=1", "ideal");
+    printf("%3s %2s %16s %16s %9s %12s %11s %7s  busy per stage (ms)\n", "m", "P",
+           "pipelined smp/s", "sequential smp/s", "pipe/seq", "pipe vs P=1", "seq vs P=1",
+           "ideal");
     for (uint32_t b = 0; b < n_micro; b++) {
-        double pipe1 = 0, seq1 = 0; /* the rates of this m's first row (P = 1 if listed) */
+        uint32_t m = micro[b], n = 0, split[VKT_MAX_STAGES];
+        job r[2 * MAX_LIST];
         for (uint32_t a = 0; a < n_stages; a++) {
-            uint32_t P = stages[a], m = micro[b], split[VKT_MAX_STAGES];
+            uint32_t P = stages[a];
             if (m == 0 || c->batch % m || P == 0 || P > layers || P > VKT_MAX_STAGES)
                 continue;
             even_split(P, layers, split);
-            run_result r[2];
-            if (run(inst, P, split, m, c->width, c->batch, c->steps, r))
-                return 1;
-            const run_result pr = r[0], sr = r[1];
-            double pipe = c->batch / pr.step, seq = c->batch / sr.step;
-            if (pipe1 == 0) {
-                pipe1 = pipe;
-                seq1 = seq;
-            }
-            /* ideal: P stages on P separate devices of P = 1's speed, idle (P-1)/(m+P-1)
-             * of the step (recomputation not counted) */
-            printf("%3u %2u %16.0f %16.0f %10.2f %12.2f %12.2f %8.2f\n", m, P, pipe, seq,
-                   pipe / seq, pipe / pipe1, seq / seq1, (double)P * m / (m + P - 1));
+            job_pair(&r[n], P, split, m);
+            n += 2;
+        }
+        if (n == 0)
+            continue;
+        if (run_jobs(inst, c, r, n))
+            return 1;
+        double pipe1 = c->batch / r[0].step, seq1 = c->batch / r[1].step;
+        for (uint32_t k = 0; k < n; k += 2) {
+            double pipe = c->batch / r[k].step, seq = c->batch / r[k + 1].step;
+            uint32_t P = r[k].P;
+            /* ideal: on P separate devices as fast as this one, each stage busy
+             * m/(m+P-1) of the step, so P m/(m+P-1) times one device's rate (against
+             * the first row's; recomputation and transfers not counted) */
+            double ideal = (double)P * m / (m + P - 1) / ((double)r[0].P * m / (m + r[0].P - 1));
+            printf("%3u %2u %16.0f %16.0f %9.2f %12.2f %11.2f %7.2f ", m, P, pipe, seq,
+                   pipe / seq, pipe / pipe1, seq / seq1, ideal);
+            print_busy(&r[k]);
         }
     }
     return 0;
 }
 
-/* Table 3: a slow stage; each split of --splits at each m of --split-micro. */
+/* Table 3: a slow stage; for each m of --split-micro, every split of --splits pipelined and
+ * sequential, timed together (run_jobs). */
 static int table_uneven(vkt_instance *inst, const bench_cfg *c, uint32_t splits[][VKT_MAX_STAGES],
                         const uint32_t *split_p, uint32_t n_splits, const uint32_t *micro,
                         uint32_t n_micro)
@@ -223,32 +273,33 @@ static int table_uneven(vkt_instance *inst, const bench_cfg *c, uint32_t splits[
            c->batch, c->steps);
     printf("%-10s %3s %12s %12s %12s %10s  busy per stage (ms)\n", "split", "m",
            "pipelined ms", "sequential ms", "model ms", "step/model");
-    for (uint32_t k = 0; k < n_splits; k++)
-        for (uint32_t b = 0; b < n_micro; b++) {
-            uint32_t P = split_p[k], m = micro[b];
-            if (m == 0 || c->batch % m)
-                continue;
-            run_result r[2];
-            if (run(inst, P, splits[k], m, c->width, c->batch, c->steps, r))
-                return 1;
-            const run_result pr = r[0], sr = r[1];
+    for (uint32_t b = 0; b < n_micro; b++) {
+        uint32_t m = micro[b];
+        if (m == 0 || c->batch % m)
+            continue;
+        job r[2 * MAX_LIST];
+        for (uint32_t k = 0; k < n_splits; k++)
+            job_pair(&r[2 * k], split_p[k], splits[k], m);
+        if (run_jobs(inst, c, r, 2 * n_splits))
+            return 1;
+        for (uint32_t k = 0; k < 2 * n_splits; k += 2) {
+            const job *j = &r[k];
             double max = 0, sum = 0;
-            for (uint32_t s = 0; s < P; s++) {
-                double t = pr.busy[s] / m;
+            for (uint32_t s = 0; s < j->P; s++) {
+                double t = j->busy[s] / m;
                 sum += t;
                 max = t > max ? t : max;
             }
             double model = m * max + sum - max;
             char name[64] = "";
-            for (uint32_t s = 0; s < P; s++)
+            for (uint32_t s = 0; s < j->P; s++)
                 snprintf(name + strlen(name), sizeof name - strlen(name), "%s%u", s ? "," : "",
-                         splits[k][s]);
-            printf("%-10s %3u %12.2f %12.2f %12.2f %10.2f ", name, m, pr.step * 1e3,
-                   sr.step * 1e3, model * 1e3, pr.step / model);
-            for (uint32_t s = 0; s < P; s++)
-                printf(" %.1f", pr.busy[s] * 1e3);
-            printf("\n");
+                         j->split[s]);
+            printf("%-10s %3u %12.2f %12.2f %12.2f %10.2f ", name, m, j->step * 1e3,
+                   r[k + 1].step * 1e3, model * 1e3, j->step / model);
+            print_busy(j);
         }
+    }
     return 0;
 }
 
