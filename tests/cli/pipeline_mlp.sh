@@ -3,8 +3,9 @@
 # header promises:
 #  - 2 stages x 4 micro-batches, 5 epochs: test accuracy >= 0.94 (a correct run measured
 #    0.949; the same graph on one stage 0.9515);
-#  - the stages' bytes: the parameter bytes of the 2 stages add up to the whole model's
-#    (each parameter on one stage), the activation bytes to the trainer's statistics;
+#  - the stages' bytes (vkt_trainer_stage_stats_get): the parameter bytes of the 2 stages
+#    add up to the whole model's (each parameter on one stage), the activation bytes to
+#    the trainer's statistics, and each stage's device bytes hold its four categories;
 #  - the losses of the pipeline equal the unpipelined trainer's: the last step's loss of
 #    30 steps with 2 stages x 4 micro-batches, and with 2 stages x 2 data-parallel copies
 #    (VKT_DEVICES=0,0,0,0), within 1e-5 relative of 1 stage (measured: 2.2e-7 and
@@ -39,8 +40,11 @@ start=$SECONDS
 run
 check "2 stages exits 0" "[[ $rc -eq 0 ]]"
 check "2 stages prints a line per epoch (5)" "[[ \$(grep -c '^epoch ' <<<\"\$out\") -eq 5 ]]"
-check "2 stages prints a row of bytes for each stage" \
-    "[[ \$(grep -cE '^ +[01] +0 +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+$' <<<\"\$out\") -eq 2 ]]"
+rows=$(grep -E '^ +[01] +0( +[0-9]+){6}$' <<<"$out")
+check "2 stages prints a row of bytes for each stage" "[[ \$(wc -l <<<\"\$rows\") -eq 2 ]]"
+# columns: stage device ops param grad optimizer activation device_bytes
+check "each stage's device bytes hold its parameters, gradients, optimizer and activations" \
+    "awk '{ if (\$8 < \$4 + \$5 + \$6 + \$7 || \$4 == 0) bad = 1 } END { exit bad }' <<<\"\$rows\""
 read -r p_stages p_model <<<"$(sums param)"
 check "the stages' parameter bytes add up to the model's (${p_stages:-} vs ${p_model:-})" \
     "[[ -n '${p_stages:-}' && '${p_stages:-}' -gt 0 && '${p_stages:-}' == '${p_model:-}' ]]"
@@ -65,7 +69,8 @@ show_if_failed "--stages 2 --steps 30"
 out=$(VKT_DEVICES=0,0,0,0 "$bin/pipeline_mlp" --stages 2 --steps 30 2>&1); rc=$?
 res=$(grep '^result: ' <<<"$out" | tail -1)
 copies=$(field last_loss "$res")
-check "2 stages x 2 copies prints it" "grep -q '^trainer: 2 stages x 2 data-parallel copies' <<<\"\$out\""
+check "2 stages x 2 copies prints it" \
+    "grep -q '^trainer: 2 stages x 2 data-parallel copies' <<<\"\$out\""
 check "2 stages x 2 copies: the loss of step 30 within 1e-5 of 1 stage's ($copies vs $one)" \
     "[[ $rc -eq 0 ]] && close '$copies' '$one' 1e-5"
 show_if_failed "--stages 2 --steps 30 (VKT_DEVICES=0,0,0,0)"
