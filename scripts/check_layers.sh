@@ -26,7 +26,8 @@
 # include; it includes only C standard headers. In the library, operating-system headers
 # (<pthread.h>, <unistd.h>, <dlfcn.h>, <windows.h>, <sys/...>, ...) belong to
 # engine/platform alone, <volk.h> / <vulkan/...> to engine/gpu, and <mpi.h> to
-# engine/parallel/world_mpi.c.
+# engine/parallel/world_mpi*.[ch] (world_mpi.h, which holds MPI's types, is included by
+# those .c files only).
 # Every quoted include must resolve to a file of the tree (or a generated .spv.h of an
 # existing shader), so the check cannot be bypassed by a path it does not know.
 set -u
@@ -118,7 +119,11 @@ for f in $files; do
             rank_of "$target"
             to_rank=$RANK
             to_dir=${target%/*}
-            if [ "$f" = include/vkt.h ]; then
+            if [ "$target" = engine/parallel/world_mpi.h ] &&
+               [[ $f != engine/parallel/world_mpi*.c ]]; then
+                fail "$f:$line: #include \"$name\": world_mpi.h (MPI's types) is private to" \
+                     "engine/parallel/world_mpi*.c; the rest use world.h"
+            elif [ "$f" = include/vkt.h ]; then
                 fail "$f:$line: the public header includes \"$name\" (C standard headers only)"
             elif [ -z "$to_rank" ]; then
                 fail "$f:$line: #include \"$name\" ($target) is outside every layer"
@@ -149,8 +154,10 @@ for f in $files; do
                 *) fail "$f:$line: <$name> is Vulkan: engine/gpu only" ;;
                 esac ;;
             mpi.h)
-                [ "$f" = engine/parallel/world_mpi.c ] ||
-                    fail "$f:$line: <mpi.h>: engine/parallel/world_mpi.c only" ;;
+                case "$f" in
+                engine/parallel/world_mpi*.[ch]) ;;
+                *) fail "$f:$line: <mpi.h>: engine/parallel/world_mpi*.[ch] only" ;;
+                esac ;;
             *)
                 [ "$f" = include/vkt.h ] && case "$name" in
                     std*.h | limits.h | float.h) ;;

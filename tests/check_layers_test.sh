@@ -45,6 +45,8 @@ plant engine/graph/run.c '#include <volk.h>' "engine/gpu only"
 plant tools/cli_util.c '#include "graph/model.h"' "programs use include/vkt.h"
 plant examples/mnist_mlp/mnist_mlp.c '#include "platform/platform.h"' "programs use include/vkt.h"
 plant engine/optim/update.c '#include "no/such/header.h"' "names no file"
+plant engine/parallel/sync_world.c '#include <mpi.h>' "world_mpi*.[ch] only"
+plant engine/parallel/ps.c '#include "world_mpi.h"' "private to"
 
 if ! out=$(bash "$CHECK" "$TMP" 2>&1); then
     echo "FAIL: the restored copy does not pass:"

@@ -1,6 +1,7 @@
 /*
- * world.h - the transport across processes, behind one interface. world_mpi.c is the
- * only file that includes <mpi.h> (built when VKT_MPI is on); world_none.c is the
+ * world.h - the transport across processes, behind one interface. world_mpi*.c (with
+ * their private world_mpi.h) are the only files that include <mpi.h> (built when
+ * VKT_MPI is on); world_none.c is the
  * one-rank stand-in (VKT_MPI off). Both are also used by a process not started by an
  * MPI launcher: then the world has one rank and no MPI call is made.
  *
