@@ -58,6 +58,9 @@ bad --heads 0
 bad --eval-every -1
 bad --sample -1 1000001
 bad --temperature -1 nan
+bad --pipeline 0 17 -1 x
+bad --micro-batches 0 65537 1.5
+bad --split fastest ''
 
 out=$("$bin" train --steps 2 --frobnicate 2>&1); rc=$?
 check "a trailing unknown option is named as unknown, exit 2 ($out)" \
@@ -78,7 +81,7 @@ check "--help exits 0" "[[ $rc -eq 0 ]]"
 all="--data --model --hidden --epochs --steps --batch --optimizer --lr --momentum --weight-decay
 --clip --dropout --schedule --warmup --seed --replicas --mode --staleness --scale-lr --balance
 --slow-replica-ms --logdir --log-every --checkpoint-dir --save-every --save-secs --keep --quiet
---comm-timeout --bucket-mb --check-identical --overlap --text --context --width --layers
+--pipeline --micro-batches --split --comm-timeout --bucket-mb --check-identical --overlap --text --context --width --layers
 --heads --norm --act --eval-every --sample --temperature --help"
 missing=""
 for o in $all; do grep -Eq -- "^  $o( |\$)" <<<"$help" || missing+=" $o"; done
