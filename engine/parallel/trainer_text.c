@@ -26,6 +26,26 @@ static vkt_status check_lm(vkt_trainer *t, const char *fn, const vkt_text *text,
     return VKT_OK;
 }
 
+/* The logits of n windows of ids x ([rows, T], rows >= n): on the evaluation model m, or,
+ * with pipeline stages (m NULL), through the stages (vkt_trainer_predict), so no context
+ * holds the whole model. */
+static vkt_status forward_logits(vkt_trainer *t, vkt_model *m, const vkt_tensor *ids,
+                                 const float *x, uint32_t n, uint32_t rows,
+                                 const vkt_tensor *logits, float *z)
+{
+    if (!m) {
+        vkt_feed f = {ids, x};
+        return vkt_trainer_predict(t, &f, 1, n, logits, z);
+    }
+    uint64_t per_row = graph_count(&logits->shape) / logits->shape.dims[0];
+    vkt_status st;
+    if ((st = vkt_model_set_input(m, ids, x, (uint64_t)rows * ids->shape.dims[1])) != VKT_OK ||
+        (st = vkt_model_forward(m)) != VKT_OK ||
+        (st = vkt_model_read(m, logits, z, (uint64_t)rows * per_row)) != VKT_OK)
+        return trainer_from_model(t, m, st);
+    return VKT_OK;
+}
+
 vkt_status vkt_trainer_evaluate_text(vkt_trainer *t, const vkt_text *text, int split,
                                      const vkt_tensor *ids, const vkt_tensor *logits,
                                      uint32_t context, uint32_t max_windows, float *out_loss)
@@ -50,7 +70,7 @@ vkt_status vkt_trainer_evaluate_text(vkt_trainer *t, const vkt_text *text, int s
     vkt_model *m = NULL;
     if (!x || !z || !y)
         st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (st == VKT_OK)
+    if (st == VKT_OK && !t->pipe) /* with stages: vkt_trainer_predict runs them in turn */
         st = trainer_eval_model(t, logits, chunk, &m);
     double total = 0;
     for (uint32_t w0 = 0; st == VKT_OK && w0 < use; w0 += chunk) {
@@ -58,12 +78,8 @@ vkt_status vkt_trainer_evaluate_text(vkt_trainer *t, const vkt_text *text, int s
         for (uint32_t w = 0; w < n; w++) /* evenly spread windows */
             text_window(text, split, all * (w0 + w) / use * context, context,
                             x + (uint64_t)w * context, y + (uint64_t)w * context);
-        if ((st = vkt_model_set_input(m, ids, x, rows)) != VKT_OK ||
-            (st = vkt_model_forward(m)) != VKT_OK ||
-            (st = vkt_model_read(m, logits, z, rows * vocab)) != VKT_OK) {
-            st = trainer_from_model(t, m, st);
+        if ((st = forward_logits(t, m, ids, x, n, chunk, logits, z)) != VKT_OK)
             break;
-        }
         for (uint64_t r = 0; r < (uint64_t)n * context; r++)
             total += trainer_nll(z + r * vocab, vocab, (uint32_t)y[r], NULL);
     }
@@ -127,7 +143,7 @@ vkt_status vkt_trainer_sample_text(vkt_trainer *t, const vkt_text *text, const v
         seq[len++] = (uint8_t)(nl >= 0 ? nl : 0);
     }
     vkt_model *m = NULL;
-    if (st == VKT_OK)
+    if (st == VKT_OK && !t->pipe)
         st = trainer_eval_model(t, logits, 1, &m);
     uint64_t rng = seed;
     for (uint32_t k = 0; st == VKT_OK && k < n; k++) {
@@ -136,12 +152,8 @@ vkt_status vkt_trainer_sample_text(vkt_trainer *t, const vkt_text *text, const v
         uint32_t w = len < context ? len : context;
         for (uint32_t i = 0; i < w; i++)
             x[i] = (float)seq[len - w + i];
-        if ((st = vkt_model_set_input(m, ids, x, context)) != VKT_OK ||
-            (st = vkt_model_forward(m)) != VKT_OK ||
-            (st = vkt_model_read(m, logits, z, (uint64_t)context * vocab)) != VKT_OK) {
-            st = trainer_from_model(t, m, st);
+        if ((st = forward_logits(t, m, ids, x, 1, 1, logits, z)) != VKT_OK)
             break;
-        }
         uint32_t id = draw(z + (uint64_t)(w - 1) * vocab, vocab, temperature, &rng);
         seq[len++] = (uint8_t)id;
         out[k] = (char)vkt_text_decode(text, id);

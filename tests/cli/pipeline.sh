@@ -55,6 +55,15 @@ out=$(VKT_DEVICE_MEMORY_LIMIT=28M "$bin" train $big --pipeline 2 2>&1); rc=$?
 most=$(sed -nE 's/^stage [0-9] \(device 0\): [0-9]+ ops; device memory ([0-9.]+) MB.*/\1/p' <<<"$out" | sort -g | tail -1)
 check "split over 2 capped devices: trains, evaluates, each stage <= 29.36 MB (largest $most)" \
     "[[ $rc -eq 0 ]] && grep -q '^result: test_accuracy=' <<<\"\$out\" && awk -v m='$most' 'BEGIN { exit !(m != \"\" && m <= 29.37) }'"
+# The character model under 24 MiB: one device needs more; split, it trains, evaluates its
+# validation text and samples through the stages
+lmcap="--model charlm --layers 4 --steps 3 --eval-every 0 --sample 20"
+out=$(VKT_DEVICE_MEMORY_LIMIT=24M "$bin" train $lmcap --quiet 2>&1); rc=$?
+check "charlm on one 24 MiB device: exit 1 naming the limit" \
+    "[[ $rc -eq 1 ]] && grep -q 'VKT_DEVICE_MEMORY_LIMIT' <<<\"\$out\""
+out=$(VKT_DEVICE_MEMORY_LIMIT=24M "$bin" train $lmcap --pipeline 2 2>&1); rc=$?
+check "charlm split over 2 stages of 24 MiB: trains, evaluates, samples" \
+    "[[ $rc -eq 0 ]] && grep -q '^sample (temperature' <<<\"\$out\" && grep -Eq '^result: val_loss=[0-9.]+ .*stages=2' <<<\"\$out\""
 out=$(VKT_DEVICE_MEMORY_LIMIT=lots "$bin" train --steps 1 2>&1); rc=$?
 check "a bad VKT_DEVICE_MEMORY_LIMIT: exit 1 naming it" \
     "[[ $rc -eq 1 ]] && grep -q \"VKT_DEVICE_MEMORY_LIMIT='lots'\" <<<\"\$out\""
