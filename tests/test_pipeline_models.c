@@ -13,6 +13,8 @@
  *    stage's device memory under the limit;
  *  - the values crossing stages, forward and backward, equal CPU references;
  *  - a stage without parameters (the loss alone) trains and checkpoints;
+ *  - without host-mapped memory a stage's sent values come back through a readback copy
+ *    recorded in its own run (the same bits);
  *  - a CNN and a small transformer split automatically over 2 and 3 stages equal the
  *    unpipelined trainer: losses within 1e-5 relative, final parameters, and their
  *    checkpoints restore unpipelined bitwise. */
@@ -420,6 +422,64 @@ static void test_crossing(void)
     vkt_graph_destroy(g);
 }
 
+/* Where the arena is not host-mapped (a discrete GPU; here forced with force_staging),
+ * a stage's kept values and input gradients come back through the readback buffer, copied
+ * by the run's own submission: the same bits as the mapped path, a memcpy to read. */
+static void test_readback(void)
+{
+    vkt_graph_options go = {.seed = 4};
+    vkt_graph *g = NULL;
+    vkt_graph_create(&go, &g);
+    vkt_shape xs = {2, {XB, XF}}, ws = {2, {XF, XH}}, w2s = {2, {XH, XC}};
+    vkt_tensor *x = vkt_input(g, "x", &xs), *y = vkt_input_labels(g, "y", XB);
+    vkt_tensor *h = vkt_keep(g, vkt_relu(g, vkt_matmul(g, x, vkt_param(g, "w", &ws, NULL))));
+    vkt_tensor *loss = vkt_softmax_cross_entropy(g, vkt_matmul(g, h, vkt_param(g, "w2", &w2s,
+                                                                               NULL)), y);
+    vkt_context *ctx[2] = {NULL, NULL};
+    vkt_model *m[2] = {NULL, NULL};
+    float X[XB * XF], hv[2][XB * XH], gx[2][XB * XF];
+    int32_t Y[XB];
+    th_seed(9);
+    th_fill_uniform(X, XB * XF, -1, 1);
+    for (int i = 0; i < XB; i++)
+        Y[i] = i % XC;
+    vkt_model_stats ms[2];
+    for (int k = 0; k < 2; k++) {
+        vkt_context_options co = {.force_staging = k};
+        const vkt_tensor *gin[1] = {x};
+        TH_OK(NULL, vkt_context_create(th_instance, &co, &ctx[k]));
+        TH_OK(NULL, graph_model_create(ctx[k], g, loss, NULL, gin, 1, &m[k]));
+        if (!m[k])
+            goto out;
+        TH_OK(NULL, vkt_model_set_input(m[k], x, X, XB * XF));
+        TH_OK(NULL, vkt_model_set_input(m[k], y, Y, XB));
+        TH_OK(NULL, vkt_model_forward_backward(m[k]));
+        TH_OK(NULL, vkt_model_read(m[k], h, hv[k], XB * XH));
+        TH_OK(NULL, graph_model_read_input_grad(m[k], x, gx[k], XB * XF));
+        vkt_model_stats_get(m[k], &ms[k]);
+    }
+    TH_CHECK(!m[0]->readback && m[1]->readback, "readback only where the arena is not mapped");
+    TH_CHECK(memcmp(hv[0], hv[1], sizeof hv[0]) == 0 && memcmp(gx[0], gx[1], sizeof gx[0]) == 0,
+             "kept value and input gradient through the readback: the mapped path's bits");
+    TH_CHECK(ms[1].step_copies >= ms[0].step_copies + 2, "the run copies them itself (%u "
+             "copies a step, %u mapped)", ms[1].step_copies, ms[0].step_copies);
+    /* a forward alone refreshes the value (not the gradient) */
+    for (int i = 0; i < XB * XF; i++)
+        X[i] = -X[i];
+    for (int k = 0; k < 2; k++) {
+        TH_OK(NULL, vkt_model_set_input(m[k], x, X, XB * XF));
+        TH_OK(NULL, vkt_model_forward(m[k]));
+        TH_OK(NULL, vkt_model_read(m[k], h, hv[k], XB * XH));
+    }
+    TH_CHECK(memcmp(hv[0], hv[1], sizeof hv[0]) == 0, "after a forward: the same value");
+out:
+    for (int k = 0; k < 2; k++) {
+        vkt_model_destroy(m[k]);
+        vkt_context_destroy(ctx[k]);
+    }
+    vkt_graph_destroy(g);
+}
+
 /* A stage without parameters (the loss alone on the last): it trains, changes the
  * optimizer, and checkpoints (Adam's moments from the other stage) restore unpipelined. */
 static void test_paramless_stage(void)
@@ -683,6 +743,7 @@ int main(void)
     test_memory_limit();
     test_crossing();
     test_paramless_stage();
+    test_readback();
     test_models(0, 2, 2, 50);
     test_models(0, 3, 3, 50);
     test_models(1, 2, 2, 30);

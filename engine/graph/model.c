@@ -156,6 +156,32 @@ static vkt_status make_snapshots(vkt_model *m)
     return make_buffer(m, total, VKT_MEMORY_DEVICE, &m->snap);
 }
 
+/* The readback buffer (model.h) and each kept value's and input gradient's place in it. */
+static vkt_status make_readback(vkt_model *m)
+{
+    m->rb_val = malloc((m->n ? m->n : 1) * sizeof *m->rb_val);
+    m->rb_grad = malloc((m->n ? m->n : 1) * sizeof *m->rb_grad);
+    if (!m->rb_val || !m->rb_grad)
+        return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        const mnode *nd = &m->node[i];
+        int32_t v = nd->active && nd->val >= 0 && m->t[i]->n_in ? model_root(m, nd->val) : -1;
+        int32_t g = m->grad_input && m->grad_input[i] && nd->grad >= 0 ? model_root(m, nd->grad)
+                                                                       : -1;
+        m->rb_val[i] = m->rb_grad[i] = UINT64_MAX;
+        if (v >= 0 && m->val[v].kept && m->val[v].space == MS_ARENA) {
+            m->rb_val[i] = total;
+            total += (m->val[v].count + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
+        }
+        if (g >= 0 && m->val[g].space == MS_ARENA) {
+            m->rb_grad[i] = total;
+            total += (m->val[g].count + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
+        }
+    }
+    return total ? make_buffer(m, total, VKT_MEMORY_HOST, &m->readback) : VKT_OK;
+}
+
 static vkt_status make_buffers(vkt_model *m)
 {
     vkt_status st = VKT_OK;
@@ -175,6 +201,8 @@ static vkt_status make_buffers(vkt_model *m)
         st = make_buffer(m, m->arena_elems, VKT_MEMORY_DEVICE, &m->arena);
     if (st == VKT_OK && m->check)
         st = make_snapshots(m);
+    if (st == VKT_OK && !mapped_directly(m->arena))
+        st = make_readback(m);
     if (st == VKT_OK)
         st = make_buffer(m, m->input_elems, VKT_MEMORY_DEVICE, &m->inputs);
     if (st == VKT_OK && !mapped_directly(m->inputs)) {
@@ -324,6 +352,9 @@ void vkt_model_destroy(vkt_model *m)
     vkt_buffer_destroy(m->arena);
     vkt_buffer_destroy(m->snap);
     free(m->snap_off);
+    vkt_buffer_destroy(m->readback);
+    free(m->rb_val);
+    free(m->rb_grad);
     vkt_buffer_destroy(m->inputs);
     vkt_buffer_destroy(m->staging);
     vkt_buffer_destroy(m->ctrl);

@@ -115,6 +115,13 @@ struct vkt_model {
     vkt_buffer *snap;
     uint64_t *snap_off;
     int inputs_staged;        /* inputs go through `staging` and a recorded copy */
+    /* Where the arena is not host-mapped (a discrete GPU): the kept values and the input
+     * gradients (what a pipeline stage sends on) are copied into the host-visible
+     * `readback` at the end of every recorded run, in the same submission, so reading
+     * them is a memcpy, not a copy submitted and waited for. Per node, its value's and
+     * its input gradient's offset there (UINT64_MAX: not copied); NULL: no readback. */
+    vkt_buffer *readback;
+    uint64_t *rb_val, *rb_grad;
     int loss_staged;          /* the loss is copied into the control block */
 
     vkt_stream *train, *eval;

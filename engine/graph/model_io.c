@@ -135,6 +135,10 @@ vkt_status vkt_model_read(vkt_model *m, const vkt_tensor *t, float *out, uint64_
         memcpy(out, (const float *)m->staging->mapped + v.offset, count * 4);
         return VKT_OK;
     }
+    if (m->readback && m->rb_val[t->id] != UINT64_MAX) { /* copied by the run itself */
+        memcpy(out, (const float *)m->readback->mapped + m->rb_val[t->id], count * 4);
+        return VKT_OK;
+    }
     st = vkt_buffer_read(v.buffer, v.offset * 4, out, count * 4);
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
@@ -238,6 +242,10 @@ vkt_status graph_model_read_input_grad(vkt_model *m, const vkt_tensor *t, float 
         return model_fail(m, VKT_ERROR_SHAPE, "%s: '%s' has %llu elements, not %llu", fn,
                           t->name, (unsigned long long)m->count[t->id],
                           (unsigned long long)count);
+    if (m->readback && m->rb_grad[t->id] != UINT64_MAX) { /* copied by the run itself */
+        memcpy(out, (const float *)m->readback->mapped + m->rb_grad[t->id], count * 4);
+        return VKT_OK;
+    }
     vkt_view v = model_view(m, nd->grad);
     vkt_status st = vkt_buffer_read(v.buffer, v.offset * 4, out, count * 4);
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);

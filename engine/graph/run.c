@@ -76,6 +76,26 @@ static vkt_status snapshot(vkt_model *m, vkt_stream *s, const plan_watch *w)
     return VKT_OK;
 }
 
+/* The kept values (and, after a training run, the input gradients) into the host-visible
+ * readback buffer, at the end of the run's own submission (model.h). */
+static vkt_status record_readback(vkt_model *m, vkt_stream *s, int training)
+{
+    vkt_status st = VKT_OK;
+    for (uint32_t i = 0; m->readback && i < m->n && st == VKT_OK; i++) {
+        if (m->rb_val[i] != UINT64_MAX) {
+            vkt_view v = model_view(m, m->node[i].val);
+            st = vkt_stream_copy(s, v.buffer, v.offset * 4, m->readback, m->rb_val[i] * 4,
+                                 m->count[i] * 4);
+        }
+        if (st == VKT_OK && training && m->rb_grad[i] != UINT64_MAX) {
+            vkt_view g = model_view(m, m->node[i].grad);
+            st = vkt_stream_copy(s, g.buffer, g.offset * 4, m->readback, m->rb_grad[i] * 4,
+                                 m->count[i] * 4);
+        }
+    }
+    return st;
+}
+
 static vkt_status record(vkt_model *m, vkt_stream *s, int training)
 {
     vkt_status st = VKT_OK;
@@ -116,6 +136,8 @@ static vkt_status record(vkt_model *m, vkt_stream *s, int training)
         vkt_view l = model_view(m, m->node[m->loss->id].val);
         st = vkt_stream_copy(s, l.buffer, l.offset * 4, m->ctrl, CTRL_LOSS * 4, 4);
     }
+    if (st == VKT_OK)
+        st = record_readback(m, s, training);
     if (st != VKT_OK) {
         if (!m->errmsg[0]) /* a kernel's message, kept by the context */
             model_ctx_fail(m, st);
