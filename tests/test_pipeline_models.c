@@ -480,6 +480,29 @@ out:
     vkt_graph_destroy(g);
 }
 
+/* tb's checkpoint restored into the unpipelined ta (the same parameters, bitwise, and
+ * step count) and into tb itself. */
+static void check_restores(vkt_trainer *tb, vkt_trainer *ta, const char *path,
+                           const char *what)
+{
+    uint64_t n = vkt_trainer_param_count(ta);
+    float *pa = th_alloc_floats(n), *pb = th_alloc_floats(n);
+    TH_OK(NULL, vkt_trainer_read_params(tb, pb, n));
+    if (TH_CHECK(vkt_trainer_save(tb, path) == VKT_OK, "save: %s", vkt_trainer_errmsg(tb)) &&
+        TH_CHECK(vkt_trainer_restore(ta, path) == VKT_OK, "restore: %s", vkt_trainer_errmsg(ta))) {
+        TH_OK(NULL, vkt_trainer_read_params(ta, pa, n));
+        TH_CHECK(memcmp(pa, pb, n * sizeof *pa) == 0 &&
+                 vkt_trainer_step_count(ta) == vkt_trainer_step_count(tb),
+                 "%s: the checkpoint restored unpipelined, bitwise, at step %llu", what,
+                 (unsigned long long)vkt_trainer_step_count(ta));
+        TH_CHECK(vkt_trainer_restore(tb, path) == VKT_OK, "%s: restored into the stages: %s",
+                 what, vkt_trainer_errmsg(tb));
+    }
+    remove(path);
+    free(pa);
+    free(pb);
+}
+
 /* A stage without parameters (the loss alone on the last): it trains, changes the
  * optimizer, and checkpoints (Adam's moments from the other stage) restore unpipelined. */
 static void test_paramless_stage(void)
@@ -522,22 +545,7 @@ static void test_paramless_stage(void)
         worst = rel > worst ? rel : worst;
     }
     TH_CHECK(worst <= 1e-5, "a parameterless stage: worst loss difference %.3g", worst);
-    const char *path = "test_pipeline_models_paramless.vkt";
-    uint64_t n = vkt_trainer_param_count(ta);
-    float *pa = th_alloc_floats(n), *pb = th_alloc_floats(n);
-    TH_OK(NULL, vkt_trainer_read_params(tb, pb, n));
-    if (TH_CHECK(vkt_trainer_save(tb, path) == VKT_OK, "save: %s", vkt_trainer_errmsg(tb)) &&
-        TH_CHECK(vkt_trainer_restore(ta, path) == VKT_OK, "restore: %s", vkt_trainer_errmsg(ta))) {
-        TH_OK(NULL, vkt_trainer_read_params(ta, pa, n));
-        TH_CHECK(memcmp(pa, pb, n * sizeof *pa) == 0 && vkt_trainer_step_count(ta) == 10,
-                 "restored unpipelined, bitwise, at step %llu",
-                 (unsigned long long)vkt_trainer_step_count(ta));
-        TH_CHECK(vkt_trainer_restore(tb, path) == VKT_OK, "restored into the stages: %s",
-                 vkt_trainer_errmsg(tb));
-    }
-    remove(path);
-    free(pa);
-    free(pb);
+    check_restores(tb, ta, "test_pipeline_models_paramless.vkt", "a parameterless stage");
 out:
     vkt_trainer_destroy(ta);
     vkt_trainer_destroy(tb);
@@ -713,20 +721,12 @@ static void test_models(int lm, uint32_t P, uint32_t m_micro, uint32_t steps)
     char label[64];
     snprintf(label, sizeof label, "%s on %u stages: final parameters", what, P);
     th_compare(label, pb, pa, n, 1e-4f, 1e-4f);
-    /* the split trainer's checkpoint (stages without parameters included) restores into
-     * the unpipelined one with the same parameters */
-    char path[64];
-    snprintf(path, sizeof path, "test_pipeline_models_%s_%u.vkt", what, P);
-    if (TH_CHECK(vkt_trainer_save(tb, path) == VKT_OK, "save: %s", vkt_trainer_errmsg(tb)) &&
-        TH_CHECK(vkt_trainer_restore(ta, path) == VKT_OK, "restore: %s", vkt_trainer_errmsg(ta))) {
-        TH_OK(NULL, vkt_trainer_read_params(ta, pa, n));
-        TH_CHECK(memcmp(pa, pb, n * sizeof *pa) == 0 &&
-                 vkt_trainer_step_count(ta) == vkt_trainer_step_count(tb),
-                 "%s: %u stages' checkpoint restored unpipelined, bitwise", what, P);
-    }
-    remove(path);
     free(pa);
     free(pb);
+    /* the split trainer's checkpoint restores into the unpipelined one */
+    char path[64];
+    snprintf(path, sizeof path, "test_pipeline_models_%s_%u.vkt", what, P);
+    check_restores(tb, ta, path, label);
 out:
     vkt_trainer_destroy(ta);
     vkt_trainer_destroy(tb);
