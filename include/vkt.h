@@ -1102,7 +1102,8 @@ typedef struct vkt_feed {
  * (vkt_tensor_set_stage), so values flow to higher stages and the loss is on the last.
  * The groups balance a cost per op: its measured device time, forward plus backward
  * (vkt_model_profile of the whole training model on `context`, unfused, at `batch` rows:
- * give the micro-batch), or the bytes of the parameters it reads where times are unknown
+ * give the micro-batch; every stage but the last also pays its ops' forward once more, as
+ * it recomputes it with the backward), or the bytes of the parameters it reads where times are unknown
  * (no context, or the whole model does not fit one: a model that needs the split). The
  * split minimizes the largest group's cost, then, among splits within `tolerance` of it,
  * the bytes that cross stages. It never cuts between two readers of one parameter, or

@@ -16,6 +16,8 @@ typedef struct split_plan {
     uint32_t *node;        /* op k -> node id */
     uint32_t *pos;         /* node id -> op index (UINT32_MAX: not such an op) */
     double *cost;          /* per op */
+    double *redo;          /* per op: added on every stage but the last, which computes
+                              its forward again with the backward (its forward time) */
     uint64_t *params;      /* per op: bytes of the parameters it is the first to read */
     uint64_t *out_bytes;   /* per op: bytes of its value (sent when a cut crosses it) */
     uint32_t *last_reader; /* per op: index of the last op reading it (0: none) */
@@ -29,6 +31,7 @@ static void plan_free(split_plan *p)
     free(p->node);
     free(p->pos);
     free(p->cost);
+    free(p->redo);
     free(p->params);
     free(p->out_bytes);
     free(p->last_reader);
@@ -51,6 +54,7 @@ static vkt_status plan_make(split_plan *p, const vkt_graph *g, const vkt_tensor 
     p->node = malloc((N ? N : 1) * sizeof *p->node);
     p->pos = malloc((N ? N : 1) * sizeof *p->pos);
     p->cost = calloc(N ? N : 1, sizeof *p->cost);
+    p->redo = calloc(N ? N : 1, sizeof *p->redo);
     p->params = calloc(N ? N : 1, sizeof *p->params);
     p->out_bytes = calloc(N ? N : 1, sizeof *p->out_bytes);
     p->last_reader = calloc(N ? N : 1, sizeof *p->last_reader);
@@ -58,7 +62,7 @@ static vkt_status plan_make(split_plan *p, const vkt_graph *g, const vkt_tensor 
     p->cross = calloc(N + 1, sizeof *p->cross);
     vkt_status st = VKT_OK;
     if (!active || !rows || !forbid || !cross_diff || !first || !last || !p->node || !p->pos ||
-        !p->cost || !p->params || !p->out_bytes || !p->last_reader || !p->cut_ok || !p->cross)
+        !p->cost || !p->redo || !p->params || !p->out_bytes || !p->last_reader || !p->cut_ok || !p->cross)
         st = err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "vkt_graph_split: out of host memory");
     for (uint32_t i = 0; st == VKT_OK && i < N; i++)
         if (g->nodes[i]->op == GOP_INPUT || g->nodes[i]->op == GOP_LABELS) {
@@ -166,13 +170,22 @@ static vkt_status measure(split_plan *p, vkt_graph *g, vkt_tensor *loss,
                  vkt_status_name(st), vkt_model_errmsg(m));
     for (uint32_t k = 0; st == VKT_OK && k < n; k++) {
         const vkt_tensor *x = vkt_graph_find(g, t[k].name);
-        if (x && p->pos[x->id] != UINT32_MAX)
+        if (x && p->pos[x->id] != UINT32_MAX) {
             p->cost[p->pos[x->id]] += fastest[k];
+            if (!t[k].backward)
+                p->redo[p->pos[x->id]] += fastest[k];
+        }
     }
     free(fastest);
     free(t);
     vkt_model_destroy(m);
     return st;
+}
+
+/* Ops [i, j) as one stage: their cost, and their forwards again unless it is the last. */
+static double seg_cost(const double *pre, const double *rpre, uint32_t i, uint32_t j, int last)
+{
+    return pre[j] - pre[i] + (last ? 0 : rpre[j] - rpre[i]);
 }
 
 /* The split: first the smallest achievable largest-group cost (best[k][j]: ops [0, j) in
@@ -183,15 +196,18 @@ static int choose(const split_plan *p, uint32_t P, double tol, uint32_t *cut)
     uint32_t n = p->n;
     size_t cells = (size_t)(P + 1) * (n + 1);
     double *pre = malloc((n + 1) * sizeof *pre), *best = malloc(cells * sizeof *best);
+    double *rpre = malloc((n + 1) * sizeof *rpre);
     double *bytes = malloc(cells * sizeof *bytes);
     uint32_t *from = malloc(cells * sizeof *from);
-    int ok = pre && best && bytes && from;
+    int ok = pre && rpre && best && bytes && from;
     const double INF = 1e300;
 #define AT(a, k, j) (a)[(size_t)(k) * (n + 1) + (j)]
     if (ok) {
-        pre[0] = 0;
-        for (uint32_t k = 0; k < n; k++)
+        pre[0] = rpre[0] = 0;
+        for (uint32_t k = 0; k < n; k++) {
             pre[k + 1] = pre[k] + p->cost[k];
+            rpre[k + 1] = rpre[k] + p->redo[k];
+        }
         for (size_t c = 0; c < cells; c++)
             best[c] = bytes[c] = INF;
         AT(best, 0, 0) = 0;
@@ -200,7 +216,7 @@ static int choose(const split_plan *p, uint32_t P, double tol, uint32_t *cut)
                 for (uint32_t i = k - 1; i < j; i++) {
                     if (AT(best, k - 1, i) >= INF || (i > 0 && !p->cut_ok[i]))
                         continue;
-                    double v = AT(best, k - 1, i), seg = pre[j] - pre[i];
+                    double v = AT(best, k - 1, i), seg = seg_cost(pre, rpre, i, j, k == P);
                     v = v > seg ? v : seg;
                     if (v < AT(best, k, j))
                         AT(best, k, j) = v;
@@ -208,13 +224,13 @@ static int choose(const split_plan *p, uint32_t P, double tol, uint32_t *cut)
         ok = AT(best, P, n) < INF;
     }
     if (ok) {
-        double limit = AT(best, P, n) * (1 + tol) + 1e-9 * pre[n];
+        double limit = AT(best, P, n) * (1 + tol) + 1e-9 * (pre[n] + rpre[n]);
         AT(bytes, 0, 0) = 0;
         for (uint32_t k = 1; k <= P; k++)
             for (uint32_t j = k; j <= n; j++)
                 for (uint32_t i = k - 1; i < j; i++) {
                     if (AT(bytes, k - 1, i) >= INF || (i > 0 && !p->cut_ok[i]) ||
-                        pre[j] - pre[i] > limit)
+                        seg_cost(pre, rpre, i, j, k == P) > limit)
                         continue;
                     double v = AT(bytes, k - 1, i) + (i > 0 ? p->cross[i] : 0);
                     if (v < AT(bytes, k, j)) {
@@ -228,6 +244,7 @@ static int choose(const split_plan *p, uint32_t P, double tol, uint32_t *cut)
     }
 #undef AT
     free(pre);
+    free(rpre);
     free(best);
     free(bytes);
     free(from);
@@ -244,14 +261,15 @@ static void report(const split_plan *p, const uint32_t *stage_of, uint32_t P,
         if (s->ops++ == 0)
             snprintf(s->first, sizeof s->first, "%s", name);
         snprintf(s->last, sizeof s->last, "%s", name);
-        s->cost += p->cost[k];
+        s->cost += p->cost[k] + (stage_of[k] + 1 < P ? p->redo[k] : 0);
         s->param_bytes += p->params[k];
         if (stage_of[p->last_reader[k]] > stage_of[k])
             s->send_bytes += p->out_bytes[k];
-        total += p->cost[k];
     }
-    for (uint32_t s = 0; s < P; s++)
+    for (uint32_t s = 0; s < P; s++) {
         worst = r->stage[s].cost > worst ? r->stage[s].cost : worst;
+        total += r->stage[s].cost;
+    }
     r->stages = P;
     r->imbalance = total > 0 ? worst / (total / P) : 1;
 }
@@ -318,8 +336,10 @@ vkt_status vkt_graph_split(vkt_graph *g, vkt_tensor *loss, const vkt_split_optio
             r.cost = VKT_SPLIT_COST_TIME;
         else if (o->cost == VKT_SPLIT_COST_TIME)
             st = err_fail(NULL, ms, "vkt_graph_split: %s", r.note);
-        else
+        else { /* partly measured: start again from parameter bytes */
             memset(p.cost, 0, p.n * sizeof *p.cost);
+            memset(p.redo, 0, p.n * sizeof *p.redo);
+        }
     }
     if (st == VKT_OK && r.cost == VKT_SPLIT_COST_PARAMS)
         for (uint32_t k = 0; k < p.n; k++)
