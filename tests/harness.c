@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "platform/platform.h"
+
 vkt_instance *th_instance;
 
 static const char *g_name = "test";
@@ -32,6 +34,35 @@ void th_init(const char *test_name)
         printf("0 passed, 1 failed\n");
         exit(1);
     }
+}
+
+const char *th_temp_dir(const char *prefix, char *buf, size_t size)
+{
+    char name[128];
+    snprintf(name, sizeof name, "vkt_%s_", prefix);
+    if (plat_make_temp_dir(name, buf, size) != 0) {
+        fprintf(stderr, "%s: cannot create a temporary folder %s...\n", g_name, name);
+        printf("%u passed, %u failed\n", g_passed, g_failed + 1);
+        exit(1);
+    }
+    return buf;
+}
+
+void th_remove_tree(const char *path)
+{
+    char **names;
+    size_t n;
+    if (plat_list_dir(path, &names, &n) != 0) { /* a file, or nothing */
+        plat_remove_file(path);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char sub[4096];
+        if (snprintf(sub, sizeof sub, "%s/%s", path, names[i]) < (int)sizeof sub)
+            th_remove_tree(sub);
+    }
+    plat_free_names(names, n);
+    plat_remove_dir(path);
 }
 
 vkt_context *th_context(vkt_kernel_variant variant)

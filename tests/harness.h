@@ -34,6 +34,13 @@ vkt_stream *th_stream(vkt_context *ctx, int timestamps);
  * context of the other variant and *s a stream on it. */
 void th_use_other_variant(vkt_context **ctx, vkt_stream **s);
 
+/* Temporary files, through the platform layer (POSIX and Win32 alike): a new empty folder
+ * under the system's temporary folder, named "vkt_<prefix>_" plus random characters,
+ * copied into buf; exits the test with a failure if none can be made. */
+const char *th_temp_dir(const char *prefix, char *buf, size_t size);
+/* Removes a folder and everything under it (or a file); quiet if it is missing. */
+void th_remove_tree(const char *path);
+
 /* Records a check; returns cond. */
 int th_check(int cond, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -16,14 +16,11 @@
  *  (f) the folder's lock: refused to a second handle in this process, shared with this
  *      process's save_dir/restore_latest, refused to them and to vkt_checkpoint_dir_lock
  *      while another process holds it (naming its pid, the folder unchanged), and free
- *      again once that process is killed with SIGKILL. */
+ *      again once that process is killed (SIGKILL; TerminateProcess). The other process
+ *      is this program again, started with --hold-lock (plat_process_start). */
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "harness.h"
@@ -105,22 +102,8 @@ static int record(void *user, uint64_t step, uint64_t total, float loss)
     return 0;
 }
 
-static char dir_a[256], dir_b[256];
-
-static void remove_tree(const char *dir)
-{
-    char **names;
-    size_t n;
-    if (plat_list_dir(dir, &names, &n) != 0)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        unlink(p);
-    }
-    plat_free_names(names, n);
-    rmdir(dir);
-}
+static char g_tmp[200], dir_a[240], dir_b[240];
+static const char *g_self; /* argv[0]: the child of test_lock runs this program */
 
 /* The checkpoints (ckpt-<step>.vkt) in dir; -1 if no folder. */
 static int count_files(const char *dir)
@@ -370,24 +353,26 @@ static void test_corrupt(vkt_dataset *d)
     TH_CHECK(strstr(notes, "ckpt-9.vkt") && strstr(notes, "corrupt") &&
              strstr(notes, "checksum mismatch") && strstr(notes, "moved aside to '") &&
              strstr(notes, "ckpt-9.vkt.corrupt'"), "fallback notes: '%s'", notes);
-    struct stat sb;
+    uint64_t sb = 0;
     char p9c[600];
     snprintf(p9c, sizeof p9c, "%s.corrupt", p9);
-    TH_CHECK(stat(p9, &sb) != 0 && stat(p9c, &sb) == 0 && (size_t)sb.st_size == size,
+    TH_CHECK(plat_file_stat(p9, NULL, NULL) != 0 && plat_file_stat(p9c, &sb, NULL) == 0 &&
+                 (size_t)sb == size,
              "the corrupt file was not moved aside whole");
     write_bytes(p9, b, size); /* corrupt again */
     write_bytes(p5, file, 10); /* both corrupt now: an error, and the files stay */
     TH_STATUS(NULL, vkt_checkpoint_restore_latest(t, dir, &found, &step, notes, sizeof notes),
               VKT_ERROR_FORMAT);
     TH_CHECK(!found, "found with only corrupt files");
-    TH_CHECK(stat(p9, &sb) == 0 && stat(p5, &sb) == 0 && (size_t)sb.st_size == 10,
+    TH_CHECK(plat_file_stat(p9, NULL, NULL) == 0 && plat_file_stat(p5, &sb, NULL) == 0 &&
+                 (size_t)sb == 10,
              "only corrupt files: a file was moved");
     snprintf(dir, sizeof dir, "%s/none", dir_b);
     TH_OK(NULL, vkt_checkpoint_restore_latest(t, dir, &found, &step, NULL, 0));
     TH_CHECK(!found, "found in a missing folder");
-    remove_tree(dir);
+    th_remove_tree(dir);
     snprintf(dir, sizeof dir, "%s/fallback", dir_b);
-    remove_tree(dir);
+    th_remove_tree(dir);
 
     free(b);
     free(file);
@@ -399,9 +384,8 @@ static void test_corrupt(vkt_dataset *d)
 static int exists(const char *dir, const char *name)
 {
     char p[600];
-    struct stat sb;
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    return stat(p, &sb) == 0;
+    return plat_file_stat(p, NULL, NULL) == 0;
 }
 
 /* Writes a corrupt copy of dir/ckpt-<from>.vkt as dir/ckpt-<to>.vkt (one bit flipped). */
@@ -476,7 +460,7 @@ static void test_retention(vkt_dataset *d)
     /* a verified file corrupted since (a new mtime: 20 ms on, past the coarse clock of
      * file times) is caught, not taken from the cache; a second corrupt ckpt-8 is moved
      * aside beside the first */
-    usleep(20000);
+    plat_sleep(0.02);
     plant_corrupt(dir, 9, 7);
     plant_corrupt(dir, 9, 8);
     TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 1, 1, NULL, NULL));
@@ -505,7 +489,7 @@ static void test_retention(vkt_dataset *d)
     vkt_graph_destroy(n2.g);
     TH_CHECK(resume_step(dir) == 10, "resume after retention: step %llu",
              (unsigned long long)resume_step(dir));
-    remove_tree(dir);
+    th_remove_tree(dir);
     vkt_trainer_destroy(t);
     vkt_graph_destroy(n.g);
 }
@@ -520,12 +504,12 @@ static void listing(const char *dir, char *buf, size_t size)
         return;
     for (size_t i = 0; i < n; i++) {
         char p[600];
-        struct stat sb;
+        uint64_t bytes;
+        int64_t mtime_ns;
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        if (stat(p, &sb) == 0 && used < size)
-            used += (size_t)snprintf(buf + used, size - used, "%s %lld %lld.%09ld\n", names[i],
-                                     (long long)sb.st_size, (long long)sb.st_mtim.tv_sec,
-                                     sb.st_mtim.tv_nsec);
+        if (plat_file_stat(p, &bytes, &mtime_ns) == 0 && used < size)
+            used += (size_t)snprintf(buf + used, size - used, "%s %llu %lld\n", names[i],
+                                     (unsigned long long)bytes, (long long)mtime_ns);
     }
     plat_free_names(names, n);
 }
@@ -552,26 +536,27 @@ static void test_lock(vkt_dataset *d)
     vkt_checkpoint_dir_unlock(l);
     vkt_checkpoint_dir_unlock(NULL);
 
-    /* another process holds it */
-    int ready[2];
-    if (!TH_CHECK(pipe(ready) == 0, "pipe"))
-        return;
-    pid_t child = fork();
-    if (child == 0) {
-        vkt_checkpoint_lock *cl = NULL;
-        char ok = vkt_checkpoint_dir_lock(dir, &cl) == VKT_OK ? 'y' : 'n';
-        if (write(ready[1], &ok, 1) != 1)
-            _exit(1);
-        for (;;)
-            pause(); /* until SIGKILL */
-    }
+    /* another process holds it: this program again, as hold_lock() below, which writes
+     * 'y' into `ready` once it holds the lock */
+    char ready[700];
+    snprintf(ready, sizeof ready, "%s/ready", dir_b);
+    const char *argv[] = {g_self, "--hold-lock", dir, ready, NULL};
+    plat_process *child = NULL;
+    TH_CHECK(plat_process_start(argv, &child) == 0, "start %s --hold-lock", g_self);
     char ok = 0;
-    TH_CHECK(child > 0 && read(ready[0], &ok, 1) == 1 && ok == 'y', "child took the lock");
-    close(ready[0]);
-    close(ready[1]);
+    for (double t0 = plat_now(); child && plat_now() - t0 < 60 && !ok; plat_sleep(0.01)) {
+        void *data;
+        size_t size;
+        if (plat_read_file(ready, &data, &size) == 0) {
+            ok = size == 1 ? *(char *)data : '?';
+            free(data);
+        }
+    }
+    TH_CHECK(ok == 'y', "child took the lock (%c)", ok ? ok : '-');
+    long child_pid = plat_process_pid(child);
     char before[4096], after[4096], pid[32];
     listing(dir, before, sizeof before);
-    snprintf(pid, sizeof pid, "(pid %ld on ", (long)child);
+    snprintf(pid, sizeof pid, "(pid %ld on ", child_pid);
     TH_STATUS(NULL, vkt_checkpoint_dir_lock(dir, &l), VKT_ERROR_STATE);
     TH_CHECK(!l && strstr(vkt_last_error(), dir) && strstr(vkt_last_error(), "in use by another "
              "run") && strstr(vkt_last_error(), pid), "lock held elsewhere: %s",
@@ -588,26 +573,44 @@ static void test_lock(vkt_dataset *d)
     TH_CHECK(strcmp(before, after) == 0, "the folder changed:\n%s---\n%s", before, after);
 
     /* killed: the lock is gone with it */
-    if (child > 0) {
-        kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
+    if (child) {
+        TH_CHECK(plat_process_kill(child) == 0, "kill the child");
+        int status = plat_process_wait(child);
+        TH_CHECK(status == 137, "the child ended killed: status %d", status);
     }
     TH_OK(NULL, vkt_checkpoint_dir_lock(dir, &l));
     TH_OK(NULL, vkt_checkpoint_save_dir(t, dir, 1));
     vkt_checkpoint_dir_unlock(l);
     TH_CHECK(resume_step(dir) == 3 && count_files(dir) == 1, "after the kill: step %llu, %d "
              "checkpoints", (unsigned long long)resume_step(dir), count_files(dir));
-    remove_tree(dir);
+    th_remove_tree(dir);
     vkt_trainer_destroy(t);
     vkt_graph_destroy(n.g);
 }
 
-int main(void)
+/* The child of test_lock: takes the lock of `dir`, writes 'y' (or 'n' if it could not)
+ * into `ready`, and waits to be killed (at most two minutes, should the parent die). */
+static int hold_lock(const char *dir, const char *ready)
 {
+    vkt_checkpoint_lock *l = NULL;
+    int ok = vkt_checkpoint_dir_lock(dir, &l) == VKT_OK;
+    if (plat_write_file_atomic(ready, ok ? "y" : "n", 1) != 0 || !ok)
+        return 1;
+    for (int i = 0; i < 1200; i++)
+        plat_sleep(0.1);
+    vkt_checkpoint_dir_unlock(l);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "--hold-lock") == 0)
+        return hold_lock(argv[2], argv[3]);
+    g_self = argv[0];
     th_init("test_checkpoint");
-    snprintf(dir_a, sizeof dir_a, "/tmp/vkt_ckpt_test_%ld_a", (long)getpid());
-    snprintf(dir_b, sizeof dir_b, "/tmp/vkt_ckpt_test_%ld_b", (long)getpid());
-    remove_tree(dir_a);
+    th_temp_dir("test_checkpoint", g_tmp, sizeof g_tmp);
+    snprintf(dir_a, sizeof dir_a, "%s/a", g_tmp);
+    snprintf(dir_b, sizeof dir_b, "%s/b", g_tmp);
     TH_CHECK(plat_mkdirs(dir_b) == 0, "mkdir %s", dir_b);
     vkt_dataset *d = synthetic();
     test_resume_bitwise(d);
@@ -616,7 +619,6 @@ int main(void)
     test_retention(d);
     test_lock(d);
     vkt_dataset_destroy(d);
-    remove_tree(dir_a);
-    remove_tree(dir_b);
+    th_remove_tree(g_tmp);
     return th_finish();
 }

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "harness.h"
 
@@ -191,12 +190,14 @@ static void test_prefetch(void)
     vkt_dataset_destroy(d);
 }
 
+static char g_tmp[512]; /* the temporary folder (th_temp_dir) */
+
 static const char *write_tmp(const char *name, const void *data, size_t size)
 {
-    static char path[4][256];
+    static char path[4][640];
     static int k;
     char *p = path[k++ % 4];
-    snprintf(p, 256, "/tmp/vkt_test_data_%d_%s", (int)getpid(), name);
+    snprintf(p, sizeof path[0], "%s/%s", g_tmp, name);
     FILE *f = fopen(p, "wb");
     if (f) {
         fwrite(data, 1, size, f);
@@ -219,7 +220,7 @@ static void test_csv_cells(void)
 {
     vkt_dataset *d = NULL;
     const char nul[] = "x,label\n1,0\n2\0,1\n3,0\n4,1\n";
-    const char *p = write_tmp("nul.csv", nul, sizeof nul - 1);
+    const char *p = write_tmp("nul_byte.csv", nul, /* "nul.csv" is a device on Windows */ sizeof nul - 1);
     expect_error(p, vkt_dataset_load_csv(p, "label", &d), "line 3", "NUL byte at offset 13");
     const char nul_row_end[] = "x,label\n1,0\n2,1\0\n3,0\n4,1\n"; /* once: 2 rows, no word */
     p = write_tmp("nul2.csv", nul_row_end, sizeof nul_row_end - 1);
@@ -369,10 +370,12 @@ static void test_mnist(void)
 int main(void)
 {
     th_init("test_data");
+    th_temp_dir("test_data", g_tmp, sizeof g_tmp);
     test_epochs();
     test_prefetch();
     test_readers();
     test_errors();
     test_mnist();
+    th_remove_tree(g_tmp);
     return th_finish();
 }

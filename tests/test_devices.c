@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "platform/platform.h"
 
 static void test_parse(void)
 {
@@ -50,19 +51,19 @@ static void test_list(void)
 static void test_select(void)
 {
     uint32_t idx[8], n = 0;
-    unsetenv("VKT_DEVICES");
+    plat_setenv("VKT_DEVICES", NULL);
     TH_OK(NULL, vkt_instance_select_devices(th_instance, idx, 8, &n));
     TH_CHECK(n == 1 && idx[0] == 0, "default selection is device 0");
-    setenv("VKT_DEVICES", "0,0,0", 1);
+    plat_setenv("VKT_DEVICES", "0,0,0");
     TH_OK(NULL, vkt_instance_select_devices(th_instance, idx, 8, &n));
     TH_CHECK(n == 3 && idx[2] == 0, "VKT_DEVICES=0,0,0 selects device 0 three times");
-    setenv("VKT_DEVICES", "0,9", 1);
+    plat_setenv("VKT_DEVICES", "0,9");
     TH_STATUS(NULL, vkt_instance_select_devices(th_instance, idx, 8, &n), VKT_ERROR_NO_DEVICE);
     TH_CHECK(strstr(vkt_instance_errmsg(th_instance), "VKT_DEVICES") != NULL,
              "message names VKT_DEVICES: %s", vkt_instance_errmsg(th_instance));
-    setenv("VKT_DEVICES", "x", 1);
+    plat_setenv("VKT_DEVICES", "x");
     TH_STATUS(NULL, vkt_instance_select_devices(th_instance, idx, 8, &n), VKT_ERROR_FORMAT);
-    unsetenv("VKT_DEVICES");
+    plat_setenv("VKT_DEVICES", NULL);
 }
 
 /* Each entry of "0,0,0" is its own logical device with its own queue: work submitted to
@@ -104,10 +105,10 @@ static void test_variant(void)
     TH_CHECK(vkt_context_kernel_variant(c) == VKT_KERNELS_GPU, "GPU variant can be forced");
     c = th_context(VKT_KERNELS_CPU);
     TH_CHECK(vkt_context_kernel_variant(c) == VKT_KERNELS_CPU, "CPU variant can be forced");
-    setenv("VKT_KERNELS", "gpu", 1);
+    plat_setenv("VKT_KERNELS", "gpu");
     c = th_context(VKT_KERNELS_AUTO);
     TH_CHECK(vkt_context_kernel_variant(c) == VKT_KERNELS_GPU, "VKT_KERNELS=gpu is honoured");
-    unsetenv("VKT_KERNELS");
+    plat_setenv("VKT_KERNELS", NULL);
     vkt_device_info d;
     vkt_context_device_info(c, &d);
     c = th_context(VKT_KERNELS_AUTO);

@@ -13,16 +13,16 @@
  *  4. Small data sets in the temporary directory: loaded, or rejected (counts that do
  *     not agree, labels >= 10, missing files, wrong shapes).
  *
- * POSIX only for the temporary directory (mkdtemp, rmdir).
+ * The temporary directory comes from the platform layer (th_temp_dir).
  */
 #include "data/idx.h"
 #include "harness.h"
+#include "platform/platform.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <zlib.h>
 
 static char g_tmp[256];  /* the temporary directory */
@@ -491,19 +491,13 @@ static void test_dataset_rejects(void)
 int main(void)
 {
     th_init_host("test_idx");
-    const char *base = getenv("TMPDIR");
-    snprintf(g_tmp, sizeof g_tmp, "%s/vkt_test_idx_XXXXXX", base && base[0] ? base : "/tmp");
-    if (!mkdtemp(g_tmp)) {
-        perror("test_idx: mkdtemp");
-        printf("test_idx: 0 passed, 1 failed\n");
-        return 1;
-    }
+    th_temp_dir("test_idx", g_tmp, sizeof g_tmp);
     test_shipped_data();
     test_round_trips();
     test_rejects();
     test_dataset_ok();
     test_dataset_rejects();
-    if (rmdir(g_tmp) != 0)
+    if (plat_remove_dir(g_tmp) != 0)
         CHECK(0, "temporary directory %s not empty at the end", g_tmp);
     return th_finish();
 }

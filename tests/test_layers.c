@@ -8,10 +8,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "graph/graph.h"
 #include "harness.h"
+#include "platform/platform.h"
 #include "op_case.h"
 
 static vkt_context *g_ctx;
@@ -240,13 +240,14 @@ static void states_and_replicas(void)
     TH_CHECK(t && vkt_trainer_step(t, &feed, 1, &l) == VKT_OK && l > 0,
              "a sync step with batch norm: loss %g", l);
     /* A checkpoint carries the states (the running averages) with the parameters. */
-    char path[] = "/tmp/vkt_test_layers_XXXXXX";
-    int fd = mkstemp(path);
+    char dir[512], path[600];
+    th_temp_dir("test_layers", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/states.vkt", dir);
     uint64_t n = t ? vkt_trainer_param_count(t) : 0;
     float *before = calloc(n + 1, sizeof *before), *after = calloc(n + 1, sizeof *after);
     vkt_trainer *t2 = NULL;
     o.device_count = 1;
-    TH_CHECK(fd >= 0 && t && vkt_trainer_save(t, path) == VKT_OK &&
+    TH_CHECK(t && vkt_trainer_save(t, path) == VKT_OK &&
                  vkt_trainer_read_params(t, before, n) == VKT_OK &&
                  vkt_trainer_create(th_instance, g, loss, &o, &t2) == VKT_OK &&
                  vkt_trainer_restore(t2, path) == VKT_OK &&
@@ -259,10 +260,7 @@ static void states_and_replicas(void)
     }
     TH_CHECK(same && moved, "restored parameters and states equal the saved ones (%llu floats)",
              (unsigned long long)n);
-    if (fd >= 0) {
-        close(fd);
-        unlink(path);
-    }
+    th_remove_tree(dir);
     free(before);
     free(after);
     vkt_trainer_destroy(t2);

@@ -14,6 +14,7 @@
 #include "kernels/train_ops.h"
 #include "graph/model.h"
 #include "harness.h"
+#include "platform/platform.h"
 
 static vkt_context *g_ctx;
 
@@ -208,9 +209,9 @@ static void test_check_mode(void)
         vkt_model_destroy(m);
     }
     /* A wrong output of the (fused) first layer is found and named. */
-    setenv("VKT_CHECK", "1", 1);
+    plat_setenv("VKT_CHECK", "1");
     m = model(n.g, n.loss, NULL);
-    unsetenv("VKT_CHECK");
+    plat_setenv("VKT_CHECK", NULL);
     if (m) {
         TH_OK(g_ctx, graph_model_debug_corrupt(m, n.h1));
         set_batch(m, &n, 7, 19, 5);
@@ -577,7 +578,7 @@ int main(void)
 {
     /* This test turns check mode on where it wants it (check mode disables memory
      * reuse, which test_plan_and_replay measures). */
-    unsetenv("VKT_CHECK");
+    plat_setenv("VKT_CHECK", NULL);
     th_init("test_model");
     g_ctx = th_context(VKT_KERNELS_AUTO);
     test_plan_and_replay();

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "platform/platform.h"
 #include "parallel/trainer.h"
 
 typedef struct net {
@@ -302,9 +303,9 @@ static void test_failures(void)
     vkt_dataset *d = synthetic(120);
     for (int mode = 0; mode < 2; mode++) {
         vkt_trainer *tt = mode ? make_trainer(&n, 12, 3, VKT_PARALLEL_ASYNC, 0, 0, &oo) : t;
-        setenv("VKT_FAULT_INJECT", "vkQueueSubmit:10", 1);
+        plat_setenv("VKT_FAULT_INJECT", "vkQueueSubmit:10");
         vkt_status st = vkt_trainer_fit(tt, d, n.x, n.y, 50, 1, NULL, NULL);
-        unsetenv("VKT_FAULT_INJECT");
+        plat_setenv("VKT_FAULT_INJECT", NULL);
         TH_CHECK(st == VKT_ERROR_DEVICE_LOST && strstr(vkt_trainer_errmsg(tt), "replica") &&
                      strstr(vkt_trainer_errmsg(tt), "VK_ERROR_DEVICE_LOST"),
                  "%s: a lost device stops training: %s (%s)", mode ? "async" : "sync",

@@ -17,9 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "harness.h"
+#include "platform/platform.h"
 
 enum { F = 12, H = 16, C = 5, BATCH = 12, STEPS = 50 };
 
@@ -197,7 +197,7 @@ static int on_step(void *user, uint64_t step, uint64_t total, float loss)
     if (p->dir && step == p->save_at) {
         TH_CHECK(vkt_checkpoint_save_dir(p->t, p->dir, 3) == VKT_OK, "save: %s",
                  vkt_trainer_errmsg(p->t));
-        setenv("VKT_FAULT_INJECT", p->fault, 1);
+        plat_setenv("VKT_FAULT_INJECT", p->fault);
     }
     return 0;
 }
@@ -346,7 +346,7 @@ static void test_checkpoint_resume(const char *dir)
     vkt_trainer_destroy(r);
     vkt_graph_destroy(n.g);
 out:
-    unlink(path);
+    plat_remove_file(path);
     vkt_trainer_destroy(t);
     vkt_graph_destroy(s2.g);
 }
@@ -364,7 +364,7 @@ static void test_device_lost(const char *dir, uint32_t D)
      * is over the process: a second run fails at its first submission) */
     progress p = {.t = t, .dir = ckdir, .save_at = 6, .fault = "vkQueueSubmit:5"};
     vkt_status st = t ? vkt_trainer_fit(t, d, n.x, n.y, 20, 1, on_step, &p) : VKT_OK;
-    unsetenv("VKT_FAULT_INJECT");
+    plat_setenv("VKT_FAULT_INJECT", NULL);
     const char *msg = t ? vkt_trainer_errmsg(t) : "";
     TH_CHECK(st == VKT_ERROR_DEVICE_LOST && strstr(msg, "stage ") &&
                  (D == 1 || strstr(msg, "copy ")) && strstr(msg, "VK_ERROR_DEVICE_LOST") &&
@@ -396,17 +396,15 @@ static void test_device_lost(const char *dir, uint32_t D)
     vkt_trainer_destroy(r);
     vkt_graph_destroy(n.g);
     vkt_dataset_destroy(d);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", ckdir);
-    TH_CHECK(system(cmd) == 0, "%s", cmd);
+    th_remove_tree(ckdir);
+    TH_CHECK(plat_file_stat(ckdir, NULL, NULL) != 0, "%s removed", ckdir);
 }
 
 int main(void)
 {
     th_init("test_pipeline_trainer");
-    char dir[] = "/tmp/vkt_pipe_trainer_XXXXXX";
-    if (!TH_CHECK(mkdtemp(dir) != NULL, "mkdtemp"))
-        return th_finish();
+    char dir[400];
+    th_temp_dir("pipe_trainer", dir, sizeof dir);
     test_refused();
     test_equivalence(2, 2, 2);
     test_equivalence(3, 1, 3);
@@ -415,6 +413,6 @@ int main(void)
     test_checkpoint_resume(dir);
     test_device_lost(dir, 1);
     test_device_lost(dir, 2);
-    rmdir(dir);
+    plat_remove_dir(dir);
     return th_finish();
 }

@@ -13,6 +13,7 @@
 
 #include "graph/model.h"
 #include "harness.h"
+#include "platform/platform.h"
 /* The vkt command's model builders, compiled in so the figures are those of vkt train. */
 #include "../tools/models.c"
 
@@ -303,7 +304,7 @@ static int bench(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    unsetenv("VKT_CHECK"); /* check mode turns reuse off: the plan would be trivial */
+    plat_setenv("VKT_CHECK", NULL); /* check mode turns reuse off: the plan would be trivial */
     th_init("test_plan");
     g_ctx = th_context(VKT_KERNELS_AUTO);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0) {

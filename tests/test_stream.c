@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "harness.h"
+#include "platform/platform.h"
 
 static uint32_t barriers(vkt_stream *s)
 {
@@ -136,17 +136,47 @@ static void test_timestamps(vkt_context *ctx)
     vkt_buffer_destroy(b);
 }
 
+/* The pipeline cache files (pipelines-*.bin) in dir: how many, the sizes of the first
+ * into *size; with `corrupt`, each replaced by 100 random bytes. */
+static int cache_files(const char *dir, uint64_t *size, int corrupt)
+{
+    char **names;
+    size_t n;
+    int found = 0;
+    *size = 0;
+    if (plat_list_dir(dir, &names, &n) != 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        if (strncmp(names[i], "pipelines-", 10) != 0 || len < 14 ||
+            strcmp(names[i] + len - 4, ".bin") != 0)
+            continue;
+        char path[2400];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        uint64_t s = 0;
+        if (plat_file_stat(path, &s, NULL) == 0 && !found++)
+            *size = s;
+        if (corrupt) {
+            unsigned char junk[100];
+            for (int k = 0; k < 100; k++)
+                junk[k] = (unsigned char)th_rand_u64();
+            TH_CHECK(plat_write_file_atomic(path, junk, sizeof junk) == 0, "corrupt %s", path);
+        }
+    }
+    plat_free_names(names, n);
+    return found;
+}
+
 static void test_pipeline_cache(void)
 {
-    char dir[] = "/tmp/vkt-cache-XXXXXX";
-    if (!TH_CHECK(mkdtemp(dir) != NULL, "mkdtemp"))
-        return;
+    char dir[512];
+    th_temp_dir("cache", dir, sizeof dir);
     char old[1024] = "";
     if (getenv("VKT_CACHE_DIR"))
         snprintf(old, sizeof old, "%s", getenv("VKT_CACHE_DIR"));
     char sub[1100];
     snprintf(sub, sizeof sub, "%s/nested/dir", dir);
-    setenv("VKT_CACHE_DIR", sub, 1);
+    plat_setenv("VKT_CACHE_DIR", sub);
     for (int round = 0; round < 3; round++) {
         vkt_context *ctx = NULL;
         TH_OK(NULL, vkt_context_create(th_instance, NULL, &ctx));
@@ -160,23 +190,20 @@ static void test_pipeline_cache(void)
         vkt_buffer_read(b, 4092, &v, 4);
         TH_CHECK(v == 3.0f, "round %d: kernel ran with the cache", round);
         vkt_context_destroy(ctx);
-        char cmd[2400];
-        snprintf(cmd, sizeof cmd, "test -s %s/pipelines-*.bin 2>/dev/null || "
-                                  "ls %s/pipelines-*.bin >/dev/null 2>&1", sub, sub);
-        TH_CHECK(system(cmd) == 0, "round %d: a pipeline cache file exists in %s", round, sub);
-        if (round == 1) { /* corrupt it: the next context must ignore it, not crash */
-            snprintf(cmd, sizeof cmd, "for f in %s/pipelines-*.bin; do head -c 100 /dev/urandom "
-                                      "> $f; done", sub);
-            TH_CHECK(system(cmd) == 0, "corrupting the cache file");
-        }
+        uint64_t size;
+        int files = cache_files(sub, &size, 0);
+        TH_CHECK(files >= 1 && size > 0,
+                 "round %d: a pipeline cache file exists in %s (%llu bytes)", round, sub,
+                 (unsigned long long)size);
+        if (round == 1) /* corrupt it: the next context must ignore it, not crash */
+            TH_CHECK(cache_files(sub, &size, 1) >= 1, "corrupting the cache file");
     }
-    char cmd[2400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    TH_CHECK(system(cmd) == 0, "cleanup");
+    th_remove_tree(dir);
+    TH_CHECK(plat_file_stat(dir, NULL, NULL) != 0, "cleanup");
     if (old[0])
-        setenv("VKT_CACHE_DIR", old, 1);
+        plat_setenv("VKT_CACHE_DIR", old);
     else
-        unsetenv("VKT_CACHE_DIR");
+        plat_setenv("VKT_CACHE_DIR", NULL);
 }
 
 int main(void)

@@ -14,17 +14,16 @@
  *     folder; NULL arguments and bad tags are VKT_ERROR_INVALID_ARGUMENT; destroy(NULL).
  * (tests/cli/summaries.sh checks `vkt train --logdir` with an independent reader.)
  *
- * POSIX only for the temporary directory (mkdtemp).
+ * The temporary directory comes from the platform layer (th_temp_dir).
  */
 #include "io/summary.h"
 #include "harness.h"
+#include "platform/platform.h"
 
-#include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static char g_tmp[256];
 
@@ -210,40 +209,14 @@ static void test_errors(void)
     CHECK(1, "destroy(NULL) is harmless");
 }
 
-/* Removes the temporary tree (two levels are enough here). */
-static void remove_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) {
-        unlink(path);
-        return;
-    }
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        char sub[1024];
-        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-        remove_tree(sub);
-    }
-    closedir(d);
-    rmdir(path);
-}
-
 int main(void)
 {
     th_init_host("test_summary");
-    const char *base = getenv("TMPDIR");
-    snprintf(g_tmp, sizeof g_tmp, "%s/vkt_test_summary_XXXXXX", base && base[0] ? base : "/tmp");
-    if (!mkdtemp(g_tmp)) {
-        perror("test_summary: mkdtemp");
-        printf("test_summary: 0 passed, 1 failed\n");
-        return 1;
-    }
+    th_temp_dir("test_summary", g_tmp, sizeof g_tmp);
     test_crc32c();
     test_encoding();
     test_writer();
     test_errors();
-    remove_tree(g_tmp);
+    th_remove_tree(g_tmp);
     return th_finish();
 }

@@ -190,7 +190,9 @@ vkt_status vkt_summary_create(const char *logdir, vkt_summary **out)
         free(w);
         return st;
     }
-    w->csv = fopen(w->csv_path, "a");
+    /* Binary too: the same bytes ("\n" line ends) on every system, where Windows' text
+     * mode would write "\r\n". */
+    w->csv = fopen(w->csv_path, "ab");
     if (!w->csv) {
         vkt_status st = err_fail(NULL, VKT_ERROR_IO, "cannot create the CSV file '%s': %s",
                                  w->csv_path, strerror(errno));

@@ -133,6 +133,21 @@ int plat_make_temp_dir(const char *prefix, char *buf, size_t size);
 /* Removes an empty folder; returns 0 on success. */
 int plat_remove_dir(const char *path);
 
+/* Child processes (engine/platform/process_posix.c, process_win32.c), for tests that
+ * need a second process (a lock held elsewhere, then the holder killed).
+ * plat_process_start runs the program argv[0] (a path) with the arguments argv[0..]
+ * (NULL-terminated), the environment, standard streams and working folder inherited
+ * (posix_spawn; CreateProcessW, each argument quoted as the C runtime parses it). Returns
+ * 0 with *out set, -1 on failure (*out NULL). plat_process_pid: its process id, as
+ * plat_process_id says inside it. plat_process_kill ends it at once, however busy
+ * (SIGKILL; TerminateProcess). plat_process_wait waits for its end, frees it, and
+ * returns its exit status, 128 + n if signal n ended it, -1 on failure. */
+typedef struct plat_process plat_process;
+int plat_process_start(const char *const *argv, plat_process **out);
+long plat_process_pid(const plat_process *p);
+int plat_process_kill(plat_process *p);
+int plat_process_wait(plat_process *p);
+
 /* Whether stdout is a terminal. */
 int plat_stdout_is_tty(void);
 
