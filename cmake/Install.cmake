@@ -8,7 +8,8 @@
 #   <prefix>/<libdir>/cmake/vktrain/             find_package(vktrain CONFIG):
 #                                                vktrain::vktrain (shared) and
 #                                                vktrain::vktrain_static
-#   <prefix>/<libdir>/pkgconfig/vktrain.pc
+#   <prefix>/<libdir>/pkgconfig/vktrain.pc       shared (Cflags: -DVKT_SHARED)
+#   <prefix>/<libdir>/pkgconfig/vktrain-static.pc  static (libvktrain.a, no VKT_SHARED)
 #   <prefix>/bin/vkt
 #   <prefix>/share/vktrain/{mnist,austen}        the shipped data; vkt finds it from its
 #                                                own location (../share/vktrain)
@@ -135,8 +136,17 @@ if(VKT_MPI)
     string(APPEND VKT_PC_LIBS_PRIVATE " ${lib}")
   endforeach()
 endif()
+# Two files (docs/install.md, "pkg-config"): vktrain.pc for the shared library, whose
+# Cflags define VKT_SHARED (dllimport on Windows), and vktrain-static.pc for the archive,
+# without it (a static program declaring the functions dllimport would not link), naming
+# libvktrain.a by path (-lvktrain picks the shared library or the DLL's import library
+# when both are installed) and its dependencies in Libs. pkg-config --static cannot do
+# this with one file: it adds Libs.private, but the Cflags stay the same.
 configure_file(${CMAKE_SOURCE_DIR}/cmake/vktrain.pc.in ${CMAKE_BINARY_DIR}/vktrain.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/vktrain.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+configure_file(${CMAKE_SOURCE_DIR}/cmake/vktrain-static.pc.in ${CMAKE_BINARY_DIR}/vktrain-static.pc
+  @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/vktrain.pc ${CMAKE_BINARY_DIR}/vktrain-static.pc
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # cpack -G DEB: one package with everything above, installed under /usr. Its dependencies:
 # what dpkg-shlibdeps reads off vkt and libvktrain.so (libc6, zlib1g, libopenmpi3 with

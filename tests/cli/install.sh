@@ -7,7 +7,8 @@
 #    of the build tree's archive is named vkt_;
 #  - examples/linear_regression builds outside the tree against the prefix with CMake
 #    (shared, and static: then nothing of libvktrain is loaded at run time) and with
-#    pkg-config, and each program recovers w = 2.5, b = -1 within 0.05;
+#    pkg-config (vktrain.pc: shared, Cflags with -DVKT_SHARED; vktrain-static.pc: the
+#    archive, Cflags without it), and each program recovers w = 2.5, b = -1 within 0.05;
 #  - the prefix moved elsewhere still works (relocatable package and pkg-config file),
 #    and the installed vkt trains from its own share/vktrain: with that folder removed
 #    it fails cleanly, never falling back to the source tree's data.
@@ -43,6 +44,7 @@ fi
 libdir=$(cd "$prefix" && ls -d lib*/ | head -1); libdir=${libdir%/}
 for f in include/vkt.h bin/vkt "$libdir/libvktrain.a" "$libdir/libvktrain.so" \
          "$libdir/cmake/vktrain/vktrainConfig.cmake" "$libdir/pkgconfig/vktrain.pc" \
+         "$libdir/pkgconfig/vktrain-static.pc" \
          share/vktrain/mnist/train-images-idx3-ubyte.gz \
          share/vktrain/austen/pride_and_prejudice.txt; do
     check "installed: $f" "[[ -e '$prefix/$f' ]]"
@@ -96,6 +98,25 @@ pkgbuild() { # PREFIX OUT
 }
 check "pkg-config: the example compiles and links" "pkgbuild '$prefix' '$tmp/pc_example'"
 fits "pkg-config" "$tmp/pc_example"
+# Static linking through vktrain-static.pc: no VKT_SHARED in its Cflags (on Windows it
+# would declare the functions dllimport, and a static program would not link), the
+# archive named by path in Libs (-lvktrain would pick the shared library).
+cflags=$(pc "$prefix" --cflags)
+check "vktrain.pc: Cflags define VKT_SHARED ($cflags)" "grep -qw -- '-DVKT_SHARED' <<<'$cflags'"
+pcs() { PKG_CONFIG_PATH="$1/$libdir/pkgconfig" pkg-config "${@:2}" vktrain-static; }
+s_cflags=$(pcs "$prefix" --cflags) s_libs=$(pcs "$prefix" --libs)
+check "vktrain-static.pc: Cflags without VKT_SHARED ($s_cflags)" \
+    "[[ -n '$s_cflags' ]] && ! grep -q VKT_SHARED <<<'$s_cflags'"
+archive=$(grep -oE '[^ ]*/libvktrain\.a' <<<"$s_libs")
+check "vktrain-static.pc: Libs name the installed archive and its dependencies ($s_libs)" \
+    "[[ -n '$archive' && \$(readlink -f '$archive') == \$(readlink -f '$prefix/$libdir/libvktrain.a') ]] &&
+     grep -qw -- -lz <<<'$s_libs'"
+pkgbuild_static() { # PREFIX OUT
+    cc -std=c11 $(pcs "$1" --cflags) "$ex/linear_regression.c" -o "$2" $(pcs "$1" --libs) -lm
+}
+check "pkg-config static: the example compiles and links" "pkgbuild_static '$prefix' '$tmp/pcs_example'"
+fits "pkg-config, static" "$tmp/pcs_example"
+check "pkg-config static build loads no libvktrain" "! ldd '$tmp/pcs_example' | grep -q libvktrain"
 
 # Relocated: the package and vkt work from wherever the prefix is.
 moved=$tmp/elsewhere/usr
@@ -104,6 +125,8 @@ check "CMake against the moved prefix" "cmake_build moved '$moved'"
 fits "CMake, moved prefix" "$tmp/moved/linear_regression"
 check "pkg-config against the moved prefix" "pkgbuild '$moved' '$tmp/pc_moved'"
 fits "pkg-config, moved prefix" "$tmp/pc_moved"
+check "pkg-config static against the moved prefix" "pkgbuild_static '$moved' '$tmp/pcs_moved'"
+fits "pkg-config static, moved prefix" "$tmp/pcs_moved"
 mkdir -p "$tmp/cwd"
 out=$(cd "$tmp/cwd" && "$moved/bin/vkt" train --steps 30 2>&1); rc=$?
 check "installed vkt trains the shipped digits from its own share/vktrain (rc=$rc)" \
