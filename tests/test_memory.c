@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "platform/platform.h"
 
 static void test_suballocation(vkt_context *ctx)
 {
@@ -124,7 +125,7 @@ static void test_limit(void)
     vkt_context_destroy(ctx);
 
     /* VKT_DEVICE_MEMORY_LIMIT when the options say nothing; a bad value is an error */
-    setenv("VKT_DEVICE_MEMORY_LIMIT", "1.5G", 1);
+    plat_setenv("VKT_DEVICE_MEMORY_LIMIT", "1.5G");
     ctx = NULL;
     TH_OK(NULL, vkt_context_create(th_instance, NULL, &ctx));
     vkt_context_memory_stats(ctx, &ms);
@@ -133,7 +134,7 @@ static void test_limit(void)
     vkt_context_destroy(ctx);
     const char *bad[] = {"lots", "12X", "0", "-5M", "1.5GB2"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        setenv("VKT_DEVICE_MEMORY_LIMIT", bad[i], 1);
+        plat_setenv("VKT_DEVICE_MEMORY_LIMIT", bad[i]);
         ctx = NULL;
         st = vkt_context_create(th_instance, NULL, &ctx);
         TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !ctx &&
@@ -141,7 +142,7 @@ static void test_limit(void)
                  "VKT_DEVICE_MEMORY_LIMIT='%s' is refused: %s", bad[i], vkt_last_error());
         vkt_context_destroy(ctx);
     }
-    unsetenv("VKT_DEVICE_MEMORY_LIMIT");
+    plat_setenv("VKT_DEVICE_MEMORY_LIMIT", NULL);
 }
 
 int main(void)

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "platform/platform.h"
 #include "parallel/pipe.h"
 
 /* ---- a chain of linear layers of unequal widths: the split by parameter bytes ---- */
@@ -292,7 +293,7 @@ static void test_memory_limit(void)
     TH_OK(NULL, vkt_trainer_create(th_instance, ref.g, ref.loss, &to, &tr));
     char value[32];
     snprintf(value, sizeof value, "%llu", (unsigned long long)limit);
-    setenv("VKT_DEVICE_MEMORY_LIMIT", value, 1);
+    plat_setenv("VKT_DEVICE_MEMORY_LIMIT", value);
     st = vkt_trainer_create(th_instance, one.g, one.loss, &to, &t1);
     TH_CHECK(st == VKT_ERROR_OUT_OF_MEMORY && !t1 && strstr(vkt_last_error(), "limit"),
              "one capped device refuses the model: %s", vkt_last_error());
@@ -338,7 +339,7 @@ static void test_memory_limit(void)
     if (t2 && TH_CHECK(vkt_trainer_predict(t2, &eb, 1, ROWS, two.z, zb) == VKT_OK,
                        "capped predict: %s", vkt_trainer_errmsg(t2)))
         th_compare("capped stages' predictions", zb, za, ROWS * MC, 1e-4f, 1e-4f);
-    unsetenv("VKT_DEVICE_MEMORY_LIMIT");
+    plat_setenv("VKT_DEVICE_MEMORY_LIMIT", NULL);
     vkt_trainer_destroy(tr);
     vkt_trainer_destroy(t2);
     vkt_graph_destroy(ref.g);
