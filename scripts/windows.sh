@@ -123,6 +123,40 @@ run csv_train "Z:$csv/cls.csv" nope
 check "csv_train.exe, a missing label column: exit 1 naming it" \
     "[[ $rc -eq 1 ]] && grep -q \"no label column 'nope'\" <<<\"\$out\""
 
+# pkg-config for a Windows program (docs/install.md): examples/linear_regression built
+# against the installed package with vktrain.pc (the DLL: its Cflags hold -DVKT_SHARED,
+# so the functions are declared dllimport) and with vktrain-static.pc (libvktrain.a, no
+# dllimport, which would not link), each run under Wine.
+prefix=$PWD/$dir/prefix
+rm -rf "$prefix"
+cmake --install "$dir" --prefix "$prefix" >/dev/null
+wpc() { PKG_CONFIG_PATH="$prefix/lib/pkgconfig" PKG_CONFIG_LIBDIR= pkg-config "$@"; }
+cc_win() { # PC OUT [flags]: builds the example against the prefix through PC
+    x86_64-w64-mingw32-gcc -std=c11 $(wpc --cflags "$1") examples/linear_regression/linear_regression.c \
+        -o "$2" $(wpc --libs "$1") -lm "${@:3}"
+}
+imports() { x86_64-w64-mingw32-objdump -p "$1" | sed -nE 's/^\s*DLL Name: //p' | tr '\n' ' '; }
+for pc in vktrain vktrain-static; do
+    exe=$prefix/bin/pc_$pc.exe
+    if [[ $pc == vktrain ]]; then
+        check "pkg-config $pc: Cflags hold -DVKT_SHARED ($(wpc --cflags $pc))" \
+            "wpc --cflags $pc | grep -qw -- -DVKT_SHARED"
+        check "pkg-config $pc: the example links against the DLL" \
+            "cc_win $pc '$exe' -static-libgcc && imports '$exe' | grep -q libvktrain.dll"
+    else
+        check "pkg-config $pc: Cflags without VKT_SHARED ($(wpc --cflags $pc))" \
+            "! wpc --cflags $pc | grep -q VKT_SHARED"
+        check "pkg-config $pc: the example links the archive, importing no libvktrain.dll" \
+            "cc_win $pc '$exe' -static && ! imports '$exe' | grep -q libvktrain"
+    fi
+    out=$(cd "$prefix/bin" && timeout 600 xvfb-run -a wine "./pc_$pc.exe" 2>&1 | tr -d '\r'
+          exit "${PIPESTATUS[0]}"); rc=$?
+    res=$(grep '^result: ' <<<"$out" | tail -1)
+    echo "pc_$pc ($(imports "$exe")): ${res:-no result line}"
+    check "pkg-config $pc, under Wine: w = 2.5 and b = -1 within 0.05 (rc=$rc)" \
+        "[[ $rc -eq 0 ]] && within '$(field w "$res")' 2.5 0.05 && within '$(field b "$res")' -1 0.05"
+done
+
 # The tests, two at a time as ctest -j2 runs them (LP_NUM_THREADS=1, 300 s each), in the
 # environment ctest gives them, under one X server (Xvfb picks a free display);
 # VKT_TEST_WINE tells test_errors to leave out what Wine cannot show. test_op_table reads
