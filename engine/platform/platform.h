@@ -125,10 +125,11 @@ double plat_thread_cpu_time(void);
  * see too. Not thread-safe: call it while no other thread reads the environment.
  * Returns 0 on success, -1 for a NULL or empty name, one holding '=', or a system error. */
 int plat_setenv(const char *name, const char *value);
-/* Creates a new, empty folder only this user may enter, under the system's folder for
- * temporary files ($TMPDIR, else /tmp; Win32: GetTempPathW), named `prefix` followed by
- * random characters, and writes its path into buf (always NUL-terminated). `prefix` is a
- * plain name (no separators). Returns 0 on success, -1 on failure (buf then ""). */
+/* Creates a new, empty folder under the system's folder for temporary files ($TMPDIR,
+ * else /tmp; Win32: GetTempPathW), named `prefix` followed by random characters, and
+ * writes its path into buf (always NUL-terminated). POSIX: mode 0700 (mkdtemp); Win32:
+ * the access list it inherits from the user's temporary folder. `prefix` is a plain name
+ * (no separators). Returns 0 on success, -1 on failure (buf then ""). */
 int plat_make_temp_dir(const char *prefix, char *buf, size_t size);
 /* Removes an empty folder; returns 0 on success. */
 int plat_remove_dir(const char *path);
