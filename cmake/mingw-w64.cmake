@@ -40,6 +40,8 @@ add_compile_definitions(__USE_MINGW_ANSI_STDIO=1)
 # the format checks stay with the Linux build.
 add_compile_options(-Wno-format)
 # Link mingw's runtime (libgcc, libwinpthread: clock_gettime, -pthread) statically, so the
-# programs and the DLL need nothing beside them but Windows' own DLLs (and vulkan-1.dll).
+# programs and the DLL need nothing beside them but Windows' own DLLs (and vulkan-1.dll);
+# zlib too (libz.a, not the import library of zlib1.dll, which Windows does not have).
+set(ZLIB_USE_STATIC_LIBS ON CACHE BOOL "link zlib statically (FindZLIB, CMake >= 3.24)")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
 set(CMAKE_SHARED_LINKER_FLAGS_INIT "-static")

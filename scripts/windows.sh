@@ -52,6 +52,12 @@ x86_64-w64-mingw32-objdump -p "$dir/libvktrain.dll" |
     sort -u >"$dir/dll_exports.txt"
 check "libvktrain.dll exports exactly vkt.h's $(wc -l <"$dir/api.txt") functions" \
     "cmp -s '$dir/api.txt' '$dir/dll_exports.txt'"
+imports() { x86_64-w64-mingw32-objdump -p "$1" | sed -nE 's/^\s*DLL Name: //p' | tr '\n' ' '; }
+# Windows has no zlib1.dll (Wine brings one): zlib is linked in (cmake/mingw-w64.cmake)
+for bin in libvktrain.dll vkt.exe; do
+    check "$bin imports only Windows' own DLLs and vulkan-1 at run time ($(imports "$dir/$bin"))" \
+        "! imports '$dir/$bin' | grep -qiE 'zlib|libgcc|winpthread'"
+done
 
 export WINEDEBUG=-all LP_NUM_THREADS=1 WINEPREFIX=${WINEPREFIX:-$PWD/$dir/wineprefix}
 # run NAME [ARGS]: one program under Wine; sets out, rc and res (its last result line).
@@ -135,7 +141,6 @@ cc_win() { # PC OUT [flags]: builds the example against the prefix through PC
     x86_64-w64-mingw32-gcc -std=c11 $(wpc --cflags "$1") examples/linear_regression/linear_regression.c \
         -o "$2" $(wpc --libs "$1") -lm "${@:3}"
 }
-imports() { x86_64-w64-mingw32-objdump -p "$1" | sed -nE 's/^\s*DLL Name: //p' | tr '\n' ' '; }
 for pc in vktrain vktrain-static; do
     exe=$prefix/bin/pc_$pc.exe
     if [[ $pc == vktrain ]]; then
@@ -155,6 +160,43 @@ for pc in vktrain vktrain-static; do
     echo "pc_$pc ($(imports "$exe")): ${res:-no result line}"
     check "pkg-config $pc, under Wine: w = 2.5 and b = -1 within 0.05 (rc=$rc)" \
         "[[ $rc -eq 0 ]] && within '$(field w "$res")' 2.5 0.05 && within '$(field b "$res")' -1 0.05"
+done
+
+# Every example from its own folder with CMake against the installed package, as a Windows
+# user builds it (find_package(vktrain CONFIG); vktrain_DIR names the package because the
+# toolchain confines package searches to mingw's root): the static library for each (with
+# ZLIB_USE_STATIC_LIBS, so the program needs no zlib1.dll: Windows has none, Wine does),
+# and polynomial_fit also against the DLL, both run under Wine (the DLL found through
+# WINEPATH).
+poly_ok() { # the result line of polynomial_fit in $res: weights within 0.1 of [5, 0, 3]
+    local w2 w1 w0
+    IFS=, read -r w2 w1 w0 <<<"$(sed -nE 's/.*weights=\[([^]]*)\].*/\1/p' <<<"$res" | tr -d ' ')"
+    within "${w2:-}" 5 0.1 && within "${w1:-}" 0 0.1 && within "${w0:-}" 3 0.1
+}
+build_example() { # NAME FOLDER STATIC: configures and builds examples/NAME into FOLDER
+    cmake -S "examples/$1" -B "$2" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/mingw-w64.cmake" \
+        -DCMAKE_BUILD_TYPE=Release -Dvktrain_DIR="$prefix/lib/cmake/vktrain" \
+        -DVKT_STATIC="$3" -DZLIB_USE_STATIC_LIBS="$3" >"$2.log" 2>&1 &&
+        cmake --build "$2" >>"$2.log" 2>&1
+}
+rm -rf "$dir/ex" && mkdir -p "$dir/ex"
+for ex in examples/*/; do
+    name=$(basename "$ex")
+    check "examples/$name builds from its folder against the installed package (static)" \
+        "build_example $name '$dir/ex/$name' ON"
+done
+check "the static builds import only Windows' own DLLs ($(imports "$dir/ex/polynomial_fit/polynomial_fit.exe"))" \
+    "! imports '$dir/ex/polynomial_fit/polynomial_fit.exe' | grep -qiE 'libvktrain|zlib1'"
+check "examples/polynomial_fit builds against the installed DLL, importing libvktrain.dll" \
+    "build_example polynomial_fit '$dir/ex/polynomial_fit-dll' OFF &&
+     imports '$dir/ex/polynomial_fit-dll/polynomial_fit.exe' | grep -q libvktrain.dll"
+for build in polynomial_fit polynomial_fit-dll; do
+    out=$(cd "$dir/ex/$build" && WINEPATH="Z:$prefix/bin" timeout 600 xvfb-run -a wine \
+          ./polynomial_fit.exe 2>&1 | tr -d '\r'; exit "${PIPESTATUS[0]}"); rc=$?
+    res=$(grep '^result: ' <<<"$out" | tail -1)
+    echo "installed-package $build: ${res:-no result line}"
+    check "installed-package $build under Wine: weights within 0.1 of [5, 0, 3] (rc=$rc)" \
+        "[[ $rc -eq 0 ]] && poly_ok"
 done
 
 # The tests, two at a time as ctest -j2 runs them (LP_NUM_THREADS=1, 300 s each), in the

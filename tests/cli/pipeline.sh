@@ -16,9 +16,9 @@ close() { awk -v a="$1" -v b="$2" -v r="$3" 'BEGIN { d = a - b; if (d < 0) d = -
 export LP_NUM_THREADS=${LP_NUM_THREADS:-1}
 
 # The CNN: unsplit, then 2 stages (measured split) and 3 stages (by parameter bytes)
-one=$("$bin" train --model cnn --steps 20 --quiet 2>&1); rc1=$?
-two=$("$bin" train --model cnn --steps 20 --pipeline 2 2>&1); rc2=$?
-three=$("$bin" train --model cnn --steps 20 --pipeline 3 --micro-batches 2 --split params 2>&1); rc3=$?
+one=$("$bin" train --model cnn --steps 10 --quiet 2>&1); rc1=$?
+two=$("$bin" train --model cnn --steps 10 --pipeline 2 2>&1); rc2=$?
+three=$("$bin" train --model cnn --steps 10 --pipeline 3 --micro-batches 2 --split params 2>&1); rc3=$?
 check "cnn runs exit 0 ($rc1 $rc2 $rc3)" "[[ $rc1 -eq 0 && $rc2 -eq 0 && $rc3 -eq 0 ]]"
 check "the split is printed: 2 stages by measured time" \
     "grep -q '^pipeline: 2 stages x 4 micro-batches of 16 rows, split by measured time' <<<\"\$two\" && [[ \$(grep -c '^  stage [01]: ' <<<\"\$two\") -eq 2 ]]"
@@ -33,7 +33,7 @@ check "cnn: 2 and 3 stages reach the unsplit test loss ($l1: $l2, $l3)" \
     "close '$l2' '$l1' 1e-4 && close '$l3' '$l1' 1e-4"
 
 # The character model, 4 blocks, on 2 stages x 4 micro-batches
-lm="--model charlm --layers 4 --steps 8 --eval-every 0 --sample 0 --quiet"
+lm="--model charlm --layers 4 --steps 5 --eval-every 0 --sample 0 --quiet"
 one=$("$bin" train $lm 2>&1); rc1=$?
 two=$("$bin" train $lm --pipeline 2 --micro-batches 4 2>&1); rc2=$?
 v1=$(field val_loss "$one") v2=$(field val_loss "$two")
