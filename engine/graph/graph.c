@@ -156,6 +156,14 @@ vkt_tensor *vkt_set_name(vkt_graph *g, vkt_tensor *t, const char *name)
     return t;
 }
 
+void graph_mark_needed(const vkt_graph *g, const vkt_tensor *t, uint8_t *needed)
+{
+    needed[t->id] = 1;
+    for (uint32_t i = t->id + 1; i-- > 0;) /* inputs have smaller ids than their readers */
+        for (uint32_t k = 0; needed[i] && k < g->nodes[i]->n_in; k++)
+            needed[g->nodes[i]->in[k]->id] = 1;
+}
+
 vkt_tensor *vkt_graph_find(const vkt_graph *g, const char *name)
 {
     if (!g || !name)

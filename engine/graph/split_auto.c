@@ -70,10 +70,7 @@ static vkt_status plan_make(split_plan *p, const vkt_graph *g, const vkt_tensor 
             break;
         }
     if (st == VKT_OK) {
-        active[loss->id] = 1;
-        for (uint32_t i = loss->id + 1; i-- > 0;)
-            for (uint32_t k = 0; active[i] && k < g->nodes[i]->n_in; k++)
-                active[g->nodes[i]->in[k]->id] = 1;
+        graph_mark_needed(g, loss, active);
         for (uint32_t i = 0; i < N; i++) {
             rows[i] = (uint8_t)graph_batch_major(g->nodes[i], rows);
             p->pos[i] = UINT32_MAX;

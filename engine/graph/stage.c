@@ -315,10 +315,7 @@ vkt_status graph_split_stages(const vkt_graph *g, const vkt_tensor *loss, uint32
     if (!active || !batch_major || !s->stage || !s->node_stage)
         st = fail(msg, size, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (st == VKT_OK) {
-        active[loss->id] = 1;
-        for (uint32_t i = loss->id + 1; i-- > 0;)
-            for (uint32_t k = 0; active[i] && k < g->nodes[i]->n_in; k++)
-                active[g->nodes[i]->in[k]->id] = 1;
+        graph_mark_needed(g, loss, active);
         for (uint32_t i = 0; i < g->count; i++)
             batch_major[i] = (uint8_t)graph_batch_major(g->nodes[i], batch_major);
         st = place(s, loss, active, msg, size);

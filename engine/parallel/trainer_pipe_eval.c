@@ -58,10 +58,7 @@ static pipe_eval *chain(vkt_trainer *t, const vkt_tensor *output, vkt_status *st
         *st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         return NULL;
     }
-    e->need[output->id] = 1;
-    for (uint32_t i = output->id + 1; i-- > 0;)
-        for (uint32_t k = 0; e->need[i] && k < t->graph->nodes[i]->n_in; k++)
-            e->need[t->graph->nodes[i]->in[k]->id] = 1;
+    graph_mark_needed(t->graph, output, e->need);
     /* one micro-batch of one copy: the rows each stage's training already holds */
     uint32_t D = pipe_copies(t->pipe), m = t->opt.micro_batches ? t->opt.micro_batches : 1;
     e->batch = t->opt.batch / D / m ? t->opt.batch / D / m : 1;
