@@ -53,11 +53,11 @@ int gpu_parse_bytes(const char *s, uint64_t *out)
 {
     char *end = NULL;
     double v = s ? strtod(s, &end) : 0;
-    if (!s || end == s || !(v >= 1) || v > 1.8e19)
+    if (!s || end == s || !(v >= 1))
         return 0;
     static const char units[] = "KMGT";
     const char *u = *end ? strchr(units, *end >= 'a' ? *end - 32 : *end) : NULL;
-    if (*end && (!u || !*u))
+    if (*end && !u)
         return 0;
     if (u) {
         for (const char *k = units; k <= u; k++)
