@@ -5,17 +5,8 @@
 #ifndef VKT_COMMON_GLSL
 #define VKT_COMMON_GLSL
 
-/* Op codes, equal to the enums of vkt.h (checked by the dispatch code). */
-#define VKT_UNARY_SCALE 0u
-#define VKT_UNARY_RELU 1u
-#define VKT_UNARY_LEAKY_RELU 2u
-#define VKT_UNARY_GELU 3u
-#define VKT_UNARY_TANH 4u
-#define VKT_UNARY_SIGMOID 5u
-#define VKT_UNARY_EXP 6u
-#define VKT_UNARY_LOG 7u
-#define VKT_UNARY_SILU 8u
-
+/* Op codes, equal to the enums of vkt.h (checked by the dispatch code). The unary ops'
+ * (VKT_UNARY_*) come from activation.h's list, included below. */
 #define VKT_BINARY_ADD 0u
 #define VKT_BINARY_SUB 1u
 #define VKT_BINARY_MUL 2u
@@ -82,7 +73,7 @@ float vkt_tanh(float x)
     return x < 0.0 ? -r : r;
 }
 
-/* The unary ops' functions and derivatives, shared with the C references. */
+/* The unary ops: their codes, functions and derivatives, shared with the C references. */
 #include "activation.h"
 
 #endif

@@ -1,7 +1,10 @@
 /* test_unary.c - unary elementwise ops and their derivatives against the CPU reference,
  * a finite-difference check of every derivative, in-place use, ranges longer than one
- * binding, and argument errors. */
+ * binding, and argument errors. First, shaders/activation.h's list against its math:
+ * every row's function and derivative against formulas written here apart from it, and
+ * its dfy column (f' from the output) against the derivative. */
 #include "harness.h"
+#include "activation.h"
 #include "kernels/ref.h"
 
 #include <math.h>
@@ -218,6 +221,85 @@ static void check_errors(void)
     th_buf_destroy(&b);
 }
 
+/* Each activation by its textbook definition, in double, written apart from
+ * shaders/activation.h (gelu: the tanh approximation). *df: its derivative. 0 when the
+ * name is not one this test knows: a row added to the list needs its formula here. */
+static int own_formula(const char *name, double a, double x, double *f, double *df)
+{
+    double sg = 1.0 / (1.0 + exp(-x)), th = tanh(x);
+    double k = sqrt(2.0 / M_PI), u = k * (x + 0.044715 * x * x * x);
+    double du = k * (1.0 + 3.0 * 0.044715 * x * x), tu = tanh(u);
+    static const char *const names[] = {"scale", "relu", "leaky_relu", "gelu", "tanh",
+                                        "sigmoid", "exp", "log", "silu"};
+    const double fs[] = {a * x, x > 0 ? x : 0, x > 0 ? x : a * x, 0.5 * x * (1 + tu), th,
+                         sg, exp(x), log(x), x * sg};
+    const double dfs[] = {a, x > 0 ? 1 : 0, x > 0 ? 1 : a,
+                          0.5 * (1 + tu) + 0.5 * x * (1 - tu * tu) * du, 1 - th * th,
+                          sg * (1 - sg), exp(x), 1 / x, sg + x * sg * (1 - sg)};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *f = fs[i], *df = dfs[i];
+            return 1;
+        }
+    return 0;
+}
+
+static int close_to(double got, double want, double rtol)
+{
+    return fabs(got - want) <= rtol * fmax(1.0, fabs(want));
+}
+
+/* shaders/activation.h's rows (through the list's own macro) against own_formula: f and
+ * f' of act_f / act_df (the math the shaders and references share) at points across the
+ * op's domain, and where the dfy column says f' follows from y, act_df_from_y(f(x)). */
+static void check_list_math(void)
+{
+    uint32_t rows = 0;
+#define ROW(NAME, value, name, fn, fuses, dfy)                                              \
+    TH_CHECK(VKT_UNARY_##NAME == value && strcmp(vkt_unary_op_name(value), #name) == 0,     \
+             "row " #name ": vkt_unary_op_name(%d) is %s", value, vkt_unary_op_name(value)); \
+    rows++;
+    ACT_LIST(ROW)
+#undef ROW
+    TH_CHECK(rows == VKT_UNARY_COUNT, "the list has %u rows, vkt.h %d ops", rows,
+             VKT_UNARY_COUNT);
+    for (int op = 0; op < VKT_UNARY_COUNT; op++) {
+        const char *name = vkt_unary_op_name((vkt_unary_op)op);
+        double f = 0, df = 0;
+        if (!TH_CHECK(own_formula(name, 1.0, 1.0, &f, &df),
+                      "activation %s has a formula in test_unary.c to check its math", name))
+            continue;
+        static const double alphas[] = {0.3, -0.37};
+        uint32_t bad_f = 0, bad_df = 0, bad_y = 0, from_y = 0;
+        for (int ai = 0; ai < 2; ai++)
+            for (int i = 0; i < 401; i++) {
+                double a = alphas[ai], x = -10.0 + 0.05 * i + 0.0123;
+                if (op == VKT_UNARY_LOG)
+                    x = 0.01 + 0.125 * i;
+                own_formula(name, a, x, &f, &df);
+                bad_f += !close_to(act_f((uint32_t)op, a, x), f, 1e-12);
+                bad_df += !close_to(act_df((uint32_t)op, a, x), df, 1e-9);
+                if (act_df_follows_from_y((uint32_t)op, a)) {
+                    from_y++;
+                    bad_y += !close_to(act_df_from_y((uint32_t)op, a, f), df, 1e-9);
+                }
+            }
+        TH_CHECK(bad_f == 0, "%s: act_f agrees with its formula (%u of 802 points differ)",
+                 name, bad_f);
+        TH_CHECK(bad_df == 0, "%s: act_df agrees with its derivative (%u differ)", name,
+                 bad_df);
+        TH_CHECK(bad_y == 0, "%s: the dfy column's f' from y agrees with f' (%u of %u differ)",
+                 name, bad_y, from_y);
+    }
+    /* the columns of the list as the metadata reads them */
+    TH_CHECK(act_df_follows_from_y(VKT_UNARY_LEAKY_RELU, 0.1) &&
+                 !act_df_follows_from_y(VKT_UNARY_LEAKY_RELU, -0.1) &&
+                 !act_df_follows_from_y(VKT_UNARY_GELU, 0.0),
+             "dfy: leaky relu from y only with a slope >= 0, gelu never");
+    TH_CHECK(isnan(act_f(VKT_UNARY_COUNT, 1.0, 2.0)) && isnan(act_df(VKT_UNARY_COUNT, 1.0, 2.0)),
+             "an op outside the list computes NaN, not another op's formula");
+}
+
 static void check_names(void)
 {
     for (int i = 0; i < VKT_UNARY_COUNT; i++) {
@@ -237,6 +319,7 @@ int main(void)
     ctx = th_context(VKT_KERNELS_AUTO);
     s = th_stream(ctx, 0);
     check_names();
+    check_list_math();
     static const uint64_t sizes[] = {1, 2, 7, 63, 64, 65, 257, 1009, 65537};
     for (int op = 0; op < VKT_UNARY_COUNT; op++) {
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)

@@ -2,6 +2,7 @@
  * activations (vkt_unary) and dropout. An activation fused with the linear or conv2d
  * before it is a node of its own op (linear_act, conv_relu: op_product.c, op_conv.c). */
 #include "graph/op_impl.h"
+#include "activation.h"
 
 #include <string.h>
 
@@ -154,17 +155,14 @@ const graph_op_def graph_op_scale = {
 
 static const char *unary_name(const vkt_tensor *t) { return vkt_unary_op_name(t->p.unary.op); }
 
+/* The graph constructor of each activation (shaders/activation.h's list). */
+#define FN_OF(NAME, value, name, fn, fuses, dfy) [value] = #fn,
+static const char *const k_unary_fns[VKT_UNARY_COUNT] = {ACT_LIST(FN_OF)};
+#undef FN_OF
+
 static const char *unary_fn(const vkt_tensor *t)
 {
-    switch (t->p.unary.op) {
-    case VKT_UNARY_RELU: return "vkt_relu";
-    case VKT_UNARY_LEAKY_RELU: return "vkt_leaky_relu";
-    case VKT_UNARY_GELU: return "vkt_gelu";
-    case VKT_UNARY_TANH: return "vkt_tanh";
-    case VKT_UNARY_SIGMOID: return "vkt_sigmoid";
-    case VKT_UNARY_SILU: return "vkt_silu";
-    default: return "vkt_unary";
-    }
+    return (unsigned)t->p.unary.op < VKT_UNARY_COUNT ? k_unary_fns[t->p.unary.op] : "vkt_unary";
 }
 
 static vkt_status fwd_unary(const op_rec *r)

@@ -5,6 +5,7 @@
  * and dX = dZ W^T; with an activation fused, dz and the bias gradient come from one
  * dispatch, in place over the activation's gradient. */
 #include "graph/op_impl.h"
+#include "activation.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -229,21 +230,23 @@ static void ref_linear_bwd(const graph_ref_args *a)
     ref_product_backward(a, a->node->n_in == 3);
 }
 
-/* A linear fuses with any activation the bias kernel applies after it. */
+/* Which activations a linear absorbs, and the fused op's name (shaders/activation.h's
+ * list: the bias kernel applies them after it). */
+#define FUSES(NAME, value, name, fn, fuses, dfy) [value] = fuses,
+static const int k_fuses[VKT_UNARY_COUNT] = {ACT_LIST(FUSES)};
+#undef FUSES
+#define FUSED_NAME(NAME, value, name, fn, fuses, dfy) [value] = "linear+" #name,
+static const char *const k_fused_names[VKT_UNARY_COUNT] = {ACT_LIST(FUSED_NAME)};
+#undef FUSED_NAME
+
 static graph_op linear_fuse(const vkt_tensor *t, const vkt_tensor *use, graph_params *p)
 {
     (void)t;
-    if (use->op != GOP_UNARY)
+    if (use->op != GOP_UNARY || (unsigned)use->p.unary.op >= VKT_UNARY_COUNT ||
+        !k_fuses[use->p.unary.op])
         return GOP_COUNT;
-    switch (use->p.unary.op) {
-    case VKT_UNARY_RELU:
-    case VKT_UNARY_LEAKY_RELU:
-    case VKT_UNARY_GELU:
-    case VKT_UNARY_TANH:
-    case VKT_UNARY_SIGMOID:
-    case VKT_UNARY_SILU: *p = use->p; return GOP_LINEAR_ACT;
-    default: return GOP_COUNT;
-    }
+    *p = use->p;
+    return GOP_LINEAR_ACT;
 }
 
 static const char *const names_ab[] = {"a", "b"};
@@ -270,15 +273,8 @@ const graph_op_def graph_op_linear = {
 
 static const char *linear_act_name(const vkt_tensor *t)
 {
-    switch (t->p.unary.op) {
-    case VKT_UNARY_RELU: return "linear+relu";
-    case VKT_UNARY_LEAKY_RELU: return "linear+leaky_relu";
-    case VKT_UNARY_GELU: return "linear+gelu";
-    case VKT_UNARY_TANH: return "linear+tanh";
-    case VKT_UNARY_SIGMOID: return "linear+sigmoid";
-    case VKT_UNARY_SILU: return "linear+silu";
-    default: return "linear_act";
-    }
+    unsigned op = t->p.unary.op;
+    return op < VKT_UNARY_COUNT && k_fuses[op] ? k_fused_names[op] : "linear_act";
 }
 
 /* The pre-activation z is saved (aux) where the backward cannot take f' from the output

@@ -2,16 +2,11 @@
  * (shaders/unary.comp, shaders/unary_backward.comp). */
 #include "gpu/gpu.h"
 #include "kernels/kernel_util.h"
+#include "activation.h"
 #include "push.h"
 #include "spec.h"
 #include "unary.spv.h"
 #include "unary_backward.spv.h"
-
-/* shaders/common.glsl uses these op codes. */
-_Static_assert(VKT_UNARY_SCALE == 0 && VKT_UNARY_RELU == 1 && VKT_UNARY_LEAKY_RELU == 2 &&
-                   VKT_UNARY_GELU == 3 && VKT_UNARY_TANH == 4 && VKT_UNARY_SIGMOID == 5 &&
-                   VKT_UNARY_EXP == 6 && VKT_UNARY_LOG == 7 && VKT_UNARY_SILU == 8,
-               "unary op codes differ from shaders/common.glsl");
 
 static const gpu_kernel k_unary = {
     "unary", spv_unary, sizeof spv_unary, 2,
@@ -21,20 +16,14 @@ static const gpu_kernel k_unary_backward = {
     {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
     sizeof(struct push_unary), SPEC_UNARY_COUNT};
 
+/* The names of shaders/activation.h's list, by value. */
+#define NAME_OF(NAME, value, name, fn, fuses, dfy) [value] = #name,
+static const char *const k_names[VKT_UNARY_COUNT] = {ACT_LIST(NAME_OF)};
+#undef NAME_OF
+
 const char *vkt_unary_op_name(vkt_unary_op op)
 {
-    switch (op) {
-    case VKT_UNARY_SCALE: return "scale";
-    case VKT_UNARY_RELU: return "relu";
-    case VKT_UNARY_LEAKY_RELU: return "leaky_relu";
-    case VKT_UNARY_GELU: return "gelu";
-    case VKT_UNARY_TANH: return "tanh";
-    case VKT_UNARY_SIGMOID: return "sigmoid";
-    case VKT_UNARY_EXP: return "exp";
-    case VKT_UNARY_LOG: return "log";
-    case VKT_UNARY_SILU: return "silu";
-    default: return "unknown";
-    }
+    return (unsigned)op < VKT_UNARY_COUNT ? k_names[op] : "unknown";
 }
 
 /* Checks shared by forward and backward; dy may be NULL (forward). */
