@@ -161,15 +161,21 @@ VKT_API vkt_status vkt_instance_select_devices(vkt_instance *instance, uint32_t 
 
 typedef struct vkt_context vkt_context;
 
+/* The kernels' style, a filter over the table of kernel variants (README, "Kernels"):
+ * each kernel family (gemm, conv, attention, rows, elementwise, pool, embedding,
+ * optimizer) picks the first of its variants that suits the style and that the device
+ * can run (subgroups, shared memory, float16, ...), and the tuning constants (workgroups,
+ * grids) follow the style and the device's profile. */
 typedef enum vkt_kernel_variant {
-    VKT_KERNELS_AUTO = 0, /* from device properties; env VKT_KERNELS=cpu|gpu overrides */
-    VKT_KERNELS_CPU,      /* for CPU-type devices (lavapipe): texel reads, register blocks */
-    VKT_KERNELS_GPU       /* for GPUs: shared-memory tiles */
+    VKT_KERNELS_AUTO = 0, /* from the device type; env VKT_KERNELS overrides */
+    VKT_KERNELS_CPU,      /* for CPU-type devices (lavapipe): texel reads, register blocks,
+                             few workgroups that loop */
+    VKT_KERNELS_GPU       /* for GPUs: shared-memory tiles, grids that fill the device */
 } vkt_kernel_variant;
 
 typedef struct vkt_context_options {
     uint32_t device_index;          /* index into the instance's device list */
-    vkt_kernel_variant kernels;
+    vkt_kernel_variant kernels;     /* AUTO: the filter's style, else the device type's */
     uint64_t block_size;            /* device memory block size; 0 = 64 MiB */
     int force_staging;              /* 1: always go through staging even on host-visible
                                        device memory (tests the discrete-GPU path) */
@@ -179,6 +185,12 @@ typedef struct vkt_context_options {
                                        environment's VKT_DEVICE_MEMORY_LIMIT ("512M", "2G",
                                        bytes), unset: the device's heaps. Past it an allocation
                                        fails with VKT_ERROR_OUT_OF_MEMORY naming the limit */
+    const char *kernel_variants;    /* the kernel filter, as $VKT_KERNELS takes it (which it
+                                       replaces; NULL: $VKT_KERNELS): comma-separated
+                                       terms, "cpu" or "gpu" (a style) or a variant's name,
+                                       which that family then runs ("gemm_shared",
+                                       "gpu,gemm_shared"). An unknown term, or a variant
+                                       the device cannot run, fails the creation */
 } vkt_context_options;
 
 /* The instance must outlive the context. A context is used by one thread at a time.
@@ -189,7 +201,14 @@ VKT_API void vkt_context_destroy(vkt_context *context);
 VKT_API const char *vkt_context_errmsg(const vkt_context *context);
 VKT_API vkt_status vkt_context_device_info(const vkt_context *context,
                                            vkt_device_info *out_info /* OUT */);
+/* The style the context's kernels run in: VKT_KERNELS_CPU or VKT_KERNELS_GPU. */
 VKT_API vkt_kernel_variant vkt_context_kernel_variant(const vkt_context *context);
+/* A device's kernel profile and the variant each kernel family would run there, as text
+ * (one "name  value" line each; `vkt devices` prints it), for the given style and the
+ * filter in $VKT_KERNELS. Fails on a bad filter, with the message a context would give. */
+VKT_API vkt_status vkt_instance_device_kernels(vkt_instance *instance, uint32_t index,
+                                               vkt_kernel_variant kernels, char *out /* OUT */,
+                                               size_t out_size);
 
 typedef struct vkt_memory_stats {
     uint64_t device_bytes_allocated; /* sum of vkAllocateMemory sizes */

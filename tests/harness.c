@@ -65,13 +65,10 @@ void th_remove_tree(const char *path)
     plat_remove_dir(path);
 }
 
-vkt_context *th_context(vkt_kernel_variant variant)
+static vkt_context *context_of(const vkt_context_options *o)
 {
-    vkt_context_options o;
-    memset(&o, 0, sizeof o);
-    o.kernels = variant;
     vkt_context *ctx = NULL;
-    vkt_status st = vkt_context_create(th_instance, &o, &ctx);
+    vkt_status st = vkt_context_create(th_instance, o, &ctx);
     if (st != VKT_OK) {
         fprintf(stderr, "%s: cannot create a context: %s (%s)\n", g_name, vkt_status_name(st),
                 vkt_last_error());
@@ -81,6 +78,22 @@ vkt_context *th_context(vkt_kernel_variant variant)
     if (g_context_count < TH_MAX_CONTEXTS)
         g_contexts[g_context_count++] = ctx;
     return ctx;
+}
+
+vkt_context *th_context(vkt_kernel_variant variant)
+{
+    vkt_context_options o;
+    memset(&o, 0, sizeof o);
+    o.kernels = variant;
+    return context_of(&o);
+}
+
+vkt_context *th_context_filter(const char *filter)
+{
+    vkt_context_options o;
+    memset(&o, 0, sizeof o);
+    o.kernel_variants = filter;
+    return context_of(&o);
 }
 
 vkt_stream *th_stream(vkt_context *ctx, int timestamps)

@@ -27,8 +27,11 @@ int th_finish(void);
  * th_finish then only prints the closing line. */
 void th_init_host(const char *test_name);
 
-/* A context on device 0 with the given kernel variant (AUTO honours VKT_KERNELS). */
+/* A context on device 0 with the given kernel style (AUTO honours VKT_KERNELS). */
 vkt_context *th_context(vkt_kernel_variant variant);
+/* A context on device 0 with a kernel filter (vkt_context_options.kernel_variants: "cpu",
+ * "gemm_shared", "gpu,rows_spread"). */
+vkt_context *th_context_filter(const char *filter);
 vkt_stream *th_stream(vkt_context *ctx, int timestamps);
 /* Moves a test to the other kernel variant (CPU <-> GPU): destroys *s, makes *ctx a new
  * context of the other variant and *s a stream on it. */

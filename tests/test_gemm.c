@@ -1,14 +1,13 @@
-/* test_gemm.c - vkt_gemm against kref_gemm, for both kernel variants (CPU: texel
- * reads and subgroup shuffles; GPU: shared-memory tiles), the CPU variant both with
- * storage texel buffers and with its uniform-texel fallback, and all four transpose
- * combinations: shapes that are 1, prime or off every tile size, packed and padded
+/* test_gemm.c - vkt_gemm against kref_gemm, for every GEMM variant of the kernel table
+ * (gemm_texel: texel reads and subgroup shuffles, gemm_sampler: its uniform-texel
+ * fallback, gemm_shared: shared-memory tiles), and all four transpose combinations: shapes that are 1, prime or off every tile size, packed and padded
  * leading dimensions, 16-byte aligned and unaligned views (the CPU kernel's vec4 and
  * scalar reads and stores), alpha and beta (beta == 0 must ignore a C full of NaN,
  * beta != 0 must read it), narrow N (the CPU kernel computes C^T there), the GEMMs of an
  * MLP training step, a product with over a million outputs, two dependent products in
  * one stream; guard elements and padding columns must stay untouched. Then the errors. */
 #include "harness.h"
-#include "gpu/gpu.h" /* ctx->storage_texel: to run the CPU kernel's fallback */
+#include "gpu/gpu.h" /* the kernel variants' table */
 #include "kernels/ref.h"
 
 #include <math.h>
@@ -279,14 +278,13 @@ static void check_errors(void)
     th_buf_destroy(&buf);
 }
 
-/* storage_texel = 0 pretends the device lacks storage texel buffers of R32F / RGBA32F
- * (which the Vulkan spec requires, so no device takes this path by itself): the CPU
- * kernel then reads A and B as uniform texel buffers and C as a storage buffer. */
-static void run_variant(vkt_kernel_variant variant, const char *name, int storage_texel)
+/* Every GEMM variant lavapipe runs, forced through the kernel filter. gemm_sampler is
+ * for devices without storage texel buffers of R32F / RGBA32F (which the Vulkan spec
+ * requires, so no device takes it by itself): A and B read as uniform texel buffers, C
+ * as a storage buffer. */
+static void run_variant(const char *name)
 {
-    ctx = th_context(variant);
-    if (!storage_texel)
-        ctx->storage_texel = 0;
+    ctx = th_context_filter(name);
     s = th_stream(ctx, 0);
     variant_name = name;
     check_shapes();
@@ -307,8 +305,12 @@ int main(void)
     vkt_context *probe = th_context(VKT_KERNELS_CPU);
     TH_CHECK(probe->storage_texel, "lavapipe supports storage texel buffers of R32F and "
                                    "RGBA32F (mandatory in Vulkan)");
-    run_variant(VKT_KERNELS_CPU, "cpu", 1);
-    run_variant(VKT_KERNELS_CPU, "cpu-sampler", 0);
-    run_variant(VKT_KERNELS_GPU, "gpu", 1);
+    for (int v = 0; v < GPU_VARIANT_COUNT; v++) {
+        const gpu_variant_row *row = gpu_variant_row_of((gpu_variant)v);
+        if (row->family == GPU_FAMILY_GEMM &&
+            TH_CHECK(gpu_variant_runs(row, &probe->profile, NULL, 0),
+                     "lavapipe runs GEMM variant %s", row->name))
+            run_variant(row->name);
+    }
     return th_finish();
 }

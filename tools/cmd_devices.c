@@ -1,5 +1,6 @@
 /* vkt devices: the device table. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -38,6 +39,20 @@ int cmd_devices(int argc, char **argv)
         vkt_device_info d;
         if (vkt_instance_device_info(inst, i, &d) == VKT_OK)
             print_device(i, &d);
+        /* the kernel profile and each family's variant, under $VKT_KERNELS */
+        char text[4096];
+        vkt_status st = vkt_instance_device_kernels(inst, i, VKT_KERNELS_AUTO, text, sizeof text);
+        if (st != VKT_OK) {
+            cli_fail("kernel variants", st, vkt_instance_errmsg(inst));
+            vkt_instance_destroy(inst);
+            return 1;
+        }
+        for (char *line = text, *end; *line; line = end + 1) {
+            end = strchr(line, '\n');
+            if (!end)
+                break;
+            printf("  %.*s\n", (int)(end - line), line);
+        }
     }
     uint32_t sel[VKT_MAX_REPLICAS], count = 0;
     vkt_status st = vkt_instance_select_devices(inst, sel, VKT_MAX_REPLICAS, &count);

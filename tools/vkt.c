@@ -28,7 +28,8 @@ static void usage(FILE *f)
             "\n"
             "environment:\n"
             "  VKT_DEVICES=0,0    devices to use (an index may repeat: one replica each)\n"
-            "  VKT_KERNELS=cpu|gpu  force the kernel variant (default: from the device type)\n"
+            "  VKT_KERNELS=cpu|gpu[,variant...]  kernel style and forced variants (default:\n"
+            "                     from the device; `vkt devices` lists them)\n"
             "  VKT_VALIDATION=1   enable the Khronos validation layer\n"
             "  VKT_CACHE_DIR=DIR  where the pipeline cache is kept (default ~/.cache/vktrain)\n");
 }

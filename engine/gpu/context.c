@@ -26,27 +26,6 @@ static int pick_queue_family(VkPhysicalDevice phys, uint32_t *out)
     return found;
 }
 
-/* The kernel variant asked for, else $VKT_KERNELS (cpu or gpu; unset or empty: auto), else
- * the device type's. An unknown $VKT_KERNELS is an error, not a silent auto. */
-static vkt_status resolve_variant(vkt_kernel_variant asked, const vkt_device_info *info,
-                                  vkt_kernel_variant *out)
-{
-    const char *env = plat_getenv("VKT_KERNELS");
-    if (asked == VKT_KERNELS_CPU || asked == VKT_KERNELS_GPU)
-        *out = asked;
-    else if (env && strcmp(env, "cpu") == 0)
-        *out = VKT_KERNELS_CPU;
-    else if (env && strcmp(env, "gpu") == 0)
-        *out = VKT_KERNELS_GPU;
-    else if (env && *env)
-        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
-                        "VKT_KERNELS='%s': unknown kernel variant (accepted: cpu, gpu, or unset "
-                        "for the device's own)", env);
-    else
-        *out = info->type == VKT_DEVICE_TYPE_CPU ? VKT_KERNELS_CPU : VKT_KERNELS_GPU;
-    return VKT_OK;
-}
-
 /* "512M", "1.5G", "65536": bytes, with an optional binary suffix K, M, G or T (an "iB" or
  * "B" after it is accepted). Returns 0 for anything else, or for a size < 1 byte. */
 int gpu_parse_bytes(const char *s, uint64_t *out)
@@ -130,11 +109,8 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
         return err_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
                         "device index %u out of range: %u device(s) present", o.device_index,
                         inst->device_count);
-    vkt_kernel_variant variant = VKT_KERNELS_AUTO;
-    vkt_status vs = resolve_variant(o.kernels, &inst->infos[o.device_index], &variant);
     uint64_t limit = 0;
-    if (vs == VKT_OK)
-        vs = resolve_memory_limit(o.memory_limit, &limit);
+    vkt_status vs = resolve_memory_limit(o.memory_limit, &limit);
     if (vs != VKT_OK)
         return vs;
     vkt_context *ctx = calloc(1, sizeof *ctx);
@@ -145,14 +121,18 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
     ctx->info = inst->infos[o.device_index];
     vkGetPhysicalDeviceProperties(ctx->phys, &ctx->props);
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
-    ctx->variant = variant;
     ctx->force_staging = o.force_staging;
     ctx->mem.block_size = o.block_size ? o.block_size : gpu_default_block_size(ctx);
     ctx->mem.limit = limit;
 
+    /* The kernel profile and each family's variant, decided once here. */
     gpu_device_caps caps;
     gpu_device_plan plan;
     vkt_status st = gpu_query_device_caps(ctx->phys, &caps, ctx->errmsg);
+    if (st == VKT_OK)
+        st = gpu_kernel_setup(&caps, o.kernels, o.kernel_variants, &ctx->profile, ctx->kv,
+                              ctx->errmsg);
+    ctx->variant = ctx->profile.style;
     if (st == VKT_OK)
         st = gpu_plan_device(&caps, &plan, ctx->errmsg);
     if (st == VKT_OK) {

@@ -161,3 +161,26 @@ vkt_status vkt_instance_select_devices(vkt_instance *inst, uint32_t *indices, ui
     *out_count = n;
     return VKT_OK;
 }
+
+vkt_status vkt_instance_device_kernels(vkt_instance *inst, uint32_t index,
+                                       vkt_kernel_variant kernels, char *out, size_t out_size)
+{
+    if (out && out_size)
+        out[0] = '\0';
+    if (!inst || !out || out_size == 0)
+        return err_fail(inst ? inst->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_instance_device_kernels: NULL argument or zero size");
+    if (index >= inst->device_count)
+        return err_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
+                        "device index %u out of range: %u device(s) present", index,
+                        inst->device_count);
+    gpu_device_caps caps;
+    gpu_profile profile;
+    gpu_variant chosen[GPU_FAMILY_COUNT];
+    vkt_status st = gpu_query_device_caps(inst->devices[index], &caps, inst->errmsg);
+    if (st == VKT_OK)
+        st = gpu_kernel_setup(&caps, kernels, NULL, &profile, chosen, inst->errmsg);
+    if (st == VKT_OK)
+        gpu_kernel_report(&profile, chosen, out, out_size);
+    return st;
+}

@@ -108,6 +108,15 @@ typedef struct gpu_device_caps {
     int storage_texel_r32, storage_texel_rgba32;  /* STORAGE_TEXEL_BUFFER in bufferFeatures */
     int uniform_texel_r32, uniform_texel_rgba32;  /* UNIFORM_TEXEL_BUFFER in bufferFeatures */
     int portability_events; /* the subset's `events` feature (read when the subset is listed) */
+    /* for the kernel profile (profile.c) */
+    vkt_device_type type;
+    uint32_t shared_memory, max_invocations; /* per workgroup */
+    uint32_t compute_units;         /* as a vendor extension reports them; 0: none does */
+    const char *compute_units_from; /* that extension */
+    int float16;                    /* shaderFloat16 and 16-bit storage buffer access */
+    int cooperative_matrix;         /* VK_KHR_ or VK_NV_cooperative_matrix listed */
+    int host_visible_device_local;  /* a device-local + host-visible type on a big heap */
+    int llvmpipe;                   /* Mesa's CPU driver (its shader loop limit) */
     char name_buf[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
     const char *extensions_buf[1];
 } gpu_device_caps;
@@ -127,6 +136,153 @@ typedef struct gpu_device_plan {
  * texel buffers; everything else the kernels can go without (gpu_device_plan). */
 vkt_status gpu_plan_device(const gpu_device_caps *caps, gpu_device_plan *out, char *errmsg);
 vkt_status gpu_query_device_caps(VkPhysicalDevice phys, gpu_device_caps *caps, char *errmsg);
+/* The caps' fields for the kernel profile (profile.c), given the device's extensions. */
+void gpu_query_profile_caps(VkPhysicalDevice phys, const VkExtensionProperties *ext,
+                            uint32_t n, gpu_device_caps *caps);
+
+/* ---- the kernel profile and the kernel variants (profile.c, variants.c) -------- */
+
+/* What a kernel variant may need of a device (gpu_profile.caps, gpu_variant_row.needs). */
+enum {
+    GPU_CAP_SUBGROUP_BASIC = 1u << 0,      /* subgroup operations in compute shaders */
+    GPU_CAP_SUBGROUP_SHUFFLE = 1u << 1,
+    GPU_CAP_SUBGROUP_ARITHMETIC = 1u << 2,
+    GPU_CAP_STORAGE_TEXEL = 1u << 3,       /* R32F and RGBA32F storage texel buffers */
+    GPU_CAP_FLOAT16 = 1u << 4,             /* float16 arithmetic and 16-bit storage */
+    GPU_CAP_COOPERATIVE_MATRIX = 1u << 5,
+    GPU_CAP_HOST_VISIBLE_DEVICE_LOCAL = 1u << 6
+};
+#define GPU_CAP_COUNT 7
+
+/* A device as the kernels are tuned for it: what it offers, and the tuning constants
+ * derived from that and from its style. The style says how the device runs a workgroup:
+ * VKT_KERNELS_CPU, as SIMD loops on one core (lavapipe: few workgroups, long loops per
+ * lane, texel reads); VKT_KERNELS_GPU, across many compute units (wide grids, many
+ * threads per row). The device type decides it unless VKT_KERNELS or the context options
+ * name one. Built from a device (gpu_profile_make on gpu_query_device_caps) or for a
+ * stated device without one (gpu_profile_stated), so a test can plan for an H100. */
+typedef struct gpu_profile {
+    char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+    vkt_device_type type;
+    uint32_t compute_units;          /* SMs, CUs, Xe cores, CPU threads */
+    const char *compute_units_from;  /* the extension that reported them, or "default" */
+    uint32_t subgroup_size;
+    uint32_t shared_memory;          /* bytes per workgroup (maxComputeSharedMemorySize) */
+    uint32_t max_invocations;        /* per workgroup */
+    uint32_t caps;                   /* GPU_CAP_* */
+    uint64_t loop_budget;            /* loop iterations an invocation may run */
+    vkt_kernel_variant style;        /* VKT_KERNELS_CPU or VKT_KERNELS_GPU */
+    /* tuning */
+    uint32_t wg;                     /* workgroup of the elementwise and row kernels */
+    uint32_t max_groups_1d;          /* grid cap of the grid-stride 1-D kernels */
+    uint32_t grid_cap;               /* grid cap of conv's and pooling's grid-stride loops */
+    uint32_t row_walk;               /* CPU style: elements a thread walks before its row
+                                        gets another thread */
+    uint64_t busy_threads;           /* GPU style: threads worth keeping busy at once */
+    uint32_t conv_run;               /* im2col / col2im work items per lane */
+    uint32_t conv_move_run;          /* conv's row moves: runs of 4 per lane */
+    uint32_t pool_run;               /* pooling: runs of 4 outputs per lane */
+    uint32_t embedding_accumulators; /* vec4 accumulators per thread of the backward */
+    uint32_t optim_norm_groups, optim_update_groups; /* the optimizer's two passes */
+} gpu_profile;
+
+/* Pure. style VKT_KERNELS_AUTO: the device type's (CPU devices: CPU, others: GPU).
+ * Compute units: the caps' (a vendor extension's) where reported, else a default by
+ * device type (discrete 32, integrated and others 8, CPU: the host's processors). */
+void gpu_profile_make(const gpu_device_caps *caps, vkt_kernel_variant style,
+                      gpu_profile *out);
+/* A profile for a device described by a few numbers, without the device: a conformant
+ * Vulkan 1.3 device of `type` with basic, shuffle and arithmetic subgroup operations,
+ * storage texel buffers and 1024 invocations per workgroup. */
+void gpu_profile_stated(vkt_device_type type, uint32_t compute_units, uint32_t shared_memory,
+                        uint32_t subgroup_size, gpu_profile *out);
+/* The name of a GPU_CAP_* bit ("subgroup shuffle", "float16", ...). */
+const char *gpu_cap_name(uint32_t cap);
+
+/* The kernel families; each picks one of its variants (rows of variants.c's table). */
+#define GPU_FAMILIES(X)                                                              \
+    X(GEMM, "gemm")               /* vkt_gemm: every product, conv's im2col GEMMs */ \
+    X(CONV, "conv")               /* im2col, col2im, conv's row moves */             \
+    X(ATTENTION, "attention")     /* causal self-attention */                        \
+    X(ROWS, "rows")               /* reductions, softmax, norms: rows per thread */   \
+    X(ELEMENTWISE, "elementwise") /* unary, binary, fill, copy, training 1-D ops */  \
+    X(POOL, "pool")               /* max and average pooling */                      \
+    X(EMBEDDING, "embedding")                                                        \
+    X(OPTIMIZER, "optimizer")
+#define GPU_FAMILY_ENUM(ID, name) GPU_FAMILY_##ID,
+typedef enum gpu_family { GPU_FAMILIES(GPU_FAMILY_ENUM) GPU_FAMILY_COUNT } gpu_family;
+#undef GPU_FAMILY_ENUM
+
+/* The kernel variants: one row each in variants.c's table (its family, name, the styles
+ * it suits and what it needs), in order of preference within a family. */
+#define GPU_VARIANTS(X)                                                              \
+    X(GEMM_TEXEL) X(GEMM_SAMPLER) X(GEMM_SHARED)                        \
+    X(CONV_IM2COL)                                                                   \
+    X(ATTENTION_SHUFFLE) X(ATTENTION_ROWS)                                           \
+    X(ROWS_THREAD) X(ROWS_SPREAD)                                                    \
+    X(ELEMENTWISE_VEC4)                                                              \
+    X(POOL_TEXEL) X(POOL_STORAGE)                                                    \
+    X(EMBEDDING_ROWS)                                                                \
+    X(OPTIMIZER_FLAT)
+#define GPU_VARIANT_ENUM(ID) GPU_V_##ID,
+typedef enum gpu_variant { GPU_VARIANTS(GPU_VARIANT_ENUM) GPU_VARIANT_COUNT } gpu_variant;
+#undef GPU_VARIANT_ENUM
+#define GPU_V_NONE GPU_VARIANT_COUNT /* a family none of whose rows the device runs */
+
+/* Bits of gpu_variant_row.styles */
+#define GPU_STYLE_CPU 1u
+#define GPU_STYLE_GPU 2u
+
+typedef struct gpu_variant_row {
+    gpu_family family;
+    const char *name;          /* as VKT_KERNELS names it */
+    uint32_t styles;           /* GPU_STYLE_*: the styles it is chosen for */
+    uint32_t needs;            /* GPU_CAP_* */
+    uint32_t min_subgroup;     /* subgroup size at least */
+    uint32_t min_shared;       /* bytes of shared memory per workgroup */
+    uint32_t min_invocations;  /* per workgroup */
+    const char *what;          /* one line: how it works */
+} gpu_variant_row;
+
+const gpu_variant_row *gpu_variant_row_of(gpu_variant v);
+const char *gpu_family_name(gpu_family f);
+/* 1 when the profile meets the row's needs; else 0, with what it lacks in why (when
+ * given). */
+int gpu_variant_runs(const gpu_variant_row *row, const gpu_profile *p, char *why,
+                     size_t why_size);
+
+/* A parsed kernel filter: $VKT_KERNELS or vkt_context_options.kernel_variants. Terms
+ * separated by commas: "cpu" or "gpu" (a style), or a variant's name (forces its family's
+ * choice). */
+typedef struct gpu_filter {
+    vkt_kernel_variant style;             /* VKT_KERNELS_AUTO when no style term */
+    int forced[GPU_FAMILY_COUNT];         /* a gpu_variant, or GPU_V_NONE */
+} gpu_filter;
+/* Fails with VKT_ERROR_INVALID_ARGUMENT on an unknown term or two variants of one family,
+ * the message naming `source` ("VKT_KERNELS") and listing the accepted terms. NULL or "":
+ * no filter. */
+vkt_status gpu_filter_parse(const char *text, const char *source, gpu_filter *out,
+                            char *errmsg);
+/* Each family's variant for a profile: the forced one (an error naming what the device
+ * lacks if it cannot run it), else the first row of the family that suits the profile's
+ * style and runs on it, else GPU_V_NONE (the family's kernels refuse with a message).
+ * Pure. */
+vkt_status gpu_choose_variants(const gpu_profile *p, const gpu_filter *f,
+                               gpu_variant out[GPU_FAMILY_COUNT], char *errmsg);
+/* The style asked for (vkt_context_options.kernels), else the filter's, else AUTO. A
+ * filter style contradicting the asked one is an error. */
+vkt_status gpu_resolve_style(vkt_kernel_variant asked, const gpu_filter *f,
+                             vkt_kernel_variant *out, char *errmsg);
+/* Profile and choice for a device, from its caps and the options' kernels and filter
+ * (NULL: $VKT_KERNELS, whose style term then yields to a style asked in `asked`, as
+ * VKT_KERNELS=cpu|gpu always did; its variant names still apply). */
+vkt_status gpu_kernel_setup(const gpu_device_caps *caps, vkt_kernel_variant asked,
+                            const char *filter, gpu_profile *profile,
+                            gpu_variant chosen[GPU_FAMILY_COUNT], char *errmsg);
+
+/* The profile and the choices as text, one "name  value" line each. */
+void gpu_kernel_report(const gpu_profile *p, const gpu_variant chosen[GPU_FAMILY_COUNT],
+                       char *out, size_t size);
 
 /* ---- memory ------------------------------------------------------------------ */
 
@@ -184,7 +340,9 @@ struct vkt_context {
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties mem_props;
     vkt_device_info info;
-    vkt_kernel_variant variant;
+    vkt_kernel_variant variant;   /* the profile's style */
+    gpu_profile profile;          /* what the kernels are tuned by */
+    gpu_variant kv[GPU_FAMILY_COUNT]; /* each kernel family's variant */
     int force_staging;
     int storage_texel;            /* GPU_BIND_STORAGE_TEXEL_* usable (gpu_device_plan) */
     int subgroup_shuffle;         /* gpu_device_plan: subgroup shuffles in compute shaders */

@@ -142,6 +142,7 @@ vkt_status gpu_query_device_caps(VkPhysicalDevice phys, gpu_device_caps *caps, c
         if (strcmp(p[i].extensionName, GPU_PORTABILITY_SUBSET_NAME) == 0)
             caps->extensions_buf[caps->extension_count++] = GPU_PORTABILITY_SUBSET_NAME;
     caps->extensions = caps->extensions_buf;
+    gpu_query_profile_caps(phys, p, n, caps);
     free(p);
 
     if (caps->extension_count) {

@@ -22,18 +22,18 @@ static const gpu_kernel k_attention = {
 enum { PASS_FORWARD = 0, PASS_BACKWARD_Q = 1, PASS_BACKWARD_KV = 2 };
 enum { ROWS_PER_BLOCK = 8 };
 
-/* Whether the device runs the shuffle variant: CPU-type kernels (lavapipe), where a
- * workgroup of 8 is one subgroup, and 8-lane (or wider) subgroups with shuffles. */
+/* Whether the context runs the variant attention_shuffle (CPU style, 8-lane or wider
+ * subgroups with shuffles: a workgroup of 8 is one subgroup) or attention_rows. */
 static int shuffle_variant(const vkt_context *ctx)
 {
-    return ctx->variant == VKT_KERNELS_CPU && ctx->info.subgroup_size >= ROWS_PER_BLOCK;
+    return ctx->kv[GPU_FAMILY_ATTENTION] == GPU_V_ATTENTION_SHUFFLE;
 }
 
 /* The shader declares subgroup shuffles (SPIR-V capabilities are per module), so every
- * device that runs it must have them in compute shaders. */
+ * device that runs it must have them in compute shaders: both variants need them. */
 static int shuffle_supported(const vkt_context *ctx)
 {
-    return ctx->subgroup_shuffle; /* gpu_plan_device, from the subgroup properties */
+    return ctx->kv[GPU_FAMILY_ATTENTION] != GPU_V_NONE; /* both rows need shuffles */
 }
 
 /* Loop iterations one invocation may run for one row of t steps, counted as if no loop

@@ -282,21 +282,18 @@ static vkt_status begin_call(conv_call *c, vkt_stream *s, const char *fn, const 
 
 /* ---- dispatches ---------------------------------------------------------------------- */
 
-/* Workgroups of a grid-stride kernel on CPU devices. Lavapipe spends about 2 us on each
- * workgroup besides its work (LP_NUM_THREADS=1; col2im of the MNIST CNN's second layer:
- * 3.47 ms with 784 groups, 1.85 ms with 32, 1.78 with 2), so few groups, each lane
- * looping; 32 keeps that many worker threads busy. */
-#define CPU_GROUPS 32u
-
 /* Workgroups of `wg` lanes for a grid-stride loop over `items`, each taking `inner` loop
- * iterations: as ku_groups_1d (at most CPU_GROUPS on CPU devices), and enough that no
- * lane loops past the budget. */
+ * iterations: as ku_groups_1d, at most the profile's grid_cap, and enough that no lane
+ * loops past the budget. grid_cap is 32 in the CPU style: lavapipe spends about 2 us on
+ * each workgroup besides its work (LP_NUM_THREADS=1; col2im of the MNIST CNN's second
+ * layer: 3.47 ms with 784 groups, 1.85 ms with 32, 1.78 with 2), so few groups, each
+ * lane looping; 32 keeps that many worker threads busy. */
 static vkt_status grid_1d(conv_call *c, uint64_t items, uint64_t inner, uint32_t wg,
                           uint32_t groups[3])
 {
     uint64_t g = ku_groups_1d(c->ctx, items, wg);
-    if (c->ctx->variant != VKT_KERNELS_GPU && g > CPU_GROUPS)
-        g = CPU_GROUPS;
+    if (g > c->ctx->profile.grid_cap)
+        g = c->ctx->profile.grid_cap;
     uint64_t per_lane = ku_loop_budget(c->ctx) / 2 / (inner + 1);
     uint64_t need = per_lane ? (items + wg * per_lane - 1) / (wg * per_lane) : UINT64_MAX;
     if (need > GPU_MAX_GROUPS)
@@ -315,7 +312,7 @@ static vkt_status grid_1d(conv_call *c, uint64_t items, uint64_t inner, uint32_t
  * 2); 1 on GPUs, where more lanes are better. */
 static uint32_t run_of(const conv_call *c)
 {
-    return c->ctx->variant == VKT_KERNELS_GPU ? 1 : 8;
+    return c->ctx->profile.conv_run;
 }
 
 /* The element shift of a view bound as `type`. */
@@ -412,7 +409,7 @@ static vkt_status move(conv_call *c, int dir, vkt_view t_chunk, uint32_t nc,
     uint32_t in_off = shift(c, src, vec_in ? S4 : SR), out_off = shift(c, dst, S);
     p.m_off = dir == 0 ? in_off : out_off;
     p.t_off = dir == 0 ? out_off : in_off;
-    uint32_t run = c->ctx->variant == VKT_KERNELS_GPU ? 4 : 16;
+    uint32_t run = c->ctx->profile.conv_move_run;
     uint64_t runs = (c->d.P + run - 1) / run; /* per plane */
     /* Binding 2: the bias (dir 0), the relu's output y (dir 1 with relu: `bias` is its
      * chunk), else the destination (never read then). */

@@ -90,7 +90,7 @@ vkt_status kn_embedding(vkt_stream *s, vkt_view ids, vkt_view table, vkt_view y,
  * 1, for more threads. */
 static uint32_t accumulators(const vkt_context *ctx, uint32_t quads)
 {
-    uint32_t a = ctx->variant == VKT_KERNELS_GPU ? 1 : 16;
+    uint32_t a = ctx->profile.embedding_accumulators;
     return a < quads ? a : quads;
 }
 

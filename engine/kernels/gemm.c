@@ -1,8 +1,9 @@
-/* gemm.c - dispatch of C = alpha * op(A) * op(B) + beta * C: shaders/gemm_cpu.glsl for
- * CPU-type devices (storage-texel-buffer reads and writes, subgroup shuffles, a 16x32
- * register tile per subgroup) and shaders/gemm_gpu.comp for GPUs (shared-memory tiles, a
- * register block per thread). Both take either operand transposed and any leading
- * dimensions. bench/gemm_notes.md has the measurements behind the designs. */
+/* gemm.c - dispatch of C = alpha * op(A) * op(B) + beta * C, by the context's GEMM
+ * variant (engine/gpu/variants.c): gemm_texel and gemm_sampler run shaders/gemm_cpu.glsl,
+ * for CPU-type devices (texel-buffer reads, subgroup shuffles, a 16x32 register tile per
+ * subgroup); gemm_shared runs shaders/gemm_gpu.comp (shared-memory tiles, a register
+ * block per thread). All take either operand transposed and any leading dimensions.
+ * bench/gemm_notes.md has the measurements behind the designs. */
 #include "gpu/gpu.h"
 #include "push.h"
 #include "spec.h"
@@ -118,13 +119,6 @@ static vkt_status check(vkt_stream *s, const vkt_gemm_desc *d, operand *a, opera
     return VKT_OK;
 }
 
-/* gemm_cpu needs 8-lane subgroups with shuffles in compute shaders. Lavapipe has
- * them; on a device without, the GPU kernel runs instead (same results). */
-static int cpu_kernel_supported(const vkt_context *ctx)
-{
-    return ctx->info.subgroup_size >= 8 && ctx->subgroup_shuffle; /* gpu_plan_device */
-}
-
 static uint32_t ceil_div(uint32_t x, uint32_t y) { return (uint32_t)(((uint64_t)x + y - 1) / y); }
 
 static gpu_arg arg(vkt_view v, uint64_t elements, int write)
@@ -156,8 +150,11 @@ static int cpu_transpose_c(const vkt_gemm_desc *d)
     return 3 * cpu_padded(d->n, d->m) <= 2 * cpu_padded(d->m, d->n);
 }
 
+/* The variants gemm_texel (sampler 0) and gemm_sampler (sampler 1: A and B through
+ * uniform texel buffers, C through its storage buffer, for devices without storage texel
+ * buffers of R32F / RGBA32F). */
 static vkt_status dispatch_cpu(vkt_stream *s, const vkt_gemm_desc *d, const operand *a,
-                               const operand *b, const operand *c)
+                               const operand *b, const operand *c, int sampler)
 {
     vkt_context *ctx = s->ctx;
     int tc = cpu_transpose_c(d);
@@ -165,7 +162,7 @@ static vkt_status dispatch_cpu(vkt_stream *s, const vkt_gemm_desc *d, const oper
         const operand *t = a;
         a = b, b = t;
     }
-    int st = ctx->storage_texel;
+    int st = !sampler;
     int va = vec4_ok(ctx, a), vb = vec4_ok(ctx, b);
     /* vec4 stores (and reads) of C need its storage and texel bindings to start 16-byte
      * aligned relative to the view, ldc and N multiples of 4 */
@@ -256,7 +253,13 @@ vkt_status vkt_gemm(vkt_stream *stream, const vkt_gemm_desc *desc)
     vkt_status st = check(stream, desc, &a, &b, &c);
     if (st != VKT_OK)
         return st;
-    if (stream->ctx->variant == VKT_KERNELS_CPU && cpu_kernel_supported(stream->ctx))
-        return dispatch_cpu(stream, desc, &a, &b, &c);
-    return dispatch_gpu(stream, desc, &a, &b, &c);
+    vkt_context *ctx = stream->ctx;
+    switch (ctx->kv[GPU_FAMILY_GEMM]) { /* the context's choice (engine/gpu/variants.c) */
+    case GPU_V_GEMM_TEXEL: return dispatch_cpu(stream, desc, &a, &b, &c, 0);
+    case GPU_V_GEMM_SAMPLER: return dispatch_cpu(stream, desc, &a, &b, &c, 1);
+    case GPU_V_GEMM_SHARED: return dispatch_gpu(stream, desc, &a, &b, &c);
+    default:
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "vkt_gemm: no GEMM variant runs on '%s'", ctx->profile.name);
+    }
 }

@@ -7,18 +7,12 @@
 
 uint32_t ku_workgroup_size(const vkt_context *ctx)
 {
-    uint32_t wg = ctx->variant == VKT_KERNELS_GPU ? 256 : 64;
-    while (ctx->info.max_workgroup_invocations && wg > ctx->info.max_workgroup_invocations)
-        wg /= 2;
-    return wg;
+    return ctx->profile.wg;
 }
 
 uint64_t ku_loop_budget(const vkt_context *ctx)
 {
-    /* 65535 in Mesa; a margin for the few loop iterations outside the main loops. */
-    if (strstr(ctx->info.name, "llvmpipe") || strstr(ctx->info.driver_name, "llvmpipe"))
-        return 60000;
-    return 1ull << 40; /* no limit (kept small enough for products with it) */
+    return ctx->profile.loop_budget;
 }
 
 uint32_t ku_groups(uint64_t items, uint32_t per_group, uint32_t max_groups)
@@ -32,7 +26,7 @@ uint32_t ku_groups(uint64_t items, uint32_t per_group, uint32_t max_groups)
 uint32_t ku_max_groups_1d(const vkt_context *ctx)
 {
     /* A CPU device runs a few workgroups at once; more only adds per-group overhead. */
-    return ctx->variant == VKT_KERNELS_GPU ? GPU_MAX_GROUPS : 1024;
+    return ctx->profile.max_groups_1d;
 }
 
 uint32_t ku_groups_1d(const vkt_context *ctx, uint64_t items, uint32_t wg)
@@ -65,10 +59,10 @@ vkt_status ku_plan_rows(vkt_context *ctx, const char *fn, uint64_t rows, uint64_
     if (max_wg == 0 || max_wg > 1024)
         max_wg = 1024;
     uint32_t t = 1;
-    if (ctx->variant == VKT_KERNELS_GPU) {
+    if (ctx->kv[GPU_FAMILY_ROWS] == GPU_V_ROWS_SPREAD) {
         /* Threads worth keeping busy at once; beyond that, more threads per row only
          * add tree steps. Each thread gets 8 elements of its row at least. */
-        uint64_t each = rows * len / (128 * 1024);
+        uint64_t each = rows * len / ctx->profile.busy_threads;
         uint64_t want = len / (each < 8 ? 8 : each);
         while (t * 2 <= wg && t * 2 <= want)
             t *= 2;
@@ -76,8 +70,9 @@ vkt_status ku_plan_rows(vkt_context *ctx, const char *fn, uint64_t rows, uint64_
         /* A CPU device runs a workgroup as SIMD loops on one core, where threads sharing
          * a row only add gathers and barriers: one thread per row measured fastest on
          * lavapipe ([4096,1024] column sums: 16 ms with 1 thread per output, 24 ms with
-         * 2). Long rows still get several, none walking more than 16K elements. */
-        while (t < wg && row_iterations(len, t, passes) > 16384)
+         * 2). Long rows still get several, none walking more than row_walk (16K)
+         * elements. */
+        while (t < wg && row_iterations(len, t, passes) > ctx->profile.row_walk)
             t *= 2;
     }
     /* Within the loop budget: half of it for one block, so a thread can take several. */

@@ -107,18 +107,16 @@ static vkt_status check(vkt_stream *s, const char *fn, const kc_pool *p, vkt_vie
     return VKT_OK;
 }
 
-/* Workgroups on CPU devices: lavapipe spends about 2 us on each workgroup besides its
- * work (see conv.c), so few groups whose lanes loop. */
-#define CPU_GROUPS 32u
-
 /* The grid for `items` lanes of `inner` loop iterations each (grid-stride), within the
- * device's loop budget. */
+ * device's loop budget and the profile's grid_cap (32 in the CPU style: lavapipe spends
+ * about 2 us on each workgroup besides its work, see conv.c, so few groups whose lanes
+ * loop). */
 static vkt_status grid(vkt_context *ctx, const char *fn, uint64_t items, uint64_t inner,
                        uint32_t wg, uint32_t groups[3])
 {
     uint64_t g = ku_groups_1d(ctx, items, wg);
-    if (ctx->variant != VKT_KERNELS_GPU && g > CPU_GROUPS)
-        g = CPU_GROUPS;
+    if (g > ctx->profile.grid_cap)
+        g = ctx->profile.grid_cap;
     uint64_t per_lane = ku_loop_budget(ctx) / 2 / (inner + 1);
     uint64_t need = per_lane ? (items + wg * per_lane - 1) / (wg * per_lane) : UINT64_MAX;
     if (need > GPU_MAX_GROUPS)
@@ -150,8 +148,8 @@ static vkt_status run(vkt_stream *s, const char *fn, const kc_pool *p, vkt_view 
                         "%s: one plane of %llu elements is more than one binding may hold "
                         "(%llu)", fn, (unsigned long long)wide, (unsigned long long)limit);
     uint64_t per = limit / wide;
-    uint32_t wg = ku_workgroup_size(ctx), run = ctx->variant == VKT_KERNELS_GPU ? 1 : 8;
-    int saved_texel = p->max && ctx->variant != VKT_KERNELS_GPU;
+    uint32_t wg = ku_workgroup_size(ctx), run = ctx->profile.pool_run;
+    int saved_texel = p->max && ctx->kv[GPU_FAMILY_POOL] == GPU_V_POOL_TEXEL;
     uint64_t taps = (uint64_t)p->kh * (p->kw + 1) * 4 * run + run;
     for (uint64_t p0 = 0; p0 < planes; p0 += per) {
         uint64_t pc = planes - p0 < per ? planes - p0 : per;

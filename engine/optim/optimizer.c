@@ -33,9 +33,8 @@ static void plan(vkt_optimizer *opt)
      * update starts by reading the hyperparameters and adding the partials, so more
      * invocations only add that (Adam on 235k parameters, one lavapipe thread: 64
      * groups 1.8x faster than 1024). */
-    int gpu = ctx->variant == VKT_KERNELS_GPU;
-    opt->norm_groups = gpu ? 64 : 16;
-    opt->update_groups = gpu ? ku_max_groups_1d(ctx) : 64;
+    opt->norm_groups = ctx->profile.optim_norm_groups;
+    opt->update_groups = ctx->profile.optim_update_groups;
     opt->n_parts = 0;
     for (uint64_t first = 0; first < opt->n; first += opt->chunk) {
         uint64_t count = opt->n - first < opt->chunk ? opt->n - first : opt->chunk;

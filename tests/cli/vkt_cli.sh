@@ -13,6 +13,12 @@ check "vkt devices exits 0" "[[ $rc -eq 0 ]]"
 check "devices lists device 0" "grep -q '^device 0: ' <<<\"\$out\""
 check "devices shows maxStorageBufferRange" "grep -q 'maxStorageBufferRange' <<<\"\$out\""
 check "devices shows subgroup size" "grep -q 'subgroup size' <<<\"\$out\""
+check "devices shows the kernel profile" "grep -q '  compute units  *[0-9]' <<<\"\$out\""
+check "devices shows each family's variant" "grep -Eq '  gemm  +gemm_[a-z]+\$' <<<\"\$out\" && grep -Eq '  optimizer  +optimizer_' <<<\"\$out\""
+out=$(VKT_KERNELS=gpu,gemm_texel "$bin" devices 2>&1); rc=$?
+check "VKT_KERNELS=gpu,gemm_texel: gpu style, the gemm forced" "[[ $rc -eq 0 ]] && grep -Eq 'kernel style +gpu' <<<\"\$out\" && grep -Eq '  gemm +gemm_texel' <<<\"\$out\" && grep -Eq '  rows +rows_spread' <<<\"\$out\""
+out=$(VKT_KERNELS=gemm_warp "$bin" devices 2>&1); rc=$?
+check "VKT_KERNELS=gemm_warp: exit 1 naming the term and the variants" "[[ $rc -eq 1 ]] && grep -q \"VKT_KERNELS='gemm_warp': unknown kernel variant 'gemm_warp' (accepted: cpu, gpu, or a kernel variant: gemm_texel\" <<<\"\$out\""
 out=$(VKT_DEVICES=0,0,0 "$bin" devices 2>&1)
 check "VKT_DEVICES=0,0,0 selects device 0 three times" "grep -q 'selected (VKT_DEVICES): 0 0 0' <<<\"\$out\""
 out=$(VKT_DEVICES=7 "$bin" devices 2>&1); rc=$?
