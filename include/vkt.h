@@ -1329,6 +1329,17 @@ typedef struct vkt_trainer_stats {
     double comm_exposed_seconds;  /* sync: of comm_seconds, the part after the device
                                      finished the step (not hidden by the backward) */
     uint64_t comm_bytes;          /* bytes this rank handed to MPI */
+    /* Host round trips since creation, summed over this process's holders: its replicas'
+     * contexts, or a pipelined trainer's stages x copies. Per holder and step: divide the
+     * difference across a run by holders x steps (README "Data parallelism"). */
+    uint32_t holders;
+    uint64_t submits;             /* vkQueueSubmit calls */
+    uint64_t fence_waits;         /* blocking waits for a submission (vkWaitForFences) */
+    uint64_t sync_transfers;      /* synchronous staged copies, where the host cannot map
+                                     device memory (each also counted as a submit and a wait) */
+    double exposed_seconds;       /* inside fit and step: a device waiting for this host, from
+                                     the wait that completed a holder's last submission to
+                                     its next one, summed over the holders */
 } vkt_trainer_stats;
 
 VKT_API vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer,

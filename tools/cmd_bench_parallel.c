@@ -7,7 +7,10 @@
  *     --steps global steps (steps * batch samples in either mode: async replicas each
  *     make --steps updates on their share of the batch). Every round runs every
  *     configuration and the fastest of --rounds rounds is reported, so a passing load
- *     on a shared machine falls on all configurations alike and is mostly filtered out;
+ *     on a shared machine falls on all configurations alike and is mostly filtered out.
+ *     Per replica and step also: the host round trips (submissions, fence waits, staged
+ *     transfers) and the exposed time, the device waiting for the host (the
+ *     vkt_trainer_stats differences across the timed fit);
  *  2. the bandwidth of the sync averaging: bytes the host reduction reads and writes per
  *     step (every replica's staged gradient read once, the average written back into
  *     every stage: 2 * N * params * 4) over the averaging time per step from
@@ -18,7 +21,8 @@
  *     slow_seconds), in sync, async, and async with a staleness bound.
  *
  * Last line: result: sync4_samples_per_s=<x> async4_samples_per_s=<y> avg_gbps=<z>
- *                    memcpy_gbps=<w>
+ *                    memcpy_gbps=<w> sync2_fence_waits_per_step=<f> sync2_exposed_ms=<e>
+ * (the last two per replica and step, 2 sync replicas)
  * On a CPU device (lavapipe) every replica shares the same cores: the figures show the
  * overheads of data parallelism, not a speedup. */
 #include <stdio.h>
@@ -55,6 +59,8 @@ typedef struct par_run {
     uint64_t staged_per_step, params;
     double stale_mean;
     uint64_t stale_max;
+    /* per holder (replica) and step: host round trips and the devices' exposed wait */
+    double submits, fence_waits, transfers, exposed_s;
 } par_run;
 
 static void usage(FILE *f)
@@ -62,6 +68,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: vkt bench parallel [options]\n"
             "  --steps N      timed global steps per configuration (default 100)\n"
+            "  --batch B      global batch (default 128; at least 4: 4 replicas share it)\n"
             "  --warmup N     untimed steps first, on the same trainer (default 10)\n"
             "  --slow-ms M    the slowed replica sleeps M ms before each step (default 5)\n"
             "  --staleness S  the bound of the bounded async rows (default 1)\n"
@@ -92,6 +99,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
         if (strcmp(k, "--steps") == 0) {
             a->steps = strtoull(v, &end, 10);
             ok = a->steps > 0 && a->steps <= 1000000;
+        } else if (strcmp(k, "--batch") == 0) {
+            unsigned long b = strtoul(v, &end, 10);
+            ok = b >= MAX_REP && b <= 65536;
+            a->batch = (uint32_t)b;
         } else if (strcmp(k, "--warmup") == 0) {
             a->warmup = strtoull(v, &end, 10);
             ok = a->warmup <= 1000000;
@@ -168,6 +179,13 @@ static int run_one(vkt_instance *inst, const cli_model *m, const vkt_dataset *tr
         r->rep_steps[i] = s1.replica[i].steps - s0.replica[i].steps;
     }
     r->staged_per_step = s1.bytes_staged_per_step;
+    double per = (double)s1.holders * (double)r->steps; /* holder-steps of the timed fit */
+    if (per > 0) {
+        r->submits = (double)(s1.submits - s0.submits) / per;
+        r->fence_waits = (double)(s1.fence_waits - s0.fence_waits) / per;
+        r->transfers = (double)(s1.sync_transfers - s0.sync_transfers) / per;
+        r->exposed_s = (s1.exposed_seconds - s0.exposed_seconds) / per;
+    }
     r->params = vkt_trainer_param_count(tr);
     r->stale_mean = s1.staleness_mean; /* async statistics are per fit call */
     r->stale_max = s1.staleness_max;
@@ -271,9 +289,9 @@ static void print_throughput(const par_run *runs, uint32_t count, uint32_t batch
 {
     printf("\n1. throughput: %s\n", "global batch split across the replicas, one device "
                                     "listed N times");
-    printf("%-6s %8s %8s %10s %9s %7s %10s %10s %10s %9s %9s\n", "mode", "replicas",
+    printf("%-6s %8s %8s %10s %9s %7s %10s %10s %10s %9s %9s %14s %9s\n", "mode", "replicas",
            "rows/rep", "samples/s", "ms/step", "vs 1", "busy ms", "wait ms", "avg ms",
-           "MB staged", "stale");
+           "MB staged", "exposed", "S/F/T", "stale");
     double base = 0;
     for (uint32_t k = 0; k < count; k++) {
         const par_run *r = &runs[k];
@@ -287,14 +305,20 @@ static void print_throughput(const par_run *runs, uint32_t count, uint32_t batch
         char avg[32] = "-";
         if (r->mode == VKT_PARALLEL_SYNC && r->n > 1)
             snprintf(avg, sizeof avg, "%.3f", per_step_ms(r->avg_seconds, r->steps));
-        printf("%-6s %8u %8u %10.0f %9.2f %6.2fx %10.2f %10.2f %10s %9.2f %9s\n",
+        char trips[48];
+        snprintf(trips, sizeof trips, "%.2f/%.2f/%.2f", r->submits, r->fence_waits,
+                 r->transfers);
+        printf("%-6s %8u %8u %10.0f %9.2f %6.2fx %10.2f %10.2f %10s %9.2f %9.3f %14s %9s\n",
                r->mode == VKT_PARALLEL_SYNC ? "sync" : "async", r->n, batch / r->n, sps,
                per_step_ms(r->seconds, r->steps), base > 0 ? sps / base : 0,
                mean_of(r->busy, r->rep_steps, 0, r->n), mean_of(r->wait, r->rep_steps, 0, r->n),
-               avg, (double)r->staged_per_step / 1e6, stale);
+               avg, (double)r->staged_per_step / 1e6, 1e3 * r->exposed_s, trips, stale);
     }
     printf("(busy/wait ms: per replica and step, mean over the replicas; avg ms: sync "
-           "averaging on the host per step;\n stale: async staleness mean/max in master "
+           "averaging on the host per step;\n exposed: ms per replica and step its device "
+           "waited for the host, from the wait for its last submission to its next one;\n"
+           " S/F/T: host round trips per replica and step: queue submissions, fence waits, "
+           "synchronous staged transfers;\n stale: async staleness mean/max in master "
            "updates; with 1 replica both modes run the same single-replica step)\n");
 }
 
@@ -456,8 +480,9 @@ static int bench(const bench_args *a, vkt_instance *inst)
     par_run wt[6] = {best[2], best[6], best[5], best[7], best[8], best[9]};
     print_wait_table(wt, 6, a->batch, a);
     printf("result: sync4_samples_per_s=%.1f async4_samples_per_s=%.1f avg_gbps=%.2f "
-           "memcpy_gbps=%.2f\n", samples_per_s(&best[2], a->batch),
-           samples_per_s(&best[5], a->batch), avg4, memcpy4);
+           "memcpy_gbps=%.2f sync2_fence_waits_per_step=%.2f sync2_exposed_ms=%.3f\n",
+           samples_per_s(&best[2], a->batch), samples_per_s(&best[5], a->batch), avg4, memcpy4,
+           best[1].fence_waits, 1e3 * best[1].exposed_s);
     rc = 0;
 done:
     vkt_graph_destroy(m.graph);

@@ -171,6 +171,8 @@ static vkt_status staged_copy(vkt_buffer *b, uint64_t offset, void *host, uint64
                            : vkt_stream_copy(ctx->transfer, b, offset + done, stg, 0, n);
         if (st == VKT_OK)
             st = vkt_stream_run(ctx->transfer);
+        if (st == VKT_OK)
+            gpu_count_transfer(ctx, n);
         if (st == VKT_OK && !to_device)
             memcpy((char *)host + done, stg->mapped, n);
     }

@@ -357,8 +357,38 @@ struct vkt_context {
     struct vkt_buffer *staging;   /* host-visible bounce buffer for them */
     struct vkt_buffer *buffers;   /* live buffers (destroyed with the context) */
     struct vkt_stream *streams;   /* live streams (destroyed with the context) */
+    /* Host round trips (gpu_context_counters). Atomic: a trainer's progress callback may
+     * read them while other threads' contexts count. in_flight and idle_since belong to
+     * the thread using the context (one at a time). */
+    atomic_uint_fast64_t n_submits, n_fence_waits, n_transfers, n_transfer_bytes, idle_ns;
+    uint32_t in_flight;           /* submissions not yet waited for */
+    double idle_since;            /* plat_now() when the last of them was waited for; 0:
+                                     not counting (gpu_context_idle_disarm) */
     char errmsg[VKT_ERRMSG_SIZE];
 };
+
+/* ---- round trips (stream.c) ---------------------------------------------------- */
+
+/* What a context cost the host in round trips since its creation. A round trip is a
+ * vkQueueSubmit, a blocking vkWaitForFences, or a synchronous staged transfer (which is
+ * one submit and one wait of the context's transfer stream per STAGING_CHUNK, counted
+ * in both of those too). Polls of marks and memcpy through mapped memory are free. */
+typedef struct gpu_counters {
+    uint64_t submits;        /* successful vkQueueSubmit calls, every stream */
+    uint64_t fence_waits;    /* waits for a submission (not calls that found none) */
+    uint64_t sync_transfers; /* staged vkt_buffer_read/write chunks (buffer.c) */
+    uint64_t transfer_bytes; /*   and the bytes they moved */
+    double idle_seconds;     /* the device had nothing of this context's to run, waiting
+                                for the host: from the wait that completed the last
+                                pending submission to the next submission, summed; not
+                                counted after gpu_context_idle_disarm until a wait */
+} gpu_counters;
+void gpu_context_counters(const vkt_context *ctx, gpu_counters *out);
+/* The time until the next submission is not the device waiting for this host's work (a
+ * run starts: what came before was the caller's). */
+void gpu_context_idle_disarm(vkt_context *ctx);
+/* buffer.c's staged copies: one chunk of `bytes`. */
+void gpu_count_transfer(vkt_context *ctx, uint64_t bytes);
 
 /* Memory type for a kind: device-local preferred for VKT_MEMORY_DEVICE, host-visible
  * coherent for VKT_MEMORY_HOST. Returns UINT32_MAX if none fits `type_bits`. */

@@ -79,6 +79,49 @@ vkt_status vkt_stream_create(vkt_context *ctx, const vkt_stream_options *options
     return VKT_OK;
 }
 
+/* ---- round trips ---- */
+
+void gpu_context_counters(const vkt_context *ctx, gpu_counters *out)
+{
+    vkt_context *c = (vkt_context *)ctx; /* atomic loads of a const object's fields */
+    *out = (gpu_counters){
+        .submits = atomic_load_explicit(&c->n_submits, memory_order_relaxed),
+        .fence_waits = atomic_load_explicit(&c->n_fence_waits, memory_order_relaxed),
+        .sync_transfers = atomic_load_explicit(&c->n_transfers, memory_order_relaxed),
+        .transfer_bytes = atomic_load_explicit(&c->n_transfer_bytes, memory_order_relaxed),
+        .idle_seconds = 1e-9 * (double)atomic_load_explicit(&c->idle_ns, memory_order_relaxed)};
+}
+
+void gpu_context_idle_disarm(vkt_context *ctx) { ctx->idle_since = 0; }
+
+void gpu_count_transfer(vkt_context *ctx, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&ctx->n_transfers, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctx->n_transfer_bytes, bytes, memory_order_relaxed);
+}
+
+/* A submission went in: if none was pending, the device waited for the host since the
+ * wait that emptied it. */
+static void count_submit(vkt_context *ctx)
+{
+    atomic_fetch_add_explicit(&ctx->n_submits, 1, memory_order_relaxed);
+    if (ctx->in_flight++ == 0 && ctx->idle_since > 0) {
+        double idle = plat_now() - ctx->idle_since;
+        if (idle > 0)
+            atomic_fetch_add_explicit(&ctx->idle_ns, (uint64_t)(idle * 1e9),
+                                      memory_order_relaxed);
+    }
+}
+
+/* A submission is over (waited for: `counted`, or dropped with its stream). */
+static void count_done(vkt_context *ctx, int counted)
+{
+    if (counted)
+        atomic_fetch_add_explicit(&ctx->n_fence_waits, 1, memory_order_relaxed);
+    if (ctx->in_flight > 0 && --ctx->in_flight == 0)
+        ctx->idle_since = plat_now();
+}
+
 static void release_recording(vkt_stream *s)
 {
     VkDevice dev = s->ctx->device;
@@ -102,8 +145,10 @@ void vkt_stream_destroy(vkt_stream *s)
     if (!s)
         return;
     vkt_context *ctx = s->ctx;
-    if (s->submitted)
+    if (s->submitted) {
         vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
+        count_done(ctx, 0);
+    }
     if (ctx->transfer == s)
         ctx->transfer = NULL;
     unlink_stream(ctx, s);
@@ -288,6 +333,7 @@ vkt_status vkt_stream_wait(vkt_stream *s)
     vkt_context *ctx = s->ctx;
     VkResult r = vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
     s->submitted = 0; /* whatever the outcome, the submission is over */
+    count_done(ctx, 1);
     if (r == VK_SUCCESS)
         r = gpu_fault("vkWaitForFences");
     if (r != VK_SUCCESS)
@@ -322,6 +368,7 @@ vkt_status vkt_stream_submit(vkt_stream *s)
         return err_fail(ctx->errmsg, gpu_status_of(r), "vkQueueSubmit failed: %s",
                         gpu_result_name(r));
     s->submitted = 1;
+    count_submit(ctx);
     return VKT_OK;
 }
 

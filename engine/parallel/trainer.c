@@ -524,6 +524,29 @@ vkt_status vkt_trainer_read(vkt_trainer *t, const vkt_tensor *param, float *out,
     return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
 }
 
+vkt_context *trainer_holder_context(const vkt_trainer *t, uint32_t i)
+{
+    if (t->pipe) {
+        uint32_t P = pipe_split(t->pipe)->n_stages, D = pipe_copies(t->pipe);
+        return i < P * D ? pipe_context(t->pipe, i / P, i % P) : NULL;
+    }
+    return i < t->n_rep ? t->rep[i].ctx : NULL;
+}
+
+static void round_trips(const vkt_trainer *t, vkt_trainer_stats *out)
+{
+    vkt_context *ctx;
+    for (uint32_t i = 0; (ctx = trainer_holder_context(t, i)) != NULL; i++) {
+        gpu_counters c;
+        gpu_context_counters(ctx, &c);
+        out->holders++;
+        out->submits += c.submits;
+        out->fence_waits += c.fence_waits;
+        out->sync_transfers += c.sync_transfers;
+        out->exposed_seconds += c.idle_seconds;
+    }
+}
+
 vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
 {
     if (!t || !out)
@@ -539,5 +562,6 @@ vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
         if (t->rep[i].stats.data_wait_seconds > out->data_wait_seconds)
             out->data_wait_seconds = t->rep[i].stats.data_wait_seconds;
     }
+    round_trips(t, out);
     return VKT_OK;
 }

@@ -237,7 +237,12 @@ void ps_job_steps(replica *r);
 vkt_status ps_end(vkt_trainer *t);
 vkt_status ps_snapshot(vkt_trainer *t, float *flat);
 
-/* workers.c: runs job(r) for every replica (in threads when N > 1) and waits. */
+/* Context i of this process's holders (replicas, or a pipeline's copies x stages, copy
+ * by copy), NULL past the last: what the round-trip statistics sum over. */
+vkt_context *trainer_holder_context(const vkt_trainer *t, uint32_t i);
+
+/* workers.c: runs job(r) for every replica (in threads when N > 1) and waits; the
+ * holders' idle time counts as exposed only inside it (gpu_context_idle_disarm). */
 vkt_status trainer_run_all(vkt_trainer *t, replica_job job);
 vkt_status trainer_workers_start(vkt_trainer *t);
 void trainer_workers_stop(vkt_trainer *t);

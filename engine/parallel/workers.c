@@ -77,14 +77,25 @@ vkt_status trainer_collect(vkt_trainer *t)
     return VKT_OK;
 }
 
+/* The devices' idle time before and after a run is the caller's, not the exposed time
+ * of its steps. */
+static void disarm_idle(vkt_trainer *t)
+{
+    vkt_context *ctx;
+    for (uint32_t i = 0; (ctx = trainer_holder_context(t, i)) != NULL; i++)
+        gpu_context_idle_disarm(ctx);
+}
+
 vkt_status trainer_run_all(vkt_trainer *t, replica_job job)
 {
     for (uint32_t i = 0; i < t->n_rep; i++) {
         t->rep[i].status = VKT_OK;
         t->rep[i].errmsg[0] = '\0';
     }
+    disarm_idle(t);
     if (t->n_rep == 1) {
         job(&t->rep[0]);
+        disarm_idle(t);
         return trainer_collect(t);
     }
     plat_monitor_lock(t->mon);
@@ -95,5 +106,6 @@ vkt_status trainer_run_all(vkt_trainer *t, replica_job job)
     while (t->jobs_done < target)
         plat_monitor_wait(t->mon);
     plat_monitor_unlock(t->mon);
+    disarm_idle(t);
     return trainer_collect(t);
 }

@@ -22,6 +22,10 @@ check "throughput: MB staged per step is 2 x replicas x params x 4 (0 for one re
               for (k = 1; k <= n; k++) { split(rows[k], f, \" \"); r = f[1]
                 want = r > 1 ? 8 * r * p / 1e6 : 0; d = f[2] - want
                 if (d > 0.01 || d < -0.01) exit 1 } }' <<<\"\$out\""
+check "throughput: round trips per replica and step: 1 submit and 1 wait alone, 2 and 2 in sync, 1 and 1 in async (lavapipe maps everything: no transfer), exposed ms on every row" \
+  "awk '/^(sync|async) +[124] +[0-9]+ / { n++; split(\$12, f, \"/\"); want = \$1 == \"sync\" && \$2 > 1 ? 2 : 1
+        if (f[1] != want || f[2] != want || f[3] != 0 || \$11 !~ /^[0-9]+\\.[0-9]+\$/) bad = 1 }
+        END { exit !(n == 6 && !bad) }' <<<\"\$out\""
 check "throughput: async rows with 2 and 4 replicas report staleness" \
   "[[ \$(grep -Ec '^async +[24] .* [0-9.]+/[0-9]+\$' <<<\"\$out\") -eq 2 ]]"
 check "averaging table: averaging, memcpy and sum rows for 2 and 4 replicas" \
@@ -31,14 +35,20 @@ check "averaging table: MB/step, ms and GB/s on every row (and a 64 MiB memcpy)"
 check "waiting table: sync, async and bounded async, slowed and not, 4 wait figures each" \
   "[[ \$(grep -Ec '^(sync|async|async s<=1) +4 +(no|\\+2ms) +[0-9]+ +$num( +$num){4} +$num +$num\$' <<<\"\$out\") -eq 6 ]]"
 check "the last line is the result line" \
-  "tail -1 <<<\"\$out\" | grep -Eq '^result: sync4_samples_per_s=$num async4_samples_per_s=$num avg_gbps=$num memcpy_gbps=$num\$'"
-check "the result's figures are positive" \
-  "tail -1 <<<\"\$out\" | awk -F'[= ]' '{ exit !(\$3 > 0 && \$5 > 0 && \$7 > 0 && \$9 > 0) }'"
+  "tail -1 <<<\"\$out\" | grep -Eq '^result: sync4_samples_per_s=$num async4_samples_per_s=$num avg_gbps=$num memcpy_gbps=$num sync2_fence_waits_per_step=$num sync2_exposed_ms=$num\$'"
+check "the result's figures are positive; 2 fence waits per sync replica and step" \
+  "tail -1 <<<\"\$out\" | awk -F'[= ]' '{ exit !(\$3 > 0 && \$5 > 0 && \$7 > 0 && \$9 > 0 && \$11 == 2 && \$13 > 0) }'"
+
+out=$(LP_NUM_THREADS=1 "$bin" bench parallel --batch 16 --steps 2 --warmup 0 --slow-ms 1 --rounds 1 2>&1); rc=$?
+check "--batch 16: rows per replica 16, 8 and 4, the model line names the batch" \
+  "[[ $rc -eq 0 ]] && grep -q 'batch 16,' <<<\"\$out\" && [[ \$(grep -Ec '^(sync|async) +(1 +16|2 +8|4 +4) ' <<<\"\$out\") -eq 6 ]]"
 
 out=$("$bin" bench parallel --help 2>&1); rc=$?
 check "--help exits 0 and names LP_NUM_THREADS" "[[ $rc -eq 0 ]] && grep -q LP_NUM_THREADS <<<\"\$out\""
 out=$("$bin" bench parallel --steps 0 2>&1); rc=$?
 check "--steps 0: usage and exit 2" "[[ $rc -eq 2 ]] && grep -q usage <<<\"\$out\""
+out=$("$bin" bench parallel --batch 3 2>&1); rc=$?
+check "--batch 3 (fewer rows than 4 replicas): usage and exit 2" "[[ $rc -eq 2 ]] && grep -q usage <<<\"\$out\""
 out=$("$bin" bench parallel --rounds 0 2>&1); rc=$?
 check "--rounds 0: usage and exit 2" "[[ $rc -eq 2 ]] && grep -q usage <<<\"\$out\""
 out=$("$bin" bench parallel --steps 2 --frobnicate 2>&1); rc=$?

@@ -1,0 +1,288 @@
+/* Host round trips (issue 21): what a training step costs the host in queue submissions
+ * (S), blocking fence waits (F) and synchronous staged transfers (T), counted by the gpu
+ * layer (gpu_context_counters) and summed by vkt_trainer_stats over the holders.
+ *  - the counters themselves: a stream run is 1 S + 1 F, a wait with nothing submitted
+ *    is free, a staged buffer write or read is 1 T (+ 1 S + 1 F) per 16 MiB chunk, and
+ *    the device's idle time counts from a wait to the next submission unless disarmed;
+ *  - today's counts per holder and step, derived from the code (each figure's comment
+ *    names where the round trips happen), on lavapipe where every buffer is mapped (no
+ *    T). They are the baseline that later work (issue 21, one submission and one fence
+ *    wait per replica and step) tightens:
+ *      one replica (fit, vkt_trainer_step): 1 S, 1 F;
+ *      N = 2, 3 sync replicas: 2 S, 2 F (the step, then the averaged gradient's apply);
+ *      N = 2 async replicas: 1 S, 1 F per update (the pull is a memcpy here);
+ *      a P = 2 pipeline of m micro-batches: 3m + 2 S and F per step over both stages.
+ * Per step = the difference between a fit of 2k steps and one of k steps, so what a
+ * run costs once (async's master read and write-back) falls out; that per-run part is
+ * checked too. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "gpu/gpu.h"
+#include "platform/platform.h"
+
+enum { F = 12, H = 16, C = 5, BATCH = 12, K = 4 };
+
+/* ---- the counters ------------------------------------------------------------------ */
+
+static gpu_counters counters(vkt_context *ctx)
+{
+    gpu_counters c;
+    gpu_context_counters(ctx, &c);
+    return c;
+}
+
+static void test_counters(void)
+{
+    vkt_context *ctx = th_context(VKT_KERNELS_AUTO);
+    vkt_stream *s = th_stream(ctx, 0);
+    vkt_buffer *a = NULL, *b = NULL;
+    TH_OK(ctx, vkt_buffer_create(ctx, 4096, VKT_MEMORY_DEVICE, &a));
+    TH_OK(ctx, vkt_buffer_create(ctx, 4096, VKT_MEMORY_DEVICE, &b));
+    TH_OK(ctx, vkt_stream_copy(s, a, 0, b, 0, 4096));
+    gpu_counters c0 = counters(ctx);
+    TH_OK(ctx, vkt_stream_run(s));
+    gpu_counters c1 = counters(ctx);
+    TH_CHECK(c1.submits == c0.submits + 1 && c1.fence_waits == c0.fence_waits + 1,
+             "a run: 1 submit and 1 wait (%llu, %llu)",
+             (unsigned long long)(c1.submits - c0.submits),
+             (unsigned long long)(c1.fence_waits - c0.fence_waits));
+    TH_OK(ctx, vkt_stream_wait(s));
+    gpu_counters c2 = counters(ctx);
+    TH_CHECK(c2.fence_waits == c1.fence_waits && c2.submits == c1.submits,
+             "a wait with nothing submitted is no round trip");
+    /* The idle time: from the wait that emptied the queue to the next submission. */
+    plat_sleep(0.004);
+    TH_OK(ctx, vkt_stream_submit(s));
+    gpu_counters c3 = counters(ctx);
+    TH_CHECK(c3.idle_seconds - c2.idle_seconds >= 0.0039,
+             "4 ms asleep between a wait and a submission count as idle (%.4f s)",
+             c3.idle_seconds - c2.idle_seconds);
+    TH_OK(ctx, vkt_stream_reset(s)); /* waits for it: a round trip */
+    gpu_counters c4 = counters(ctx);
+    TH_CHECK(c4.fence_waits == c3.fence_waits + 1, "reset after a submit waits once");
+    gpu_context_idle_disarm(ctx);
+    plat_sleep(0.004);
+    TH_OK(ctx, vkt_stream_copy(s, a, 0, b, 0, 4096));
+    TH_OK(ctx, vkt_stream_run(s));
+    gpu_counters c5 = counters(ctx);
+    TH_CHECK(c5.idle_seconds == c4.idle_seconds, "disarmed: the time before the next "
+             "submission is not idle time (%.6f s counted)", c5.idle_seconds - c4.idle_seconds);
+    TH_CHECK(c5.sync_transfers == 0, "mapped buffers: no staged transfer (%llu)",
+             (unsigned long long)c5.sync_transfers);
+    vkt_stream_destroy(s); /* th_finish destroys the context */
+
+    /* Forced staging: a device buffer's host access is a staged copy per 16 MiB chunk. */
+    vkt_context_options o = {.force_staging = 1};
+    TH_OK(NULL, vkt_context_create(th_instance, &o, &ctx));
+    if (!ctx)
+        return;
+    const uint64_t bytes = 40ull << 20; /* 3 chunks: 16 + 16 + 8 MiB */
+    char *host = malloc(bytes);
+    vkt_buffer *big = NULL, *hb = NULL;
+    TH_OK(ctx, vkt_buffer_create(ctx, bytes, VKT_MEMORY_DEVICE, &big));
+    TH_OK(ctx, vkt_buffer_create(ctx, 4096, VKT_MEMORY_HOST, &hb));
+    if (host && big && hb) {
+        memset(host, 7, bytes);
+        c0 = counters(ctx);
+        TH_OK(ctx, vkt_buffer_write(big, 0, host, bytes));
+        TH_OK(ctx, vkt_buffer_read(big, 0, host, bytes));
+        c1 = counters(ctx);
+        TH_CHECK(c1.sync_transfers - c0.sync_transfers == 6 &&
+                     c1.transfer_bytes - c0.transfer_bytes == 2 * bytes,
+                 "40 MiB written and read through staging: 6 transfers of 80 MiB (%llu, %llu "
+                 "bytes)", (unsigned long long)(c1.sync_transfers - c0.sync_transfers),
+                 (unsigned long long)(c1.transfer_bytes - c0.transfer_bytes));
+        TH_CHECK(c1.submits - c0.submits == 6 && c1.fence_waits - c0.fence_waits == 6,
+                 "each transfer is a submit and a wait (%llu, %llu)",
+                 (unsigned long long)(c1.submits - c0.submits),
+                 (unsigned long long)(c1.fence_waits - c0.fence_waits));
+        TH_OK(ctx, vkt_buffer_write(hb, 0, host, 4096));
+        c2 = counters(ctx);
+        TH_CHECK(c2.sync_transfers == c1.sync_transfers && c2.submits == c1.submits,
+                 "a host buffer is written through its mapping, staging forced or not");
+    }
+    free(host);
+    vkt_context_destroy(ctx);
+}
+
+/* ---- trainers ------------------------------------------------------------------------ */
+
+typedef struct net {
+    vkt_graph *g;
+    vkt_tensor *x, *y, *loss;
+} net;
+
+/* x [B,F] -> relu(linear) (stage 0) -> linear + cross-entropy (stage `s1`). */
+static net make_net(uint32_t s1)
+{
+    net n = {0};
+    vkt_graph_options go = {.seed = 21};
+    vkt_graph_create(&go, &n.g);
+    vkt_shape xs = {2, {BATCH, F}}, w1 = {2, {F, H}}, b1 = {1, {H}}, w2 = {2, {H, C}},
+              b2 = {1, {C}};
+    vkt_init he = {.kind = VKT_INIT_HE}, small = {.kind = VKT_INIT_UNIFORM, .a = -0.1f, .b = 0.1f};
+    n.x = vkt_input(n.g, "x", &xs);
+    n.y = vkt_input_labels(n.g, "y", BATCH);
+    vkt_tensor *h = vkt_relu(n.g, vkt_linear(n.g, n.x, vkt_param(n.g, "w1", &w1, &he),
+                                             vkt_param(n.g, "b1", &b1, &small)));
+    vkt_graph_set_stage(n.g, s1);
+    vkt_tensor *z = vkt_linear(n.g, h, vkt_param(n.g, "w2", &w2, &he),
+                               vkt_param(n.g, "b2", &b2, &small));
+    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
+    return n;
+}
+
+static vkt_dataset *synthetic(uint32_t count)
+{
+    float *x = th_alloc_floats((uint64_t)count * F);
+    int32_t *y = malloc(count * sizeof *y);
+    th_fill_uniform(x, (uint64_t)count * F, -1, 1);
+    for (uint32_t i = 0; i < count; i++)
+        y[i] = (int32_t)(th_rand_u64() % C);
+    vkt_dataset *d = NULL;
+    TH_OK(NULL, vkt_dataset_create(count, F, C, x, y, &d));
+    free(x);
+    free(y);
+    return d;
+}
+
+/* One configuration: its expected round trips per holder and step (per update in async
+ * mode) and per run, and why. */
+typedef struct config {
+    const char *what;
+    uint32_t replicas, stages, micro;
+    vkt_parallel_mode mode;
+    int use_step;              /* vkt_trainer_step instead of fit */
+    double s, f, t;            /* per holder and step */
+    double per_run;            /* submits (and waits) a fit costs once, whatever its steps */
+    int exposes;               /* 1: the devices wait for the host inside a step */
+} config;
+
+static const config configs[] = {
+    /* trainer.c:trainer_forward_backward: graph_model_step_submit (the step with the
+     * update as its epilogue) and graph_model_step_wait; the loss is read mapped. */
+    {"1 replica, fit", 1, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 1},
+    /* vkt_trainer_step: the same step, one submission per call, so nothing is exposed
+     * (the time between calls is the caller's). */
+    {"1 replica, vkt_trainer_step", 1, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0},
+    /* sync.c:step_together: forward and backward (gradients copied into the stage),
+     * then after the host averaging vkt_stream_run(apply). */
+    {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 2, 2, 0, 0, 1},
+    {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 2, 2, 0, 0, 1},
+    {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 2, 2, 0, 0, 1},
+    /* async.c:one_update: the pull (vkt_model_write_params: a memcpy into mapped
+     * parameters; a staged transfer on a discrete GPU) and trainer_forward_backward.
+     * async_begin's read of replica 0's parameters and async_end's write-back go through
+     * the mappings too: nothing per run. */
+    {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 0, 1},
+};
+
+/* pipeline.c, per step: a non-last stage runs m forwards (vkt_model_forward) and m
+ * recomputing forward-backwards, the last stage m forward-backwards, and each its
+ * update (vkt_stream_run(apply)); gradients and sent values go through mapped memory.
+ * Over the two stages: (2m + 1) + (m + 1). */
+static double pipeline_per_step(uint32_t m) { return 3.0 * m + 2; }
+
+typedef struct delta {
+    double s, f, t, exposed, wall;
+    uint64_t steps;
+} delta;
+
+/* A fit (or a vkt_trainer_step loop) of n steps: the stats' differences. */
+static delta run(vkt_trainer *tr, const config *c, const net *n, const vkt_dataset *d,
+                 uint64_t steps)
+{
+    vkt_trainer_stats s0, s1;
+    TH_OK(NULL, vkt_trainer_stats_get(tr, &s0));
+    double t0 = plat_now();
+    if (c->use_step) {
+        float x[BATCH * F];
+        int32_t y[BATCH];
+        for (uint64_t k = 0; k < steps; k++) {
+            th_fill_uniform(x, BATCH * F, -1, 1);
+            for (uint32_t i = 0; i < BATCH; i++)
+                y[i] = (int32_t)(th_rand_u64() % C);
+            vkt_feed f[2] = {{n->x, x}, {n->y, y}};
+            TH_OK(NULL, vkt_trainer_step(tr, f, 2, NULL));
+        }
+    } else {
+        vkt_status st = vkt_trainer_fit(tr, d, n->x, n->y, steps, 5, NULL, NULL);
+        TH_CHECK(st == VKT_OK, "%s: fit: %s", c->what, vkt_trainer_errmsg(tr));
+    }
+    double wall = plat_now() - t0;
+    TH_OK(NULL, vkt_trainer_stats_get(tr, &s1));
+    return (delta){(double)(s1.submits - s0.submits), (double)(s1.fence_waits - s0.fence_waits),
+                   (double)(s1.sync_transfers - s0.sync_transfers),
+                   s1.exposed_seconds - s0.exposed_seconds, wall, steps};
+}
+
+static void test_config(const config *c, const vkt_dataset *d)
+{
+    net n = make_net(c->stages > 1 ? 1 : 0);
+    uint32_t dev[8] = {0};
+    vkt_trainer_options o = {.batch = BATCH, .devices = dev, .device_count = c->replicas,
+                             .mode = c->mode, .stages = c->stages,
+                             .micro_batches = c->micro};
+    o.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.05f,
+                                          .momentum = 0.9f};
+    if (c->stages > 1)
+        o.device_count = c->stages;
+    vkt_trainer *tr = NULL;
+    vkt_status st = vkt_trainer_create(th_instance, n.g, n.loss, &o, &tr);
+    TH_CHECK(st == VKT_OK, "%s: create: %s", c->what, vkt_last_error());
+    if (!tr) {
+        vkt_graph_destroy(n.g);
+        return;
+    }
+    vkt_trainer_stats s;
+    vkt_trainer_stats_get(tr, &s);
+    uint32_t holders = c->stages > 1 ? c->stages : c->replicas;
+    TH_CHECK(s.holders == holders, "%s: %u holders (%u)", c->what, holders, s.holders);
+    run(tr, c, &n, d, 2); /* warm-up: first recordings and allocations */
+    delta a = run(tr, c, &n, d, K), b = run(tr, c, &n, d, 2 * K);
+    /* per holder and step (async: per update, every replica makes `steps` of them) */
+    double per = (double)holders * K;
+    double ds = (b.s - a.s) / per, df = (b.f - a.f) / per, dt = (b.t - a.t) / per;
+    double ws = c->stages > 1 ? pipeline_per_step(c->micro) / holders : c->s;
+    double wf = c->stages > 1 ? ws : c->f;
+    TH_CHECK(ds == ws && df == wf && dt == c->t,
+             "%s: %.3g submits, %.3g fence waits, %.3g transfers per holder and step "
+             "(expected %.3g, %.3g, %.3g)", c->what, ds, df, dt, ws, wf, c->t);
+    double run_s = a.s - ds * per, run_f = a.f - df * per;
+    TH_CHECK(run_s == c->per_run && run_f == c->per_run,
+             "%s: %.3g submits and %.3g waits per run besides the steps (expected %.3g)",
+             c->what, run_s, run_f, c->per_run);
+    /* Exposed time: within the run's wall time on every holder; nothing where a run is
+     * one submission (vkt_trainer_step of one replica); something where the host sits
+     * between two submissions of a step. */
+    int bounded = b.exposed >= 0 && b.exposed <= holders * b.wall;
+    TH_CHECK(bounded, "%s: exposed %.4f s within %u holders x %.4f s", c->what, b.exposed,
+             holders, b.wall);
+    if (c->exposes && c->replicas > 1 && c->mode == VKT_PARALLEL_SYNC)
+        TH_CHECK(b.exposed > 0, "%s: the devices wait while the host averages (%.6f s)",
+                 c->what, b.exposed);
+    if (!c->exposes)
+        TH_CHECK(b.exposed == 0, "%s: nothing exposed (%.6f s)", c->what, b.exposed);
+    vkt_trainer_destroy(tr);
+    vkt_graph_destroy(n.g);
+}
+
+int main(void)
+{
+    th_init("test_round_trips");
+    test_counters();
+    vkt_dataset *d = synthetic(240);
+    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++)
+        test_config(&configs[i], d);
+    for (uint32_t m = 2; m <= 4; m += 2) {
+        char what[64];
+        snprintf(what, sizeof what, "2 pipeline stages, %u micro-batches, fit", m);
+        config c = {what, 1, 2, m, VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 1};
+        test_config(&c, d);
+    }
+    vkt_dataset_destroy(d);
+    return th_finish();
+}
