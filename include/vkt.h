@@ -1091,6 +1091,14 @@ typedef struct vkt_trainer_options {
      * batch normalization; vkt_pipeline_create). */
     uint32_t stages;
     uint32_t micro_batches;
+    /* The divergence guard (docs/checkpoint.md, "Divergence"): a checkpoint is written
+     * (vkt_trainer_save, vkt_checkpoint_save_dir) or restored only if every parameter,
+     * state and optimizer moment in it is finite and the RMS of the trained parameters is
+     * at most `divergence_growth` times their RMS at the start of the run (at creation,
+     * at vkt_trainer_write_params, or carried by the checkpoint the run resumed from; a
+     * start below 0.05 counts as 0.05). 0: 10; negative: no limit on the growth
+     * (non-finite values are still refused). */
+    float divergence_growth;
 } vkt_trainer_options;
 
 /* One input's data for a step or a prediction: rows of `tensor` (fp32, or int32 for
@@ -1411,6 +1419,13 @@ VKT_API vkt_status vkt_trainer_save(vkt_trainer *trainer, const char *path);
 VKT_API vkt_status vkt_trainer_restore(vkt_trainer *trainer, const char *path);
 /* The step a checkpoint saved now records (inside a progress callback: that step). */
 VKT_API uint64_t vkt_trainer_checkpoint_step(const vkt_trainer *trainer);
+/* The divergence guard (vkt_trainer_options.divergence_growth) on the trainer's state
+ * now, as a save would check it, writing nothing: VKT_OK, or VKT_ERROR_DIVERGED with
+ * "training diverged by step N: <what was found>" (a non-finite parameter, state or
+ * optimizer moment, or the parameters' RMS, its start and the limit). For runs that save
+ * no checkpoint (vkt train without --checkpoint-dir calls it at the end). Across ranks
+ * every rank checks its own copy: identical in sync mode, so the same status. */
+VKT_API vkt_status vkt_trainer_check_divergence(vkt_trainer *trainer);
 
 /* Saves `dir`/ckpt-<step>.vkt (creating dir), then keeps the newest `keep` checkpoints
  * of the folder that verify (parse with their checksums; 0: keeps all), the one just

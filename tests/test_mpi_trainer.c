@@ -9,7 +9,11 @@
  *  - a failure on one rank stops every rank at the same step, naming it; the job goes on;
  *  - a stop asked by the chief's callback stops every rank after the same step, and the
  *    next fit continues the data where it stopped (equal to an uninterrupted run);
- *  - a checkpoint restored on every rank from the chief's file alone. */
+ *  - a checkpoint restored on every rank from the chief's file alone;
+ *  - the divergence guard: a save refused in the chief's callback (a finite blow-up) ends
+ *    the fit on every rank with VKT_ERROR_DIVERGED, the others naming rank 0; a save after
+ *    it is refused on every rank (each checks its own, identical copy); the chief's
+ *    folder keeps the last sound checkpoint; no rank waits for another. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -445,6 +449,67 @@ done:
     vkt_dataset_destroy(d);
 }
 
+typedef struct dir_saver {
+    vkt_trainer *t;
+    const char *dir;
+    vkt_status st;
+} dir_saver;
+
+static int save_dir_each(void *user, uint64_t step, uint64_t total, float loss)
+{
+    (void)step;
+    (void)total;
+    (void)loss;
+    dir_saver *s = user;
+    vkt_status st = vkt_checkpoint_save_dir(s->t, s->dir, 1);
+    s->st = s->st != VKT_OK ? s->st : st;
+    return 0; /* the guard ends the run by itself */
+}
+
+static void test_divergence(void)
+{
+    vkt_dataset *d = synthetic(60);
+    vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .momentum = 0.9f};
+    net a = make_net(12, 0);
+    vkt_trainer *t = make(&a, 12, world, M, &oo, NULL);
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/vkt-test-mpi-div-%u", getenv("TMPDIR") ? getenv("TMPDIR")
+                                                                        : "/tmp",
+             (unsigned)getpid());
+    vkt_world_broadcast(world, dir, sizeof dir);
+    if (!t)
+        goto done;
+    dir_saver s = {.t = t, .dir = dir};
+    TH_OK(NULL, vkt_trainer_fit(t, d, a.x, a.y, 3, 1, save_dir_each, &s));
+    TH_CHECK(s.st == VKT_OK, "rank %u: healthy saves: %s", rank_, vkt_trainer_errmsg(t));
+    oo.lr = 40; /* on every rank alike */
+    TH_OK(NULL, vkt_trainer_set_optimizer(t, &oo));
+    vkt_status st = vkt_trainer_fit(t, d, a.x, a.y, 10, 1, save_dir_each, &s);
+    const char *msg = vkt_trainer_errmsg(t);
+    TH_CHECK(st == VKT_ERROR_DIVERGED && vkt_trainer_step_count(t) == 4 &&
+                 (rank_ == 0 ? strstr(msg, "training diverged by step 4: the parameters' RMS")
+                             : strstr(msg, "rank 0 found training diverged at step 5")),
+             "rank %u: fit %s at step %llu: %s", rank_, vkt_status_name(st),
+             (unsigned long long)vkt_trainer_step_count(t), msg);
+    TH_STATUS(NULL, vkt_checkpoint_save_dir(t, dir, 1), VKT_ERROR_DIVERGED);
+    TH_CHECK(strstr(vkt_trainer_errmsg(t), "training diverged by step 4: "),
+             "rank %u: a save after it: %s", rank_, vkt_trainer_errmsg(t));
+    if (rank_ == 0) {
+        char p3[300], p4[300];
+        snprintf(p3, sizeof p3, "%s/ckpt-3.vkt", dir);
+        snprintf(p4, sizeof p4, "%s/ckpt-4.vkt", dir);
+        TH_CHECK(plat_file_stat(p3, NULL, NULL) == 0 && plat_file_stat(p4, NULL, NULL) != 0,
+                 "the chief's folder keeps ckpt-3 alone");
+    }
+done:
+    vkt_world_sum(world, (double[]){0}, 1); /* every rank done before the folder goes */
+    if (rank_ == 0)
+        th_remove_tree(dir);
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(a.g);
+    vkt_dataset_destroy(d);
+}
+
 int main(int argc, char **argv)
 {
     int require = 0;
@@ -477,6 +542,7 @@ int main(int argc, char **argv)
     test_failure();
     test_stop_and_resume();
     test_async();
+    test_divergence();
     int rc = th_finish();
     double bad = rc != 0;
     vkt_world_sum(world, &bad, 1); /* one rank's failure fails every rank's exit code */

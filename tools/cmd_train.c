@@ -72,17 +72,19 @@ void train_warn_notes(const char *notes, const char *tail)
     }
 }
 
-int train_interrupt_agree(const train_args *a)
+int train_interrupt_agree(const train_args *a, int *flag)
 {
-    int sig = vkt_interrupted();
+    int v[2] = {vkt_interrupted(), flag ? *flag : 0};
     vkt_status st;
     if (vkt_world_size(a->world) > 1 &&
-        (st = vkt_world_broadcast(a->world, &sig, sizeof sig)) != VKT_OK) {
+        (st = vkt_world_broadcast(a->world, v, sizeof v)) != VKT_OK) {
         cli_fail("cannot learn whether the chief was interrupted", st,
                  vkt_world_errmsg(a->world));
         return -1;
     }
-    return sig;
+    if (flag)
+        *flag = v[1];
+    return v[0];
 }
 
 int train_interrupted(const train_args *a, int sig, uint64_t step, int newline)
@@ -260,7 +262,8 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
                               .bucket_bytes = (uint32_t)(a->bucket_mb * 1048576.0),
                               .check_identical = a->check_identical,
                               .overlap = a->overlap,
-                              .stages = P, .micro_batches = a->micro_batches};
+                              .stages = P, .micro_batches = a->micro_batches,
+                              .divergence_growth = a->max_growth > 0 ? a->max_growth : -1};
     to.optimizer = *oo;
     if (a->replicas || P > 1) {
         /* --replicas D: the VKT_DEVICES list repeated to D entries; with --pipeline P,
@@ -380,13 +383,20 @@ static int run(const train_args *a, vkt_instance *inst)
         char what[64];
         snprintf(what, sizeof what, "training failed at step %llu",
                  (unsigned long long)vkt_trainer_step_count(tr) + 1);
-        rc = cli_fail(what, st, vkt_trainer_errmsg(tr));
+        /* a save the divergence guard refused also ends fit: its message is out already */
+        rc = p.save_failed && st == VKT_ERROR_DIVERGED ? 1
+                                                       : cli_fail(what, st, vkt_trainer_errmsg(tr));
         goto done;
     }
     /* Stopped by Ctrl-C or SIGTERM: the chief's request, known to every rank (collective),
-     * so that all of them save (the chief alone writes) and exit alike, with 128 + n. */
-    int sig = train_interrupt_agree(a);
-    if (sig < 0 || p.save_failed)
+     * so that all of them save (the chief alone writes) and exit alike, with 128 + n; a
+     * failed save of the chief's stops every rank alike too. */
+    int save_failed = p.save_failed;
+    int sig = train_interrupt_agree(a, &save_failed);
+    if (save_failed && !p.save_failed)
+        cli_fail("stopped", VKT_ERROR_REMOTE, "the chief (rank 0) could not save a checkpoint "
+                 "(its message is in its output)");
+    if (sig < 0 || save_failed)
         goto done;
     if (a->ckpt_dir && p.saved_step != vkt_trainer_step_count(tr) &&
         !save_checkpoint(&p, vkt_trainer_step_count(tr)))
@@ -394,6 +404,11 @@ static int run(const train_args *a, vkt_instance *inst)
     if (sig) {
         rc = train_interrupted(a, sig, vkt_trainer_step_count(tr),
                                p.tty && !a->quiet && vkt_trainer_step_count(tr) != total);
+        goto done;
+    }
+    /* with no checkpoint saved, the divergence guard looks at the end (every rank) */
+    if (!a->ckpt_dir && (st = vkt_trainer_check_divergence(tr)) != VKT_OK) {
+        rc = cli_fail("training failed", st, vkt_trainer_errmsg(tr));
         goto done;
     }
     if (!vkt_world_is_chief(a->world)) { /* the chief evaluates and reports */

@@ -82,8 +82,14 @@ static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_
             fflush(stdout);
         }
         /* Ctrl-C or SIGTERM: stop after this step, every rank at the chief's step (a
-         * broadcast per step across ranks); run() saves the final checkpoint. */
-        if ((r->sig = train_interrupt_agree(a)) != 0)
+         * broadcast per step across ranks); run() saves the final checkpoint. Whether a
+         * checkpoint is due travels with it: every rank checks what a save would hold (the
+         * divergence guard), so all must save at the same steps, and by time only the
+         * chief's clock counts. */
+        int due = a->ckpt_dir && step != total &&
+                  ((a->save_every && step % a->save_every == 0) ||
+                   (a->save_secs > 0 && now - last_save >= a->save_secs));
+        if ((r->sig = train_interrupt_agree(a, &due)) != 0)
             break;
         if (a->eval_every && step % a->eval_every == 0 && step != total &&
             vkt_world_is_chief(a->world)) { /* across ranks the chief evaluates */
@@ -94,9 +100,7 @@ static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_
                 printf("%sstep %llu: val_loss=%.4f (%u windows)\n", tty ? "\n" : "",
                        (unsigned long long)step, val, LM_EVAL_WINDOWS);
         }
-        if (a->ckpt_dir && step != total &&
-            ((a->save_every && step % a->save_every == 0) ||
-             (a->save_secs > 0 && now - last_save >= a->save_secs))) {
+        if (due) {
             if (!save(r))
                 return 0;
             last_save = cli_now();
@@ -173,6 +177,9 @@ static int run(lm_run *r, vkt_instance *inst)
     train_log_close(&log);
     if (!ok || (a->ckpt_dir && !save(r)))
         return 1;
+    /* with no checkpoint saved, the divergence guard looks at the end (every rank) */
+    if (!r->sig && !a->ckpt_dir && (st = vkt_trainer_check_divergence(r->tr)) != VKT_OK)
+        return cli_fail("training failed", st, vkt_trainer_errmsg(r->tr));
     if (r->sig)
         return train_interrupted(a, r->sig, vkt_trainer_step_count(r->tr),
                                  plat_stdout_is_tty() && !a->quiet &&

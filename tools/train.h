@@ -26,6 +26,7 @@ typedef struct train_args {
     uint64_t save_every;        /* steps between checkpoints (0: not by steps) */
     double save_secs;           /* seconds between checkpoints (0: not by time) */
     uint32_t keep;              /* checkpoints kept */
+    float max_growth;           /* --max-growth: the divergence guard's limit (0: none) */
     /* across processes (mpirun; docs/distributed.md) */
     vkt_world *world;
     double comm_timeout;        /* --comm-timeout: seconds a rank may be late */
@@ -105,8 +106,9 @@ void train_print_result_tail(const train_args *a);
 void train_warn_notes(const char *notes, const char *tail);
 /* After training stopped: the signal number of a Ctrl-C or SIGTERM (vkt_interrupted),
  * the chief's on every rank (a broadcast, so collective across ranks); 0 if none; -1
- * (message printed) if the ranks could not agree. */
-int train_interrupt_agree(const train_args *a);
+ * (message printed) if the ranks could not agree. *flag (may be NULL) travels with it:
+ * the chief's value on every rank. */
+int train_interrupt_agree(const train_args *a, int *flag);
 /* The chief prints "vkt: interrupted (SIGINT) at step N: saved checkpoint D/ckpt-N.vkt"
  * (or that none was saved without --checkpoint-dir), after a newline if `newline`.
  * Returns the exit status, 128 + sig. */

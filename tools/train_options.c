@@ -80,6 +80,9 @@ const train_option train_options[] = {
      .help = "save a checkpoint every T seconds (0: not by time)"},
     {"--keep", "N", TRAIN_OPT_INT, FIELD(keep), .lo = 0, .hi = 1000000, .idef = 3,
      .help = "checkpoints kept in the folder (0: all)"},
+    {"--max-growth", "X", TRAIN_OPT_REAL, FIELD(max_growth), .lo = 0, .hi = 1e30, .rdef = 10,
+     .help = "divergence guard: a checkpoint whose parameters' RMS grew more than X times "
+             "since the start of the run is not saved, and training stops (0: no limit)"},
     {"--quiet", NULL, TRAIN_OPT_FLAG, FIELD(quiet), .help = "no progress line"},
     {"--pipeline", "P", TRAIN_OPT_INT, FIELD(pipeline), .lo = 1, .hi = VKT_MAX_STAGES,
      .idef = 1, .section = "model parallelism (docs/model_parallel.md)",

@@ -28,6 +28,7 @@ typedef struct ckpt_buf {
 
 void ckpt_put_u32(ckpt_buf *b, uint32_t v);
 void ckpt_put_u64(ckpt_buf *b, uint64_t v);
+void ckpt_put_f64(ckpt_buf *b, double v);
 void ckpt_put_bytes(ckpt_buf *b, const void *data, size_t n);
 void ckpt_put_f32s(ckpt_buf *b, const float *v, uint64_t n);
 /* Starts a section (tag of 4 characters); returns where its length goes. */
@@ -63,6 +64,11 @@ typedef struct ckpt {
     /* OPTM */
     const unsigned char *opt_state;
     uint64_t opt_bytes;
+    /* NORM (optional: older files lack it): the divergence guard's reference, the RMS of
+     * the trained parameters at the start of the run and the step it was measured at */
+    int has_norm;
+    double norm_rms;
+    uint64_t norm_step;
 } ckpt;
 
 /* Parses and validates a whole file image (takes ownership of `file`, a malloc'd
@@ -101,11 +107,20 @@ void ckpt_dir_verified(const char *path);
  * it did and what it could not read. Also removes temporary files of interrupted saves. */
 vkt_status ckpt_dir_retain(const char *dir, uint32_t keep, uint64_t saved, char *notes,
                            size_t notes_size);
-/* The newest checkpoint of dir that parses, into *out and its path (*found 0 if none);
- * corrupt newer ones are described in notes and, with `move` (the caller holds the
- * folder) moved aside once an older valid one is found. */
+/* Whether a parsed checkpoint may be used (the trainer's question: do its parameters fit
+ * the model, and had training not diverged?): VKT_OK; VKT_ERROR_DIVERGED with the reason
+ * in msg (VKT_ERRMSG_SIZE): an older one is tried and this one moved aside as
+ * <path>.diverged; any other status ends the search with that error (no fallback). */
+typedef vkt_status (*ckpt_accept_fn)(void *user, const char *path, const ckpt *k, char *msg);
+/* The newest checkpoint of dir that parses (and that `accept`, if not NULL, accepts), into
+ * *out and its path (*found 0 if none); corrupt and diverged newer ones are described in
+ * notes and, with `move` (the caller holds the folder) moved aside once an older usable
+ * one is found. With none usable: VKT_ERROR_FORMAT, or VKT_ERROR_DIVERGED if a diverged
+ * one was among them, and every file stays. */
 vkt_status ckpt_dir_find_latest(const char *dir, ckpt *out, char *path, size_t path_size,
                                 int *found, char *notes, size_t notes_size, char *errmsg,
-                                int move);
+                                int move, ckpt_accept_fn accept, void *user);
+/* The step of the newest checkpoint of dir that verifies: 1, or 0 if none. */
+int ckpt_dir_newest_valid(const char *dir, uint64_t *step);
 
 #endif

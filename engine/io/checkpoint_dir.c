@@ -233,17 +233,19 @@ static vkt_status verify(const char *path, char *msg)
     return st;
 }
 
-/* Renames a corrupt checkpoint to <path>.corrupt (or .corrupt.2, ...: older evidence is
- * kept), so that it is neither used, nor counted, nor deleted; notes what happened. */
-static void move_aside(const char *path, const char *msg, char *notes, size_t notes_size)
+/* Renames a corrupt (or diverged) checkpoint to <path><suffix> (".corrupt",
+ * ".diverged"; then <path><suffix>.2, ...: older evidence is kept), so that it is neither
+ * used, nor counted, nor deleted; notes what happened. */
+static void move_aside(const char *path, const char *suffix, const char *msg, char *notes,
+                       size_t notes_size)
 {
-    char to[PATH_SIZE + 16], line[VKT_ERRMSG_SIZE + PATH_SIZE + 64];
+    char to[PATH_SIZE + 32], line[VKT_ERRMSG_SIZE + PATH_SIZE + 64];
     int moved = 0;
     for (int i = 1; i < 100 && !moved; i++) {
         if (i == 1)
-            snprintf(to, sizeof to, "%s.corrupt", path);
+            snprintf(to, sizeof to, "%s%s", path, suffix);
         else
-            snprintf(to, sizeof to, "%s.corrupt.%d", path, i);
+            snprintf(to, sizeof to, "%s%s.%d", path, suffix, i);
         moved = plat_file_stat(to, NULL, NULL) != 0 && rename(path, to) == 0;
     }
     if (moved)
@@ -278,7 +280,7 @@ vkt_status ckpt_dir_retain(const char *dir, uint32_t keep, uint64_t saved, char 
         } else if ((st = verify(path, msg)) == VKT_OK) {
             valid++;
         } else if (st == VKT_ERROR_FORMAT) {
-            move_aside(path, msg, notes, notes_size);
+            move_aside(path, ".corrupt", msg, notes, notes_size);
         } else {
             ckpt_dir_note(notes, notes_size, msg); /* unreadable: neither counted nor deleted */
         }
@@ -287,12 +289,57 @@ vkt_status ckpt_dir_retain(const char *dir, uint32_t keep, uint64_t saved, char 
     return VKT_OK;
 }
 
-/* The newest checkpoint of dir that parses; corrupt newer ones are described in notes,
- * and with `move` (the caller holds the folder) moved aside once an older valid one is
- * found (with none found, every file stays, and so does the error). */
+int ckpt_dir_newest_valid(const char *dir, uint64_t *step)
+{
+    uint64_t *steps;
+    size_t n;
+    int found = 0;
+    if (list_steps(dir, 0, &steps, &n) != VKT_OK)
+        return 0;
+    char path[PATH_SIZE], msg[VKT_ERRMSG_SIZE];
+    for (size_t i = 0; i < n && !found; i++) { /* newest first */
+        ckpt_dir_step_path(path, sizeof path, dir, steps[i]);
+        if ((found = verify(path, msg) == VKT_OK))
+            *step = steps[i];
+    }
+    free(steps);
+    return found;
+}
+
+/* Why the newest checkpoints were passed over: their status and message, newest first. */
+typedef struct skipped {
+    vkt_status st;
+    char *msg;
+} skipped;
+
+/* After the search: each checkpoint passed over is noted, and with `move` (once a usable
+ * one was found) a corrupt one moved aside as .corrupt, a diverged one as .diverged. */
+static void report_skipped(const char *dir, const uint64_t *steps, skipped *s, size_t n,
+                           int move, char *notes, size_t notes_size)
+{
+    char path[PATH_SIZE];
+    for (size_t j = 0; j < n; j++) {
+        if (s[j].st == VKT_OK)
+            continue;
+        const char *msg = s[j].msg ? s[j].msg : "corrupt";
+        ckpt_dir_step_path(path, sizeof path, dir, steps[j]);
+        if (move && s[j].st == VKT_ERROR_FORMAT)
+            move_aside(path, ".corrupt", msg, notes, notes_size);
+        else if (move && s[j].st == VKT_ERROR_DIVERGED)
+            move_aside(path, ".diverged", msg, notes, notes_size);
+        else
+            ckpt_dir_note(notes, notes_size, msg);
+        free(s[j].msg);
+    }
+}
+
+/* The newest checkpoint of dir that parses and that `accept` takes; corrupt and diverged
+ * newer ones are described in notes, and with `move` (the caller holds the folder) moved
+ * aside once an older usable one is found (with none found, every file stays, and so
+ * does the error). */
 vkt_status ckpt_dir_find_latest(const char *dir, ckpt *out, char *path, size_t path_size,
                                 int *found, char *notes, size_t notes_size, char *errmsg,
-                                int move)
+                                int move, ckpt_accept_fn accept, void *user)
 {
     uint64_t *steps;
     size_t n;
@@ -300,43 +347,43 @@ vkt_status ckpt_dir_find_latest(const char *dir, ckpt *out, char *path, size_t p
     vkt_status st = list_steps(dir, 0, &steps, &n);
     if (st != VKT_OK)
         return err_fail(errmsg, st, "%s", vkt_last_error());
-    vkt_status last = VKT_OK, *why = calloc(n ? n : 1, sizeof *why);
-    char msg[VKT_ERRMSG_SIZE] = "", **msgs = calloc(n ? n : 1, sizeof *msgs);
-    if (!why || !msgs) {
-        free(why);
-        free(msgs);
+    skipped *s = calloc(n ? n : 1, sizeof *s);
+    if (!s) {
         free(steps);
         return err_fail(errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
-    size_t i = 0;
+    vkt_status last = VKT_OK;
+    char msg[VKT_ERRMSG_SIZE] = "";
+    size_t i = 0, diverged = n; /* the newest diverged one */
     for (; i < n && !*found; i++) {
         ckpt_dir_step_path(path, path_size, dir, steps[i]);
         last = ckpt_load(path, out, msg);
+        if (last == VKT_OK && accept && (last = accept(user, path, out, msg)) != VKT_OK)
+            ckpt_free(out);
         if (last == VKT_OK) {
             *found = 1;
-        } else {
-            why[i] = last;
-            msgs[i] = strdup(msg);
-            err_fail(errmsg, last, "%s", msg);
-        }
-    }
-    char other[PATH_SIZE];
-    for (size_t j = 0; j < i; j++) { /* the failed ones, newest first */
-        if (why[j] == VKT_OK)
             continue;
-        ckpt_dir_step_path(other, sizeof other, dir, steps[j]);
-        if (move && *found && why[j] == VKT_ERROR_FORMAT)
-            move_aside(other, msgs[j] ? msgs[j] : "corrupt", notes, notes_size);
-        else
-            ckpt_dir_note(notes, notes_size, msgs[j] ? msgs[j] : "corrupt");
-        free(msgs[j]);
+        }
+        if (last != VKT_ERROR_FORMAT && last != VKT_ERROR_IO && last != VKT_ERROR_DIVERGED)
+            break; /* another model, say: no fallback */
+        s[i].st = last;
+        s[i].msg = strdup(msg);
+        diverged = last == VKT_ERROR_DIVERGED && diverged == n ? i : diverged;
+        err_fail(errmsg, last, "%s", msg);
     }
-    free(msgs);
-    free(why);
+    if (!*found && i < n) /* the search ended on an error */
+        st = err_fail(errmsg, last, "%s", msg);
+    else if (!*found && diverged < n)
+        st = err_fail(errmsg, VKT_ERROR_DIVERGED, "no checkpoint in '%s' is from before "
+                      "training diverged (the newest: %s); the files stay: move them out of "
+                      "the folder to start again from step 0", dir,
+                      s[diverged].msg ? s[diverged].msg : "diverged");
+    else if (!*found && n > 0)
+        st = err_fail(errmsg, last, "no valid checkpoint in '%s': %s", dir, msg);
+    report_skipped(dir, steps, s, i, move && *found, notes, notes_size); /* frees the msgs */
+    free(s);
     free(steps);
-    if (!*found && n > 0)
-        return err_fail(errmsg, last, "no valid checkpoint in '%s': %s", dir, msg);
-    return VKT_OK;
+    return st;
 }
 
 /* ---- safetensors ---------------------------------------------------------------- */
@@ -405,7 +452,7 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
     char path[PATH_SIZE];
     int found = 0;
     vkt_status st = ckpt_dir_find_latest(dir, &k, path, sizeof path, &found, notes, notes_size,
-                                         NULL, 0);
+                                         NULL, 0, NULL, NULL);
     if (st != VKT_OK)
         return st;
     if (!found)

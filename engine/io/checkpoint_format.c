@@ -70,6 +70,13 @@ void ckpt_put_u64(ckpt_buf *b, uint64_t v)
         le64(p, v);
 }
 
+void ckpt_put_f64(ckpt_buf *b, double v)
+{
+    uint64_t u;
+    memcpy(&u, &v, 8); /* IEEE-754 binary64, stored little-endian like the integers */
+    ckpt_put_u64(b, u);
+}
+
 void ckpt_put_bytes(ckpt_buf *b, const void *data, size_t n)
 {
     unsigned char *p = grow(b, n);
@@ -202,6 +209,19 @@ static vkt_status parse_data(cursor *c, ckpt *k, char *why, size_t ws)
     return VKT_OK;
 }
 
+static vkt_status parse_norm(cursor *c, ckpt *k, char *why, size_t ws)
+{
+    uint64_t bits;
+    if (!get64(c, &bits) || !get64(c, &k->norm_step) || c->p != c->end)
+        return bad(why, ws, "section NORM is not 16 bytes");
+    memcpy(&k->norm_rms, &bits, 8);
+    if (!(k->norm_rms >= 0 && k->norm_rms <= 3.5e38)) /* NaN fails too */
+        return bad(why, ws, "section NORM: the reference RMS %g is not a finite value >= 0",
+                   k->norm_rms);
+    k->has_norm = 1;
+    return VKT_OK;
+}
+
 static vkt_status parse_tensor(cursor *c, ckpt_tensor *t, uint32_t i, char *why, size_t ws)
 {
     uint32_t len, ndim;
@@ -287,8 +307,9 @@ static vkt_status parse_header(const unsigned char *f, size_t size, ckpt *k, cha
 
 static vkt_status parse_sections(cursor *c, ckpt *k, char *why, size_t ws)
 {
-    int seen[4] = {0};
-    static const char tags[4][5] = {"META", "DATA", "PARM", "OPTM"};
+    enum { REQUIRED = 4, KNOWN = 5 }; /* NORM is optional: older files lack it */
+    int seen[KNOWN] = {0};
+    static const char tags[KNOWN][5] = {"META", "DATA", "PARM", "OPTM", "NORM"};
     while (c->p < c->end) {
         const unsigned char *tag, *body;
         uint32_t reserved;
@@ -298,9 +319,9 @@ static vkt_status parse_sections(cursor *c, ckpt *k, char *why, size_t ws)
             return bad(why, ws, "a section header or body is truncated");
         cursor s = {body, body + len};
         int i = 0;
-        while (i < 4 && memcmp(tag, tags[i], 4) != 0)
+        while (i < KNOWN && memcmp(tag, tags[i], 4) != 0)
             i++;
-        if (i == 4)
+        if (i == KNOWN)
             continue; /* a section added later in version 1: skipped */
         if (seen[i]++)
             return bad(why, ws, "section %s appears twice", tags[i]);
@@ -311,6 +332,8 @@ static vkt_status parse_sections(cursor *c, ckpt *k, char *why, size_t ws)
             st = parse_data(&s, k, why, ws);
         else if (i == 2)
             st = parse_params(&s, k, why, ws);
+        else if (i == 4)
+            st = parse_norm(&s, k, why, ws);
         else {
             k->opt_state = body;
             k->opt_bytes = len;
@@ -318,7 +341,7 @@ static vkt_status parse_sections(cursor *c, ckpt *k, char *why, size_t ws)
         if (st != VKT_OK)
             return st;
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < REQUIRED; i++)
         if (!seen[i])
             return bad(why, ws, "section %s is missing", tags[i]);
     return VKT_OK;

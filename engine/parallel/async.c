@@ -167,16 +167,6 @@ static void one_update(replica *r, uint64_t k)
     r->stats.steps++;
 }
 
-/* The progress callback, with the step a checkpoint saved from it should record. */
-static int progress_live(vkt_trainer *t, uint64_t k, float loss)
-{
-    t->live = 1;
-    t->live_steps = t->steps + k + 1;
-    int stop = t->progress(t->progress_user, t->steps + k + 1, t->steps + t->run_steps, loss);
-    t->live = 0;
-    return stop;
-}
-
 void async_job_steps(replica *r)
 {
     vkt_trainer *t = r->t;
@@ -185,7 +175,7 @@ void async_job_steps(replica *r)
             break;
         one_update(r, k);
         if (r->index == 0 && r->status == VKT_OK && t->progress &&
-            progress_live(t, k, r->loss)) {
+            trainer_progress(r, k, r->loss)) {
             plat_monitor_lock(t->mon);
             t->stop = 1;
             plat_monitor_broadcast(t->mon);

@@ -35,6 +35,22 @@ static vkt_status ensure_loader(replica *r)
     return VKT_OK;
 }
 
+int trainer_progress(replica *r, uint64_t k, float loss)
+{
+    vkt_trainer *t = r->t;
+    t->live = 1; /* a checkpoint saved from the callback records this step */
+    t->live_steps = t->steps + k + 1;
+    int stop = t->progress(t->progress_user, t->steps + k + 1, t->steps + t->run_steps, loss);
+    t->live = 0;
+    if (!t->guard_tripped)
+        return stop != 0;
+    t->guard_tripped = 0; /* the guard refused a save: training diverged */
+    replica_fail(r, VKT_ERROR_DIVERGED, "%s; a checkpoint of it was refused and training "
+                 "stopped (a smaller learning rate or gradient clipping may help)",
+                 t->guard_msg);
+    return 1;
+}
+
 vkt_status trainer_next_batch(replica *r)
 {
     vkt_trainer *t = r->t;

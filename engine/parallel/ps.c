@@ -512,16 +512,11 @@ void ps_job_steps(replica *r)
         if (request(r, PS_PUSH, k) == OUT_FAIL)
             break;
         r->stats.steps++;
-        if (r->index == 0 && trainer_is_chief(t) && t->progress) {
-            t->live = 1;
-            t->live_steps = t->steps + k + 1;
-            int stop = t->progress(t->progress_user, t->steps + k + 1,
-                                   t->steps + t->run_steps, r->loss);
-            t->live = 0;
-            if (stop) {
+        if (r->index == 0 && trainer_is_chief(t) && t->progress &&
+            trainer_progress(r, k, r->loss)) {
+            if (r->status == VKT_OK) /* a stop; a failure is sent below */
                 request(r, PS_STOP, k);
-                break;
-            }
+            break;
         }
     }
     if (r->status != VKT_OK && r->status != VKT_ERROR_REMOTE)

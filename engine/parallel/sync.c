@@ -163,13 +163,7 @@ void sync_job_steps(replica *r)
         if (r->index != 0)
             continue;
         t->stats.steps++;
-        if (t->progress && trainer_is_chief(t)) { /* across ranks: the chief alone */
-            double loss = sync_mean_loss(t);
-            t->live = 1; /* a checkpoint saved from the callback sees this step */
-            t->live_steps = t->steps + k + 1;
-            t->stop = t->progress(t->progress_user, t->steps + k + 1,
-                                  t->steps + t->run_steps, (float)loss) != 0;
-            t->live = 0;
-        }
+        if (t->progress && trainer_is_chief(t)) /* across ranks: the chief alone */
+            t->stop = trainer_progress(r, k, (float)sync_mean_loss(t));
     }
 }

@@ -9,7 +9,8 @@
  * comm layout: [0, grad_count) the gradient, then the tail summed with it:
  *   [loss] the world's mean loss (each rank adds sum_q w_q loss_q)
  *   [stop] > 0 when the chief's progress callback asked to stop after the previous step
- *   [fail + r] 1 when rank r failed this step (a replica's error)
+ *   [fail + r] 1 when rank r failed this step (a replica's error), 2 when it found
+ *              training diverged (VKT_ERROR_DIVERGED on every rank)
  * so a failure or a stop needs no extra message, and every rank decides the same. */
 #include "trainer.h"
 
@@ -20,6 +21,8 @@
 #define TAIL_LOSS 0
 #define TAIL_STOP 1
 #define TAIL_FAIL 2
+#define FAILED 1.0f         /* a tail fail slot: this rank failed */
+#define FAILED_DIVERGED 2.0f /*   ... because training diverged */
 #define FIRST_BUCKET_FLOATS (1u << 18) /* 1 MiB: the first bucket is small (as DDP's) */
 #define DEFAULT_BUCKET_BYTES (4u << 20)
 
@@ -164,7 +167,10 @@ static void fill_tail(vkt_trainer *t, int local_fail)
     memset(tail, 0, (TAIL_FAIL + t->ranks) * sizeof *tail);
     tail[TAIL_LOSS] = local_fail ? 0.0f : (float)loss;
     tail[TAIL_STOP] = t->rank == 0 && t->stop;
-    tail[TAIL_FAIL + t->rank] = (float)local_fail;
+    int diverged = 0;
+    for (uint32_t q = 0; q < t->n_rep; q++)
+        diverged |= t->rep[q].status == VKT_ERROR_DIVERGED;
+    tail[TAIL_FAIL + t->rank] = !local_fail ? 0.0f : diverged ? FAILED_DIVERGED : FAILED;
 }
 
 /* Replica 0's thread: the verdict from the summed tail (or a failed exchange). */
@@ -182,10 +188,14 @@ static void decide(vkt_trainer *t, vkt_status exchange, uint64_t step)
     }
     for (uint32_t r = 0; r < t->ranks && !t->x_fail; r++)
         if (tail[TAIL_FAIL + r] > 0) {
+            int diverged = tail[TAIL_FAIL + r] == FAILED_DIVERGED;
             t->x_fail = 1;
-            t->x_status = r == t->rank ? VKT_OK : VKT_ERROR_REMOTE; /* own: replicas' */
-            snprintf(t->x_msg, sizeof t->x_msg, "rank %u failed at step %llu (its message is "
-                     "in its output); every rank stopped there", r,
+            t->x_status = r == t->rank  ? VKT_OK /* own: the replicas' */
+                          : diverged    ? VKT_ERROR_DIVERGED
+                                        : VKT_ERROR_REMOTE;
+            snprintf(t->x_msg, sizeof t->x_msg, "rank %u %s at step %llu (its message is in "
+                     "its output); every rank stopped there", r,
+                     diverged ? "found training diverged" : "failed",
                      (unsigned long long)step + 1);
         }
     t->x_stop = tail[TAIL_STOP] > 0;

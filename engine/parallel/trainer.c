@@ -254,6 +254,8 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
     /* collective: every rank created the same trainer, then the chief's parameters */
     if (t->world && laid_out)
         st = trainer_world_agree(t, st);
+    if (st == VKT_OK) /* the divergence guard's reference: the parameters at the start */
+        st = trainer_guard_start(t);
     if (st != VKT_OK) {
         char msg[VKT_ERRMSG_SIZE];
         memcpy(msg, t->errmsg, sizeof msg);
@@ -501,16 +503,17 @@ vkt_status vkt_trainer_write_params(vkt_trainer *t, const float *data, uint64_t 
 {
     if (!t)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_write_params: NULL");
+    vkt_status st = VKT_OK;
     if (t->pipe)
-        return data ? trainer_pipe_write_flat(t, data, count)
-                    : trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_write_params: "
-                                   "data is NULL");
-    for (uint32_t i = 0; i < t->n_rep; i++) {
-        vkt_status st = vkt_model_write_params(t->rep[i].model, data, count);
-        if (st != VKT_OK)
-            return trainer_from_model(t, t->rep[i].model, st);
-    }
-    return VKT_OK;
+        st = data ? trainer_pipe_write_flat(t, data, count)
+                  : trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_write_params: "
+                                 "data is NULL");
+    for (uint32_t i = 0; !t->pipe && i < t->n_rep && st == VKT_OK; i++)
+        if ((st = vkt_model_write_params(t->rep[i].model, data, count)) != VKT_OK)
+            trainer_from_model(t, t->rep[i].model, st);
+    if (st == VKT_OK) /* the caller's parameters: a new start for the divergence guard */
+        trainer_guard_reset(t, data);
+    return st;
 }
 
 vkt_status vkt_trainer_read(vkt_trainer *t, const vkt_tensor *param, float *out, uint64_t count)

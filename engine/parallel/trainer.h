@@ -149,6 +149,14 @@ struct vkt_trainer {
     int lost;                      /* a device was lost: every later step fails */
     char lost_msg[VKT_ERRMSG_SIZE];
 
+    /* the divergence guard (trainer_guard.c): what a checkpoint is about to hold is
+     * measured against the run's start before it is written */
+    double guard_rms;              /* the reference: the trained parameters' RMS at the */
+    uint64_t guard_step;           /*   start of the run (this step) */
+    int guard_tripped;             /* a save from the progress callback found the model
+                                      diverged: the run ends with VKT_ERROR_DIVERGED */
+    char guard_msg[VKT_ERRMSG_SIZE];
+
     /* model parallelism (trainer_pipe.c): with stages or micro-batches, pipe runs the
      * P x D contexts and rep[0] (n_rep 1, no context, model or optimizer of its own)
      * drives it with the whole global batch */
@@ -175,6 +183,34 @@ vkt_status trainer_ckpt_restore(vkt_trainer *t, const char *path, const struct c
  * Without a world: returns st. */
 vkt_status trainer_ckpt_share(vkt_trainer *t, vkt_status st, int *found, struct ckpt *k,
                               char *path, size_t path_size);
+/* restore_latest's question about each candidate (a ckpt_accept_fn, user = the trainer):
+ * its parameters match the model and the guard finds it sound. */
+vkt_status trainer_ckpt_usable(void *user, const char *path, const struct ckpt *k, char *msg);
+/* The flat parameters a checkpoint saved now would hold (replica 0's, copy 0's with
+ * stages, the master during an async run), in one unpipelined model's layout. */
+vkt_status trainer_read_flat(vkt_trainer *t, float *flat);
+/* The guard alone (every rank but the chief, which does not write): VKT_OK, or
+ * VKT_ERROR_DIVERGED naming the step and what was found. */
+vkt_status trainer_ckpt_check(vkt_trainer *t);
+
+/* ---- the divergence guard (trainer_guard.c; docs/checkpoint.md, "Divergence") ---- */
+
+/* The reference from the trainer's parameters now (creation), or from `flat` (host
+ * values written by vkt_trainer_write_params). */
+vkt_status trainer_guard_start(vkt_trainer *t);
+void trainer_guard_reset(vkt_trainer *t, const float *flat);
+/* Whether a state is sound: flat (param_count floats, the trained ones first) and the
+ * optimizer blob (opt_bytes, host order, not necessarily aligned; NULL: not checked) all
+ * finite, and the trained parameters' RMS within the growth limit of `ref_rms` (measured
+ * at ref_step). VKT_OK, or VKT_ERROR_DIVERGED with what was found in why. */
+vkt_status trainer_guard_check(const vkt_trainer *t, const float *flat, const void *opt,
+                               uint64_t opt_bytes, double ref_rms, uint64_t ref_step,
+                               char *why, size_t why_size);
+/* fit's progress callback at global step k + 1 of the run (chief, replica 0's thread),
+ * with t->live set for a checkpoint saved inside it; returns 1 to stop. A save in it that
+ * the guard refused fails replica r with VKT_ERROR_DIVERGED (every replica and rank stops
+ * there). */
+int trainer_progress(replica *r, uint64_t k, float loss);
 
 vkt_status trainer_fail(vkt_trainer *t, vkt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -47,8 +47,7 @@ static vkt_status check_trainer(vkt_trainer *t, const char *fn, const char *path
     return VKT_OK;
 }
 
-/* Replica 0's flat parameters, or the async master while a run is in progress. */
-static vkt_status read_flat(vkt_trainer *t, float *flat)
+vkt_status trainer_read_flat(vkt_trainer *t, float *flat)
 {
     if (t->live && t->ps) /* async across ranks: the shards from every rank */
         return ps_snapshot(t, flat);
@@ -63,16 +62,61 @@ static vkt_status read_flat(vkt_trainer *t, float *flat)
     return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
 }
 
-/* A diverged model is never saved: it would replace good checkpoints (and retention
- * would then delete them). */
-static vkt_status check_finite(vkt_trainer *t, const float *flat)
+/* What a checkpoint saved now would hold, read back from the device once: the flat
+ * parameters and the optimizer blob. */
+typedef struct snapshot {
+    float *flat;
+    void *opt;
+    uint64_t opt_bytes;
+} snapshot;
+
+static void snapshot_free(snapshot *s)
 {
-    for (uint64_t i = 0; i < t->param_count; i++)
-        if (!isfinite(flat[i]))
-            return trainer_fail(t, VKT_ERROR_DIVERGED, "not saving a checkpoint: parameter "
-                                "value %llu is %g (training diverged)", (unsigned long long)i,
-                                (double)flat[i]);
-    return VKT_OK;
+    free(s->flat);
+    free(s->opt);
+}
+
+static vkt_status take_snapshot(vkt_trainer *t, snapshot *s)
+{
+    s->flat = malloc((t->param_count ? t->param_count : 1) * sizeof *s->flat);
+    s->opt_bytes = t->pipe ? trainer_pipe_opt_size(t) : vkt_optimizer_state_size(t->rep[0].opt);
+    s->opt = malloc(s->opt_bytes ? s->opt_bytes : 1);
+    vkt_status st = s->flat && s->opt ? VKT_OK : trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY,
+                                                              "out of host memory");
+    if (st == VKT_OK)
+        st = trainer_read_flat(t, s->flat);
+    if (st == VKT_OK && t->pipe)
+        st = trainer_pipe_read_opt(t, s->opt, s->opt_bytes);
+    else if (st == VKT_OK &&
+             (st = vkt_optimizer_read_state(t->rep[0].opt, s->opt, s->opt_bytes)) != VKT_OK)
+        trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[0].ctx));
+    return st;
+}
+
+/* A diverged model is never saved: it would replace the good checkpoints (and retention
+ * would then delete them). Refused inside fit's progress callback, it also ends the run
+ * (trainer_progress), on every rank. */
+static vkt_status guard_snapshot(vkt_trainer *t, const snapshot *s)
+{
+    char why[VKT_ERRMSG_SIZE - 256];
+    if (trainer_guard_check(t, s->flat, s->opt, s->opt_bytes, t->guard_rms, t->guard_step,
+                            why, sizeof why) == VKT_OK)
+        return VKT_OK;
+    snprintf(t->guard_msg, sizeof t->guard_msg, "training diverged by step %llu: %s",
+             (unsigned long long)vkt_trainer_checkpoint_step(t), why);
+    t->guard_tripped = t->live;
+    return trainer_fail(t, VKT_ERROR_DIVERGED, "%s; not saved (a smaller learning rate or "
+                        "gradient clipping may help)", t->guard_msg);
+}
+
+vkt_status trainer_ckpt_check(vkt_trainer *t)
+{
+    snapshot s = {0};
+    vkt_status st = take_snapshot(t, &s);
+    if (st == VKT_OK)
+        st = guard_snapshot(t, &s);
+    snapshot_free(&s);
+    return st;
 }
 
 static void encode_meta(vkt_trainer *t, ckpt_buf *b)
@@ -107,67 +151,57 @@ static void encode_meta(vkt_trainer *t, ckpt_buf *b)
     ckpt_end_section(b, at);
 }
 
-static vkt_status encode(vkt_trainer *t, ckpt_buf *b)
+static void encode(vkt_trainer *t, const snapshot *s, ckpt_buf *b)
 {
-    float *flat = malloc((t->param_count ? t->param_count : 1) * sizeof *flat);
-    uint64_t opt_bytes = t->pipe ? trainer_pipe_opt_size(t)
-                                 : vkt_optimizer_state_size(t->rep[0].opt);
-    void *opt = malloc(opt_bytes);
-    vkt_status st = flat && opt ? VKT_OK
-                                : trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (st == VKT_OK)
-        st = read_flat(t, flat);
-    if (st == VKT_OK)
-        st = check_finite(t, flat);
-    if (st == VKT_OK && t->pipe)
-        st = trainer_pipe_read_opt(t, opt, opt_bytes);
-    else if (st == VKT_OK &&
-             (st = vkt_optimizer_read_state(t->rep[0].opt, opt, opt_bytes)) != VKT_OK)
-        trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[0].ctx));
-    if (st == VKT_OK) {
-        ckpt_begin(b);
-        encode_meta(t, b);
-        uint32_t n = model_params(t, NULL, 0);
-        size_t at = ckpt_begin_section(b, "PARM");
-        ckpt_put_u32(b, n);
-        ckpt_put_u32(b, 0);
-        for (uint32_t id = 0; id < trainer_flat_nodes(t); id++) {
-            const vkt_tensor *p = t->graph->nodes[id];
-            uint64_t off = 0;
-            if (p->op != GOP_PARAM || trainer_param_offset(t, p, &off))
-                continue;
-            uint32_t len = (uint32_t)strlen(p->name);
-            ckpt_put_u32(b, len);
-            ckpt_put_bytes(b, p->name, len);
-            ckpt_put_u32(b, p->shape.ndim);
-            for (uint32_t d = 0; d < p->shape.ndim; d++)
-                ckpt_put_u32(b, p->shape.dims[d]);
-            ckpt_put_u64(b, shape_count(&p->shape));
-            ckpt_put_f32s(b, flat + off, shape_count(&p->shape));
-        }
-        ckpt_end_section(b, at);
-        at = ckpt_begin_section(b, "OPTM");
-        ckpt_put_bytes(b, opt, opt_bytes);
-        ckpt_end_section(b, at);
-        ckpt_finish(b);
-        if (b->oom)
-            st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    ckpt_begin(b);
+    encode_meta(t, b);
+    uint32_t n = model_params(t, NULL, 0);
+    size_t at = ckpt_begin_section(b, "PARM");
+    ckpt_put_u32(b, n);
+    ckpt_put_u32(b, 0);
+    for (uint32_t id = 0; id < trainer_flat_nodes(t); id++) {
+        const vkt_tensor *p = t->graph->nodes[id];
+        uint64_t off = 0;
+        if (p->op != GOP_PARAM || trainer_param_offset(t, p, &off))
+            continue;
+        uint32_t len = (uint32_t)strlen(p->name);
+        ckpt_put_u32(b, len);
+        ckpt_put_bytes(b, p->name, len);
+        ckpt_put_u32(b, p->shape.ndim);
+        for (uint32_t d = 0; d < p->shape.ndim; d++)
+            ckpt_put_u32(b, p->shape.dims[d]);
+        ckpt_put_u64(b, shape_count(&p->shape));
+        ckpt_put_f32s(b, s->flat + off, shape_count(&p->shape));
     }
-    free(flat);
-    free(opt);
-    return st;
+    ckpt_end_section(b, at);
+    at = ckpt_begin_section(b, "OPTM");
+    ckpt_put_bytes(b, s->opt, s->opt_bytes);
+    ckpt_end_section(b, at);
+    at = ckpt_begin_section(b, "NORM"); /* the guard's reference travels with the run */
+    ckpt_put_f64(b, t->guard_rms);
+    ckpt_put_u64(b, t->guard_step);
+    ckpt_end_section(b, at);
+    ckpt_finish(b);
 }
 
 vkt_status vkt_trainer_save(vkt_trainer *t, const char *path)
 {
     vkt_status st = check_trainer(t, "vkt_trainer_save", path);
-    if (st != VKT_OK || !trainer_is_chief(t)) /* across ranks the chief alone writes */
-        return st;
+    snapshot s = {0};
+    /* every rank checks its own copy (the same bits in sync mode, so the same verdict);
+     * across ranks the chief alone writes */
+    if (st == VKT_OK && (st = take_snapshot(t, &s)) == VKT_OK)
+        st = guard_snapshot(t, &s);
     ckpt_buf b = {0};
-    st = encode(t, &b);
-    if (st == VKT_OK && plat_write_file_atomic(path, b.p, b.n) != 0)
-        st = trainer_fail(t, VKT_ERROR_IO, "vkt_trainer_save: cannot write '%s'", path);
+    if (st == VKT_OK && trainer_is_chief(t)) {
+        encode(t, &s, &b);
+        if (b.oom)
+            st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        else if (plat_write_file_atomic(path, b.p, b.n) != 0)
+            st = trainer_fail(t, VKT_ERROR_IO, "vkt_trainer_save: cannot write '%s'", path);
+    }
     free(b.p);
+    snapshot_free(&s);
     return st;
 }
 
@@ -262,12 +296,43 @@ static void restore_position(vkt_trainer *t, const ckpt *k)
     t->resume_seed = k->seed;
 }
 
+/* The guard on a parsed checkpoint (its parameters matched into flat): measured against
+ * the reference it carries, or (older files) the trainer's own. */
+static vkt_status guard_restored(vkt_trainer *t, const char *path, const ckpt *k,
+                                 const float *flat)
+{
+    char why[VKT_ERRMSG_SIZE - 128];
+    if (trainer_guard_check(t, flat, k->opt_state, k->opt_bytes,
+                            k->has_norm ? k->norm_rms : t->guard_rms,
+                            k->has_norm ? k->norm_step : t->guard_step, why,
+                            sizeof why) == VKT_OK)
+        return VKT_OK;
+    return trainer_fail(t, VKT_ERROR_DIVERGED, "checkpoint '%s' (step %llu) holds a diverged "
+                        "model: %s", path, (unsigned long long)k->step, why);
+}
+
+vkt_status trainer_ckpt_usable(void *user, const char *path, const ckpt *k, char *msg)
+{
+    vkt_trainer *t = user;
+    float *flat = calloc(t->param_count ? t->param_count : 1, sizeof *flat);
+    vkt_status st = flat ? match_params(t, path, k, flat)
+                         : trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (st == VKT_OK)
+        st = guard_restored(t, path, k, flat);
+    if (st != VKT_OK)
+        snprintf(msg, VKT_ERRMSG_SIZE, "%s", t->errmsg);
+    free(flat);
+    return st;
+}
+
 vkt_status trainer_ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k)
 {
     float *flat = calloc(t->param_count ? t->param_count : 1, sizeof *flat);
     if (!flat)
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     vkt_status st = match_params(t, path, k, flat);
+    if (st == VKT_OK)
+        st = guard_restored(t, path, k, flat);
     if (st == VKT_OK)
         st = restore_optimizer(t, path, k);
     if (st == VKT_OK && t->pipe)
@@ -276,8 +341,14 @@ vkt_status trainer_ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k)
         if ((st = vkt_model_write_params(t->rep[i].model, flat, t->param_count)) != VKT_OK)
             trainer_from_model(t, t->rep[i].model, st);
     free(flat);
-    if (st == VKT_OK)
+    if (st == VKT_OK) {
         restore_position(t, k);
+        if (k->has_norm) { /* the run it came from goes on: its reference too */
+            t->guard_rms = k->norm_rms;
+            t->guard_step = k->norm_step;
+        }
+        t->guard_tripped = 0;
+    }
     return st;
 }
 
@@ -340,6 +411,19 @@ vkt_status vkt_trainer_restore(vkt_trainer *t, const char *path)
     st = trainer_ckpt_restore(t, where, &k);
     ckpt_free(&k);
     return st;
+}
+
+vkt_status vkt_trainer_check_divergence(vkt_trainer *t)
+{
+    if (!t)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_trainer_check_divergence: trainer is NULL");
+    if (t->lost)
+        return trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg);
+    vkt_status st = trainer_ckpt_check(t);
+    return st == VKT_ERROR_DIVERGED ? trainer_fail(t, st, "%s (a smaller learning rate or "
+                                                   "gradient clipping may help)", t->guard_msg)
+                                    : st;
 }
 
 uint64_t vkt_trainer_checkpoint_step(const vkt_trainer *t)

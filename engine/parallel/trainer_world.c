@@ -104,13 +104,14 @@ vkt_status trainer_world_layout(vkt_trainer *t, uint32_t n_local, vkt_status loc
 
 /* The facts every rank must share, each a number or a hash; names for the message. */
 enum { SIG_PARAMS, SIG_COUNT, SIG_BATCH, SIG_GRAPH, SIG_MODE, SIG_OPTIMIZER, SIG_LR,
-       SIG_STALENESS, SIG_BUCKET, SIG_SCALE_LR, SIG_N };
+       SIG_STALENESS, SIG_BUCKET, SIG_SCALE_LR, SIG_GUARD, SIG_N };
 static const char *const sig_name[SIG_N] = {
     "the model's parameters (names and shapes)", "the number of parameters",
     "the global batch (--batch)", "the model's ops and shapes", "the parallel mode (--mode)",
     "the optimizer and its settings", "the learning rate (--lr)",
     "the staleness bound (--staleness)", "the bucket size (--bucket-mb)",
-    "learning-rate scaling (--scale-lr, --warmup)"};
+    "learning-rate scaling (--scale-lr, --warmup)",
+    "the divergence guard's limit (--max-growth)"};
 
 static void signature(const vkt_trainer *t, uint64_t *sig)
 {
@@ -150,6 +151,9 @@ static void signature(const vkt_trainer *t, uint64_t *sig)
     sig[SIG_STALENESS] = t->opt.bounded_staleness ? t->opt.staleness : UINT64_MAX;
     sig[SIG_BUCKET] = t->opt.bucket_bytes;
     sig[SIG_SCALE_LR] = (uint64_t)t->opt.scale_lr << 32 | t->opt.scale_lr_warmup;
+    uint32_t growth; /* every rank's save checks its own copy: the same rule everywhere */
+    memcpy(&growth, &t->opt.divergence_growth, sizeof growth);
+    sig[SIG_GUARD] = growth;
 }
 
 /* The first fact on which the ranks differ, or -1. */

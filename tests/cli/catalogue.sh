@@ -47,10 +47,40 @@ t0=$SECONDS
 out=$(run train --model charlm --layers 100000); rc=$?
 case_ "charlm --layers 100000 refused up front ($((SECONDS - t0)) s)" 1 "--layers 100000.*memory" "$out" $rc
 
-# divergence: stops naming the step, no NaN checkpoint, the earlier ones load
-out=$(run train --lr 1e6 --steps 50 --checkpoint-dir "$tmp/div" --save-every 1 --keep 0); rc=$?
+# divergence: a non-finite loss stops the run at its step
+out=$(run train --lr 1e6 --steps 50); rc=$?
 case_ "--lr 1e6 diverges" 1 "VKT_ERROR_DIVERGED: the loss is .* at step [0-9]+" "$out" $rc
-loads "$tmp/div"; case_ "  ... its checkpoints still load" 0 "" "" $?
+# the divergence guard (docs/checkpoint.md, "Divergence"): a finite blow-up is caught at
+# the end of a run without checkpoints, and no checkpoint of one is ever saved: from a
+# good ckpt-20, each blow-up is refused at its first save (step 25) naming ckpt-20, which
+# survives every --keep; the same command again goes back to 20 and stops there again;
+# with a smaller --lr the run resumes from 20 and trains on
+for c in "adam --lr 1e6|--optimizer adam --lr 1e6|--optimizer adam" \
+         "momentum --lr 2|--lr 2|--optimizer momentum" "momentum --lr 30|--lr 30|--optimizer momentum"; do
+    IFS='|' read -r name args good <<<"$c"
+    out=$(run train $args --steps 40 --quiet); rc=$?
+    case_ "$name, no checkpoints: caught at the end" 1 "training failed: VKT_ERROR_DIVERGED: training diverged by step 40: the parameters' RMS is" "$out" $rc
+    g="$tmp/good${good// /}"
+    [[ -d $g ]] || run train $good --steps 20 --checkpoint-dir "$g" --quiet >/dev/null
+    for k in 1 2 3; do
+        d="$tmp/div$k${args//[ .]/}"
+        cp -r "$g" "$d"
+        out=$(run train $args --steps 60 --save-every 5 --keep $k --checkpoint-dir "$d" --quiet); rc=$?
+        case_ "$name --keep $k: refused at step 25, ckpt-20 named" 1 "VKT_ERROR_DIVERGED: training diverged by step 25: the parameters' RMS is .*: the newest checkpoint, $d/ckpt-20.vkt, is from before" "$out" $rc
+        [[ "$(ls "$d")" == ckpt-20.vkt ]] && loads "$d"; case_ "  ... ckpt-20 alone is left, and loads" 0 "" "" $?
+        if [[ $k -eq 3 ]]; then
+            out=$(run train $args --steps 60 --save-every 5 --keep $k --checkpoint-dir "$d" --quiet); rc=$?
+            both="$(grep -m1 '^resumed from step' <<<"$out"); $(grep -om1 'training diverged by step [0-9]*' <<<"$out")"
+            case_ "  ... the same command again: from 20, refused again" 1 "^resumed from step 20; training diverged by step 25$" "$both" $rc
+        fi
+        out=$(run train $good --lr 0.01 --steps 40 --save-every 5 --keep $k --checkpoint-dir "$d" --quiet); rc=$?
+        case_ "  ... rerun with --lr 0.01: resumes from 20, trains on" 0 "^resumed from step 20" "$out" $rc
+    done
+done
+# checkpoints of every step from the start: the first is refused, nothing is written
+out=$(run train --lr 1e6 --steps 50 --checkpoint-dir "$tmp/div" --save-every 1); rc=$?
+case_ "--lr 1e6, a checkpoint every step: none written" 1 "training diverged by step 1: .*not saved \(no checkpoint in '$tmp/div' yet\)" "$out" $rc
+[[ -z "$(ls "$tmp/div" | grep ckpt)" ]]; case_ "  ... the folder holds no checkpoint" 0 "" "" $?
 
 # retention: a corrupt newer checkpoint does not cost the good one
 run train --steps 20 --checkpoint-dir "$tmp/ret" --quiet >/dev/null

@@ -41,14 +41,19 @@ printf '\xff\xff\xff\xff' | dd of="$tmp/corrupt/t10k-images-idx3-ubyte.gz" bs=1 
 out=$("$bin" train --data "$tmp/corrupt" 2>&1); rc=$?
 check "corrupt gzip: exit 1 naming the file" "[[ $rc -eq 1 ]] && grep -q 't10k-images-idx3-ubyte.gz' <<<\"\$out\""
 
-# A diverging run stops at the step it diverged, exit 1, and writes no checkpoint of it:
-# the good ones saved before stay and load.
-out=$("$bin" train --lr 1e6 --steps 50 --checkpoint-dir "$tmp/div" --save-every 1 --keep 0 2>&1); rc=$?
+# A run whose loss turns non-finite stops at that step, exit 1.
+out=$("$bin" train --lr 1e6 --steps 50 2>&1); rc=$?
 check "diverging run: exit 1, VKT_ERROR_DIVERGED naming the step" \
       "[[ $rc -eq 1 ]] && grep -Eq 'training failed at step [0-9]+: VKT_ERROR_DIVERGED: the loss is (-?nan|-?inf) at step [0-9]+' <<<\"\$out\""
+# With checkpoints, the first save of the blown-up weights is refused (the divergence
+# guard) naming the step and the checkpoint to go back to, which stays and exports.
+"$bin" train --steps 5 --checkpoint-dir "$tmp/div" --quiet >/dev/null 2>&1
+out=$("$bin" train --lr 1e6 --steps 50 --checkpoint-dir "$tmp/div" --save-every 1 --keep 0 2>&1); rc=$?
+check "diverging run with checkpoints: exit 1, the save of step 6 refused, ckpt-5 named" \
+      "[[ $rc -eq 1 ]] && grep -q 'cannot save a checkpoint: VKT_ERROR_DIVERGED: training diverged by step 6: .*the newest checkpoint, $tmp/div/ckpt-5.vkt, is from before' <<<\"\$out\""
 n=$(ls "$tmp/div" | grep -c '^ckpt-.*\.vkt$')
-check "its checkpoints from before are kept and export ($n)" \
-      "[[ $n -ge 1 ]] && \"$bin\" export --checkpoint-dir \"$tmp/div\" -o \"$tmp/div.st\" >/dev/null 2>&1"
+check "its checkpoint from before is kept and exports ($n)" \
+      "[[ $n -eq 1 ]] && \"$bin\" export --checkpoint-dir \"$tmp/div\" -o \"$tmp/div.st\" >/dev/null 2>&1"
 out=$("$bin" train --batch 100000 --quiet 2>&1); rc=$?
 check "a batch larger than the data: exit 1 saying so" \
       "[[ $rc -eq 1 ]] && grep -q 'fewer than one batch of 100000' <<<\"\$out\""
