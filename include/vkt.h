@@ -173,6 +173,27 @@ typedef enum vkt_kernel_variant {
     VKT_KERNELS_GPU       /* for GPUs: shared-memory tiles, grids that fill the device */
 } vkt_kernel_variant;
 
+/* The memory paths a context takes. AUTO uses what the device offers: on unified memory
+ * (lavapipe, integrated GPUs) the host maps every buffer; on a discrete GPU device buffers
+ * live in memory the host cannot map (reads and writes go through a staging buffer and a
+ * copy), except the buffers the host reads or writes every step (the model's activations
+ * and inputs), which go to device-local host-visible memory where the device offers it
+ * over its whole heap (resizable BAR, as the H100/H200 do). The others force one path on
+ * any device that can take it, so that all of them run (and are tested) on lavapipe:
+ * docs/memory.md. */
+typedef enum vkt_memory_profile {
+    VKT_MEMORY_PROFILE_AUTO = 0,
+    VKT_MEMORY_PROFILE_STAGING,  /* host reads and writes of device buffers always through a
+                                    staging copy, though the memory stays mapped (= the
+                                    force_staging option) */
+    VKT_MEMORY_PROFILE_UNMAPPED, /* device buffers in memory the host cannot map, host
+                                    buffers in memory of their own: a discrete GPU without
+                                    device-local host-visible memory */
+    VKT_MEMORY_PROFILE_REBAR     /* as UNMAPPED, but the activations and inputs in device-
+                                    local host-visible (uncached) memory: a discrete GPU with
+                                    resizable BAR; refused where no memory type is both */
+} vkt_memory_profile;
+
 typedef struct vkt_context_options {
     uint32_t device_index;          /* index into the instance's device list */
     vkt_kernel_variant kernels;     /* AUTO: the filter's style, else the device type's */
@@ -191,6 +212,8 @@ typedef struct vkt_context_options {
                                        which that family then runs ("gemm_shared",
                                        "gpu,gemm_shared"). An unknown term, or a variant
                                        the device cannot run, fails the creation */
+    vkt_memory_profile memory;      /* which memory paths the context takes (AUTO: the
+                                       environment's VKT_MEMORY_PROFILE, unset: the device's) */
 } vkt_context_options;
 
 /* The instance must outlive the context. A context is used by one thread at a time.
@@ -209,6 +232,11 @@ VKT_API vkt_kernel_variant vkt_context_kernel_variant(const vkt_context *context
 VKT_API vkt_status vkt_instance_device_kernels(vkt_instance *instance, uint32_t index,
                                                vkt_kernel_variant kernels, char *out /* OUT */,
                                                size_t out_size);
+/* The memory profile in effect: the one asked for (options, else VKT_MEMORY_PROFILE), AUTO
+ * when none was. */
+VKT_API vkt_memory_profile vkt_context_memory_profile(const vkt_context *context);
+/* Its name: "auto", "staging", "unmapped", "rebar" ("?" for anything else). */
+VKT_API const char *vkt_memory_profile_name(vkt_memory_profile profile);
 
 typedef struct vkt_memory_stats {
     uint64_t device_bytes_allocated; /* sum of vkAllocateMemory sizes */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/model.h"
 #include "platform/platform.h"
 
 vkt_instance *th_instance;
@@ -278,4 +279,12 @@ int th_compare(const char *what, const float *got, const float *want, uint64_t n
                         (unsigned long long)n, (unsigned long long)first, got[first],
                         want[first], max_err);
     return TH_CHECK(1, "%s", what);
+}
+
+uint32_t th_model_staged_copies(const vkt_model *m, int training)
+{
+    uint32_t n = (uint32_t)(m->inputs_staged + m->loss_staged);
+    for (uint32_t i = 0; m->readback && i < m->n; i++)
+        n += (m->rb_val[i] != UINT64_MAX) + (training && m->rb_grad[i] != UINT64_MAX);
+    return n;
 }

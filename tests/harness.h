@@ -87,6 +87,12 @@ int th_buf_guards_ok(th_buf *b, const char *what);
 int th_compare(const char *what, const float *got, const float *want, uint64_t n, float rtol,
                float atol);
 
+/* The copies a model's recorded run makes because the host cannot map its memory (a
+ * discrete GPU, or a forced VKT_MEMORY_PROFILE): the inputs up from staging, the loss into
+ * the control block, each kept value (and after a training run each input gradient) into
+ * the readback buffer (graph/model.h). 0 where the arena and inputs are host-mapped. */
+uint32_t th_model_staged_copies(const vkt_model *m, int training);
+
 /* Allocation helpers that fail the test cleanly instead of returning NULL. */
 float *th_alloc_floats(uint64_t n);
 

@@ -35,12 +35,50 @@ vkt_status vkt_buffer_create(vkt_context *ctx, uint64_t bytes, vkt_memory_kind k
     *out = NULL;
     if (!ctx)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_buffer_create: context is NULL");
-    if (bytes == 0)
-        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "vkt_buffer_create: size is 0 bytes");
     if (kind != VKT_MEMORY_DEVICE && kind != VKT_MEMORY_HOST)
         return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_buffer_create: unknown memory kind %d", (int)kind);
+    return gpu_buffer_create(ctx, bytes, kind == VKT_MEMORY_HOST ? GPU_USE_HOST : GPU_USE_DEVICE,
+                             out);
+}
+
+/* Memory for b in the first of the use's types whose heap can take it: a full heap (a
+ * device-local host-visible window, say) passes the buffer on to the next type, but never
+ * from device-local memory to host memory (a device buffer there would be slow, and would
+ * escape the memory limit). */
+static vkt_status bind_memory(vkt_context *ctx, vkt_buffer *b, gpu_memory_use use)
+{
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(ctx->device, b->buffer, &req);
+    uint32_t types[GPU_MAX_MEM_TYPES];
+    uint32_t n = gpu_memory_types_for(ctx, req.memoryTypeBits, use, types, GPU_MAX_MEM_TYPES);
+    if (n == 0)
+        return err_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE,
+                        "device '%s' has no %s memory type for buffers", ctx->info.name,
+                        use == GPU_USE_HOST ? "host-visible coherent" : "usable");
+    const VkMemoryPropertyFlags local = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    VkMemoryPropertyFlags first = ctx->mem.types[types[0]].flags & local;
+    vkt_status st = VKT_ERROR_OUT_OF_MEMORY;
+    for (uint32_t i = 0; i < n && st == VKT_ERROR_OUT_OF_MEMORY; i++)
+        if (i == 0 || (ctx->mem.types[types[i]].flags & local) == first)
+            st = gpu_memory_alloc(ctx, &req, types[i], &b->alloc);
+    if (st != VKT_OK)
+        return st;
+    VkResult r = vkBindBufferMemory(ctx->device, b->buffer, b->alloc.block->memory,
+                                    b->alloc.offset);
+    if (r != VK_SUCCESS)
+        return err_fail(ctx->errmsg, gpu_status_of(r), "vkBindBufferMemory failed: %s",
+                        gpu_result_name(r));
+    return VKT_OK;
+}
+
+vkt_status gpu_buffer_create(vkt_context *ctx, uint64_t bytes, gpu_memory_use use,
+                             vkt_buffer **out)
+{
+    *out = NULL;
+    if (bytes == 0)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_buffer_create: size is 0 bytes");
     /* Refuse what no heap can hold before asking the driver. */
     uint64_t largest = 0;
     for (uint32_t i = 0; i < ctx->mem_props.memoryHeapCount; i++)
@@ -57,7 +95,7 @@ vkt_status vkt_buffer_create(vkt_context *ctx, uint64_t bytes, vkt_memory_kind k
         return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     b->ctx = ctx;
     b->size = bytes;
-    b->kind = kind;
+    b->kind = use == GPU_USE_HOST ? VKT_MEMORY_HOST : VKT_MEMORY_DEVICE;
     VkBufferCreateInfo bi = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size = bytes,
@@ -72,22 +110,7 @@ vkt_status vkt_buffer_create(vkt_context *ctx, uint64_t bytes, vkt_memory_kind k
         return err_fail(ctx->errmsg, gpu_status_of(r), "vkCreateBuffer of %llu bytes failed: %s",
                         (unsigned long long)bytes, gpu_result_name(r));
     }
-    VkMemoryRequirements req;
-    vkGetBufferMemoryRequirements(ctx->device, b->buffer, &req);
-    uint32_t type = gpu_memory_type(ctx, req.memoryTypeBits, kind);
-    vkt_status st = VKT_OK;
-    if (type == UINT32_MAX)
-        st = err_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE,
-                      "device '%s' has no %s memory type for buffers", ctx->info.name,
-                      kind == VKT_MEMORY_HOST ? "host-visible coherent" : "usable");
-    if (st == VKT_OK)
-        st = gpu_memory_alloc(ctx, &req, type, &b->alloc);
-    if (st == VKT_OK) {
-        r = vkBindBufferMemory(ctx->device, b->buffer, b->alloc.block->memory, b->alloc.offset);
-        if (r != VK_SUCCESS)
-            st = err_fail(ctx->errmsg, gpu_status_of(r), "vkBindBufferMemory failed: %s",
-                          gpu_result_name(r));
-    }
+    vkt_status st = bind_memory(ctx, b, use);
     if (st != VKT_OK) {
         gpu_memory_free(ctx, &b->alloc);
         vkDestroyBuffer(ctx->device, b->buffer, NULL);

@@ -51,6 +51,24 @@ int gpu_parse_bytes(const char *s, uint64_t *out)
     return 1;
 }
 
+/* The asked profile, else $VKT_MEMORY_PROFILE (unset or empty: auto). */
+static vkt_status resolve_memory_profile(vkt_memory_profile asked, vkt_memory_profile *out)
+{
+    const char *env = plat_getenv("VKT_MEMORY_PROFILE");
+    *out = asked;
+    if (asked != VKT_MEMORY_PROFILE_AUTO) {
+        if (!gpu_memory_profile_row_of(asked))
+            return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                            "vkt_context_options.memory: unknown memory profile %d", (int)asked);
+        return VKT_OK;
+    }
+    if (env && *env && !gpu_memory_profile_parse(env, out))
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "VKT_MEMORY_PROFILE='%s': unknown memory profile (accepted: auto, "
+                        "staging, unmapped, rebar)", env);
+    return VKT_OK;
+}
+
 /* The asked limit, else $VKT_DEVICE_MEMORY_LIMIT (unset or empty: none). */
 static vkt_status resolve_memory_limit(uint64_t asked, uint64_t *out)
 {
@@ -110,7 +128,10 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
                         "device index %u out of range: %u device(s) present", o.device_index,
                         inst->device_count);
     uint64_t limit = 0;
+    vkt_memory_profile profile = VKT_MEMORY_PROFILE_AUTO;
     vkt_status vs = resolve_memory_limit(o.memory_limit, &limit);
+    if (vs == VKT_OK)
+        vs = resolve_memory_profile(o.memory, &profile);
     if (vs != VKT_OK)
         return vs;
     vkt_context *ctx = calloc(1, sizeof *ctx);
@@ -121,14 +142,17 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
     ctx->info = inst->infos[o.device_index];
     vkGetPhysicalDeviceProperties(ctx->phys, &ctx->props);
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
-    ctx->force_staging = o.force_staging;
+    ctx->memory_profile = profile;
+    ctx->force_staging = o.force_staging || gpu_memory_profile_row_of(profile)->staging;
     ctx->mem.block_size = o.block_size ? o.block_size : gpu_default_block_size(ctx);
     ctx->mem.limit = limit;
 
-    /* The kernel profile and each family's variant, decided once here. */
     gpu_device_caps caps;
     gpu_device_plan plan;
-    vkt_status st = gpu_query_device_caps(ctx->phys, &caps, ctx->errmsg);
+    vkt_status st = gpu_memory_types_init(ctx, profile);
+    if (st == VKT_OK)
+        st = gpu_query_device_caps(ctx->phys, &caps, ctx->errmsg);
+    /* The kernel profile and each family's variant, decided once here. */
     if (st == VKT_OK)
         st = gpu_kernel_setup(&caps, o.kernels, o.kernel_variants, &ctx->profile, ctx->kv,
                               ctx->errmsg);

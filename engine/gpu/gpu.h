@@ -300,7 +300,7 @@ typedef struct gpu_free_range {
 typedef struct gpu_block {
     VkDeviceMemory memory;
     VkDeviceSize size, used;
-    uint32_t type_index;
+    uint32_t type_index;          /* into gpu_memory.types (not the device's index) */
     void *mapped;                 /* persistent map if host-visible, else NULL */
     gpu_free_range *free;         /* sorted by offset */
     uint32_t free_count, free_cap;
@@ -308,7 +308,34 @@ typedef struct gpu_block {
     struct gpu_block *next;
 } gpu_block;
 
+/* One memory type the engine chooses from (memory.c builds them from the device's under
+ * the context's memory profile): the device's type `index` with the property flags the
+ * engine may use of it. Under AUTO they are the device's own; a forced profile hides the
+ * host-visible bits of device-local types, or splits a unified type into a device-only
+ * one, a host one and a device-local host-visible one, as a discrete GPU has them. */
+typedef struct gpu_mem_type {
+    uint32_t index;              /* what vkAllocateMemory gets */
+    VkMemoryPropertyFlags flags; /* mapped when HOST_VISIBLE | HOST_COHERENT */
+    int local;                   /* counts as device-local memory (the memory limit) */
+} gpu_mem_type;
+
+#define GPU_MAX_MEM_TYPES (3 * VK_MAX_MEMORY_TYPES)
+
+/* What a buffer is for, which decides its memory type (memory.c's table of preferences). */
+typedef enum gpu_memory_use {
+    GPU_USE_DEVICE = 0, /* device work only (VKT_MEMORY_DEVICE): device-local */
+    GPU_USE_HOST,       /* staging, readback, small host-written blocks (VKT_MEMORY_HOST):
+                           host-visible coherent, cached first */
+    GPU_USE_SHARED,     /* device data the host also reads or writes each step (a model's
+                           activations and inputs): device-local host-visible over the
+                           device-local heap where offered, else as GPU_USE_DEVICE (the host
+                           then goes through staging) */
+    GPU_USE_COUNT
+} gpu_memory_use;
+
 typedef struct gpu_memory {
+    gpu_mem_type types[GPU_MAX_MEM_TYPES];
+    uint32_t type_count;
     gpu_block *blocks;
     VkDeviceSize block_size;
     uint64_t device_bytes, bytes_in_use;
@@ -343,7 +370,8 @@ struct vkt_context {
     vkt_kernel_variant variant;   /* the profile's style */
     gpu_profile profile;          /* what the kernels are tuned by */
     gpu_variant kv[GPU_FAMILY_COUNT]; /* each kernel family's variant */
-    int force_staging;
+    vkt_memory_profile memory_profile; /* as asked (AUTO: none forced) */
+    int force_staging;            /* host access to device buffers through staging copies */
     int storage_texel;            /* GPU_BIND_STORAGE_TEXEL_* usable (gpu_device_plan) */
     int subgroup_shuffle;         /* gpu_device_plan: subgroup shuffles in compute shaders */
     int events;                   /* gpu_device_plan: VkEvents usable (marks, mark.c) */
@@ -390,9 +418,30 @@ void gpu_context_idle_disarm(vkt_context *ctx);
 /* buffer.c's staged copies: one chunk of `bytes`. */
 void gpu_count_transfer(vkt_context *ctx, uint64_t bytes);
 
-/* Memory type for a kind: device-local preferred for VKT_MEMORY_DEVICE, host-visible
- * coherent for VKT_MEMORY_HOST. Returns UINT32_MAX if none fits `type_bits`. */
-uint32_t gpu_memory_type(const vkt_context *ctx, uint32_t type_bits, vkt_memory_kind kind);
+/* Fills ctx->mem.types for the profile (memory.c); VKT_ERROR_NO_DEVICE naming the device
+ * when it cannot take the profile (REBAR without a device-local host-visible type). */
+vkt_status gpu_memory_types_init(vkt_context *ctx, vkt_memory_profile profile);
+/* The profile's row: its name and whether host access always goes through staging. NULL
+ * for a value outside the enum. gpu_memory_profile_parse: by name; 0 when unknown. */
+typedef struct gpu_memory_profile_row {
+    vkt_memory_profile profile;
+    const char *name;
+    int staging;       /* host reads and writes of device buffers through staging copies */
+    int device_host;   /* device-local host-visible types: GPU_DH_KEEP, _HIDE or _NEED */
+    int host_apart;    /* unified memory: host buffers in a type of their own (memory.c) */
+} gpu_memory_profile_row;
+enum { GPU_DH_KEEP, GPU_DH_HIDE, GPU_DH_NEED };
+const gpu_memory_profile_row *gpu_memory_profile_row_of(vkt_memory_profile profile);
+int gpu_memory_profile_parse(const char *name, vkt_memory_profile *out);
+/* The memory types (into ctx->mem.types) for a use among the device's `type_bits`, best
+ * first; returns how many (0: none fits). */
+uint32_t gpu_memory_types_for(const vkt_context *ctx, uint32_t type_bits, gpu_memory_use use,
+                              uint32_t *out, uint32_t cap);
+/* A buffer for a use (vkt_buffer_create is this with DEVICE or HOST). Where the preferred
+ * type's heap is full it falls back to the next type that fits. `mapped` is set whenever
+ * the memory is host-mapped; only HOST buffers expose it through vkt_buffer_map. */
+vkt_status gpu_buffer_create(vkt_context *ctx, uint64_t bytes, gpu_memory_use use,
+                             vkt_buffer **out);
 vkt_status gpu_memory_alloc(vkt_context *ctx, const VkMemoryRequirements *req,
                             uint32_t type_index, gpu_alloc *out);
 void gpu_memory_free(vkt_context *ctx, gpu_alloc *alloc);

@@ -7,35 +7,175 @@
 
 #define MIB (1024ull * 1024ull)
 
-static int type_has(const vkt_context *ctx, uint32_t i, VkMemoryPropertyFlags f)
+#define DL VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+#define HV VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+#define HC VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+#define CACHED VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+#define HOST_BITS (HV | HC | CACHED)
+
+/* The profiles (vkt.h), one row each: whether host access to device buffers always goes
+ * through staging copies, what becomes of device-local host-visible memory types (KEEP
+ * them, HIDE their host side, NEED one), and whether host buffers get memory apart from
+ * the device's on unified memory (as a discrete GPU has it: not counted as device-local). */
+static const gpu_memory_profile_row profiles[] = {
+    {VKT_MEMORY_PROFILE_AUTO, "auto", 0, GPU_DH_KEEP, 0},
+    {VKT_MEMORY_PROFILE_STAGING, "staging", 1, GPU_DH_KEEP, 1},
+    {VKT_MEMORY_PROFILE_UNMAPPED, "unmapped", 0, GPU_DH_HIDE, 1},
+    {VKT_MEMORY_PROFILE_REBAR, "rebar", 0, GPU_DH_NEED, 1},
+};
+#define N_PROFILES (sizeof profiles / sizeof *profiles)
+
+const gpu_memory_profile_row *gpu_memory_profile_row_of(vkt_memory_profile profile)
 {
-    return (ctx->mem_props.memoryTypes[i].propertyFlags & f) == f;
+    for (size_t i = 0; i < N_PROFILES; i++)
+        if (profiles[i].profile == profile)
+            return &profiles[i];
+    return NULL;
 }
 
-uint32_t gpu_memory_type(const vkt_context *ctx, uint32_t type_bits, vkt_memory_kind kind)
+int gpu_memory_profile_parse(const char *name, vkt_memory_profile *out)
 {
-    /* Preference lists, best first. DEVICE: device-local, then anything. HOST:
-     * coherent + cached (fast host reads), then coherent. Lavapipe has one heap that is
-     * both device-local and host-visible; discrete GPUs have separate ones. */
-    static const VkMemoryPropertyFlags device_pref[] = {VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0};
-    static const VkMemoryPropertyFlags host_pref[] = {
-        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
-            VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
-        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT};
-    const VkMemoryPropertyFlags *pref = kind == VKT_MEMORY_HOST ? host_pref : device_pref;
-    for (int p = 0; p < 2; p++)
-        for (uint32_t i = 0; i < ctx->mem_props.memoryTypeCount; i++)
-            if ((type_bits & (1u << i)) && type_has(ctx, i, pref[p]))
-                return i;
-    return UINT32_MAX;
+    for (size_t i = 0; name && i < N_PROFILES; i++)
+        if (strcmp(profiles[i].name, name) == 0) {
+            *out = profiles[i].profile;
+            return 1;
+        }
+    return 0;
+}
+
+const char *vkt_memory_profile_name(vkt_memory_profile profile)
+{
+    const gpu_memory_profile_row *r = gpu_memory_profile_row_of(profile);
+    return r ? r->name : "?";
+}
+
+vkt_memory_profile vkt_context_memory_profile(const vkt_context *ctx)
+{
+    return ctx ? ctx->memory_profile : VKT_MEMORY_PROFILE_AUTO;
+}
+
+static int has(VkMemoryPropertyFlags flags, VkMemoryPropertyFlags want)
+{
+    return (flags & want) == want;
+}
+
+static int heap_is_local(const VkPhysicalDeviceMemoryProperties *mp, uint32_t type)
+{
+    return (mp->memoryHeaps[mp->memoryTypes[type].heapIndex].flags &
+            VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+}
+
+static void add_type(gpu_memory *mem, uint32_t index, VkMemoryPropertyFlags flags, int local)
+{
+    mem->types[mem->type_count++] = (gpu_mem_type){index, flags, local};
+}
+
+static VkDeviceSize largest_local_heap(const VkPhysicalDeviceMemoryProperties *mp)
+{
+    VkDeviceSize best = 0;
+    for (uint32_t h = 0; h < mp->memoryHeapCount; h++)
+        if ((mp->memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+            mp->memoryHeaps[h].size > best)
+            best = mp->memoryHeaps[h].size;
+    return best;
+}
+
+/* Memory over (at least half of) the device's largest device-local heap: resizable BAR,
+ * lavapipe's one heap; not a 256 MiB window beside it (a GPU without resizable BAR). The
+ * same rule as the kernel profile's host-visible device-local capability (profile.c). */
+static int whole_heap(const VkPhysicalDeviceMemoryProperties *mp, uint32_t type)
+{
+    return mp->memoryHeaps[mp->memoryTypes[type].heapIndex].size * 2 >= largest_local_heap(mp);
+}
+
+/* A device-local host-visible type `t` (flags f) under a profile. A discrete device (the
+ * host has memory types of its own) keeps it, or its device side alone (HIDE). Unified
+ * memory (lavapipe) under a forced profile becomes what a discrete GPU has: the type as
+ * it is (KEEP) or its device side alone, a host type apart (cached if t is; not counted
+ * as device-local), and for NEED (rebar) a device-local host-visible uncached type. */
+static void add_device_host(gpu_memory *mem, uint32_t t, VkMemoryPropertyFlags f, int local,
+                            const gpu_memory_profile_row *row, int discrete)
+{
+    int hide = row->device_host == GPU_DH_HIDE || (row->device_host == GPU_DH_NEED && !discrete);
+    add_type(mem, t, hide ? f & ~HOST_BITS : f, local);
+    if (row->host_apart && !discrete)
+        add_type(mem, t, f & ~DL, 0);
+    if (row->device_host == GPU_DH_NEED && !discrete)
+        add_type(mem, t, f & ~CACHED, local);
+}
+
+vkt_status gpu_memory_types_init(vkt_context *ctx, vkt_memory_profile profile)
+{
+    const VkPhysicalDeviceMemoryProperties *mp = &ctx->mem_props;
+    const gpu_memory_profile_row *row = gpu_memory_profile_row_of(profile);
+    if (!row)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "unknown memory profile %d",
+                        (int)profile);
+    int discrete = 0, rebar = 0;
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+        discrete |= has(f, HV) && !(f & DL);
+        rebar |= has(f, DL | HV | HC) && whole_heap(mp, i);
+    }
+    if (row->device_host == GPU_DH_NEED && !rebar)
+        return err_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE,
+                        "memory profile '%s': device '%s' has no memory type that is both "
+                        "device-local and host-visible over its device memory heap", row->name,
+                        ctx->info.name);
+    ctx->mem.type_count = 0;
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+        int local = heap_is_local(mp, i);
+        if (has(f, DL | HV))
+            add_device_host(&ctx->mem, i, f, local, row, discrete);
+        else
+            add_type(&ctx->mem, i, f, local);
+    }
+    return VKT_OK;
+}
+
+/* Preferences per use, best first: a type qualifies with every `want` flag and no `avoid`
+ * flag. HOST takes memory apart from the device's first; SHARED takes device-local host-
+ * visible memory only over the whole device heap (a 256 MiB window would fill, then fail). */
+typedef struct pref {
+    VkMemoryPropertyFlags want, avoid;
+    int whole_heap;
+} pref;
+static const struct {
+    pref p[4];
+    uint32_t n;
+} uses[GPU_USE_COUNT] = {
+    [GPU_USE_DEVICE] = {{{DL, 0, 0}, {0, 0, 0}}, 2},
+    [GPU_USE_HOST] = {{{HV | HC | CACHED, DL, 0}, {HV | HC, DL, 0}, {HV | HC | CACHED, 0, 0},
+                       {HV | HC, 0, 0}}, 4},
+    [GPU_USE_SHARED] = {{{DL | HV | HC, 0, 1}, {DL, 0, 0}, {0, 0, 0}}, 3},
+};
+
+uint32_t gpu_memory_types_for(const vkt_context *ctx, uint32_t type_bits, gpu_memory_use use,
+                              uint32_t *out, uint32_t cap)
+{
+    uint64_t taken[(GPU_MAX_MEM_TYPES + 63) / 64] = {0};
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < uses[use].n; k++) {
+        const pref *p = &uses[use].p[k];
+        for (uint32_t v = 0; v < ctx->mem.type_count && n < cap; v++) {
+            const gpu_mem_type *t = &ctx->mem.types[v];
+            if (!(type_bits & (1u << t->index)) || !has(t->flags, p->want) ||
+                (t->flags & p->avoid) || (taken[v / 64] >> (v % 64) & 1) ||
+                (p->whole_heap && !whole_heap(&ctx->mem_props, t->index)))
+                continue;
+            taken[v / 64] |= 1ull << (v % 64);
+            out[n++] = v;
+        }
+    }
+    return n;
 }
 
 static VkDeviceSize align_up(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
 
 static int type_is_local(const vkt_context *ctx, uint32_t type)
 {
-    uint32_t heap = ctx->mem_props.memoryTypes[type].heapIndex;
-    return (ctx->mem_props.memoryHeaps[heap].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+    return ctx->mem.types[type].local;
 }
 
 static double mib(uint64_t bytes) { return (double)bytes / (double)MIB; }
@@ -52,7 +192,8 @@ static uint64_t limit_room(const vkt_context *ctx, uint32_t type)
 static vkt_status block_create(vkt_context *ctx, VkDeviceSize size, uint32_t type,
                                gpu_block **out)
 {
-    uint32_t heap = ctx->mem_props.memoryTypes[type].heapIndex;
+    const gpu_mem_type *mt = &ctx->mem.types[type];
+    uint32_t heap = ctx->mem_props.memoryTypes[mt->index].heapIndex;
     VkDeviceSize heap_size = ctx->mem_props.memoryHeaps[heap].size;
     if (size > heap_size)
         return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY,
@@ -68,7 +209,7 @@ static vkt_status block_create(vkt_context *ctx, VkDeviceSize size, uint32_t typ
     if (!b)
         return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                               .allocationSize = size, .memoryTypeIndex = type};
+                               .allocationSize = size, .memoryTypeIndex = mt->index};
     VkResult r = gpu_fault("vkAllocateMemory");
     if (r == VK_SUCCESS)
         r = vkAllocateMemory(ctx->device, &ai, NULL, &b->memory);
@@ -78,8 +219,7 @@ static vkt_status block_create(vkt_context *ctx, VkDeviceSize size, uint32_t typ
                         "vkAllocateMemory of %llu bytes failed: %s", (unsigned long long)size,
                         gpu_result_name(r));
     }
-    if (type_has(ctx, type, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                VK_MEMORY_PROPERTY_HOST_COHERENT_BIT)) {
+    if (has(mt->flags, HV | HC)) {
         r = vkMapMemory(ctx->device, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped);
         if (r != VK_SUCCESS)
             b->mapped = NULL; /* usable through staging all the same */

@@ -103,10 +103,10 @@ static int mapped_directly(const vkt_buffer *b)
     return b->mapped && !b->ctx->force_staging;
 }
 
-static vkt_status make_buffer(vkt_model *m, uint64_t elems, vkt_memory_kind kind,
+static vkt_status make_buffer(vkt_model *m, uint64_t elems, gpu_memory_use use,
                               vkt_buffer **out)
 {
-    vkt_status st = vkt_buffer_create(m->ctx, (elems ? elems : ALIGN_ELEMS) * 4, kind, out);
+    vkt_status st = gpu_buffer_create(m->ctx, (elems ? elems : ALIGN_ELEMS) * 4, use, out);
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
 
@@ -153,7 +153,7 @@ static vkt_status make_snapshots(vkt_model *m)
         if (r->alias < 0 && r->space == MS_ARENA)
             total += (r->count + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
     }
-    return make_buffer(m, total, VKT_MEMORY_DEVICE, &m->snap);
+    return make_buffer(m, total, GPU_USE_DEVICE, &m->snap);
 }
 
 /* The readback buffer (model.h) and each kept value's and input gradient's place in it. */
@@ -179,7 +179,7 @@ static vkt_status make_readback(vkt_model *m)
             total += (m->val[g].count + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
         }
     }
-    return total ? make_buffer(m, total, VKT_MEMORY_HOST, &m->readback) : VKT_OK;
+    return total ? make_buffer(m, total, GPU_USE_HOST, &m->readback) : VKT_OK;
 }
 
 static vkt_status make_buffers(vkt_model *m)
@@ -188,29 +188,33 @@ static vkt_status make_buffers(vkt_model *m)
     if (m->param_owner) {
         m->params = m->param_owner->params;
     } else {
-        st = make_buffer(m, m->param_elems, VKT_MEMORY_DEVICE, &m->params);
+        st = make_buffer(m, m->param_elems, GPU_USE_DEVICE, &m->params);
         if (st == VKT_OK)
             st = init_params(m);
     }
     if (st == VKT_OK && m->training) {
-        st = make_buffer(m, m->param_elems, VKT_MEMORY_DEVICE, &m->grads);
+        st = make_buffer(m, m->param_elems, GPU_USE_DEVICE, &m->grads);
         if (st == VKT_OK) /* gradients of parameters the loss does not reach stay 0 */
             st = zero_buffer(m, m->grads);
     }
+    /* The activations and inputs where the host can reach them directly if the device
+     * offers that (gpu.h: GPU_USE_SHARED); else kept values, input gradients and the loss
+     * come back through the readback buffer and the control block, and inputs go up
+     * through a staging buffer, each copied by the run's own submission. */
     if (st == VKT_OK)
-        st = make_buffer(m, m->arena_elems, VKT_MEMORY_DEVICE, &m->arena);
+        st = make_buffer(m, m->arena_elems, GPU_USE_SHARED, &m->arena);
     if (st == VKT_OK && m->check)
         st = make_snapshots(m);
     if (st == VKT_OK && !mapped_directly(m->arena))
         st = make_readback(m);
     if (st == VKT_OK)
-        st = make_buffer(m, m->input_elems, VKT_MEMORY_DEVICE, &m->inputs);
+        st = make_buffer(m, m->input_elems, GPU_USE_SHARED, &m->inputs);
     if (st == VKT_OK && !mapped_directly(m->inputs)) {
         m->inputs_staged = 1;
-        st = make_buffer(m, m->input_elems, VKT_MEMORY_HOST, &m->staging);
+        st = make_buffer(m, m->input_elems, GPU_USE_HOST, &m->staging);
     }
     if (st == VKT_OK)
-        st = make_buffer(m, CTRL_ELEMS, VKT_MEMORY_HOST, &m->ctrl);
+        st = make_buffer(m, CTRL_ELEMS, GPU_USE_HOST, &m->ctrl);
     if (st == VKT_OK) {
         float one = 1.0f;
         memset(m->ctrl->mapped, 0, CTRL_ELEMS * 4);

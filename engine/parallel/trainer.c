@@ -16,8 +16,14 @@ vkt_status trainer_fail(vkt_trainer *t, vkt_status st, const char *fmt, ...)
     return st;
 }
 
+/* With several replicas a replica's model names its replica, as replica_fail does: a
+ * failure outside the replicas' threads (the async master's first read, the last write)
+ * says which device failed too. */
 vkt_status trainer_from_model(vkt_trainer *t, const vkt_model *m, vkt_status st)
 {
+    for (uint32_t i = 0; t && m && t->n_rep > 1 && i < t->n_rep; i++)
+        if (t->rep[i].model == m)
+            return trainer_fail(t, st, "replica %u: %s", t->rep[i].index, vkt_model_errmsg(m));
     return trainer_fail(t, st, "%s", m ? vkt_model_errmsg(m) : vkt_last_error());
 }
 

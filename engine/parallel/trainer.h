@@ -214,7 +214,8 @@ int trainer_progress(replica *r, uint64_t k, float loss);
 
 vkt_status trainer_fail(vkt_trainer *t, vkt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Copies a model's message into the trainer's after a failed call. */
+/* Copies a model's message into the trainer's after a failed call ("replica N: " first
+ * when it is one of several replicas' models). */
 vkt_status trainer_from_model(vkt_trainer *t, const vkt_model *m, vkt_status st);
 /* A replica's failure, kept on the replica (threads must not share a buffer). */
 vkt_status replica_fail(replica *r, vkt_status st, const char *fmt, ...)
