@@ -1004,8 +1004,18 @@ typedef struct vkt_world_options {
  * threads that use it. argc/argv may be NULL. */
 VKT_API vkt_status vkt_world_init(int *argc, char ***argv, const vkt_world_options *options,
                                   vkt_world **out_world /* OUT */);
-/* Collective; after every trainer using the world is destroyed. NULL: no-op. */
+/* Collective; after every trainer using the world is destroyed. NULL: no-op. The ranks
+ * wait there for each other: a rank other than the chief waits for the chief for as long
+ * as the chief answers, and gives up (saying so on stderr, leaving MPI unfinalized, so
+ * that the launcher ends the job) after timeout_seconds (+ 2 s) without a word from it. */
 VKT_API void vkt_world_finalize(vkt_world *world);
+/* For work a rank does alone while the others wait for it, typically the chief's final
+ * save, evaluation and report while the others wait in vkt_world_finalize: with on = 1 a
+ * thread of the world sends this rank's heartbeats (every timeout / 4 s, at most 0.5 s)
+ * until vkt_world_keepalive(world, 0), vkt_world_finalize or vkt_world_abort, so that the
+ * waiting ranks know it is alive however long the work takes. Make no other call on the
+ * world in between (one thread at a time). VKT_OK in a one-rank world. */
+VKT_API vkt_status vkt_world_keepalive(vkt_world *world, int on);
 /* NULL stands for a one-rank world in these. */
 VKT_API uint32_t vkt_world_rank(const vkt_world *world);
 VKT_API uint32_t vkt_world_size(const vkt_world *world);
@@ -1517,18 +1527,22 @@ VKT_API vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const c
 /* Interruption: Ctrl-C and termination requests                                  */
 /* ------------------------------------------------------------------------------ */
 /*
- * A training program stopped by Ctrl-C (SIGINT) or by SIGTERM (kill, a job scheduler, a
- * container stop) dies at once and loses the work since its last checkpoint. With
+ * A training program stopped by Ctrl-C (SIGINT), by SIGTERM (kill, a job scheduler, a
+ * container stop) or by SIGHUP (its terminal or ssh session closed) dies at once and
+ * loses the work since its last checkpoint. With
  * vkt_interrupt_install the first such request only marks the process: the program sees
  * it with vkt_interrupted() between steps (e.g. in the progress callback of
  * vkt_trainer_fit, returning nonzero to stop after the current step), saves a
  * checkpoint and exits, conventionally with status 128 + the signal number (130 for
- * SIGINT, 143 for SIGTERM). A second request ends the process at once, as the signal
- * would have without the handlers (status 128 + n), so a stuck program can still be
- * stopped. The handlers are process-wide and do nothing else (async-signal-safe); a
+ * SIGINT, 143 for SIGTERM, 129 for SIGHUP). A second request ends the process at once,
+ * as the signal would have without the handlers (status 128 + n), so a stuck program can
+ * still be stopped. The handlers are process-wide and do nothing else (async-signal-safe); a
  * signal ignored when vkt_interrupt_install is called (a background job of a script)
- * stays ignored. POSIX: SIGINT and SIGTERM; Win32 (SetConsoleCtrlHandler): Ctrl-C as
- * SIGINT, Ctrl-Break and closing the console as SIGTERM. The library never installs
+ * stays ignored (nohup makes SIGHUP so). POSIX: SIGINT, SIGTERM and SIGHUP; Win32
+ * (SetConsoleCtrlHandler): Ctrl-C as SIGINT, closing the console as SIGHUP (1: Win32's
+ * <signal.h> has no SIGHUP), Ctrl-Break, logoff and shutdown as SIGTERM; for the last
+ * three (close, logoff, shutdown) Windows ends the process a few seconds later whatever
+ * the program does (5 s for a closed console). The library never installs
  * them by itself; `vkt train` does. Across MPI ranks the launcher forwards the signal
  * to every rank: decide on the chief (fit's callback runs there; its stop reaches every
  * rank at the same step), and let the others learn it from the chief (e.g.
@@ -1537,8 +1551,8 @@ VKT_API vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const c
 /* Installs the handlers (a second call does nothing). VKT_ERROR_INTERNAL if the system
  * refuses (message: vkt_last_error). */
 VKT_API vkt_status vkt_interrupt_install(void);
-/* The signal number of the first request (SIGINT, SIGTERM from <signal.h>); 0 if none
- * has come. Safe from any thread. */
+/* The signal number of the first request (SIGINT, SIGTERM, SIGHUP from <signal.h>); 0 if
+ * none has come. Safe from any thread. */
 VKT_API int vkt_interrupted(void);
 /* Restores the handlers found by vkt_interrupt_install and forgets a request. */
 VKT_API void vkt_interrupt_uninstall(void);

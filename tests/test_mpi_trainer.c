@@ -60,6 +60,8 @@ static net make_net(uint32_t batch, float dropout)
 /* A trainer of this rank (world) or alone (w NULL, one replica). */
 static uint32_t bucket_bytes; /* 0: the default (one bucket for these small models) */
 static int overlap;           /* 1: marks after buckets (off by default on lavapipe) */
+static int check_every = -1;  /* check_identical (-1: every step across ranks) */
+static uint32_t stages;       /* model-parallel stages (0: none) */
 
 static vkt_trainer *make(net *n, uint32_t batch, vkt_world *w, uint32_t replicas,
                          const vkt_optimizer_options *oo, vkt_status *out_st)
@@ -67,7 +69,10 @@ static vkt_trainer *make(net *n, uint32_t batch, vkt_world *w, uint32_t replicas
     uint32_t dev[8] = {0};
     vkt_trainer_options o = {.batch = batch, .devices = dev, .device_count = replicas,
                              .world = w, .check_identical = w ? 1 : 0,
-                             .bucket_bytes = bucket_bytes, .overlap = overlap};
+                             .bucket_bytes = bucket_bytes, .overlap = overlap,
+                             .stages = stages};
+    if (check_every >= 0)
+        o.check_identical = (uint32_t)check_every;
     o.optimizer = *oo;
     vkt_trainer *t = NULL;
     vkt_status st = vkt_trainer_create(th_instance, n->g, n->loss, &o, &t);
@@ -219,6 +224,85 @@ static void test_mismatch(void)
     TH_CHECK(!t && st == VKT_ERROR_INVALID_ARGUMENT &&
                  strstr(vkt_last_error(), "learning rate"),
              "rank %u: a different learning rate is refused: %s", rank_, vkt_last_error());
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+    oo.lr = 0.1f;
+
+    /* Each option that shapes the collectives or their meaning, named with both values. */
+    static const struct {
+        const char *what, *text;
+    } named[] = {
+        {"check_identical", "the parameter check's interval (check_identical, "
+                            "--check-identical) (0 on some ranks, 1 on others)"},
+        {"momentum", "the momentum (--momentum) (0.8 on some ranks, 0.9 on others)"},
+        {"total_steps", "the schedule's total steps (--steps, --epochs) (100 on some ranks, "
+                        "120 on others)"},
+        {"schedule", "the learning-rate schedule (--schedule) (step on some ranks, "
+                     "warmup_cosine on others)"},
+    };
+    for (int k = 0; k < 4; k++) {
+        int other = rank_ == R - 1; /* the last rank differs */
+        vkt_optimizer_options o2 = oo;
+        check_every = k == 0 ? !other : -1;
+        if (k == 1)
+            o2.momentum = other ? 0.8f : 0.9f;
+        if (k == 2 || k == 3) {
+            o2.schedule = VKT_SCHEDULE_WARMUP_COSINE;
+            o2.total_steps = other ? 120 : 100;
+        }
+        if (k == 3) {
+            o2.total_steps = 100;
+            if (other) {
+                o2.schedule = VKT_SCHEDULE_STEP;
+                o2.total_steps = 0;
+                o2.step_size = 10;
+            }
+        }
+        n = make_net(12, 0);
+        t = make(&n, 12, world, M, &o2, &st);
+        check_every = -1;
+        TH_CHECK(!t && st == VKT_ERROR_INVALID_ARGUMENT &&
+                     strstr(vkt_last_error(), named[k].text),
+                 "rank %u: a different %s is refused, naming it: %s", rank_, named[k].what,
+                 vkt_last_error());
+        vkt_trainer_destroy(t);
+        vkt_graph_destroy(n.g);
+    }
+
+    /* Stages on one rank only: refused there (not across ranks), and the others learn it
+     * at once instead of waiting for it until the deadline. */
+    stages = rank_ == 0 ? 2 : 0;
+    n = make_net(12, 0);
+    t = make(&n, 12, world, M, &oo, &st);
+    stages = 0;
+    TH_CHECK(!t && (rank_ == 0 ? st == VKT_ERROR_INVALID_ARGUMENT &&
+                                     strstr(vkt_last_error(), "across ranks")
+                               : st == VKT_ERROR_REMOTE && strstr(vkt_last_error(), "rank 0")),
+             "rank %u: stages on the chief alone: %s %s", rank_, vkt_status_name(st),
+             vkt_last_error());
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+
+    /* vkt_trainer_step's first batch drawn with another seed on the last rank: refused
+     * before the step, on every rank; the same batch everywhere then trains. */
+    n = make_net(12, 0);
+    t = make(&n, 12, world, M, &oo, NULL);
+    if (t) {
+        float x[12 * F];
+        int32_t y[12];
+        th_seed(rank_ == R - 1 ? 5 : 4);
+        random_batch(x, y, 12);
+        vkt_feed f[2] = {{n.x, x}, {n.y, y}};
+        st = vkt_trainer_step(t, f, 2, NULL);
+        TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT &&
+                     strstr(vkt_last_error(), "the first step's global batch") &&
+                     vkt_trainer_step_count(t) == 0,
+                 "rank %u: another first batch on one rank is refused: %s", rank_,
+                 vkt_last_error());
+        th_seed(4);
+        random_batch(x, y, 12);
+        TH_OK(NULL, vkt_trainer_step(t, f, 2, NULL));
+    }
     vkt_trainer_destroy(t);
     vkt_graph_destroy(n.g);
 }

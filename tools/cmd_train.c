@@ -87,6 +87,15 @@ int train_interrupt_agree(const train_args *a, int *flag)
     return v[0];
 }
 
+void train_chief_alone(const train_args *a)
+{
+    vkt_status st;
+    if (vkt_world_size(a->world) > 1 && vkt_world_is_chief(a->world) &&
+        (st = vkt_world_keepalive(a->world, 1)) != VKT_OK) /* then the deadline applies */
+        fprintf(stderr, "vkt: rank 0: warning: %s: the other ranks wait for the end %g s at "
+                "most\n", vkt_world_errmsg(a->world), a->comm_timeout);
+}
+
 int train_interrupted(const train_args *a, int sig, uint64_t step, int newline)
 {
     if (!vkt_world_is_chief(a->world))
@@ -95,7 +104,7 @@ int train_interrupted(const train_args *a, int sig, uint64_t step, int newline)
     if (newline) /* the progress line was left open on the terminal */
         printf("\n");
     fflush(stdout);
-    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
+    const char *name = plat_signal_name(sig);
     if (a->ckpt_dir)
         fprintf(stderr, "vkt: interrupted (%s) at step %llu: saved checkpoint %s/ckpt-%llu.vkt\n",
                 name, (unsigned long long)step, a->ckpt_dir, (unsigned long long)step);
@@ -131,8 +140,8 @@ static int on_step(void *user, uint64_t step, uint64_t total, float loss)
     double now = cli_now();
     int final = step == total;
     const train_args *a = p->a;
-    /* Ctrl-C or SIGTERM: stop after this step (every rank stops with the chief, whose
-     * callback this is); run() saves the final checkpoint. */
+    /* Ctrl-C, SIGTERM or SIGHUP: stop after this step (every rank stops with the chief,
+     * whose callback this is); run() saves the final checkpoint. */
     int stop = vkt_interrupted() != 0;
     if (a->ckpt_dir && !final && !stop &&
         ((a->save_every && step % a->save_every == 0) ||
@@ -388,7 +397,7 @@ static int run(const train_args *a, vkt_instance *inst)
                                                        : cli_fail(what, st, vkt_trainer_errmsg(tr));
         goto done;
     }
-    /* Stopped by Ctrl-C or SIGTERM: the chief's request, known to every rank (collective),
+    /* Stopped by a signal: the chief's request, known to every rank (collective),
      * so that all of them save (the chief alone writes) and exit alike, with 128 + n; a
      * failed save of the chief's stops every rank alike too. */
     int save_failed = p.save_failed;
@@ -398,6 +407,7 @@ static int run(const train_args *a, vkt_instance *inst)
                  "(its message is in its output)");
     if (sig < 0 || save_failed)
         goto done;
+    train_chief_alone(a); /* the last collective: the others wait in finalize */
     if (a->ckpt_dir && p.saved_step != vkt_trainer_step_count(tr) &&
         !save_checkpoint(&p, vkt_trainer_step_count(tr)))
         goto done;
@@ -420,6 +430,10 @@ static int run(const train_args *a, vkt_instance *inst)
     vkt_eval_result ev;
     if ((st = vkt_trainer_evaluate(tr, test, m.input, m.logits, &ev)) != VKT_OK) {
         cli_fail("evaluation failed", st, vkt_trainer_errmsg(tr));
+        goto done;
+    }
+    if ((sig = vkt_interrupted()) != 0) { /* during the evaluation: the last step is saved */
+        rc = train_interrupted(a, sig, vkt_trainer_step_count(tr), 0);
         goto done;
     }
     train_log_eval(&log, vkt_trainer_step_count(tr), &ev);
@@ -465,7 +479,10 @@ int cmd_train(int argc, char **argv)
         return cli_fail("cannot join the MPI job", st, vkt_last_error());
     uint32_t ranks = vkt_world_size(a.world);
     cli_set_rank(vkt_world_rank(a.world), ranks);
-    if (ranks > 1 && strcmp(a.model, "charlm") == 0 && a.async) {
+    /* Before any other collective: every rank takes the same options, or every rank
+     * stops here with status 2, the difference named. */
+    if ((rc = train_ranks_agree(&a)) == 0 && ranks > 1 && strcmp(a.model, "charlm") == 0 &&
+        a.async) {
         fprintf(stderr, "vkt: rank %u: --model charlm trains with sync replicas: --mode async "
                 "is not available for it\n", vkt_world_rank(a.world));
         vkt_world_finalize(a.world);
@@ -478,22 +495,29 @@ int cmd_train(int argc, char **argv)
     /* One run per checkpoint folder, locked for the whole run by the chief, the only rank
      * that touches it; a second run stops here, before it reads or writes anything. */
     vkt_checkpoint_lock *lock = NULL;
-    if (a.ckpt_dir && vkt_world_is_chief(a.world) &&
+    if (!rc && a.ckpt_dir && vkt_world_is_chief(a.world) &&
         (st = vkt_checkpoint_dir_lock(a.ckpt_dir, &lock)) != VKT_OK)
         rc = cli_fail("cannot use the checkpoint folder", st, vkt_last_error());
-    /* The first Ctrl-C or SIGTERM stops training after the current step, with a final
-     * checkpoint; a second ends the process at once. */
+    /* The first Ctrl-C, SIGTERM or SIGHUP (a closed terminal or ssh session) stops
+     * training after the current step, with a final checkpoint; a second ends the process
+     * at once. */
     if (!rc && (st = vkt_interrupt_install()) != VKT_OK)
         rc = cli_fail("cannot catch Ctrl-C", st, vkt_last_error());
     vkt_instance *inst = rc ? NULL : cli_instance();
     if (!rc)
         rc = !inst ? 1 : strcmp(a.model, "charlm") == 0 ? train_charlm(&a, inst) : run(&a, inst);
     fflush(stdout);
+    /* Training is over and saved: a signal from now on acts at once, as without the
+     * handlers. (When mpirun ends a job it sends SIGTERM, then SIGKILL a second later,
+     * and exits without waiting for the ranks: a rank that took the SIGTERM as a request
+     * to stop would outlive the SIGTERM, and then be dying while mpirun exits.) */
+    vkt_interrupt_uninstall();
     vkt_checkpoint_dir_unlock(lock);
     /* A rank that failed ends the job at once: the others may be waiting for it in a
      * collective (a failure inside a training step already stopped them all at that step,
      * each with its message). */
-    if (rc != 0 && rc < 128 && ranks > 1) { /* 128 + n: interrupted, every rank alike */
+    if (rc != 0 && rc < 128 && ranks > 1 && /* 128 + n: interrupted, every rank alike */
+        !train_ranks_refused()) {              /* or ranks that disagree: every one knows */
         /* A rank that only learnt of another's failure (VKT_ERROR_REMOTE) gives the failing
          * rank time to print its own message before the job is torn down. */
         if (cli_last_failure() == VKT_ERROR_REMOTE)

@@ -17,6 +17,7 @@
 
 #define LM_VAL_FRACTION 0.1f
 #define LM_EVAL_WINDOWS 128 /* windows for the periodic validation loss */
+#define SAMPLE_PIECE 64     /* characters sampled between two looks for a signal */
 
 typedef struct lm_run {
     const train_args *a;
@@ -25,7 +26,7 @@ typedef struct lm_run {
     vkt_trainer *tr;
     float *ids;
     int32_t *targets;
-    int sig; /* Ctrl-C or SIGTERM stopped training (the chief's, on every rank) */
+    int sig; /* a signal stopped training (the chief's, on every rank) */
 } lm_run;
 
 /* The generator state of a step's batches: a hash of the seed and the step (splitmix64's
@@ -81,9 +82,9 @@ static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_
                    tty ? (step == total ? "\n" : "   ") : "\n");
             fflush(stdout);
         }
-        /* Ctrl-C or SIGTERM: stop after this step, every rank at the chief's step (a
-         * broadcast per step across ranks); run() saves the final checkpoint. Whether a
-         * checkpoint is due travels with it: every rank checks what a save would hold (the
+        /* A signal: stop after this step, every rank at the chief's step (a broadcast
+         * per step across ranks); run() saves the final checkpoint. Whether a checkpoint
+         * is due travels with it: every rank checks what a save would hold (the
          * divergence guard), so all must save at the same steps, and by time only the
          * chief's clock counts. */
         int due = a->ckpt_dir && step != total &&
@@ -110,6 +111,56 @@ static int train_steps(lm_run *r, uint64_t total, train_log *log, double *train_
     return r->sig >= 0;
 }
 
+/* --sample characters into out (NUL-terminated), SAMPLE_PIECE at a time, each piece
+ * prompted with the characters before it (from the same start the library uses: a line
+ * break, else the first character of the vocabulary), so that the model sees the same
+ * windows as in one call; each piece draws from its own seed. Stops early with *sig set
+ * when a signal asks to stop (out then holds what was sampled). */
+static vkt_status sample(lm_run *r, char *out, int *sig)
+{
+    const train_args *a = r->a;
+    uint32_t ctx = a->context, done = 0;
+    char *prompt = malloc((size_t)ctx + 1);
+    if (!prompt)
+        return VKT_ERROR_OUT_OF_MEMORY;
+    int32_t nl = vkt_text_encode(r->text, '\n');
+    char start = (char)vkt_text_decode(r->text, nl >= 0 ? (uint32_t)nl : 0);
+    vkt_status st = VKT_OK;
+    out[0] = '\0';
+    while (st == VKT_OK && done < a->sample && !(*sig = vkt_interrupted())) {
+        uint32_t n = a->sample - done < SAMPLE_PIECE ? a->sample - done : SAMPLE_PIECE;
+        /* the start character, then what was sampled: the last ctx characters of it */
+        uint32_t have = done + 1, keep = have < ctx ? have : ctx;
+        for (uint32_t i = 0; i < keep; i++) {
+            uint32_t k = have - keep + i; /* 0: the start character */
+            prompt[i] = k ? out[k - 1] : start;
+        }
+        prompt[keep] = '\0';
+        uint64_t seed = done ? mix(a->seed ^ done) : a->seed;
+        st = vkt_trainer_sample_text(r->tr, r->text, r->m.input, r->m.logits, ctx, prompt, n,
+                                     a->temperature, seed, out + done);
+        done += st == VKT_OK ? n : 0;
+    }
+    free(prompt);
+    return st;
+}
+
+/* A hash of the file's bytes, so that ranks can check they hold the same text (0 if it
+ * cannot be read again: every rank then differs from a readable chief's). */
+static uint64_t file_hash(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char buf[65536];
+    uint64_t h = 0;
+    size_t n;
+    if (!f)
+        return 0;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        h = train_hash(h, buf, n);
+    fclose(f);
+    return h;
+}
+
 static int run(lm_run *r, vkt_instance *inst)
 {
     const train_args *a = r->a;
@@ -118,6 +169,12 @@ static int run(lm_run *r, vkt_instance *inst)
     vkt_status st = vkt_text_load(path, LM_VAL_FRACTION, &r->text);
     if (st != VKT_OK)
         return cli_fail("cannot load the text", st, vkt_last_error());
+    /* Across ranks: the same text (the seed and every other option are compared at
+     * start-up), since each rank draws the global batch from it. */
+    int rc = vkt_world_size(a->world) > 1
+                 ? train_ranks_same(a, "the contents of --text", file_hash(path)) : 0;
+    if (rc)
+        return rc;
     if (vkt_text_length(r->text, 1) <= a->context) {
         fprintf(stderr, "vkt: '%s': the validation part (the last 10%%, %llu characters) is "
                 "shorter than a window of --context %u plus one\n", path,
@@ -175,28 +232,35 @@ static int run(lm_run *r, vkt_instance *inst)
                             a->warmup, &oo, cli_now(), a->quiet) &&
              train_steps(r, total, &log, &seconds);
     train_log_close(&log);
+    if (ok)
+        train_chief_alone(a); /* the last collective: the others wait in finalize */
     if (!ok || (a->ckpt_dir && !save(r)))
         return 1;
     /* with no checkpoint saved, the divergence guard looks at the end (every rank) */
     if (!r->sig && !a->ckpt_dir && (st = vkt_trainer_check_divergence(r->tr)) != VKT_OK)
         return cli_fail("training failed", st, vkt_trainer_errmsg(r->tr));
+    uint64_t done = vkt_trainer_step_count(r->tr);
     if (r->sig)
-        return train_interrupted(a, r->sig, vkt_trainer_step_count(r->tr),
-                                 plat_stdout_is_tty() && !a->quiet &&
-                                     vkt_trainer_step_count(r->tr) != total);
+        return train_interrupted(a, r->sig, done,
+                                 plat_stdout_is_tty() && !a->quiet && done != total);
     if (!vkt_world_is_chief(a->world)) /* the chief evaluates, samples and reports */
         return 0;
+    /* The end is the chief's alone and may take long (a long --sample): a first signal
+     * stops it between pieces, the checkpoint of the last step being saved above. */
     float val = 0, trn = 0;
-    if (!eval_loss(r, 1, 0, &val) || !eval_loss(r, 0, 1000, &trn))
+    int sig = 0;
+    if (!eval_loss(r, 1, 0, &val))
         return 1;
-    char *text = malloc((size_t)a->sample + 1);
-    if (!text)
+    if (!(sig = vkt_interrupted()) && !eval_loss(r, 0, 1000, &trn))
+        return 1;
+    char *text = sig ? NULL : malloc((size_t)a->sample + 1);
+    if (!sig && !text)
         return cli_fail("out of host memory", VKT_ERROR_OUT_OF_MEMORY, "");
-    st = vkt_trainer_sample_text(r->tr, r->text, r->m.input, r->m.logits, a->context, NULL,
-                                 a->sample, a->temperature, a->seed, text);
-    if (st == VKT_OK)
+    if (!sig && (st = sample(r, text, &sig)) == VKT_OK && !sig)
         printf("sample (temperature %.2f):\n%s\n", a->temperature, text);
     free(text);
+    if (sig)
+        return train_interrupted(a, sig, done, 0);
     if (st != VKT_OK)
         return cli_fail("sampling failed", st, vkt_trainer_errmsg(r->tr));
     train_print_stages(a, r->tr);

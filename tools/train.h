@@ -58,6 +58,18 @@ typedef enum train_option_type {
     TRAIN_OPT_WIDTHS  /* 1 to 8 whole numbers in [lo, hi], comma-separated: --hidden */
 } train_option_type;
 
+/* What each option's value must be across the ranks of an MPI job (train_ranks.c compares
+ * them at start-up, before any other collective, and names the option that differs). The
+ * default, 0, is SAME: an option added to the table is compared unless it says otherwise. */
+typedef enum train_ranks {
+    TRAIN_RANKS_SAME = 0, /* the same value on every rank (it shapes the collectives or
+                           * what they mean) */
+    TRAIN_RANKS_GIVEN,    /* a path only the chief uses: given on every rank or on none
+                           * (whether it is given changes the collectives) */
+    TRAIN_RANKS_OWN       /* each rank's own: may differ (chief-only output, a per-rank
+                           * setting, or a path whose contents are compared where read) */
+} train_ranks;
+
 /* One `vkt train` option: parsing and --help both come from the table of these. */
 typedef struct train_option {
     const char *name;           /* "--lr" */
@@ -76,7 +88,11 @@ typedef struct train_option {
     const char *section;        /* a heading printed before this option in --help */
     const char *help;           /* --help text; the range and default are appended */
     const char *def_note;       /* the default as text, where it is not the field's value */
+    train_ranks ranks;          /* across ranks: compared (SAME, the default), or not */
 } train_option;
+
+/* The most options the table may hold (train_ranks.c's fixed-size exchange). */
+#define TRAIN_MAX_OPTIONS 96
 
 extern const train_option train_options[];
 extern const size_t train_option_count;
@@ -91,6 +107,28 @@ void train_args_defaults(train_args *a);
 int train_args_parse(int argc, char **argv, train_args *a);
 /* The --help text, generated from the table. */
 void train_usage(FILE *f);
+/* An option's value in `a` as the user would type it ("256,128", "0.9", "cosine", "on"; a
+ * string option "(not given)" when absent; a per-model default "default"); for a GIVEN
+ * option only "given" or "not given". */
+void train_option_text(const train_args *a, const train_option *o, char *buf, size_t n);
+/* A hash of the option's name and its value's exact bits in `a` (of whether it is given,
+ * for a GIVEN option): equal hashes, equal values. */
+uint64_t train_option_hash(const train_args *a, const train_option *o);
+/* FNV-1a over n bytes, continuing from h (0: start afresh). */
+uint64_t train_hash(uint64_t h, const void *data, size_t n);
+
+/* train_ranks.c, under mpirun (nothing to do in one process): */
+/* Every rank's SAME and GIVEN options compared with the chief's (two small collectives,
+ * before any other). Returns 0 if they agree; 2 if not, every rank knowing it (the chief
+ * and each rank that differs have named the options); 1 if the exchange failed (message
+ * printed). */
+int train_ranks_agree(const train_args *a);
+/* One fact every rank must share (e.g. a hash of the --text file), compared with the
+ * chief's; `what` names it ("the contents of --text"). Returns as train_ranks_agree. */
+int train_ranks_same(const train_args *a, const char *what, uint64_t value);
+/* 1 once train_ranks_agree or train_ranks_same returned 2: every rank stops alike, so
+ * none needs to end the job for the others (vkt_world_abort). */
+int train_ranks_refused(void);
 
 /* The optimizer of the options over `total` steps; 0 (message printed) if invalid. */
 int train_optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_options *o);
@@ -104,11 +142,15 @@ void train_print_stages(const train_args *a, vkt_trainer *tr);
 void train_print_result_tail(const train_args *a);
 /* Prints each line of a checkpoint call's notes as "vkt: warning: <line><tail>". */
 void train_warn_notes(const char *notes, const char *tail);
-/* After training stopped: the signal number of a Ctrl-C or SIGTERM (vkt_interrupted),
- * the chief's on every rank (a broadcast, so collective across ranks); 0 if none; -1
- * (message printed) if the ranks could not agree. *flag (may be NULL) travels with it:
- * the chief's value on every rank. */
+/* After training stopped: the signal number of a Ctrl-C, SIGTERM or SIGHUP
+ * (vkt_interrupted), the chief's on every rank (a broadcast, so collective across ranks);
+ * 0 if none; -1 (message printed) if the ranks could not agree. *flag (may be NULL)
+ * travels with it: the chief's value on every rank. */
 int train_interrupt_agree(const train_args *a, int *flag);
+/* On the chief of several ranks, after the last collective of the run: its heartbeats go
+ * on (vkt_world_keepalive) while it saves, evaluates and reports alone, so the others
+ * wait for it in finalize however long that takes. */
+void train_chief_alone(const train_args *a);
 /* The chief prints "vkt: interrupted (SIGINT) at step N: saved checkpoint D/ckpt-N.vkt"
  * (or that none was saved without --checkpoint-dir), after a newline if `newline`.
  * Returns the exit status, 128 + sig. */

@@ -21,7 +21,8 @@
 const train_option train_options[] = {
     {"--data", "DIR", TRAIN_OPT_STRING, FIELD(data),
      .help = "MNIST-style folder (train-images-idx3-ubyte[.gz], ...)",
-     .def_note = "$VKT_DATA_DIR, else the shipped digits"},
+     .def_note = "$VKT_DATA_DIR, else the shipped digits",
+     .ranks = TRAIN_RANKS_OWN /* a path on each machine; the trainer compares the data */},
     {"--model", "NAME", TRAIN_OPT_CHOICE, FIELD(model), CHOICES("mlp", "cnn", "charlm"),
      .sdef = "mlp",
      .help = "the network (cnn: conv-relu-maxpool x2, linear; charlm: a character-level "
@@ -55,7 +56,8 @@ const train_option train_options[] = {
     {"--seed", "N", TRAIN_OPT_INT, FIELD(seed), .lo = 0, .hi = 18446744073709551615.0,
      .idef = 1, .help = "initialization, shuffling and dropout seed"},
     {"--replicas", "N", TRAIN_OPT_INT, FIELD(replicas), .lo = 1, .hi = VKT_MAX_REPLICAS,
-     .help = "data-parallel replicas", .def_note = "one per VKT_DEVICES entry"},
+     .help = "data-parallel replicas", .def_note = "one per VKT_DEVICES entry",
+     .ranks = TRAIN_RANKS_OWN /* per rank (docs/distributed.md) */},
     {"--mode", "sync|async", TRAIN_OPT_CHOICE, FIELD(async), CHOICES("sync", "async"),
      VALUES(0, 1), .sdef = "sync", .help = "averaged gradients, or lock-free updates"},
     {"--staleness", "S", TRAIN_OPT_INT, FIELD(staleness), .lo = 0, .hi = 4294967295.0,
@@ -68,22 +70,29 @@ const train_option train_options[] = {
     {"--slow-replica-ms", "M", TRAIN_OPT_REAL, FIELD(slow_seconds), .lo = 0, .hi = 1e6,
      .scale = 1e-3, .help = "benchmarking: the last replica sleeps M ms per step"},
     {"--logdir", "DIR", TRAIN_OPT_STRING, FIELD(logdir),
-     .help = "write TensorBoard summaries and a CSV of scalars to DIR"},
+     .help = "write TensorBoard summaries and a CSV of scalars to DIR",
+     .ranks = TRAIN_RANKS_OWN /* the chief's */},
     {"--log-every", "N", TRAIN_OPT_INT, FIELD(log_every), .lo = 1, .hi = 4294967295.0,
-     .idef = 10, .help = "summary interval in steps"},
+     .idef = 10, .help = "summary interval in steps",
+     .ranks = TRAIN_RANKS_OWN /* the chief's */},
     {"--checkpoint-dir", "D", TRAIN_OPT_STRING, FIELD(ckpt_dir),
      .help = "resume from the newest valid checkpoint in D (if any) and save checkpoints "
-             "there (docs/checkpoint.md)"},
+             "there (docs/checkpoint.md)",
+     .ranks = TRAIN_RANKS_GIVEN /* the chief's; restoring is collective */},
     {"--save-every", "K", TRAIN_OPT_INT, FIELD(save_every), .lo = 0, .hi = 1e15,
-     .help = "save a checkpoint every K steps (and at the end; 0: not by steps)"},
+     .help = "save a checkpoint every K steps (and at the end; 0: not by steps)",
+     .ranks = TRAIN_RANKS_OWN /* the chief's: its decision reaches every rank */},
     {"--save-secs", "T", TRAIN_OPT_REAL, FIELD(save_secs), .lo = 0, .hi = 1e9, .rdef = 60,
-     .help = "save a checkpoint every T seconds (0: not by time)"},
+     .help = "save a checkpoint every T seconds (0: not by time)",
+     .ranks = TRAIN_RANKS_OWN /* the chief's: its decision reaches every rank */},
     {"--keep", "N", TRAIN_OPT_INT, FIELD(keep), .lo = 0, .hi = 1000000, .idef = 3,
-     .help = "checkpoints kept in the folder (0: all)"},
+     .help = "checkpoints kept in the folder (0: all)",
+     .ranks = TRAIN_RANKS_OWN /* the chief's */},
     {"--max-growth", "X", TRAIN_OPT_REAL, FIELD(max_growth), .lo = 0, .hi = 1e30, .rdef = 10,
      .help = "divergence guard: a checkpoint whose parameters' RMS grew more than X times "
              "since the start of the run is not saved, and training stops (0: no limit)"},
-    {"--quiet", NULL, TRAIN_OPT_FLAG, FIELD(quiet), .help = "no progress line"},
+    {"--quiet", NULL, TRAIN_OPT_FLAG, FIELD(quiet), .help = "no progress line",
+     .ranks = TRAIN_RANKS_OWN /* the chief prints */},
     {"--pipeline", "P", TRAIN_OPT_INT, FIELD(pipeline), .lo = 1, .hi = VKT_MAX_STAGES,
      .idef = 1, .section = "model parallelism (docs/model_parallel.md)",
      .help = "split the model into P pipeline stages, balanced by measured op time (printed "
@@ -105,10 +114,12 @@ const train_option train_options[] = {
     {"--overlap", "on|off|auto", TRAIN_OPT_CHOICE, FIELD(overlap), CHOICES("auto", "on", "off"),
      VALUES(0, 1, -1), .sdef = "auto",
      .help = "sync: send gradients while the backward runs (auto: on for GPUs, off for CPU "
-             "devices)"},
+             "devices)",
+     .ranks = TRAIN_RANKS_OWN /* the same collectives either way; auto differs by device */},
     {"--text", "FILE", TRAIN_OPT_STRING, FIELD(text), .section = "charlm only",
      .help = "training text; the last 10% is the validation part",
-     .def_note = "the shipped Pride and Prejudice"},
+     .def_note = "the shipped Pride and Prejudice",
+     .ranks = TRAIN_RANKS_OWN /* a path on each machine; its contents are compared */},
     {"--context", "N", TRAIN_OPT_INT, FIELD(context), .lo = 1, .hi = 1048576, .idef = 64,
      .help = "characters per window"},
     {"--width", "N", TRAIN_OPT_INT, FIELD(width), .lo = 1, .hi = 1048576, .idef = 64,
@@ -122,13 +133,18 @@ const train_option train_options[] = {
     {"--act", "gelu|silu", TRAIN_OPT_CHOICE, FIELD(silu), CHOICES("gelu", "silu"),
      VALUES(0, 1), .sdef = "gelu", .help = "activation of each block's MLP"},
     {"--eval-every", "N", TRAIN_OPT_INT, FIELD(eval_every), .lo = 0, .hi = 1e15, .idef = 500,
-     .help = "validation loss every N steps (0: at the end only)"},
+     .help = "validation loss every N steps (0: at the end only)",
+     .ranks = TRAIN_RANKS_OWN /* the chief evaluates */},
     {"--sample", "N", TRAIN_OPT_INT, FIELD(sample), .lo = 0, .hi = 1000000, .idef = 200,
-     .help = "characters sampled at the end"},
+     .help = "characters sampled at the end",
+     .ranks = TRAIN_RANKS_OWN /* the chief samples */},
     {"--temperature", "T", TRAIN_OPT_REAL, FIELD(temperature), .lo = 0, .hi = 100,
-     .rdef = 0.8, .help = "sampling temperature (0: most likely)"},
+     .rdef = 0.8, .help = "sampling temperature (0: most likely)",
+     .ranks = TRAIN_RANKS_OWN /* the chief samples */},
 };
 const size_t train_option_count = sizeof train_options / sizeof train_options[0];
+_Static_assert(sizeof train_options / sizeof train_options[0] <= TRAIN_MAX_OPTIONS,
+               "train_ranks.c exchanges at most TRAIN_MAX_OPTIONS options: raise it");
 
 static void *field(train_args *a, const train_option *o)
 {
@@ -210,6 +226,95 @@ static void range_text(const train_option *o, char *buf, size_t n)
 static int in_range(const train_option *o, double v)
 {
     return (o->lo_open ? v > o->lo : v >= o->lo) && (o->hi_open ? v < o->hi : v <= o->hi);
+}
+
+void train_option_text(const train_args *a, const train_option *o, char *buf, size_t n)
+{
+    const void *f = (const char *)a + o->offset;
+    if (o->ranks == TRAIN_RANKS_GIVEN) { /* a string option: only whether it is there */
+        snprintf(buf, n, "%s", *(const char *const *)f ? "given" : "not given");
+        return;
+    }
+    switch (o->type) {
+    case TRAIN_OPT_FLAG: snprintf(buf, n, "%s", *(const int *)f ? "on" : "off"); return;
+    case TRAIN_OPT_STRING: {
+        const char *v = *(const char *const *)f;
+        snprintf(buf, n, v ? "%s" : "(not given)", v ? v : "");
+        return;
+    }
+    case TRAIN_OPT_CHOICE:
+        if (!o->values) {
+            const char *v = *(const char *const *)f;
+            snprintf(buf, n, "%s", v ? v : "default");
+            return;
+        }
+        for (int i = 0; o->choices[i]; i++)
+            if (o->values[i] == *(const int *)f) {
+                snprintf(buf, n, "%s", o->choices[i]);
+                return;
+            }
+        snprintf(buf, n, "%d", *(const int *)f);
+        return;
+    case TRAIN_OPT_INT:
+        snprintf(buf, n, "%llu", (unsigned long long)(o->size == sizeof(uint64_t)
+                                                         ? *(const uint64_t *)f
+                                                         : *(const uint32_t *)f));
+        return;
+    case TRAIN_OPT_REAL: {
+        double x = o->size == sizeof(double) ? *(const double *)f : *(const float *)f;
+        if (o->scale)
+            x /= o->scale;
+        if (!in_range(o, x)) /* a per-model default, chosen later (--lr's -1) */
+            snprintf(buf, n, "default");
+        else
+            snprintf(buf, n, o->size == sizeof(double) ? "%.15g" : "%.7g", x);
+        return;
+    }
+    case TRAIN_OPT_WIDTHS: {
+        size_t len = 0;
+        buf[0] = '\0';
+        for (uint32_t i = 0; i < a->n_widths && len < n; i++)
+            len += (size_t)snprintf(buf + len, n - len, "%s%u", i ? "," : "", a->widths[i]);
+        return;
+    }
+    }
+    snprintf(buf, n, "?");
+}
+
+uint64_t train_option_hash(const train_args *a, const train_option *o)
+{
+    const void *f = (const char *)a + o->offset;
+    const char *str = NULL;
+    uint64_t h = train_hash(0, o->name, strlen(o->name));
+    if (o->ranks == TRAIN_RANKS_GIVEN)
+        return train_hash(h, *(const char *const *)f ? "1" : "0", 1);
+    switch (o->type) {
+    case TRAIN_OPT_STRING: str = *(const char *const *)f; break;
+    case TRAIN_OPT_CHOICE:
+        if (!o->values)
+            str = *(const char *const *)f;
+        else
+            h = train_hash(h, f, o->size);
+        break;
+    case TRAIN_OPT_WIDTHS:
+        h = train_hash(h, &a->n_widths, sizeof a->n_widths);
+        return train_hash(h, a->widths, a->n_widths * sizeof a->widths[0]);
+    default: /* FLAG, INT, REAL: the field's bits, exactly */
+        return train_hash(h, f, o->size);
+    }
+    if (str) /* a string, or a choice's name: its text; absent hashes apart from "" */
+        return train_hash(train_hash(h, "+", 1), str, strlen(str));
+    return h;
+}
+
+uint64_t train_hash(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    if (!h)
+        h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
 }
 
 /* One option's value into a; returns 0 (message printed) if it is not valid. */
@@ -365,15 +470,15 @@ int train_args_parse(int argc, char **argv, train_args *a)
     return finish(a) ? 0 : 2;
 }
 
-/* Prints text from column `col`, wrapped before column 90, continuing at column 22. */
-static void wrap(FILE *f, const char *text, int col)
+/* Prints text from column `col`, wrapped before column 90, continuing at column `indent`. */
+static void wrap_at(FILE *f, const char *text, int col, int indent)
 {
     while (*text) {
         size_t word = strcspn(text, " ");
-        if (col > 22 && col + 1 + (int)word > 90) {
-            fprintf(f, "\n%22s", "");
-            col = 22;
-        } else if (col > 22) {
+        if (col > indent && col + 1 + (int)word > 90) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
             fputc(' ', f);
             col++;
         }
@@ -384,6 +489,8 @@ static void wrap(FILE *f, const char *text, int col)
             text++;
     }
 }
+
+static void wrap(FILE *f, const char *text, int col) { wrap_at(f, text, col, 22); }
 
 void train_usage(FILE *f)
 {
@@ -430,4 +537,20 @@ void train_usage(FILE *f)
     fprintf(f, "  --help              this text\n"
                "Numbers are whole (no trailing text), finite and in the range shown; a bad value "
                "exits with status 2.\n");
+    /* Across ranks, from the table's `ranks` column: the options that may differ. */
+    char own[1024] = "", given[256] = "";
+    for (size_t i = 0; i < train_option_count; i++) {
+        const train_option *o = &train_options[i];
+        char *l = o->ranks == TRAIN_RANKS_OWN ? own : o->ranks == TRAIN_RANKS_GIVEN ? given : NULL;
+        size_t cap = l == own ? sizeof own : sizeof given;
+        if (l)
+            snprintf(l + strlen(l), cap - strlen(l), "%s%s", *l ? ", " : "", o->name);
+    }
+    char text[1536];
+    snprintf(text, sizeof text, "Under mpirun every rank takes the same options (compared at "
+             "start-up: a difference exits with status 2, naming the option), except %s (each "
+             "rank's own; the files' contents are compared) and %s (given on every rank or on "
+             "none).", own, given);
+    wrap_at(f, text, 0, 0);
+    fputc('\n', f);
 }

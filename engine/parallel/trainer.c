@@ -160,8 +160,11 @@ static vkt_status create_all(vkt_trainer *t, int *laid_out)
 {
     uint32_t dev[TRAINER_MAX_REPLICAS], n = 0;
     vkt_status st = select_devices(t, dev, &n);
-    if (st == VKT_OK && trainer_pipelined(t)) /* stages: trainer_pipe.c */
-        return trainer_pipe_create(t, dev, n);
+    if (st == VKT_OK && trainer_pipelined(t)) { /* stages: trainer_pipe.c */
+        st = trainer_pipe_create(t, dev, n);
+        /* refused across ranks (trainer_pipe.c): the others learn it from this vote */
+        return t->world ? trainer_world_layout(t, n, st) : st;
+    }
     t->world_rep = n;
     if (t->world) /* collective: every rank's replica count */
         st = trainer_world_layout(t, n, st);
@@ -442,6 +445,12 @@ vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_fe
                             "vkt_trainer_step is synchronous: in async mode use vkt_trainer_fit");
     if (t->lost)
         return trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg);
+    if (t->world && !t->step_checked) { /* the same data and position on every rank */
+        vkt_status st = trainer_world_check_step(t, feeds, n_feeds);
+        if (st != VKT_OK)
+            return st;
+        t->step_checked = 1;
+    }
     double t0 = plat_now(), c0 = plat_cpu_time();
     t->feeds = feeds;
     t->n_feeds = n_feeds;

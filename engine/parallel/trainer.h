@@ -145,6 +145,8 @@ struct vkt_trainer {
     int live;                      /* inside a progress callback of a run: */
     uint64_t live_steps;           /*   the global steps done so far (t->steps lags) */
     int resume_pending;            /* loaders made from now on seek to this position */
+    int step_checked;              /* across ranks: vkt_trainer_step's first feeds compared
+                                      (again after a restore) */
     uint64_t resume_epoch, resume_batch, resume_seed;
     int lost;                      /* a device was lost: every later step fails */
     char lost_msg[VKT_ERRMSG_SIZE];
@@ -244,6 +246,9 @@ vkt_status trainer_world_layout(vkt_trainer *t, uint32_t n_local, vkt_status loc
 vkt_status trainer_world_agree(vkt_trainer *t, vkt_status local);
 /* Fit: the same data set, seed and steps on every rank. */
 vkt_status trainer_world_check_fit(vkt_trainer *t, vkt_status local, uint64_t steps);
+/* vkt_trainer_step's first step (after creation or a restore): the same step count and
+ * the same global batch in the feeds on every rank (the same data and seed). */
+vkt_status trainer_world_check_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds);
 /* From the chief to every rank (a checkpoint's bytes): n bytes of buf. */
 vkt_status trainer_world_bcast(vkt_trainer *t, void *buf, uint64_t n);
 /* A 64-bit FNV-style hash of n bytes, fast over whole data sets and parameter arrays:

@@ -275,6 +275,7 @@ static vkt_status restore_optimizer(vkt_trainer *t, const char *path, const ckpt
 static void restore_position(vkt_trainer *t, const ckpt *k)
 {
     t->steps = k->step;
+    t->step_checked = 0; /* across ranks the next vkt_trainer_step compares again */
     for (uint32_t i = 0; i < t->n_rep; i++) {
         replica *r = &t->rep[i];
         if (!t->pipe) { /* a pipeline sets its optimizers' step before each update */

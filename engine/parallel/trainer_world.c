@@ -5,6 +5,7 @@
  * (VKT_ERROR_REMOTE naming it) instead of leaving them waiting. */
 #include "trainer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,16 +103,56 @@ vkt_status trainer_world_layout(vkt_trainer *t, uint32_t n_local, vkt_status loc
     return st;
 }
 
-/* The facts every rank must share, each a number or a hash; names for the message. */
-enum { SIG_PARAMS, SIG_COUNT, SIG_BATCH, SIG_GRAPH, SIG_MODE, SIG_OPTIMIZER, SIG_LR,
-       SIG_STALENESS, SIG_BUCKET, SIG_SCALE_LR, SIG_GUARD, SIG_N };
-static const char *const sig_name[SIG_N] = {
-    "the model's parameters (names and shapes)", "the number of parameters",
-    "the global batch (--batch)", "the model's ops and shapes", "the parallel mode (--mode)",
-    "the optimizer and its settings", "the learning rate (--lr)",
-    "the staleness bound (--staleness)", "the bucket size (--bucket-mb)",
-    "learning-rate scaling (--scale-lr, --warmup)",
-    "the divergence guard's limit (--max-growth)"};
+/* The facts every rank must share: everything that shapes the collectives of a step or
+ * what their sums mean. Each is a number (shown in the message), a float's bits (shown as
+ * the float) or a hash (not shown), with the name the message gives it. */
+enum { SIG_PARAMS, SIG_COUNT, SIG_BATCH, SIG_GRAPH, SIG_MODE, SIG_OPTIMIZER, SIG_NESTEROV,
+       SIG_LR, SIG_MOMENTUM, SIG_WEIGHT_DECAY, SIG_CLIP, SIG_BETA1, SIG_BETA2, SIG_EPS,
+       SIG_GRAD_SCALE, SIG_SCHEDULE, SIG_STEP_SIZE, SIG_GAMMA, SIG_WARMUP, SIG_TOTAL,
+       SIG_MIN_LR, SIG_STALENESS, SIG_BUCKET, SIG_SCALE_LR, SIG_SCALE_WARMUP, SIG_CHECK,
+       SIG_GUARD, SIG_N };
+enum { SHOW_HASH, SHOW_NUMBER, SHOW_FLOAT, SHOW_OPTIMIZER, SHOW_SCHEDULE };
+static const struct {
+    const char *name;
+    int show;
+} sig_fact[SIG_N] = {
+    [SIG_PARAMS] = {"the model's parameters (names and shapes)", SHOW_HASH},
+    [SIG_COUNT] = {"the number of parameters", SHOW_NUMBER},
+    [SIG_BATCH] = {"the global batch (--batch)", SHOW_NUMBER},
+    [SIG_GRAPH] = {"the model's ops and shapes", SHOW_HASH},
+    [SIG_MODE] = {"the parallel mode (--mode)", SHOW_NUMBER},
+    [SIG_OPTIMIZER] = {"the optimizer (--optimizer)", SHOW_OPTIMIZER},
+    [SIG_NESTEROV] = {"Nesterov momentum (--optimizer nesterov)", SHOW_NUMBER},
+    [SIG_LR] = {"the learning rate (--lr)", SHOW_FLOAT},
+    [SIG_MOMENTUM] = {"the momentum (--momentum)", SHOW_FLOAT},
+    [SIG_WEIGHT_DECAY] = {"the weight decay (--weight-decay)", SHOW_FLOAT},
+    [SIG_CLIP] = {"gradient clipping (--clip)", SHOW_FLOAT},
+    [SIG_BETA1] = {"Adam's beta1", SHOW_FLOAT},
+    [SIG_BETA2] = {"Adam's beta2", SHOW_FLOAT},
+    [SIG_EPS] = {"Adam's eps", SHOW_FLOAT},
+    [SIG_GRAD_SCALE] = {"the optimizer's grad_scale", SHOW_FLOAT},
+    [SIG_SCHEDULE] = {"the learning-rate schedule (--schedule)", SHOW_SCHEDULE},
+    [SIG_STEP_SIZE] = {"the step schedule's step_size (--steps, --epochs)", SHOW_NUMBER},
+    [SIG_GAMMA] = {"the step schedule's gamma", SHOW_FLOAT},
+    [SIG_WARMUP] = {"the warmup steps (--warmup)", SHOW_NUMBER},
+    [SIG_TOTAL] = {"the schedule's total steps (--steps, --epochs)", SHOW_NUMBER},
+    [SIG_MIN_LR] = {"the schedule's min_lr", SHOW_FLOAT},
+    [SIG_STALENESS] = {"the staleness bound (--staleness; 18446744073709551615: none)",
+                       SHOW_NUMBER},
+    [SIG_BUCKET] = {"the bucket size in bytes (--bucket-mb)", SHOW_NUMBER},
+    [SIG_SCALE_LR] = {"learning-rate scaling (--scale-lr)", SHOW_NUMBER},
+    [SIG_SCALE_WARMUP] = {"the learning-rate scaling's warmup (--warmup)", SHOW_NUMBER},
+    [SIG_CHECK] = {"the parameter check's interval (check_identical, --check-identical)",
+                   SHOW_NUMBER},
+    [SIG_GUARD] = {"the divergence guard's limit (--max-growth)", SHOW_FLOAT},
+};
+
+static uint64_t float_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
 
 static void signature(const vkt_trainer *t, uint64_t *sig)
 {
@@ -133,27 +174,34 @@ static void signature(const vkt_trainer *t, uint64_t *sig)
         params = fnv(params, n->shape.dims, n->shape.ndim * sizeof n->shape.dims[0]);
     }
     const vkt_optimizer_options *o = &t->optim;
-    uint64_t opt = FNV0;
-    uint32_t u[] = {(uint32_t)o->kind, (uint32_t)o->schedule, (uint32_t)o->nesterov};
-    float f[] = {o->momentum, o->weight_decay, o->clip_norm, o->beta1, o->beta2, o->eps,
-                 o->gamma, o->grad_scale};
-    uint64_t l[] = {o->step_size, o->warmup_steps, o->total_steps};
-    opt = fnv(fnv(fnv(opt, u, sizeof u), f, sizeof f), l, sizeof l);
-    uint32_t lr_bits;
-    memcpy(&lr_bits, &o->lr, sizeof lr_bits);
     sig[SIG_PARAMS] = params;
     sig[SIG_COUNT] = t->param_count;
     sig[SIG_GRAPH] = ops;
     sig[SIG_BATCH] = t->opt.batch;
     sig[SIG_MODE] = (uint64_t)t->opt.mode;
-    sig[SIG_OPTIMIZER] = opt;
-    sig[SIG_LR] = lr_bits;
+    sig[SIG_OPTIMIZER] = (uint64_t)o->kind;
+    sig[SIG_NESTEROV] = (uint64_t)o->nesterov;
+    sig[SIG_LR] = float_bits(o->lr);
+    sig[SIG_MOMENTUM] = float_bits(o->momentum);
+    sig[SIG_WEIGHT_DECAY] = float_bits(o->weight_decay);
+    sig[SIG_CLIP] = float_bits(o->clip_norm);
+    sig[SIG_BETA1] = float_bits(o->beta1);
+    sig[SIG_BETA2] = float_bits(o->beta2);
+    sig[SIG_EPS] = float_bits(o->eps);
+    sig[SIG_GRAD_SCALE] = float_bits(o->grad_scale);
+    sig[SIG_SCHEDULE] = (uint64_t)o->schedule;
+    sig[SIG_STEP_SIZE] = o->step_size;
+    sig[SIG_GAMMA] = float_bits(o->gamma);
+    sig[SIG_WARMUP] = o->warmup_steps;
+    sig[SIG_TOTAL] = o->total_steps;
+    sig[SIG_MIN_LR] = float_bits(o->min_lr);
     sig[SIG_STALENESS] = t->opt.bounded_staleness ? t->opt.staleness : UINT64_MAX;
     sig[SIG_BUCKET] = t->opt.bucket_bytes;
-    sig[SIG_SCALE_LR] = (uint64_t)t->opt.scale_lr << 32 | t->opt.scale_lr_warmup;
-    uint32_t growth; /* every rank's save checks its own copy: the same rule everywhere */
-    memcpy(&growth, &t->opt.divergence_growth, sizeof growth);
-    sig[SIG_GUARD] = growth;
+    sig[SIG_SCALE_LR] = (uint64_t)t->opt.scale_lr;
+    sig[SIG_SCALE_WARMUP] = t->opt.scale_lr_warmup;
+    sig[SIG_CHECK] = t->opt.check_identical;
+    /* every rank's save checks its own copy: the same rule everywhere */
+    sig[SIG_GUARD] = float_bits(t->opt.divergence_growth);
 }
 
 /* The first fact on which the ranks differ, or -1. */
@@ -165,16 +213,30 @@ static int first_difference(const uint64_t *lo, const uint64_t *hi, uint32_t n)
     return -1;
 }
 
+/* "the ranks disagree on WHAT (LO on some ranks, HI on others)": numbers as numbers, a
+ * float's bits as the float, a hash without values. */
 static vkt_status refuse_difference(vkt_trainer *t, const char *what, uint64_t lo, uint64_t hi,
-                                    int numeric)
+                                    int show)
 {
-    if (numeric)
-        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
-                            "the ranks disagree on %s (%llu on some ranks, %llu on others): "
-                            "start every rank with the same command and data", what,
-                            (unsigned long long)lo, (unsigned long long)hi);
-    return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "the ranks disagree on %s: start every "
-                        "rank with the same command and data", what);
+    char values[96] = "";
+    if (show == SHOW_OPTIMIZER || show == SHOW_SCHEDULE) {
+        const char *a = show == SHOW_OPTIMIZER ? vkt_optimizer_kind_name((vkt_optimizer_kind)lo)
+                                               : vkt_schedule_kind_name((vkt_schedule_kind)lo);
+        const char *b = show == SHOW_OPTIMIZER ? vkt_optimizer_kind_name((vkt_optimizer_kind)hi)
+                                               : vkt_schedule_kind_name((vkt_schedule_kind)hi);
+        snprintf(values, sizeof values, " (%s on some ranks, %s on others)", a, b);
+    } else if (show == SHOW_NUMBER)
+        snprintf(values, sizeof values, " (%llu on some ranks, %llu on others)",
+                 (unsigned long long)lo, (unsigned long long)hi);
+    else if (show == SHOW_FLOAT) {
+        float f[2];
+        uint32_t u[2] = {(uint32_t)lo, (uint32_t)hi};
+        memcpy(f, u, sizeof f);
+        snprintf(values, sizeof values, " (%.7g on some ranks, %.7g on others)", (double)f[0],
+                 (double)f[1]);
+    }
+    return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "the ranks disagree on %s%s: start "
+                        "every rank with the same command and data", what, values);
 }
 
 /* The chief's parameters (and states) into every replica of every rank. */
@@ -209,9 +271,7 @@ vkt_status trainer_world_agree(vkt_trainer *t, vkt_status local)
         return st;
     int d = first_difference(lo, hi, SIG_N);
     if (d >= 0)
-        return refuse_difference(t, sig_name[d], lo[d], hi[d],
-                                 d == SIG_COUNT || d == SIG_BATCH || d == SIG_MODE ||
-                                     d == SIG_BUCKET);
+        return refuse_difference(t, sig_fact[d].name, lo[d], hi[d], sig_fact[d].show);
     return broadcast_params(t);
 }
 
@@ -262,7 +322,40 @@ vkt_status trainer_world_check_fit(vkt_trainer *t, vkt_status local, uint64_t st
     if (st != VKT_OK)
         return st;
     int d = first_difference(lo, hi, F_N);
-    return d < 0 ? VKT_OK : refuse_difference(t, name[d], lo[d], hi[d], d != F_DATA);
+    return d < 0 ? VKT_OK
+                 : refuse_difference(t, name[d], lo[d], hi[d],
+                                     d == F_DATA ? SHOW_HASH : SHOW_NUMBER);
+}
+
+vkt_status trainer_world_check_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds)
+{
+    enum { S_FEEDS, S_DATA, S_POSITION, S_N };
+    static const char *const name[S_N] = {
+        "the number of feeds of vkt_trainer_step",
+        "the first step's global batch (vkt_trainer_step's feeds: the data or the seed that "
+        "draws them differ)",
+        "the step count (a checkpoint restored on some ranks only?)"};
+    uint64_t v[S_N] = {n_feeds, FNV0, t->steps}, lo[S_N], hi[S_N];
+    vkt_status local = n_feeds && !feeds ? trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
+                                                        "vkt_trainer_step: feeds is NULL")
+                                         : VKT_OK;
+    /* every rank feeds the whole global batch: `batch` rows of each input */
+    for (uint32_t i = 0; local == VKT_OK && i < n_feeds; i++) {
+        uint64_t row = 0;
+        local = trainer_input_row_bytes(t, feeds[i].tensor, &row);
+        if (local == VKT_OK && !feeds[i].data)
+            local = trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_step: feed %u's "
+                                 "data is NULL", i);
+        if (local == VKT_OK)
+            v[S_DATA] = fnv_words(v[S_DATA], feeds[i].data, row * t->opt.batch);
+    }
+    vkt_status st = agree_vector(t, local, v, S_N, lo, hi, "the first step");
+    if (st != VKT_OK)
+        return st;
+    int d = first_difference(lo, hi, S_N);
+    return d < 0 ? VKT_OK
+                 : refuse_difference(t, name[d], lo[d], hi[d],
+                                     d == S_DATA ? SHOW_HASH : SHOW_NUMBER);
 }
 
 vkt_status trainer_world_bcast(vkt_trainer *t, void *buf, uint64_t n)

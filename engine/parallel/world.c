@@ -88,6 +88,11 @@ vkt_status vkt_world_sum(vkt_world *world, double *values, uint32_t n)
     return world_allreduce_f64(world, values, n, WORLD_SUM, "sum");
 }
 
+vkt_status vkt_world_keepalive(vkt_world *world, int on)
+{
+    return world ? world_tp_keepalive(world, on) : VKT_OK;
+}
+
 void vkt_world_abort(vkt_world *world, int code, const char *message)
 {
     fprintf(stderr, "vkt: rank %u: %s\n", vkt_world_rank(world),

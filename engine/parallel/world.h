@@ -64,10 +64,17 @@ typedef struct world_req world_req;
  * the environment), otherwise a one-rank world (VKT_ERROR_STATE if require_launcher).
  * VKT_MPI off: always one rank (VKT_ERROR_STATE if require_launcher). */
 vkt_status world_tp_init(vkt_world *w, int *argc, char ***argv, int require_launcher);
-/* Cancels what is pending, frees the communicators, MPI_Finalize (collective). */
+/* Cancels what is pending, frees the communicators, MPI_Finalize (collective). The
+ * barrier before it: on a non-chief its deadline counts from the chief's last message, so
+ * a chief that works alone at the end (saves, evaluates) while beating is waited for. */
 void world_tp_finalize(vkt_world *w);
 /* MPI_Abort(code) when launched, else exit(code). Does not return. */
 void world_tp_abort(vkt_world *w, int code);
+/* on: a thread of the transport sends this rank's beats (world_mpi_beat.c) until off
+ * (or finalize, or abort, which stop it first), while the caller makes no other call on
+ * the world; a non-chief rank waiting in finalize keeps waiting for as long as the
+ * chief's beats come. Nothing to do in one rank. */
+vkt_status world_tp_keepalive(vkt_world *w, int on);
 
 /* Nonblocking in-place sum of n floats over the ranks; *out is NULL when nothing is to
  * be done (one rank). Complete with world_wait or world_test. `what` ("gradient

@@ -192,14 +192,62 @@ vkt_status world_tp_init(vkt_world *w, int *argc, char ***argv, int require_laun
     return st;
 }
 
+/* ---- keepalive ------------------------------------------------------------------ */
+
+/* The keepalive thread: the rank's beats, and the peers' taken in, while the application
+ * works alone. It is the only thread calling MPI meanwhile (MPI_THREAD_SERIALIZED). */
+static void keepalive_main(void *arg)
+{
+    vkt_world *w = arg;
+    struct world_impl *m = w->impl;
+    while (!atomic_load(&m->keepalive_stop)) {
+        wmpi_hb_poll(w);
+        wmpi_hb_tick(w, plat_now());
+        plat_sleep(KEEPALIVE_POLL);
+    }
+}
+
+static void keepalive_stop(vkt_world *w)
+{
+    struct world_impl *m = w ? w->impl : NULL;
+    if (!m || !m->keepalive)
+        return;
+    atomic_store(&m->keepalive_stop, 1);
+    plat_thread_join(m->keepalive);
+    m->keepalive = NULL;
+}
+
+vkt_status world_tp_keepalive(vkt_world *w, int on)
+{
+    struct world_impl *m = w->impl;
+    if (!m || !m->n_peers || !on) {
+        keepalive_stop(w);
+        return VKT_OK;
+    }
+    if (m->keepalive)
+        return VKT_OK;
+    atomic_store(&m->keepalive_stop, 0);
+    wmpi_hb_tick(w, m->next_beat); /* one beat now: the silence is counted from here */
+    if (plat_thread_start(&m->keepalive, keepalive_main, w) != 0) {
+        m->keepalive = NULL;
+        return err_fail(w->errmsg, VKT_ERROR_INTERNAL, "keepalive: cannot start a thread");
+    }
+    return VKT_OK;
+}
+
 void world_tp_finalize(vkt_world *w)
 {
     struct world_impl *m = w->impl;
     if (!m)
         return;
+    keepalive_stop(w);
     /* Every rank gets here before anything is freed, so no heartbeat or collective of
-     * a peer can still be aimed at what we free. */
+     * a peer can still be aimed at what we free. A non-chief waits for the chief for as
+     * long as the chief answers (it may be saving and evaluating alone, beating with
+     * world_tp_keepalive), and gives up after the deadline of silence. */
+    m->follow_chief = w->rank != 0;
     vkt_status st = world_barrier(w, "finalize");
+    m->follow_chief = 0;
     if (st != VKT_OK) {
         /* MPI_Finalize would hang on the missing ranks: leave MPI as it is, say so. The
          * state is left allocated on purpose: MPI may still write into the heartbeat
@@ -219,6 +267,7 @@ void world_tp_finalize(vkt_world *w)
 
 void world_tp_abort(vkt_world *w, int code)
 {
+    keepalive_stop(w); /* one thread calls MPI at a time */
     if (w && w->launched)
         MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
@@ -298,10 +347,14 @@ vkt_status world_wait(vkt_world *w, world_req *req)
             return r > 0 ? VKT_OK : VKT_ERROR_INTERNAL;
         }
         wmpi_hb_tick(w, now);
-        if (waited > limit) {
+        /* finalize on a non-chief: late only once the chief has been silent that long */
+        double since = m->follow_chief && m->last_heard[0] > t0 ? now - m->last_heard[0]
+                                                                : waited;
+        if (since > limit) {
             w->comm_seconds += waited;
             /* The request stays in flight: MPI cannot cancel a collective. */
-            return wmpi_timeout_fail(w, req->what, limit);
+            return m->follow_chief ? wmpi_silence_fail(w, req->what, limit, waited)
+                                   : wmpi_timeout_fail(w, req->what, limit);
         }
         if (m->arrivals != arrivals) {
             arrivals = m->arrivals;

@@ -6,7 +6,9 @@
 #define VKT_PARALLEL_WORLD_MPI_H
 
 #include <mpi.h>
+#include <stdatomic.h>
 
+#include "platform/platform.h"
 #include "world.h"
 
 #define HB_TAG 1
@@ -22,6 +24,7 @@
  * at least SPIN_MIN seconds; then it sleeps between polls. See world_wait. */
 #define SPIN_BYTES_PER_S 250e6
 #define SPIN_MIN 50e-6
+#define KEEPALIVE_POLL 0.01           /* seconds between the keepalive thread's polls */
 
 typedef struct hb_slot {
     uint64_t msg[2];                  /* {sequence, step} */
@@ -51,6 +54,11 @@ struct world_impl {
     hb_slot (*hb_out)[HB_RING];       /* [n_peers] send rings */
     uint32_t *hb_next;                /* [n_peers] next slot of each ring */
     int *hb_index;                    /* [n_peers] MPI_Testsome's output */
+    /* vkt_world_keepalive: a thread beating while the application works alone */
+    plat_thread *keepalive;
+    atomic_int keepalive_stop;
+    int follow_chief;                 /* finalize on a non-chief: the deadline runs from
+                                         the chief's last message (world_wait) */
 };
 
 struct world_req {
@@ -84,6 +92,8 @@ void wmpi_hb_tick(vkt_world *w, double now);
 /* The deadline passed: VKT_ERROR_TIMEOUT naming the ranks that did not arrive or stopped
  * answering. */
 vkt_status wmpi_timeout_fail(vkt_world *w, const char *what, double limit);
+/* Finalize on a non-chief: the chief silent for longer than `limit`. */
+vkt_status wmpi_silence_fail(vkt_world *w, const char *what, double limit, double waited);
 
 /* world_mpi_ops.c */
 void wmpi_nbc_setup(vkt_world *w);

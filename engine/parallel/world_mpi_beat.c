@@ -266,3 +266,12 @@ vkt_status wmpi_timeout_fail(vkt_world *w, const char *what, double limit)
                     "transport made no progress", step, what, limit);
 }
 
+
+/* A non-chief waiting in finalize for a chief silent for longer than `limit`. */
+vkt_status wmpi_silence_fail(vkt_world *w, const char *what, double limit, double waited)
+{
+    return err_fail(w->errmsg, VKT_ERROR_TIMEOUT,
+                    "step %llu: %s did not complete: the chief (rank 0) has been silent for "
+                    "%g s (waited %.0f s in all): it stopped answering before it finished",
+                    (unsigned long long)w->step, what, limit, waited);
+}

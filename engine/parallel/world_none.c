@@ -24,6 +24,13 @@ vkt_status world_tp_init(vkt_world *w, int *argc, char ***argv, int require_laun
 
 void world_tp_finalize(vkt_world *w) { (void)w; }
 
+vkt_status world_tp_keepalive(vkt_world *w, int on)
+{
+    (void)w;
+    (void)on;
+    return VKT_OK; /* one rank: nobody waits */
+}
+
 void world_tp_abort(vkt_world *w, int code)
 {
     (void)w;

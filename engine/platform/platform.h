@@ -5,6 +5,7 @@
 #ifndef VKT_PLATFORM_H
 #define VKT_PLATFORM_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -96,16 +97,26 @@ void plat_monitor_broadcast(plat_monitor *m); /* lock held */
 /* Sleeps for a number of seconds. */
 void plat_sleep(double seconds);
 
-/* Termination requests: SIGINT (Ctrl-C) and SIGTERM on POSIX (signals_posix.c); a Win32
- * version would use SetConsoleCtrlHandler, reporting Ctrl-C as SIGINT and Ctrl-Break,
- * closing the console, logoff and shutdown as SIGTERM (the C numbers of <signal.h>).
+/* Termination requests: SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal or ssh session
+ * closed) on POSIX (signals_posix.c); on Win32 (signals_win32.c) a console control
+ * handler reporting Ctrl-C as SIGINT, closing the console as PLAT_SIGHUP, and Ctrl-Break,
+ * logoff and shutdown as SIGTERM (the C numbers of <signal.h>; Win32's has no SIGHUP, so
+ * PLAT_SIGHUP is POSIX's number, 1, there). Where the system ends the process once the
+ * handler returns (Win32's close, logoff, shutdown), the handler waits instead, so the
+ * program can save and exit within the system's grace time.
  * plat_signals_catch installs, for the whole process, handlers that only record the first
  * request (async-signal-safe: one lock-free atomic store); a second request restores the
  * default action and raises the signal again, ending the process at once (status 128 + n).
  * A signal ignored when it is called stays ignored. Idempotent; returns 0 on success.
  * plat_signals_pending: the first request's signal number, 0 if none (any thread may ask).
  * plat_signals_release: restores the handlers found by plat_signals_catch and forgets the
- * request. */
+ * request. plat_signal_name: "SIGINT", "SIGTERM", "SIGHUP", else "a signal". */
+#ifdef SIGHUP
+#define PLAT_SIGHUP SIGHUP
+#else
+#define PLAT_SIGHUP 1
+#endif
+const char *plat_signal_name(int sig);
 int plat_signals_catch(void);
 int plat_signals_pending(void);
 void plat_signals_release(void);

@@ -1,4 +1,5 @@
-/* POSIX part of platform.h's termination requests: SIGINT and SIGTERM caught by a handler
+/* POSIX part of platform.h's termination requests: SIGINT, SIGTERM and SIGHUP (a closed
+ * terminal or ssh session) caught by a handler
  * that only records the signal (async-signal-safe), the second one restoring the default
  * action and raising the signal again, so the process ends as the signal would end it. */
 #include "platform.h"
@@ -16,7 +17,7 @@
 static atomic_int pending;   /* the first signal's number, 0 before it */
 static atomic_int installed; /* 1 while our handlers are in place */
 
-static const int caught[] = {SIGINT, SIGTERM};
+static const int caught[] = {SIGINT, SIGTERM, SIGHUP};
 #define N_CAUGHT (sizeof caught / sizeof caught[0])
 static struct sigaction previous[N_CAUGHT]; /* restored by plat_signals_release */
 static int replaced[N_CAUGHT];              /* 0: the signal was ignored and stays so */
@@ -67,6 +68,12 @@ int plat_signals_catch(void)
 }
 
 int plat_signals_pending(void) { return atomic_load(&pending); }
+
+const char *plat_signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP"
+                                                                               : "a signal";
+}
 
 void plat_signals_release(void)
 {

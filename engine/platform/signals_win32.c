@@ -1,10 +1,13 @@
 /* Win32 part of platform.h's termination requests (the POSIX side: signals_posix.c): a
- * console control handler (SetConsoleCtrlHandler) that records Ctrl-C as SIGINT and
- * Ctrl-Break, closing the console, logoff and shutdown as SIGTERM. The handler runs on a
- * thread of its own that Windows starts, so only an atomic store is shared. A second
- * request ends the process at once with status 128 + n, as on POSIX. Closing the console,
- * logoff and shutdown end the process when the handler returns whatever it does (Windows'
- * rule): those give the program only until then. */
+ * console control handler (SetConsoleCtrlHandler) that records Ctrl-C as SIGINT, closing
+ * the console (the counterpart of POSIX's hang-up) as PLAT_SIGHUP, and Ctrl-Break, logoff
+ * and shutdown as SIGTERM. The handler runs on a thread of its own that Windows starts, so
+ * only an atomic store is shared. A second request ends the process at once with status
+ * 128 + n, as on POSIX. Closing the console, logoff and shutdown end the process as soon
+ * as the handler returns, whatever it returns (Windows' rule): for those the handler does
+ * not return, so the program's main thread saves and exits by itself (its exit ends this
+ * thread too); Windows still ends the process after its own grace time (5 s for a closed
+ * console, longer at logoff or shutdown). */
 #if defined(_WIN32)
 #include "platform.h"
 
@@ -17,11 +20,13 @@ static atomic_int installed; /* 1 while the handler is in place */
 
 static BOOL WINAPI on_control(DWORD type)
 {
-    int sig = type == CTRL_C_EVENT ? SIGINT : SIGTERM;
+    int sig = type == CTRL_C_EVENT ? SIGINT : type == CTRL_CLOSE_EVENT ? PLAT_SIGHUP : SIGTERM;
     int none = 0;
     if (!atomic_compare_exchange_strong(&pending, &none, sig))
         ExitProcess(128 + (UINT)sig); /* the second request */
-    return TRUE;                      /* handled: no default termination */
+    if (type == CTRL_CLOSE_EVENT || type == CTRL_LOGOFF_EVENT || type == CTRL_SHUTDOWN_EVENT)
+        Sleep(INFINITE); /* returning would end the process now: let the program save */
+    return TRUE;         /* handled: no default termination */
 }
 
 int plat_signals_catch(void)
@@ -35,6 +40,13 @@ int plat_signals_catch(void)
 }
 
 int plat_signals_pending(void) { return atomic_load(&pending); }
+
+const char *plat_signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == PLAT_SIGHUP
+                                                                         ? "SIGHUP"
+                                                                         : "a signal";
+}
 
 void plat_signals_release(void)
 {

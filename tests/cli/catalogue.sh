@@ -23,6 +23,8 @@ case_() {
 # loads DIR: every checkpoint the folder offers loads
 loads() { "$bin" export --checkpoint-dir "$1" -o "$tmp/x.safetensors" >/dev/null 2>&1; }
 run() { timeout -k 5 120 "$bin" "$@" 2>&1; }
+# until_line FILE REGEX: waits (60 s at most) for a line of a background run's output
+until_line() { for _ in $(seq 600); do grep -Eq -- "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
 # options, parsed whole, finite and in range (exit 2, the option named)
 for a in "--lr abc" "--lr 0" "--lr nan" "--lr -1" "--batch -1" "--steps -1" "--epochs 1.5" \
@@ -109,11 +111,84 @@ out=$(cat "$tmp/lock.out")
 case_ "SIGINT during training" 130 "interrupted \(SIGINT\) at step [0-9]+: saved checkpoint" "$out" $rc
 loads "$tmp/lock"; case_ "  ... that checkpoint loads" 0 "" "" $?
 
+# SIGHUP (a closed terminal or ssh session): as SIGTERM, saved and named, status 129
+timeout --foreground -k 5 120 env --default-signal=INT,TERM,HUP "$bin" train --steps 100000 \
+    --checkpoint-dir "$tmp/hup" --save-secs 1000 >"$tmp/hup.out" 2>&1 &
+bg=$!
+until_line "$tmp/hup.out" '^step '
+kill -HUP $bg; wait $bg; rc=$?; bg=
+out=$(cat "$tmp/hup.out")
+case_ "SIGHUP during training" 129 "interrupted \(SIGHUP\) at step [0-9]+: saved checkpoint" "$out" $rc
+loads "$tmp/hup"; case_ "  ... that checkpoint loads" 0 "" "" $?
+
+# Ctrl-C while the char LM samples at the end: stops within a piece (64 characters),
+# exit 130, the last step's checkpoint named; the second Ctrl-C is not needed
+timeout --foreground -k 5 120 env --default-signal=INT,TERM "$bin" train --model charlm \
+    --steps 2 --layers 1 --width 32 --heads 2 --context 16 --batch 8 --eval-every 0 \
+    --sample 1000000 --checkpoint-dir "$tmp/smp" >"$tmp/smp.out" 2>&1 &
+bg=$!
+until_line "$tmp/smp.out" '^step 2/2'
+sleep 2 # the validation loss, then sampling
+kill -INT $bg
+for _ in $(seq 100); do kill -0 $bg 2>/dev/null || break; sleep 0.1; done
+kill -0 $bg 2>/dev/null && { kill -INT $bg; echo "(the first SIGINT was not enough)" >>"$tmp/smp.out"; }
+wait $bg; rc=$?; bg=
+out=$(cat "$tmp/smp.out")
+case_ "SIGINT while charlm samples: one is enough" 130 "^vkt: interrupted \(SIGINT\) at step 2: saved checkpoint .*/ckpt-2.vkt" "$out" $rc
+
 # export says when it skips a corrupt newest checkpoint
 cp -r "$tmp/ret" "$tmp/exp"
 printf 'garbage' >"$tmp/exp/ckpt-9999.vkt"
 out=$("$bin" export --checkpoint-dir "$tmp/exp" -o "$tmp/e.safetensors" 2>&1); rc=$?
 case_ "vkt export skips a corrupt newest checkpoint, saying so" 0 "warning: .*ckpt-9999.vkt" "$out" $rc
+
+# ---- across ranks (mpirun -np 2; skipped without it): options the ranks must share are
+# compared at start-up and named, on every model; every rank stops with status 2 at once
+# (no stall, no MPI error), and no process of the job is left. The chief's end (its final
+# save, evaluation and a long sample) is waited for however long it takes.
+if command -v mpirun >/dev/null && ldd "$bin" 2>/dev/null | grep -q libmpi; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 \
+        OMPI_MCA_btl_vader_single_copy_mechanism=none LP_NUM_THREADS=1
+    # mpi ARGS...: an MPMD job (": " between the ranks' command lines); every command line
+    # names a folder under $tmp, so its processes are found by that
+    mpi() { timeout -k 5 120 mpirun --bind-to none "$@" 2>&1; }
+    # gone: the job's processes have all ended (10 s at most: mpirun sends SIGKILL and exits
+    # without waiting for the ranks to die)
+    gone() {
+        for _ in $(seq 100); do [[ -z $(pgrep -f -- "$tmp/m") ]] && return 0; sleep 0.1; done
+        pgrep -af -- "$tmp/m" >&2; return 1
+    }
+    mlp=(train --steps 5 --hidden 16 --quiet)
+    lm=(train --model charlm --steps 4 --layers 1 --width 32 --heads 2 --context 16 --batch 8
+        --eval-every 0 --quiet)
+    one="-np 1 $bin"
+    out=$(mpi $one "${mlp[@]}" --logdir "$tmp/m1" --check-identical 1 : $one "${mlp[@]}" --logdir "$tmp/m1"); rc=$?
+    case_ "mpirun: --check-identical on the chief only" 2 "rank 1: the ranks disagree on --check-identical \(0 here, 1 on the chief\)" "$out" $rc
+    gone; case_ "  ... no process left" 0 "" "" $?
+    out=$(mpi $one "${mlp[@]}" --checkpoint-dir "$tmp/m2" : $one "${mlp[@]}" --logdir "$tmp/m2"); rc=$?
+    case_ "mpirun: --checkpoint-dir on the chief only" 2 "rank 0: the ranks disagree on --checkpoint-dir \(given on the chief; different on 1 of the 2 ranks\)" "$out" $rc
+    gone; case_ "  ... no process left" 0 "" "" $?
+    out=$(mpi $one "${mlp[@]}" --logdir "$tmp/m3" : $one "${mlp[@]}" --logdir "$tmp/m3" --steps 6); rc=$?
+    case_ "mpirun: --steps 5 vs 6 (the cosine schedule's length)" 2 "rank 1: the ranks disagree on --steps \(6 here, 5 on the chief\)" "$out" $rc
+    gone; case_ "  ... no process left" 0 "" "" $?
+    out=$(mpi $one "${lm[@]}" --logdir "$tmp/m4" : $one "${lm[@]}" --logdir "$tmp/m4" --seed 2); rc=$?
+    case_ "mpirun: charlm --seed 1 vs 2" 2 "rank 1: the ranks disagree on --seed \(2 here, 1 on the chief\)" "$out" $rc
+    gone; case_ "  ... no process left" 0 "" "" $?
+    src=$(cd "$(dirname "$0")/../.." && pwd)/data/austen/pride_and_prejudice.txt
+    tac "$src" >"$tmp/m5.txt" # the same characters in another order: the same model
+    out=$(mpi $one "${lm[@]}" --logdir "$tmp/m5" : $one "${lm[@]}" --logdir "$tmp/m5" --text "$tmp/m5.txt"); rc=$?
+    case_ "mpirun: charlm --text of other contents" 2 "rank 1: the ranks disagree on the contents of --text" "$out" $rc
+    gone; case_ "  ... no process left" 0 "" "" $?
+    # The chief alone samples 30000 characters at the end (6 to 15 s here), longer than
+    # rank 1 may wait for a silent chief (--comm-timeout 3, + 2 s): it waits anyway.
+    out=$(mpi -np 2 "$bin" "${lm[@]}" --logdir "$tmp/m6" --sample 30000 --comm-timeout 3 \
+          --checkpoint-dir "$tmp/m6/ck"); rc=$?
+    case_ "mpirun: the chief's long end is waited for" 0 "^result: val_loss=.* ranks=2" "$out" $rc
+    gone; case_ "  ... no process left" 0 "" "" $?
+else
+    echo "no mpirun or a build without MPI: the MPI section skipped"
+fi
 
 echo "catalogue: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

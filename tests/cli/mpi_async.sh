@@ -91,7 +91,7 @@ wait "$job"; rc=$?
 t=$(since "$t0")
 check "async, rank 2 killed: mpirun exits $rc != 0 within 10 s ($t s)" \
       "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 10" "$(cat "$tmp/k.out")"
-check "no process left" "[[ -z \$(mine) ]]"
+check "no process left" gone
 n=$(newest_step "$C")
 out=$(mpi 120 -np 2 "$bin" train --mode async --steps $((${n:-0} + 20)) --quiet --checkpoint-dir "$C" 2>&1); rc=$?
 check "2 async ranks resume: 'resumed from step $n' (>= 10), exit 0" \
@@ -111,7 +111,7 @@ t=$(since "$t0")
 out=$(cat "$tmp/s.out")
 check "async, rank 1 stopped: exit status 3 within 3 + 10 s ($rc, $t s)" "[[ $rc -eq 3 ]] && le $t 13" "$out"
 check "the timeout is reported (VKT_ERROR_TIMEOUT)" "grep -q 'vkt: rank [0-9]*: .*VKT_ERROR_TIMEOUT' <<<\"\$out\"" "$out"
-check "every process gone" "[[ -z \$(mine) ]]"
+check "every process gone" gone
 
 t0=$(now)
 out=$(mpi 60 -np 1 "$bin" train --mode async --steps 200 --checkpoint-dir "$tmp/d" : \
@@ -120,6 +120,6 @@ out=$(mpi 60 -np 1 "$bin" train --mode async --steps 200 --checkpoint-dir "$tmp/
 t=$(since "$t0")
 check "async, device lost on rank 1: exit $rc != 0 within 20 s ($t s), rank 1 and VK_ERROR_DEVICE_LOST named" \
       "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 20 && grep -q 'vkt: rank 1: .*VK_ERROR_DEVICE_LOST' <<<\"\$out\"" "$out"
-check "no process left" "[[ -z \$(mine) ]]"
+check "no process left" gone
 
 finish

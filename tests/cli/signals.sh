@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Ctrl-C and SIGTERM during vkt train: the first signal lets the current step finish, saves
-# a checkpoint into --checkpoint-dir, names it ("vkt: interrupted (SIGINT) at step N:
-# saved checkpoint D/ckpt-N.vkt") and exits with 128 + the signal number (130, 143); the
+# Ctrl-C, SIGTERM and SIGHUP during vkt train: the first signal lets the current step
+# finish, saves a checkpoint into --checkpoint-dir, names it ("vkt: interrupted (SIGINT) at
+# step N: saved checkpoint D/ckpt-N.vkt") and exits with 128 + the signal number (130,
+# 143, 129); a SIGHUP ignored at start (nohup) stays ignored; the
 # checkpoint loads and a rerun resumes from step N. Two signals back to back either save
 # or end the process at once, never leaving a corrupt checkpoint. Without --checkpoint-dir
 # the run still stops cleanly and says that nothing was saved. The charlm loop does the
-# same. Under mpirun (skipped without it) a SIGINT to the launcher ends every rank and
-# leaves the chief's checkpoint.
+# same, also while it evaluates and samples alone at the end. Under mpirun (skipped
+# without it) a SIGINT to the launcher ends every rank and leaves the chief's checkpoint.
 # Usage: signals.sh BIN_DIR
 set -u
 bin=$1/vkt
@@ -21,7 +22,8 @@ args=(train --steps 100000 --hidden 32 --batch 64 --save-secs 1000)
 # ignored); waits for the first progress line. Sets pid.
 start() {
     local name=$1 i; shift
-    env --default-signal=INT,TERM "$bin" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+    env --default-signal=INT,TERM,HUP ${IGNORE:+--ignore-signal=$IGNORE} "$bin" "$@" \
+        >"$tmp/$name.out" 2>"$tmp/$name.err" &
     pid=$!
     for ((i = 0; i < 600; i++)); do
         grep -q '^step ' "$tmp/$name.out" 2>/dev/null && return 0
@@ -83,6 +85,23 @@ check "SIGTERM: every checkpoint in the folder loads" "[[ -s '$d/ckpt-$m.vkt' ]]
 out=$("$bin" "${args[@]/100000/$m}" --quiet --checkpoint-dir "$d" 2>&1); rc=$?
 check "a rerun resumes from step $m" "[[ $rc -eq 0 ]] && grep -q '^resumed from step $m\$' <<<\"\$out\""
 
+# ---- SIGHUP (a closed terminal or ssh session): as SIGTERM, with 129 ----
+d5=$tmp/hup
+start hup "${args[@]}" --checkpoint-dir "$d5"
+stop HUP
+h=$(step_of hup SIGHUP)
+echo "SIGHUP: exit $rc after ${secs}s at step $h"
+check "SIGHUP: exit 129 within 10 s, ckpt-$h.vkt named and loads ($(cat "$tmp/hup.err"))" \
+      "[[ $rc -eq 129 && -n '$h' ]] && awk 'BEGIN{exit !($secs < 10)}' && grep -qx \"vkt: interrupted (SIGHUP) at step $h: saved checkpoint $d5/ckpt-$h.vkt\" '$tmp/hup.err' && loads '$d5'"
+# nohup: SIGHUP ignored when vkt starts stays ignored; the run trains on, and stops on
+# Ctrl-C as usual
+IGNORE=HUP start nohup "${args[@]}" --checkpoint-dir "$tmp/nohup"
+kill -HUP $pid; sleep 1
+alive=$(kill -0 $pid 2>/dev/null && echo yes)
+stop INT
+check "SIGHUP ignored at start (nohup): still training 1 s later, then SIGINT: 130" \
+      "[[ '$alive' == yes && $rc -eq 130 ]] && grep -q 'interrupted (SIGINT)' '$tmp/nohup.err'"
+
 # ---- two signals back to back: saved, or ended at once; never a corrupt file ----
 # Several spacings, so that the second lands before, during or after the save; a bigger
 # model makes the save long enough to be hit.
@@ -116,6 +135,18 @@ check "charlm: SIGINT exits 130 and saves ckpt-$j.vkt ($(cat "$tmp/lm.err"))" \
       "[[ $rc -eq 130 && -n '$j' ]] && grep -qx \"vkt: interrupted (SIGINT) at step $j: saved checkpoint $d3/ckpt-$j.vkt\" '$tmp/lm.err' && loads '$d3'"
 out=$("$bin" "${lm[@]/100000/$((j + 2))}" --sample 10 --quiet --checkpoint-dir "$d3" 2>&1); rc=$?
 check "charlm: a rerun resumes from step $j" "[[ $rc -eq 0 ]] && grep -q '^resumed from step $j\$' <<<\"\$out\""
+
+# The end of a charlm run (the validation loss, then --sample characters) is the
+# program's alone: a first SIGTERM there ends it within a piece of the sample, naming the
+# checkpoint of the last step (saved before the end), 143.
+env --default-signal=INT,TERM "$bin" "${lm[@]/100000/3}" --sample 1000000 \
+    --checkpoint-dir "$tmp/lmend" >"$tmp/lmend.out" 2>"$tmp/lmend.err" &
+pid=$!
+for ((i = 0; i < 600; i++)); do [[ -e $tmp/lmend/ckpt-3.vkt ]] && break; sleep 0.1; done
+sleep 2 # into the sampling
+stop TERM
+check "charlm, SIGTERM at the end: exit 143 within 10 s ($rc, ${secs}s), ckpt-3.vkt named ($(cat "$tmp/lmend.err"))" \
+      "[[ $rc -eq 143 ]] && awk 'BEGIN{exit !($secs < 10)}' && grep -qx \"vkt: interrupted (SIGTERM) at step 3: saved checkpoint $tmp/lmend/ckpt-3.vkt\" '$tmp/lmend.err' && ! grep -q '^result:' '$tmp/lmend.out'"
 
 # ---- under mpirun: the launcher forwards the signal to every rank ----
 if command -v mpirun >/dev/null && ldd "$bin" 2>/dev/null | grep -q libmpi; then

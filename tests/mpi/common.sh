@@ -32,6 +32,17 @@ tmp=$(mktemp -d)
 # Every job names a folder under $tmp on its command line, so its processes are found by
 # that (and nobody else's are).
 mine() { pgrep -f -- "$tmp/" | grep -vx "$$"; }
+# gone: every process of this script's jobs has ended, within 10 s. mpirun ends a job by
+# sending its ranks SIGKILL and exits without waiting for them to die (strace: kill(-pgid,
+# SIGKILL), then exit_group 55 ms later, no wait4), so a rank can still be dying, SIGKILL
+# pending, when mpirun returns (seen 0.2 s after mpirun's exit on a loaded machine). A
+# process still there after 10 s really lingers: its pid, state and command are printed.
+gone() {
+    local i p
+    for ((i = 0; i < 100; i++)); do [[ -z $(mine) ]] && return 0; sleep 0.1; done
+    for p in $(mine); do ps -o pid=,stat=,args= -p "$p" >&2; done
+    return 1
+}
 cleanup() {
     local p
     for p in $(mine); do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
