@@ -16,6 +16,10 @@
  *                                  a rank stopped (SIGSTOP) or hung inside it: the
  *                                  others' waits time out and name them from the
  *                                  beats they no longer send
+ *   mpirun -np R test_world --end-alone keepalive|silent
+ *                                  the chief works alone 4 s before finalize (timeout
+ *                                  1 s): with vkt_world_keepalive the others wait for
+ *                                  it; without, they name the silent chief after 3 s
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -382,6 +386,34 @@ static int run_timeout(int *argc, char ***argv, const char *late_arg, int inside
     return 1;
 }
 
+/* The chief works alone for 4 s before finalize (more than the 1 s timeout + 2 s that a
+ * rank waits for a silent chief), with or without vkt_world_keepalive; the others are in
+ * finalize all along. With it they wait and every rank finalizes (exit 0); without it they
+ * give up naming the silent chief, and leave MPI unfinalized (mpirun: non-zero). */
+static int run_end_alone(int *argc, char ***argv, int keepalive)
+{
+    vkt_world *w = NULL;
+    vkt_world_options o = {.timeout_seconds = 1, .require_launcher = 1};
+    if (vkt_world_init(argc, argv, &o, &w) != VKT_OK) {
+        fprintf(stderr, "test_world: %s\n", vkt_last_error());
+        return 1;
+    }
+    float x[3] = {1, 2, 3};
+    w->step = 7;
+    if (world_allreduce_f32(w, x, 3, "the last allreduce") != VKT_OK)
+        vkt_world_abort(w, 1, w->errmsg);
+    uint32_t rank = w->rank;
+    if (rank == 0) {
+        if (keepalive && vkt_world_keepalive(w, 1) != VKT_OK)
+            vkt_world_abort(w, 1, w->errmsg);
+        plat_sleep(4); /* the chief's save, evaluation and report */
+    }
+    double t0 = plat_now();
+    vkt_world_finalize(w);
+    printf("test_world: rank %u: finalize returned after %.1f s\n", rank, plat_now() - t0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     th_init_host("test_world");
@@ -391,6 +423,8 @@ int main(int argc, char **argv)
         return run_timeout(&argc, &argv, argv[2], 0);
     if (argc >= 3 && strcmp(argv[1], "--stop-inside") == 0)
         return run_timeout(&argc, &argv, argv[2], 1);
+    if (argc >= 3 && strcmp(argv[1], "--end-alone") == 0)
+        return run_end_alone(&argc, &argv, strcmp(argv[2], "keepalive") == 0);
     test_one_rank();
     test_arguments();
     return th_finish();
