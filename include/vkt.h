@@ -191,7 +191,8 @@ typedef enum vkt_memory_profile {
                                     device-local host-visible memory */
     VKT_MEMORY_PROFILE_REBAR     /* as UNMAPPED, but the activations and inputs in device-
                                     local host-visible (uncached) memory: a discrete GPU with
-                                    resizable BAR; refused where no memory type is both */
+                                    resizable BAR; refused where no memory type is both
+                                    over the device's memory heap */
 } vkt_memory_profile;
 
 typedef struct vkt_context_options {
