@@ -30,6 +30,23 @@ struct push_gemm {
     VKT_U32 trans_a, trans_b;
     VKT_F32 alpha, beta;
     VKT_U32 cr_off; /* gemm_cpu: C's offset in its texel binding for reads (beta != 0) */
+    VKT_U32 k_chunk; /* gemm_tile: K per split (workgroups z take [z k_chunk, ...)) */
+    VKT_U32 w_off;   /* gemm_tile with GEMM_SPLIT: the workspace's offset in its binding */
+    VKT_U32 flags;   /* gemm_tile: GEMM_* below (uniform branches, not specializations:
+                        each specialization costs a compile, and these cost nothing) */
+};
+#define GEMM_VEC_A 1u  /* A read as vec4s: its contiguous dimension, lda, offset % 4 == 0 */
+#define GEMM_VEC_B 2u
+#define GEMM_VEC_C 4u  /* C (or the workspace) stored as vec4s */
+#define GEMM_READ_C 8u /* beta != 0 */
+#define GEMM_SPLIT 16u /* partial sums into the workspace (gemm_reduce.comp adds them) */
+
+/* The sum of a split-K GEMM's partial tiles (gemm_reduce.comp): C = alpha * sum over
+ * splits of W[split][M][N] + beta * C. */
+struct push_gemm_reduce {
+    VKT_U32 m, n, splits;
+    VKT_U32 ldc, c_off, w_off;
+    VKT_F32 alpha, beta;
 };
 
 /* 1-D kernels go through vec4 loads and stores where every binding has the same
@@ -184,6 +201,7 @@ struct push_dropout {
 #ifndef VULKAN
 #define VKT_PUSH_FITS(s) _Static_assert(sizeof(struct s) <= 128, #s " exceeds 128 bytes")
 VKT_PUSH_FITS(push_gemm);
+VKT_PUSH_FITS(push_gemm_reduce);
 VKT_PUSH_FITS(push_unary);
 VKT_PUSH_FITS(push_binary);
 VKT_PUSH_FITS(push_reduce);

@@ -138,6 +138,20 @@
 #define SPEC_GEMM_GPU_TY 7
 #define SPEC_GEMM_GPU_COUNT 8
 
+/* gemm_tile.comp (kernels/gemm.c): the workgroup is SPEC_WG = (BM / TM) x (BN / TN) */
+#define SPEC_GEMM_TILE_TRANS_A 1
+#define SPEC_GEMM_TILE_TRANS_B 2
+#define SPEC_GEMM_TILE_BM 3
+#define SPEC_GEMM_TILE_BN 4
+#define SPEC_GEMM_TILE_BK 5
+#define SPEC_GEMM_TILE_TM 6
+#define SPEC_GEMM_TILE_TN 7
+#define SPEC_GEMM_TILE_COUNT 8
+
+/* gemm_reduce.comp (kernels/gemm.c) */
+#define SPEC_GEMM_REDUCE_READ_C 1
+#define SPEC_GEMM_REDUCE_COUNT 2
+
 /* layernorm.comp (kernels/norm.c) */
 #define SPEC_LAYERNORM_T 1        /* threads per row */
 #define SPEC_LAYERNORM_VEC4 2

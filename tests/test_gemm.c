@@ -1,14 +1,20 @@
 /* test_gemm.c - vkt_gemm against kref_gemm, for every GEMM variant of the kernel table
  * (gemm_texel: texel reads and subgroup shuffles, gemm_sampler: its uniform-texel
- * fallback, gemm_shared: shared-memory tiles), and all four transpose combinations: shapes that are 1, prime or off every tile size, packed and padded
- * leading dimensions, 16-byte aligned and unaligned views (the CPU kernel's vec4 and
- * scalar reads and stores), alpha and beta (beta == 0 must ignore a C full of NaN,
- * beta != 0 must read it), narrow N (the CPU kernel computes C^T there), the GEMMs of an
- * MLP training step, a product with over a million outputs, two dependent products in
- * one stream; guard elements and padding columns must stay untouched. Then the errors. */
+ * fallback, gemm_tile: register-blocked tiles with vec4 loads and split-K, gemm_shared:
+ * shared-memory tiles), and all four transpose combinations: shapes that are 1, prime or
+ * off every tile size, packed and padded leading dimensions, 16-byte aligned and
+ * unaligned views (the vec4 and scalar reads and stores), alpha and beta (beta == 0 must
+ * ignore a C full of NaN, beta != 0 must read it), narrow N (the CPU kernel computes C^T
+ * there), the GEMMs of an MLP training step, a product with over a million outputs, two
+ * dependent products in one stream; guard elements and padding columns must stay
+ * untouched. Then the errors. gemm_tile runs again planned for many compute units, so
+ * that K is split on small shapes, until every tile row has run split and unsplit; a
+ * split product is bitwise repeatable. */
 #include "harness.h"
 #include "gpu/gpu.h" /* the kernel variants' table */
+#include "kernels/gemm.h"
 #include "kernels/ref.h"
+#include "platform/platform.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +23,20 @@
 static vkt_context *ctx;
 static vkt_stream *s;
 static const char *variant_name;
+static uint32_t tile_seen[8][2]; /* gemm_tile cases run per tile row, unsplit and split */
+
+/* Notes which gemm_tile tile row and split the product gets (the plan vkt_gemm follows). */
+static void note_tile(uint32_t m, uint32_t n, uint32_t k)
+{
+    if (ctx->kv[GPU_FAMILY_GEMM] != GPU_V_GEMM_TILE)
+        return;
+    kg_plan pl = kg_gemm_plan(&ctx->profile, GPU_V_GEMM_TILE, m, n, k);
+    uint32_t rows;
+    const kg_tile *t = kg_tile_rows(&rows);
+    for (uint32_t r = 0; r < rows && r < 8; r++)
+        if (t[r].bm == pl.bm && t[r].bn == pl.bn)
+            tile_seen[r][pl.splits > 1]++;
+}
 
 /* How a case lays out its operands. */
 enum ld_mode { LD_PACKED, LD_PAD3, LD_ROUND4 };  /* ld = 0, row + 3, row rounded up to 4, +4 */
@@ -98,6 +118,7 @@ static void run_case(const gcase *c)
              "%s gemm ta=%d tb=%d M=%u N=%u K=%u alpha=%g beta=%g lda=%u ldb=%u ldc=%u align=%d",
              variant_name, c->ta, c->tb, c->m, c->n, c->k, c->alpha, c->beta, a.ld, b.ld, cc.ld,
              (int)c->align);
+    note_tile(c->m, c->n, c->k);
     TH_OK(ctx, vkt_stream_reset(s));
     int ok = TH_OK(ctx, vkt_gemm(s, &d));
     ok = ok && TH_OK(ctx, vkt_stream_run(s));
@@ -282,11 +303,15 @@ static void check_errors(void)
  * for devices without storage texel buffers of R32F / RGBA32F (which the Vulkan spec
  * requires, so no device takes it by itself): A and B read as uniform texel buffers, C
  * as a storage buffer. */
-static void run_variant(const char *name)
+static void run_variant_setup(const char *name)
 {
     ctx = th_context_filter(name);
     s = th_stream(ctx, 0);
     variant_name = name;
+}
+
+static void run_checks(void)
+{
     check_shapes();
     check_vec4_layouts();
     check_narrow();
@@ -295,6 +320,79 @@ static void run_variant(const char *name)
     check_large(1, 1);
     check_chain();
     check_errors();
+}
+
+static void run_variant(const char *name)
+{
+    run_variant_setup(name);
+    run_checks();
+    vkt_stream_destroy(s);
+    s = NULL;
+}
+
+/* More shapes, planned for 2, 16 and 1024 compute units, until every tile row of
+ * gemm_tile has run split (the plan picks the row; a few compute units favour the
+ * rectangular ones). */
+static void split_every_tile(void)
+{
+    static const uint32_t ms[] = {40, 64, 100, 130, 250}, ns[] = {40, 128, 200, 260, 33};
+    static const uint32_t cus[] = {2, 16, 1024};
+    uint32_t rows;
+    const kg_tile *t = kg_tile_rows(&rows);
+    for (uint32_t x = 0; x < 3 * 5 * 5; x++) {
+        uint32_t u = x / 25, i = x / 5 % 5, j = x % 5;
+        ctx->profile.compute_units = cus[u];
+        kg_plan q = kg_gemm_plan(&ctx->profile, GPU_V_GEMM_TILE, ms[i], ns[j], 700);
+        for (uint32_t r = 0; r < rows && r < 8; r++) {
+            if (t[r].bm != q.bm || t[r].bn != q.bn || q.splits == 1 || tile_seen[r][1])
+                continue;
+            gcase c = {.ta = (int)(i & 1), .tb = (int)(j & 1), .m = ms[i], .n = ns[j],
+                       .k = 700, .alpha = 1.5f, .beta = (i + j) % 2 ? 0.0f : -2.0f,
+                       .ld_a = LD_PACKED, .ld_b = LD_ROUND4, .ld_c = LD_PAD3,
+                       .align = (enum align_mode)(j % 3)};
+            run_case(&c);
+        }
+    }
+    ctx->profile.compute_units = 1024;
+}
+
+/* Split-K: gemm_tile planned as for a device of 1024 compute units, where the tiles of
+ * these small products leave most idle, so K is split into partial tiles (the stream's
+ * scratch memory) that a second dispatch sums in a fixed order. The same checks as every
+ * variant, then: a split product is two dispatches, and its result is bitwise the same
+ * when run again. */
+static void run_split(void)
+{
+    run_variant_setup("gemm_tile");
+    ctx->profile.compute_units = 1024;
+    variant_name = "gemm_tile split-K";
+    kg_plan pl = kg_gemm_plan(&ctx->profile, GPU_V_GEMM_TILE, 100, 1, 300);
+    TH_CHECK(pl.splits > 1, "100x1x300 splits K on 1024 compute units (%u splits)", pl.splits);
+    pl = kg_gemm_plan(&ctx->profile, GPU_V_GEMM_TILE, 784, 256, 128);
+    TH_CHECK(pl.splits > 1, "784x256x128 splits K (%u splits)", pl.splits);
+    run_checks();
+    split_every_tile();
+
+    const uint32_t m = 37, n = 29, k = 1000;
+    mat a = mat_create(k, m, LD_PACKED, AL_HARNESS, 0), b = mat_create(k, n, LD_PAD3, AL_16, 0);
+    mat c = mat_create(m, n, LD_PACKED, AL_HARNESS, 0);
+    vkt_gemm_desc d = {.trans_a = 1, .m = m, .n = n, .k = k, .alpha = 0.5f, .beta = 1.0f,
+                       .a = mat_view(&a), .lda = a.ld, .b = mat_view(&b), .ldb = b.ld,
+                       .c = mat_view(&c), .ldc = c.ld};
+    float *first = th_alloc_floats(c.buf.n), *again = th_alloc_floats(c.buf.n);
+    TH_OK(ctx, vkt_stream_reset(s));
+    TH_OK(ctx, vkt_gemm(s, &d));
+    vkt_stream_stats st = {0};
+    vkt_stream_stats_get(s, &st);
+    TH_CHECK(st.dispatches == 2, "a split product records 2 dispatches (%u)", st.dispatches);
+    TH_OK(ctx, vkt_stream_run(s));
+    th_buf_read(&c.buf, first);
+    th_buf_write(&c.buf, c.host);
+    TH_OK(ctx, vkt_stream_run(s));
+    th_buf_read(&c.buf, again);
+    TH_CHECK(memcmp(first, again, c.buf.n * 4) == 0, "split-K repeats bitwise");
+    free(first), free(again);
+    mat_destroy(&a), mat_destroy(&b), mat_destroy(&c);
     vkt_stream_destroy(s);
     s = NULL;
 }
@@ -310,7 +408,18 @@ int main(void)
         if (row->family == GPU_FAMILY_GEMM &&
             TH_CHECK(gpu_variant_runs(row, &probe->profile, NULL, 0),
                      "lavapipe runs GEMM variant %s", row->name))
+        {
+            double t0 = plat_now();
             run_variant(row->name);
+            printf("  %s: %.1f s\n", row->name, plat_now() - t0);
+        }
     }
+    run_split();
+    uint32_t rows;
+    const kg_tile *t = kg_tile_rows(&rows);
+    for (uint32_t r = 0; r < rows && r < 8; r++)
+        TH_CHECK(tile_seen[r][0] && tile_seen[r][1],
+                 "gemm_tile's %ux%u tile ran unsplit (%u cases) and split (%u)", t[r].bm,
+                 t[r].bn, tile_seen[r][0], tile_seen[r][1]);
     return th_finish();
 }

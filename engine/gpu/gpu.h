@@ -216,7 +216,7 @@ typedef enum gpu_family { GPU_FAMILIES(GPU_FAMILY_ENUM) GPU_FAMILY_COUNT } gpu_f
 /* The kernel variants: one row each in variants.c's table (its family, name, the styles
  * it suits and what it needs), in order of preference within a family. */
 #define GPU_VARIANTS(X)                                                              \
-    X(GEMM_TEXEL) X(GEMM_SAMPLER) X(GEMM_SHARED)                        \
+    X(GEMM_TEXEL) X(GEMM_SAMPLER) X(GEMM_TILE) X(GEMM_SHARED)           \
     X(CONV_IM2COL)                                                                   \
     X(ATTENTION_SHUFFLE) X(ATTENTION_ROWS)                                           \
     X(ROWS_THREAD) X(ROWS_SPREAD)                                                    \
@@ -346,7 +346,7 @@ typedef struct gpu_memory {
 
 /* ---- contexts ---------------------------------------------------------------- */
 
-#define GPU_MAX_SPEC 12 /* specialization constants of one pipeline */
+#define GPU_MAX_SPEC 16 /* specialization constants of one pipeline */
 
 typedef struct gpu_pipeline {
     const struct gpu_kernel *kernel;
@@ -566,6 +566,8 @@ struct vkt_stream {
      * sees them. NULL: none. */
     void (*observe)(void *user, const gpu_range *ranges, const int *writes, uint32_t n);
     void *observe_user;
+    struct vkt_buffer **scratch;   /* gpu_stream_scratch's buffers, the newest largest */
+    uint32_t scratch_count, scratch_cap;
     struct vkt_stream *prev, *next;
 };
 
@@ -597,6 +599,13 @@ int gpu_stream_mark_passed(vkt_stream *s, uint32_t index);
 /* Before a submission: every mark back to "not passed" (vkt_stream_submit). */
 vkt_status gpu_stream_marks_reset(vkt_stream *s);
 void gpu_stream_marks_destroy(vkt_stream *s);
+
+/* Device memory for the intermediate results of a recording (a split-K GEMM's partial
+ * tiles): a buffer of at least `bytes` owned by the stream, alive until the stream is
+ * reset or destroyed (recorded commands refer to it). Successive calls may return the
+ * same buffer: commands that use it are ordered by the stream's barriers like any other
+ * access. A reset keeps the largest for the next recording. */
+vkt_status gpu_stream_scratch(vkt_stream *s, uint64_t bytes, vkt_buffer **out);
 
 /* Starts recording if the stream is not recording yet (after a reset). */
 vkt_status gpu_stream_begin(vkt_stream *s);

@@ -138,6 +138,36 @@ static void release_recording(vkt_stream *s)
     s->has_commands = 0;
     s->completed = 0;
     s->mark_count = 0;
+    /* no command refers to the scratch buffers any more: keep the largest */
+    for (uint32_t i = 0; i + 1 < s->scratch_count; i++)
+        vkt_buffer_destroy(s->scratch[i]);
+    if (s->scratch_count > 1) {
+        s->scratch[0] = s->scratch[s->scratch_count - 1];
+        s->scratch_count = 1;
+    }
+}
+
+vkt_status gpu_stream_scratch(vkt_stream *s, uint64_t bytes, vkt_buffer **out)
+{
+    *out = NULL;
+    if (s->scratch_count && vkt_buffer_size(s->scratch[s->scratch_count - 1]) >= bytes) {
+        *out = s->scratch[s->scratch_count - 1];
+        return VKT_OK;
+    }
+    if (s->scratch_count == s->scratch_cap) {
+        uint32_t cap = s->scratch_cap ? 2 * s->scratch_cap : 4;
+        vkt_buffer **grown = realloc(s->scratch, cap * sizeof *grown);
+        if (!grown)
+            return err_fail(s->ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        s->scratch = grown;
+        s->scratch_cap = cap;
+    }
+    const uint64_t mib = 1ull << 20; /* whole MiB: a few sizes, not one per GEMM */
+    vkt_status st = vkt_buffer_create(s->ctx, (bytes + mib - 1) / mib * mib, VKT_MEMORY_DEVICE,
+                                      out);
+    if (st == VKT_OK)
+        s->scratch[s->scratch_count++] = *out;
+    return st;
 }
 
 void vkt_stream_destroy(vkt_stream *s)
@@ -153,6 +183,9 @@ void vkt_stream_destroy(vkt_stream *s)
         ctx->transfer = NULL;
     unlink_stream(ctx, s);
     release_recording(s);
+    for (uint32_t i = 0; i < s->scratch_count; i++)
+        vkt_buffer_destroy(s->scratch[i]);
+    free(s->scratch);
     free(s->views);
     free(s->pools);
     free(s->pending_reads.items);

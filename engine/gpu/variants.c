@@ -23,6 +23,10 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     [GPU_V_GEMM_SAMPLER] = {GPU_FAMILY_GEMM, "gemm_sampler", CPU, SHUFFLE, 8, 0, 32,
                             "gemm_texel reading A and B through uniform texel buffers "
                             "(gemm_cpu_sampler.comp)"},
+    [GPU_V_GEMM_TILE] = {GPU_FAMILY_GEMM, "gemm_tile", GPU, 0, 1, 16896, 256,
+                         "register-blocked tiles (up to 128x128, 8x8 per thread) from "
+                         "double-buffered shared memory, vec4 loads, split-K when the tiles "
+                         "leave compute units idle (gemm_tile.comp, gemm_reduce.comp)"},
     [GPU_V_GEMM_SHARED] = {GPU_FAMILY_GEMM, "gemm_shared", CPU | GPU, 0, 1, 4096, 64,
                            "shared-memory tiles, a register block per thread "
                            "(gemm_gpu.comp)"},

@@ -476,15 +476,30 @@ static vkt_status gemm(conv_call *c, int ta, int tb, uint64_t m, uint64_t n, uin
     return vkt_gemm(c->s, &d);
 }
 
+void kc_conv_gemms(const kc_conv *g, uint32_t nc, kc_gemm out[KC_GEMMS])
+{
+    dims d = dims_of(g);
+    uint64_t R = (uint64_t)nc * d.P;
+    out[KC_GEMM_FORWARD] = (kc_gemm){0, 1, d.og, R, d.ckk_g};
+    out[KC_GEMM_WEIGHT] = (kc_gemm){0, 0, d.og, d.ckk_g, R};
+    out[KC_GEMM_DATA] = (kc_gemm){1, 0, R, d.ckk_g, d.og};
+}
+
 /* Forward GEMMs of one chunk (R rows): rows_g [og, R] = W_g [og, ckk_g] cols_g^T, cols_g
- * being group g's columns of cols [R, ckk]. Split along R to fit the GEMM's grid. */
-static vkt_status forward_gemms(conv_call *c, uint64_t R, vkt_view w)
+ * being group g's columns of cols [R, ckk] (kc_conv_gemms). Split along R to fit the
+ * GEMM's grid. */
+static vkt_status forward_gemms(conv_call *c, uint32_t nc, vkt_view w)
 {
     const dims *d = &c->d;
+    kc_gemm s[KC_GEMMS];
+    kc_conv_gemms(c->g, nc, s);
+    const kc_gemm *f = &s[KC_GEMM_FORWARD];
+    uint64_t R = f->n;
     for (uint32_t gi = 0; gi < c->g->groups; gi++)
         for (uint64_t r0 = 0; r0 < R; r0 += GEMM_MAX_SPAN) {
             uint64_t rn = R - r0 < GEMM_MAX_SPAN ? R - r0 : GEMM_MAX_SPAN;
-            vkt_status st = gemm(c, 0, 1, d->og, rn, d->ckk_g, at(w, gi * d->og * d->ckk_g),
+            vkt_status st = gemm(c, f->trans_a, f->trans_b, f->m, rn, f->k,
+                                 at(w, gi * d->og * d->ckk_g),
                                  d->ckk_g, at(c->cols, r0 * d->ckk + gi * d->ckk_g), d->ckk,
                                  0.0f, at(c->rows, gi * d->og * R + r0), R);
             if (st != VKT_OK)
@@ -518,7 +533,7 @@ vkt_status kc_conv2d_act(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w
     for (uint32_t n0 = 0; n0 < g->n; n0 += c.nc) {
         uint32_t nc = g->n - n0 < c.nc ? g->n - n0 : c.nc;
         if ((st = im2col(&c, at(x, n0 * d.chw), nc)) != VKT_OK ||
-            (st = forward_gemms(&c, nc * d.P, w)) != VKT_OK ||
+            (st = forward_gemms(&c, nc, w)) != VKT_OK ||
             (st = move(&c, 0, at(y, (uint64_t)n0 * g->oc * d.P), nc, bias, relu)) != VKT_OK)
             return st;
     }
@@ -528,16 +543,20 @@ vkt_status kc_conv2d_act(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w
 /* dw_g [og, ckk_g] = rows_g [og, R] cols_g [R, ckk_g] + beta_w dw_g; the sum over R is
  * split so that the GEMM's k-loop stays within the device's loop budget (the pieces after
  * the first add). */
-static vkt_status weight_gemms(conv_call *c, uint64_t R, vkt_view dw, float beta_w)
+static vkt_status weight_gemms(conv_call *c, uint32_t nc, vkt_view dw, float beta_w)
 {
     const dims *d = &c->d;
-    uint64_t kmax = ku_loop_budget(c->ctx) / 2;
+    kc_gemm s[KC_GEMMS];
+    kc_conv_gemms(c->g, nc, s);
+    const kc_gemm *f = &s[KC_GEMM_WEIGHT];
+    uint64_t R = f->k, kmax = ku_loop_budget(c->ctx) / 2;
     if (kmax > UINT32_MAX)
         kmax = UINT32_MAX;
     for (uint32_t gi = 0; gi < c->g->groups; gi++)
         for (uint64_t k0 = 0; k0 < R; k0 += kmax) {
             uint64_t kn = R - k0 < kmax ? R - k0 : kmax;
-            vkt_status st = gemm(c, 0, 0, d->og, d->ckk_g, kn, at(c->rows, gi * d->og * R + k0),
+            vkt_status st = gemm(c, f->trans_a, f->trans_b, f->m, f->n, kn,
+                                 at(c->rows, gi * d->og * R + k0),
                                  R, at(c->cols, k0 * d->ckk + gi * d->ckk_g), d->ckk,
                                  k0 == 0 ? beta_w : 1.0f, at(dw, gi * d->og * d->ckk_g),
                                  d->ckk_g);
@@ -547,14 +566,19 @@ static vkt_status weight_gemms(conv_call *c, uint64_t R, vkt_view dw, float beta
     return VKT_OK;
 }
 
-/* dcols_g [R, ckk_g] = rows_g^T W_g, into group g's columns of cols. */
-static vkt_status dcols_gemms(conv_call *c, uint64_t R, vkt_view w)
+/* dcols_g [R, ckk_g] = rows_g^T W_g, into group g's columns of cols (kc_conv_gemms). */
+static vkt_status dcols_gemms(conv_call *c, uint32_t nc, vkt_view w)
 {
     const dims *d = &c->d;
+    kc_gemm s[KC_GEMMS];
+    kc_conv_gemms(c->g, nc, s);
+    const kc_gemm *f = &s[KC_GEMM_DATA];
+    uint64_t R = f->m;
     for (uint32_t gi = 0; gi < c->g->groups; gi++)
         for (uint64_t r0 = 0; r0 < R; r0 += GEMM_MAX_SPAN) {
             uint64_t rn = R - r0 < GEMM_MAX_SPAN ? R - r0 : GEMM_MAX_SPAN;
-            vkt_status st = gemm(c, 1, 0, rn, d->ckk_g, d->og, at(c->rows, gi * d->og * R + r0),
+            vkt_status st = gemm(c, f->trans_a, f->trans_b, rn, f->n, f->k,
+                                 at(c->rows, gi * d->og * R + r0),
                                  R, at(w, gi * d->og * d->ckk_g), d->ckk_g, 0.0f,
                                  at(c->cols, r0 * d->ckk + gi * d->ckk_g), d->ckk);
             if (st != VKT_OK)
@@ -572,7 +596,7 @@ static vkt_status backward_chunk(conv_call *c, uint32_t n0, uint32_t nc, int fir
 {
     const kc_conv *g = c->g;
     const dims *d = &c->d;
-    uint64_t R = nc * d->P, at_y = (uint64_t)n0 * g->oc * d->P;
+    uint64_t at_y = (uint64_t)n0 * g->oc * d->P;
     vkt_view y_chunk = relu_y ? at(*relu_y, at_y) : dy;
     vkt_status st = move(c, 1, at(dy, at_y), nc, relu_y ? &y_chunk : NULL, relu_y != NULL);
     if (st == VKT_OK && db)
@@ -580,10 +604,10 @@ static vkt_status backward_chunk(conv_call *c, uint32_t n0, uint32_t nc, int fir
     if (st == VKT_OK && dw) {
         st = im2col(c, at(x, n0 * d->chw), nc);
         if (st == VKT_OK)
-            st = weight_gemms(c, R, *dw, first ? beta_w : 1.0f);
+            st = weight_gemms(c, nc, *dw, first ? beta_w : 1.0f);
     }
     if (st == VKT_OK && dx) {
-        st = dcols_gemms(c, R, w);
+        st = dcols_gemms(c, nc, w);
         if (st == VKT_OK)
             st = col2im(c, at(*dx, n0 * d->chw), nc, beta_x);
     }

@@ -42,6 +42,20 @@ vkt_status kc_conv_init(kc_conv *g, char *msg, size_t msg_size);
  * as fit (the calls then loop over chunks of samples). */
 uint64_t kc_conv_workspace_elems(const kc_conv *g, uint64_t max_elems);
 
+/* The GEMMs of one chunk of `nc` samples, per group (kc_conv2d and the backward record
+ * exactly these through vkt_gemm): [KC_GEMM_FORWARD] rows_g [og, R] = W_g [og, ckk_g]
+ * cols_g^T, [KC_GEMM_WEIGHT] dW_g [og, ckk_g] += rows_g cols_g [R, ckk_g] (K = R, the
+ * long sum split by vkt_gemm's plan), [KC_GEMM_DATA] dcols_g [R, ckk_g] = rows_g^T W_g;
+ * og = oc / groups, ckk_g = c / groups * kh * kw, R = nc oh ow. A GEMM along more rows
+ * than one grid spans is recorded as several (R in pieces). Pure: a test plans them for
+ * a stated device. */
+typedef struct kc_gemm {
+    int trans_a, trans_b;
+    uint64_t m, n, k;
+} kc_gemm;
+enum { KC_GEMM_FORWARD, KC_GEMM_WEIGHT, KC_GEMM_DATA, KC_GEMMS };
+void kc_conv_gemms(const kc_conv *g, uint32_t nc, kc_gemm out[KC_GEMMS]);
+
 /* y = conv(x, w) + bias (bias may be NULL). workspace: kc_conv_workspace_elems elements
  * (scratch: its contents are not needed afterwards; it must not overlap the tensors).
  * Records 2 + groups dispatches per chunk of samples. */

@@ -1,20 +1,25 @@
 /* gemm.c - dispatch of C = alpha * op(A) * op(B) + beta * C, by the context's GEMM
- * variant (engine/gpu/variants.c): gemm_texel and gemm_sampler run shaders/gemm_cpu.glsl,
- * for CPU-type devices (texel-buffer reads, subgroup shuffles, a 16x32 register tile per
- * subgroup); gemm_shared runs shaders/gemm_gpu.comp (shared-memory tiles, a register
- * block per thread). All take either operand transposed and any leading dimensions.
- * bench/gemm_notes.md has the measurements behind the designs. */
+ * variant (engine/gpu/variants.c) and the plan of gemm_plan.c: gemm_texel and
+ * gemm_sampler run shaders/gemm_cpu.glsl, for CPU-type devices (texel-buffer reads,
+ * subgroup shuffles, a 16x32 register tile per subgroup); gemm_tile runs
+ * shaders/gemm_tile.comp (register-blocked tiles from double-buffered shared memory, vec4
+ * loads, split-K summed by shaders/gemm_reduce.comp); gemm_shared runs
+ * shaders/gemm_gpu.comp (shared-memory tiles, a register block per thread). All take
+ * either operand transposed and any leading dimensions. bench/gemm_notes.md has the
+ * measurements behind the CPU designs. */
 #include "gpu/gpu.h"
+#include "kernels/gemm.h"
+#include "kernels/kernel_util.h"
 #include "push.h"
 #include "spec.h"
 #include "gemm_cpu.spv.h"
 #include "gemm_cpu_sampler.spv.h"
 #include "gemm_gpu.spv.h"
+#include "gemm_reduce.spv.h"
+#include "gemm_tile.spv.h"
 
 #include <stdio.h>
-
-#define CPU_TM 16 /* rows of C per workgroup of gemm_cpu.comp */
-#define CPU_TN 32 /* columns of C per workgroup */
+#include <string.h>
 
 /* gemm_cpu.comp reads A, B and (when beta != 0) C through storage texel buffers: R32F
  * views, or RGBA32F views (4 floats per read) where the operand is 16-byte aligned. It
@@ -43,10 +48,15 @@ static const gpu_kernel k_cpu_sampler[4] = {
     GEMM_SAMPLER_KERNEL(TR, TR), GEMM_SAMPLER_KERNEL(TR, T4),
     GEMM_SAMPLER_KERNEL(T4, TR), GEMM_SAMPLER_KERNEL(T4, T4),
 };
-static const gpu_kernel k_gpu = {
-    "gemm_gpu", spv_gemm_gpu, sizeof spv_gemm_gpu, 3,
-    {GPU_BIND_STORAGE, GPU_BIND_STORAGE, GPU_BIND_STORAGE},
-    sizeof(struct push_gemm), SPEC_GEMM_GPU_COUNT};
+#define S GPU_BIND_STORAGE
+static const gpu_kernel k_gpu = {"gemm_gpu", spv_gemm_gpu, sizeof spv_gemm_gpu, 3, {S, S, S},
+                                 sizeof(struct push_gemm), SPEC_GEMM_GPU_COUNT};
+/* Bindings: A, B, C, the workspace of partial tiles (aliasing C, unused, without split). */
+static const gpu_kernel k_tile = {"gemm_tile", spv_gemm_tile, sizeof spv_gemm_tile, 4,
+                                  {S, S, S, S}, sizeof(struct push_gemm), SPEC_GEMM_TILE_COUNT};
+static const gpu_kernel k_reduce = {"gemm_reduce", spv_gemm_reduce, sizeof spv_gemm_reduce, 2,
+                                    {S, S}, sizeof(struct push_gemm_reduce),
+                                    SPEC_GEMM_REDUCE_COUNT};
 
 /* One matrix as stored: `rows` rows of `cols` elements, `ld` apart. */
 typedef struct operand {
@@ -119,8 +129,6 @@ static vkt_status check(vkt_stream *s, const vkt_gemm_desc *d, operand *a, opera
     return VKT_OK;
 }
 
-static uint32_t ceil_div(uint32_t x, uint32_t y) { return (uint32_t)(((uint64_t)x + y - 1) / y); }
-
 static gpu_arg arg(vkt_view v, uint64_t elements, int write)
 {
     gpu_arg a = {v.buffer, v.offset * 4, elements * 4, write};
@@ -136,28 +144,15 @@ static int vec4_ok(const vkt_context *ctx, const operand *o)
            o->ld % 4 == 0 && o->v.offset + rounded <= o->v.buffer->size / 4;
 }
 
-/* Outputs gemm_cpu computes for an M x N product, padded to whole 16x32 tiles. */
-static uint64_t cpu_padded(uint32_t m, uint32_t n)
-{
-    return (uint64_t)ceil_div(m, CPU_TM) * CPU_TM * ceil_div(n, CPU_TN) * CPU_TN;
-}
-
-/* Computing C^T = op(B)^T op(A)^T (stored transposed) pays when N is narrow: N = 10
- * fills 10 of a tile's 32 columns but 10 of its 16 rows. Only when it saves at least a
- * third of the padded work, as the transposed store writes one float at a time. */
-static int cpu_transpose_c(const vkt_gemm_desc *d)
-{
-    return 3 * cpu_padded(d->n, d->m) <= 2 * cpu_padded(d->m, d->n);
-}
-
 /* The variants gemm_texel (sampler 0) and gemm_sampler (sampler 1: A and B through
  * uniform texel buffers, C through its storage buffer, for devices without storage texel
  * buffers of R32F / RGBA32F). */
-static vkt_status dispatch_cpu(vkt_stream *s, const vkt_gemm_desc *d, const operand *a,
-                               const operand *b, const operand *c, int sampler)
+static vkt_status dispatch_cpu(vkt_stream *s, const vkt_gemm_desc *d, const kg_plan *plan,
+                               const operand *a, const operand *b, const operand *c,
+                               int sampler)
 {
     vkt_context *ctx = s->ctx;
-    int tc = cpu_transpose_c(d);
+    int tc = plan->transpose_c;
     if (tc) { /* C^T[N, M] = op(B)^T op(A)^T: B is the left operand, A the right */
         const operand *t = a;
         a = b, b = t;
@@ -192,41 +187,15 @@ static vkt_status dispatch_cpu(vkt_stream *s, const vkt_gemm_desc *d, const oper
         [SPEC_GEMM_CPU_VEC_A] = (uint32_t)va,   [SPEC_GEMM_CPU_VEC_B] = (uint32_t)vb,
         [SPEC_GEMM_CPU_READ_C] = (uint32_t)read_c, [SPEC_GEMM_CPU_VEC_C] = (uint32_t)vc,
         [SPEC_GEMM_CPU_TRANS_C] = (uint32_t)tc};
-    uint32_t groups[3] = {ceil_div(push.n, CPU_TN), ceil_div(push.m, CPU_TM), 1};
     const gpu_kernel *k = st ? &k_cpu[4 * va + 2 * vb + vc] : &k_cpu_sampler[2 * va + vb];
-    return gpu_dispatch(s, k, spec, SPEC_GEMM_CPU_COUNT, args, &push, groups);
+    return gpu_dispatch(s, k, spec, SPEC_GEMM_CPU_COUNT, args, &push, plan->groups);
 }
 
-/* Tile shape of gemm_gpu.comp: BM x BN of C per workgroup of TX x TY threads, BK deep. */
-typedef struct gpu_tiles {
-    uint32_t bm, bn, bk, tx, ty;
-} gpu_tiles;
-
-/* 128x128 tiles with 8x8 outputs per thread feed large products; 64x64 tiles with 4x4
- * per thread keep enough workgroups in flight for smaller ones. 256 threads is a
- * multiple of every subgroup size (32 or 64 on discrete GPUs, 8..32 on integrated);
- * devices that allow fewer invocations get 64 threads with 8x8 each. Both staging
- * buffers take (BM + BN) * BK floats: 8 KiB, below the 16 KiB every device has, but
- * checked against maxComputeSharedMemorySize all the same. */
-static gpu_tiles pick_gpu_tiles(const vkt_context *ctx, uint32_t m, uint32_t n)
-{
-    uint32_t inv = ctx->info.max_workgroup_invocations;
-    uint32_t shared = ctx->info.max_shared_memory;
-    gpu_tiles t = {64, 64, 16, 8, 8};
-    if (inv >= 256)
-        t = (gpu_tiles){64, 64, 16, 16, 16};
-    if (inv >= 256 && m >= 128 && n >= 128 && (uint64_t)m * n >= 512 * 512)
-        t = (gpu_tiles){128, 128, 8, 16, 16};
-    while (t.bk > 1 && (t.bm + t.bn) * t.bk * 4 > shared)
-        t.bk /= 2;
-    return t;
-}
-
-static vkt_status dispatch_gpu(vkt_stream *s, const vkt_gemm_desc *d, const operand *a,
-                               const operand *b, const operand *c)
+/* gemm_shared: shaders/gemm_gpu.comp with the plan's tile. */
+static vkt_status dispatch_shared(vkt_stream *s, const vkt_gemm_desc *d, const kg_plan *plan,
+                                  const operand *a, const operand *b, const operand *c)
 {
     vkt_context *ctx = s->ctx;
-    gpu_tiles t = pick_gpu_tiles(ctx, d->m, d->n);
     struct push_gemm push = {
         .m = d->m, .n = d->n, .k = d->k,
         .lda = a->ld, .ldb = b->ld, .ldc = c->ld,
@@ -240,11 +209,91 @@ static vkt_status dispatch_gpu(vkt_stream *s, const vkt_gemm_desc *d, const oper
                        arg(c->v, c->extent, 1)};
     uint32_t spec[SPEC_GEMM_GPU_COUNT] = {
         [SPEC_GEMM_GPU_TRANS_A] = push.trans_a, [SPEC_GEMM_GPU_TRANS_B] = push.trans_b,
-        [SPEC_GEMM_GPU_READ_C] = d->beta != 0.0f, [SPEC_GEMM_GPU_BM] = t.bm,
-        [SPEC_GEMM_GPU_BN] = t.bn, [SPEC_GEMM_GPU_BK] = t.bk, [SPEC_GEMM_GPU_TX] = t.tx,
-        [SPEC_GEMM_GPU_TY] = t.ty};
-    uint32_t groups[3] = {ceil_div(d->n, t.bn), ceil_div(d->m, t.bm), 1};
-    return gpu_dispatch(s, &k_gpu, spec, SPEC_GEMM_GPU_COUNT, args, &push, groups);
+        [SPEC_GEMM_GPU_READ_C] = d->beta != 0.0f, [SPEC_GEMM_GPU_BM] = plan->bm,
+        [SPEC_GEMM_GPU_BN] = plan->bn, [SPEC_GEMM_GPU_BK] = plan->bk,
+        [SPEC_GEMM_GPU_TX] = plan->bn / plan->tn, [SPEC_GEMM_GPU_TY] = plan->bm / plan->tm};
+    return gpu_dispatch(s, &k_gpu, spec, SPEC_GEMM_GPU_COUNT, args, &push, plan->groups);
+}
+
+/* An operand read as vec4s by gemm_tile: its rows (the stored contiguous dimension) a
+ * multiple of 4 floats long and apart, from a 16-byte aligned binding. */
+static int tile_vec4(const vkt_context *ctx, const operand *o)
+{
+    return o->cols % 4 == 0 && o->ld % 4 == 0 && ku_vec4_aligned(ctx, o->v);
+}
+
+/* The second dispatch of a split-K product: C = alpha * (sum of the partial tiles) +
+ * beta * C. A grid-stride loop whose lanes each add `splits` values per output: within
+ * the device's loop budget. */
+static vkt_status dispatch_reduce(vkt_stream *s, const vkt_gemm_desc *d, const kg_plan *plan,
+                                  vkt_buffer *ws, const operand *c)
+{
+    vkt_context *ctx = s->ctx;
+    uint64_t mn = (uint64_t)d->m * d->n;
+    uint32_t wg = ku_workgroup_size(ctx);
+    uint64_t per_lane = ku_loop_budget(ctx) / 2 / (plan->splits + 1);
+    uint64_t g = ku_groups_1d(ctx, mn, wg), need = (mn + wg * per_lane - 1) / (wg * per_lane);
+    uint32_t groups[3] = {(uint32_t)(g > need ? g : need), 1, 1};
+    if (groups[0] > GPU_MAX_GROUPS)
+        groups[0] = GPU_MAX_GROUPS;
+    struct push_gemm_reduce push = {
+        .m = d->m, .n = d->n, .splits = plan->splits, .ldc = c->ld,
+        .c_off = gpu_arg_shift(ctx, c->v.offset * 4, GPU_BIND_STORAGE), .w_off = 0,
+        .alpha = d->alpha, .beta = d->beta};
+    gpu_arg args[2] = {{ws, 0, plan->workspace * 4, 0}, arg(c->v, c->extent, 1)};
+    uint32_t spec[SPEC_GEMM_REDUCE_COUNT] = {[SPEC_WG] = wg,
+                                             [SPEC_GEMM_REDUCE_READ_C] = d->beta != 0.0f};
+    return gpu_dispatch(s, &k_reduce, spec, SPEC_GEMM_REDUCE_COUNT, args, &push, groups);
+}
+
+/* gemm_tile: shaders/gemm_tile.comp with the plan's tile; with splits > 1 it writes the
+ * partial tiles into the stream's scratch memory and dispatch_reduce sums them. Where
+ * that memory cannot be had, the product runs unsplit (slower, same result) unless the
+ * device's loop budget needs the split. */
+static vkt_status dispatch_tile(vkt_stream *s, const vkt_gemm_desc *d, kg_plan *plan,
+                                const operand *a, const operand *b, const operand *c)
+{
+    vkt_context *ctx = s->ctx;
+    vkt_buffer *ws = NULL;
+    if (plan->splits > 1) {
+        char saved[VKT_ERRMSG_SIZE];
+        memcpy(saved, ctx->errmsg, sizeof saved);
+        vkt_status st = gpu_stream_scratch(s, plan->workspace * 4, &ws);
+        if (st != VKT_OK && (uint64_t)(d->k + plan->bk - 1) / plan->bk >
+                                ku_loop_budget(ctx) / 4)
+            return st;
+        if (st != VKT_OK) {
+            memcpy(ctx->errmsg, saved, sizeof saved);
+            plan->splits = 1, plan->k_chunk = d->k, plan->groups[2] = 1, plan->workspace = 0;
+        }
+    }
+    int split = plan->splits > 1;
+    int vc = split ? d->n % 4 == 0
+                   : d->n % 4 == 0 && c->ld % 4 == 0 && ku_vec4_aligned(ctx, c->v);
+    struct push_gemm push = {
+        .m = d->m, .n = d->n, .k = d->k,
+        .lda = a->ld, .ldb = b->ld, .ldc = c->ld,
+        .a_off = gpu_arg_shift(ctx, a->v.offset * 4, GPU_BIND_STORAGE),
+        .b_off = gpu_arg_shift(ctx, b->v.offset * 4, GPU_BIND_STORAGE),
+        .c_off = gpu_arg_shift(ctx, c->v.offset * 4, GPU_BIND_STORAGE),
+        .trans_a = d->trans_a != 0, .trans_b = d->trans_b != 0,
+        .alpha = d->alpha, .beta = d->beta, .k_chunk = plan->k_chunk, .w_off = 0,
+        .flags = (tile_vec4(ctx, a) ? GEMM_VEC_A : 0) | (tile_vec4(ctx, b) ? GEMM_VEC_B : 0) |
+                 (vc ? GEMM_VEC_C : 0) | (!split && d->beta != 0.0f ? GEMM_READ_C : 0) |
+                 (split ? GEMM_SPLIT : 0)};
+    /* split: C untouched here (one element bound, unused); else the workspace binding
+     * aliases one element of C */
+    gpu_arg args[4] = {arg(a->v, a->extent, 0), arg(b->v, b->extent, 0),
+                       arg(c->v, split ? 1 : c->extent, !split),
+                       split ? (gpu_arg){ws, 0, plan->workspace * 4, 1} : arg(c->v, 1, 0)};
+    uint32_t spec[SPEC_GEMM_TILE_COUNT] = {
+        [SPEC_WG] = plan->threads, [SPEC_GEMM_TILE_TRANS_A] = push.trans_a,
+        [SPEC_GEMM_TILE_TRANS_B] = push.trans_b, [SPEC_GEMM_TILE_BM] = plan->bm,
+        [SPEC_GEMM_TILE_BN] = plan->bn, [SPEC_GEMM_TILE_BK] = plan->bk,
+        [SPEC_GEMM_TILE_TM] = plan->tm, [SPEC_GEMM_TILE_TN] = plan->tn};
+    vkt_status st = gpu_dispatch(s, &k_tile, spec, SPEC_GEMM_TILE_COUNT, args, &push,
+                                 plan->groups);
+    return st == VKT_OK && split ? dispatch_reduce(s, d, plan, ws, c) : st;
 }
 
 vkt_status vkt_gemm(vkt_stream *stream, const vkt_gemm_desc *desc)
@@ -254,10 +303,18 @@ vkt_status vkt_gemm(vkt_stream *stream, const vkt_gemm_desc *desc)
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = stream->ctx;
-    switch (ctx->kv[GPU_FAMILY_GEMM]) { /* the context's choice (engine/gpu/variants.c) */
-    case GPU_V_GEMM_TEXEL: return dispatch_cpu(stream, desc, &a, &b, &c, 0);
-    case GPU_V_GEMM_SAMPLER: return dispatch_cpu(stream, desc, &a, &b, &c, 1);
-    case GPU_V_GEMM_SHARED: return dispatch_gpu(stream, desc, &a, &b, &c);
+    gpu_variant v = ctx->kv[GPU_FAMILY_GEMM]; /* the context's choice (gpu/variants.c) */
+    kg_plan plan = kg_gemm_plan(&ctx->profile, v, desc->m, desc->n, desc->k);
+    if (plan.groups[0] > GPU_MAX_GROUPS || plan.groups[1] > GPU_MAX_GROUPS)
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "vkt_gemm: M=%u N=%u needs %u x %u workgroups; at most %u along each "
+                        "dimension", desc->m, desc->n, plan.groups[1], plan.groups[0],
+                        GPU_MAX_GROUPS);
+    switch (v) {
+    case GPU_V_GEMM_TEXEL: return dispatch_cpu(stream, desc, &plan, &a, &b, &c, 0);
+    case GPU_V_GEMM_SAMPLER: return dispatch_cpu(stream, desc, &plan, &a, &b, &c, 1);
+    case GPU_V_GEMM_TILE: return dispatch_tile(stream, desc, &plan, &a, &b, &c);
+    case GPU_V_GEMM_SHARED: return dispatch_shared(stream, desc, &plan, &a, &b, &c);
     default:
         return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "vkt_gemm: no GEMM variant runs on '%s'", ctx->profile.name);
