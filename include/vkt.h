@@ -1401,7 +1401,10 @@ VKT_API vkt_status vkt_trainer_stage_stats_get(vkt_trainer *trainer, uint32_t st
 /* ------------------------------------------------------------------------------ */
 /*
  * A summary writer appends scalars (tag, step, value) to two files it creates in a log
- * folder (made if missing), named from the Unix time of creation and the host name:
+ * folder (made if missing), named from the Unix time of creation and the host name. Both
+ * are new files of this writer: when a name is taken (another run started in the same
+ * second on the same folder), "-2", "-3", ... follows <time> in both names, so no two
+ * writers ever share or truncate a file:
  *  - events.out.tfevents.<time>.<host>: a TensorBoard event file (`tensorboard --logdir
  *    DIR` draws one curve per tag). TFRecord framing, little endian: uint64 length,
  *    masked CRC32C of the length's 8 bytes, an Event protobuf, masked CRC32C of it
@@ -1447,8 +1450,10 @@ VKT_API const char *vkt_summary_csv_path(const vkt_summary *writer);
  * vkt_trainer_fit with the same seed and global batch (otherwise the order starts anew).
  */
 
-/* Writes a checkpoint atomically (temporary file, fsync, rename, fsync of the folder):
- * a crash at any moment leaves the old file or the new one. */
+/* Writes a checkpoint atomically (temporary file in the same folder, fsync, rename, fsync
+ * of the folder): a crash at any moment leaves the old file or the new one. A checkpoint
+ * is a regular file only: a path naming a device, a pipe or a folder is VKT_ERROR_IO
+ * naming it, and nothing is replaced (a symbolic link keeps pointing where it did). */
 VKT_API vkt_status vkt_trainer_save(vkt_trainer *trainer, const char *path);
 /* Restores a checkpoint. A corrupt, truncated, empty or foreign file, or one of another
  * version: VKT_ERROR_FORMAT with "checkpoint '<path>' is corrupt: <why>" (why such as
@@ -1478,11 +1483,14 @@ VKT_API vkt_status vkt_trainer_check_divergence(vkt_trainer *trainer);
 VKT_API vkt_status vkt_checkpoint_save_dir(vkt_trainer *trainer, const char *dir, uint32_t keep);
 /* The same, and describes what retention found, one message per line, in `notes` (may
  * be NULL; "" if nothing): each corrupt file moved aside ("checkpoint '<path>' is
- * corrupt: <why> (moved aside to '<path>.corrupt')"), each unreadable one left in place. */
+ * corrupt: <why> (moved aside to '<path>.corrupt')"), each unreadable one left in place.
+ * Messages go in whole or not at all: those that do not fit notes_size are counted in a
+ * last line "... and <n> more like these" (so a small buffer never cuts a sentence). */
 VKT_API vkt_status vkt_checkpoint_save_dir_v2(vkt_trainer *trainer, const char *dir, uint32_t keep,
                                               char *notes /* OUT */, size_t notes_size);
 /* Restores the newest valid checkpoint of `dir`. Corrupt newer files are skipped and
- * described, one message per line, in `notes` (may be NULL); once an older valid one is
+ * described, one message per line, in `notes` (may be NULL; whole messages, the rest
+ * counted, as by vkt_checkpoint_save_dir_v2); once an older valid one is
  * found they are moved aside as by vkt_checkpoint_save_dir, and each line ends with
  * "(moved aside to '<path>.corrupt')". No checkpoint (or no folder): VKT_OK with
  * *out_found = 0. Only corrupt ones: VKT_ERROR_FORMAT, and the files stay. A checkpoint
@@ -1513,8 +1521,10 @@ VKT_API void vkt_checkpoint_dir_unlock(vkt_checkpoint_lock *lock);
 
 /* Writes the parameters of the newest valid checkpoint of `dir` as a safetensors file
  * (8-byte little-endian header length, JSON header: dtype F32, shape, data_offsets;
- * little-endian data), atomically. *out_step (may be NULL): its step. Messages:
- * vkt_last_error. */
+ * little-endian data), by vkt_file_write's rule. An out_path that is a file of the folder
+ * (a checkpoint, a corrupt one moved aside, its lock), a name in it that would be taken for
+ * a checkpoint (ckpt-...), or any other checkpoint is VKT_ERROR_INVALID_ARGUMENT, naming
+ * it, with nothing written. *out_step (may be NULL): its step. Messages: vkt_last_error. */
 VKT_API vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char *out_path,
                                                      uint64_t *out_step /* OUT */);
 /* The same, and describes each corrupt newer checkpoint it skipped, one message per line,
@@ -1523,6 +1533,20 @@ VKT_API vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char
 VKT_API vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out_path,
                                                         uint64_t *out_step /* OUT */,
                                                         char *notes /* OUT */, size_t notes_size);
+
+/* Writes `size` bytes of `data` to `path` by the rule every file vktrain writes for the
+ * user follows (README, "Outputs never clobber"): a new name or a regular file is written
+ * to a temporary file in the same folder (a short name, whatever the final name's
+ * length), flushed and renamed over it, so a crash leaves the old or the new file whole (a
+ * symbolic link keeps pointing where it did: the file it names is replaced); a character
+ * device such as /dev/null or /dev/full, or a pipe, is written in place, never replaced.
+ * Refused with VKT_ERROR_INVALID_ARGUMENT, naming the file, and nothing written: `path`
+ * being the same file as one of the n_inputs paths of `inputs` (may be NULL; compared by
+ * file identity, so links, hard links and other spellings count), an existing vktrain
+ * checkpoint, a folder, a block device or a socket. A failed write (a full disk,
+ * /dev/full) is VKT_ERROR_IO. Messages: vkt_last_error. */
+VKT_API vkt_status vkt_file_write(const char *path, const void *data, size_t size,
+                                  const char *const *inputs, size_t n_inputs);
 
 /* ------------------------------------------------------------------------------ */
 /* Interruption: Ctrl-C and termination requests                                  */

@@ -17,7 +17,12 @@
  *      process's save_dir/restore_latest, refused to them and to vkt_checkpoint_dir_lock
  *      while another process holds it (naming its pid, the folder unchanged), and free
  *      again once that process is killed (SIGKILL; TerminateProcess). The other process
- *      is this program again, started with --hold-lock (plat_process_start). */
+ *      is this program again, started with --hold-lock (plat_process_start);
+ *  (g) notes describe every corrupt checkpoint whole or count it in a last line "... and
+ *      N more like these": never a message cut in the middle; a save removes temporary
+ *      files of interrupted saves (".ckpt-<step>.vkt.<pid>.<n>.tmp", and the earlier
+ *      "ckpt-<step>.vkt.tmp.<pid>.<n>"), not other programs' ones; a checkpoint is never
+ *      written to a device (vkt_trainer_save to /dev/null, NUL). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -494,6 +499,72 @@ static void test_retention(vkt_dataset *d)
     vkt_graph_destroy(n.g);
 }
 
+/* (g) Notes never cut a message: 30 corrupt newer checkpoints described into 700 bytes
+ * give whole lines, each "checkpoint '...ckpt-<n>.vkt' is corrupt: ...", newest first,
+ * then "... and <k> more like these" with k the rest (the count adds up to 30). */
+static void test_notes_whole(vkt_dataset *d)
+{
+    char dir[300], notes[700], out[400];
+    snprintf(dir, sizeof dir, "%s/notes", dir_b);
+    snprintf(out, sizeof out, "%s/notes.safetensors", dir_b);
+    net n = make_net(16, 0);
+    vkt_trainer *t = make_trainer(&n, 1);
+    if (!t)
+        return;
+    TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 2, 1, NULL, NULL));
+    TH_OK(NULL, vkt_checkpoint_save_dir(t, dir, 0));
+#if defined(_WIN32)
+    const char *null_dev = "NUL";
+#else
+    const char *null_dev = "/dev/null";
+#endif
+    TH_CHECK(vkt_trainer_save(t, null_dev) == VKT_ERROR_IO &&
+                 strstr(vkt_trainer_errmsg(t), "never replaced") &&
+                 plat_file_kind_of(null_dev) == PLAT_KIND_CHAR,
+             "a checkpoint to %s is refused, the device kept: %s", null_dev,
+             vkt_trainer_errmsg(t));
+    for (int i = 100; i < 130; i++) {
+        char p[400];
+        snprintf(p, sizeof p, "%s/ckpt-%d.vkt", dir, i);
+        TH_CHECK(plat_write_file_atomic(p, "junk", 4) == 0, "plant %s", p);
+    }
+    uint64_t step = 0;
+    TH_OK(NULL, vkt_checkpoint_export_safetensors_v2(dir, out, &step, notes, sizeof notes));
+    int whole = 0, more = -1, bad = 0, expect = 129;
+    for (const char *line = notes; *line;) {
+        size_t len = strcspn(line, "\n");
+        char want[64];
+        snprintf(want, sizeof want, "ckpt-%d.vkt' is corrupt: ", expect);
+        if (sscanf(line, "... and %d more like these", &more) == 1)
+            bad += line[len] != '\0'; /* the count is the last line */
+        else if (strstr(line, want) && len > 40 && line[len - 1] == ')')
+            whole++, expect--;
+        else
+            bad++;
+        line += len + (line[len] == '\n');
+    }
+    TH_CHECK(step == 2 && bad == 0 && whole >= 3 && more == 30 - whole,
+             "%d whole lines newest first, then '... and %d more' (want %d), %d others: '%s'",
+             whole, more, 30 - whole, bad, notes);
+    /* temporary files of interrupted saves (today's name and the earlier one) are removed
+     * by the next save; another program's temporary file is not ours to remove */
+    const char *temps[] = {".ckpt-7.vkt.4242.0.tmp", "ckpt-7.vkt.tmp.4242.0",
+                           ".model.safetensors.4242.0.tmp"};
+    for (int i = 0; i < 3; i++) {
+        char p[400];
+        snprintf(p, sizeof p, "%s/%s", dir, temps[i]);
+        TH_CHECK(plat_write_file_atomic(p, "half", 4) == 0, "plant %s", p);
+    }
+    TH_OK(NULL, vkt_checkpoint_save_dir(t, dir, 0));
+    TH_CHECK(!exists(dir, temps[0]) && !exists(dir, temps[1]) && exists(dir, temps[2]),
+             "a save removes its leftovers (%d %d) and keeps another's (%d)",
+             exists(dir, temps[0]), exists(dir, temps[1]), exists(dir, temps[2]));
+    th_remove_tree(dir);
+    plat_remove_file(out);
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+}
+
 /* A listing of dir: names, sizes and modification times. */
 static void listing(const char *dir, char *buf, size_t size)
 {
@@ -617,6 +688,7 @@ int main(int argc, char **argv)
     test_replica_counts(d);
     test_corrupt(d);
     test_retention(d);
+    test_notes_whole(d);
     test_lock(d);
     vkt_dataset_destroy(d);
     th_remove_tree(g_tmp);

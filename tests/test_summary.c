@@ -10,7 +10,9 @@
  *     hand from the protobuf wire format.
  *  3. The writer: a temporary log folder gets one event file whose records are framed
  *     with valid lengths and CRCs, and a CSV with one row per scalar.
- *  4. Errors: an unusable log folder (below a regular file) is VKT_ERROR_IO naming the
+ *  4. Two writers in one second on one folder: the second gets its own "-2" files, the
+ *     first's are neither appended to nor truncated.
+ *  5. Errors: an unusable log folder (below a regular file) is VKT_ERROR_IO naming the
  *     folder; NULL arguments and bad tags are VKT_ERROR_INVALID_ARGUMENT; destroy(NULL).
  * (tests/cli/summaries.sh checks `vkt train --logdir` with an independent reader.)
  *
@@ -186,6 +188,60 @@ static void test_writer(void)
     vkt_summary_destroy(w);
 }
 
+/* Two writers of one second on one folder: the second gets files of its own. The first
+ * pair's names are taken beforehand for every second this test can run in (with marker
+ * contents), so the writer must pick "-2" names, and the taken files stay as they were. */
+static void test_same_second(void)
+{
+    char dir[512], host[256], ev[1024], csv[1024];
+    snprintf(dir, sizeof dir, "%s/same", g_tmp);
+    CHECK(plat_mkdirs(dir) == 0, "mkdir %s", dir);
+    plat_hostname(host, sizeof host);
+    for (char *c = host; *c; c++)
+        if (*c == '/' || *c == '\\')
+            *c = '_';
+    unsigned long long now = (unsigned long long)plat_wall_time();
+    const char marker[] = "another writer's bytes\n";
+    for (unsigned long long t = now - 2; t <= now + 120; t++) {
+        snprintf(ev, sizeof ev, "%s/events.out.tfevents.%llu.%s", dir, t, host);
+        snprintf(csv, sizeof csv, "%s/scalars.%llu.%s.csv", dir, t, host);
+        CHECK(plat_write_file_atomic(ev, marker, sizeof marker - 1) == 0 &&
+                  plat_write_file_atomic(csv, marker, sizeof marker - 1) == 0,
+              "taken: second %llu", t);
+    }
+    vkt_summary *w = NULL;
+    if (!CHECK(vkt_summary_create(dir, &w) == VKT_OK && w, "create: %s", vkt_last_error()))
+        return;
+    CHECK(vkt_summary_scalar(w, "train/loss", 1, 0.5f) == VKT_OK &&
+              vkt_summary_flush(w) == VKT_OK, "a scalar");
+    const char *e = vkt_summary_event_path(w), *c = vkt_summary_csv_path(w);
+    unsigned long long stamp = 0;
+    char tail[300] = "";
+    CHECK(sscanf(strrchr(e, '/') + 1, "events.out.tfevents.%llu-2.%299s", &stamp, tail) == 2 &&
+              strcmp(tail, host) == 0,
+          "the event file is '<stamp>-2.<host>': %s", e);
+    snprintf(csv, sizeof csv, "%s/scalars.%llu-2.%s.csv", dir, stamp, host);
+    CHECK(strcmp(c, csv) == 0, "the CSV too: %s", c);
+    size_t n = 0;
+    char *text = read_all(c, &n);
+    CHECK(text && strncmp(text, "step,wall_time,tag,value\n1,", 27) == 0,
+          "the new CSV starts with its header and its own row");
+    free(text);
+    vkt_summary_destroy(w);
+    int intact = 1;
+    for (unsigned long long t = now - 2; t <= now + 120; t++) {
+        snprintf(ev, sizeof ev, "%s/events.out.tfevents.%llu.%s", dir, t, host);
+        char *got = read_all(ev, &n);
+        intact = intact && got && n == sizeof marker - 1 && memcmp(got, marker, n) == 0;
+        free(got);
+        snprintf(csv, sizeof csv, "%s/scalars.%llu.%s.csv", dir, t, host);
+        got = read_all(csv, &n);
+        intact = intact && got && n == sizeof marker - 1 && memcmp(got, marker, n) == 0;
+        free(got);
+    }
+    CHECK(intact, "the taken files were neither appended to nor truncated");
+}
+
 static void test_errors(void)
 {
     char file[512], dir[600];
@@ -216,6 +272,7 @@ int main(void)
     test_crc32c();
     test_encoding();
     test_writer();
+    test_same_second();
     test_errors();
     th_remove_tree(g_tmp);
     return th_finish();

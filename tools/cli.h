@@ -22,6 +22,11 @@ int cmd_export(int argc, char **argv);
 /* vkt plot LOGDIR -o FILE.png (cmd_plot.c): curves from vkt train --logdir's CSV. */
 int cmd_plot(int argc, char **argv);
 
+/* Bytes for the notes of the checkpoint calls (corrupt checkpoints passed over, ...):
+ * each message is whole, those beyond it counted in a last line "... and N more like
+ * these" (vkt_checkpoint_save_dir_v2). */
+#define CLI_NOTES_SIZE 16384
+
 /* A whole number string s (nothing after it), finite and in [lo, hi], into *out;
  * returns 0 otherwise. */
 int cli_parse_double(const char *s, double lo, double hi, double *out);

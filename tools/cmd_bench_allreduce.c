@@ -37,6 +37,8 @@ static uint64_t parse_bytes(const char *s)
         end++;
     if (*end && strcmp(end, "iB") && strcmp(end, "B"))
         return 0;
+    if (v > (UINT64_MAX >> shift))
+        return 0; /* would wrap: refused, not taken as a smaller size */
     return (uint64_t)v << shift;
 }
 

@@ -39,7 +39,7 @@ int cmd_export(int argc, char **argv)
         return 2;
     }
     uint64_t step = 0;
-    char notes[4096];
+    char notes[CLI_NOTES_SIZE];
     vkt_status st = vkt_checkpoint_export_safetensors_v2(dir, out, &step, notes, sizeof notes);
     for (const char *line = notes; *line;) { /* each corrupt newer checkpoint, as train says */
         size_t n = strcspn(line, "\n");

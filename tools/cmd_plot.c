@@ -101,12 +101,34 @@ static int add_point(series *s, double x, double y)
     return 1;
 }
 
-/* The newest scalars.*.csv in dir (names carry the Unix time), or dir itself if it is
- * a file. */
-static int find_csv(const char *dir, char *out, size_t size)
+/* The stamp and the writer's number of a summary CSV's name: "scalars.<stamp>.<host>.csv"
+ * (number 1) or "scalars.<stamp>-<k>.<host>.csv" (a later writer of the same second);
+ * 0 if the name is not one. */
+static int csv_name(const char *name, unsigned long long *stamp, unsigned long long *k)
+{
+    size_t n = strlen(name);
+    if (strncmp(name, "scalars.", 8) != 0 || n < 13 || strcmp(name + n - 4, ".csv") != 0)
+        return 0;
+    const char *p = name + 8;
+    char *end;
+    if (*p < '0' || *p > '9')
+        return 0;
+    *stamp = strtoull(p, &end, 10);
+    *k = 1;
+    if (*end == '-' && end[1] >= '0' && end[1] <= '9')
+        *k = strtoull(end + 1, &end, 10);
+    return *end == '.';
+}
+
+/* The newest summary CSV of dir into out (by stamp, then writer number), or dir itself if
+ * it is a file; and every summary file of dir (its CSVs and event files: what the command
+ * reads, which -o must never replace) into inputs, as malloc'd paths (*n_inputs). */
+static int find_csv(const char *dir, char *out, size_t size, char ***inputs, size_t *n_inputs)
 {
     char **names;
     size_t count;
+    *inputs = NULL;
+    *n_inputs = 0;
     if (plat_list_dir(dir, &names, &count) != 0) { /* not a folder: a file, or nothing */
         if (plat_file_stat(dir, NULL, NULL) != 0)
             return 0;
@@ -114,12 +136,26 @@ static int find_csv(const char *dir, char *out, size_t size)
         return 1;
     }
     char best[512] = "";
+    unsigned long long best_stamp = 0, best_k = 0, stamp, k;
+    *inputs = calloc(count ? count : 1, sizeof **inputs);
     for (size_t i = 0; i < count; i++) {
         const char *name = names[i];
-        size_t n = strlen(name);
-        if (strncmp(name, "scalars.", 8) == 0 && n > 4 && strcmp(name + n - 4, ".csv") == 0 &&
-            n < sizeof best && strcmp(name, best) > 0)
+        int csv = csv_name(name, &stamp, &k);
+        if (*inputs && (csv || strncmp(name, "events.out.tfevents.", 20) == 0)) {
+            size_t len = strlen(dir) + strlen(name) + 2;
+            char *path = malloc(len);
+            if (path) {
+                snprintf(path, len, "%s/%s", dir, name);
+                (*inputs)[(*n_inputs)++] = path;
+            }
+        }
+        if (csv && strlen(name) < sizeof best &&
+            (!best[0] || stamp > best_stamp || (stamp == best_stamp && k > best_k) ||
+             (stamp == best_stamp && k == best_k && strcmp(name, best) > 0))) {
             snprintf(best, sizeof best, "%s", name);
+            best_stamp = stamp;
+            best_k = k;
+        }
     }
     plat_free_names(names, count);
     if (!best[0])
@@ -284,8 +320,10 @@ int cmd_plot(int argc, char **argv)
         fprintf(stderr, "usage: vkt plot LOGDIR [-o FILE.png]\n");
         return 2;
     }
-    char csv[1024];
-    if (!find_csv(dir, csv, sizeof csv)) {
+    char csv[1024], **inputs = NULL;
+    size_t n_inputs = 0;
+    if (!find_csv(dir, csv, sizeof csv, &inputs, &n_inputs)) {
+        plat_free_names(inputs, n_inputs);
         fprintf(stderr, "vkt plot: no scalars.*.csv in '%s' (written by vkt train --logdir)\n",
                 dir);
         return 1;
@@ -316,8 +354,21 @@ int cmd_plot(int argc, char **argv)
     text(c, W - 20 - 12 * (int)strlen(label), H - 30, label, axis);
     text(c, 84, H - 30, "0", axis);
     char why[512];
-    if (png_write_rgb(out, &c->px[0][0][0], W, H, why, sizeof why) != 0) {
+    uint8_t *png = NULL;
+    size_t png_n = 0;
+    if (png_encode_rgb(&c->px[0][0][0], W, H, &png, &png_n, why, sizeof why) != 0) {
         fprintf(stderr, "vkt plot: %s\n", why);
+        goto done;
+    }
+    /* the output rule (vkt_file_write): never the CSV read nor another file of the log
+     * folder; a device or a pipe written in place */
+    const char *reads[] = {csv};
+    vkt_status st = n_inputs ? vkt_file_write(out, png, png_n, (const char *const *)inputs,
+                                               n_inputs)
+                             : vkt_file_write(out, png, png_n, reads, 1);
+    free(png);
+    if (st != VKT_OK) {
+        fprintf(stderr, "vkt plot: %s\n", vkt_last_error());
         goto done;
     }
     printf("wrote %s (%dx%d) from %s: upper panel train/loss (blue, %zu points) and "
@@ -328,6 +379,7 @@ int cmd_plot(int argc, char **argv)
                "others; drawn on the edge as triangles\n", clipped_up, clipped_down);
     rc = 0;
 done:
+    plat_free_names(inputs, n_inputs);
     for (int i = 0; i < 3; i++) {
         free(s[i].x);
         free(s[i].y);

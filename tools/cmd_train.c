@@ -118,7 +118,7 @@ int train_interrupted(const train_args *a, int sig, uint64_t step, int newline)
  * checkpoints that retention moved aside are reported on stderr. */
 static int save_checkpoint(progress *p, uint64_t step)
 {
-    char notes[4096];
+    char notes[CLI_NOTES_SIZE];
     vkt_status st = vkt_checkpoint_save_dir_v2(p->tr, p->a->ckpt_dir, p->a->keep, notes,
                                                sizeof notes);
     train_warn_notes(notes, "");
@@ -301,7 +301,7 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
  * files are reported on stderr. Returns 0 (message printed) on failure. */
 static int resume(const train_args *a, vkt_trainer *tr, uint64_t *step)
 {
-    char notes[4096];
+    char notes[CLI_NOTES_SIZE];
     int found = 0;
     vkt_status st = vkt_checkpoint_restore_latest(tr, a->ckpt_dir, &found, step, notes,
                                                   sizeof notes);

@@ -48,7 +48,7 @@ static int eval_loss(lm_run *r, int split, uint32_t windows, float *loss)
 
 static int save(lm_run *r)
 {
-    char notes[4096];
+    char notes[CLI_NOTES_SIZE];
     vkt_status st = vkt_checkpoint_save_dir_v2(r->tr, r->a->ckpt_dir, r->a->keep, notes,
                                                sizeof notes);
     train_warn_notes(notes, "");
@@ -202,7 +202,7 @@ static int run(lm_run *r, vkt_instance *inst)
     if (a->ckpt_dir) {
         int found = 0;
         uint64_t step = 0;
-        char notes[4096];
+        char notes[CLI_NOTES_SIZE];
         st = vkt_checkpoint_restore_latest(r->tr, a->ckpt_dir, &found, &step, notes,
                                            sizeof notes);
         train_warn_notes(notes, "; trying an older checkpoint");

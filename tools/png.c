@@ -3,7 +3,6 @@
  * polynomial PNG specifies) of type and data. Scanlines use filter 0 (none). */
 #include "png.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,22 +16,23 @@ static void be32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
-static int chunk(FILE *f, const char *type, const uint8_t *data, uint32_t n)
+/* Appends one chunk (length, type, data, CRC) at out + *at. */
+static void chunk(uint8_t *out, size_t *at, const char *type, const uint8_t *data, uint32_t n)
 {
-    uint8_t head[8], tail[4];
-    be32(head, n);
-    memcpy(head + 4, type, 4);
-    uLong crc = crc32(0L, head + 4, 4);
+    uint8_t *p = out + *at;
+    be32(p, n);
+    memcpy(p + 4, type, 4);
     if (n)
-        crc = crc32(crc, data, n);
-    be32(tail, (uint32_t)crc);
-    return fwrite(head, 1, 8, f) == 8 && (n == 0 || fwrite(data, 1, n, f) == n) &&
-           fwrite(tail, 1, 4, f) == 4;
+        memcpy(p + 8, data, n);
+    be32(p + 8 + n, (uint32_t)crc32(0L, p + 4, 4 + n));
+    *at += 12 + (size_t)n;
 }
 
-int png_write_rgb(const char *path, const uint8_t *rgb, uint32_t width, uint32_t height,
-                  char *why, size_t why_size)
+int png_encode_rgb(const uint8_t *rgb, uint32_t width, uint32_t height, uint8_t **out,
+                   size_t *out_size, char *why, size_t why_size)
 {
+    *out = NULL;
+    *out_size = 0;
     size_t row = (size_t)width * 3 + 1, raw_n = row * height;
     uLongf packed_n = compressBound((uLong)raw_n);
     uint8_t *raw = malloc(raw_n), *packed = malloc(packed_n);
@@ -47,9 +47,10 @@ int png_write_rgb(const char *path, const uint8_t *rgb, uint32_t width, uint32_t
         snprintf(why, why_size, "zlib could not compress the image");
         ok = 0;
     }
-    FILE *f = ok ? fopen(path, "wb") : NULL;
-    if (ok && !f) {
-        snprintf(why, why_size, "cannot create '%s': %s", path, strerror(errno));
+    /* signature, IHDR (13 bytes), IDAT, IEND: 8 + 25 + 12 + packed + 12 bytes */
+    uint8_t *png = ok ? malloc(8 + 25 + 12 + (size_t)packed_n + 12) : NULL;
+    if (ok && !png) {
+        snprintf(why, why_size, "out of memory for a %ux%u image", width, height);
         ok = 0;
     }
     if (ok) {
@@ -62,11 +63,13 @@ int png_write_rgb(const char *path, const uint8_t *rgb, uint32_t width, uint32_t
         ihdr[10] = 0;  /* compression: deflate */
         ihdr[11] = 0;  /* filter method 0 */
         ihdr[12] = 0;  /* no interlace */
-        ok = fwrite(sig, 1, 8, f) == 8 && chunk(f, "IHDR", ihdr, 13) &&
-             chunk(f, "IDAT", packed, (uint32_t)packed_n) && chunk(f, "IEND", NULL, 0);
-        ok = fclose(f) == 0 && ok;
-        if (!ok)
-            snprintf(why, why_size, "cannot write '%s': %s", path, strerror(errno));
+        size_t at = 8;
+        memcpy(png, sig, 8);
+        chunk(png, &at, "IHDR", ihdr, 13);
+        chunk(png, &at, "IDAT", packed, (uint32_t)packed_n);
+        chunk(png, &at, "IEND", NULL, 0);
+        *out = png;
+        *out_size = at;
     }
     free(raw);
     free(packed);

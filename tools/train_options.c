@@ -401,6 +401,39 @@ static int set_value(const train_option *o, const char *v, train_args *a)
     return 0;
 }
 
+/* A VKT_DEVICES list longer than the contexts the run makes (stages x copies) would leave
+ * devices unused, silently: refused instead (README, "Devices and replicas"). A user who
+ * lists devices means them to be used, and a leftover one is most often a typo or a
+ * misread layout (copy d's stage s on entry d * P + s), which a warning in a long log
+ * would let cost a device for the whole run. A shorter list repeats (VKT_DEVICES=0
+ * --replicas 4: device 0 four times). Without --replicas or --pipeline the library makes
+ * one replica per entry; a malformed list is left to the library's message. */
+static int devices_all_used(const train_args *a)
+{
+    const char *env = getenv("VKT_DEVICES");
+    uint32_t dev[VKT_MAX_REPLICAS], k = 0, P = a->pipeline ? a->pipeline : 1;
+    if (!env || !*env || (!a->replicas && P < 2) ||
+        vkt_parse_device_list(env, dev, VKT_MAX_REPLICAS, &k) != VKT_OK)
+        return 1;
+    uint32_t D = a->replicas ? a->replicas : k / P ? k / P : 1;
+    if (k <= (uint64_t)D * P)
+        return 1;
+    if (!a->replicas)
+        fprintf(stderr, "vkt train: VKT_DEVICES lists %u devices, not a multiple of --pipeline "
+                "%u: %u cop%s of %u stages would leave %u unused; list a multiple of %u "
+                "devices (copy d's stage s on entry d x %u + s), or give --replicas\n", k, P, D,
+                D == 1 ? "y" : "ies", P, k - D * P, P, P);
+    else if (P > 1)
+        fprintf(stderr, "vkt train: VKT_DEVICES lists %u devices, more than the %u that "
+                "--replicas %u x --pipeline %u use: %u would be left unused; list at most %u, "
+                "or raise --replicas\n", k, D * P, D, P, k - D * P, D * P);
+    else
+        fprintf(stderr, "vkt train: VKT_DEVICES lists %u devices, more than --replicas %u "
+                "uses: %u would be left unused; list at most %u, or raise --replicas (or leave "
+                "it out: one replica per entry)\n", k, D, k - D, D);
+    return 0;
+}
+
 /* The checks between options, and the defaults that depend on the model. */
 static int finish(train_args *a)
 {
@@ -437,7 +470,7 @@ static int finish(train_args *a)
         fprintf(stderr, "vkt train: --staleness applies to --mode async\n");
         return 0;
     }
-    return 1;
+    return devices_all_used(a);
 }
 
 int train_args_parse(int argc, char **argv, train_args *a)

@@ -2,6 +2,7 @@
 #include "gpu.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,10 +113,12 @@ vkt_status vkt_parse_device_list(const char *text, uint32_t *indices, uint32_t c
                             "(format: comma-separated indices such as 0,0,1)",
                             text, (int)(p - text));
         char *end;
+        errno = 0;
         unsigned long v = strtoul(p, &end, 10);
-        if (v > 1023)
-            return err_fail(NULL, VKT_ERROR_FORMAT, "bad device list '%s': index %lu too large",
-                            text, v);
+        if (v > 1023 || errno == ERANGE) /* the digits as typed: strtoul clamps past ULONG_MAX */
+            return err_fail(NULL, VKT_ERROR_FORMAT,
+                            "bad device list '%s': index %.*s too large (at most 1023)", text,
+                            (int)(end - p), p);
         if (n == capacity)
             return err_fail(NULL, VKT_ERROR_LIMIT, "device list '%s' has more than %u entries",
                             text, capacity);

@@ -92,7 +92,9 @@ int ckpt_host_little_endian(void);
 
 /* The path of step's checkpoint in dir. */
 void ckpt_dir_step_path(char *buf, size_t size, const char *dir, uint64_t step);
-/* Appends a line to notes (may be NULL), as far as it fits. */
+/* Appends a line to notes (may be NULL, size bytes), whole or not at all: a message that
+ * does not fit (with room left for the count) is counted in a last line "... and <n> more
+ * like these", so no message is ever cut. */
 void ckpt_dir_note(char *notes, size_t size, const char *msg);
 /* The folder's lock for one operation on an existing folder, unless this process holds
  * it already (*held NULL then): another process's lock is VKT_ERROR_STATE, with the

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "io/output.h"
 #include "platform/platform.h"
 
 #define PATH_SIZE CKPT_PATH_SIZE
@@ -31,6 +32,16 @@ static int parse_name(const char *name, uint64_t *step)
         return 0;
     *step = v;
     return 1;
+}
+
+/* A temporary file of an interrupted save: ".ckpt-<step>.vkt.<pid>.<n>.tmp"
+ * (plat_write_file's name), or "ckpt-<step>.vkt.tmp.<pid>.<n>" (before it). */
+static int is_save_temp(const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(name, ".ckpt-", 6) == 0)
+        return n > 4 && strcmp(name + n - 4, ".tmp") == 0;
+    return strncmp(name, "ckpt-", 5) == 0 && strstr(name, ".vkt.tmp.") != NULL;
 }
 
 static int newest_first(const void *a, const void *b)
@@ -57,8 +68,7 @@ static vkt_status list_steps(const char *dir, int clean, uint64_t **steps, size_
     for (size_t i = 0; i < count; i++) {
         if (parse_name(names[i], &v[*n])) {
             (*n)++;
-        } else if (clean && strncmp(names[i], "ckpt-", 5) == 0 &&
-                   strstr(names[i], ".vkt.tmp.")) {
+        } else if (clean && is_save_temp(names[i])) {
             char path[PATH_SIZE];
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
             plat_remove_file(path);
@@ -75,13 +85,30 @@ void ckpt_dir_step_path(char *buf, size_t size, const char *dir, uint64_t step)
     snprintf(buf, size, "%s/ckpt-%llu.vkt", dir, (unsigned long long)step);
 }
 
+/* Room kept for the last line "... and <n> more like these" (n up to 10 digits). */
+#define NOTE_MORE "... and "
+#define NOTE_MORE_ROOM 40
+
 void ckpt_dir_note(char *notes, size_t size, const char *msg)
 {
     if (!notes || !size)
         return;
-    size_t used = strlen(notes);
-    if (used + 1 < size)
+    size_t used = strlen(notes), n = strlen(msg);
+    char *last = strrchr(notes, '\n');
+    last = last ? last + 1 : notes;
+    unsigned more = 0;
+    if (strncmp(last, NOTE_MORE, strlen(NOTE_MORE)) == 0 &&
+        sscanf(last + strlen(NOTE_MORE), "%u", &more) == 1) {
+        /* full already: count this one too (the line has room: NOTE_MORE_ROOM) */
+        snprintf(last, size - (size_t)(last - notes), NOTE_MORE "%u more like these", more + 1);
+        return;
+    }
+    /* a message goes in whole, leaving room for the count line, or not at all */
+    if (used + (used ? 1 : 0) + n + NOTE_MORE_ROOM < size)
         snprintf(notes + used, size - used, "%s%s", used ? "\n" : "", msg);
+    else if (used + NOTE_MORE_ROOM < size)
+        snprintf(notes + used, size - used, "%s" NOTE_MORE "1 more like these",
+                 used ? "\n" : "");
 }
 
 /* ---- the folder's lock ----------------------------------------------------------- */
@@ -437,6 +464,57 @@ static void safetensors_header(const ckpt *k, ckpt_buf *h)
         json_text(h, " ");
 }
 
+/* Whether a name in a checkpoint folder belongs to the folder: a checkpoint, a corrupt one
+ * moved aside (ckpt-<step>.vkt.corrupt...), a save's temporary file, the lock. */
+static int folder_name(const char *name)
+{
+    return strncmp(name, "ckpt-", 5) == 0 || strncmp(name, ".ckpt-", 6) == 0 ||
+           strcmp(name, LOCK_NAME) == 0;
+}
+
+/* An export never replaces a file of the checkpoint folder, compared by identity (links
+ * and other spellings of the path alike), nor creates one there that would be taken for a
+ * checkpoint; then the general rule (io_output_check: no other checkpoint, no folder...). */
+static vkt_status export_target_ok(const char *dir, const char *out)
+{
+    char **names = NULL, p[PATH_SIZE], final[PATH_SIZE];
+    size_t count = 0;
+    vkt_status st = VKT_OK;
+    if (plat_list_dir(dir, &names, &count) == 0) {
+        for (size_t i = 0; i < count && st == VKT_OK; i++) {
+            if (!folder_name(names[i]) ||
+                snprintf(p, sizeof p, "%s/%s", dir, names[i]) >= (int)sizeof p ||
+                !plat_same_file(out, p))
+                continue;
+            st = err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                          "the output '%s' is %s%s%s of the checkpoint folder '%s': an export "
+                          "never replaces a checkpoint or a file of its folder; choose another "
+                          "file", out, strcmp(out, p) ? "the same file as '" : "a file",
+                          strcmp(out, p) ? p : "", strcmp(out, p) ? "'" : "", dir);
+        }
+        plat_free_names(names, count);
+    }
+    if (st != VKT_OK)
+        return st;
+    if (plat_final_path(out, final, sizeof final) == 0) { /* a new name in the folder */
+        char *slash = strrchr(final, '/');
+#if defined(_WIN32)
+        char *back = strrchr(final, '\\');
+        if (back && (!slash || back > slash))
+            slash = back;
+#endif
+        const char *base = slash ? slash + 1 : final;
+        if (slash)
+            *slash = '\0';
+        if (folder_name(base) && plat_same_file(slash ? (final[0] ? final : "/") : ".", dir))
+            return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                            "the output '%s' would be taken for a checkpoint of the folder "
+                            "'%s' (ckpt-...): an export never writes one; choose another "
+                            "name", out, dir);
+    }
+    return io_output_check(out, NULL, 0, NULL);
+}
+
 vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out_path,
                                                 uint64_t *out_step, char *notes,
                                                 size_t notes_size)
@@ -448,11 +526,14 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
     if (!dir || !out_path)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_checkpoint_export_safetensors: dir and out_path are required");
+    vkt_status st = export_target_ok(dir, out_path);
+    if (st != VKT_OK)
+        return st;
     ckpt k;
     char path[PATH_SIZE];
     int found = 0;
-    vkt_status st = ckpt_dir_find_latest(dir, &k, path, sizeof path, &found, notes, notes_size,
-                                         NULL, 0, NULL, NULL);
+    st = ckpt_dir_find_latest(dir, &k, path, sizeof path, &found, notes, notes_size, NULL, 0,
+                              NULL, NULL);
     if (st != VKT_OK)
         return st;
     if (!found)
@@ -465,8 +546,10 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
         ckpt_put_bytes(&f, k.tensors[i].data, k.tensors[i].count * 4);
     if (h.oom || f.oom)
         st = err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    else if (plat_write_file_atomic(out_path, f.p, f.n) != 0)
-        st = err_fail(NULL, VKT_ERROR_IO, "cannot write '%s'", out_path);
+    else {
+        const char *inputs[] = {path};
+        st = io_output_write(out_path, f.p, f.n, inputs, 1, NULL);
+    }
     if (st == VKT_OK && out_step)
         *out_step = k.step;
     free(h.p);

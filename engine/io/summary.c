@@ -20,6 +20,7 @@
 
 #define VKT_SUMMARY_TAG_MAX VKT_MAX_TAG_BYTES
 #define VKT_SUMMARY_PATH_MAX 4096
+#define SUMMARY_NAME_TRIES 1000 /* writers per log folder per second */
 
 struct vkt_summary {
     FILE *events, *csv;
@@ -151,6 +152,47 @@ static vkt_status write_event(vkt_summary *w, double wall, int64_t step,
     return VKT_OK;
 }
 
+/* Creates the writer's two files, both new: events.out.tfevents.<stamp>.<host> and
+ * scalars.<stamp>.<host>.csv, or with "-<k>" after the stamp (k = 2, 3, ...) when another
+ * writer (a run started in the same second, another process) has either name: every
+ * writer has files of its own, never appended to nor truncated. */
+static vkt_status open_new_pair(vkt_summary *w, const char *logdir, unsigned long long stamp,
+                                const char *host)
+{
+    for (unsigned k = 1; k <= SUMMARY_NAME_TRIES; k++) {
+        char tag[32] = "";
+        if (k > 1)
+            snprintf(tag, sizeof tag, "-%u", k);
+        int a = snprintf(w->event_path, sizeof w->event_path, "%s/events.out.tfevents.%llu%s.%s",
+                         logdir, stamp, tag, host);
+        int b = snprintf(w->csv_path, sizeof w->csv_path, "%s/scalars.%llu%s.%s.csv", logdir,
+                         stamp, tag, host);
+        if (a < 0 || b < 0 || (size_t)a >= sizeof w->event_path ||
+            (size_t)b >= sizeof w->csv_path)
+            return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "log folder path too long: '%s'",
+                            logdir);
+        if (!(w->events = plat_create_new(w->event_path))) {
+            if (errno == EEXIST)
+                continue;
+            return err_fail(NULL, VKT_ERROR_IO, "cannot create the event file '%s': %s",
+                            w->event_path, strerror(errno));
+        }
+        /* Binary: the same bytes ("\n" line ends) on every system, where Windows' text
+         * mode would write "\r\n". */
+        if ((w->csv = plat_create_new(w->csv_path)))
+            return VKT_OK;
+        int e = errno;
+        fclose(w->events);
+        w->events = NULL;
+        plat_remove_file(w->event_path); /* ours, and empty: the pair is taken elsewhere */
+        if (e != EEXIST)
+            return err_fail(NULL, VKT_ERROR_IO, "cannot create the CSV file '%s': %s",
+                            w->csv_path, strerror(e));
+    }
+    return err_fail(NULL, VKT_ERROR_IO, "the log folder '%s' has %d pairs of summary files "
+                    "from second %llu already", logdir, SUMMARY_NAME_TRIES, stamp);
+}
+
 vkt_status vkt_summary_create(const char *logdir, vkt_summary **out)
 {
     if (out)
@@ -171,40 +213,15 @@ vkt_status vkt_summary_create(const char *logdir, vkt_summary **out)
         if (*c == '/' || *c == '\\')
             *c = '_';
     unsigned long long stamp = (unsigned long long)wall;
-    int a = snprintf(w->event_path, sizeof w->event_path, "%s/events.out.tfevents.%llu.%s",
-                     logdir, stamp, host);
-    int b = snprintf(w->csv_path, sizeof w->csv_path, "%s/scalars.%llu.%s.csv", logdir, stamp,
-                     host);
-    if (a < 0 || b < 0 || (size_t)a >= sizeof w->event_path ||
-        (size_t)b >= sizeof w->csv_path) {
-        free(w);
-        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "log folder path too long: '%s'",
-                        logdir);
-    }
-    /* "ab": a second writer started within the same second appends rather than
-     * truncating the first one's records (TensorBoard reads several records files). */
-    w->events = fopen(w->event_path, "ab");
-    if (!w->events) {
-        vkt_status st = err_fail(NULL, VKT_ERROR_IO, "cannot create the event file '%s': %s",
-                                 w->event_path, strerror(errno));
+    vkt_status st = open_new_pair(w, logdir, stamp, host);
+    if (st != VKT_OK) {
         free(w);
         return st;
     }
-    /* Binary too: the same bytes ("\n" line ends) on every system, where Windows' text
-     * mode would write "\r\n". */
-    w->csv = fopen(w->csv_path, "ab");
-    if (!w->csv) {
-        vkt_status st = err_fail(NULL, VKT_ERROR_IO, "cannot create the CSV file '%s': %s",
-                                 w->csv_path, strerror(errno));
-        fclose(w->events);
-        free(w);
-        return st;
-    }
-    /* The first record names the format version; the CSV starts with its header unless
-     * it is being appended to. Failures set w->errmsg and the thread's last error. */
-    vkt_status st = write_event(w, wall, 0, "brain.Event:2", NULL, 0.0f);
-    if (st == VKT_OK && ftell(w->csv) == 0 &&
-        fprintf(w->csv, "step,wall_time,tag,value\n") < 0)
+    /* The first record names the format version, the CSV starts with its header.
+     * Failures set w->errmsg and the thread's last error. */
+    st = write_event(w, wall, 0, "brain.Event:2", NULL, 0.0f);
+    if (st == VKT_OK && fprintf(w->csv, "step,wall_time,tag,value\n") < 0)
         st = err_fail(w->errmsg, VKT_ERROR_IO, "cannot write to '%s': %s", w->csv_path,
                       strerror(errno));
     if (st == VKT_OK)

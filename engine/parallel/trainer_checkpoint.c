@@ -195,10 +195,12 @@ vkt_status vkt_trainer_save(vkt_trainer *t, const char *path)
     ckpt_buf b = {0};
     if (st == VKT_OK && trainer_is_chief(t)) {
         encode(t, &s, &b);
+        char why[VKT_ERRMSG_SIZE];
+        /* a regular file, replaced whole (a device or a pipe is refused, never replaced) */
         if (b.oom)
             st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-        else if (plat_write_file_atomic(path, b.p, b.n) != 0)
-            st = trainer_fail(t, VKT_ERROR_IO, "vkt_trainer_save: cannot write '%s'", path);
+        else if (plat_write_file(path, b.p, b.n, 0, why, sizeof why) != 0)
+            st = trainer_fail(t, VKT_ERROR_IO, "vkt_trainer_save: %s", why);
     }
     free(b.p);
     snapshot_free(&s);

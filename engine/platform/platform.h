@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Dynamic libraries. On failure returns NULL and writes the system's reason to `why`. */
 void *plat_dl_open(const char *path, char *why, size_t why_size);
@@ -39,9 +40,60 @@ int plat_mkdirs(const char *path);
 
 /* Reads a whole file into a malloc'd buffer; returns 0 on success. */
 int plat_read_file(const char *path, void **data, size_t *size);
-/* Writes a file atomically: temporary file in the same directory, fsync, rename, fsync
- * of the directory. A crash at any moment leaves either the old or the new file. */
+
+/* Output files (engine/platform/output_posix.c, output_win32.c): the one rule by which
+ * the engine writes a file, whatever its name.
+ * plat_write_file writes `data` to what `path` names now, links followed:
+ *  - nothing yet, or a regular file: a temporary file in the same folder, flushed to the
+ *    disk, renamed over the name, the folder flushed (Win32: MOVEFILE_WRITE_THROUGH), so a
+ *    crash at any moment leaves the old or the new file whole. The temporary name is
+ *    "." + at most PLAT_TEMP_PREFIX bytes of the name (never half a UTF-8 character) +
+ *    ".<pid>.<n>.tmp", so any legal final name fits. A symbolic link keeps pointing where
+ *    it did: the file it names is replaced (or created). POSIX keeps a replaced file's
+ *    permission bits.
+ *  - a character device (/dev/null, /dev/full, a terminal; Win32: NUL, CON) or a pipe
+ *    (a FIFO; Win32: a named pipe), with PLAT_WRITE_STREAM: opened for writing, neither
+ *    created nor truncated, and written in place; a failed write (ENOSPC on /dev/full) is
+ *    an error. Never replaced.
+ *  - anything else (a folder, a block device, a socket; a device or pipe without
+ *    PLAT_WRITE_STREAM): refused, nothing written.
+ * Returns 0; -1 with the reason, naming `path`, in why (why_size bytes; may be NULL).
+ * plat_write_file_atomic(path, data, size) is plat_write_file(path, data, size, 0, NULL,
+ * 0): checkpoints and caches, which must be regular files. */
+#define PLAT_WRITE_STREAM 1
+#define PLAT_TEMP_PREFIX 32
+int plat_write_file(const char *path, const void *data, size_t size, int flags, char *why,
+                    size_t why_size);
 int plat_write_file_atomic(const char *path, const void *data, size_t size);
+/* What a path names, links followed (PLAT_KIND_NONE: nothing, or it cannot be looked at),
+ * and its name for messages ("a folder", "a character device", ...). */
+typedef enum plat_file_kind {
+    PLAT_KIND_NONE,
+    PLAT_KIND_FILE,
+    PLAT_KIND_DIR,
+    PLAT_KIND_CHAR,
+    PLAT_KIND_PIPE,
+    PLAT_KIND_BLOCK,
+    PLAT_KIND_OTHER
+} plat_file_kind;
+plat_file_kind plat_file_kind_of(const char *path);
+const char *plat_file_kind_name(plat_file_kind kind);
+/* `path` with its last component's links followed, into buf: the name plat_write_file
+ * writes (a link to a missing file gives that file's name). Win32: `path` itself.
+ * Returns 0, -1 if it does not fit or a link cannot be read. */
+int plat_final_path(const char *path, char *buf, size_t size);
+/* The identity of the file `path` names, links followed: device and inode (POSIX), volume
+ * serial number and file index (Win32). Returns 0 with *id, -1 if it does not exist or
+ * cannot be opened. plat_same_file: 1 if both exist and are one file (hard links, links,
+ * "./" and ".." spellings alike), else 0. */
+typedef struct plat_file_id {
+    uint64_t volume, index;
+} plat_file_id;
+int plat_file_identity(const char *path, plat_file_id *id);
+int plat_same_file(const char *a, const char *b);
+/* Creates `path` only if nothing has that name (O_EXCL; Win32 CREATE_NEW) and opens it
+ * for writing in binary. NULL on failure, errno EEXIST if the name is taken. */
+FILE *plat_create_new(const char *path);
 
 /* The names of the entries of a directory ("." and ".." left out), as one malloc'd
  * array of malloc'd strings; free with plat_free_names. Returns 0 on success. */

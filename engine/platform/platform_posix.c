@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,73 +115,6 @@ int plat_read_file(const char *path, void **data, size_t *size)
     return 0;
 }
 
-/* Data on stable storage. On macOS fsync only hands it to the drive, whose cache can
- * still lose it at a power cut; F_FULLFSYNC flushes that cache too (some file systems
- * refuse it: then fsync). */
-static int flush_fd(int fd)
-{
-#if defined(__APPLE__)
-    if (fcntl(fd, F_FULLFSYNC) == 0)
-        return 0;
-#endif
-    return fsync(fd);
-}
-
-static int fsync_dir_of(const char *path)
-{
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, sizeof dir, ".");
-    else if (slash == path)
-        snprintf(dir, sizeof dir, "/");
-    else
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY);
-    if (fd < 0)
-        return -1;
-    int r = flush_fd(fd);
-    close(fd);
-    return r;
-}
-
-int plat_write_file_atomic(const char *path, const void *data, size_t size)
-{
-    /* Unique per process and per call, so threads writing the same path never share
-     * a temporary file. */
-    static atomic_uint counter;
-    char tmp[4096];
-    unsigned id = atomic_fetch_add(&counter, 1);
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), id) >= (int)sizeof tmp)
-        return -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return -1;
-    const unsigned char *p = data;
-    size_t left = size;
-    while (left) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(fd);
-            unlink(tmp);
-            return -1;
-        }
-        p += w;
-        left -= (size_t)w;
-    }
-    if (flush_fd(fd) != 0 || close(fd) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return fsync_dir_of(path);
-}
-
 int plat_stdout_is_tty(void) { return isatty(STDOUT_FILENO); }
 
 int plat_list_dir(const char *dir, char ***names, size_t *count)
@@ -272,10 +204,20 @@ int plat_file_lock_try(const char *path, const char *note, plat_file_lock **out,
     *out = NULL;
     if (other && other_size)
         other[0] = '\0';
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* O_NOFOLLOW and a regular file only: the note is written by truncating the file,
+     * which must never reach a device, a pipe or a file a planted link names */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+    struct stat sb;
+    if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+        close(fd);
+        if (other && other_size)
+            snprintf(other, other_size, "'%s' is not a regular file", path);
+        return -1;
+    }
     if (fd < 0) {
         if (other && other_size)
-            snprintf(other, other_size, "%s", strerror(errno));
+            snprintf(other, other_size, "%s", errno == ELOOP ? "it is a symbolic link, not a "
+                     "regular file" : strerror(errno));
         return -1;
     }
     int r;

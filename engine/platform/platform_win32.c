@@ -5,7 +5,6 @@
 #include "platform.h"
 
 #include <io.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,45 +215,6 @@ int plat_read_file(const char *path, void **data, size_t *size)
     *data = buf;
     *size = len;
     return 0;
-}
-
-int plat_write_file_atomic(const char *path, const void *data, size_t size)
-{
-    /* Unique per process and per call, as on POSIX. */
-    static atomic_uint counter;
-    char tmp[4096];
-    unsigned id = atomic_fetch_add(&counter, 1);
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%lu.%u", path, (unsigned long)GetCurrentProcessId(),
-                 id) >= (int)sizeof tmp)
-        return -1;
-    wchar_t *wtmp = widen(tmp), *wpath = widen(path);
-    int rc = -1;
-    HANDLE h = wtmp && wpath ? CreateFileW(wtmp, GENERIC_WRITE, 0, NULL, CREATE_ALWAYS,
-                                           FILE_ATTRIBUTE_NORMAL, NULL)
-                             : INVALID_HANDLE_VALUE;
-    if (h != INVALID_HANDLE_VALUE) {
-        const unsigned char *p = data;
-        size_t left = size;
-        int ok = 1;
-        while (ok && left) {
-            DWORD chunk = left > (1u << 30) ? (1u << 30) : (DWORD)left, wrote = 0;
-            ok = WriteFile(h, p, chunk, &wrote, NULL) && wrote > 0;
-            p += wrote;
-            left -= wrote;
-        }
-        /* The data on the disk before the name points at it. */
-        ok = ok && FlushFileBuffers(h);
-        ok = CloseHandle(h) && ok;
-        /* MOVEFILE_WRITE_THROUGH: returns once the rename is on the disk too (the
-         * counterpart of POSIX's fsync of the directory). */
-        if (ok && MoveFileExW(wtmp, wpath, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH))
-            rc = 0;
-        else
-            DeleteFileW(wtmp);
-    }
-    free(wtmp);
-    free(wpath);
-    return rc;
 }
 
 int plat_stdout_is_tty(void) { return _isatty(_fileno(stdout)); }

@@ -40,7 +40,6 @@
 
 #include <vkt.h>
 
-#define MAX_FEATURES 4096
 #define NAME "csv_train"
 
 #define TRY(call, msg)                                                                  \
@@ -57,9 +56,47 @@ typedef struct spec {
     char label[1024];                   /* the label column's name */
     int regress;
     uint32_t features, classes, hidden; /* classes: 1 output for regression */
-    float mean[MAX_FEATURES], std[MAX_FEATURES];
+    float *mean, *std;                  /* [features]: allocated once features is known */
     float y_mean, y_std;                /* regression: targets standardized too */
 } spec;
+
+/* Room for the statistics of s->features columns (any number: no fixed limit). */
+static int spec_alloc(spec *s)
+{
+    free(s->mean);
+    free(s->std);
+    s->mean = calloc(s->features ? s->features : 1, sizeof *s->mean);
+    s->std = calloc(s->features ? s->features : 1, sizeof *s->std);
+    if (!s->mean || !s->std) {
+        fprintf(stderr, NAME ": out of host memory for %u feature statistics\n", s->features);
+        return -1;
+    }
+    return 0;
+}
+
+/* One line of f, whatever its length, into *buf (grown as needed, *cap bytes); the line
+ * break is kept. Returns 0 at the end of the file (or out of memory, with a message). */
+static int read_line(FILE *f, char **buf, size_t *cap)
+{
+    size_t n = 0;
+    for (;;) {
+        if (*cap - n < 2) {
+            size_t bigger = *cap ? 2 * *cap : 4096;
+            char *nb = realloc(*buf, bigger);
+            if (!nb) {
+                fprintf(stderr, NAME ": out of host memory for a line of %zu bytes\n", *cap);
+                return 0;
+            }
+            *buf = nb;
+            *cap = bigger;
+        }
+        if (!fgets(*buf + n, (int)(*cap - n > 1u << 30 ? 1u << 30 : *cap - n), f))
+            return n > 0;
+        n += strlen(*buf + n);
+        if (n > 0 && (*buf)[n - 1] == '\n')
+            return 1;
+    }
+}
 
 /* The rows of a CSV: x[rows, features] and a float target per row. */
 typedef struct table {
@@ -95,8 +132,8 @@ static vkt_status read_classes(const char *path, const char *label, table *t)
     return t->x && t->y ? VKT_OK : VKT_ERROR_OUT_OF_MEMORY;
 }
 
-/* Regression: a plain reader of numeric cells, comma-separated, the header first. Line
- * length is limited to 64 KiB. Errors print the file, line and column. */
+/* Regression: a plain reader of numeric cells, comma-separated, the header first, lines
+ * and columns of any number. Errors print the file, line and column. */
 static int read_numbers(const char *path, const char *label, table *t)
 {
     FILE *f = fopen(path, "r");
@@ -104,27 +141,28 @@ static int read_numbers(const char *path, const char *label, table *t)
         fprintf(stderr, NAME ": cannot open '%s'\n", path);
         return -1;
     }
-    static char line[1 << 16];
+    char *line = NULL;
+    size_t line_cap = 0;
     int label_col = -1, cols = 0, ok = 0;
     uint32_t cap = 0, lineno = 1;
-    if (!fgets(line, sizeof line, f)) {
+    if (!read_line(f, &line, &line_cap)) {
         fprintf(stderr, NAME ": '%s' is empty\n", path);
         goto out;
     }
     for (char *tok = strtok(line, ",\r\n"); tok; tok = strtok(NULL, ",\r\n"), cols++)
         if (strcmp(tok, label) == 0)
             label_col = cols;
-    if (label_col < 0 || cols < 2 || cols - 1 > MAX_FEATURES) {
+    if (label_col < 0 || cols < 2) {
         if (label_col < 0)
             fprintf(stderr, NAME ": '%s' line 1: no label column '%s' in the header\n", path,
                     label);
         else
-            fprintf(stderr, NAME ": '%s' line 1: expected 2 to %d columns\n", path,
-                    MAX_FEATURES + 1);
+            fprintf(stderr, NAME ": '%s' line 1: expected a feature column beside the label\n",
+                    path);
         goto out;
     }
     t->features = (uint32_t)cols - 1;
-    while (fgets(line, sizeof line, f)) {
+    while (read_line(f, &line, &line_cap)) {
         lineno++;
         if (strspn(line, " \t\r\n") == strlen(line))
             continue;
@@ -164,6 +202,7 @@ static int read_numbers(const char *path, const char *label, table *t)
     if (!ok)
         fprintf(stderr, NAME ": '%s': no data rows after the header\n", path);
 out:
+    free(line);
     fclose(f);
     return ok ? 0 : -1;
 }
@@ -187,20 +226,28 @@ static vkt_tensor *network(vkt_graph *g, vkt_tensor *x, const spec *s)
     return vkt_linear(g, h, w, b);
 }
 
-static int save_spec(const char *dir, const spec *s)
+/* DIR/csv_train.txt, written by the library's output rule (vkt_file_write): replaced
+ * whole, and never the data file it was trained on (`data`, compared by file identity). */
+static vkt_status save_spec(const char *dir, const spec *s, const char *data)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/csv_train.txt", dir);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "label %s\n", s->label);
-    fprintf(f, "task %s\nfeatures %u\nclasses %u\nhidden %u\ntarget %.9g %.9g\n",
-            s->regress ? "regress" : "classify", s->features, s->classes, s->hidden,
-            (double)s->y_mean, (double)s->y_std);
-    for (uint32_t i = 0; i < s->features; i++)
-        fprintf(f, "feature %.9g %.9g\n", (double)s->mean[i], (double)s->std[i]);
-    return fclose(f);
+    size_t cap = strlen(s->label) + 256 + (size_t)s->features * 48, n = 0;
+    char *text = malloc(cap);
+    if (!text)
+        return VKT_ERROR_OUT_OF_MEMORY;
+    n += (size_t)snprintf(text + n, cap - n, "label %s\n", s->label);
+    n += (size_t)snprintf(text + n, cap - n,
+                          "task %s\nfeatures %u\nclasses %u\nhidden %u\ntarget %.9g %.9g\n",
+                          s->regress ? "regress" : "classify", s->features, s->classes,
+                          s->hidden, (double)s->y_mean, (double)s->y_std);
+    for (uint32_t i = 0; i < s->features && n < cap; i++) /* at most 2 x 16 + 10 bytes */
+        n += (size_t)snprintf(text + n, cap - n, "feature %.9g %.9g\n", (double)s->mean[i],
+                              (double)s->std[i]);
+    const char *inputs[] = {data};
+    vkt_status st = vkt_file_write(path, text, n < cap ? n : cap - 1, inputs, 1);
+    free(text);
+    return st;
 }
 
 static int load_spec(const char *dir, spec *s)
@@ -220,7 +267,7 @@ static int load_spec(const char *dir, spec *s)
     }
     ok = ok && fscanf(f, "task %15s features %u classes %u hidden %u target %g %g", task,
                     &s->features, &s->classes, &s->hidden, &s->y_mean, &s->y_std) == 6 &&
-             s->features >= 1 && s->features <= MAX_FEATURES;
+             s->features >= 1 && spec_alloc(s) == 0;
     for (uint32_t i = 0; ok && i < s->features; i++)
         ok = fscanf(f, " feature %g %g", &s->mean[i], &s->std[i]) == 2;
     fclose(f);
@@ -321,7 +368,7 @@ static int usage(void)
 
 int main(int argc, char **argv)
 {
-    static spec s; /* MAX_FEATURES statistics: not on the stack */
+    spec s = {0};
     const char *out_dir = "model", *load_dir = NULL, *pos[2] = {NULL, NULL};
     uint32_t epochs = 100, batch = 32, n_pos = 0;
     float lr = 0.01f;
@@ -365,8 +412,10 @@ int main(int argc, char **argv)
     vkt_loader *loader = NULL;
     float *rowbuf = NULL, *xb = NULL, *yb = NULL;
     int32_t *lb = NULL;
-    if (load_dir && load_spec(load_dir, &s) != 0)
+    if (load_dir && load_spec(load_dir, &s) != 0) {
+        free(s.mean), free(s.std);
         return 1;
+    }
 
     /* the data: classification labels through the library's reader; a saved model
      * reads the label column it was trained on */
@@ -391,6 +440,8 @@ int main(int argc, char **argv)
             fprintf(stderr, NAME ": '%s': the labels name one class only\n", pos[0]);
             goto done;
         }
+        if (spec_alloc(&s) != 0)
+            goto done;
     }
     is_val = calloc(t.rows, 1);
     if (!is_val)
@@ -501,10 +552,7 @@ int main(int argc, char **argv)
     snprintf(st_path, sizeof st_path, "%s/model.safetensors", out_dir);
     TRY(vkt_checkpoint_save_dir(trainer, out_dir, 1), vkt_last_error());
     TRY(vkt_checkpoint_export_safetensors(out_dir, st_path, NULL), vkt_last_error());
-    if (save_spec(out_dir, &s) != 0) {
-        fprintf(stderr, NAME ": cannot write '%s/csv_train.txt'\n", out_dir);
-        goto done;
-    }
+    TRY(save_spec(out_dir, &s, pos[0]), vkt_last_error());
     if (s.regress)
         printf("result: val_rmse=%.4f saved=%s\n", metric, out_dir);
     else
@@ -518,5 +566,6 @@ done:
     vkt_instance_destroy(instance);
     vkt_graph_destroy(graph);
     table_free(&t);
+    free(s.mean), free(s.std);
     return rc;
 }

@@ -7,7 +7,7 @@
 # one table, printed as it runs.
 # Usage: catalogue.sh BIN_DIR
 set -u
-bin=$1/vkt
+bin=$(cd "$1" && pwd)/vkt
 pass=0 fail=0
 tmp=$(mktemp -d); bg=
 trap '[[ -n $bg ]] && kill -KILL $bg 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -189,6 +189,84 @@ if command -v mpirun >/dev/null && ldd "$bin" 2>/dev/null | grep -q libmpi; then
 else
     echo "no mpirun or a build without MPI: the MPI section skipped"
 fi
+
+# outputs never clobber (README, "Outputs never clobber"): a device or a pipe is written
+# in place, never replaced (the tests run as root in CI: /dev/null itself is at stake);
+# an output is never an input of the command nor a checkpoint (by file identity)
+out=$(run export --checkpoint-dir "$tmp/ret" -o /dev/null); rc=$?
+case_ "vkt export -o /dev/null: written in place" 0 "exported the parameters of step 60 to /dev/null" "$out" $rc
+[[ -c /dev/null ]]; case_ "  ... /dev/null is still a character device" 0 "" "" $?
+if [[ -c /dev/full ]]; then
+    out=$(run export --checkpoint-dir "$tmp/ret" -o /dev/full); rc=$?
+    case_ "vkt export -o /dev/full: the write error" 1 "cannot write '/dev/full': No space left on device" "$out" $rc
+    [[ -c /dev/full ]]; case_ "  ... /dev/full is still a character device" 0 "" "" $?
+fi
+mkfifo "$tmp/fifo"
+timeout 60 cat "$tmp/fifo" >"$tmp/fifo.out" & reader=$!
+out=$(run export --checkpoint-dir "$tmp/ret" -o "$tmp/fifo"); rc=$?
+wait $reader
+run export --checkpoint-dir "$tmp/ret" -o "$tmp/plain.st" >/dev/null
+case_ "vkt export -o FIFO: streamed to its reader" 0 "exported the parameters of step 60" "$out" $rc
+[[ -p $tmp/fifo ]] && cmp -s "$tmp/fifo.out" "$tmp/plain.st"; case_ "  ... still a FIFO, the reader got the whole file" 0 "" "" $?
+sum=$(cksum <"$tmp/ret/ckpt-60.vkt")
+out=$(run export --checkpoint-dir "$tmp/ret" -o "$tmp/ret/ckpt-60.vkt"); rc=$?
+case_ "vkt export -o the newest checkpoint: refused" 1 "the output '.*ckpt-60.vkt' is a file of the checkpoint folder" "$out" $rc
+ln -s "ret/ckpt-60.vkt" "$tmp/link.vkt"
+out=$(cd "$tmp" && "$bin" export --checkpoint-dir ./ret/ -o link.vkt 2>&1); rc=$?
+case_ "  ... through a symbolic link: refused, naming it" 1 "'link.vkt' is the same file as '\./ret//ckpt-60.vkt'" "$out" $rc
+out=$(run export --checkpoint-dir "$tmp/ret" -o "$tmp/ret/ckpt-61.vkt"); rc=$?
+case_ "  ... a new checkpoint name in the folder: refused" 1 "would be taken for a checkpoint" "$out" $rc
+[[ $(cksum <"$tmp/ret/ckpt-60.vkt") == "$sum" && ! -e $tmp/ret/ckpt-61.vkt ]]; case_ "  ... the checkpoint untouched" 0 "" "" $?
+run train --steps 10 --hidden 16 --log-every 5 --logdir "$tmp/logs" --quiet >/dev/null
+csv=$(ls "$tmp"/logs/scalars.*.csv); sum=$(cksum <"$csv")
+out=$(run plot "$tmp/logs" -o "$csv"); rc=$?
+case_ "vkt plot logs -o logs/scalars.<stamp>.csv: refused" 1 "the output '.*scalars\..*\.csv' is an input of this command" "$out" $rc
+[[ $(cksum <"$csv") == "$sum" ]]; case_ "  ... the CSV untouched" 0 "" "" $?
+name=$(printf 'n%.0s' $(seq 243)).st
+out=$(cd "$tmp" && "$bin" export --checkpoint-dir ret -o "$name" 2>&1); rc=$?
+case_ "vkt export -o a 246-byte name" 0 "exported the parameters of step 60" "$out" $rc
+name=$(printf 'n%.0s' $(seq 243)).safetensors
+out=$(cd "$tmp" && "$bin" export --checkpoint-dir ret -o "$name" 2>&1); rc=$?
+case_ "vkt export -o a 255-byte name" 0 "exported the parameters of step 60" "$out" $rc
+out=$(cd "$tmp" && "$bin" export --checkpoint-dir ret -o "x$name" 2>&1); rc=$?
+case_ "  ... 256 bytes: the system's reason" 1 "File name too long" "$out" $rc
+
+mkdir -p "$tmp/lk" && ln -s /dev/null "$tmp/lk/.vkt.lock"
+out=$(run train --steps 2 --checkpoint-dir "$tmp/lk"); rc=$?
+case_ "a checkpoint folder whose lock file links to /dev/null" 1 "cannot lock the checkpoint folder .*: it is a symbolic link, not a regular file" "$out" $rc
+[[ -c /dev/null ]]; case_ "  ... /dev/null is still a character device" 0 "" "" $?
+
+# two runs in one second on one log folder: the second gets files of its own (the first
+# pair's names are taken for every second the run can start in, with marker contents)
+host=$(uname -n | tr '/\\' '__'); now=$(date +%s); mkdir -p "$tmp/same"
+for t in $(seq $((now - 2)) $((now + 120))); do
+    echo marker >"$tmp/same/events.out.tfevents.$t.$host"; echo marker >"$tmp/same/scalars.$t.$host.csv"
+done
+out=$(run train --steps 10 --hidden 16 --log-every 5 --logdir "$tmp/same"); rc=$?
+case_ "a second run in the same second on one --logdir" 0 "summaries every 5 steps: .*/events\.out\.tfevents\.[0-9]+-2\.$host" "$out" $rc
+intact=0
+for t in $(seq $((now - 2)) $((now + 120))); do
+    [[ $(cat "$tmp/same/events.out.tfevents.$t.$host") == marker && $(cat "$tmp/same/scalars.$t.$host.csv") == marker ]] || intact=1
+done
+case_ "  ... the other run's files untouched" 0 "" "" $intact
+
+# devices, warnings, numbers
+out=$(VKT_DEVICES=0,0,0 run train --pipeline 2 --steps 1); rc=$?
+case_ "VKT_DEVICES=0,0,0 --pipeline 2: refused, not 1 unused" 2 "VKT_DEVICES lists 3 devices, not a multiple of --pipeline 2" "$out" $rc
+out=$(VKT_DEVICES=0,0,0 run train --replicas 2 --steps 1); rc=$?
+case_ "VKT_DEVICES=0,0,0 --replicas 2: refused" 2 "VKT_DEVICES lists 3 devices, more than --replicas 2 uses" "$out" $rc
+cp -r "$tmp/ret" "$tmp/many"
+for i in $(seq 1000 1250); do printf 'junk' >"$tmp/many/ckpt-$i.vkt"; done
+out=$(run export --checkpoint-dir "$tmp/many" -o "$tmp/many.st"); rc=$?
+cut=$(grep '^vkt: warning: ' <<<"$out" | grep -Ev "^vkt: warning: (checkpoint '[^']*/ckpt-[0-9]+\.vkt' is corrupt: not a vktrain checkpoint \(bad magic\)|\.\.\. and [0-9]+ more like these); trying an older checkpoint\$" | head -1)
+case_ "251 corrupt newer checkpoints: warnings whole, the rest counted" 0 "^vkt: warning: \.\.\. and [0-9]+ more like these; trying an older checkpoint\$" "$out" $rc
+[[ -z $cut ]]; case_ "  ... no warning cut mid-sentence ${cut:0:60}" 0 "" "" $?
+out=$(VKT_DEVICES=99999999999999999999999 run devices); rc=$?
+case_ "VKT_DEVICES=99999999999999999999999: the number as typed" 1 "index 99999999999999999999999 too large" "$out" $rc
+awk 'BEGIN { srand(5); for (c = 0; c < 4100; c++) printf "f%d,", c; print "label";
+  for (r = 0; r < 30; r++) { for (c = 0; c < 4100; c++) printf "%.2f,", rand() + (c < 3 ? r % 2 : 0); print r % 2 } }' >"$tmp/wide.csv"
+out=$(timeout -k 5 300 "${bin%/vkt}/csv_train" --epochs 2 --out "$tmp/wide" "$tmp/wide.csv" label 2>&1); rc=$?
+case_ "csv_train on 4100 feature columns (classification)" 0 "^result: val_accuracy=" "$out" $rc
 
 echo "catalogue: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

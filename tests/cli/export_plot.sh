@@ -3,10 +3,14 @@
 # instead of silently taking an older one; vkt plot keeps a curve readable when one value
 # is huge (a robust y range: the outlier is drawn on the panel's edge as a triangle and
 # counted), and draws an ordinary steep loss curve whole. The PNGs are read back by
-# tests/png_check.py, which checks where the curve lies in given pixel columns.
+# tests/png_check.py, which checks where the curve lies in given pixel columns. Outputs
+# never clobber: a device or a FIFO is written in place (still one afterwards: CI runs as
+# root), an output is never a checkpoint, a file of the checkpoint folder or a summary
+# file the plot reads, by any spelling (links, hard links, "./"), and names of 255 bytes
+# work.
 # Usage: export_plot.sh BIN_DIR
 set -u
-bin=$1/vkt
+bin=$(cd "$1" && pwd)/vkt
 here=$(cd "$(dirname "$0")/.." && pwd)
 pass=0 fail=0
 check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1" >&2; fi; }
@@ -33,6 +37,54 @@ check "the export equals the one from before the corruption" "cmp -s \"$tmp/a.st
 mkdir -p "$tmp/bad" && cp "$ck/ckpt-9.vkt" "$ck/ckpt-12.vkt" "$tmp/bad/"
 out=$("$bin" export --checkpoint-dir "$tmp/bad" -o "$tmp/c.st" 2>&1); rc=$?
 check "only corrupt checkpoints: exit 1, each named, no file ($out)" "[[ $rc -eq 1 && ! -e $tmp/c.st ]] && grep -q 'cannot export: VKT_ERROR_FORMAT: no valid checkpoint' <<<\"\$out\" && [[ \$(grep -c '^vkt: warning: ' <<<\"\$out\") -eq 2 ]]"
+
+# ---- outputs never clobber (README, "Outputs never clobber") ----
+# Run as root in CI: a device node replaced by a file would break the machine's /dev/null.
+sum4=$(cksum <"$ck/ckpt-4.vkt")
+out=$("$bin" export --checkpoint-dir "$ck" -o /dev/null 2>&1); rc=$?
+check "export -o /dev/null: exit 0, still a character device ($out)" "[[ $rc -eq 0 && -c /dev/null ]]"
+if [[ -c /dev/full ]]; then
+    out=$("$bin" export --checkpoint-dir "$ck" -o /dev/full 2>&1); rc=$?
+    check "export -o /dev/full: exit 1 naming the full device ($out)" "[[ $rc -eq 1 && -c /dev/full ]] && grep -q \"cannot write '/dev/full': No space left on device\" <<<\"\$out\""
+fi
+mkfifo "$tmp/fifo"
+timeout 60 cat "$tmp/fifo" >"$tmp/fifo.out" & reader=$!
+out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/fifo" 2>&1); rc=$?
+wait $reader
+check "export -o FIFO: the reader gets the file, still a FIFO ($out)" "[[ $rc -eq 0 && -p $tmp/fifo ]] && cmp -s \"$tmp/fifo.out\" \"$tmp/a.st\""
+# an existing output is replaced whole, its permission bits kept, no temporary file left
+printf 'old' >"$tmp/keep.st"; chmod 600 "$tmp/keep.st"
+out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/keep.st" 2>&1); rc=$?
+check "an existing output is replaced, mode 600 kept" "[[ $rc -eq 0 && \$(stat -c %a '$tmp/keep.st') == 600 ]] && cmp -s \"$tmp/keep.st\" \"$tmp/a.st\""
+# through a symbolic link: the file it names is replaced, the link kept
+ln -s keep.st "$tmp/keep.link"; printf 'old' >"$tmp/keep.st"
+out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/keep.link" 2>&1); rc=$?
+check "through a link: its file replaced, the link kept" "[[ $rc -eq 0 && -L $tmp/keep.link ]] && cmp -s \"$tmp/keep.st\" \"$tmp/a.st\""
+check "no temporary file left beside the outputs" "[[ -z \$(ls -A '$tmp' | grep '\.tmp\$') ]]"
+# never a file of the checkpoint folder, by identity: every spelling
+ln -s "$ck/ckpt-4.vkt" "$tmp/ck.link"; ln "$ck/ckpt-4.vkt" "$tmp/ck.hard"
+for o in "$ck/ckpt-4.vkt" "$ck/./ckpt-4.vkt" "$ck/../ck/ckpt-4.vkt" "$tmp/ck.link" "$tmp/ck.hard" \
+         "$ck/ckpt-9.vkt" "$ck/.vkt.lock"; do
+    out=$("$bin" export --checkpoint-dir "$ck" -o "$o" 2>&1); rc=$?
+    check "export -o $o: exit 1, refused naming it ($out)" "[[ $rc -eq 1 ]] && grep -q \"the output '$o' is .* of the checkpoint folder\" <<<\"\$out\""
+done
+out=$("$bin" export --checkpoint-dir "$ck" -o "$ck/ckpt-40.vkt" 2>&1); rc=$?
+check "export -o a new ckpt- name in the folder: refused ($out)" "[[ $rc -eq 1 && ! -e $ck/ckpt-40.vkt ]] && grep -q 'would be taken for a checkpoint' <<<\"\$out\""
+mkdir -p "$tmp/other" && cp "$ck/ckpt-2.vkt" "$tmp/other/saved.vkt"
+out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/other/saved.vkt" 2>&1); rc=$?
+check "export -o another folder's checkpoint: refused ($out)" "[[ $rc -eq 1 ]] && grep -q 'is a vktrain checkpoint' <<<\"\$out\" && cmp -s \"$tmp/other/saved.vkt\" \"$ck/ckpt-2.vkt\""
+out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/other" 2>&1); rc=$?
+check "export -o a folder: refused ($out)" "[[ $rc -eq 1 && -d $tmp/other ]] && grep -q 'is a folder' <<<\"\$out\""
+check "the checkpoints are untouched" "[[ \$(cksum <'$ck/ckpt-4.vkt') == '$sum4' && -L $tmp/ck.link ]]"
+out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/ok.st" 2>/dev/null); rc=$?
+check "and still export (step 4)" "[[ $rc -eq 0 ]] && grep -q 'step 4 ' <<<\"\$out\""
+# names of 255 bytes (the temporary name is short, whatever the final one)
+name=$(printf 'n%.0s' $(seq 243)).safetensors
+out=$(cd "$tmp" && "$bin" export --checkpoint-dir "$ck" -o "$name" 2>&1); rc=$?
+check "a 255-byte name: exit 0, written" "[[ $rc -eq 0 ]] && cmp -s \"$tmp/$name\" \"$tmp/a.st\""
+name=$(printf '\xc3\xa9%.0s' $(seq 121)).safetensors
+out=$(cd "$tmp" && "$bin" export --checkpoint-dir "$ck" -o "$name" 2>&1); rc=$?
+check "a 254-byte name of 2-byte characters: exit 0" "[[ $rc -eq 0 ]] && cmp -s \"$tmp/$name\" \"$tmp/a.st\""
 
 # ---- plot ----
 # A loss falling linearly from 2.0 to 0.2 over steps 0..100 with a spike of 1e9 at
@@ -70,6 +122,23 @@ out=$("$bin" plot "$tmp/steep.csv" -o "$tmp/steep.png" 2>&1); rc=$?
 check "a steep curve: exit 0, no outliers ($out)" "[[ $rc -eq 0 ]] && ! grep -q outliers <<<\"\$out\""
 out=$(/usr/bin/python3 "$here/png_check.py" "$tmp/steep.png" 900 640 $blue --at 90,17,23,$blue 2>&1); rc=$?
 check "its first point is on the top row, not clipped ($out)" "[[ $rc -eq 0 ]]"
+
+# plot: never the CSV it reads nor another summary file of the folder (by identity);
+# into /dev/null in place
+logs=$tmp/logs
+"$bin" train --steps 10 --hidden 16 --log-every 5 --logdir "$logs" --quiet >/dev/null 2>&1
+csv=$(ls "$logs"/scalars.*.csv); ev=$(ls "$logs"/events.out.tfevents.*); sums=$(cksum "$csv" "$ev")
+for o in "$csv" "$logs/./$(basename "$csv")" "$ev"; do
+    out=$("$bin" plot "$logs" -o "$o" 2>&1); rc=$?
+    check "plot -o $(basename "$o"): exit 1, refused ($out)" "[[ $rc -eq 1 ]] && grep -q 'never replaces an input' <<<\"\$out\""
+done
+out=$("$bin" plot "$csv" -o "$csv" 2>&1); rc=$?
+check "plot CSV -o the same CSV: refused ($out)" "[[ $rc -eq 1 ]] && grep -q 'is an input of this command' <<<\"\$out\""
+check "the summaries are untouched" "[[ \$(cksum '$csv' '$ev') == '$sums' ]]"
+out=$("$bin" plot "$logs" -o /dev/null 2>&1); rc=$?
+check "plot -o /dev/null: exit 0, still a device" "[[ $rc -eq 0 && -c /dev/null ]]"
+out=$("$bin" plot "$logs" -o "$logs/curves.png" 2>&1); rc=$?
+check "plot -o a new file in the log folder: fine" "[[ $rc -eq 0 ]] && /usr/bin/python3 '$here/png_check.py' '$logs/curves.png' 900 640 $blue >/dev/null"
 
 echo "export_plot: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -56,5 +56,12 @@ for cmd in devices "train --steps 1"; do
     check "VKT_DEVICES=0,,x vkt $cmd: VKT_DEVICES named once" "[[ \$(grep -o VKT_DEVICES <<<\"\$err\" | wc -l) -eq 1 ]]"
 done
 
+# A number past what the parser holds is shown as typed, not as the clamped value
+# (before: "index 18446744073709551615 too large").
+for cmd in devices "train --steps 1"; do
+    out=$(VKT_DEVICES=0,99999999999999999999999 "$bin" $cmd 2>&1); rc=$?
+    check "VKT_DEVICES=0,99999999999999999999999 vkt $cmd: the index as typed ($out)" "refused \"\$out\" $rc && grep -q 'index 99999999999999999999999 too large (at most 1023)' <<<\"\$out\" && ! grep -q 18446744073709551615 <<<\"\$out\""
+done
+
 echo "messages: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -74,6 +74,21 @@ for bad in "--pipeline 0" "--pipeline 17" "--pipeline 2 --mode async" "--pipelin
     out=$("$bin" train $bad --steps 1 2>&1); rc=$?
     check "'$bad': exit 2 with a message" "[[ $rc -eq 2 ]] && grep -q '^vkt train: ' <<<\"\$out\""
 done
+# Every listed device is used: a VKT_DEVICES list longer than stages x copies is refused
+# before anything runs (before: the extra devices were silently left idle); a shorter
+# list repeats.
+for c in "0,0,0|--pipeline 2|not a multiple of --pipeline 2: 1 copy of 2 stages would leave 1 unused" \
+         "0,0,0,0,0|--pipeline 2 --replicas 2|more than the 4 that --replicas 2 x --pipeline 2 use: 1 would" \
+         "0,0,0|--replicas 2|more than --replicas 2 uses: 1 would be left unused"; do
+    IFS='|' read -r list opts want <<<"$c"
+    out=$(VKT_DEVICES=$list "$bin" train $opts --steps 1 2>&1); rc=$?
+    check "VKT_DEVICES=$list $opts: exit 2 ($out)" "[[ $rc -eq 2 ]] && grep -q 'VKT_DEVICES lists .* devices, $want' <<<\"\$out\""
+done
+out=$(VKT_DEVICES=0,0,0,0 "$bin" train --pipeline 2 --hidden 16 --steps 2 --quiet 2>&1); rc=$?
+check "VKT_DEVICES=0,0,0,0 --pipeline 2: 2 copies, every entry used" "[[ $rc -eq 0 ]] && grep -q 'replicas=2 mode=sync stages=2' <<<\"\$out\""
+out=$(VKT_DEVICES=0 "$bin" train --pipeline 2 --replicas 2 --hidden 16 --steps 2 --quiet 2>&1); rc=$?
+check "VKT_DEVICES=0 --pipeline 2 --replicas 2: the short list repeats" "[[ $rc -eq 0 ]] && grep -q 'replicas=2 mode=sync stages=2' <<<\"\$out\""
+
 out=$("$bin" train --pipeline 2 --dropout 0.2 --steps 1 2>&1); rc=$?
 check "--pipeline with dropout: exit 1 naming the op" \
     "[[ $rc -eq 1 ]] && grep -q 'dropout is not supported in a pipeline' <<<\"\$out\""

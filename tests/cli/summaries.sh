@@ -3,7 +3,9 @@
 # tests/tfevents_reader.py, a reader written independently of the writer (Python
 # standard library only: its own CRC32C and protobuf decoder). Also: the reader catches
 # a flipped byte and a truncation (so its checks bite), and an unusable log folder is a
-# clear error. `vkt plot` makes a valid PNG of the curves (tests/png_check.py).
+# clear error. `vkt plot` makes a valid PNG of the curves (tests/png_check.py). Two runs
+# on one folder at once write files of their own (a later writer of the same second adds
+# "-2" after the stamp), and plot picks the newest CSV by stamp and writer number.
 # Usage: summaries.sh BIN_DIR
 set -u
 bin=$1/vkt
@@ -68,6 +70,31 @@ check "the PNG is valid and shows the curves" "[[ $rc -eq 0 ]]"
 mkdir -p "$tmp/empty"
 out=$("$bin" plot "$tmp/empty" -o "$tmp/x.png" 2>&1); rc=$?
 check "plot of a folder without a CSV: exit 1 with a message" "[[ $rc -eq 1 ]] && grep -q 'no scalars' <<<\"\$out\" && [[ ! -e $tmp/x.png ]]"
+
+# Two runs on one log folder at once (most often in the same second): each has files of
+# its own, never the other's records (before: both appended to one event file and one
+# CSV). Each pair, moved to a folder of its own, reads back whole.
+"$bin" train --steps 10 --log-every 5 --logdir "$tmp/two" --quiet >"$tmp/two.a" 2>&1 & first=$!
+"$bin" train --steps 10 --log-every 5 --logdir "$tmp/two" --quiet >"$tmp/two.b" 2>&1; rc_b=$?
+wait $first; rc_a=$?
+check "two runs on one --logdir: both exit 0" "[[ $rc_a -eq 0 && $rc_b -eq 0 ]]"
+check "two event files and two CSVs" "[[ \$(ls '$tmp/two' | grep -c '^events\.out\.tfevents\.') -eq 2 && \$(ls '$tmp/two' | grep -c '^scalars\..*\.csv\$') -eq 2 ]]"
+k=0
+for c in "$tmp"/two/scalars.*.csv; do
+    k=$((k + 1)); stem=${c##*/scalars.}; stem=${stem%.csv}; mkdir -p "$tmp/two$k"
+    cp "$c" "$tmp/two/events.out.tfevents.$stem" "$tmp/two$k/" 2>/dev/null
+    out=$($reader "$tmp/two$k" --tags $train_tags,$test_tags --every 5 --last-step 10 2>&1); rc=$?
+    check "run $k's pair ($stem) reads back whole: $out" "[[ $rc -eq 0 ]]"
+done
+
+# vkt plot takes the newest CSV by its time stamp, then by the writer's number ("-2"
+# after the stamp: a later run of the same second), as numbers
+mkdir -p "$tmp/pick"
+for name in 999.h 1000.h 1000-2.h 1000-10.h 998-3.h; do
+    { echo "step,wall_time,tag,value"; echo "1,1.0,train/loss,1"; } >"$tmp/pick/scalars.$name.csv"
+done
+out=$("$bin" plot "$tmp/pick" -o "$tmp/pick.png" 2>&1); rc=$?
+check "plot picks scalars.1000-10.h.csv ($out)" "[[ $rc -eq 0 ]] && grep -q 'from $tmp/pick/scalars.1000-10.h.csv:' <<<\"\$out\""
 
 echo "summaries: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
