@@ -169,9 +169,13 @@ static void test_message_chains(void)
     err_fail(NULL, st, "root");
     char want[VKT_ERRMSG_SIZE] = "root";
     for (int i = 0; i < 10; i++) {
-        char next[VKT_ERRMSG_SIZE];
-        snprintf(next, sizeof next, "level %d: %s", i, want);
+        /* room for the prefix beside a full `want`, so nothing can be cut here (GCC's
+         * -Wformat-truncation proves it at -O0, where it cannot see want's real length) */
+        char next[VKT_ERRMSG_SIZE + 32];
+        int len = snprintf(next, sizeof next, "level %d: %s", i, want);
+        TH_CHECK(len > 0 && len < VKT_ERRMSG_SIZE, "level %d fits: %d bytes", i, len);
         memcpy(want, next, sizeof want);
+        want[sizeof want - 1] = '\0';
         err_fail(i % 2 ? buf : NULL, st, "level %d: %s", i, i % 2 ? buf : vkt_last_error());
         if (i % 2 == 0)
             memcpy(buf, vkt_last_error(), sizeof buf);
