@@ -70,8 +70,11 @@ typedef enum vkt_status {
                                    the late ranks and the step) */
     VKT_ERROR_REMOTE,           /* another rank failed; the message names it, its own message
                                    is in its output */
-    VKT_ERROR_DIVERGED          /* training produced a non-finite loss (the message names the
-                                   step and, across ranks, the rank); training stops there */
+    VKT_ERROR_DIVERGED          /* training diverged: a non-finite loss, or a state the
+                                   divergence guard refuses to save or restore (non-finite
+                                   values, parameters grown past vkt_trainer_options.
+                                   divergence_growth); the message names the step, what was
+                                   found and, across ranks, the rank; training stops there */
 } vkt_status;
 
 /* "VKT_OK", "VKT_ERROR_SHAPE", ...; never NULL. */
@@ -1097,7 +1100,8 @@ typedef struct vkt_trainer_options {
      * (every rank calls them in the same order; a rank's failure inside a step stops
      * every rank there, the others with VKT_ERROR_REMOTE). set_optimizer and
      * write_params are local: call them alike on every rank, or the ranks drift apart
-     * (check_identical finds it). Saving writes on the chief only (a no-op elsewhere);
+     * (check_identical finds it). Saving writes on the chief only (every rank checks its
+     * own copy with the divergence guard, so all return the same status in sync mode);
      * restoring reads on the chief only and sends the bytes to the others. Without
      * `devices` and VKT_DEVICES, a rank uses device local_rank % device count. */
     vkt_world *world;
@@ -1277,9 +1281,10 @@ VKT_API uint64_t vkt_trainer_step_count(const vkt_trainer *trainer);
 VKT_API vkt_status vkt_trainer_set_optimizer(vkt_trainer *trainer, const vkt_optimizer_options *o);
 
 /* Called from one training thread after each global step (sync) or each of replica 0's
- * updates (async); may call vkt_trainer_evaluate. Returning nonzero stops training.
- * Across ranks it is called on the chief (rank 0) only, and a stop it asks for stops
- * every rank after the same step. */
+ * updates (async); may call vkt_trainer_evaluate and save checkpoints. Returning nonzero
+ * stops training; a save in it that the divergence guard refuses ends the fit with
+ * VKT_ERROR_DIVERGED, whatever it returns. Across ranks it is called on the chief (rank
+ * 0) only, and a stop (or that failure) stops every rank after the same step. */
 typedef int (*vkt_progress_fn)(void *user, uint64_t step, uint64_t total, float loss);
 
 /* Trains `steps` global steps on a classification data set: batches of options.batch
@@ -1453,13 +1458,19 @@ VKT_API const char *vkt_summary_csv_path(const vkt_summary *writer);
 /* Writes a checkpoint atomically (temporary file in the same folder, fsync, rename, fsync
  * of the folder): a crash at any moment leaves the old file or the new one. A checkpoint
  * is a regular file only: a path naming a device, a pipe or a folder is VKT_ERROR_IO
- * naming it, and nothing is replaced (a symbolic link keeps pointing where it did). */
+ * naming it, and nothing is replaced (a symbolic link keeps pointing where it did). A
+ * state the divergence guard refuses (vkt_trainer_options.divergence_growth) is not
+ * written: VKT_ERROR_DIVERGED, "training diverged by step N: <what was found>; not saved
+ * ..."; refused inside vkt_trainer_fit's progress callback, it also ends that fit with
+ * VKT_ERROR_DIVERGED (on every rank). */
 VKT_API vkt_status vkt_trainer_save(vkt_trainer *trainer, const char *path);
 /* Restores a checkpoint. A corrupt, truncated, empty or foreign file, or one of another
  * version: VKT_ERROR_FORMAT with "checkpoint '<path>' is corrupt: <why>" (why such as
  * "checksum mismatch ..."). Another model (a parameter missing or of another shape) or
- * another optimizer kind: VKT_ERROR_SHAPE naming the tensor. On failure the trainer is
- * unchanged. */
+ * another optimizer kind: VKT_ERROR_SHAPE naming the tensor. A diverged one (the guard,
+ * measured against the start the file carries, or for older files the trainer's own):
+ * VKT_ERROR_DIVERGED, "checkpoint '<path>' (step N) holds a diverged model: ...". On
+ * failure the trainer is unchanged. */
 VKT_API vkt_status vkt_trainer_restore(vkt_trainer *trainer, const char *path);
 /* The step a checkpoint saved now records (inside a progress callback: that step). */
 VKT_API uint64_t vkt_trainer_checkpoint_step(const vkt_trainer *trainer);
@@ -1479,7 +1490,9 @@ VKT_API vkt_status vkt_trainer_check_divergence(vkt_trainer *trainer);
  * the process by path, size and modification time, so each file is read once.
  * The folder's lock (vkt_checkpoint_dir_lock) is taken for the call unless this process
  * holds it; held by another process: VKT_ERROR_STATE naming the folder and the holder,
- * and nothing is written. Across ranks (vkt_world) only the chief touches the folder. */
+ * and nothing is written. Across ranks (vkt_world) only the chief touches the folder. A
+ * state the divergence guard refuses: VKT_ERROR_DIVERGED, nothing written or deleted,
+ * and the message names the newest checkpoint of the folder (from before) to go back to. */
 VKT_API vkt_status vkt_checkpoint_save_dir(vkt_trainer *trainer, const char *dir, uint32_t keep);
 /* The same, and describes what retention found, one message per line, in `notes` (may
  * be NULL; "" if nothing): each corrupt file moved aside ("checkpoint '<path>' is
@@ -1493,8 +1506,12 @@ VKT_API vkt_status vkt_checkpoint_save_dir_v2(vkt_trainer *trainer, const char *
  * counted, as by vkt_checkpoint_save_dir_v2); once an older valid one is
  * found they are moved aside as by vkt_checkpoint_save_dir, and each line ends with
  * "(moved aside to '<path>.corrupt')". No checkpoint (or no folder): VKT_OK with
- * *out_found = 0. Only corrupt ones: VKT_ERROR_FORMAT, and the files stay. A checkpoint
- * of another model: VKT_ERROR_SHAPE (no fallback to older files). The folder locked by
+ * *out_found = 0. Only corrupt ones: VKT_ERROR_FORMAT, and the files stay. Diverged
+ * ones (as vkt_trainer_restore finds them) are gone back past the same way, moved aside as
+ * ckpt-<step>.vkt.diverged ("checkpoint '<path>' (step N) holds a diverged model: ...
+ * (moved aside to '...')"); with none sound: VKT_ERROR_DIVERGED ("no checkpoint in
+ * '<dir>' is from before training diverged ..."), and the files stay. A checkpoint of
+ * another model: VKT_ERROR_SHAPE (no fallback to older files). The folder locked by
  * another process: VKT_ERROR_STATE, as for saving. */
 VKT_API vkt_status vkt_checkpoint_restore_latest(vkt_trainer *trainer, const char *dir,
                                                  int *out_found /* OUT */,
