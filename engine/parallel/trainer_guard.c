@@ -91,6 +91,19 @@ static const char *param_at(const vkt_trainer *t, uint64_t off)
     return "?";
 }
 
+/* The sum of squares of n floats at `bytes` (host order, any alignment), in double: not
+ * finite exactly when one of them is not (finite floats cannot overflow it). */
+static double sum_squares_bytes(const unsigned char *bytes, uint64_t n)
+{
+    double s = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        float v;
+        memcpy(&v, bytes + 4 * i, 4);
+        s += (double)v * v;
+    }
+    return s;
+}
+
 /* The first non-finite float of n at `bytes` (host order, any alignment), or n. */
 static uint64_t first_nonfinite(const unsigned char *bytes, uint64_t n, float *value)
 {
@@ -109,26 +122,30 @@ vkt_status trainer_guard_check(const vkt_trainer *t, const float *flat, const vo
                                uint64_t opt_bytes, double ref_rms, uint64_t ref_step,
                                char *why, size_t why_size)
 {
-    float bad = 0;
-    uint64_t i = first_nonfinite((const unsigned char *)flat, t->param_count, &bad);
-    if (i < t->param_count) {
+    /* one pass over each array; the element is looked for only when one is not finite */
+    double sq;
+    float max, bad = 0;
+    uint64_t at = 0, i, states = t->param_count - t->grad_count;
+    sum_squares(flat, t->grad_count, &sq, &max, &at);
+    if (!isfinite(sq) ||
+        (i = first_nonfinite((const unsigned char *)(flat + t->grad_count), states, &bad)) <
+            states) {
+        i = first_nonfinite((const unsigned char *)flat, t->param_count, &bad);
         snprintf(why, why_size, "%s '%s' holds %g", i < t->grad_count ? "parameter" : "state",
                  param_at(t, i), (double)bad);
         return VKT_ERROR_DIVERGED;
     }
     uint64_t hdr = optim_state_header_size();
     if (opt && opt_bytes > hdr && t->grad_count) {
+        const unsigned char *m = (const unsigned char *)opt + hdr;
         uint64_t n = (opt_bytes - hdr) / 4; /* moment arrays of grad_count floats each */
-        if ((i = first_nonfinite((const unsigned char *)opt + hdr, n, &bad)) < n) {
+        if (!isfinite(sum_squares_bytes(m, n))) {
+            i = first_nonfinite(m, n, &bad);
             snprintf(why, why_size, "the optimizer's state of parameter '%s' holds %g",
                      param_at(t, i % t->grad_count), (double)bad);
             return VKT_ERROR_DIVERGED;
         }
     }
-    double sq;
-    float max;
-    uint64_t at = 0;
-    sum_squares(flat, t->grad_count, &sq, &max, &at);
     double rms = t->grad_count ? sqrt(sq / (double)t->grad_count) : 0.0;
     double ref = ref_rms > GUARD_FLOOR ? ref_rms : GUARD_FLOOR, limit = limit_of(t);
     if (!(rms > limit * ref)) /* also with no limit (INFINITY) */
