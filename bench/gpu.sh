@@ -149,7 +149,8 @@ gpu=$( ((cpu)) && echo "CPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
 echo
 echo "vktrain $(git -C "$here/.." rev-parse --short HEAD 2>/dev/null || echo '(no git)') on" \
-  "'$vk_name'; PyTorch $(val torch '^torch: version' version) on $gpu; $(($(date +%s) - ts)) s"
+  "'$vk_name'${VKT_MEMORY_PROFILE:+ (VKT_MEMORY_PROFILE=$VKT_MEMORY_PROFILE)}${VKT_KERNELS:+ (VKT_KERNELS=$VKT_KERNELS)};" \
+  "PyTorch $(val torch '^torch: version' version) on $gpu; $(($(date +%s) - ts)) s"
 ((cpu)) && echo "(--cpu: lavapipe and PyTorch on the CPU, small sizes: a check of the script, not figures)"
 echo
 echo "| work | vktrain | PyTorch | speed vs PyTorch |"
