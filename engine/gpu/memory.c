@@ -1,5 +1,7 @@
 /* Device memory: a few large vkAllocateMemory blocks per memory type, suballocated
- * first-fit with coalescing of freed ranges, so tensors never cost an allocation each. */
+ * first-fit with coalescing of freed ranges, so tensors never cost an allocation each.
+ * Which types a buffer may take: the memory profile's list of types and each use's
+ * preferences, two tables below (docs/memory.md). */
 #include "gpu.h"
 
 #include <stdlib.h>
