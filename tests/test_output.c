@@ -2,7 +2,7 @@
  * never clobber"), on whichever side this build compiled: POSIX here, Win32 under Wine.
  * Needs no Vulkan device.
  *  1. Regular files: a new name is created, an existing file replaced whole (POSIX: its
- *     permission bits kept), no temporary file left behind.
+ *     permission bits kept), no temporary file left behind; plat_read_head reads its start.
  *  2. Long names: a final name of 255 bytes (also one of 2-byte UTF-8 characters, whose
  *     temporary name must not cut a character) is written; 256 bytes fail with the
  *     system's reason and leave nothing.
@@ -68,6 +68,11 @@ static void test_regular(const char *dir)
     TH_CHECK(plat_write_file(path, "second!", 7, PLAT_WRITE_STREAM, why, sizeof why) == 0,
              "replaced: %s", why);
     TH_CHECK(holds(path, "second!", 7), "the new contents, whole");
+    char head[16] = "";
+    TH_CHECK(plat_read_head(path, head, 3) == 3 && memcmp(head, "sec", 3) == 0 &&
+                 plat_read_head(path, head, sizeof head) == 7 &&
+                 plat_read_head("/no/such/file", head, 3) == -1,
+             "plat_read_head: 3 of 7 bytes, all 7 when asked for more, -1 for no file");
 #if !defined(_WIN32)
     struct stat sb;
     TH_CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600,

@@ -4,7 +4,6 @@
  * a regular file replaced whole (engine/platform: plat_write_file). */
 #include "io/output.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -14,13 +13,9 @@
 /* Whether the regular file `path` starts with a checkpoint's magic. */
 static int is_checkpoint(const char *path)
 {
-    FILE *f = fopen(path, "rb");
     char head[sizeof CKPT_MAGIC];
-    int yes = f && fread(head, 1, sizeof head, f) == sizeof head &&
-              memcmp(head, CKPT_MAGIC, sizeof head) == 0;
-    if (f)
-        fclose(f);
-    return yes;
+    return plat_read_head(path, head, sizeof head) == (long)sizeof head &&
+           memcmp(head, CKPT_MAGIC, sizeof head) == 0;
 }
 
 vkt_status io_output_check(const char *path, const char *const *inputs, size_t n_inputs,

@@ -102,6 +102,28 @@ int plat_same_file(const char *a, const char *b)
            x.volume == y.volume && x.index == y.index;
 }
 
+long plat_read_head(const char *path, void *buf, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return -1;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            close(fd);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    return (long)got;
+}
+
 FILE *plat_create_new(const char *path)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

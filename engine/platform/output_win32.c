@@ -134,6 +134,27 @@ int plat_same_file(const char *a, const char *b)
            x.volume == y.volume && x.index == y.index;
 }
 
+long plat_read_head(const char *path, void *buf, size_t n)
+{
+    wchar_t *w = widen(path);
+    HANDLE h = w ? CreateFileW(w, GENERIC_READ, SHARE_ALL, NULL, OPEN_EXISTING, 0, NULL)
+                 : INVALID_HANDLE_VALUE;
+    free(w);
+    if (h == INVALID_HANDLE_VALUE)
+        return -1;
+    size_t got = 0;
+    int ok = 1;
+    while (ok && got < n) {
+        DWORD chunk = n - got > (1u << 30) ? (1u << 30) : (DWORD)(n - got), r = 0;
+        ok = ReadFile(h, (char *)buf + got, chunk, &r, NULL) != 0;
+        if (ok && r == 0)
+            break;
+        got += r;
+    }
+    CloseHandle(h);
+    return ok ? (long)got : -1;
+}
+
 FILE *plat_create_new(const char *path)
 {
     wchar_t *w = widen(path);

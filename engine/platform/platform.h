@@ -40,6 +40,9 @@ int plat_mkdirs(const char *path);
 
 /* Reads a whole file into a malloc'd buffer; returns 0 on success. */
 int plat_read_file(const char *path, void **data, size_t *size);
+/* Reads up to n bytes from the start of a file into buf; returns how many (fewer at the
+ * end of a short file), -1 if it cannot be opened or read (engine/platform/output_*.c). */
+long plat_read_head(const char *path, void *buf, size_t n);
 
 /* Output files (engine/platform/output_posix.c, output_win32.c): the one rule by which
  * the engine writes a file, whatever its name.

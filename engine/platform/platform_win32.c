@@ -187,7 +187,9 @@ int plat_read_file(const char *path, void **data, size_t *size)
 {
     *data = NULL;
     *size = 0;
-    FILE *f = fopen(path, "rb");
+    wchar_t *w = widen(path); /* fopen would read the name in the ANSI code page */
+    FILE *f = w ? _wfopen(w, L"rb") : NULL;
+    free(w);
     if (!f)
         return -1;
     size_t cap = 1 << 16, len = 0;
