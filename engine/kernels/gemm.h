@@ -15,8 +15,8 @@
  * staged in double-buffered shared memory. */
 typedef struct kg_tile {
     uint32_t bm, bn, bk, tm, tn;
-    float efficiency; /* multiply-adds per lane and clock relative to 8x8 per thread: a
-                         smaller register block reads shared memory more per FMA */
+    float efficiency; /* throughput relative to the 128x128 tile: a smaller tile moves
+                         more bytes per flop (gemm_plan.c) */
 } kg_tile;
 
 typedef struct kg_plan {

@@ -5,16 +5,17 @@
 
 /* gemm_tile's tile rows, largest first. 256 threads each (a multiple of every subgroup
  * size, 8 to 64). bk keeps each thread's share of a slab a whole number of vec4 loads:
- * (bm + bn) * bk / 4 is a multiple of 256. Efficiency, relative to 8x8 outputs per
- * thread: per k a thread reads tm / 4 + tn / 4 vec4s of shared memory for tm * tn
- * multiply-adds (8x8: 4 reads, 64 FMAs; 8x4: 3 for 32; 4x4: 2 for 16), and shared
- * memory delivers about one vec4 per lane every 4 FMA slots, so the smaller blocks run
- * below the FMA rate. */
+ * (bm + bn) * bk / 4 is a multiple of 256. Efficiency: a workgroup reads (bm + bn) bk
+ * floats from L2 / device memory per 2 bm bn bk flops, bm bn / (2 (bm + bn)) flops per
+ * byte: 32 for 128x128, 21 for 128x64, 16 for 64x64. At an H100's fp32 rate (67
+ * TFLOP/s) a 64x64 tile needs 4 TB/s of L2 traffic, about what L2 delivers, so the
+ * smaller tiles are taken to run in proportion to their intensity (docs/performance.md,
+ * "Roofline: GEMM"). */
 static const kg_tile k_tiles[] = {
     {128, 128, 8, 8, 8, 1.0f},
-    {128, 64, 16, 8, 4, 0.8f},
-    {64, 128, 16, 4, 8, 0.8f},
-    {64, 64, 16, 4, 4, 0.6f},
+    {128, 64, 16, 8, 4, 0.67f},
+    {64, 128, 16, 4, 8, 0.67f},
+    {64, 64, 16, 4, 4, 0.5f},
 };
 #define N_TILES (sizeof k_tiles / sizeof k_tiles[0])
 
