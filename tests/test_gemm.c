@@ -330,21 +330,21 @@ static void run_variant(const char *name)
     s = NULL;
 }
 
-/* More shapes, planned for 2, 16 and 1024 compute units, until every tile row of
- * gemm_tile has run split (the plan picks the row; a few compute units favour the
- * rectangular ones). */
+/* More shapes, planned for 1, 2, 16 and 1024 compute units, until every tile row of
+ * gemm_tile has run split and unsplit (the plan picks the row; a few compute units
+ * favour the rectangular ones and no split). */
 static void split_every_tile(void)
 {
     static const uint32_t ms[] = {40, 64, 100, 130, 250}, ns[] = {40, 128, 200, 260, 33};
-    static const uint32_t cus[] = {2, 16, 1024};
+    static const uint32_t cus[] = {1, 2, 16, 1024};
     uint32_t rows;
     const kg_tile *t = kg_tile_rows(&rows);
-    for (uint32_t x = 0; x < 3 * 5 * 5; x++) {
+    for (uint32_t x = 0; x < 4 * 5 * 5; x++) {
         uint32_t u = x / 25, i = x / 5 % 5, j = x % 5;
         ctx->profile.compute_units = cus[u];
         kg_plan q = kg_gemm_plan(&ctx->profile, GPU_V_GEMM_TILE, ms[i], ns[j], 700);
         for (uint32_t r = 0; r < rows && r < 8; r++) {
-            if (t[r].bm != q.bm || t[r].bn != q.bn || q.splits == 1 || tile_seen[r][1])
+            if (t[r].bm != q.bm || t[r].bn != q.bn || tile_seen[r][q.splits > 1])
                 continue;
             gcase c = {.ta = (int)(i & 1), .tb = (int)(j & 1), .m = ms[i], .n = ns[j],
                        .k = 700, .alpha = 1.5f, .beta = (i + j) % 2 ? 0.0f : -2.0f,

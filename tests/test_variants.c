@@ -500,6 +500,19 @@ static void check_filter(void)
              "VKT_KERNELS=cpu,pool_storage under an asked GPU style: gpu, pool_storage");
     plat_setenv("VKT_KERNELS", NULL);
 
+    /* $VKT_COMPUTE_UNITS: the profile's compute units; not a count: refused, named */
+    plat_setenv("VKT_COMPUTE_UNITS", "132");
+    c = th_context(VKT_KERNELS_GPU);
+    TH_CHECK(c->profile.compute_units == 132 &&
+                 strcmp(c->profile.compute_units_from, "VKT_COMPUTE_UNITS") == 0,
+             "VKT_COMPUTE_UNITS=132: %u compute units (%s)", c->profile.compute_units,
+             c->profile.compute_units_from);
+    plat_setenv("VKT_COMPUTE_UNITS", "12x");
+    memset(&o, 0, sizeof o);
+    TH_STATUS(NULL, vkt_context_create(th_instance, &o, &bad), VKT_ERROR_INVALID_ARGUMENT);
+    msg_has(vkt_last_error(), "VKT_COMPUTE_UNITS='12x'");
+    plat_setenv("VKT_COMPUTE_UNITS", NULL);
+
     /* a variant the device cannot run: what it lacks, named */
     gpu_profile p;
     gpu_variant chosen[GPU_FAMILY_COUNT];

@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CPU GPU_STYLE_CPU
@@ -215,9 +216,23 @@ vkt_status gpu_kernel_setup(const gpu_device_caps *caps, vkt_kernel_variant aske
         f.style = VKT_KERNELS_AUTO; /* a style asked for in code beats the environment's */
     if (st == VKT_OK)
         st = gpu_resolve_style(asked, &f, &style, errmsg);
+    /* $VKT_COMPUTE_UNITS: plan as for a device with that many (e.g. 132, an H100's SMs, on
+     * lavapipe, so that its grids and splits run in CI) */
+    gpu_device_caps c = *caps;
+    const char *cus = plat_getenv("VKT_COMPUTE_UNITS");
+    if (st == VKT_OK && cus && *cus) {
+        char *end = NULL;
+        unsigned long v = strtoul(cus, &end, 10);
+        if (!isdigit((unsigned char)*cus) || *end || v < 1 || v > 65536)
+            return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                            "VKT_COMPUTE_UNITS='%s': not a count of compute units (1 to 65536)",
+                            cus);
+        c.compute_units = (uint32_t)v;
+        c.compute_units_from = "VKT_COMPUTE_UNITS";
+    }
     if (st != VKT_OK)
         return st;
-    gpu_profile_make(caps, style, profile);
+    gpu_profile_make(&c, style, profile);
     return gpu_choose_variants(profile, &f, chosen, errmsg);
 }
 

@@ -248,19 +248,23 @@ static vkt_status dispatch_reduce(vkt_stream *s, const vkt_gemm_desc *d, const k
 
 /* gemm_tile: shaders/gemm_tile.comp with the plan's tile; with splits > 1 it writes the
  * partial tiles into the stream's scratch memory and dispatch_reduce sums them. Where
- * that memory cannot be had, the product runs unsplit (slower, same result) unless the
- * device's loop budget needs the split. */
+ * that memory cannot be had, or would take more than 1/64 of a context's memory limit
+ * (vkt_context_options.memory_limit: a smaller device is being modelled, whose memory
+ * the models plan to the byte), the product runs unsplit (slower, same result) unless
+ * the device's loop budget needs the split. */
 static vkt_status dispatch_tile(vkt_stream *s, const vkt_gemm_desc *d, kg_plan *plan,
                                 const operand *a, const operand *b, const operand *c)
 {
     vkt_context *ctx = s->ctx;
     vkt_buffer *ws = NULL;
+    int needed = (uint64_t)(d->k + plan->bk - 1) / plan->bk > ku_loop_budget(ctx) / 4;
     if (plan->splits > 1) {
         char saved[VKT_ERRMSG_SIZE];
         memcpy(saved, ctx->errmsg, sizeof saved);
-        vkt_status st = gpu_stream_scratch(s, plan->workspace * 4, &ws);
-        if (st != VKT_OK && (uint64_t)(d->k + plan->bk - 1) / plan->bk >
-                                ku_loop_budget(ctx) / 4)
+        vkt_status st = ctx->mem.limit && plan->workspace * 4 > ctx->mem.limit / 64 && !needed
+                            ? VKT_ERROR_OUT_OF_MEMORY
+                            : gpu_stream_scratch(s, plan->workspace * 4, &ws);
+        if (st != VKT_OK && needed)
             return st;
         if (st != VKT_OK) {
             memcpy(ctx->errmsg, saved, sizeof saved);
