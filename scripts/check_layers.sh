@@ -22,6 +22,9 @@
 #                       else; tools: their own headers and engine/platform's OS
 #                       services too), never the rest of engine/ nor shaders/
 #
+# engine/parallel sees the graph layer through one header, engine/graph/runtime.h (ids,
+# counts, names, shapes and opaque pointers: no node, model or split internals).
+#
 # include/vkt.h, the public types and functions, is the vocabulary every layer may
 # include; it includes only C standard headers. In the library, operating-system headers
 # (<pthread.h>, <unistd.h>, <dlfcn.h>, <windows.h>, <sys/...>, ...) belong to
@@ -123,6 +126,10 @@ for f in $files; do
                [[ $f != engine/parallel/world_mpi*.c ]]; then
                 fail "$f:$line: #include \"$name\": world_mpi.h (MPI's types) is private to" \
                      "engine/parallel/world_mpi*.c; the rest use world.h"
+            elif [[ $f == engine/parallel/* && $target == engine/graph/* &&
+                    $target != engine/graph/runtime.h ]]; then
+                fail "$f:$line: #include \"$name\": engine/parallel sees the graph through" \
+                     "graph/runtime.h only (no node, model or split internals)"
             elif [ "$f" = include/vkt.h ]; then
                 fail "$f:$line: the public header includes \"$name\" (C standard headers only)"
             elif [ -z "$to_rank" ]; then

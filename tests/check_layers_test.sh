@@ -1,8 +1,8 @@
 #!/bin/bash
 # check_layers_test.sh - scripts/check_layers.sh passes on a copy of the tree and catches
 # each planted violation: an include up a layer, one across to a sibling layer, a program
-# reaching into engine/, an OS header outside engine/platform, and an include that names
-# no file. Run by ctest (check_layers_planted).
+# reaching into engine/, an OS header outside engine/platform, an include that names
+# no file, and engine/parallel reading graph internals past graph/runtime.h. Run by ctest (check_layers_planted).
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 TMP=$(mktemp -d)
@@ -47,6 +47,8 @@ plant examples/mnist_mlp/mnist_mlp.c '#include "platform/platform.h"' "programs 
 plant engine/optim/update.c '#include "no/such/header.h"' "names no file"
 plant engine/parallel/sync_world.c '#include <mpi.h>' "world_mpi*.[ch] only"
 plant engine/parallel/ps.c '#include "world_mpi.h"' "private to"
+plant engine/parallel/trainer.c '#include "graph/model.h"' "graph/runtime.h only"
+plant engine/parallel/trainer.h '#include "../graph/graph.h"' "graph/runtime.h only"
 
 if ! out=$(bash "$CHECK" "$TMP" 2>&1); then
     echo "FAIL: the restored copy does not pass:"

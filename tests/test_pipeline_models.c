@@ -25,6 +25,7 @@
 
 #include "harness.h"
 #include "platform/platform.h"
+#include "graph/model.h" /* white box: a stage model's readback */
 #include "parallel/pipe.h"
 
 /* ---- a chain of linear layers of unequal widths: the split by parameter bytes ---- */

@@ -185,7 +185,12 @@ static vkt_status make_values(vkt_model *m)
 {
     vkt_graph *g = m->g;
     /* Trainable parameters first, then states (vkt_state): the optimizer and gradient
-     * averaging work on the first train_elems of the flat buffers only. */
+     * averaging work on the first train_elems of the flat buffers only. The layout is
+     * graph_flat_layout's, the one checkpoints and pipelines see. */
+    uint64_t *off = malloc((m->n ? m->n : 1) * sizeof *off);
+    if (!off)
+        return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    graph_flat_layout(g, m->n, off, &m->train_elems, &m->param_elems);
     for (int pass = 0; pass < 3; pass++) {
         for (uint32_t i = 0; i < m->n; i++) {
             mnode *nd = &m->node[i];
@@ -199,16 +204,17 @@ static vkt_status make_values(vkt_model *m)
             if (pass == 2 && !input)
                 continue;
             nd->val = nd->grad = nd->aux = nd->tmp = -1;
-            uint64_t *end = param ? &m->param_elems : &m->input_elems;
             nd->val = model_new_value(m, param ? MS_PARAMS : MS_INPUTS, c);
-            if (nd->val < 0)
+            if (nd->val < 0) {
+                free(off);
                 return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-            m->val[nd->val].offset = *end;
-            *end += (c + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
+            }
+            m->val[nd->val].offset = param ? off[i] : m->input_elems;
+            if (!param)
+                m->input_elems += (c + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
         }
-        if (pass == 0)
-            m->train_elems = m->param_elems;
     }
+    free(off);
     for (uint32_t i = 0; i < m->n; i++) {
         const vkt_tensor *t = g->nodes[i];
         if (t->op != GOP_PARAM && t->op != GOP_INPUT && t->op != GOP_LABELS)

@@ -8,6 +8,7 @@
 
 #include "gpu/gpu.h"
 #include "graph/ops.h"
+#include "graph/runtime.h"
 #include "kernels/kernel_util.h"
 
 #define GRAPH_NAME_SIZE VKT_NAME_SIZE /* a node's name, as vkt_tensor_info reports it */
@@ -74,9 +75,7 @@ vkt_status graph_infer_shape(const vkt_tensor *n, const vkt_shape *const *in,
  * such a node by their index in the global batch; other nodes keep their own indices,
  * as they hold the same values in every part of a split batch. */
 int graph_batch_major(const vkt_tensor *n, const uint8_t *batch_major);
-/* Sets needed[id] = 1 for t and every node t depends on (needed: one flag per node of g,
- * set by the caller to 0 or to what is needed already). */
-void graph_mark_needed(const vkt_graph *g, const vkt_tensor *t, uint8_t *needed);
+/* graph_mark_needed: runtime.h. */
 /* The global index of the first of `units` (elements, or sequences for attention) of a
  * node at `batch` rows: row_offset * units / batch when the node is batch-major and
  * units a multiple of batch, else 0. */

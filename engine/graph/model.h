@@ -1,13 +1,15 @@
 /*
  * model.h - a graph compiled for a context: the internals shared by compilation
  * (model.c), autodiff and scheduling (autodiff.c), the memory plan (plan.c), recording
- * (record_fwd.c, record_bwd.c), execution (run.c) and check mode (check.c). Also the
- * interface the optimizer layer uses (graph_model_flat, graph_model_add_epilogue).
+ * (record_fwd.c, record_bwd.c), execution (run.c) and check mode (check.c). What the
+ * layers above use of a model (graph_model_create, graph_model_flat, the recording hooks,
+ * the step in two halves) is declared in runtime.h.
  */
 #ifndef VKT_GRAPH_MODEL_H
 #define VKT_GRAPH_MODEL_H
 
 #include "graph/graph.h"
+#include "graph/runtime.h"
 
 /* Where a value lives. */
 typedef enum mspace {
@@ -25,7 +27,7 @@ typedef enum mspace {
 #define CTRL_LOSS 3 /* the loss copied out, when the arena is not host-visible */
 #define CTRL_ELEMS 4
 
-#define ALIGN_ELEMS 16 /* offsets of planned values: 64 bytes */
+#define ALIGN_ELEMS GRAPH_FLAT_ALIGN /* offsets of planned values: 64 bytes */
 
 /* A value: a forward result, a gradient, or a saved or scratch array of one node. */
 typedef struct mval {
@@ -57,12 +59,6 @@ typedef struct mstep {
     uint32_t node;
     int backward;
 } mstep;
-
-typedef vkt_status (*graph_record_fn)(vkt_stream *stream, void *user);
-/* Records work on a parameter's final gradient: elements [offset, offset+count) of the
- * flat gradient buffer. */
-typedef vkt_status (*graph_grad_fn)(vkt_stream *stream, void *user, uint64_t offset,
-                                    uint64_t count);
 
 typedef struct model_hook {
     graph_record_fn fn;
@@ -138,40 +134,8 @@ struct vkt_model {
     char errmsg[VKT_ERRMSG_SIZE];
 };
 
-/* ---- for the optimizer layer and other engine code ---- */
+/* ---- for other engine code (the layers above see graph/runtime.h only) ---- */
 
-/* vkt_model_create, plus the inputs (vkt_input nodes of the graph) whose gradients the
- * training step computes and keeps: n of them, each read afterwards with
- * graph_model_read_input_grad. A model parallel stage receives its inputs from another
- * stage and sends their gradients back. */
-vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
-                              const vkt_model_options *options,
-                              const vkt_tensor *const *grad_inputs, uint32_t n,
-                              vkt_model **out);
-/* The gradient of the loss with respect to input t (one of graph_model_create's
- * grad_inputs) after the last training step: count must be its element count. */
-vkt_status graph_model_read_input_grad(vkt_model *m, const vkt_tensor *t, float *out,
-                                       uint64_t count);
-
-/* The flat parameter and gradient buffers (views at element 0) and their length. grads
- * is {NULL, 0} for a forward-only model. */
-vkt_status graph_model_flat(vkt_model *m, vkt_view *params, vkt_view *grads, uint64_t *count);
-/* Adds commands recorded at the end of every training step (after the backward), e.g.
- * an optimizer update. Only before the first step (the step is recorded once). */
-vkt_status graph_model_add_epilogue(vkt_model *m, graph_record_fn fn, void *user);
-/* Records fn for each parameter right after the backward step that completes its
- * gradient (parameters the loss does not reach: after the backward), so work on early
- * gradients (copying them out for averaging) overlaps the rest of the backward on
- * devices that run independent commands concurrently. Only before the first step. */
-vkt_status graph_model_on_grad_ready(vkt_model *m, graph_grad_fn fn, void *user);
-/* The training step in two halves, for callers that work while it runs (on marks that
- * grad_ready hooks record with gpu_stream_mark): submit, then wait. In check mode
- * submit runs the whole step (and marks count as passed). */
-vkt_status graph_model_step_submit(vkt_model *m);
-vkt_status graph_model_step_wait(vkt_model *m);
-/* Mark `index` of the running training step: 1 passed (or the step is over), 0 not yet,
- * -1 on an error (the model's message says it). */
-int graph_model_mark_passed(vkt_model *m, uint32_t index);
 /* The training step's stream (recorded on first use): for stats and timings. */
 vkt_status graph_model_train_stream(vkt_model *m, vkt_stream **out);
 

@@ -302,6 +302,7 @@ vkt_status graph_split_stages(const vkt_graph *g, const vkt_tensor *loss, uint32
     graph_split *s = out;
     s->g = g;
     s->n_stages = n_stages;
+    s->nodes = g->count;
     s->batch = 1;
     for (uint32_t i = 0; i < g->count; i++)
         if (g->nodes[i]->op == GOP_INPUT || g->nodes[i]->op == GOP_LABELS) {

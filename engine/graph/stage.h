@@ -29,39 +29,8 @@
 #define VKT_GRAPH_STAGE_H
 
 #include "graph/graph.h"
+#include "graph/runtime.h" /* graph_stage, graph_split, graph_split_stages */
 
-#define GRAPH_MAX_STAGES VKT_MAX_STAGES
-
-typedef struct graph_stage {
-    vkt_graph *g;          /* the stage's sub-graph (owned) */
-    vkt_tensor *loss;      /* the loss (last stage) or the surrogate L_s */
-    vkt_tensor **map;      /* full graph id -> its copy in g (NULL: not on this stage) */
-    uint32_t ops;          /* ops of the full graph placed here */
-    uint32_t *recv;        /* full graph ids of the values received (inputs of g) */
-    uint32_t n_recv;
-    uint32_t *send;        /* full graph ids of the values sent to later stages (kept) */
-    vkt_tensor **send_grad; /* per sent value: the input of g fed its gradient */
-    uint32_t n_send;
-    uint32_t *feed;        /* full graph ids of the graph's inputs and labels read here */
-    uint32_t n_feed;
-    uint32_t *params;      /* full graph ids of the parameters (and states) placed here */
-    uint32_t n_params;
-} graph_stage;
-
-typedef struct graph_split {
-    const vkt_graph *g;
-    uint32_t n_stages;
-    graph_stage *stage;
-    uint32_t *node_stage;  /* per full graph node: its stage (UINT32_MAX: not needed by
-                              the loss; inputs and labels: the first stage reading it) */
-    uint32_t batch;        /* the batch the graph was built with */
-} graph_split;
-
-/* Cuts g into n_stages sub-graphs by the nodes' stages. On failure returns the status
- * with a message in msg (naming the op or tensor) and leaves *out empty. */
-vkt_status graph_split_stages(const vkt_graph *g, const vkt_tensor *loss, uint32_t n_stages,
-                              graph_split *out, char *msg, size_t msg_size);
-void graph_split_free(graph_split *s);
 /* Why op t cannot go into a pipeline of several stages yet (NULL: it can). */
 const char *graph_stage_unsupported(const vkt_tensor *t);
 

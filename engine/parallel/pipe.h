@@ -16,8 +16,7 @@
 #ifndef VKT_PARALLEL_PIPE_H
 #define VKT_PARALLEL_PIPE_H
 
-#include "graph/model.h"
-#include "graph/stage.h"
+#include "graph/runtime.h"
 
 typedef struct pipe_options {
     uint32_t batch;          /* global rows, split into copies x micro_batches equal parts */
@@ -32,9 +31,6 @@ typedef struct pipe_options {
     int sequential;          /* one stage at a time (the bubble's baseline) */
     const char *fn;          /* the public call, for messages */
 } pipe_options;
-
-/* 1 + the highest stage of an op of g (1 for a graph built without placement). */
-uint32_t pipe_graph_stages(const vkt_graph *g);
 
 /* Splits the graph and makes the P x D contexts. On failure the thread's last error
  * (vkt_last_error) holds the message. */

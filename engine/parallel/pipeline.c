@@ -137,15 +137,6 @@ static vkt_status mfail(pstage *s, vkt_status st, const char *what)
 
 /* ---- creation ---- */
 
-uint32_t pipe_graph_stages(const vkt_graph *g)
-{
-    uint32_t P = 1;
-    for (uint32_t i = 0; g && i < g->count; i++)
-        if (g->nodes[i]->n_in > 0 && g->nodes[i]->stage + 1 > P)
-            P = g->nodes[i]->stage + 1;
-    return P;
-}
-
 /* One copy's edges, appended to p->edge; its stages' send and receive lists. */
 static vkt_status make_copy_edges(vkt_pipeline *p, uint32_t c)
 {
@@ -160,10 +151,11 @@ static vkt_status make_copy_edges(vkt_pipeline *p, uint32_t c)
             return pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         for (uint32_t j = 0; j < gs->n_send; j++) {
             pedge *e = &p->edge[p->n_edge];
-            const vkt_tensor *t = p->graph->nodes[gs->send[j]];
-            e->node = t->id;
+            graph_node_info v;
+            graph_node_info_at(p->graph, gs->send[j], &v);
+            e->node = v.id;
             e->from = k;
-            e->elems = graph_count(&t->shape) / p->split.batch * p->mb;
+            e->elems = v.count / p->split.batch * p->mb;
             s->send_edge[j] = p->n_edge++;
         }
     }
@@ -233,8 +225,9 @@ static vkt_status record_apply(vkt_pipeline *p, pstage *s)
     if (!s->gacc || !s->gtmp || !s->gsum || !s->feed_row || !s->feed_data)
         return pfail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     for (uint32_t j = 0; j < s->gs->n_feed; j++) {
-        const vkt_tensor *t = p->graph->nodes[s->gs->feed[j]];
-        s->feed_row[j] = graph_count(&t->shape) / p->split.batch;
+        graph_node_info x;
+        graph_node_info_at(p->graph, s->gs->feed[j], &x);
+        s->feed_row[j] = x.count / p->split.batch;
     }
     return VKT_OK;
 }
@@ -366,7 +359,7 @@ vkt_status vkt_pipeline_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *los
                         "options is NULL", fn);
     if (options->batch == 0)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: options.batch is 0", fn);
-    uint32_t P = options->stages ? options->stages : pipe_graph_stages(g);
+    uint32_t P = options->stages ? options->stages : graph_placed_stages(g);
     uint32_t list[VKT_MAX_STAGES] = {0}, count = 1;
     if (options->devices) {
         for (uint32_t k = 0; k < P && k < VKT_MAX_STAGES; k++)
@@ -665,14 +658,15 @@ static vkt_status check_feeds(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n
     for (uint32_t i = 0; i < p->n_ctx; i++) {
         pstage *s = &p->st[i];
         for (uint32_t j = 0; j < s->gs->n_feed; j++) {
-            const vkt_tensor *t = p->graph->nodes[s->gs->feed[j]];
+            const vkt_tensor *t = graph_node_at(p->graph, s->gs->feed[j]);
             s->feed_data[j] = NULL;
             for (uint32_t f = 0; f < n; f++)
                 if (feeds[f].tensor == t)
                     s->feed_data[j] = feeds[f].data;
             if (!s->feed_data[j])
                 return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "input '%s' (read on stage %u) is "
-                             "not fed: every step needs data for it", t->name, s->index);
+                             "not fed: every step needs data for it", vkt_tensor_name(t),
+                             s->index);
         }
     }
     return VKT_OK;
@@ -785,30 +779,35 @@ vkt_status vkt_pipeline_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n,
 
 /* ---- parameters ---- */
 
-/* The stage holding parameter t of the full graph, or a message. */
+/* The stage holding parameter t of the full graph and t's id, or a message. */
 static vkt_status param_stage(vkt_pipeline *p, const vkt_tensor *t, const char *fn,
-                              uint32_t *out)
+                              uint32_t *out, uint32_t *id)
 {
-    if (!t || t->graph != p->graph || t->op != GOP_PARAM)
+    int64_t i = graph_node_id(p->graph, t);
+    graph_node_info in = {0};
+    if (i >= 0)
+        graph_node_info_at(p->graph, (uint32_t)i, &in);
+    if (!in.param)
         return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: '%s' is not a parameter of the "
-                     "pipeline's graph", fn, t ? t->name : "(null)");
-    uint32_t s = t->id < p->split.g->count ? p->split.node_stage[t->id] : UINT32_MAX;
+                     "pipeline's graph", fn, vkt_tensor_name(t));
+    uint32_t s = i < p->split.nodes ? p->split.node_stage[i] : UINT32_MAX;
     if (s >= p->P)
         return pfail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: parameter '%s' is not used by the "
-                     "loss, so no stage holds it", fn, t->name);
+                     "loss, so no stage holds it", fn, in.name);
     *out = s;
+    *id = (uint32_t)i;
     return VKT_OK;
 }
 
 vkt_status pipe_read_param(vkt_pipeline *p, uint32_t copy, const vkt_tensor *t, float *out,
                            uint64_t count)
 {
-    uint32_t s = 0;
-    vkt_status st = param_stage(p, t, "read", &s);
+    uint32_t s = 0, id = 0;
+    vkt_status st = param_stage(p, t, "read", &s, &id);
     if (st != VKT_OK)
         return st;
     pstage *x = ctx_of(p, copy, s);
-    st = vkt_model_read(x->model, x->gs->map[t->id], out, count);
+    st = vkt_model_read(x->model, x->gs->map[id], out, count);
     return st == VKT_OK ? VKT_OK
                         : pfail(p, st, "stage %u: %s", s, vkt_model_errmsg(x->model));
 }
@@ -816,11 +815,11 @@ vkt_status pipe_read_param(vkt_pipeline *p, uint32_t copy, const vkt_tensor *t, 
 vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *t, const float *data,
                             uint64_t count)
 {
-    uint32_t s = 0;
-    vkt_status st = param_stage(p, t, "write", &s);
+    uint32_t s = 0, id = 0;
+    vkt_status st = param_stage(p, t, "write", &s, &id);
     for (uint32_t c = 0; st == VKT_OK && c < p->D; c++) {
         pstage *x = ctx_of(p, c, s);
-        st = vkt_model_write(x->model, x->gs->map[t->id], data, count);
+        st = vkt_model_write(x->model, x->gs->map[id], data, count);
         if (st != VKT_OK)
             pfail(p, st, "stage %u: %s", s, vkt_model_errmsg(x->model));
     }

@@ -145,12 +145,16 @@ static vkt_status check_options(vkt_trainer *t, uint32_t n)
                             "a staleness bound applies to async mode only");
     /* Replicas pull the whole master copy in async mode, which would overwrite the states
      * each replica's ops update (running averages) with the master's stale ones. */
-    for (uint32_t i = 0; o->mode == VKT_PARALLEL_ASYNC && n > 1 && i < t->graph->count; i++)
-        if (t->graph->nodes[i]->op == GOP_PARAM && t->graph->nodes[i]->state)
+    for (uint32_t i = 0; o->mode == VKT_PARALLEL_ASYNC && n > 1 && i < graph_node_count(t->graph);
+         i++) {
+        graph_node_info in;
+        graph_node_info_at(t->graph, i, &in);
+        if (in.param && in.state)
             return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
                                 "state '%s' (e.g. batch normalization's running averages) is "
                                 "not supported by async training with %u replicas: use sync "
-                                "mode", t->graph->nodes[i]->name, n);
+                                "mode", in.name, n);
+    }
     return VKT_OK;
 }
 
@@ -338,30 +342,14 @@ vkt_status trainer_row_bytes(char *errmsg, vkt_model *m, const vkt_tensor *input
     return VKT_OK;
 }
 
-/* Every input (or labels) node the model computes from must be fed each step. */
-static vkt_status check_fed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_feed *feeds,
-                            uint32_t n)
-{
-    for (uint32_t id = 0; id < m->n; id++) {
-        const vkt_tensor *node = t->graph->nodes[id];
-        if ((node->op != GOP_INPUT && node->op != GOP_LABELS) || !m->node[id].active)
-            continue;
-        int fed = 0;
-        for (uint32_t f = 0; f < n && !fed; f++)
-            fed = feeds[f].tensor == node;
-        if (!fed)
-            return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                            "input '%s' is not fed: every step needs data for it", node->name);
-    }
-    return VKT_OK;
-}
-
 vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_feed *feeds,
                         uint32_t n, uint32_t row0, uint32_t rows, uint32_t pad_to)
 {
     if (n && !feeds)
         return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "feeds is NULL");
-    vkt_status st = check_fed(t, errmsg, m, feeds, n);
+    (void)t;
+    /* every input (or labels) node the model computes from must be fed each step */
+    vkt_status st = graph_model_check_fed(m, feeds, n, errmsg);
     for (uint32_t f = 0; st == VKT_OK && f < n; f++) {
         if (!feeds[f].tensor || !feeds[f].data)
             return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "feed %u has no tensor or data",

@@ -19,8 +19,10 @@
 
 #include <stdatomic.h>
 
-#include "graph/model.h"
+#include "gpu/gpu.h" /* the holders' round-trip counters, stream marks */
+#include "graph/runtime.h"
 #include "parallel/world.h"
+#include "platform/platform.h"
 
 #define TRAINER_MAX_REPLICAS VKT_MAX_REPLICAS
 #define TRAINER_MAX_EVAL 4      /* evaluation models cached, per output tensor and batch */

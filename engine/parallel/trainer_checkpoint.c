@@ -12,26 +12,23 @@
 #include "parallel/trainer.h"
 #include "platform/platform.h"
 
-/* The parameter nodes of replica 0's model (with stages: of the whole graph), in graph
- * order. */
-static uint32_t model_params(vkt_trainer *t, const vkt_tensor **out, uint32_t cap)
+/* The parameter nodes of replica 0's model (with stages: of the whole graph). */
+static uint32_t model_params(vkt_trainer *t)
 {
     uint32_t n = 0, nodes = trainer_flat_nodes(t);
-    for (uint32_t id = 0; id < nodes; id++)
-        if (t->graph->nodes[id]->op == GOP_PARAM) {
-            if (out && n < cap)
-                out[n] = t->graph->nodes[id];
-            n++;
-        }
+    for (uint32_t id = 0; id < nodes; id++) {
+        graph_node_info p;
+        graph_node_info_at(t->graph, id, &p);
+        n += p.param != 0;
+    }
     return n;
 }
 
-static uint64_t shape_count(const vkt_shape *s)
+/* Node id when it is a parameter of the flat layout: its facts and offset. */
+static int flat_param(vkt_trainer *t, uint32_t id, graph_node_info *p, uint64_t *off)
 {
-    uint64_t n = 1;
-    for (uint32_t d = 0; d < s->ndim; d++)
-        n *= s->dims[d];
-    return n;
+    graph_node_info_at(t->graph, id, p);
+    return p->param && trainer_param_offset(t, graph_node_at(t->graph, id), off) == VKT_OK;
 }
 
 static vkt_status check_trainer(vkt_trainer *t, const char *fn, const char *path)
@@ -155,23 +152,23 @@ static void encode(vkt_trainer *t, const snapshot *s, ckpt_buf *b)
 {
     ckpt_begin(b);
     encode_meta(t, b);
-    uint32_t n = model_params(t, NULL, 0);
+    uint32_t n = model_params(t);
     size_t at = ckpt_begin_section(b, "PARM");
     ckpt_put_u32(b, n);
     ckpt_put_u32(b, 0);
     for (uint32_t id = 0; id < trainer_flat_nodes(t); id++) {
-        const vkt_tensor *p = t->graph->nodes[id];
+        graph_node_info p;
         uint64_t off = 0;
-        if (p->op != GOP_PARAM || trainer_param_offset(t, p, &off))
+        if (!flat_param(t, id, &p, &off))
             continue;
-        uint32_t len = (uint32_t)strlen(p->name);
+        uint32_t len = (uint32_t)strlen(p.name);
         ckpt_put_u32(b, len);
-        ckpt_put_bytes(b, p->name, len);
-        ckpt_put_u32(b, p->shape.ndim);
-        for (uint32_t d = 0; d < p->shape.ndim; d++)
-            ckpt_put_u32(b, p->shape.dims[d]);
-        ckpt_put_u64(b, shape_count(&p->shape));
-        ckpt_put_f32s(b, s->flat + off, shape_count(&p->shape));
+        ckpt_put_bytes(b, p.name, len);
+        ckpt_put_u32(b, p.shape.ndim);
+        for (uint32_t d = 0; d < p.shape.ndim; d++)
+            ckpt_put_u32(b, p.shape.dims[d]);
+        ckpt_put_u64(b, p.count);
+        ckpt_put_f32s(b, s->flat + off, p.count);
     }
     ckpt_end_section(b, at);
     at = ckpt_begin_section(b, "OPTM");
@@ -220,28 +217,28 @@ static void shape_text(const vkt_shape *s, char *buf, size_t size)
  * builds the flat parameter array. */
 static vkt_status match_params(vkt_trainer *t, const char *path, const ckpt *k, float *flat)
 {
-    uint32_t n = model_params(t, NULL, 0);
+    uint32_t n = model_params(t);
     for (uint32_t id = 0; id < trainer_flat_nodes(t); id++) {
-        const vkt_tensor *p = t->graph->nodes[id];
+        graph_node_info p;
         uint64_t off = 0;
-        if (p->op != GOP_PARAM || trainer_param_offset(t, p, &off))
+        if (!flat_param(t, id, &p, &off))
             continue;
         const ckpt_tensor *c = NULL;
         for (uint32_t i = 0; i < k->n_tensors && !c; i++)
-            if (strcmp(k->tensors[i].name, p->name) == 0)
+            if (strcmp(k->tensors[i].name, p.name) == 0)
                 c = &k->tensors[i];
         if (!c)
             return trainer_fail(t, VKT_ERROR_SHAPE, "checkpoint '%s' does not match the model: "
                                 "it has no parameter '%s' (a different model?)", path,
-                                p->name);
-        if (c->shape.ndim != p->shape.ndim ||
-            memcmp(c->shape.dims, p->shape.dims, p->shape.ndim * sizeof(uint32_t)) != 0) {
+                                p.name);
+        if (c->shape.ndim != p.shape.ndim ||
+            memcmp(c->shape.dims, p.shape.dims, p.shape.ndim * sizeof(uint32_t)) != 0) {
             char a[64], m[64];
             shape_text(&c->shape, a, sizeof a);
-            shape_text(&p->shape, m, sizeof m);
+            shape_text(&p.shape, m, sizeof m);
             return trainer_fail(t, VKT_ERROR_SHAPE, "checkpoint '%s' does not match the model: "
                                 "parameter '%s' has shape %s in the checkpoint and %s in the "
-                                "model", path, p->name, a, m);
+                                "model", path, p.name, a, m);
         }
         ckpt_read_f32s(c->data, flat + off, c->count);
     }

@@ -22,7 +22,7 @@ vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t
         return trainer_fail(t, VKT_ERROR_LIMIT,
                             "at most %d evaluation models (different outputs or batches)",
                             TRAINER_MAX_EVAL);
-    if (!output || output->graph != t->graph)
+    if (graph_node_id(t->graph, output) < 0)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
                             "the output tensor does not belong to the trainer's graph");
     vkt_keep(t->graph, (vkt_tensor *)output); /* computed and readable in eval models */

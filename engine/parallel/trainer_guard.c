@@ -82,11 +82,12 @@ void trainer_guard_reset(vkt_trainer *t, const float *flat)
 static const char *param_at(const vkt_trainer *t, uint64_t off)
 {
     for (uint32_t id = 0; id < trainer_flat_nodes(t); id++) {
-        const vkt_tensor *p = t->graph->nodes[id];
+        graph_node_info p;
         uint64_t at = 0;
-        if (p->op == GOP_PARAM && trainer_param_offset(t, p, &at) == VKT_OK && off >= at &&
-            off - at < graph_count(&p->shape))
-            return p->name;
+        graph_node_info_at(t->graph, id, &p);
+        if (p.param && trainer_param_offset(t, graph_node_at(t->graph, id), &at) == VKT_OK &&
+            off >= at && off - at < p.count)
+            return p.name;
     }
     return "?";
 }

@@ -18,7 +18,7 @@
 
 int trainer_pipelined(const vkt_trainer *t)
 {
-    uint32_t P = t->opt.stages ? t->opt.stages : pipe_graph_stages(t->graph);
+    uint32_t P = t->opt.stages ? t->opt.stages : graph_placed_stages(t->graph);
     return P > 1 || t->opt.micro_batches > 1;
 }
 
@@ -49,37 +49,24 @@ static vkt_status check_options(vkt_trainer *t, uint32_t P)
 static vkt_status make_layout(vkt_trainer *t)
 {
     const vkt_graph *g = t->graph;
-    t->pipe_nodes = g->count;
-    t->pipe_off = malloc((g->count ? g->count : 1) * sizeof *t->pipe_off);
+    uint32_t nodes = graph_node_count(g);
+    t->pipe_nodes = nodes;
+    t->pipe_off = malloc((nodes ? nodes : 1) * sizeof *t->pipe_off);
     if (!t->pipe_off)
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    uint64_t end = 0;
-    for (int pass = 0; pass < 2; pass++) { /* trainable parameters, then states */
-        for (uint32_t i = 0; i < g->count; i++) {
-            const vkt_tensor *p = g->nodes[i];
-            if (pass == 0)
-                t->pipe_off[i] = UINT64_MAX;
-            if (p->op != GOP_PARAM || (p->state != 0) != (pass == 1))
-                continue;
-            t->pipe_off[i] = end;
-            end += (graph_count(&p->shape) + ALIGN_ELEMS - 1) / ALIGN_ELEMS * ALIGN_ELEMS;
-        }
-        if (pass == 0)
-            t->grad_count = end;
-    }
-    t->param_count = end;
-    t->pipe_host = calloc(end ? end : 1, sizeof *t->pipe_host);
+    graph_flat_layout(g, nodes, t->pipe_off, &t->grad_count, &t->param_count);
+    t->pipe_host = calloc(t->param_count ? t->param_count : 1, sizeof *t->pipe_host);
     if (!t->pipe_host)
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    for (uint32_t i = 0; i < g->count; i++)
+    for (uint32_t i = 0; i < nodes; i++)
         if (t->pipe_off[i] != UINT64_MAX)
-            graph_init_param(g->nodes[i], g->seed, t->pipe_host + t->pipe_off[i]);
+            graph_init_param_at(g, i, t->pipe_host + t->pipe_off[i]);
     return VKT_OK;
 }
 
 vkt_status trainer_pipe_create(vkt_trainer *t, const uint32_t *dev, uint32_t n)
 {
-    uint32_t P = t->opt.stages ? t->opt.stages : pipe_graph_stages(t->graph);
+    uint32_t P = t->opt.stages ? t->opt.stages : graph_placed_stages(t->graph);
     vkt_status st = check_options(t, P);
     if (st != VKT_OK)
         return st;
@@ -130,7 +117,7 @@ void trainer_pipe_step(replica *r, const vkt_feed *feeds, uint32_t n, uint64_t s
 
 uint32_t trainer_flat_nodes(const vkt_trainer *t)
 {
-    return t->pipe ? t->pipe_nodes : t->rep[0].model->n;
+    return t->pipe ? t->pipe_nodes : graph_model_nodes(t->rep[0].model);
 }
 
 vkt_status trainer_param_offset(const vkt_trainer *t, const vkt_tensor *p, uint64_t *off)
@@ -138,9 +125,10 @@ vkt_status trainer_param_offset(const vkt_trainer *t, const vkt_tensor *p, uint6
     if (!t->pipe)
         return vkt_model_param_offset(t->rep[0].model, p, off);
     *off = 0;
-    if (!p || p->graph != t->graph || p->id >= t->pipe_nodes || t->pipe_off[p->id] == UINT64_MAX)
+    int64_t id = graph_node_id(t->graph, p);
+    if (id < 0 || id >= t->pipe_nodes || t->pipe_off[id] == UINT64_MAX)
         return VKT_ERROR_INVALID_ARGUMENT;
-    *off = t->pipe_off[p->id];
+    *off = t->pipe_off[id];
     return VKT_OK;
 }
 
@@ -148,7 +136,7 @@ vkt_status trainer_param_offset(const vkt_trainer *t, const vkt_tensor *p, uint6
 static uint32_t held_by(const vkt_trainer *t, uint32_t id)
 {
     const graph_split *sp = pipe_split(t->pipe);
-    return id < sp->g->count && sp->node_stage[id] < sp->n_stages ? sp->node_stage[id]
+    return id < sp->nodes && sp->node_stage[id] < sp->n_stages ? sp->node_stage[id]
                                                                    : UINT32_MAX;
 }
 
@@ -169,10 +157,12 @@ vkt_status trainer_pipe_read_flat(vkt_trainer *t, uint32_t copy, float *flat, ui
     if (flat != t->pipe_host) /* parameters no stage holds */
         memcpy(flat, t->pipe_host, t->param_count * sizeof *flat);
     for (uint32_t i = 0; i < t->pipe_nodes; i++) {
-        const vkt_tensor *p = t->graph->nodes[i];
+        graph_node_info p;
         if (t->pipe_off[i] == UINT64_MAX || held_by(t, i) == UINT32_MAX)
             continue;
-        st = pipe_read_param(t->pipe, copy, p, flat + t->pipe_off[i], graph_count(&p->shape));
+        graph_node_info_at(t->graph, i, &p);
+        st = pipe_read_param(t->pipe, copy, graph_node_at(t->graph, i), flat + t->pipe_off[i],
+                             p.count);
         if (st != VKT_OK)
             return trainer_fail(t, st, "%s", vkt_pipeline_errmsg(t->pipe));
     }
@@ -187,10 +177,12 @@ vkt_status trainer_pipe_write_flat(vkt_trainer *t, const float *flat, uint64_t c
     if (flat != t->pipe_host)
         memcpy(t->pipe_host, flat, t->param_count * sizeof *flat);
     for (uint32_t i = 0; i < t->pipe_nodes; i++) {
-        const vkt_tensor *p = t->graph->nodes[i];
+        graph_node_info p;
         if (t->pipe_off[i] == UINT64_MAX || held_by(t, i) == UINT32_MAX)
             continue;
-        st = pipe_write_param(t->pipe, p, flat + t->pipe_off[i], graph_count(&p->shape));
+        graph_node_info_at(t->graph, i, &p);
+        st = pipe_write_param(t->pipe, graph_node_at(t->graph, i), flat + t->pipe_off[i],
+                              p.count);
         if (st != VKT_OK)
             return trainer_fail(t, st, "%s", vkt_pipeline_errmsg(t->pipe));
     }
@@ -203,15 +195,16 @@ vkt_status trainer_pipe_read(vkt_trainer *t, const vkt_tensor *param, float *out
     uint64_t off = 0;
     if (trainer_param_offset(t, param, &off) != VKT_OK)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read: '%s' is not a "
-                            "parameter of the trainer's graph", param ? param->name : "(null)");
-    if (held_by(t, param->id) != UINT32_MAX) {
+                            "parameter of the trainer's graph", vkt_tensor_name(param));
+    graph_node_info p;
+    graph_node_info_at(t->graph, (uint32_t)graph_node_id(t->graph, param), &p);
+    if (held_by(t, p.id) != UINT32_MAX) {
         vkt_status st = pipe_read_param(t->pipe, 0, param, out, count);
         return st == VKT_OK ? st : trainer_fail(t, st, "%s", vkt_pipeline_errmsg(t->pipe));
     }
-    if (count != graph_count(&param->shape))
+    if (count != p.count)
         return trainer_fail(t, VKT_ERROR_SHAPE, "vkt_trainer_read: '%s' has %llu values; %llu "
-                            "asked", param->name,
-                            (unsigned long long)graph_count(&param->shape),
+                            "asked", p.name, (unsigned long long)p.count,
                             (unsigned long long)count);
     memcpy(out, t->pipe_host + off, count * sizeof *out);
     return VKT_OK;
@@ -256,12 +249,13 @@ static vkt_status move_moments(vkt_trainer *t, uint32_t s, char *stage_blob, cha
     uint64_t n_s = vkt_optimizer_size(pipe_optimizer(t->pipe, 0, s));
     uint32_t k = moments(t);
     for (uint32_t j = 0; j < gs->n_params; j++) {
-        const vkt_tensor *p = t->graph->nodes[gs->params[j]];
-        uint64_t off_s = 0, off_w = t->pipe_off[p->id], n = graph_count(&p->shape);
-        if (p->state)
+        graph_node_info p;
+        graph_node_info_at(t->graph, gs->params[j], &p);
+        uint64_t off_s = 0, off_w = t->pipe_off[p.id], n = p.count;
+        if (p.state)
             continue; /* states have no moments */
-        if (vkt_model_param_offset(m, gs->map[p->id], &off_s) != VKT_OK)
-            return trainer_fail(t, VKT_ERROR_INTERNAL, "stage %u holds no '%s'", s, p->name);
+        if (vkt_model_param_offset(m, gs->map[p.id], &off_s) != VKT_OK)
+            return trainer_fail(t, VKT_ERROR_INTERNAL, "stage %u holds no '%s'", s, p.name);
         for (uint32_t a = 0; a < k; a++) {
             char *ps = stage_blob + hdr + (a * n_s + off_s) * 4;
             char *pw = whole + hdr + (a * N + off_w) * 4;
@@ -332,13 +326,13 @@ vkt_status trainer_input_row_bytes(vkt_trainer *t, const vkt_tensor *input, uint
 {
     if (!t->pipe)
         return trainer_row_bytes(t->errmsg, t->rep[0].model, input, out);
-    if (!input || input->graph != t->graph)
+    int64_t id = graph_node_id(t->graph, input);
+    if (id < 0)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "the input tensor does not belong "
                             "to the trainer's graph");
-    uint64_t n = 1;
-    for (uint32_t d = 1; d < input->shape.ndim; d++)
-        n *= input->shape.dims[d];
-    *out = n * 4;
+    graph_node_info in;
+    graph_node_info_at(t->graph, (uint32_t)id, &in);
+    *out = in.row_elems * 4;
     return VKT_OK;
 }
 

@@ -35,8 +35,12 @@ static pipe_eval *chain(vkt_trainer *t, const vkt_tensor *output, vkt_status *st
 {
     const graph_split *sp = pipe_split(t->pipe);
     *st = VKT_OK;
-    if (output->graph != t->graph || output->id >= t->pipe_nodes || !output->n_in ||
-        sp->node_stage[output->id] == UINT32_MAX)
+    int64_t id = graph_node_id(t->graph, output);
+    graph_node_info out;
+    if (id < 0 || id >= t->pipe_nodes)
+        return NULL;
+    graph_node_info_at(t->graph, (uint32_t)id, &out);
+    if (!out.computed || sp->node_stage[id] == UINT32_MAX)
         return NULL;
     for (uint32_t e = 0; e < t->n_pipe_eval; e++)
         if (t->pipe_eval[e].output == output)
@@ -53,7 +57,7 @@ static pipe_eval *chain(vkt_trainer *t, const vkt_tensor *output, vkt_status *st
     pipe_eval *e = &t->pipe_eval[t->n_pipe_eval];
     memset(e, 0, sizeof *e);
     e->output = output;
-    e->last = sp->node_stage[output->id];
+    e->last = sp->node_stage[id];
     if (!(e->need = calloc(t->pipe_nodes, 1))) {
         *st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         return NULL;
@@ -62,7 +66,7 @@ static pipe_eval *chain(vkt_trainer *t, const vkt_tensor *output, vkt_status *st
     /* one micro-batch of one copy: the rows each stage's training already holds */
     uint32_t D = pipe_copies(t->pipe), m = t->opt.micro_batches ? t->opt.micro_batches : 1;
     e->batch = t->opt.batch / D / m ? t->opt.batch / D / m : 1;
-    vkt_keep(sp->stage[e->last].g, sp->stage[e->last].map[output->id]);
+    vkt_keep(sp->stage[e->last].g, sp->stage[e->last].map[id]);
     for (uint32_t s = 0; s <= e->last && *st == VKT_OK; s++) {
         vkt_model_options mo = {.batch = e->batch, .forward_only = 1,
                                 .share_params = pipe_model(t->pipe, 0, s)};
@@ -101,19 +105,20 @@ static vkt_status feed_stage(vkt_trainer *t, pipe_eval *e, uint32_t s, const vkt
     const graph_stage *gs = &sp->stage[s];
     vkt_status st = VKT_OK;
     for (uint32_t k = 0; k < gs->n_feed && st == VKT_OK; k++) {
-        const vkt_tensor *x = t->graph->nodes[gs->feed[k]];
-        if (!e->need[x->id])
+        uint32_t id = gs->feed[k];
+        const vkt_tensor *x = graph_node_at(t->graph, id);
+        if (!e->need[id])
             continue; /* labels of the loss */
         const vkt_feed *f = NULL;
         for (uint32_t i = 0; i < n_feeds && !f; i++)
             f = feeds[i].tensor == x ? &feeds[i] : NULL;
         if (!f || !f->data)
             return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "input '%s' is not fed: "
-                                "stage %u reads it", x->name, s);
+                                "stage %u reads it", vkt_tensor_name(x), s);
         uint64_t row = 0;
-        st = trainer_row_bytes(t->errmsg, e->m[s], gs->map[x->id], &row);
+        st = trainer_row_bytes(t->errmsg, e->m[s], gs->map[id], &row);
         if (st == VKT_OK)
-            st = put_rows(t, e->m[s], gs->map[x->id], f->data, row, row0, n, e->batch, buf);
+            st = put_rows(t, e->m[s], gs->map[id], f->data, row, row0, n, e->batch, buf);
     }
     for (uint32_t k = 0; k < gs->n_recv && st == VKT_OK; k++) {
         uint32_t id = gs->recv[k], from = sp->node_stage[id];
@@ -135,13 +140,11 @@ static vkt_status feed_stage(vkt_trainer *t, pipe_eval *e, uint32_t s, const vkt
 /* The largest row of any value a chunk moves (feeds, received values, the output). */
 static uint64_t max_row_bytes(const vkt_trainer *t)
 {
-    const vkt_graph *g = t->graph;
     uint64_t most = 4;
     for (uint32_t i = 0; i < t->pipe_nodes; i++) {
-        uint64_t n = 4;
-        for (uint32_t d = 1; d < g->nodes[i]->shape.ndim; d++)
-            n *= g->nodes[i]->shape.dims[d];
-        most = n > most ? n : most;
+        graph_node_info in;
+        graph_node_info_at(t->graph, i, &in);
+        most = 4 * in.row_elems > most ? 4 * in.row_elems : most;
     }
     return most;
 }
@@ -158,7 +161,7 @@ vkt_status trainer_pipe_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t 
     if (n_feeds && !feeds)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "feeds is NULL");
     const graph_stage *last = &pipe_split(t->pipe)->stage[e->last];
-    const vkt_tensor *y = last->map[output->id];
+    const vkt_tensor *y = last->map[graph_node_id(t->graph, output)];
     uint64_t out_row = 0;
     st = trainer_row_bytes(t->errmsg, e->m[e->last], y, &out_row);
     char *buf = st == VKT_OK ? malloc((uint64_t)e->batch * max_row_bytes(t)) : NULL;

@@ -37,9 +37,13 @@ static vkt_status forward_logits(vkt_trainer *t, vkt_model *m, const vkt_tensor 
         vkt_feed f = {ids, x};
         return vkt_trainer_predict(t, &f, 1, n, logits, z);
     }
-    uint64_t per_row = graph_count(&logits->shape) / logits->shape.dims[0];
+    vkt_shape ls = vkt_tensor_shape(logits);
+    uint64_t per_row = 1; /* the logits of one window: every dimension after the batch */
+    for (uint32_t d = 1; d < ls.ndim; d++)
+        per_row *= ls.dims[d];
     vkt_status st;
-    if ((st = vkt_model_set_input(m, ids, x, (uint64_t)rows * ids->shape.dims[1])) != VKT_OK ||
+    if ((st = vkt_model_set_input(m, ids, x, (uint64_t)rows * vkt_tensor_shape(ids).dims[1])) !=
+            VKT_OK ||
         (st = vkt_model_forward(m)) != VKT_OK ||
         (st = vkt_model_read(m, logits, z, (uint64_t)rows * per_row)) != VKT_OK)
         return trainer_from_model(t, m, st);

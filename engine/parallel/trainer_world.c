@@ -5,21 +5,13 @@
  * (VKT_ERROR_REMOTE naming it) instead of leaving them waiting. */
 #include "trainer.h"
 
+#include "core/hash.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int trainer_is_chief(const vkt_trainer *t) { return !t->world || t->rank == 0; }
-
-/* FNV-1a, 64 bits. */
-static uint64_t fnv(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-#define FNV0 0xcbf29ce484222325ull
 
 /* Ranks that reported a failure in slots [0, ranks) of a MIN-reduced vector (0 there);
  * the first into *first. */
@@ -156,23 +148,8 @@ static uint64_t float_bits(float f)
 
 static void signature(const vkt_trainer *t, uint64_t *sig)
 {
-    uint64_t params = FNV0, ops = FNV0;
-    for (uint32_t i = 0; i < t->graph->count; i++) {
-        const vkt_tensor *n = t->graph->nodes[i];
-        uint32_t op = (uint32_t)n->op;
-        ops = fnv(ops, &op, sizeof op);
-        ops = fnv(ops, n->shape.dims, n->shape.ndim * sizeof n->shape.dims[0]);
-        graph_params p = n->p; /* the op's settings; random seeds follow each rank's graph */
-        uint64_t *seed = GRAPH_DEF(n)->seed ? GRAPH_DEF(n)->seed(&p) : NULL;
-        if (seed)
-            *seed = 0;
-        ops = fnv(ops, &p, sizeof p);
-        if (n->op != GOP_PARAM)
-            continue;
-        params = fnv(params, n->name, strlen(n->name) + 1);
-        params = fnv(params, &n->shape.ndim, sizeof n->shape.ndim);
-        params = fnv(params, n->shape.dims, n->shape.ndim * sizeof n->shape.dims[0]);
-    }
+    uint64_t params, ops;
+    graph_signature(t->graph, &ops, &params);
     const vkt_optimizer_options *o = &t->optim;
     sig[SIG_PARAMS] = params;
     sig[SIG_COUNT] = t->param_count;
@@ -275,33 +252,19 @@ vkt_status trainer_world_agree(vkt_trainer *t, vkt_status local)
     return broadcast_params(t);
 }
 
-/* FNV-style over 8-byte words (the tail bytewise): fast enough for a whole data set. */
-static uint64_t fnv_words(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
-    }
-    return fnv(h, p + i, n - i);
-}
-
-uint64_t trainer_hash(const void *data, size_t n) { return fnv_words(FNV0, data, n); }
+uint64_t trainer_hash(const void *data, size_t n) { return core_fnv_words(CORE_FNV0, data, n); }
 
 /* A data set's fingerprint: its size and a hash of every sample and label. */
 static uint64_t data_hash(const vkt_dataset *d)
 {
     uint32_t n = vkt_dataset_count(d), f = vkt_dataset_features(d);
-    uint64_t h = fnv(fnv(FNV0, &n, sizeof n), &f, sizeof f);
+    uint64_t h = core_fnv(core_fnv(CORE_FNV0, &n, sizeof n), &f, sizeof f);
     const float *x = vkt_dataset_x(d);
     const int32_t *y = vkt_dataset_y(d);
     if (x)
-        h = fnv_words(h, x, (size_t)n * f * sizeof *x);
+        h = core_fnv_words(h, x, (size_t)n * f * sizeof *x);
     if (y)
-        h = fnv_words(h, y, (size_t)n * sizeof *y);
+        h = core_fnv_words(h, y, (size_t)n * sizeof *y);
     return h;
 }
 
@@ -335,7 +298,7 @@ vkt_status trainer_world_check_step(vkt_trainer *t, const vkt_feed *feeds, uint3
         "the first step's global batch (vkt_trainer_step's feeds: the data or the seed that "
         "draws them differ)",
         "the step count (a checkpoint restored on some ranks only?)"};
-    uint64_t v[S_N] = {n_feeds, FNV0, t->steps}, lo[S_N], hi[S_N];
+    uint64_t v[S_N] = {n_feeds, CORE_FNV0, t->steps}, lo[S_N], hi[S_N];
     vkt_status local = n_feeds && !feeds ? trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
                                                         "vkt_trainer_step: feeds is NULL")
                                          : VKT_OK;
@@ -347,7 +310,7 @@ vkt_status trainer_world_check_step(vkt_trainer *t, const vkt_feed *feeds, uint3
             local = trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_step: feed %u's "
                                  "data is NULL", i);
         if (local == VKT_OK)
-            v[S_DATA] = fnv_words(v[S_DATA], feeds[i].data, row * t->opt.batch);
+            v[S_DATA] = core_fnv_words(v[S_DATA], feeds[i].data, row * t->opt.batch);
     }
     vkt_status st = agree_vector(t, local, v, S_N, lo, hi, "the first step");
     if (st != VKT_OK)

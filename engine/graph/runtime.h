@@ -1,0 +1,146 @@
+/*
+ * runtime.h - what the layers above the graph (engine/parallel: trainers, replicas,
+ * pipelines) may know of graphs, models and splits: ids, counts, names, shapes and opaque
+ * pointers, never the structs behind them. It includes the public header only, so a file
+ * that includes nothing else of engine/graph cannot read a node's fields; check_layers.sh
+ * holds engine/parallel to this header (docs/architecture.md, "Layers").
+ *
+ * graph.h, model.h and stage.h include it: the functions are defined beside the
+ * internals they read (runtime.c for the small walks over a graph).
+ */
+#ifndef VKT_GRAPH_RUNTIME_H
+#define VKT_GRAPH_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vkt.h"
+
+#define GRAPH_MAX_STAGES VKT_MAX_STAGES
+
+/* ---- graphs: nodes by id (runtime.c) ---- */
+
+/* What a node is, as the layers above see it. */
+typedef struct graph_node_info {
+    uint32_t id;          /* position in the graph: inputs have smaller ids */
+    const char *name;
+    vkt_shape shape;      /* at the batch the graph was built with */
+    uint64_t count;       /* elements of that shape */
+    uint64_t row_elems;   /* elements of one row: the dimensions after the first */
+    int param;            /* a parameter (vkt_param or vkt_state) */
+    int state;            /*   that the optimizer does not train (vkt_state) */
+    int fed;              /* an input or labels: data the caller feeds every step */
+    int computed;         /* an op with inputs (not a leaf) */
+} graph_node_info;
+
+uint32_t graph_node_count(const vkt_graph *g);
+/* Node `id` (NULL past the last). */
+vkt_tensor *graph_node_at(const vkt_graph *g, uint32_t id);
+/* t's id in g, or -1 when t is NULL or a tensor of another graph. */
+int64_t graph_node_id(const vkt_graph *g, const vkt_tensor *t);
+/* Node id's facts (id < graph_node_count). */
+void graph_node_info_at(const vkt_graph *g, uint32_t id, graph_node_info *out);
+/* 1 + the highest stage of an op of g (1 for a graph built without placement). */
+uint32_t graph_placed_stages(const vkt_graph *g);
+/* Sets needed[id] = 1 for t and every node t depends on (needed: one flag per node of g,
+ * set by the caller to 0 or to what is needed already). */
+void graph_mark_needed(const vkt_graph *g, const vkt_tensor *t, uint8_t *needed);
+
+/* The flat parameter layout of one model of the first `nodes` nodes of g: trainable
+ * parameters in node order, then states, each at a multiple of GRAPH_FLAT_ALIGN
+ * elements (alignment gaps belong to no parameter). off[i] is node i's offset (UINT64_MAX:
+ * not a parameter); *trained the elements before the first state, *total all. The one
+ * rule of the layout: models (autodiff.c), checkpoints and pipelines all use it. */
+#define GRAPH_FLAT_ALIGN 16 /* elements: 64 bytes */
+void graph_flat_layout(const vkt_graph *g, uint32_t nodes, uint64_t *off, uint64_t *trained,
+                       uint64_t *total);
+/* Parameter node id's initial values (its initializer, deterministic for the graph's
+ * seed): count elements into out. */
+void graph_init_param_at(const vkt_graph *g, uint32_t id, float *out);
+/* What processes training one model together compare: a hash of the ops with their
+ * settings and shapes (random seeds left out: each rank's graph may draw its own), and
+ * one of the parameters' names and shapes. */
+void graph_signature(const vkt_graph *g, uint64_t *ops_hash, uint64_t *params_hash);
+
+/* ---- compiled models (model.c, autodiff.c, run.c) ---- */
+
+typedef vkt_status (*graph_record_fn)(vkt_stream *stream, void *user);
+/* Records work on a parameter's final gradient: elements [offset, offset+count) of the
+ * flat gradient buffer. */
+typedef vkt_status (*graph_grad_fn)(vkt_stream *stream, void *user, uint64_t offset,
+                                    uint64_t count);
+
+/* vkt_model_create, plus the inputs (vkt_input nodes of the graph) whose gradients the
+ * training step computes and keeps: n of them, each read afterwards with
+ * graph_model_read_input_grad. A model parallel stage receives its inputs from another
+ * stage and sends their gradients back. */
+vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
+                              const vkt_model_options *options,
+                              const vkt_tensor *const *grad_inputs, uint32_t n,
+                              vkt_model **out);
+/* The gradient of the loss with respect to input t (one of graph_model_create's
+ * grad_inputs) after the last training step: count must be its element count. */
+vkt_status graph_model_read_input_grad(vkt_model *m, const vkt_tensor *t, float *out,
+                                       uint64_t count);
+/* The graph nodes the model was compiled with (the graph may have grown since). */
+uint32_t graph_model_nodes(const vkt_model *m);
+/* Every input or labels node the model computes from is among the n feeds; else
+ * VKT_ERROR_INVALID_ARGUMENT naming the first one missing (in errmsg). */
+vkt_status graph_model_check_fed(const vkt_model *m, const vkt_feed *feeds, uint32_t n,
+                                 char *errmsg);
+
+/* The flat parameter and gradient buffers (views at element 0) and their length. grads
+ * is {NULL, 0} for a forward-only model. */
+vkt_status graph_model_flat(vkt_model *m, vkt_view *params, vkt_view *grads, uint64_t *count);
+/* Adds commands recorded at the end of every training step (after the backward), e.g.
+ * an optimizer update. Only before the first step (the step is recorded once). */
+vkt_status graph_model_add_epilogue(vkt_model *m, graph_record_fn fn, void *user);
+/* Records fn for each parameter right after the backward step that completes its
+ * gradient (parameters the loss does not reach: after the backward), so work on early
+ * gradients (copying them out for averaging) overlaps the rest of the backward on
+ * devices that run independent commands concurrently. Only before the first step. */
+vkt_status graph_model_on_grad_ready(vkt_model *m, graph_grad_fn fn, void *user);
+/* The training step in two halves, for callers that work while it runs (on marks that
+ * grad_ready hooks record with gpu_stream_mark): submit, then wait. In check mode
+ * submit runs the whole step (and marks count as passed). */
+vkt_status graph_model_step_submit(vkt_model *m);
+vkt_status graph_model_step_wait(vkt_model *m);
+/* Mark `index` of the running training step: 1 passed (or the step is over), 0 not yet,
+ * -1 on an error (the model's message says it). */
+int graph_model_mark_passed(vkt_model *m, uint32_t index);
+
+/* ---- splits: a graph cut into pipeline stages (stage.c, stage.h) ---- */
+
+typedef struct graph_stage {
+    vkt_graph *g;          /* the stage's sub-graph (owned) */
+    vkt_tensor *loss;      /* the loss (last stage) or the surrogate L_s */
+    vkt_tensor **map;      /* full graph id -> its copy in g (NULL: not on this stage) */
+    uint32_t ops;          /* ops of the full graph placed here */
+    uint32_t *recv;        /* full graph ids of the values received (inputs of g) */
+    uint32_t n_recv;
+    uint32_t *send;        /* full graph ids of the values sent to later stages (kept) */
+    vkt_tensor **send_grad; /* per sent value: the input of g fed its gradient */
+    uint32_t n_send;
+    uint32_t *feed;        /* full graph ids of the graph's inputs and labels read here */
+    uint32_t n_feed;
+    uint32_t *params;      /* full graph ids of the parameters (and states) placed here */
+    uint32_t n_params;
+} graph_stage;
+
+typedef struct graph_split {
+    const vkt_graph *g;
+    uint32_t n_stages;
+    graph_stage *stage;
+    uint32_t *node_stage;  /* per full graph node: its stage (UINT32_MAX: not needed by
+                              the loss; inputs and labels: the first stage reading it) */
+    uint32_t nodes;        /* full graph nodes at the split (node_stage's length) */
+    uint32_t batch;        /* the batch the graph was built with */
+} graph_split;
+
+/* Cuts g into n_stages sub-graphs by the nodes' stages. On failure returns the status
+ * with a message in msg (naming the op or tensor) and leaves *out empty. */
+vkt_status graph_split_stages(const vkt_graph *g, const vkt_tensor *loss, uint32_t n_stages,
+                              graph_split *out, char *msg, size_t msg_size);
+void graph_split_free(graph_split *s);
+
+#endif
