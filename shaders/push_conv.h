@@ -30,6 +30,39 @@ struct push_conv {
     VKT_U32 run;                   /* per lane: rows (im2col), runs of 4 elements (col2im) */
 };
 
+/* The implicit-GEMM convolution (conv_implicit.comp, the conv_implicit variant) and the
+ * sum of its split weight gradient (conv_reduce.comp). Per group, a GEMM C[m, ncols] over
+ * k; the passes: */
+#define CONV_PASS_FORWARD 0u       /* y = conv(x, w) (+ bias, relu) */
+#define CONV_PASS_WEIGHT 1u        /* dw (and db: a column of ones) from dy and x */
+#define CONV_PASS_DATA 2u          /* dx from dy and w (the flipped kernel) */
+struct push_conv_gemm {
+    VKT_U32 n, c, h, w;            /* samples of this chunk, input channels and size */
+    VKT_U32 oc, oh, ow;            /* output channels and size */
+    VKT_U32 ph, pw;                /* padding */
+    VKT_U32 groups, cg, og;        /* groups; input and output channels per group */
+    VKT_U32 m, ncols, k;           /* one group's GEMM */
+    VKT_U32 k_chunk;               /* the weight pass: k per split (workgroups z / groups) */
+    VKT_U32 splits;                /* conv_reduce.comp: partial sums per output */
+    VKT_U32 tile0;                 /* the first column tile of this dispatch */
+    VKT_U32 b_off;                 /* binding 0, the gathered operand: x, or dy (data) */
+    VKT_U32 a_off;                 /* binding 1, the other: w, or dy (weight) */
+    VKT_U32 o_off;                 /* binding 2: y, dx, dw or the partial sums */
+    VKT_U32 e_off;                 /* binding 3: the bias (forward), relu_y (CONV_MASK) */
+    VKT_U32 d_off;                 /* binding 4: db (the weight pass) */
+    VKT_U32 ldo;                   /* the weight pass: dw's row length, c / groups kh kw */
+    VKT_U32 bias_col;              /* the weight pass: db's column of C, else ~0 */
+    VKT_F32 beta, beta_b;          /* the output's, db's: 0 overwrites, else adds beta old */
+    VKT_U32 flags;                 /* CONV_* below */
+};
+#define CONV_BIAS 1u               /* forward: add the bias */
+#define CONV_RELU 2u               /* forward: relu after the bias */
+#define CONV_MASK 4u               /* backward: dy where relu_y > 0, else 0 */
+#define CONV_SPLIT 8u              /* weight pass: partial sums [split][oc][ncols] */
+#define CONV_READ_OUT 16u          /* beta != 0 */
+#define CONV_READ_DB 32u           /* beta_b != 0 */
+#define CONV_VEC_OUT 64u           /* vec4 stores of an NCHW output (planes of 4k, aligned) */
+
 /* Pooling over `planes` = n c images of h x w into oh x ow. Max pooling writes the winner's
  * position iy * w + ix per output to `saved` (uint32). kh, kw, strides: specialization
  * constants. */
@@ -46,6 +79,7 @@ struct push_pool {
 
 #ifndef VULKAN
 VKT_PUSH_FITS(push_conv);
+VKT_PUSH_FITS(push_conv_gemm);
 VKT_PUSH_FITS(push_pool);
 #endif
 

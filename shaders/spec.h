@@ -91,6 +91,20 @@
 #define SPEC_COL2IM_VEC4 7
 #define SPEC_COL2IM_COUNT 8
 
+/* conv_implicit.comp (kernels/conv_implicit.c): the window as above (SPEC_CONV_KH..DW),
+ * then the pass (CONV_PASS_*, push_conv.h) and the tile: BM x BN of C per workgroup of
+ * (BM / TM) x (BN / TN) threads, K in slabs of BK */
+#define SPEC_CONV_IMPLICIT_PASS 7
+#define SPEC_CONV_IMPLICIT_BM 8
+#define SPEC_CONV_IMPLICIT_BN 9
+#define SPEC_CONV_IMPLICIT_BK 10
+#define SPEC_CONV_IMPLICIT_TM 11
+#define SPEC_CONV_IMPLICIT_TN 12
+#define SPEC_CONV_IMPLICIT_COUNT 13
+
+/* conv_reduce.comp (kernels/conv_implicit.c): the workgroup only */
+#define SPEC_CONV_REDUCE_COUNT 1
+
 /* conv_bias_grad.comp (kernels/conv.c) */
 #define SPEC_CONV_BIAS_GRAD_VEC_IN 1
 #define SPEC_CONV_BIAS_GRAD_COUNT 2

@@ -4,12 +4,17 @@
  * (b) the device forward against the reference, every output in guarded buffers,
  * (c) the device backward (dx, dw, db together and alone) against the reference, with
  *     beta 0 over NaN-filled outputs and beta 1 over random contents,
- * (d) the error paths: bad geometry, workspace too small, a sample too large. */
+ * (d) the error paths: bad geometry, workspace too small, a sample too large.
+ * Each convolution check runs for every conv variant, forced through the kernel filter:
+ * conv_im2col with gemm_texel (the CPU style), conv_implicit (the GPU style), conv_im2col
+ * with gemm_tile (a GPU that cannot run conv_implicit); conv_implicit also with every
+ * tile row of its plan forced, its weight gradient split and not. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "gpu/gpu.h"
 #include "kernels/conv.h"
 
 static vkt_context *g_ctx;
@@ -477,6 +482,7 @@ static void test_deterministic(void)
     tensor x = tensor_new(nx, -1, 1), w = tensor_new(nw, -1, 1), dy = tensor_new(ny, -1, 1);
     tensor ws = tensor_new(ws_elems, 0, 0);
     tensor out[3] = {tensor_new(nx, -1, 1), tensor_new(nw, -1, 1), tensor_new(8, -1, 1)};
+    kc_conv_implicit_force(10, 3); /* conv_implicit: 16x16 tiles, the weight split 3 ways */
     float *first[3], *again[3];
     for (int run_ = 0; run_ < 2; run_++) {
         for (int i = 0; i < 3; i++)
@@ -491,6 +497,7 @@ static void test_deterministic(void)
             th_buf_read(&out[i].b, dst[i]);
         }
     }
+    kc_conv_implicit_force(-1, 1);
     for (int i = 0; i < 3; i++) {
         TH_CHECK(memcmp(first[i], again[i], out[i].n * 4) == 0,
                  "conv backward output %d is bitwise the same in two runs", i);
@@ -540,28 +547,35 @@ static void test_conv_errors(void)
     tensor x = tensor_new(2 * 4 * 36, -1, 1), w = tensor_new(6 * 2 * 9, -1, 1);
     tensor y = tensor_new(2 * 6 * 36, 0, 0), ws = tensor_new(need, 0, 0);
     vkt_view xv = view(&x), wv = view(&w), yv = view(&y), wsv = view(&ws);
-    /* workspace too small for one sample */
-    TH_STATUS(g_ctx, kc_conv2d(g_s, &g, xv, wv, NULL, yv, wsv, need - 1), VKT_ERROR_LIMIT);
-    TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "workspace") != NULL, "message: %s",
-             vkt_context_errmsg(g_ctx));
-    TH_STATUS(g_ctx, kc_conv2d_backward(g_s, &g, xv, wv, yv, &xv, 0, NULL, 0, NULL, 0, wsv,
-                                        need - 1), VKT_ERROR_LIMIT);
+    if (kc_conv_uses_workspace(g_ctx)) {
+        /* workspace too small for one sample */
+        TH_STATUS(g_ctx, kc_conv2d(g_s, &g, xv, wv, NULL, yv, wsv, need - 1), VKT_ERROR_LIMIT);
+        TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "workspace") != NULL, "message: %s",
+                 vkt_context_errmsg(g_ctx));
+        TH_STATUS(g_ctx, kc_conv2d_backward(g_s, &g, xv, wv, yv, &xv, 0, NULL, 0, NULL, 0, wsv,
+                                            need - 1), VKT_ERROR_LIMIT);
+        /* one sample too large for max_elems: 4096 (64 + 576) elements over 2^20 */
+        kc_conv big = GEOM(1, 64, 64, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+        TH_OK(g_ctx, kc_conv_init(&big, NULL, 0));
+        TH_CHECK(kc_conv_workspace_elems(&big, 1u << 20) == 0, "a sample over max_elems");
+        tensor bx = tensor_new(64 * 4096, 0, 0), bw = tensor_new(64 * 64 * 9, 0, 0);
+        tensor by = tensor_new(64 * 4096, 0, 0), bws = tensor_new(1u << 20, 0, 0);
+        TH_STATUS(g_ctx, kc_conv2d(g_s, &big, view(&bx), view(&bw), NULL, view(&by),
+                                   view(&bws), 1u << 20), VKT_ERROR_LIMIT);
+        TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "2621448") != NULL,
+                 "message names the size: %s", vkt_context_errmsg(g_ctx));
+        tensor *bigs[4] = {&bx, &bw, &by, &bws};
+        for (int i = 0; i < 4; i++)
+            tensor_free(bigs[i]);
+    } else {
+        /* conv_implicit: no workspace at all (the view is not used, 0 elements) */
+        TH_OK(g_ctx, kc_conv2d(g_s, &g, xv, wv, NULL, yv, yv, 0));
+        TH_OK(g_ctx, kc_conv2d_backward(g_s, &g, xv, wv, yv, NULL, 0, &wv, 0, NULL, 0, xv, 0));
+        TH_OK(g_ctx, vkt_stream_reset(g_s));
+    }
     /* a workspace larger than its buffer */
     TH_STATUS(g_ctx, kc_conv2d(g_s, &g, xv, wv, NULL, yv, wsv, need + 100),
               VKT_ERROR_INVALID_ARGUMENT);
-    /* one sample too large for max_elems: 4096 (64 + 576) elements over 2^20 */
-    kc_conv big = GEOM(1, 64, 64, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1);
-    TH_OK(g_ctx, kc_conv_init(&big, NULL, 0));
-    TH_CHECK(kc_conv_workspace_elems(&big, 1u << 20) == 0, "a sample over max_elems");
-    tensor bx = tensor_new(64 * 4096, 0, 0), bw = tensor_new(64 * 64 * 9, 0, 0);
-    tensor by = tensor_new(64 * 4096, 0, 0), bws = tensor_new(1u << 20, 0, 0);
-    TH_STATUS(g_ctx, kc_conv2d(g_s, &big, view(&bx), view(&bw), NULL, view(&by), view(&bws),
-                               1u << 20), VKT_ERROR_LIMIT);
-    TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "2621448") != NULL, "message names the size: %s",
-             vkt_context_errmsg(g_ctx));
-    tensor *bigs[4] = {&bx, &bw, &by, &bws};
-    for (int i = 0; i < 4; i++)
-        tensor_free(bigs[i]);
     /* bad calls */
     TH_STATUS(g_ctx, kc_conv2d(NULL, &g, xv, wv, NULL, yv, wsv, need),
               VKT_ERROR_INVALID_ARGUMENT);
@@ -611,25 +625,81 @@ static void test_pool_errors(void)
     tensor_free(&y);
 }
 
+/* conv_implicit with each tile row forced, the weight gradient unsplit and split 3 ways,
+ * on a geometry off every tile size (groups 2 of 6 -> 20 channels, stride 2 and dilation
+ * 2 on different axes, padding): forward with bias and relu, the fused backward, and the
+ * plain backward adding to random contents (beta 1). */
+static void test_implicit_tiles(void)
+{
+    static const conv_case cs = {"forced tiles", GEOM(5, 12, 11, 9, 40, 3, 3, 1, 2, 2, 1, 2, 1,
+                                                      2), 1, 0, 1};
+    uint32_t rows;
+    const kc_conv_tile *t = kc_conv_tiles(&rows);
+    for (uint32_t r = 0; r < rows; r++)
+        for (uint32_t splits = 1; splits <= 3; splits += 2) {
+            kc_conv_plan pl;
+            kc_conv g = cs.g;
+            TH_OK(NULL, kc_conv_init(&g, NULL, 0));
+            TH_CHECK(kc_conv_plan_with(&g_ctx->profile, &g, g.n, KC_GEMM_WEIGHT, 1, 1, r,
+                                       splits, &pl) && pl.splits == splits,
+                     "tile %ux%u: the weight gradient splits %u ways", t[r].bm, t[r].bn,
+                     splits);
+            kc_conv_implicit_force((int)r, splits);
+            conv_data d = {.g = g, .nx = (uint64_t)g.n * g.c * g.h * g.w,
+                           .nw = (uint64_t)g.oc * (g.c / g.groups) * g.kh * g.kw,
+                           .ny = (uint64_t)g.n * g.oc * g.oh * g.ow};
+            g_aligned = (r + splits) % 2; /* vec4 stores on half of them */
+            d.x = tensor_new(d.nx, -1, 1), d.w = tensor_new(d.nw, -1, 1);
+            d.b = tensor_new(g.oc, -1, 1), d.y = tensor_new(d.ny, 0, 0);
+            d.gy = tensor_new(d.ny, -1, 1), d.ws = tensor_new(1, 0, 0);
+            kc_ref_conv2d(&g, d.x.d, d.w.d, d.b.d, d.y.d);
+            char name[64];
+            snprintf(name, sizeof name, "tile %ux%u, %u splits", t[r].bm, t[r].bn, splits);
+            conv_case c = cs;
+            c.name = name;
+            conv_relu_case(&c, &d);
+            double *dx = calloc(d.nx, sizeof *dx), *dw = calloc(d.nw, sizeof *dw);
+            double *db = calloc(g.oc, sizeof *db);
+            kc_ref_conv2d_backward(&g, d.x.d, d.w.d, d.gy.d, dx, dw, db);
+            conv_backward_once(&c, &d, 7, 1.0f, dx, dw, db);
+            free(dx), free(dw), free(db);
+            tensor *all[6] = {&d.x, &d.w, &d.b, &d.y, &d.gy, &d.ws};
+            for (int i = 0; i < 6; i++)
+                tensor_free(all[i]);
+        }
+    kc_conv_implicit_force(-1, 1);
+    g_aligned = 0;
+}
+
 int main(void)
 {
     th_init("test_conv");
-    g_ctx = th_context(VKT_KERNELS_AUTO);
-    g_s = th_stream(g_ctx, 0);
-    /* both kernel variants: the GEMMs, work per lane and grids differ */
-    for (int variant = 0; variant < 2; variant++) {
-        if (variant)
-            th_use_other_variant(&g_ctx, &g_s);
+    /* every conv variant, forced: the GEMMs, work per lane and grids differ */
+    static const struct {
+        const char *filter;
+        gpu_variant conv;
+    } k_variants[] = {{"cpu", GPU_V_CONV_IM2COL},
+                      {"gpu", GPU_V_CONV_IMPLICIT},
+                      {"gpu,conv_im2col", GPU_V_CONV_IM2COL}};
+    for (size_t v = 0; v < sizeof k_variants / sizeof k_variants[0]; v++) {
+        g_ctx = th_context_filter(k_variants[v].filter);
+        g_s = th_stream(g_ctx, 0);
+        TH_CHECK(g_ctx->kv[GPU_FAMILY_CONV] == k_variants[v].conv, "%s: conv variant %s",
+                 k_variants[v].filter, gpu_variant_row_of(g_ctx->kv[GPU_FAMILY_CONV])->name);
         for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
             conv_case_run(&k_cases[i]);
-        for (g_aligned = 0; g_aligned < 2; g_aligned++) /* vec4 stores when aligned */
-            for (size_t i = 0; i < sizeof k_pools / sizeof k_pools[0]; i++)
-                pool_case_run(&k_pools[i]);
+        if (v < 2) /* the pooling kernels: by style */
+            for (g_aligned = 0; g_aligned < 2; g_aligned++) /* vec4 stores when aligned */
+                for (size_t i = 0; i < sizeof k_pools / sizeof k_pools[0]; i++)
+                    pool_case_run(&k_pools[i]);
         g_aligned = 0;
+        if (g_ctx->kv[GPU_FAMILY_CONV] == GPU_V_CONV_IMPLICIT)
+            test_implicit_tiles();
         test_deterministic();
+        test_conv_errors();
+        if (v < 2)
+            test_pool_errors();
+        vkt_stream_destroy(g_s);
     }
-    test_conv_errors();
-    test_pool_errors();
-    vkt_stream_destroy(g_s);
     return th_finish();
 }

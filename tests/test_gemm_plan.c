@@ -13,7 +13,16 @@
  * may walk a long K while compute units idle (the 4 ms conv1 weight gradient of the
  * H200 baseline: one workgroup over K = 50,176). The plans are also checked for
  * consistency (splits cover K in whole slabs, the workspace is what the splits need, the
- * tile fits the device's shared memory) and printed. */
+ * tile fits the device's shared memory) and printed.
+ * The same for the conv_implicit variant (kc_conv_implicit_plan, conv_plan.c): every pass
+ * the CNN's training step runs (conv1: forward and weight gradient, its input needing no
+ * gradient; conv2: forward, weight and data gradients) at batch 64 and 512 must get at
+ * least one workgroup per compute unit, with no small-work exemption, and no workgroup
+ * may walk more than 8192 of K while compute units idle. Printed beside each: its FLOPs,
+ * the bytes it must move at least, and their ratio (the roofline note of
+ * docs/performance.md). Both variants take the whole batch in one dispatch per GEMM: the
+ * weight gradient's sum over n oh ow is never cut into chunks of samples (which would
+ * run one after another) on a device whose bindings span 2^30 floats. */
 #include <stdio.h>
 #include <string.h>
 
@@ -94,6 +103,111 @@ static void check_plans(const char *device, const gpu_profile *p, const char *mo
     }
 }
 
+/* conv_implicit's plans for the passes of one convolution layer (3x3, pad 1, with bias)
+ * of the CNN; `data`: its input needs a gradient. */
+static void check_conv_layer(const char *device, const gpu_profile *p, const char *name,
+                             uint32_t n, uint32_t c, uint32_t side, uint32_t oc, int data)
+{
+    kc_conv g = {.n = n, .c = c, .h = side, .w = side, .oc = oc, .kh = 3, .kw = 3,
+                 .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1, .dil_h = 1, .dil_w = 1,
+                 .groups = 1};
+    if (!TH_OK(NULL, kc_conv_init(&g, NULL, 0)))
+        return;
+    /* one chunk in both variants where a binding spans 2^30 floats (ku_chunk_elements) */
+    TH_CHECK(kc_conv_workspace_elems(&g, 1u << 30) == kc_conv_workspace_elems(&g, UINT64_MAX),
+             "%s batch %u: conv_im2col's workspace holds the whole batch", name, n);
+    TH_CHECK((uint64_t)n * oc * side * side < (1u << 30) && (uint64_t)n * c * side * side <
+             (1u << 30), "%s batch %u: conv_implicit binds the whole batch", name, n);
+    const int passes[3] = {KC_GEMM_FORWARD, KC_GEMM_WEIGHT, KC_GEMM_DATA};
+    double x = (double)n * c * side * side, y = (double)n * oc * side * side, w = oc * c * 9.0;
+    for (int i = 0; i < (data ? 3 : 2); i++) {
+        kc_conv_plan pl;
+        int pass = passes[i];
+        if (!TH_CHECK(kc_conv_implicit_plan(p, &g, n, pass, 1, 1, &pl), "%s %s: a plan",
+                      device, name))
+            continue;
+        uint64_t wgs = kc_conv_plan_workgroups(&pl);
+        double flops = 2.0 * (double)pl.m * pl.n * pl.k, bytes;
+        if (pass == KC_GEMM_WEIGHT)
+            flops = 2.0 * y * c * 9 + y; /* dw, and db: a sum */
+        bytes = 4.0 * (x + y + w + (pass == KC_GEMM_WEIGHT ? oc : 0));
+        printf("  %-6s %-11s %5llu x %6llu x %6llu  tile %3ux%-3u  grid %5llu x %u x %4u "
+               "= %6llu workgroups  %7.1f MFLOP %6.2f MB %5.1f FLOP/B\n", name,
+               k_kind[pass], (unsigned long long)pl.m, (unsigned long long)pl.n,
+               (unsigned long long)pl.k, pl.bm, pl.bn, (unsigned long long)pl.col_tiles,
+               pl.row_tiles, pl.z, (unsigned long long)wgs, flops / 1e6, bytes / 1e6,
+               flops / bytes);
+        TH_CHECK(wgs >= p->compute_units, "%s %s %s: %llu workgroups fill %u compute units",
+                 device, name, k_kind[pass], (unsigned long long)wgs, p->compute_units);
+        uint64_t tiles = pl.col_tiles * pl.row_tiles * g.groups;
+        TH_CHECK(pl.k_chunk <= 8192 || tiles >= p->compute_units,
+                 "%s %s %s: no workgroup walks K = %u while compute units idle", device,
+                 name, k_kind[pass], pl.k_chunk);
+        TH_CHECK((uint64_t)pl.splits * pl.k_chunk >= pl.k &&
+                     (uint64_t)(pl.splits - 1) * pl.k_chunk < pl.k &&
+                     (pl.splits == 1 || pl.k_chunk % pl.bk == 0) &&
+                     pl.z == g.groups * pl.splits,
+                 "%s %s: %u splits of %u cover K = %llu in whole slabs", name, k_kind[pass],
+                 pl.splits, pl.k_chunk, (unsigned long long)pl.k);
+        TH_CHECK(pl.workspace == (pl.splits > 1 ? (uint64_t)pl.splits * oc * pl.n : 0),
+                 "%s %s: the workspace holds the partial sums", name, k_kind[pass]);
+        TH_CHECK(pl.shared_bytes <= p->shared_memory && pl.threads <= p->max_invocations &&
+                     pl.col_tiles * pl.bn >= pl.n && (uint64_t)pl.row_tiles * pl.bm >= pl.m,
+                 "%s %s: the tile fits the device and the grid covers C", name,
+                 k_kind[pass]);
+    }
+}
+
+static void check_conv_plans(const char *device, const gpu_profile *p)
+{
+    gpu_variant chosen[GPU_FAMILY_COUNT];
+    TH_OK(NULL, gpu_choose_variants(p, NULL, chosen, NULL));
+    TH_CHECK(chosen[GPU_FAMILY_CONV] == GPU_V_CONV_IMPLICIT, "%s: conv_implicit is chosen",
+             device);
+    for (uint32_t b = 64; b <= 512; b *= 8) {
+        printf("%s, CNN, batch %u, conv_implicit (%u compute units):\n", device, b,
+               p->compute_units);
+        check_conv_layer(device, p, "conv1", b, 1, 28, 16, 0);
+        check_conv_layer(device, p, "conv2", b, 16, 14, 32, 1);
+    }
+}
+
+/* conv_implicit's plan on devices it cannot fit, and the loop budget. */
+static void check_conv_limits(void)
+{
+    kc_conv g = {.n = 512, .c = 16, .h = 14, .w = 14, .oc = 32, .kh = 3, .kw = 3,
+                 .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1, .dil_h = 1, .dil_w = 1,
+                 .groups = 1};
+    TH_OK(NULL, kc_conv_init(&g, NULL, 0));
+    gpu_profile p;
+    kc_conv_plan pl;
+    gpu_profile_stated(VKT_DEVICE_TYPE_DISCRETE_GPU, 132, 4096, 32, &p);
+    TH_CHECK(!kc_conv_implicit_plan(&p, &g, g.n, KC_GEMM_FORWARD, 1, 1, &pl),
+             "4 KiB of shared memory: no tile");
+    /* an llvmpipe-like loop budget: the weight gradient (K = 100352) splits so that no
+     * workgroup walks more than budget / 4 slabs, even on 2 compute units */
+    gpu_profile_stated(VKT_DEVICE_TYPE_CPU, 2, 32768, 8, &p);
+    p.loop_budget = 60000;
+    TH_CHECK(kc_conv_implicit_plan(&p, &g, g.n, KC_GEMM_WEIGHT, 1, 1, &pl) &&
+                 (pl.k_chunk + pl.bk - 1) / pl.bk <= p.loop_budget / 4,
+             "a loop budget of 60000: K = %llu in splits of %u", (unsigned long long)pl.k,
+             pl.k_chunk);
+    p.loop_budget = 4 * 4; /* 4 slabs: the forward's K = 144 fits no tile (BK 8 to 32) */
+    TH_CHECK(!kc_conv_implicit_plan(&p, &g, g.n, KC_GEMM_FORWARD, 1, 1, &pl),
+             "a loop budget too small for the forward's K: no plan");
+    /* the weight gradient's columns: dw (144) and db (1), either alone */
+    gpu_profile_stated(VKT_DEVICE_TYPE_DISCRETE_GPU, 132, 48 * 1024, 32, &p);
+    kc_conv_plan both, dw, db;
+    TH_CHECK(kc_conv_implicit_plan(&p, &g, g.n, KC_GEMM_WEIGHT, 1, 1, &both) &&
+                 kc_conv_implicit_plan(&p, &g, g.n, KC_GEMM_WEIGHT, 1, 0, &dw) &&
+                 kc_conv_implicit_plan(&p, &g, g.n, KC_GEMM_WEIGHT, 0, 1, &db) &&
+                 both.n == 145 && both.bias_col == 144 && dw.n == 144 &&
+                 dw.bias_col == UINT32_MAX && db.n == 1 && db.bias_col == 0,
+             "weight gradient columns: %llu (db at %u), %llu, %llu (db at %u)",
+             (unsigned long long)both.n, both.bias_col, (unsigned long long)dw.n,
+             (unsigned long long)db.n, db.bias_col);
+}
+
 int main(void)
 {
     th_init_host("test_gemm_plan");
@@ -128,7 +242,9 @@ int main(void)
         check_plans(devs[d].name, &p, "char LM 384 wide, context 256, batch 64", lm, nl);
         check_plans(devs[d].name, &p, "CNN, batch 64", cnn64, c64);
         check_plans(devs[d].name, &p, "CNN, batch 512", cnn512, c512);
+        check_conv_plans(devs[d].name, &p);
     }
+    check_conv_limits();
 
     /* The two weight gradients that one workgroup walked: split on an H100. */
     gpu_profile h100;

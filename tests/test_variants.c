@@ -419,8 +419,30 @@ static void check_stated(void)
                      gpu_family_name((gpu_family)f), chosen_name(c, (gpu_family)f));
         }
         TH_CHECK(c[GPU_FAMILY_ROWS] == GPU_V_ROWS_SPREAD &&
-                     c[GPU_FAMILY_ATTENTION] == GPU_V_ATTENTION_ROWS,
-                 "%s: rows spread over threads, attention one row per lane", devs[i].name);
+                     c[GPU_FAMILY_ATTENTION] == GPU_V_ATTENTION_ROWS &&
+                     c[GPU_FAMILY_CONV] == GPU_V_CONV_IMPLICIT,
+                 "%s: rows spread over threads, attention one row per lane, conv implicit "
+                 "(%s)", devs[i].name, chosen_name(c, GPU_FAMILY_CONV));
+        /* conv_implicit's row needs what its smallest tile does: every device it runs on
+         * has a tile (conv_plan.c), and a GPU without it falls back to conv_im2col */
+        uint32_t rows, least_shared = UINT32_MAX, least_threads = UINT32_MAX;
+        const kc_conv_tile *t = kc_conv_tiles(&rows);
+        for (uint32_t r = 0; r < rows; r++) {
+            if (kc_conv_tile_shared(&t[r]) < least_shared)
+                least_shared = kc_conv_tile_shared(&t[r]);
+            if (kc_conv_tile_threads(&t[r]) < least_threads)
+                least_threads = kc_conv_tile_threads(&t[r]);
+        }
+        const gpu_variant_row *ci = gpu_variant_row_of(GPU_V_CONV_IMPLICIT);
+        TH_CHECK(ci->min_shared == least_shared && ci->min_invocations == least_threads,
+                 "conv_implicit needs %u bytes, %u invocations: its smallest tile's (%u, %u)",
+                 ci->min_shared, ci->min_invocations, least_shared, least_threads);
+        gpu_profile small = p;
+        small.shared_memory = least_shared - 4;
+        TH_OK(NULL, gpu_choose_variants(&small, NULL, c, NULL));
+        TH_CHECK(c[GPU_FAMILY_CONV] == GPU_V_CONV_IM2COL,
+                 "%s with %u bytes of shared memory: conv_im2col (%s)", devs[i].name,
+                 small.shared_memory, chosen_name(c, GPU_FAMILY_CONV));
     }
 
     /* A CPU device like lavapipe: the CPU rows; without shuffles or storage texel formats

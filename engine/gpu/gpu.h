@@ -217,7 +217,7 @@ typedef enum gpu_family { GPU_FAMILIES(GPU_FAMILY_ENUM) GPU_FAMILY_COUNT } gpu_f
  * it suits and what it needs), in order of preference within a family. */
 #define GPU_VARIANTS(X)                                                              \
     X(GEMM_TEXEL) X(GEMM_SAMPLER) X(GEMM_TILE) X(GEMM_SHARED)           \
-    X(CONV_IM2COL)                                                                   \
+    X(CONV_IMPLICIT) X(CONV_IM2COL)                                                  \
     X(ATTENTION_SHUFFLE) X(ATTENTION_ROWS)                                           \
     X(ROWS_THREAD) X(ROWS_SPREAD)                                                    \
     X(ELEMENTWISE_VEC4)                                                              \

@@ -31,6 +31,10 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     [GPU_V_GEMM_SHARED] = {GPU_FAMILY_GEMM, "gemm_shared", CPU | GPU, 0, 1, 4096, 64,
                            "shared-memory tiles, a register block per thread "
                            "(gemm_gpu.comp)"},
+    [GPU_V_CONV_IMPLICIT] = {GPU_FAMILY_CONV, "conv_implicit", GPU, 0, 1, 5120, 16,
+                             "implicit GEMM: the im2col gather inside register-blocked "
+                             "tile loads from NCHW, bias and relu in the stores, the weight "
+                             "gradient split-K (conv_implicit.comp, conv_reduce.comp)"},
     [GPU_V_CONV_IM2COL] = {GPU_FAMILY_CONV, "conv_im2col", CPU | GPU, TEXEL, 1, 0, 64,
                            "im2col into GEMMs, col2im, texel reads (im2col.comp, "
                            "col2im.comp, conv_move.comp)"},

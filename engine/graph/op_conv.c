@@ -1,8 +1,9 @@
 /* op_conv.c - conv2d and 2-D pooling (kernels: engine/kernels/conv.h). Geometry comes
  * from the kernels' own init functions (layer_conv_geom, layer_pool_geom in layers.c), so
  * the graph and the kernels agree on every size. conv2d's aux is its im2col workspace
- * (forward only, the same size serves the backward as tmp); a relu after a conv2d is fused
- * into the conv's output move (autodiff.c), its derivative taken from the output. */
+ * (forward only, the same size serves the backward as tmp; none with conv_implicit); a
+ * relu after a conv2d is fused into the conv's output move (autodiff.c), its derivative
+ * taken from the output. */
 #include "graph/layers.h"
 #include "graph/op_impl.h"
 
@@ -40,14 +41,26 @@ static vkt_status conv_geom(vkt_model *m, const vkt_tensor *t, kc_conv *g)
     return st == VKT_OK ? VKT_OK : model_fail(m, st, "vkt_conv2d: %s", msg);
 }
 
-/* The same workspace forward (im2col) and backward, or a limit error. */
+/* The same workspace forward (im2col) and backward, or a limit error; none for the
+ * conv_implicit variant. */
 static vkt_status conv_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux, uint64_t *tmp)
 {
     kc_conv g;
     vkt_status st = conv_geom(m, t, &g);
     if (st != VKT_OK)
         return st;
+    *aux = *tmp = 0;
     uint64_t max = max_binding_elems(m);
+    if (!kc_conv_uses_workspace(m->ctx)) { /* conv_implicit: one sample's x and y bound */
+        uint64_t x = (uint64_t)g.c * g.h * g.w, y = (uint64_t)g.oc * g.oh * g.ow;
+        if (x > max || y > max)
+            return model_fail(m, VKT_ERROR_LIMIT,
+                              "vkt_conv2d: one sample's %s (%llu elements) exceeds the "
+                              "device's maxStorageBufferRange (%llu elements)",
+                              x > max ? "input" : "output",
+                              (unsigned long long)(x > max ? x : y), (unsigned long long)max);
+        return VKT_OK;
+    }
     *aux = *tmp = kc_conv_workspace_elems(&g, max);
     if (*aux == 0)
         return model_fail(m, VKT_ERROR_LIMIT,

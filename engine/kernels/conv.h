@@ -2,14 +2,23 @@
  * conv.h - 2-D convolution and pooling on NCHW tensors (forward and backward), with
  * double-precision references that follow the direct definitions.
  *
- * Convolution runs as im2col + the tuned GEMM (vkt_gemm): a chunk of samples is unfolded
- * into the workspace as cols [rows = samples * oh * ow, c * kh * kw] (zeros where the
- * window hangs over the padding), one GEMM per group multiplies the weight by it, and one
- * dispatch moves the product into y, adding the bias. The backward re-makes cols for
- * dw = dy_rows^T cols, computes dcols = dy_rows W and gathers dcols back into dx (each
- * input element sums the column entries it produced, in a fixed order: deterministic,
- * no atomics). Views count elements; `beta` 0 overwrites an output without reading it,
- * 1 adds to it. Dispatch code: conv.c and pool.c; references: ref_conv.c.
+ * Convolution runs in the context's conv variant (engine/gpu/variants.c):
+ *  - conv_im2col (CPU style, and GPU-style devices that cannot run the next): a chunk of
+ *    samples is unfolded into the workspace as cols [rows = samples * oh * ow, c * kh * kw]
+ *    (zeros where the window hangs over the padding), one GEMM per group (vkt_gemm)
+ *    multiplies the weight by it, and one dispatch moves the product into y, adding the
+ *    bias. The backward re-makes cols for dw = dy_rows^T cols, computes dcols = dy_rows W
+ *    and gathers dcols back into dx (each input element sums the column entries it
+ *    produced, in a fixed order).
+ *  - conv_implicit (GPU style): each pass is one implicit GEMM (shaders/conv_implicit.comp)
+ *    that gathers its operands from the NCHW tensors inside its tile loads: no workspace.
+ *    The forward fuses bias and relu into its stores; the weight gradient (with the bias
+ *    gradient as one more column) splits its sum over n oh ow across workgroups when its
+ *    tiles are too few (the partial sums added in a fixed order by a second dispatch);
+ *    the data gradient is the transposed convolution, each dx element one output.
+ * Both are deterministic (no atomics). Views count elements; `beta` 0 overwrites an output
+ * without reading it, 1 adds to it. Dispatch code: conv.c (checks, the variant),
+ * conv_im2col.c, conv_implicit.c (plan: conv_plan.c) and pool.c; references: ref_conv.c.
  */
 #ifndef VKT_KERNELS_CONV_H
 #define VKT_KERNELS_CONV_H
@@ -17,7 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "push_conv.h"
 #include "vkt.h"
+
+struct gpu_profile; /* gpu/gpu.h */
 
 /* NCHW convolution. x [n, c, h, w], weight [oc, c / groups, kh, kw] (PyTorch's layout),
  * bias [oc], y [n, oc, oh, ow], oh = (h + 2 pad_h - dil_h (kh - 1) - 1) / stride_h + 1 (same
@@ -34,6 +46,10 @@ typedef struct kc_conv {
  * NULL) and returns VKT_ERROR_SHAPE or VKT_ERROR_INVALID_ARGUMENT. */
 vkt_status kc_conv_init(kc_conv *g, char *msg, size_t msg_size);
 
+/* Whether the context's conv variant uses a workspace (conv_im2col); conv_implicit needs
+ * none, and ignores the workspace arguments (a view and 0 elements will do). */
+int kc_conv_uses_workspace(const vkt_context *ctx);
+
 /* Elements of the workspace kc_conv2d and kc_conv2d_backward need, when it may hold at most
  * max_elems (the caller passes the device's maxStorageBufferRange / 4 or less); 0 when even one
  * sample does not fit (the calls then fail with VKT_ERROR_LIMIT and a message naming the sizes
@@ -42,10 +58,11 @@ vkt_status kc_conv_init(kc_conv *g, char *msg, size_t msg_size);
  * as fit (the calls then loop over chunks of samples). */
 uint64_t kc_conv_workspace_elems(const kc_conv *g, uint64_t max_elems);
 
-/* The GEMMs of one chunk of `nc` samples, per group (kc_conv2d and the backward record
- * exactly these through vkt_gemm): [KC_GEMM_FORWARD] rows_g [og, R] = W_g [og, ckk_g]
- * cols_g^T, [KC_GEMM_WEIGHT] dW_g [og, ckk_g] += rows_g cols_g [R, ckk_g] (K = R, the
- * long sum split by vkt_gemm's plan), [KC_GEMM_DATA] dcols_g [R, ckk_g] = rows_g^T W_g;
+/* conv_im2col: the GEMMs of one chunk of `nc` samples, per group (kc_conv2d and the
+ * backward record exactly these through vkt_gemm): [KC_GEMM_FORWARD] rows_g [og, R] =
+ * W_g [og, ckk_g] cols_g^T, [KC_GEMM_WEIGHT] dW_g [og, ckk_g] += rows_g cols_g [R, ckk_g]
+ * (K = R, the long sum split by vkt_gemm's plan), [KC_GEMM_DATA] dcols_g [R, ckk_g] =
+ * rows_g^T W_g;
  * og = oc / groups, ckk_g = c / groups * kh * kw, R = nc oh ow. A GEMM along more rows
  * than one grid spans is recorded as several (R in pieces). Pure: a test plans them for
  * a stated device. */
@@ -53,8 +70,60 @@ typedef struct kc_gemm {
     int trans_a, trans_b;
     uint64_t m, n, k;
 } kc_gemm;
-enum { KC_GEMM_FORWARD, KC_GEMM_WEIGHT, KC_GEMM_DATA, KC_GEMMS };
+enum {
+    KC_GEMM_FORWARD = CONV_PASS_FORWARD,
+    KC_GEMM_WEIGHT = CONV_PASS_WEIGHT,
+    KC_GEMM_DATA = CONV_PASS_DATA,
+    KC_GEMMS
+};
 void kc_conv_gemms(const kc_conv *g, uint32_t nc, kc_gemm out[KC_GEMMS]);
+
+/* conv_implicit: the work decomposition of each pass (conv_plan.c). Pure, so a test plans
+ * every convolution of a model for a stated device (an H100) without it.
+ * The tile rows of shaders/conv_implicit.comp: a workgroup of (bm / tm) x (bn / tn)
+ * threads computes bm x bn of C, walking K in slabs of bk. */
+typedef struct kc_conv_tile {
+    uint32_t bm, bn, bk, tm, tn;
+    float efficiency; /* multiply-adds per lane and clock relative to 8x8 per thread */
+} kc_conv_tile;
+const kc_conv_tile *kc_conv_tiles(uint32_t *count);
+uint32_t kc_conv_tile_threads(const kc_conv_tile *t);
+uint32_t kc_conv_tile_shared(const kc_conv_tile *t); /* bytes per workgroup */
+
+/* A pass (KC_GEMM_*) as a GEMM per group, C [m, n] over k: forward m = oc / groups,
+ * n = nc oh ow, k = c / groups kh kw; weight gradient m = oc / groups, n = the wanted
+ * columns (c / groups kh kw of dw, and db's column), k = nc oh ow; data gradient
+ * m = c / groups, n = nc h w, k = oc / groups kh kw. */
+typedef struct kc_conv_plan {
+    int pass;
+    uint64_t m, n, k;
+    uint32_t bias_col;        /* the weight gradient: db's column, else UINT32_MAX */
+    uint32_t tile;            /* its row in kc_conv_tiles */
+    uint32_t bm, bn, bk, tm, tn, threads, shared_bytes;
+    uint64_t col_tiles;       /* workgroups along n (x; dispatched 65535 at a time) */
+    uint32_t row_tiles;       /* along m (y) */
+    uint32_t z;               /* along z: groups x splits */
+    uint32_t splits, k_chunk; /* the weight gradient's K split (k per split), else 1, k */
+    uint64_t workspace;       /* floats of partial sums: splits oc n (0 without a split) */
+    double clocks;            /* modelled time, and the part in multiply-adds and loads */
+    double gemm_clocks;
+} kc_conv_plan;
+
+/* The plan of least modelled time for `pass` over a chunk of nc samples on a device of
+ * profile p (conv_plan.c states the model); want_dw, want_db: the weight gradient's
+ * columns. 0 when no tile fits the device or its loop budget. */
+int kc_conv_implicit_plan(const struct gpu_profile *p, const kc_conv *g, uint32_t nc,
+                          int pass, int want_dw, int want_db, kc_conv_plan *out);
+/* The plan with tile row `tile` and about `splits` splits (clamped to what the pass, the
+ * loop budget and the workspace limit allow; rounded so every split is non-empty); 0 when
+ * the tile does not fit the device. */
+int kc_conv_plan_with(const struct gpu_profile *p, const kc_conv *g, uint32_t nc, int pass,
+                      int want_dw, int want_db, uint32_t tile, uint32_t splits,
+                      kc_conv_plan *out);
+uint64_t kc_conv_plan_workgroups(const kc_conv_plan *pl);
+/* Tests: every conv_implicit dispatch after this uses tile row `tile` and about `splits`
+ * splits (kc_conv_plan_with); tile < 0 returns to the planned choice. */
+void kc_conv_implicit_force(int tile, uint32_t splits);
 
 /* y = conv(x, w) + bias (bias may be NULL). workspace: kc_conv_workspace_elems elements
  * (scratch: its contents are not needed afterwards; it must not overlap the tensors).
