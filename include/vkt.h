@@ -1392,6 +1392,9 @@ typedef struct vkt_trainer_stats {
     double exposed_seconds;       /* inside fit and step: a device waiting for this host, from
                                      the wait that completed a holder's last submission to
                                      its next one, summed over the holders */
+    uint32_t average_threads;     /* sync: host threads that sum the gradients (0: none) */
+    int32_t stage_cached;         /* the replicas' host staging (N > 1) in host-cached memory
+                                     (1: host reads at memory speed) or not (0); -1: none */
 } vkt_trainer_stats;
 
 VKT_API vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer,

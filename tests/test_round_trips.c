@@ -5,16 +5,22 @@
  *    is free, a staged buffer write or read is 1 T (+ 1 S + 1 F) per 16 MiB chunk, and
  *    the device's idle time counts from a wait to the next submission unless disarmed;
  *  - today's counts per holder and step, derived from the code (each figure's comment
- *    names where the round trips happen), on lavapipe where every buffer is mapped (no
- *    T). They are the baseline that later work (issue 21, one submission and one fence
- *    wait per replica and step) tightens:
- *      one replica (fit, vkt_trainer_step): 1 S, 1 F;
- *      N = 2, 3 sync replicas: 2 S, 2 F (the step, then the averaged gradient's apply);
- *      N = 2 async replicas: 1 S, 1 F per update (the pull is a memcpy here);
- *      a P = 2 pipeline of m micro-batches: 3m + 2 S and F per step over both stages.
- * Per step = the difference between a fit of 2k steps and one of k steps, so what a
- * run costs once (async's master read and write-back) falls out; that per-run part is
- * checked too. */
+ *    names where the round trips happen). They are the baseline that later work (issue
+ *    21, one submission and one fence wait per replica and step) tightens. With the
+ *    host's access to device buffers mapped (lavapipe's default) / staged (a discrete
+ *    GPU, or VKT_MEMORY_PROFILE=staging|unmapped|rebar: ctest runs this under each):
+ *      one replica (fit, vkt_trainer_step): 1 S, 1 F / the same;
+ *      N = 2, 3 sync replicas: 2 S, 2 F (the step, then the averaged gradient's apply) /
+ *        the same (the staging is host memory);
+ *      N = 2 async replicas, per update: 1 S, 1 F / 2 S, 2 F, 1 T (the pull);
+ *      a P = 2 pipeline of m micro-batches, per step over both stages: 3m + 2 S and F /
+ *        5m + 4 S and F, 2m + 2 T (each stage reads its gradient back per micro-batch
+ *        and writes the sum once).
+ *    Per step = the difference between a fit of 2k steps and one of k steps, so what a
+ *    run costs once (async's master read and write-back) falls out; that per-run part is
+ *    checked too;
+ *  - the sync replicas' staging is in host-cached memory wherever the device offers a
+ *    host-visible cached type (reported by vkt_trainer_stats). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +37,31 @@ static gpu_counters counters(vkt_context *ctx)
     gpu_counters c;
     gpu_context_counters(ctx, &c);
     return c;
+}
+
+/* Whether this process's contexts reach device buffers through staged copies (the
+ * memory profile, or a device without mapped device memory): one written and counted. */
+static int g_staged;
+static int g_cached; /* a host-visible coherent cached memory type is offered */
+
+static void probe_memory(void)
+{
+    vkt_context *ctx = th_context(VKT_KERNELS_AUTO);
+    vkt_buffer *b = NULL;
+    float x = 1.0f;
+    TH_OK(ctx, vkt_buffer_create(ctx, 4096, VKT_MEMORY_DEVICE, &b));
+    gpu_counters c0 = counters(ctx);
+    TH_OK(ctx, vkt_buffer_write(b, 0, &x, sizeof x));
+    g_staged = counters(ctx).sync_transfers > c0.sync_transfers;
+    const VkMemoryPropertyFlags host = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                       VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                                       VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+    for (uint32_t v = 0; v < ctx->mem.type_count; v++)
+        g_cached |= (ctx->mem.types[v].flags & host) == host;
+    vkt_buffer_destroy(b);
+    printf("memory profile %s: device buffers %s, a host-cached type %s\n",
+           vkt_memory_profile_name(vkt_context_memory_profile(ctx)),
+           g_staged ? "staged" : "mapped", g_cached ? "offered" : "not offered");
 }
 
 static void test_counters(void)
@@ -69,7 +100,7 @@ static void test_counters(void)
     gpu_counters c5 = counters(ctx);
     TH_CHECK(c5.idle_seconds == c4.idle_seconds, "disarmed: the time before the next "
              "submission is not idle time (%.6f s counted)", c5.idle_seconds - c4.idle_seconds);
-    TH_CHECK(c5.sync_transfers == 0, "mapped buffers: no staged transfer (%llu)",
+    TH_CHECK(c5.sync_transfers == 0, "stream copies are no staged transfer (%llu)",
              (unsigned long long)c5.sync_transfers);
     vkt_stream_destroy(s); /* th_finish destroys the context */
 
@@ -156,35 +187,41 @@ typedef struct config {
     uint32_t replicas, stages, micro;
     vkt_parallel_mode mode;
     int use_step;              /* vkt_trainer_step instead of fit */
-    double s, f, t;            /* per holder and step */
-    double per_run;            /* submits (and waits) a fit costs once, whatever its steps */
+    double s, f, t;            /* per holder and step, device buffers mapped */
+    double staged;             /*   and what staged device access adds to each of them */
+    double per_run;            /* transfers (each a submit and a wait) a fit costs once,
+                                  whatever its steps, where device access is staged */
     int exposes;               /* 1: the devices wait for the host inside a step */
 } config;
 
 static const config configs[] = {
     /* trainer.c:trainer_forward_backward: graph_model_step_submit (the step with the
-     * update as its epilogue) and graph_model_step_wait; the loss is read mapped. */
-    {"1 replica, fit", 1, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 1},
+     * update as its epilogue) and graph_model_step_wait; inputs and the loss travel
+     * inside the step where they are not mapped (graph/model.c: inputs_staged). */
+    {"1 replica, fit", 1, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1},
     /* vkt_trainer_step: the same step, one submission per call, so nothing is exposed
      * (the time between calls is the caller's). */
-    {"1 replica, vkt_trainer_step", 1, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0},
-    /* sync.c:step_together: forward and backward (gradients copied into the stage),
-     * then after the host averaging vkt_stream_run(apply). */
-    {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 2, 2, 0, 0, 1},
-    {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 2, 2, 0, 0, 1},
-    {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 2, 2, 0, 0, 1},
-    /* async.c:one_update: the pull (vkt_model_write_params: a memcpy into mapped
-     * parameters; a staged transfer on a discrete GPU) and trainer_forward_backward.
-     * async_begin's read of replica 0's parameters and async_end's write-back go through
-     * the mappings too: nothing per run. */
-    {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 0, 1},
+    {"1 replica, vkt_trainer_step", 1, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0},
+    /* sync.c:step_together: forward and backward (gradients copied into the host
+     * staging), then after the host averaging vkt_stream_run(apply). */
+    {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 2, 2, 0, 0, 0, 1},
+    {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 2, 2, 0, 0, 0, 1},
+    {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 2, 2, 0, 0, 0, 1},
+    /* async.c:one_update: the pull (pull -> vkt_model_write_params: a memcpy into mapped
+     * parameters, else a staged transfer) and trainer_forward_backward. Per run:
+     * async_begin reads replica 0's parameters, async_end writes the master into each
+     * replica: 1 + 2 transfers where staged. */
+    {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 1, 3, 1},
 };
 
-/* pipeline.c, per step: a non-last stage runs m forwards (vkt_model_forward) and m
- * recomputing forward-backwards, the last stage m forward-backwards, and each its
- * update (vkt_stream_run(apply)); gradients and sent values go through mapped memory.
- * Over the two stages: (2m + 1) + (m + 1). */
+/* pipeline.c, per step over the two stages: a non-last stage runs m forwards
+ * (vkt_model_forward) and m recomputing forward-backwards, the last stage m forward-
+ * backwards, and each its update (vkt_stream_run(apply)): (2m + 1) + (m + 1). Sent values
+ * and input gradients travel inside the steps; where device access is staged, each
+ * stage's after_backward reads its gradient back (vkt_model_read_grads) per micro-batch
+ * and update writes the sum (vkt_model_write_grads): 2 (m + 1) transfers more. */
 static double pipeline_per_step(uint32_t m) { return 3.0 * m + 2; }
+static double pipeline_staged(uint32_t m) { return 2.0 * m + 2; }
 
 typedef struct delta {
     double s, f, t, exposed, wall;
@@ -246,15 +283,23 @@ static void test_config(const config *c, const vkt_dataset *d)
     /* per holder and step (async: per update, every replica makes `steps` of them) */
     double per = (double)holders * K;
     double ds = (b.s - a.s) / per, df = (b.f - a.f) / per, dt = (b.t - a.t) / per;
-    double ws = c->stages > 1 ? pipeline_per_step(c->micro) / holders : c->s;
-    double wf = c->stages > 1 ? ws : c->f;
-    TH_CHECK(ds == ws && df == wf && dt == c->t,
+    double add = g_staged ? c->stages > 1 ? pipeline_staged(c->micro) / holders : c->staged : 0;
+    double ws = (c->stages > 1 ? pipeline_per_step(c->micro) / holders : c->s) + add;
+    double wf = (c->stages > 1 ? pipeline_per_step(c->micro) / holders : c->f) + add;
+    double wt = c->t + add;
+    TH_CHECK(ds == ws && df == wf && dt == wt,
              "%s: %.3g submits, %.3g fence waits, %.3g transfers per holder and step "
-             "(expected %.3g, %.3g, %.3g)", c->what, ds, df, dt, ws, wf, c->t);
-    double run_s = a.s - ds * per, run_f = a.f - df * per;
-    TH_CHECK(run_s == c->per_run && run_f == c->per_run,
-             "%s: %.3g submits and %.3g waits per run besides the steps (expected %.3g)",
-             c->what, run_s, run_f, c->per_run);
+             "(expected %.3g, %.3g, %.3g)", c->what, ds, df, dt, ws, wf, wt);
+    double run_s = a.s - ds * per, run_f = a.f - df * per, run_t = a.t - dt * per;
+    double want_run = g_staged ? c->per_run : 0;
+    TH_CHECK(run_s == want_run && run_f == want_run && run_t == want_run,
+             "%s: %.3g submits, %.3g waits and %.3g transfers per run besides the steps "
+             "(expected %.3g)", c->what, run_s, run_f, run_t, want_run);
+    /* The sync replicas' staging: host-cached wherever the device offers it. */
+    int want_cached = c->replicas > 1 ? g_cached : -1;
+    if (c->mode == VKT_PARALLEL_SYNC)
+        TH_CHECK(s.stage_cached == want_cached, "%s: stage_cached %d (expected %d)", c->what,
+                 s.stage_cached, want_cached);
     /* Exposed time: within the run's wall time on every holder; nothing where a run is
      * one submission (vkt_trainer_step of one replica); something where the host sits
      * between two submissions of a step. */
@@ -273,6 +318,7 @@ static void test_config(const config *c, const vkt_dataset *d)
 int main(void)
 {
     th_init("test_round_trips");
+    probe_memory();
     test_counters();
     vkt_dataset *d = synthetic(240);
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++)
@@ -280,7 +326,7 @@ int main(void)
     for (uint32_t m = 2; m <= 4; m += 2) {
         char what[64];
         snprintf(what, sizeof what, "2 pipeline stages, %u micro-batches, fit", m);
-        config c = {what, 1, 2, m, VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 1};
+        config c = {what, 1, 2, m, VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1};
         test_config(&c, d);
     }
     vkt_dataset_destroy(d);

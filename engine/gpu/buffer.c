@@ -144,6 +144,12 @@ void *vkt_buffer_map(vkt_buffer *b)
     return (b && b->kind == VKT_MEMORY_HOST) ? b->mapped : NULL;
 }
 
+int gpu_buffer_host_cached(const vkt_buffer *b)
+{
+    const gpu_mem_type *t = &b->ctx->mem.types[b->alloc.block->type_index];
+    return (t->flags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) != 0;
+}
+
 static vkt_status check_range(vkt_buffer *b, uint64_t offset, const void *data, uint64_t bytes,
                               const char *fn)
 {

@@ -442,6 +442,9 @@ uint32_t gpu_memory_types_for(const vkt_context *ctx, uint32_t type_bits, gpu_me
  * the memory is host-mapped; only HOST buffers expose it through vkt_buffer_map. */
 vkt_status gpu_buffer_create(vkt_context *ctx, uint64_t bytes, gpu_memory_use use,
                              vkt_buffer **out);
+/* Whether the buffer's memory is host-cached (host reads at memory speed; the trainer's
+ * staging reports it). */
+int gpu_buffer_host_cached(const vkt_buffer *b);
 vkt_status gpu_memory_alloc(vkt_context *ctx, const VkMemoryRequirements *req,
                             uint32_t type_index, gpu_alloc *out);
 void gpu_memory_free(vkt_context *ctx, gpu_alloc *alloc);

@@ -1,7 +1,9 @@
 /* Synchronous data parallelism: every replica runs forward and backward on its rows,
- * host threads average the gradients through host-visible staging (each thread owns a
- * contiguous chunk: the reduce-scatter shape), every replica applies the same update. */
+ * host threads average the gradients through host-visible staging (a pool sized to the
+ * cores takes chunks of the gradient: reduce_sum.h), every replica applies the same
+ * update. */
 #include "trainer.h"
+#include "reduce_sum.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,18 +46,28 @@ vkt_status sync_setup(vkt_trainer *t, replica *r)
                                        vkt_context_errmsg(r->ctx));
 }
 
-/* Chunk [c0, c1) of the weighted average, written back into every replica's stage.
- * The sum runs over the replicas in index order, so every replica gets the same bits. */
-static void reduce_chunk(vkt_trainer *t, uint64_t c0, uint64_t c1)
+/* The pool's job: elements [c0, c1) of the weighted average, written back into every
+ * replica's stage. The sum runs over the replicas in index order, so every replica gets
+ * the same bits. */
+static void reduce_chunk(void *user, uint64_t c0, uint64_t c1)
 {
-    uint32_t n = t->n_rep;
-    for (uint64_t i = c0; i < c1; i++) {
-        float s = 0.0f;
-        for (uint32_t q = 0; q < n; q++)
-            s += t->rep[q].weight * t->rep[q].stage_host[i];
-        for (uint32_t q = 0; q < n; q++)
-            t->rep[q].stage_host[i] = s;
+    vkt_trainer *t = user;
+    float *stage[TRAINER_MAX_REPLICAS], w[TRAINER_MAX_REPLICAS];
+    for (uint32_t q = 0; q < t->n_rep; q++) {
+        stage[q] = t->rep[q].stage_host + c0;
+        w[q] = t->rep[q].weight;
     }
+    reduce_sum(stage, t->n_rep, (const float *const *)stage, w, t->n_rep, c1 - c0);
+}
+
+vkt_status sync_pool_start(vkt_trainer *t)
+{
+    /* the bytes one step's sum moves: every stage read, the average written to each */
+    uint32_t threads = reduce_pool_size(2ull * t->n_rep * t->grad_count * 4, plat_cpu_count());
+    uint32_t callers = threads < t->n_rep ? threads : t->n_rep;
+    vkt_status st = reduce_pool_create(callers, threads - callers, &t->pool);
+    return st == VKT_OK ? VKT_OK
+                        : trainer_fail(t, st, "cannot start the averaging's %u threads", threads);
 }
 
 /* The replica's forward and backward (and, alone, its update); then, with others,
@@ -96,9 +108,8 @@ static int step_together(replica *r, uint64_t step)
             return 1;
         double t2 = plat_now();
         r->stats.wait_seconds += t2 - t1;
-        uint64_t c0 = t->grad_count * r->index / t->n_rep; /* the states have no gradient */
-        uint64_t c1 = t->grad_count * (r->index + 1) / t->n_rep;
-        reduce_chunk(t, c0, c1);
+        if (r->index < reduce_pool_callers(t->pool)) /* the states have no gradient */
+            reduce_pool_run(t->pool, r->index, reduce_chunk, t, t->grad_count);
         plat_barrier_wait(t->barrier, 0);
         if (r->index == 0)
             t->avg_seconds += plat_now() - t2;

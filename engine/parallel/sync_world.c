@@ -13,6 +13,7 @@
  *              training diverged (VKT_ERROR_DIVERGED on every rank)
  * so a failure or a stop needs no extra message, and every rank decides the same. */
 #include "trainer.h"
+#include "reduce_sum.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,17 +138,20 @@ static void move_span(vkt_trainer *t, uint32_t from, uint64_t a, uint64_t b, int
         const grad_range *g = &t->ranges[i];
         uint64_t lo = a > g->comm ? a : g->comm, hi = g->comm + g->count < b ? g->comm + g->count
                                                                              : b;
-        for (uint64_t c = lo; c < hi; c++) {
-            uint64_t k = g->stage + (c - g->comm);
-            if (to_comm) {
-                float sum = 0.0f;
-                for (uint32_t q = 0; q < t->n_rep; q++)
-                    sum += t->rep[q].weight * t->rep[q].stage_host[k];
-                t->comm[c] = sum;
-            } else {
-                for (uint32_t q = 0; q < t->n_rep; q++)
-                    t->rep[q].stage_host[k] = t->comm[c];
+        if (lo >= hi)
+            continue;
+        uint64_t k = g->stage + (lo - g->comm); /* comm [lo, hi) is stage [k, k + hi - lo) */
+        if (to_comm) {
+            const float *src[TRAINER_MAX_REPLICAS];
+            float w[TRAINER_MAX_REPLICAS], *dst = t->comm + lo;
+            for (uint32_t q = 0; q < t->n_rep; q++) {
+                src[q] = t->rep[q].stage_host + k;
+                w[q] = t->rep[q].weight;
             }
+            reduce_sum(&dst, 1, src, w, t->n_rep, hi - lo);
+        } else {
+            for (uint32_t q = 0; q < t->n_rep; q++)
+                memcpy(t->rep[q].stage_host + k, t->comm + lo, (hi - lo) * sizeof *t->comm);
         }
     }
 }

@@ -1,6 +1,7 @@
 /* vkt_trainer: creation of the replicas, feeding, parameters, statistics. */
 #include "trainer.h"
 #include "pipe.h"
+#include "reduce_sum.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -205,6 +206,8 @@ static vkt_status create_all(vkt_trainer *t, int *laid_out)
     }
     if (st == VKT_OK && n > 1)
         st = trainer_workers_start(t);
+    if (st == VKT_OK && n > 1 && !t->world && t->opt.mode == VKT_PARALLEL_SYNC)
+        st = sync_pool_start(t);
     return st;
 }
 
@@ -286,6 +289,7 @@ void vkt_trainer_destroy(vkt_trainer *t)
     if (!t)
         return;
     trainer_workers_stop(t);
+    reduce_pool_destroy(t->pool);
     for (uint32_t i = 0; i < t->n_rep; i++) {
         replica *r = &t->rep[i];
         for (uint32_t e = 0; e < r->n_eval; e++)
@@ -569,5 +573,9 @@ vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
             out->data_wait_seconds = t->rep[i].stats.data_wait_seconds;
     }
     round_trips(t, out);
+    out->average_threads = !t->staged || t->opt.mode != VKT_PARALLEL_SYNC ? 0
+                           : t->pool ? reduce_pool_threads(t->pool) : t->n_rep;
+    out->stage_cached = t->rep && t->rep[0].stage ? gpu_buffer_host_cached(t->rep[0].stage)
+                                                  : -1;
     return VKT_OK;
 }

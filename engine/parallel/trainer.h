@@ -5,10 +5,12 @@
  *
  * Sync step, per replica thread r (N > 1):
  *   feed rows [row0, row0+rows) -> run the model's step, whose epilogue copies the flat
- *   gradient into host-visible `stage` -> barrier -> reduce chunk r: for every element
- *   i of the chunk, s = sum_q w_q * stage_q[i] (w_q = rows_q / batch), written back into
- *   every replica's stage -> barrier -> run `apply` (copy stage -> gradient, optimizer).
- *   Every replica applies the same bits, so replicas stay bitwise identical.
+ *   gradient into host-visible `stage` -> barrier -> the pool's threads (the first
+ *   replica threads, and helpers where the cores outnumber them) take chunks of the
+ *   gradient: for every element i, s = sum_q w_q * stage_q[i] in q order (w_q = rows_q /
+ *   batch, reduce_sum.h), written back into every replica's stage -> barrier -> run
+ *   `apply` (copy stage -> gradient, optimizer). Every replica applies the same bits, so
+ *   replicas stay bitwise identical.
  * Async step, per replica thread r: pull the master into the parameters, run the step
  *   (forward, backward, the replica's own optimizer with grad_scale w_r, copy the new
  *   parameters into `stage`), push master[i] += stage[i] - pulled[i] with relaxed
@@ -133,6 +135,8 @@ struct vkt_trainer {
     void *progress_user;
     int stop;                   /* the progress callback asked to stop */
     double avg_seconds;
+    struct reduce_pool *pool;   /* sync in one process, N > 1: the host threads that sum
+                                   (replica threads 0..callers-1 and helpers; sync.c) */
 
     /* async */
     _Atomic float *master;
@@ -295,6 +299,9 @@ vkt_status trainer_collect(vkt_trainer *t);
 
 /* sync.c */
 vkt_status sync_setup(vkt_trainer *t, replica *r);
+/* The averaging's thread pool (sync in one process with N > 1), sized to the cores and
+ * the gradient's bytes (reduce_sum.h). */
+vkt_status sync_pool_start(vkt_trainer *t);
 /* One synchronous step of replica r on its rows already fed; returns its status. */
 vkt_status sync_step(replica *r, uint64_t step);
 void sync_job_steps(replica *r);  /* fit: run_steps steps from the replica's loader */

@@ -35,9 +35,14 @@ check "averaging table: MB/step, ms and GB/s on every row (and a 64 MiB memcpy)"
 check "waiting table: sync, async and bounded async, slowed and not, 4 wait figures each" \
   "[[ \$(grep -Ec '^(sync|async|async s<=1) +4 +(no|\\+2ms) +[0-9]+ +$num( +$num){4} +$num +$num\$' <<<\"\$out\") -eq 6 ]]"
 check "the last line is the result line" \
-  "tail -1 <<<\"\$out\" | grep -Eq '^result: sync4_samples_per_s=$num async4_samples_per_s=$num avg_gbps=$num memcpy_gbps=$num sync2_fence_waits_per_step=$num sync2_exposed_ms=$num\$'"
+  "tail -1 <<<\"\$out\" | grep -Eq '^result: sync4_samples_per_s=$num async4_samples_per_s=$num avg_gbps=$num memcpy_gbps=$num avg2_vs_memcpy=$num avg4_vs_memcpy=$num sync2_fence_waits_per_step=$num sync2_exposed_ms=$num\$'"
 check "the result's figures are positive; 2 fence waits per sync replica and step" \
-  "tail -1 <<<\"\$out\" | awk -F'[= ]' '{ exit !(\$3 > 0 && \$5 > 0 && \$7 > 0 && \$9 > 0 && \$11 == 2 && \$13 > 0) }'"
+  "tail -1 <<<\"\$out\" | awk -F'[= ]' '{ exit !(\$3 > 0 && \$5 > 0 && \$7 > 0 && \$9 > 0 && \$11 > 0 && \$13 > 0 && \$15 == 2 && \$17 > 0) }'"
+check "the averaging table says the stages are host-cached (lavapipe's only memory type is)" \
+  "grep -q '^   the stages are in host-cached memory\$' <<<\"\$out\""
+check "the averaging's ratios to memcpy, with the threads that summed (1 to 8)" \
+  "grep -Eq '^sync averaging vs a memcpy of the same bytes: ${num}x with 2 replicas, ${num}x with 4' <<<\"\$out\" &&
+   [[ \$(grep -Ec '^sync averaging, [24] replicas \\(([1-8]) threads\\)' <<<\"\$out\") -eq 2 ]]"
 
 out=$(LP_NUM_THREADS=1 "$bin" bench parallel --batch 16 --steps 2 --warmup 0 --slow-ms 1 --rounds 1 2>&1); rc=$?
 check "--batch 16: rows per replica 16, 8 and 4, the model line names the batch" \
