@@ -12,7 +12,8 @@
  *  - Every `*_destroy(NULL)` is a harmless no-op.
  *  - Option structs may be passed as NULL for defaults; a zero-initialised struct means
  *    "all defaults", so new fields can be appended without breaking callers.
- *  - Matrices and tensors are row-major, fp32. Buffer views count in 4-byte elements.
+ *  - Matrices and tensors are row-major, fp32. Buffer views count in 4-byte elements
+ *    (the GEMM's 16-bit operands in 2-byte elements: vkt_gemm_desc).
  *  - Nothing in the library calls exit() or abort() on user error.
  */
 #ifndef VKT_H
@@ -83,6 +84,36 @@ VKT_API const char *vkt_status_name(vkt_status status);
 /* The most recent error message set on the calling thread, by any call ("" if none).
  * Valid until the next vktrain call on this thread. */
 VKT_API const char *vkt_last_error(void);
+
+/* ------------------------------------------------------------------------------ */
+/* Element types                                                                  */
+/* ------------------------------------------------------------------------------ */
+
+/* The element types of the low-precision kernels (vkt_gemm_desc's a_type, b_type,
+ * c_type). Zero is fp32, so a zeroed struct means fp32 everywhere. fp16 is IEEE binary16
+ * (5 exponent bits, 10 mantissa bits: 2^-24 to 65504), bf16 the top half of an fp32 (8
+ * exponent bits, 7 mantissa bits: fp32's range at 3 significant digits). */
+typedef enum vkt_dtype {
+    VKT_DTYPE_FP32 = 0,
+    VKT_DTYPE_FP16,
+    VKT_DTYPE_BF16,
+    VKT_DTYPE_COUNT
+} vkt_dtype;
+
+/* "fp32", "fp16", "bf16"; "?" for anything else. */
+VKT_API const char *vkt_dtype_name(vkt_dtype dtype);
+/* Bytes per element: 4, 2, 2; 0 for anything else. */
+VKT_API size_t vkt_dtype_size(vkt_dtype dtype);
+/* Converts n elements of type `from` at src into type `to` at dst (host memory; 16-bit
+ * elements are uint16_t bit patterns in the machine's byte order). To fp16 or bf16:
+ * round to nearest, ties to even; magnitudes past the largest finite value (fp16 65504)
+ * by half an ulp or more become infinities, NaNs stay (quiet) NaNs. To fp32: exact. The
+ * same type on both sides copies. src and dst must not overlap unless they are equal and
+ * the types have the same size. VKT_ERROR_INVALID_ARGUMENT for a type outside the enum or
+ * a NULL pointer with n > 0. The kernels' 16-bit outputs round exactly the same way
+ * (shaders/dtype.h holds the one definition). */
+VKT_API vkt_status vkt_convert(vkt_dtype from, const void *src, vkt_dtype to, void *dst,
+                               size_t n);
 
 /* ------------------------------------------------------------------------------ */
 /* Instance and devices                                                           */
@@ -280,7 +311,8 @@ VKT_API vkt_status vkt_buffer_write(vkt_buffer *buffer, uint64_t offset, const v
 VKT_API vkt_status vkt_buffer_read(vkt_buffer *buffer, uint64_t offset, void *data /* OUT */,
                                    uint64_t bytes);
 
-/* A view of fp32 (or uint32) elements inside a buffer; offset counts elements. */
+/* A view of fp32 (or uint32) elements inside a buffer; offset counts elements (of the
+ * operand's type where a call takes another: vkt_gemm_desc's 16-bit operands). */
 typedef struct vkt_view {
     vkt_buffer *buffer;
     uint64_t offset;
@@ -338,7 +370,16 @@ VKT_API vkt_status vkt_stream_timings(vkt_stream *stream, vkt_timing *out /* OUT
 /* C[M,N] = alpha * op(A) * op(B) + beta * C, row-major.
  * op(A) is [M,K]: A is stored [M,K] (lda >= K), or [K,M] if trans_a (lda >= M).
  * op(B) is [K,N]: B is stored [K,N] (ldb >= N), or [N,K] if trans_b (ldb >= K).
- * ldc >= N. A leading dimension of 0 means "packed". beta == 0 ignores C's contents. */
+ * ldc >= N. A leading dimension of 0 means "packed". beta == 0 ignores C's contents.
+ *
+ * Element types (zero: fp32 everywhere): A and B both fp32, or both fp16, or both bf16;
+ * C fp32, or the inputs' 16-bit type. A view of a 16-bit operand counts its offset, and
+ * its leading dimension, in 2-byte elements. 16-bit products accumulate in fp32 (every
+ * variant: the cooperative-matrix kernels on devices with VK_KHR_cooperative_matrix, the
+ * others elsewhere; README, "Kernels") and a 16-bit C is rounded once, at the end (as
+ * vkt_convert rounds). alpha and beta are applied in fp32. Other combinations fail with
+ * VKT_ERROR_INVALID_ARGUMENT naming them; a device without 16-bit storage buffers fails
+ * 16-bit products with VKT_ERROR_NO_DEVICE naming what it lacks. */
 typedef struct vkt_gemm_desc {
     int trans_a, trans_b;
     uint32_t m, n, k;
@@ -346,6 +387,7 @@ typedef struct vkt_gemm_desc {
     vkt_view a; uint32_t lda;
     vkt_view b; uint32_t ldb;
     vkt_view c; uint32_t ldc;
+    vkt_dtype a_type, b_type, c_type; /* VKT_DTYPE_FP32 (0) unless set */
 } vkt_gemm_desc;
 
 VKT_API vkt_status vkt_gemm(vkt_stream *stream, const vkt_gemm_desc *desc);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what vktrain needs from Debian packages, only what is missing; quiet when
 # everything is present. Idempotent. Needs root (or sudo) only when it installs.
-#   --bench   also the packages the benchmarks compare against (PyTorch, NumPy)
+#   --bench      also the packages the benchmarks compare against (PyTorch, NumPy)
+#   --toolchain  also what scripts/shader-toolchain.sh downloads with (.ci/run)
 set -euo pipefail
 
 packages=(
@@ -14,9 +15,13 @@ packages=(
   zlib1g-dev                       # gzip'd data sets
   openmpi-bin libopenmpi-dev       # Open MPI: training across processes (VKT_MPI, mpirun tests)
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch python3-numpy libopenblas-dev)
-fi
+for arg in "$@"; do
+  case "$arg" in
+    --bench) packages+=(python3-torch python3-numpy libopenblas-dev) ;;
+    --toolchain) packages+=(curl ca-certificates) ;;
+    *) echo "install-deps: unknown option '$arg' (accepted: --bench, --toolchain)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

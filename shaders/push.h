@@ -32,7 +32,7 @@ struct push_gemm {
     VKT_U32 cr_off; /* gemm_cpu: C's offset in its texel binding for reads (beta != 0) */
     VKT_U32 k_chunk; /* gemm_tile: K per split (workgroups z take [z k_chunk, ...)) */
     VKT_U32 w_off;   /* gemm_tile with GEMM_SPLIT: the workspace's offset in its binding */
-    VKT_U32 flags;   /* gemm_tile: GEMM_* below (uniform branches, not specializations:
+    VKT_U32 flags;   /* gemm_tile, gemm_lowp: GEMM_* below (uniform branches, not specializations:
                         each specialization costs a compile, and these cost nothing) */
 };
 #define GEMM_VEC_A 1u  /* A read as vec4s: its contiguous dimension, lda, offset % 4 == 0 */
@@ -40,6 +40,8 @@ struct push_gemm {
 #define GEMM_VEC_C 4u  /* C (or the workspace) stored as vec4s */
 #define GEMM_READ_C 8u /* beta != 0 */
 #define GEMM_SPLIT 16u /* partial sums into the workspace (gemm_reduce.comp adds them) */
+#define GEMM_AB_BF16 32u /* gemm_lowp.glsl: A and B are bf16 (else fp16) */
+#define GEMM_C_16 64u    /* gemm_lowp.glsl: C is of the inputs' 16-bit type (else fp32) */
 
 /* The sum of a split-K GEMM's partial tiles (gemm_reduce.comp): C = alpha * sum over
  * splits of W[split][M][N] + beta * C. */

@@ -162,6 +162,23 @@
 #define SPEC_GEMM_TILE_TN 7
 #define SPEC_GEMM_TILE_COUNT 8
 
+/* gemm_lowp.glsl: gemm_half.comp, gemm_half_f16.comp, gemm_coopmat_f16.comp and
+ * gemm_coopmat_bf16.comp (kernels/gemm_lowp.c). The workgroup is SPEC_WG = (BM / WM) x
+ * (BN / WN) warps of SG lanes; a warp computes WM x WN of the BM x BN tile as fragments of
+ * TM x TN, multiplying TM x TK by TK x TN at a time (the cooperative-matrix shape). The
+ * transposes and element types are push constants (push.h: trans_a, trans_b, GEMM_*):
+ * one pipeline per tile, not one per combination (lavapipe compiles each for seconds). */
+#define SPEC_LOWP_BM 1
+#define SPEC_LOWP_BN 2
+#define SPEC_LOWP_BK 3
+#define SPEC_LOWP_WM 4
+#define SPEC_LOWP_WN 5
+#define SPEC_LOWP_TM 6
+#define SPEC_LOWP_TN 7
+#define SPEC_LOWP_TK 8
+#define SPEC_LOWP_SG 9 /* lanes per warp: the subgroup size for cooperative matrices */
+#define SPEC_LOWP_COUNT 10
+
 /* gemm_reduce.comp (kernels/gemm.c) */
 #define SPEC_GEMM_REDUCE_READ_C 1
 #define SPEC_GEMM_REDUCE_COUNT 2

@@ -1,7 +1,8 @@
 /* test_variants.c - the kernel variants' table (engine/gpu/variants.c) and the device
  * profile (engine/gpu/profile.c).
  * (a) Every row lavapipe can run (its requirements met by the device: subgroups of 8
- *     with shuffles, storage texel buffers, float16; no cooperative matrices) is forced
+ *     with shuffles, storage texel buffers, 16-bit storage, float16; no cooperative
+ *     matrices: test_gemm_lowp.c checks those rows' choice and, on Mesa 26, runs them) is forced
  *     through the kernel filter and its family's kernels are checked against the CPU
  *     references on random inputs of awkward shapes. A family without a check here, or a
  *     row lavapipe runs that no check ran, fails.
@@ -104,6 +105,56 @@ static void check_gemm(void)
                 tens_free(&a), tens_free(&b), tens_free(&c);
             }
 }
+
+/* 16-bit inputs (the family's type), C fp32 and 16-bit, four transposes; the thorough
+ * checks and the tolerances' derivation are test_gemm_lowp.c's. */
+static void check_gemm16(vkt_dtype t)
+{
+    static const uint32_t shapes[][3] = {{1, 1, 1}, {37, 19, 53}, {65, 34, 17}};
+    for (uint32_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int tr = 0; tr < 4; tr++) {
+            uint32_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+            int ta = tr >> 1, tb = tr & 1;
+            vkt_dtype ct = tr == 3 ? t : VKT_DTYPE_FP32;
+            uint64_t na = (uint64_t)m * k, nb = (uint64_t)k * n, nc = (uint64_t)m * n;
+            uint16_t *h = malloc((na + nb) * 2), *c16 = malloc(nc * 2);
+            float *f = th_alloc_floats(na + nb), *want = th_alloc_floats(nc);
+            float *got = th_alloc_floats(nc);
+            th_fill_uniform(f, na + nb, -1, 1);
+            vkt_convert(VKT_DTYPE_FP32, f, t, h, na + nb);
+            th_buf ab = th_buf_create(ctx, (na + nb + 1) / 2), cb = th_buf_create(ctx, nc);
+            TH_OK(ctx, vkt_buffer_write(ab.buffer, ab.offset * 4, h, (na + nb) * 2));
+            vkt_gemm_desc d = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k,
+                               .alpha = 1.25f, .a = {ab.buffer, ab.offset * 2},
+                               .b = {ab.buffer, ab.offset * 2 + na}, .c = th_view(&cb),
+                               .a_type = t, .b_type = t, .c_type = ct};
+            if (ct != VKT_DTYPE_FP32)
+                d.c.offset *= 2;
+            TH_OK(ctx, vkt_stream_reset(s));
+            if (TH_OK(ctx, vkt_gemm(s, &d)) && run()) {
+                kref_gemm_typed(ta, tb, m, n, k, 1.25f, t, h, 0, h + na, 0, 0.0f,
+                                VKT_DTYPE_FP32, want, 0);
+                if (ct == VKT_DTYPE_FP32) {
+                    th_buf_read(&cb, got);
+                } else {
+                    TH_OK(ctx, vkt_buffer_read(cb.buffer, d.c.offset * 2, c16, nc * 2));
+                    vkt_convert(ct, c16, VKT_DTYPE_FP32, got, nc);
+                }
+                char what[96];
+                snprintf(what, sizeof what, "%s: gemm %s->%s ta=%d tb=%d %ux%ux%u", row_name,
+                         vkt_dtype_name(t), vkt_dtype_name(ct), ta, tb, m, n, k);
+                /* |a|, |b| <= 1: fp16 arithmetic's 17 * 2^-11 per unit of K bounds all */
+                th_compare(what, got, want, nc, ct == VKT_DTYPE_FP32 ? 1e-5f : 1.0f / 128,
+                           17.0f / 2048 * (float)k);
+                th_buf_guards_ok(&cb, what);
+            }
+            th_buf_destroy(&ab), th_buf_destroy(&cb);
+            free(h), free(c16), free(f), free(want), free(got);
+        }
+}
+
+static void check_gemm_f16(void) { check_gemm16(VKT_DTYPE_FP16); }
+static void check_gemm_bf16(void) { check_gemm16(VKT_DTYPE_BF16); }
 
 /* A strided, padded, grouped convolution with a bias: forward, then dx, dw, db. */
 static void check_conv(void)
@@ -344,6 +395,7 @@ static void check_optimizer(void)
 typedef void (*family_check)(void);
 static const family_check k_checks[GPU_FAMILY_COUNT] = {
     [GPU_FAMILY_GEMM] = check_gemm,           [GPU_FAMILY_CONV] = check_conv,
+    [GPU_FAMILY_GEMM_F16] = check_gemm_f16,   [GPU_FAMILY_GEMM_BF16] = check_gemm_bf16,
     [GPU_FAMILY_ATTENTION] = check_attention, [GPU_FAMILY_ROWS] = check_rows,
     [GPU_FAMILY_ELEMENTWISE] = check_elementwise, [GPU_FAMILY_POOL] = check_pool,
     [GPU_FAMILY_EMBEDDING] = check_embedding, [GPU_FAMILY_OPTIMIZER] = check_optimizer,
@@ -353,7 +405,7 @@ static const family_check k_checks[GPU_FAMILY_COUNT] = {
 static void check_every_row(void)
 {
     vkt_context *probe = th_context(VKT_KERNELS_AUTO);
-    uint32_t ran = 0;
+    uint32_t ran = 0, cooperative = 0;
     for (int v = 0; v < GPU_VARIANT_COUNT; v++) {
         const gpu_variant_row *row = gpu_variant_row_of((gpu_variant)v);
         char why[256];
@@ -365,6 +417,7 @@ static void check_every_row(void)
             /* lavapipe lacks only what Mesa 22 has no support for */
             TH_CHECK(row->needs & GPU_CAP_COOPERATIVE_MATRIX,
                      "lavapipe runs %s (it lacks %s)", row->name, why);
+            cooperative += (row->needs & GPU_CAP_COOPERATIVE_MATRIX) != 0;
             continue;
         }
         ctx = th_context_filter(row->name);
@@ -377,8 +430,8 @@ static void check_every_row(void)
         ran++;
         printf("  %s: checked (%s)\n", row->name, gpu_family_name(row->family));
     }
-    TH_CHECK(ran >= GPU_VARIANT_COUNT - 1, "%u of %d variants ran on lavapipe", ran,
-             GPU_VARIANT_COUNT);
+    TH_CHECK(ran + cooperative >= GPU_VARIANT_COUNT - 1, "%u of %d variants ran on lavapipe "
+             "(%u need cooperative matrices)", ran, GPU_VARIANT_COUNT, cooperative);
 }
 
 /* ---- (b) stated devices ------------------------------------------------------------------ */

@@ -83,8 +83,10 @@ static vkt_status resolve_memory_limit(uint64_t asked, uint64_t *out)
     return VKT_OK;
 }
 
-/* The plan's extensions enabled; with VK_KHR_portability_subset (MoltenVK) its features
- * chained with only what vktrain uses (events, for marks) requested. */
+/* The plan's extensions and features enabled: 16-bit storage, float16, the memory model,
+ * cooperative matrices and bfloat16 where the device has them (the 16-bit GEMMs); with
+ * VK_KHR_portability_subset (MoltenVK) its features chained with only what vktrain uses
+ * (events, for marks) requested. */
 static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
 {
     if (!pick_queue_family(ctx->phys, &ctx->queue_family))
@@ -97,8 +99,31 @@ static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
                                   .pQueuePriorities = &prio};
     gpu_portability_subset_features subset = {.sType = GPU_PORTABILITY_SUBSET_FEATURES_STYPE,
                                                .events = plan->events ? VK_TRUE : VK_FALSE};
+    VkPhysicalDevice16BitStorageFeatures s16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+        .storageBuffer16BitAccess = VK_TRUE};
+    VkPhysicalDeviceShaderFloat16Int8Features f16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
+        .shaderFloat16 = VK_TRUE};
+    VkPhysicalDeviceVulkanMemoryModelFeatures mm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES,
+        .vulkanMemoryModel = VK_TRUE};
+    gpu_cooperative_matrix_features cm = {.sType = GPU_COOPERATIVE_MATRIX_FEATURES_STYPE,
+                                          .cooperativeMatrix = VK_TRUE};
+    gpu_bfloat16_features bf = {.sType = GPU_SHADER_BFLOAT16_FEATURES_STYPE,
+                                .shaderBFloat16Type = VK_TRUE,
+                                .shaderBFloat16CooperativeMatrix = VK_TRUE};
+    void *chain = NULL;
+#define CHAIN(on, s) if (on) (s).pNext = chain, chain = &(s)
+    CHAIN(plan->portability_subset, subset);
+    CHAIN(plan->storage16, s16);
+    CHAIN(plan->float16, f16);
+    CHAIN(plan->memory_model, mm);
+    CHAIN(plan->cooperative_matrix, cm);
+    CHAIN(plan->bfloat16, bf);
+#undef CHAIN
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-                             .pNext = plan->portability_subset ? &subset : NULL,
+                             .pNext = chain,
                              .queueCreateInfoCount = 1,
                              .pQueueCreateInfos = &qi,
                              .enabledExtensionCount = plan->extension_count,

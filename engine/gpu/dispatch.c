@@ -30,6 +30,11 @@ uint32_t gpu_arg_shift(const vkt_context *ctx, uint64_t offset_bytes, gpu_bind_t
     return (uint32_t)((offset_bytes % a) / 4);
 }
 
+uint32_t gpu_arg_shift_bytes(const vkt_context *ctx, uint64_t offset_bytes, gpu_bind_type type)
+{
+    return (uint32_t)(offset_bytes % binding_alignment(ctx, type));
+}
+
 vkt_status gpu_check_view(vkt_context *ctx, const char *what, vkt_view v, uint64_t count)
 {
     if (!v.buffer)

@@ -94,6 +94,49 @@ typedef struct gpu_portability_subset_features {
         triangleFans, vertexAttributeAccessBeyondStride;
 } gpu_portability_subset_features;
 
+/* ---- VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16 ------------------------------
+ * Debian 12's headers (1.3.239) predate both: the few structures and values vktrain uses,
+ * with the registry's layouts (enums as uint32_t, as C stores them), under names of its
+ * own, so any header version builds (docs/toolchain.md). */
+#define GPU_KHR_COOPERATIVE_MATRIX_NAME "VK_KHR_cooperative_matrix"
+#define GPU_KHR_SHADER_BFLOAT16_NAME "VK_KHR_shader_bfloat16"
+#define GPU_COOPERATIVE_MATRIX_FEATURES_STYPE ((VkStructureType)1000506000)
+#define GPU_COOPERATIVE_MATRIX_PROPERTIES_STYPE ((VkStructureType)1000506001)
+#define GPU_SHADER_BFLOAT16_FEATURES_STYPE ((VkStructureType)1000141000)
+/* VkComponentTypeKHR values */
+#define GPU_COMPONENT_F16 0u
+#define GPU_COMPONENT_F32 1u
+#define GPU_COMPONENT_BF16 1000141000u
+#define GPU_SCOPE_SUBGROUP 3u /* VkScopeKHR */
+typedef struct gpu_cooperative_matrix_properties { /* VkCooperativeMatrixPropertiesKHR */
+    VkStructureType sType;
+    void *pNext;
+    uint32_t MSize, NSize, KSize;
+    uint32_t AType, BType, CType, ResultType; /* VkComponentTypeKHR */
+    VkBool32 saturatingAccumulation;
+    uint32_t scope;                           /* VkScopeKHR */
+} gpu_cooperative_matrix_properties;
+typedef struct gpu_cooperative_matrix_features { /* VkPhysicalDeviceCooperativeMatrixFeaturesKHR */
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+} gpu_cooperative_matrix_features;
+typedef struct gpu_bfloat16_features { /* VkPhysicalDeviceShaderBfloat16FeaturesKHR */
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 shaderBFloat16Type, shaderBFloat16DotProduct, shaderBFloat16CooperativeMatrix;
+} gpu_bfloat16_features;
+typedef VkResult(VKAPI_PTR *gpu_pfn_cooperative_matrix_properties)(
+    VkPhysicalDevice, uint32_t *, gpu_cooperative_matrix_properties *);
+
+/* One cooperative-matrix shape of a device, subgroup scope: A [m, k] x B [k, n] + C [m, n]
+ * -> R [m, n], component types as VkComponentTypeKHR values. */
+typedef struct gpu_mat_shape {
+    uint32_t m, n, k;
+    uint32_t a, b, c, r;
+} gpu_mat_shape;
+#define GPU_MAX_MAT_SHAPES 16
+
 /* What a device offers that the decision needs: filled from Vulkan by
  * gpu_query_device_caps, or by hand in a test (then `name` and `extensions` may point
  * anywhere; the _buf fields are the query's storage). */
@@ -113,8 +156,14 @@ typedef struct gpu_device_caps {
     uint32_t shared_memory, max_invocations; /* per workgroup */
     uint32_t compute_units;         /* as a vendor extension reports them; 0: none does */
     const char *compute_units_from; /* that extension */
-    int float16;                    /* shaderFloat16 and 16-bit storage buffer access */
-    int cooperative_matrix;         /* VK_KHR_ or VK_NV_cooperative_matrix listed */
+    int storage16;                  /* storageBuffer16BitAccess (Vulkan 1.1) */
+    int float16;                    /* shaderFloat16 (Vulkan 1.2) */
+    int bfloat16;                   /* VK_KHR_shader_bfloat16: its type and cooperative
+                                       matrices of it */
+    int cooperative_matrix;         /* VK_KHR_cooperative_matrix with its feature and the
+                                       Vulkan memory model (Vulkan 1.2) */
+    uint32_t mat_count;             /* its shapes of subgroup scope */
+    gpu_mat_shape mats[GPU_MAX_MAT_SHAPES];
     int host_visible_device_local;  /* a device-local + host-visible type on a big heap */
     int llvmpipe;                   /* Mesa's CPU driver (its shader loop limit) */
     char name_buf[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
@@ -123,8 +172,10 @@ typedef struct gpu_device_caps {
 
 /* The decision for one device: extensions to enable and which kernel paths run. */
 typedef struct gpu_device_plan {
-    const char *extensions[1];
+    const char *extensions[3];
     uint32_t extension_count;
+    /* features enabled at creation (each where the device has it) */
+    int storage16, float16, memory_model, cooperative_matrix, bfloat16;
     int portability_subset; /* VK_KHR_portability_subset listed: enabled, features chained */
     int events;             /* VkEvent usable (marks); else marks wait for the fence */
     int storage_texel;      /* R32F and RGBA32F storage texel buffers (spec: mandatory) */
@@ -148,11 +199,13 @@ enum {
     GPU_CAP_SUBGROUP_SHUFFLE = 1u << 1,
     GPU_CAP_SUBGROUP_ARITHMETIC = 1u << 2,
     GPU_CAP_STORAGE_TEXEL = 1u << 3,       /* R32F and RGBA32F storage texel buffers */
-    GPU_CAP_FLOAT16 = 1u << 4,             /* float16 arithmetic and 16-bit storage */
-    GPU_CAP_COOPERATIVE_MATRIX = 1u << 5,
-    GPU_CAP_HOST_VISIBLE_DEVICE_LOCAL = 1u << 6
+    GPU_CAP_FLOAT16 = 1u << 4,             /* float16 arithmetic (shaderFloat16) */
+    GPU_CAP_COOPERATIVE_MATRIX = 1u << 5,  /* VK_KHR_cooperative_matrix usable */
+    GPU_CAP_HOST_VISIBLE_DEVICE_LOCAL = 1u << 6,
+    GPU_CAP_STORAGE16 = 1u << 7,           /* 16-bit storage buffers */
+    GPU_CAP_BFLOAT16 = 1u << 8             /* VK_KHR_shader_bfloat16, cooperative matrices too */
 };
-#define GPU_CAP_COUNT 7
+#define GPU_CAP_COUNT 9
 
 /* A device as the kernels are tuned for it: what it offers, and the tuning constants
  * derived from that and from its style. The style says how the device runs a workgroup:
@@ -170,6 +223,8 @@ typedef struct gpu_profile {
     uint32_t shared_memory;          /* bytes per workgroup (maxComputeSharedMemorySize) */
     uint32_t max_invocations;        /* per workgroup */
     uint32_t caps;                   /* GPU_CAP_* */
+    uint32_t mat_count;              /* cooperative-matrix shapes, subgroup scope */
+    gpu_mat_shape mats[GPU_MAX_MAT_SHAPES];
     uint64_t loop_budget;            /* loop iterations an invocation may run */
     vkt_kernel_variant style;        /* VKT_KERNELS_CPU or VKT_KERNELS_GPU */
     /* tuning */
@@ -198,10 +253,28 @@ void gpu_profile_stated(vkt_device_type type, uint32_t compute_units, uint32_t s
                         uint32_t subgroup_size, gpu_profile *out);
 /* The name of a GPU_CAP_* bit ("subgroup shuffle", "float16", ...). */
 const char *gpu_cap_name(uint32_t cap);
+/* Adds a shape (subgroup scope) to a stated profile: a test's H100 offers f16 x f16 + f32
+ * -> f32 at 16x16x16 (and sets GPU_CAP_COOPERATIVE_MATRIX). Ignored past
+ * GPU_MAX_MAT_SHAPES. */
+void gpu_profile_add_mat(gpu_profile *p, gpu_mat_shape shape);
+
+/* The matrix inputs a kernel variant multiplies on cooperative matrices
+ * (gpu_variant_row.mat). */
+typedef enum gpu_mat_type { GPU_MAT_NONE = 0, GPU_MAT_F16, GPU_MAT_BF16 } gpu_mat_type;
+/* The shape the cooperative-matrix GEMM uses on a profile for inputs of `type`: A and B
+ * of that type, C and the result fp32, each side 8, 16 or 32 and m * n a multiple of the
+ * subgroup size (the shader's epilogue gives each lane whole rows of it); the largest
+ * m * n * k first. NULL when the profile has no such shape or lacks
+ * GPU_CAP_COOPERATIVE_MATRIX (and GPU_CAP_BFLOAT16 for bf16). Pure. */
+const gpu_mat_shape *gpu_mat_for(const gpu_profile *p, gpu_mat_type type);
+/* "f16", "bf16", "f32", "s8", ... for a VkComponentTypeKHR value. */
+const char *gpu_component_name(uint32_t component);
 
 /* The kernel families; each picks one of its variants (rows of variants.c's table). */
 #define GPU_FAMILIES(X)                                                              \
     X(GEMM, "gemm")               /* vkt_gemm: every product, conv's im2col GEMMs */ \
+    X(GEMM_F16, "gemm_f16")       /* vkt_gemm of fp16 inputs, fp32 accumulation */   \
+    X(GEMM_BF16, "gemm_bf16")     /* vkt_gemm of bf16 inputs, fp32 accumulation */   \
     X(CONV, "conv")               /* im2col, col2im, conv's row moves */             \
     X(ATTENTION, "attention")     /* causal self-attention */                        \
     X(ROWS, "rows")               /* reductions, softmax, norms: rows per thread */   \
@@ -217,6 +290,8 @@ typedef enum gpu_family { GPU_FAMILIES(GPU_FAMILY_ENUM) GPU_FAMILY_COUNT } gpu_f
  * it suits and what it needs), in order of preference within a family. */
 #define GPU_VARIANTS(X)                                                              \
     X(GEMM_TEXEL) X(GEMM_SAMPLER) X(GEMM_TILE) X(GEMM_SHARED)           \
+    X(GEMM_F16_COOPMAT) X(GEMM_F16_FLOAT) X(GEMM_F16_HALF)                           \
+    X(GEMM_BF16_COOPMAT) X(GEMM_BF16_FLOAT)                                          \
     X(CONV_IMPLICIT) X(CONV_IM2COL)                                                  \
     X(ATTENTION_SHUFFLE) X(ATTENTION_ROWS)                                           \
     X(ROWS_THREAD) X(ROWS_SPREAD)                                                    \
@@ -242,6 +317,7 @@ typedef struct gpu_variant_row {
     uint32_t min_shared;       /* bytes of shared memory per workgroup */
     uint32_t min_invocations;  /* per workgroup */
     const char *what;          /* one line: how it works */
+    gpu_mat_type mat;          /* cooperative matrices of these inputs (gpu_mat_for) */
 } gpu_variant_row;
 
 const gpu_variant_row *gpu_variant_row_of(gpu_variant v);
@@ -527,6 +603,9 @@ typedef struct gpu_arg {
  * the RGBA texel types the shift is in floats too; it is a multiple of 4 only if the
  * offset is 16-byte aligned (kernels check and fall back to the R types). */
 uint32_t gpu_arg_shift(const vkt_context *ctx, uint64_t offset_bytes, gpu_bind_type type);
+/* The same in bytes: the descriptor starts at offset_bytes minus this (for elements of
+ * another size than 4: the 16-bit GEMM operands). */
+uint32_t gpu_arg_shift_bytes(const vkt_context *ctx, uint64_t offset_bytes, gpu_bind_type type);
 
 /* Looks up or creates the pipeline of (kernel, specialization constants 0..n_spec-1). */
 vkt_status gpu_pipeline_get(vkt_context *ctx, const gpu_kernel *kernel, const uint32_t *spec,

@@ -7,8 +7,12 @@
  * Shader for all; ImageBuffer (storage texel buffers, R32F and RGBA32F) in gemm_cpu,
  * im2col, col2im, conv_move, conv_bias_grad, pool, pool_backward; SampledBuffer in
  * gemm_cpu_sampler; GroupNonUniform + GroupNonUniformShuffle in gemm_cpu,
- * gemm_cpu_sampler and attention. No Float64, Int64, Int16, Float16 or atomics: a
- * device without shaderFloat64 (Apple GPUs under MoltenVK) runs everything. */
+ * gemm_cpu_sampler and attention. No Float64, Int64, Int16 or atomics: a device without
+ * shaderFloat64 (Apple GPUs under MoltenVK) runs everything. The 16-bit GEMMs alone need
+ * more (their variants say what: engine/gpu/variants.c): StorageBuffer16BitAccess
+ * (gemm_half), Float16 too (gemm_half_f16), and CooperativeMatrixKHR with
+ * VulkanMemoryModel (gemm_coopmat_f16; BFloat16TypeKHR and BFloat16CooperativeMatrixKHR
+ * in gemm_coopmat_bf16); the plan enables each feature the device has. */
 #include "gpu.h"
 
 #include <stdio.h>
@@ -71,6 +75,18 @@ vkt_status gpu_plan_device(const gpu_device_caps *caps, gpu_device_plan *out, ch
     out->subgroup_shuffle = (caps->subgroup_stages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                             (caps->subgroup_operations & VK_SUBGROUP_FEATURE_BASIC_BIT) &&
                             (caps->subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+    /* the 16-bit GEMMs' features, each where offered (the variants pick by them); the
+     * caps count cooperative matrices only with the memory model and bfloat16 only with
+     * its cooperative matrices */
+    out->storage16 = caps->storage16;
+    out->float16 = caps->float16;
+    out->cooperative_matrix = caps->cooperative_matrix;
+    out->memory_model = caps->cooperative_matrix;
+    out->bfloat16 = caps->bfloat16 && caps->cooperative_matrix;
+    if (out->cooperative_matrix)
+        out->extensions[out->extension_count++] = GPU_KHR_COOPERATIVE_MATRIX_NAME;
+    if (out->bfloat16)
+        out->extensions[out->extension_count++] = GPU_KHR_SHADER_BFLOAT16_NAME;
     return VKT_OK;
 }
 

@@ -7,10 +7,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* VK_KHR_cooperative_matrix: Debian 12's headers (1.3.239) predate it; only its name is
- * needed here. */
-#define KHR_COOPERATIVE_MATRIX_NAME "VK_KHR_cooperative_matrix"
-
 static int has_ext(const VkExtensionProperties *ext, uint32_t n, const char *name)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -65,22 +61,74 @@ static void query_compute_units(VkPhysicalDevice phys, const VkExtensionProperti
     }
 }
 
-/* float16 arithmetic and 16-bit storage buffers (core features in 1.2; the KHR
- * extensions before). */
-static int query_float16(VkPhysicalDevice phys, uint32_t api, const VkExtensionProperties *ext,
-                         uint32_t n)
+/* The 16-bit and cooperative-matrix features: 16-bit storage buffers (core in 1.1),
+ * float16 arithmetic and the Vulkan memory model (core in 1.2: older devices count as
+ * lacking them, so no extension has to be enabled for them), VK_KHR_cooperative_matrix
+ * and VK_KHR_shader_bfloat16 where listed. A cooperative-matrix shader declares the
+ * VulkanMemoryModel capability (its scopes), so cooperative matrices count only with
+ * the memory model. */
+static void query_features(VkPhysicalDevice phys, uint32_t api, const VkExtensionProperties *ext,
+                           uint32_t n, gpu_device_caps *caps)
 {
-    if (api < VK_API_VERSION_1_2 &&
-        !has_ext(ext, n, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME))
-        return 0;
+    int has_cm = has_ext(ext, n, GPU_KHR_COOPERATIVE_MATRIX_NAME);
+    int has_bf = has_ext(ext, n, GPU_KHR_SHADER_BFLOAT16_NAME);
+    int v12 = api >= VK_API_VERSION_1_2;
+    gpu_bfloat16_features bf = {.sType = GPU_SHADER_BFLOAT16_FEATURES_STYPE};
+    gpu_cooperative_matrix_features cm = {.sType = GPU_COOPERATIVE_MATRIX_FEATURES_STYPE};
+    VkPhysicalDeviceVulkanMemoryModelFeatures mm = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
     VkPhysicalDeviceShaderFloat16Int8Features f16 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
     VkPhysicalDevice16BitStorageFeatures s16 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, .pNext = &f16};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                     .pNext = &s16};
+    void **tail = &s16.pNext;
+    if (v12) {
+        *tail = &f16, tail = &f16.pNext;
+        *tail = &mm, tail = &mm.pNext;
+    }
+    if (has_cm)
+        *tail = &cm, tail = &cm.pNext;
+    if (has_bf)
+        *tail = &bf, tail = &bf.pNext;
     vkGetPhysicalDeviceFeatures2(phys, &f2);
-    return f16.shaderFloat16 && s16.storageBuffer16BitAccess;
+    caps->storage16 = s16.storageBuffer16BitAccess != VK_FALSE;
+    caps->float16 = f16.shaderFloat16 != VK_FALSE;
+    caps->cooperative_matrix = has_cm && cm.cooperativeMatrix && mm.vulkanMemoryModel;
+    caps->bfloat16 = has_bf && bf.shaderBFloat16Type && bf.shaderBFloat16CooperativeMatrix;
+}
+
+/* The cooperative-matrix shapes of subgroup scope (the loader resolves the query's
+ * pointer; volk, generated from older headers, has none). */
+static void query_mats(VkPhysicalDevice phys, gpu_device_caps *caps)
+{
+    gpu_pfn_cooperative_matrix_properties get = NULL;
+    VkInstance inst = volkGetLoadedInstance();
+    if (inst)
+        get = (gpu_pfn_cooperative_matrix_properties)vkGetInstanceProcAddr(
+            inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+    uint32_t n = 0;
+    if (!get || get(phys, &n, NULL) != VK_SUCCESS || n == 0) {
+        caps->cooperative_matrix = 0;
+        return;
+    }
+    gpu_cooperative_matrix_properties props[64];
+    if (n > 64)
+        n = 64;
+    for (uint32_t i = 0; i < n; i++)
+        props[i] = (gpu_cooperative_matrix_properties){
+            .sType = GPU_COOPERATIVE_MATRIX_PROPERTIES_STYPE};
+    VkResult r = get(phys, &n, props);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE)
+        n = 0;
+    for (uint32_t i = 0; i < n && caps->mat_count < GPU_MAX_MAT_SHAPES; i++)
+        if (props[i].scope == GPU_SCOPE_SUBGROUP)
+            caps->mats[caps->mat_count++] = (gpu_mat_shape){
+                props[i].MSize, props[i].NSize, props[i].KSize, props[i].AType,
+                props[i].BType, props[i].CType, props[i].ResultType};
+    if (caps->mat_count == 0)
+        caps->cooperative_matrix = 0;
 }
 
 /* A memory type both device-local and host-visible on a heap at least half the size of
@@ -124,9 +172,9 @@ void gpu_query_profile_caps(VkPhysicalDevice phys, const VkExtensionProperties *
     caps->shared_memory = base.limits.maxComputeSharedMemorySize;
     caps->max_invocations = base.limits.maxComputeWorkGroupInvocations;
     caps->llvmpipe = strstr(base.deviceName, "llvmpipe") != NULL;
-    caps->cooperative_matrix = has_ext(ext, n, KHR_COOPERATIVE_MATRIX_NAME) ||
-                               has_ext(ext, n, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
-    caps->float16 = query_float16(phys, base.apiVersion, ext, n);
+    query_features(phys, base.apiVersion, ext, n, caps);
+    if (caps->cooperative_matrix)
+        query_mats(phys, caps);
     caps->host_visible_device_local = query_host_visible_device_local(phys);
     query_compute_units(phys, ext, n, caps);
 }
@@ -141,6 +189,8 @@ const char *gpu_cap_name(uint32_t cap)
     case GPU_CAP_FLOAT16: return "float16";
     case GPU_CAP_COOPERATIVE_MATRIX: return "cooperative matrices";
     case GPU_CAP_HOST_VISIBLE_DEVICE_LOCAL: return "host-visible device-local memory";
+    case GPU_CAP_STORAGE16: return "16-bit storage";
+    case GPU_CAP_BFLOAT16: return "bfloat16";
     default: return "?";
     }
 }
@@ -158,10 +208,14 @@ static uint32_t caps_bits(const gpu_device_caps *c)
     }
     if (c->storage_texel_r32 && c->storage_texel_rgba32)
         b |= GPU_CAP_STORAGE_TEXEL;
+    if (c->storage16)
+        b |= GPU_CAP_STORAGE16;
     if (c->float16)
         b |= GPU_CAP_FLOAT16;
     if (c->cooperative_matrix)
         b |= GPU_CAP_COOPERATIVE_MATRIX;
+    if (c->bfloat16)
+        b |= GPU_CAP_BFLOAT16;
     if (c->host_visible_device_local)
         b |= GPU_CAP_HOST_VISIBLE_DEVICE_LOCAL;
     return b;
@@ -212,6 +266,10 @@ void gpu_profile_make(const gpu_device_caps *caps, vkt_kernel_variant style, gpu
     out->shared_memory = caps->shared_memory ? caps->shared_memory : 16384;
     out->max_invocations = caps->max_invocations ? caps->max_invocations : 128;
     out->caps = caps_bits(caps);
+    if (caps->cooperative_matrix) {
+        out->mat_count = caps->mat_count;
+        memcpy(out->mats, caps->mats, sizeof out->mats);
+    }
     /* Mesa's llvmpipe ends a shader's loops after 65535 iterations in all (gallivm's
      * loop limiter); a margin for the few iterations outside the main loops. Elsewhere no
      * limit (kept small enough for products with it). */
@@ -241,5 +299,43 @@ void gpu_profile_stated(vkt_device_type type, uint32_t compute_units, uint32_t s
     c.max_invocations = 1024;
     c.compute_units = compute_units;
     c.compute_units_from = "stated";
+    c.storage16 = c.float16 = 1;
     gpu_profile_make(&c, VKT_KERNELS_AUTO, out);
+}
+
+void gpu_profile_add_mat(gpu_profile *p, gpu_mat_shape shape)
+{
+    if (p->mat_count < GPU_MAX_MAT_SHAPES)
+        p->mats[p->mat_count++] = shape;
+    p->caps |= GPU_CAP_COOPERATIVE_MATRIX;
+}
+
+static int side_ok(uint32_t x) { return x == 8 || x == 16 || x == 32; }
+
+const gpu_mat_shape *gpu_mat_for(const gpu_profile *p, gpu_mat_type type)
+{
+    if (type == GPU_MAT_NONE || !(p->caps & GPU_CAP_COOPERATIVE_MATRIX) ||
+        (type == GPU_MAT_BF16 && !(p->caps & GPU_CAP_BFLOAT16)))
+        return NULL;
+    uint32_t in = type == GPU_MAT_F16 ? GPU_COMPONENT_F16 : GPU_COMPONENT_BF16;
+    const gpu_mat_shape *best = NULL;
+    for (uint32_t i = 0; i < p->mat_count; i++) {
+        const gpu_mat_shape *s = &p->mats[i];
+        if (s->a != in || s->b != in || s->c != GPU_COMPONENT_F32 || s->r != GPU_COMPONENT_F32 ||
+            !side_ok(s->m) || !side_ok(s->n) || !side_ok(s->k) ||
+            (s->m * s->n) % p->subgroup_size != 0)
+            continue;
+        if (!best || s->m * s->n * s->k > best->m * best->n * best->k)
+            best = s;
+    }
+    return best;
+}
+
+const char *gpu_component_name(uint32_t component)
+{
+    static const char *const names[] = {"f16", "f32", "f64", "s8", "s16", "s32", "s64",
+                                        "u8",  "u16", "u32", "u64"};
+    if (component < sizeof names / sizeof names[0])
+        return names[component];
+    return component == GPU_COMPONENT_BF16 ? "bf16" : "other";
 }

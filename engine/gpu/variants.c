@@ -13,10 +13,14 @@
 #define GPU GPU_STYLE_GPU
 #define SHUFFLE (GPU_CAP_SUBGROUP_BASIC | GPU_CAP_SUBGROUP_SHUFFLE)
 #define TEXEL GPU_CAP_STORAGE_TEXEL
+#define S16 GPU_CAP_STORAGE16
+#define COOPMAT GPU_CAP_COOPERATIVE_MATRIX
 
 /* In order of preference within a family: the first row that suits the style and runs
  * on the device is chosen. Every family ends with a row for both styles that any
- * conformant device runs, so a style never leaves a family without a kernel. */
+ * conformant device runs, so a style never leaves a family without a kernel; but the
+ * 16-bit GEMMs', which need 16-bit storage buffers (a device without them multiplies
+ * fp32 only, and vkt_gemm says so). */
 static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     [GPU_V_GEMM_TEXEL] = {GPU_FAMILY_GEMM, "gemm_texel", CPU, SHUFFLE | TEXEL, 8, 0, 32,
                           "a 16x32 register tile per 8-lane subgroup, operands through "
@@ -31,6 +35,30 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     [GPU_V_GEMM_SHARED] = {GPU_FAMILY_GEMM, "gemm_shared", CPU | GPU, 0, 1, 4096, 64,
                            "shared-memory tiles, a register block per thread "
                            "(gemm_gpu.comp)"},
+    /* 16-bit inputs, fp32 accumulation (kernels/gemm_lowp.c): one tiling for all, the
+     * cooperative-matrix rows multiplying fragments with the matrix instruction, the
+     * others with fp32 (or fp16) multiply-adds. gemm_f16_half computes in fp16 and is
+     * chosen only by name: its partial sums overflow at 65504 (README, "Kernels"). */
+    [GPU_V_GEMM_F16_COOPMAT] = {GPU_FAMILY_GEMM_F16, "gemm_f16_coopmat", GPU,
+                                S16 | GPU_CAP_FLOAT16 | COOPMAT, 1,
+                                0, 0, "fragments of A and B staged in shared memory, "
+                                "multiplied on VK_KHR_cooperative_matrix, fp32 accumulators "
+                                "(gemm_coopmat_f16.comp)", GPU_MAT_F16},
+    [GPU_V_GEMM_F16_FLOAT] = {GPU_FAMILY_GEMM_F16, "gemm_f16_float", CPU | GPU, S16, 1, 0, 64,
+                              "the same tiles, fp16 read from 16-bit storage, fp32 "
+                              "multiply-adds (gemm_half.comp)"},
+    [GPU_V_GEMM_F16_HALF] = {GPU_FAMILY_GEMM_F16, "gemm_f16_half", 0,
+                             S16 | GPU_CAP_FLOAT16, 1, 0, 64,
+                             "the same tiles, fp16 multiply-adds over each K slab added into "
+                             "fp32 (gemm_half_f16.comp); by name only"},
+    [GPU_V_GEMM_BF16_COOPMAT] = {GPU_FAMILY_GEMM_BF16, "gemm_bf16_coopmat", GPU,
+                                 S16 | GPU_CAP_FLOAT16 | COOPMAT | GPU_CAP_BFLOAT16, 1, 0, 0,
+                                 "gemm_f16_coopmat's kernel on bfloat16 matrices "
+                                 "(VK_KHR_shader_bfloat16; gemm_coopmat_bf16.comp)",
+                                 GPU_MAT_BF16},
+    [GPU_V_GEMM_BF16_FLOAT] = {GPU_FAMILY_GEMM_BF16, "gemm_bf16_float", CPU | GPU, S16, 1, 0,
+                               64, "the same tiles, bf16 read from 16-bit storage as fp32, "
+                               "fp32 multiply-adds (gemm_half.comp)"},
     [GPU_V_CONV_IMPLICIT] = {GPU_FAMILY_CONV, "conv_implicit", GPU, 0, 1, 5120, 16,
                              "implicit GEMM: the im2col gather inside register-blocked "
                              "tile loads from NCHW, bias and relu in the stores, the weight "
@@ -63,6 +91,8 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
 
 #undef CPU
 #undef GPU
+#undef S16
+#undef COOPMAT
 
 const gpu_variant_row *gpu_variant_row_of(gpu_variant v)
 {
@@ -76,6 +106,9 @@ const char *gpu_family_name(gpu_family f)
 #undef NAME
     return (unsigned)f < GPU_FAMILY_COUNT ? names[f] : "?";
 }
+
+/* The capability bits whose absence already explains a missing shape. */
+#define COOP_NEEDS(row) ((row)->needs & (GPU_CAP_COOPERATIVE_MATRIX | GPU_CAP_BFLOAT16))
 
 int gpu_variant_runs(const gpu_variant_row *row, const gpu_profile *p, char *why,
                      size_t why_size)
@@ -97,6 +130,12 @@ int gpu_variant_runs(const gpu_variant_row *row, const gpu_profile *p, char *why
     if (p->max_invocations < row->min_invocations)
         LACKS("%sworkgroups of %u invocations (it allows %u)", len ? ", " : "",
               row->min_invocations, p->max_invocations);
+    if (row->mat != GPU_MAT_NONE && (p->caps & COOP_NEEDS(row)) == COOP_NEEDS(row) &&
+        !gpu_mat_for(p, row->mat))
+        LACKS("%sa cooperative-matrix shape %s x %s + f32 -> f32 of subgroup scope with "
+              "sides of 8, 16 or 32 (and m x n a multiple of its %u lanes)",
+              len ? ", " : "", row->mat == GPU_MAT_F16 ? "f16" : "bf16",
+              row->mat == GPU_MAT_F16 ? "f16" : "bf16", p->subgroup_size);
 #undef LACKS
     if (why && why_size)
         snprintf(why, why_size, "%s", buf);
@@ -261,6 +300,17 @@ void gpu_kernel_report(const gpu_profile *p, const gpu_variant chosen[GPU_FAMILY
             sep = ", ";
         }
     PUT("%s\n", *sep ? "" : "none");
+    PUT("16-bit types            fp16 storage %s, fp16 arithmetic %s, bf16 type %s\n",
+        p->caps & GPU_CAP_STORAGE16 ? "yes" : "no", p->caps & GPU_CAP_FLOAT16 ? "yes" : "no",
+        p->caps & GPU_CAP_BFLOAT16 ? "yes" : "no");
+    PUT("cooperative matrices    ");
+    for (uint32_t i = 0; i < p->mat_count; i++) {
+        const gpu_mat_shape *m = &p->mats[i];
+        PUT("%s%s x %s + %s -> %s %ux%ux%u", i ? ", " : "", gpu_component_name(m->a),
+            gpu_component_name(m->b), gpu_component_name(m->c), gpu_component_name(m->r),
+            m->m, m->n, m->k);
+    }
+    PUT("%s\n", p->mat_count ? "" : "none");
     PUT("tuning                  workgroup %u, 1-D grid cap %u, conv/pool grid cap %u\n",
         p->wg, p->max_groups_1d, p->grid_cap);
     for (int f = 0; f < GPU_FAMILY_COUNT; f++) {

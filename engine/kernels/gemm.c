@@ -9,6 +9,7 @@
  * measurements behind the CPU designs. */
 #include "gpu/gpu.h"
 #include "kernels/gemm.h"
+#include "kernels/gemm_lowp.h"
 #include "kernels/kernel_util.h"
 #include "push.h"
 #include "spec.h"
@@ -302,6 +303,9 @@ static vkt_status dispatch_tile(vkt_stream *s, const vkt_gemm_desc *d, kg_plan *
 
 vkt_status vkt_gemm(vkt_stream *stream, const vkt_gemm_desc *desc)
 {
+    /* 16-bit operands: gemm_lowp.c (its own variants, fp32 accumulation) */
+    if (stream && desc && desc->m && desc->n && desc->k && kg_gemm_typed(desc))
+        return kg_gemm_lowp(stream, desc);
     operand a, b, c;
     vkt_status st = check(stream, desc, &a, &b, &c);
     if (st != VKT_OK)

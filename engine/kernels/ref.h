@@ -7,6 +7,7 @@
 #ifndef VKT_KERNELS_REF_H
 #define VKT_KERNELS_REF_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "vkt.h"
@@ -15,6 +16,18 @@
 void kref_gemm(int trans_a, int trans_b, uint32_t m, uint32_t n, uint32_t k, float alpha,
                   const float *a, uint32_t lda, const float *b, uint32_t ldb, float beta,
                   float *c, uint32_t ldc);
+
+/* The same product with the element types of vkt_gemm_desc (a_type == b_type, c_type fp32
+ * or that type; 16-bit elements as uint16_t bit patterns): the inputs exactly as stored,
+ * products summed in double, alpha * sum + beta * C in fp32, C rounded to its type as the
+ * kernels round it (vkt_convert). */
+void kref_gemm_typed(int trans_a, int trans_b, uint32_t m, uint32_t n, uint32_t k, float alpha,
+                     vkt_dtype ab_type, const void *a, uint32_t lda, const void *b,
+                     uint32_t ldb, float beta, vkt_dtype c_type, void *c, uint32_t ldc);
+/* Element i of an array of type t, as a float (exact). */
+float kdt_to_float(vkt_dtype t, const void *src, size_t i);
+/* x rounded to type t and back (the nearest t value, ties to even), as a float. */
+float kdt_round(vkt_dtype t, float x);
 
 /* Scalar function and derivative of a unary op (the definitions the shaders follow). */
 float kref_unary_f(vkt_unary_op op, float alpha, float x);

@@ -1,0 +1,200 @@
+/* gemm_lowp.c - vkt_gemm of 16-bit inputs (a_type == b_type, fp16 or bf16) with fp32
+ * accumulation, C fp32 or of the inputs' type: the checks of the element types and views,
+ * and the dispatch of the family's variant (gemm_f16 / gemm_bf16: engine/gpu/variants.c)
+ * with the plan of gemm_lowp_plan.c. Every variant runs shaders/gemm_lowp.glsl:
+ * gemm_half.comp (fp32 multiply-adds), gemm_half_f16.comp (fp16 ones) or the
+ * cooperative-matrix modules gemm_coopmat_f16 / _bf16 (prebuilt: docs/toolchain.md). */
+#include "gpu/gpu.h"
+#include "kernels/gemm_lowp.h"
+#include "kernels/kernel_util.h"
+#include "push.h"
+#include "spec.h"
+#include "gemm_coopmat_bf16.spv.h"
+#include "gemm_coopmat_f16.spv.h"
+#include "gemm_half.spv.h"
+#include "gemm_half_f16.spv.h"
+
+#include <stdio.h>
+
+/* Bindings: A, B, C (each also read as vectors or 16-bit words: aliases in the shader). */
+#define S GPU_BIND_STORAGE
+#define LOWP_KERNEL(name) \
+    {#name, spv_##name, sizeof spv_##name, 3, {S, S, S}, sizeof(struct push_gemm), SPEC_LOWP_COUNT}
+static const gpu_kernel k_half = LOWP_KERNEL(gemm_half);
+static const gpu_kernel k_half_f16 = LOWP_KERNEL(gemm_half_f16);
+static const gpu_kernel k_coopmat_f16 = LOWP_KERNEL(gemm_coopmat_f16);
+static const gpu_kernel k_coopmat_bf16 = LOWP_KERNEL(gemm_coopmat_bf16);
+#undef S
+
+const gpu_kernel *kg_lowp_kernel(gpu_variant v)
+{
+    switch (v) {
+    case GPU_V_GEMM_F16_FLOAT:
+    case GPU_V_GEMM_BF16_FLOAT: return &k_half;
+    case GPU_V_GEMM_F16_HALF: return &k_half_f16;
+    case GPU_V_GEMM_F16_COOPMAT: return &k_coopmat_f16;
+    case GPU_V_GEMM_BF16_COOPMAT: return &k_coopmat_bf16;
+    default: return NULL;
+    }
+}
+
+/* One matrix as stored: `rows` rows of `cols` elements of `size` bytes, `ld` apart. */
+typedef struct lp_operand {
+    const char *name, *ld_name;
+    vkt_view v;
+    uint32_t rows, cols, ld, size;
+    uint64_t extent; /* elements from the first to one past the last */
+} lp_operand;
+
+static vkt_status check_operand(vkt_context *ctx, lp_operand *o)
+{
+    if (o->ld == 0)
+        o->ld = o->cols;
+    if (o->ld < o->cols)
+        return err_fail(ctx->errmsg, VKT_ERROR_SHAPE,
+                        "vkt_gemm: %s is %u, less than the %u elements of a row of %s "
+                        "(stored as [%u, %u])", o->ld_name, o->ld, o->cols, o->name, o->rows,
+                        o->cols);
+    o->extent = (uint64_t)(o->rows - 1) * o->ld + o->cols;
+    if (!o->v.buffer)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "vkt_gemm: %s's buffer is NULL",
+                        o->name);
+    if (o->v.buffer->ctx != ctx)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_gemm: %s's buffer belongs to another context", o->name);
+    uint64_t elems = o->v.buffer->size / o->size;
+    if (o->v.offset > elems || o->extent > elems - o->v.offset)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_gemm: %s: %u-byte elements [%llu, %llu) lie outside its buffer of "
+                        "%llu such elements", o->name, o->size,
+                        (unsigned long long)o->v.offset,
+                        (unsigned long long)(o->v.offset + o->extent), (unsigned long long)elems);
+    /* The shader indexes with 32-bit integers from a binding start a few hundred bytes
+     * before the view. */
+    if (o->extent > (1ull << 31) - 1024)
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "vkt_gemm: %s spans %llu elements; at most 2^31 are supported",
+                        o->name, (unsigned long long)o->extent);
+    return VKT_OK;
+}
+
+static int lp_overlaps(const lp_operand *x, const lp_operand *y)
+{
+    uint64_t x0 = x->v.offset * x->size, x1 = x0 + x->extent * x->size;
+    uint64_t y0 = y->v.offset * y->size, y1 = y0 + y->extent * y->size;
+    return x->v.buffer == y->v.buffer && x0 < y1 && y0 < x1;
+}
+
+/* Whether the shader may read the operand 4 elements (8 bytes) at a time along its rows:
+ * rows a multiple of 4 long and apart, the view 4 elements past an 8-byte aligned binding
+ * start. */
+static int vec_ok(const vkt_context *ctx, const lp_operand *o)
+{
+    uint64_t ob = o->v.offset * o->size;
+    uint32_t shift = gpu_arg_shift_bytes(ctx, ob, GPU_BIND_STORAGE);
+    return o->cols % 4 == 0 && o->ld % 4 == 0 && (ob - shift) % 8 == 0 &&
+           (shift / o->size) % 4 == 0;
+}
+
+static gpu_arg lp_arg(const lp_operand *o, int write)
+{
+    return (gpu_arg){o->v.buffer, o->v.offset * o->size, o->extent * o->size, write};
+}
+
+static uint32_t lp_shift(const vkt_context *ctx, const lp_operand *o)
+{
+    return gpu_arg_shift_bytes(ctx, o->v.offset * o->size, GPU_BIND_STORAGE) / o->size;
+}
+
+int kg_gemm_typed(const vkt_gemm_desc *d)
+{
+    return d->a_type != VKT_DTYPE_FP32 || d->b_type != VKT_DTYPE_FP32 ||
+           d->c_type != VKT_DTYPE_FP32;
+}
+
+/* The element types: A and B the same 16-bit type, C fp32 or that type. */
+static vkt_status check_types(vkt_context *ctx, const vkt_gemm_desc *d)
+{
+    const vkt_dtype t[3] = {d->a_type, d->b_type, d->c_type};
+    for (int i = 0; i < 3; i++)
+        if (vkt_dtype_size(t[i]) == 0)
+            return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                            "vkt_gemm: %c_type = %d is not a vkt_dtype", "abc"[i], (int)t[i]);
+    if (d->a_type != d->b_type || d->a_type == VKT_DTYPE_FP32 ||
+        (d->c_type != VKT_DTYPE_FP32 && d->c_type != d->a_type))
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_gemm: A %s, B %s, C %s: not a supported combination (A and B both "
+                        "fp32, fp16 or bf16; C fp32 or the inputs' type)",
+                        vkt_dtype_name(d->a_type), vkt_dtype_name(d->b_type),
+                        vkt_dtype_name(d->c_type));
+    return VKT_OK;
+}
+
+vkt_status kg_gemm_lowp(vkt_stream *s, const vkt_gemm_desc *d)
+{
+    vkt_context *ctx = s->ctx;
+    vkt_status st = check_types(ctx, d);
+    if (st != VKT_OK)
+        return st;
+    uint32_t ab = (uint32_t)vkt_dtype_size(d->a_type), cs = (uint32_t)vkt_dtype_size(d->c_type);
+    lp_operand a = {"A", "lda", d->a, d->trans_a ? d->k : d->m, d->trans_a ? d->m : d->k,
+                    d->lda, ab, 0};
+    lp_operand b = {"B", "ldb", d->b, d->trans_b ? d->n : d->k, d->trans_b ? d->k : d->n,
+                    d->ldb, ab, 0};
+    lp_operand c = {"C", "ldc", d->c, d->m, d->n, d->ldc, cs, 0};
+    st = check_operand(ctx, &a);
+    if (st == VKT_OK)
+        st = check_operand(ctx, &b);
+    if (st == VKT_OK)
+        st = check_operand(ctx, &c);
+    if (st != VKT_OK)
+        return st;
+    if (lp_overlaps(&c, &a) || lp_overlaps(&c, &b))
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_gemm: C overlaps %s; the output must not alias an input",
+                        lp_overlaps(&c, &a) ? "A" : "B");
+    gpu_family fam = d->a_type == VKT_DTYPE_FP16 ? GPU_FAMILY_GEMM_F16 : GPU_FAMILY_GEMM_BF16;
+    gpu_variant v = ctx->kv[fam];
+    const gpu_kernel *k = kg_lowp_kernel(v);
+    if (!k) {
+        char why[256] = "";
+        gpu_variant_runs(gpu_variant_row_of(fam == GPU_FAMILY_GEMM_F16 ? GPU_V_GEMM_F16_FLOAT
+                                                                       : GPU_V_GEMM_BF16_FLOAT),
+                         &ctx->profile, why, sizeof why);
+        return err_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE,
+                        "vkt_gemm: no %s GEMM runs on '%s' (it lacks %s)",
+                        vkt_dtype_name(d->a_type), ctx->profile.name, why);
+    }
+    kg_lowp_plan plan = kg_lowp_plan_make(&ctx->profile, v, d->m, d->n, d->k);
+    if (!plan.ok)
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT, "vkt_gemm: %s on '%s': %s",
+                        gpu_variant_row_of(v)->name, ctx->profile.name, plan.why);
+    uint64_t slabs = (d->k + plan.bk - 1) / plan.bk;
+    if (slabs * plan.slab_loops > ku_loop_budget(ctx))
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "vkt_gemm: K=%u takes %llu slabs of %u, past what one invocation of %s "
+                        "may loop on '%s' (%llu iterations); split K into several products",
+                        d->k, (unsigned long long)slabs, plan.bk, gpu_variant_row_of(v)->name,
+                        ctx->profile.name, (unsigned long long)ku_loop_budget(ctx));
+    if (plan.groups[0] > GPU_MAX_GROUPS || plan.groups[1] > GPU_MAX_GROUPS)
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "vkt_gemm: M=%u N=%u needs %u x %u workgroups; at most %u along each "
+                        "dimension", d->m, d->n, plan.groups[1], plan.groups[0], GPU_MAX_GROUPS);
+    struct push_gemm push = {
+        .m = d->m, .n = d->n, .k = d->k,
+        .lda = a.ld, .ldb = b.ld, .ldc = c.ld,
+        .a_off = lp_shift(ctx, &a), .b_off = lp_shift(ctx, &b), .c_off = lp_shift(ctx, &c),
+        .trans_a = d->trans_a != 0, .trans_b = d->trans_b != 0,
+        .alpha = d->alpha, .beta = d->beta, .k_chunk = d->k,
+        .flags = (vec_ok(ctx, &a) ? GEMM_VEC_A : 0) | (vec_ok(ctx, &b) ? GEMM_VEC_B : 0) |
+                 (d->beta != 0.0f ? GEMM_READ_C : 0) |
+                 (d->a_type == VKT_DTYPE_BF16 ? GEMM_AB_BF16 : 0) |
+                 (d->c_type != VKT_DTYPE_FP32 ? GEMM_C_16 : 0)};
+    gpu_arg args[3] = {lp_arg(&a, 0), lp_arg(&b, 0), lp_arg(&c, 1)};
+    uint32_t spec[SPEC_LOWP_COUNT] = {
+        [SPEC_WG] = plan.threads, [SPEC_LOWP_BM] = plan.bm, [SPEC_LOWP_BN] = plan.bn,
+        [SPEC_LOWP_BK] = plan.bk, [SPEC_LOWP_WM] = plan.wm, [SPEC_LOWP_WN] = plan.wn,
+        [SPEC_LOWP_TM] = plan.tm, [SPEC_LOWP_TN] = plan.tn, [SPEC_LOWP_TK] = plan.tk,
+        [SPEC_LOWP_SG] = plan.sg};
+    return gpu_dispatch(s, k, spec, SPEC_LOWP_COUNT, args, &push, plan.groups);
+}
