@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # vktrain beside PyTorch on the same CUDA GPU: fp32 GEMM (square, and the char LM's
 # transposed weight-gradient shapes), the MLP step at batch 128 and 1024, the MNIST loop,
-# a wide MLP, the CNN at batch 64 and 512, and the char LM at its default shape and at
+# a wide MLP, the CNN at batch 64 and 512 (also with conv_im2col forced, the convolution
+# conv_implicit replaced on GPUs), and the char LM at its default shape and at
 # width 384 / 6 layers / 6 heads / context 256 / batch 64. Prints one table (the one in
 # docs/performance.md), the card named; every command's output is kept in $OUT (default a
 # temporary folder).
@@ -126,6 +127,12 @@ run vk_loop1024 180 "$vkt" train --quiet --batch 1024 $(lp)
 ((cpu)) || run vk_mlp4096 180 "$vkt" train --quiet --hidden 4096,4096 --batch 1024 --steps 100 --lr 0.05
 run vk_cnn64 180 "$vkt" train --model cnn --quiet --batch 64 --steps "$cnn64"
 run vk_cnn512 180 "$vkt" train --model cnn --quiet --batch 512 --steps "$cnn512"
+# the same with the GPU's convolution before conv_implicit: im2col + gemm_tile + col2im
+for b in 64 512; do
+  steps=$cnn64; ((b == 512)) && steps=$cnn512
+  ((cpu)) || run "vk_cnn${b}_im2col" 180 env VKT_KERNELS=gpu,conv_im2col "$vkt" train \
+    --model cnn --quiet --batch "$b" --steps "$steps"
+done
 run vk_lm 180 "$vkt" train --model charlm --steps "$lm_steps" --eval-every 0 --sample 0 --quiet \
   --text "$text"
 ((cpu)) || run vk_lm384 240 "$vkt" train --model charlm --width 384 --layers 6 --heads 6 \
@@ -184,6 +191,9 @@ fi
 for b in 64 512; do
   v=$(ms_per_step "$(rate "vk_cnn$b")" "$b"); t=$(val torch "^torch: cnn_step batch=$b " median_ms)
   row "CNN step, batch $b (ms; vktrain: vkt train's loop)" "$v" "$t" "$(ratio "$v" "$t" 1)"
+  ((cpu)) && continue
+  v=$(ms_per_step "$(rate "vk_cnn${b}_im2col")" "$b")
+  row "same, conv_im2col forced (VKT_KERNELS=gpu,conv_im2col)" "$v" "$t" "$(ratio "$v" "$t" 1)"
 done
 v=$(ms_per_step "$(rate vk_lm)" 32); t=$(val torch '^torch: charlm precision=fp32 width=64 ' median_ms)
 row "char LM, width 64, 2 layers, context 64, batch 32 (ms per step)" "$v" "$t" "$(ratio "$v" "$t" 1)"

@@ -22,6 +22,8 @@ check "--dry-run: the MLP step at batch 128 and 1024" \
 check "--dry-run: the CNN at batch 64 and 512" \
   "grep -q 'model cnn --quiet --batch 64 ' <<<\"\$out\" &&
    grep -q 'model cnn --quiet --batch 512 ' <<<\"\$out\""
+check "--dry-run: the CNN again with conv_im2col forced, at batch 64 and 512" \
+  "[[ \$(grep -c 'VKT_KERNELS=gpu,conv_im2col .*model cnn --quiet --batch' <<<\"\$out\") -eq 2 ]]"
 check "--dry-run: the char LM at its default and at width 384, 6 layers, context 256" \
   "grep -q 'model charlm --steps 300 ' <<<\"\$out\" &&
    grep -q 'width 384 --layers 6 --heads 6 --context 256 --batch 64' <<<\"\$out\""
@@ -31,7 +33,8 @@ check "--dry-run: PyTorch on CUDA, the same six shapes" \
 out=$(bash "$gpu" --dry-run --cpu "$bin" 2>&1); rc=$?
 check "--dry-run --cpu: small sizes, PyTorch on the CPU" \
   "[[ $rc -eq 0 ]] && grep -q -- '--sizes 256,512 ' <<<\"\$out\" &&
-   grep -q 'gpu_torch.py --device cpu --quick' <<<\"\$out\" && ! grep -q 'width 384' <<<\"\$out\""
+   grep -q 'gpu_torch.py --device cpu --quick' <<<\"\$out\" && ! grep -q 'width 384' <<<\"\$out\" &&
+   ! grep -q conv_im2col <<<\"\$out\""
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   out=$(bash "$gpu" "$bin" 2>&1); rc=$?
   check "no GPU: exit 2, saying so and naming --cpu: $out" \
