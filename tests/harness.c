@@ -81,6 +81,16 @@ static vkt_context *context_of(const vkt_context_options *o)
     return ctx;
 }
 
+void th_context_release(vkt_context *ctx)
+{
+    for (unsigned i = 0; i < g_context_count; i++)
+        if (g_contexts[i] == ctx) {
+            g_contexts[i] = g_contexts[--g_context_count];
+            break;
+        }
+    vkt_context_destroy(ctx);
+}
+
 vkt_context *th_context(vkt_kernel_variant variant)
 {
     vkt_context_options o;

@@ -32,6 +32,9 @@ vkt_context *th_context(vkt_kernel_variant variant);
 /* A context on device 0 with a kernel filter (vkt_context_options.kernel_variants: "cpu",
  * "gemm_shared", "gpu,rows_spread"). */
 vkt_context *th_context_filter(const char *filter);
+/* Destroys a context of th_context / th_context_filter before th_finish would (for tests
+ * that make many, one after the other). */
+void th_context_release(vkt_context *ctx);
 vkt_stream *th_stream(vkt_context *ctx, int timestamps);
 /* Moves a test to the other kernel variant (CPU <-> GPU): destroys *s, makes *ctx a new
  * context of the other variant and *s a stream on it. */

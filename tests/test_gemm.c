@@ -328,6 +328,7 @@ static void run_variant(const char *name)
     run_checks();
     vkt_stream_destroy(s);
     s = NULL;
+    th_context_release(ctx);
 }
 
 /* More shapes, planned for 1, 2, 16 and 1024 compute units, until every tile row of
@@ -395,6 +396,7 @@ static void run_split(void)
     mat_destroy(&a), mat_destroy(&b), mat_destroy(&c);
     vkt_stream_destroy(s);
     s = NULL;
+    th_context_release(ctx);
 }
 
 int main(void)

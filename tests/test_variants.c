@@ -427,6 +427,7 @@ static void check_every_row(void)
         row_name = row->name;
         k_checks[row->family]();
         vkt_stream_destroy(s);
+        th_context_release(ctx);
         ran++;
         printf("  %s: checked (%s)\n", row->name, gpu_family_name(row->family));
     }
