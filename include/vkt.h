@@ -1644,6 +1644,54 @@ VKT_API int vkt_interrupted(void);
 /* Restores the handlers found by vkt_interrupt_install and forgets a request. */
 VKT_API void vkt_interrupt_uninstall(void);
 
+/* ------------------------------------------------------------------------------ */
+/* Importing weights: safetensors files by name (docs/import.md)                  */
+/* ------------------------------------------------------------------------------ */
+/*
+ * vkt_trainer_import_safetensors sets a trainer's parameters (and states) from a
+ * safetensors file, such as PyTorch's safetensors.torch.save_file or vkt export writes:
+ * tensors of dtype F32, F16, BF16 or F64 (converted to fp32), each assigned to the
+ * parameter of the same name or to the one a name map gives it. A name map is text, one
+ * line each (blank lines and words from '#' on are ignored; names have no spaces):
+ *
+ *   PARAM TENSOR              parameter PARAM gets the file's tensor TENSOR
+ *   PARAM TENSOR transpose    ... transposed: a 2-D [a,b] tensor for a [b,a] parameter.
+ *                             PyTorch's nn.Linear keeps its weight as [out, in], vkt_linear
+ *                             takes [in, out]: map every Linear weight with transpose
+ *   PARAM -                   PARAM keeps the values it has (a new head, say)
+ *   - TENSOR                  the file's TENSOR is left unused
+ *   - *                       every tensor no parameter takes is left unused
+ *
+ * The whole file is checked before anything changes (on failure the trainer is
+ * unchanged): its format (a truncated file, a header length past the end, JSON that is
+ * not the format's, an unknown dtype, offsets that overlap, leave holes or pass the end,
+ * a size that does not match dtype and shape, a name twice: VKT_ERROR_FORMAT naming the
+ * header byte or the tensor), and its match with the model: a parameter without a tensor,
+ * a tensor of another shape, a tensor no parameter takes and the map does not leave
+ * unused (VKT_ERROR_SHAPE), a dtype that cannot be loaded, a NaN or an infinity
+ * (VKT_ERROR_FORMAT), a map line that names no parameter of the model or is malformed
+ * (VKT_ERROR_INVALID_ARGUMENT), each named, as many as the message holds. A file that
+ * cannot be read: VKT_ERROR_IO. The values become the divergence guard's new start (as
+ * with vkt_trainer_write_params); the optimizer state and step are unchanged. Across
+ * ranks it is collective: the chief reads the file and every rank gets its values.
+ */
+typedef struct vkt_import_options {
+    const char *map;       /* a name map's text; NULL or "": every parameter by its own name */
+} vkt_import_options;
+
+typedef struct vkt_import_report {
+    uint32_t loaded;       /* parameters given a tensor's values */
+    uint32_t transposed;   /*   of which transposed */
+    uint32_t kept;         /* parameters the map kept ("PARAM -") */
+    uint32_t ignored;      /* tensors of the file the map left unused */
+} vkt_import_report;
+
+/* options may be NULL; out_report (may be NULL) is zero on failure. Messages:
+ * vkt_trainer_errmsg and vkt_last_error. */
+VKT_API vkt_status vkt_trainer_import_safetensors(vkt_trainer *trainer, const char *path,
+                                                  const vkt_import_options *options,
+                                                  vkt_import_report *out_report /* OUT */);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,7 +7,7 @@
 # plain build's ctest fuzz_replay_<target> replays, and fix the reader).
 #
 #   scripts/fuzz.sh [EXECUTIONS] [TARGET...]     default 100000, every target
-#   targets: idx csv tokens text checkpoint train_options
+#   targets: idx csv tokens text checkpoint train_options safetensors
 #   FUZZ_FLAGS="-max_total_time=180" adds libFuzzer flags; CC=clang-NN picks the compiler.
 #
 # Only the engine sources the targets need are compiled, directly by this script, into an
@@ -20,7 +20,7 @@ if [[ $# -gt 0 && $1 =~ ^[0-9]+$ ]]; then
     runs=$1
     shift
 fi
-all=(idx csv tokens text checkpoint train_options)
+all=(idx csv tokens text checkpoint train_options safetensors)
 targets=("$@")
 [[ ${#targets[@]} -gt 0 ]] || targets=("${all[@]}")
 for t in "${targets[@]}"; do
@@ -40,7 +40,8 @@ flags=(-std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -g -O1 -fno-omit-fra
 engine=(engine/data/idx.c engine/data/readers.c engine/data/text.c engine/data/dataset.c
         engine/data/loader.c engine/data/prefetch.c engine/core/error.c
         engine/platform/platform_posix.c engine/platform/threads_posix.c
-        engine/io/checkpoint_format.c tools/train_options.c tools/cli_util.c)
+        engine/io/checkpoint_format.c engine/io/safetensors.c engine/io/safetensors_map.c
+        engine/platform/output_posix.c tools/train_options.c tools/cli_util.c)
 
 # The engine objects, instrumented for coverage and ASan; rebuilt when a source is newer.
 objs=()

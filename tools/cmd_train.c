@@ -382,6 +382,9 @@ static int run(const train_args *a, vkt_instance *inst)
         goto done;
     if (a->ckpt_dir && p.step0)
         p.saved_step = p.step0;
+    cli_torch_model tm = {.model = a->model, .n_widths = a->n_widths, .dropout = a->dropout > 0};
+    if (!train_init_from(a, tr, &tm, p.step0 != 0))
+        goto done;
     if (p.step0 >= total && vkt_world_is_chief(a->world)) /* then evaluates and reports */
         printf("nothing to train: the checkpoint is at step %llu of %llu\n",
                (unsigned long long)p.step0, (unsigned long long)total);

@@ -199,8 +199,8 @@ static int run(lm_run *r, vkt_instance *inst)
     r->targets = malloc(rows * sizeof *r->targets);
     if (!r->ids || !r->targets)
         return cli_fail("out of host memory", VKT_ERROR_OUT_OF_MEMORY, "");
+    int found = 0;
     if (a->ckpt_dir) {
-        int found = 0;
         uint64_t step = 0;
         char notes[CLI_NOTES_SIZE];
         st = vkt_checkpoint_restore_latest(r->tr, a->ckpt_dir, &found, &step, notes,
@@ -214,6 +214,9 @@ static int run(lm_run *r, vkt_instance *inst)
             printf("nothing to train: the checkpoint is at step %llu of %llu\n",
                    (unsigned long long)step, (unsigned long long)total);
     }
+    cli_torch_model tm = {.model = "charlm", .layers = a->layers, .rms_norm = a->rms_norm};
+    if (!train_init_from(a, r->tr, &tm, found))
+        return 1;
     vkt_device_info info;
     vkt_instance_device_info(inst, 0, &info);
     uint32_t replicas = vkt_trainer_world_replicas(r->tr);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "models.h"
+#include "torch_map.h"
 #include "vkt.h"
 
 typedef struct train_args {
@@ -27,6 +28,8 @@ typedef struct train_args {
     double save_secs;           /* seconds between checkpoints (0: not by time) */
     uint32_t keep;              /* checkpoints kept */
     float max_growth;           /* --max-growth: the divergence guard's limit (0: none) */
+    const char *init_from;      /* --init-from: a safetensors file to start from */
+    const char *init_map;       /* --init-map: its name map, a file or "torch" */
     /* across processes (mpirun; docs/distributed.md) */
     vkt_world *world;
     double comm_timeout;        /* --comm-timeout: seconds a rank may be late */
@@ -155,6 +158,9 @@ void train_chief_alone(const train_args *a);
  * (or that none was saved without --checkpoint-dir), after a newline if `newline`.
  * Returns the exit status, 128 + sig. */
 int train_interrupted(const train_args *a, int sig, uint64_t step, int newline);
+/* train_import.c: --init-from (with --init-map) into the trainer, unless the run
+ * `resumed` from a checkpoint (then only a note). Returns 0 (message printed) on failure. */
+int train_init_from(const train_args *a, vkt_trainer *tr, const cli_torch_model *tm, int resumed);
 /* --model charlm (cmd_train_lm.c); returns the exit code. */
 int train_charlm(const train_args *a, vkt_instance *inst);
 

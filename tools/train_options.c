@@ -91,6 +91,16 @@ const train_option train_options[] = {
     {"--max-growth", "X", TRAIN_OPT_REAL, FIELD(max_growth), .lo = 0, .hi = 1e30, .rdef = 10,
      .help = "divergence guard: a checkpoint whose parameters' RMS grew more than X times "
              "since the start of the run is not saved, and training stops (0: no limit)"},
+    {"--init-from", "FILE", TRAIN_OPT_STRING, FIELD(init_from),
+     .help = "start from the weights of a safetensors file (F32, F16, BF16), each parameter "
+             "by its name or through --init-map (docs/import.md); not applied when the run "
+             "resumes from --checkpoint-dir",
+     .ranks = TRAIN_RANKS_GIVEN /* the chief reads it; the values reach every rank */},
+    {"--init-map", "FILE|torch", TRAIN_OPT_STRING, FIELD(init_map),
+     .help = "the name map of --init-from: a file of 'PARAM TENSOR [transpose]' lines, or "
+             "torch: PyTorch's names for this model (nn.Sequential for mlp and cnn, nanoGPT's "
+             "for charlm)",
+     .ranks = TRAIN_RANKS_GIVEN /* the chief reads it */},
     {"--quiet", NULL, TRAIN_OPT_FLAG, FIELD(quiet), .help = "no progress line",
      .ranks = TRAIN_RANKS_OWN /* the chief prints */},
     {"--pipeline", "P", TRAIN_OPT_INT, FIELD(pipeline), .lo = 1, .hi = VKT_MAX_STAGES,
@@ -464,6 +474,10 @@ static int finish(train_args *a)
          (a->clip > 0 && a->pipeline > 1))) {
         fprintf(stderr, "vkt train: --pipeline and --micro-batches train in sync mode without "
                 "--scale-lr, --balance or --slow-replica-ms (and --pipeline without --clip)\n");
+        return 0;
+    }
+    if (a->init_map && !a->init_from) {
+        fprintf(stderr, "vkt train: --init-map applies to --init-from\n");
         return 0;
     }
     if (a->bounded && !a->async) {
