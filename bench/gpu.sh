@@ -118,6 +118,9 @@ run() { # name timeout_s command...: output into $out/name.txt
 }
 ts=$(date +%s)
 run vk_gemm 200 "$vkt" bench gemm --sizes "$sizes" --min-seconds "$min_s"
+for t in bf16 fp16; do # A and B 16-bit, fp32 accumulation (issue 22: 300 TFLOP/s at 8192)
+  run "vk_gemm_$t" 200 "$vkt" bench gemm --dtype "$t" --sizes "$sizes" --min-seconds "$min_s"
+done
 for s in $shapes; do run "vk_shape_${s//,/_}" 60 "$vkt" bench gemm --shape "$s,0" --min-seconds 0.2; done
 run vk_step128 120 "$vkt" bench train $bsteps
 run vk_step1024 120 "$vkt" bench train --batch 1024 $bsteps
@@ -168,6 +171,12 @@ for n in ${sizes//,/ }; do
   row "GEMM $n fp32 (TFLOP/s)" "$v" "$t" "$(ratio "$v" "$t")"
 done
 ((cpu)) || row "GEMM 8192, TF32 tensor cores (TFLOP/s)" "-" "$(val torch '^torch: gemm_tf32' best_tflops)"
+for t in bf16 fp16; do # vktrain alone: compare with the issue's cuBLAS figure (about 790 in bf16)
+  for n in ${sizes//,/ }; do
+    v=$(g3 "$(awk -v n="$n" '$1 == n && $NF == "ok" { print $3 / 1000 }' "$out/vk_gemm_$t.txt" 2>/dev/null)")
+    row "GEMM $n, A and B $t, fp32 accumulation (TFLOP/s)" "$v" "-"
+  done
+done
 for s in $shapes; do
   IFS=, read -r m n k ta tb <<<"$s"
   v=$(g3 "$(awk '$1 == "shape" && $NF == "ok" { print $(NF-2) / 1000 }' "$out/vk_shape_${s//,/_}.txt" 2>/dev/null)")

@@ -43,6 +43,15 @@ struct push_gemm {
 #define GEMM_AB_BF16 32u /* gemm_lowp.glsl: A and B are bf16 (else fp16) */
 #define GEMM_C_16 64u    /* gemm_lowp.glsl: C is of the inputs' 16-bit type (else fp32) */
 
+/* A matrix converted between element types (shaders/cast.comp): y[r][c] = x[r][c] for
+ * r < rows, c < cols, rows ldx and ldy elements apart, offsets in elements of each side's
+ * type; from, to: DTYPE_* (shaders/dtype.h). */
+struct push_cast {
+    VKT_U32 rows, cols, ldx, ldy;
+    VKT_U32 x_off, y_off;
+    VKT_U32 from, to;
+};
+
 /* The sum of a split-K GEMM's partial tiles (gemm_reduce.comp): C = alpha * sum over
  * splits of W[split][M][N] + beta * C. */
 struct push_gemm_reduce {
@@ -204,6 +213,7 @@ struct push_dropout {
 #define VKT_PUSH_FITS(s) _Static_assert(sizeof(struct s) <= 128, #s " exceeds 128 bytes")
 VKT_PUSH_FITS(push_gemm);
 VKT_PUSH_FITS(push_gemm_reduce);
+VKT_PUSH_FITS(push_cast);
 VKT_PUSH_FITS(push_unary);
 VKT_PUSH_FITS(push_binary);
 VKT_PUSH_FITS(push_reduce);

@@ -18,6 +18,7 @@
 #define SPEC_WG 0
 
 /* Shaders with no constant but the workgroup size: fill.comp, copy.comp (kernels/fill.c),
+ * cast.comp (kernels/cast.c),
  * dropout.comp, sce.comp, sce_backward.comp (kernels/train_ops.c), optim_norm.comp
  * (optim/update.c). */
 #define SPEC_WG_ONLY_COUNT 1

@@ -1,7 +1,7 @@
 /* test_gemm_lowp.c - vkt_gemm with 16-bit inputs (fp16, bf16) and fp32 accumulation, C
  * fp32 or 16-bit, against kref_gemm_typed, for every variant of the gemm_f16 and gemm_bf16
- * families the device runs (lavapipe of Mesa 22: gemm_f16_float, gemm_f16_half,
- * gemm_bf16_float; Mesa 26's lavapipe through scripts/shader-toolchain.sh --run also
+ * families the device runs (lavapipe of Mesa 22: gemm_f16_widen, gemm_f16_float,
+ * gemm_f16_half, gemm_bf16_widen, gemm_bf16_float; Mesa 26's lavapipe through scripts/shader-toolchain.sh --run also
  * gemm_f16_coopmat: .ci/run sets VKT_TEST_LOWP_ROWS=gemm_f16_coopmat there, which runs
  * only the variants it names and fails unless each of them ran).
  *
@@ -21,13 +21,18 @@
  * dimensions, aligned views (vector reads) and views one element off (element reads),
  * alpha and beta (beta 0 must ignore a C of NaNs), bf16 inputs of magnitude 2^40 (past
  * fp16's range), a K long enough to take hundreds of slabs; guard elements and padding stay
- * untouched. Without a device: the kernels' SPIR-V against their C descriptions, the
+ * untouched. The widening variants also over a gemm_tile that splits K into the scratch
+ * buffer holding the widened operands; the device's casts (kcast_matrix) bit for bit
+ * against vkt_convert on every 16-bit pattern. Without a device: the kernels' SPIR-V against their C descriptions, the
  * choice on stated devices with and without cooperative matrices, the plans for them, the
  * errors. */
 #include "harness.h"
 #include "gpu/gpu.h"
+#include "kernels/cast.h"
+#include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
 #include "kernels/ref.h"
+#include "platform/platform.h"
 #include "spec.h"
 
 #include <math.h>
@@ -287,6 +292,111 @@ static void check_rows(void)
     }
 }
 
+/* gemm_f16_widen under the GPU style's fp32 GEMM planned for 132 compute units: gemm_tile
+ * splits K and takes the stream's scratch memory for its partial tiles, the same buffer
+ * that holds the widened operands (gemm_lowp.c places them after the partial tiles). */
+static void check_widen_split(void)
+{
+    plat_setenv("VKT_COMPUTE_UNITS", "132");
+    ctx = th_context_filter("gpu,gemm_tile,gemm_f16_widen,gemm_bf16_widen");
+    plat_setenv("VKT_COMPUTE_UNITS", NULL);
+    s = th_stream(ctx, 0);
+    static const uint32_t shapes[][3] = {{64, 48, 3001}, {9, 20, 700}, {130, 70, 513}};
+    uint32_t split = 0;
+    for (uint32_t i = 0; i < 3; i++)
+        for (int bf = 0; bf < 2; bf++) {
+            row_v = bf ? GPU_V_GEMM_BF16_WIDEN : GPU_V_GEMM_F16_WIDEN;
+            row_name = bf ? "gemm_bf16_widen over a split gemm_tile"
+                          : "gemm_f16_widen over a split gemm_tile";
+            lcase c = {.ta = (int)i % 2, .tb = bf, .m = shapes[i][0], .n = shapes[i][1],
+                       .k = shapes[i][2], .alpha = 1.0f, .beta = i == 1 ? 0.5f : 0.0f,
+                       .aligned = (int)i != 2, .pad = (int)i == 2,
+                       .c_type = bf ? VKT_DTYPE_BF16 : VKT_DTYPE_FP32, .scale = 1.0f};
+            split += kg_gemm_plan(&ctx->profile, GPU_V_GEMM_TILE, c.m, c.n, c.k).splits > 1;
+            run_case(bf ? VKT_DTYPE_BF16 : VKT_DTYPE_FP16, &c);
+        }
+    TH_CHECK(split >= 4, "gemm_tile split K under %u of the 6 widened products", split);
+    vkt_stream_destroy(s);
+}
+
+/* The device's conversions (kcast_matrix, the widening variants' first step) against
+ * vkt_convert, bit for bit: every fp16 and every bf16 pattern as a 256 x 256 matrix with
+ * padded rows, widened to fp32, narrowed back, and converted to the other 16-bit type;
+ * 65536 fp32 values (every exponent, ties) narrowed to both. The padding stays as it was. */
+static void check_cast(void)
+{
+    ctx = th_context(VKT_KERNELS_AUTO);
+    s = th_stream(ctx, 0);
+    const uint32_t rows = 256, cols = 256, ld = 259, n = (rows - 1) * ld + cols;
+    uint32_t *f32 = calloc(n, 4), *back32 = calloc(n, 4);
+    uint16_t *h = calloc(n, 2), *got = calloc(n, 2), *want = calloc(n, 2);
+    for (uint32_t i = 0; i < n; i++)
+        f32[i] = (uint32_t)th_rand_u64();
+    th_buf x = th_buf_create(ctx, n), y = th_buf_create(ctx, n);
+    for (int t = 0; t < 2; t++) {
+        vkt_dtype ht = t ? VKT_DTYPE_BF16 : VKT_DTYPE_FP16, other = t ? VKT_DTYPE_FP16 : VKT_DTYPE_BF16;
+        for (uint32_t r = 0; r < rows; r++)
+            for (uint32_t c = 0; c < cols; c++)
+                h[r * ld + c] = (uint16_t)(r * cols + c);
+        for (uint32_t i = 0; i < n; i++) /* the fp32 inputs: a random exponent each, some ties */
+            f32[i] = (f32[i] & 0x807fffffu) | ((i * 7u) % 255u) << 23 | (i % 3 ? 0u : 0x8000u);
+        /* 16 -> 32 */
+        TH_OK(ctx, vkt_buffer_write(x.buffer, x.offset * 4, h, n * 2));
+        TH_OK(ctx, vkt_buffer_write(y.buffer, y.offset * 4, f32, n * 4));
+        TH_OK(ctx, vkt_stream_reset(s));
+        vkt_view xv = {x.buffer, x.offset * 2}, yv = th_view(&y);
+        TH_OK(ctx, kcast_matrix(s, ht, xv, ld, VKT_DTYPE_FP32, yv, ld, rows, cols));
+        TH_OK(ctx, vkt_stream_run(s));
+        TH_OK(ctx, vkt_buffer_read(y.buffer, y.offset * 4, back32, n * 4));
+        uint32_t bad = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t w = f32[i];
+            if (i % ld < cols)
+                vkt_convert(ht, &h[i], VKT_DTYPE_FP32, &w, 1);
+            bad += back32[i] != w;
+        }
+        TH_CHECK(bad == 0, "cast %s -> fp32 of all 65536 patterns, padding kept: %u differ",
+                 vkt_dtype_name(ht), bad);
+        /* 32 -> 16: the widened patterns back, and the random fp32 values */
+        for (int src = 0; src < 2; src++) {
+            const uint32_t *in = src ? f32 : back32;
+            TH_OK(ctx, vkt_buffer_write(y.buffer, y.offset * 4, in, n * 4));
+            TH_OK(ctx, vkt_buffer_write(x.buffer, x.offset * 4, h, n * 2));
+            TH_OK(ctx, vkt_stream_reset(s));
+            TH_OK(ctx, kcast_matrix(s, VKT_DTYPE_FP32, yv, ld, ht, xv, ld, rows, cols));
+            TH_OK(ctx, vkt_stream_run(s));
+            TH_OK(ctx, vkt_buffer_read(x.buffer, x.offset * 4, got, n * 2));
+            bad = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                uint16_t w = h[i];
+                if (i % ld < cols)
+                    vkt_convert(VKT_DTYPE_FP32, &in[i], ht, &w, 1);
+                bad += got[i] != w;
+            }
+            TH_CHECK(bad == 0, "cast fp32 -> %s of %s: %u differ from vkt_convert",
+                     vkt_dtype_name(ht), src ? "65536 fp32 values" : "the widened patterns", bad);
+        }
+        /* 16 -> the other 16 */
+        TH_OK(ctx, vkt_buffer_write(x.buffer, x.offset * 4, h, n * 2));
+        TH_OK(ctx, vkt_buffer_write(y.buffer, y.offset * 4, h, n * 2));
+        TH_OK(ctx, vkt_stream_reset(s));
+        vkt_view y16 = {y.buffer, y.offset * 2};
+        TH_OK(ctx, kcast_matrix(s, ht, xv, ld, other, y16, ld, rows, cols));
+        TH_OK(ctx, vkt_stream_run(s));
+        TH_OK(ctx, vkt_buffer_read(y.buffer, y.offset * 4, got, n * 2));
+        memcpy(want, h, n * 2);
+        for (uint32_t i = 0; i < n; i++)
+            if (i % ld < cols)
+                vkt_convert(ht, &h[i], other, &want[i], 1);
+        TH_CHECK(memcmp(got, want, n * 2) == 0, "cast %s -> %s: as vkt_convert",
+                 vkt_dtype_name(ht), vkt_dtype_name(other));
+    }
+    th_buf_guards_ok(&x, "cast x"), th_buf_guards_ok(&y, "cast y");
+    th_buf_destroy(&x), th_buf_destroy(&y);
+    free(f32), free(back32), free(h), free(got), free(want);
+    vkt_stream_destroy(s);
+}
+
 /* Bad element types and views are refused with messages naming them. */
 static void check_errors(void)
 {
@@ -422,8 +532,8 @@ static void check_stated(void)
     gpu_profile_stated(VKT_DEVICE_TYPE_CPU, 2, 32 * 1024, 8, &lvp26);
     gpu_profile_add_mat(&lvp26, (gpu_mat_shape){8, 8, 8, 0, 0, 1, 1});
     TH_OK(NULL, gpu_choose_variants(&lvp26, NULL, c, NULL));
-    TH_CHECK(c[GPU_FAMILY_GEMM_F16] == GPU_V_GEMM_F16_FLOAT,
-             "lavapipe 26 (CPU style) runs gemm_f16_float unless told: %s",
+    TH_CHECK(c[GPU_FAMILY_GEMM_F16] == GPU_V_GEMM_F16_WIDEN,
+             "lavapipe 26 (CPU style) runs gemm_f16_widen unless told: %s",
              chosen(c, GPU_FAMILY_GEMM_F16));
     TH_CHECK(gpu_variant_runs(gpu_variant_row_of(GPU_V_GEMM_F16_COOPMAT), &lvp26, NULL, 0),
              "lavapipe 26 can run gemm_f16_coopmat (8x8x8)");
@@ -467,6 +577,8 @@ int main(void)
     check_spirv();
     check_stated();
     check_errors();
+    check_cast();
     check_rows();
+    check_widen_split();
     return th_finish();
 }

@@ -42,29 +42,37 @@ typedef struct gemm_run {
     int ok;
 } gemm_run;
 
-static vkt_status bench_one(vkt_context *ctx, uint32_t n, double min_seconds, gemm_run *out)
+/* A and B of type t (fp32, or fp16/bf16: converted on the host, and the check then uses
+ * the rounded values), C fp32. */
+static vkt_status bench_one(vkt_context *ctx, uint32_t n, vkt_dtype t, double min_seconds,
+                            gemm_run *out)
 {
-    size_t elems = (size_t)n * n;
+    size_t elems = (size_t)n * n, es = vkt_dtype_size(t);
     float *a = malloc(elems * 4), *b = malloc(elems * 4), *c = malloc(elems * 4);
+    void *ab = malloc(2 * elems * es);
     vkt_buffer *buf = NULL;
     vkt_stream *s = NULL;
-    vkt_status st = (a && b && c) ? VKT_OK : VKT_ERROR_OUT_OF_MEMORY;
+    vkt_status st = (a && b && c && ab) ? VKT_OK : VKT_ERROR_OUT_OF_MEMORY;
     if (st == VKT_OK)
-        st = vkt_buffer_create(ctx, 3 * elems * 4, VKT_MEMORY_DEVICE, &buf);
+        st = vkt_buffer_create(ctx, 2 * elems * es + elems * 4, VKT_MEMORY_DEVICE, &buf);
     if (st == VKT_OK) {
         for (size_t i = 0; i < elems; i++) {
             a[i] = rnd();
             b[i] = rnd();
         }
-        st = vkt_buffer_write(buf, 0, a, elems * 4);
+        vkt_convert(VKT_DTYPE_FP32, a, t, ab, elems);
+        vkt_convert(VKT_DTYPE_FP32, b, t, (char *)ab + elems * es, elems);
+        vkt_convert(t, ab, VKT_DTYPE_FP32, a, elems); /* the values the device multiplies */
+        vkt_convert(t, (char *)ab + elems * es, VKT_DTYPE_FP32, b, elems);
+        st = vkt_buffer_write(buf, 0, ab, 2 * elems * es);
     }
     if (st == VKT_OK)
-        st = vkt_buffer_write(buf, elems * 4, b, elems * 4);
-    if (st == VKT_OK)
         st = vkt_stream_create(ctx, NULL, &s);
+    uint64_t c_at = 2 * elems * es / 4; /* C after A and B, in fp32 elements */
     if (st == VKT_OK) {
         vkt_gemm_desc d = {.m = n, .n = n, .k = n, .alpha = 1.0f, .beta = 0.0f,
-                           .a = {buf, 0}, .b = {buf, elems}, .c = {buf, 2 * elems}};
+                           .a = {buf, 0}, .b = {buf, elems}, .c = {buf, c_at},
+                           .a_type = t, .b_type = t};
         st = vkt_gemm(s, &d);
     }
     if (st == VKT_OK)
@@ -81,15 +89,18 @@ static vkt_status bench_one(vkt_context *ctx, uint32_t n, double min_seconds, ge
         reps++;
     }
     if (st == VKT_OK)
-        st = vkt_buffer_read(buf, 2 * elems * 4, c, elems * 4);
+        st = vkt_buffer_read(buf, c_at * 4, c, elems * 4);
     if (st == VKT_OK) {
         out->seconds = best;
         out->gflops = 2.0 * n * (double)n * n / best * 1e-9;
         out->max_err = check_samples(a, b, c, n);
-        out->ok = out->max_err < 1e-5;
+        /* fp32 accumulation of exact 16-bit products: (K + 2) 2^-24 of the sum of |a b|,
+         * twice that for matrix units (README, "16-bit GEMM"), doubled again as margin */
+        out->ok = out->max_err < (t == VKT_DTYPE_FP32 ? 1e-5 : (n + 2.0) * 0x1p-22);
     }
     vkt_stream_destroy(s);
     vkt_buffer_destroy(buf);
+    free(ab);
     free(a);
     free(b);
     free(c);
@@ -259,6 +270,7 @@ static int bench_gemm(int argc, char **argv)
     double min_seconds = 1.0;
     int mlp = 0; /* 1: the MLP list, 2: one --shape */
     mlp_gemm shape = {0};
+    vkt_dtype dtype = VKT_DTYPE_FP32;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
             if ((n_sizes = parse_sizes(argv[++i], sizes, 8)) == 0) {
@@ -269,6 +281,15 @@ static int bench_gemm(int argc, char **argv)
             min_seconds = atof(argv[++i]);
         } else if (strcmp(argv[i], "--mlp") == 0) {
             mlp = 1;
+        } else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
+            const char *name = argv[++i];
+            for (dtype = VKT_DTYPE_FP32; dtype < VKT_DTYPE_COUNT; dtype++)
+                if (strcmp(name, vkt_dtype_name(dtype)) == 0)
+                    break;
+            if (dtype == VKT_DTYPE_COUNT) {
+                fprintf(stderr, "vkt bench gemm: --dtype '%s': not fp32, fp16 or bf16\n", name);
+                return 2;
+            }
         } else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
             int ta, tb;
             if (sscanf(argv[++i], "%u,%u,%u,%d,%d,%f", &shape.m, &shape.n, &shape.k, &ta, &tb,
@@ -281,9 +302,14 @@ static int bench_gemm(int argc, char **argv)
         } else {
             fprintf(stderr,
                     "usage: vkt bench gemm [--sizes 256,512,...] [--min-seconds S] [--mlp]\n"
-                    "                      [--shape M,N,K,trans_a,trans_b,beta]\n");
+                    "                      [--shape M,N,K,trans_a,trans_b,beta]\n"
+                    "                      [--dtype fp32|fp16|bf16]  (A and B; --sizes only)\n");
             return 2;
         }
+    }
+    if (mlp && dtype != VKT_DTYPE_FP32) {
+        fprintf(stderr, "vkt bench gemm: --dtype applies to --sizes (square products) only\n");
+        return 2;
     }
     vkt_instance *inst = cli_instance();
     if (!inst)
@@ -301,6 +327,8 @@ static int bench_gemm(int argc, char **argv)
     printf("device: %s (%s kernels)%s%s\n", info.name,
            vkt_context_kernel_variant(ctx) == VKT_KERNELS_CPU ? "cpu" : "gpu",
            threads ? ", LP_NUM_THREADS=" : "", threads ? threads : "");
+    if (dtype != VKT_DTYPE_FP32)
+        printf("A and B in %s, C in fp32, accumulated in fp32\n", vkt_dtype_name(dtype));
     if (mlp) {
         int rc = mlp == 1 ? bench_mlp(ctx, mlp_gemms, sizeof mlp_gemms / sizeof mlp_gemms[0],
                                       min_seconds)
@@ -314,7 +342,7 @@ static int bench_gemm(int argc, char **argv)
     int all_ok = 1;
     for (uint32_t i = 0; i < n_sizes && st == VKT_OK; i++) {
         gemm_run r = {0};
-        st = bench_one(ctx, sizes[i], min_seconds, &r);
+        st = bench_one(ctx, sizes[i], dtype, min_seconds, &r);
         if (st != VKT_OK)
             break;
         printf("%6u %12.6f %10.2f %12.2e %6s\n", sizes[i], r.seconds, r.gflops, r.max_err,
@@ -330,7 +358,9 @@ static int bench_gemm(int argc, char **argv)
     else if (!all_ok)
         rc = cli_fail("bench gemm", VKT_ERROR_INTERNAL, "GEMM result check failed");
     if (rc == 0 && g1024 >= 0)
-        printf("result: gemm_1024_gflops=%.2f\n", g1024);
+        printf("result: gemm_%s1024_gflops=%.2f\n",
+               dtype == VKT_DTYPE_FP32 ? "" : dtype == VKT_DTYPE_FP16 ? "fp16_" : "bf16_",
+               g1024);
     vkt_context_destroy(ctx);
     vkt_instance_destroy(inst);
     return rc;

@@ -290,8 +290,8 @@ typedef enum gpu_family { GPU_FAMILIES(GPU_FAMILY_ENUM) GPU_FAMILY_COUNT } gpu_f
  * it suits and what it needs), in order of preference within a family. */
 #define GPU_VARIANTS(X)                                                              \
     X(GEMM_TEXEL) X(GEMM_SAMPLER) X(GEMM_TILE) X(GEMM_SHARED)           \
-    X(GEMM_F16_COOPMAT) X(GEMM_F16_FLOAT) X(GEMM_F16_HALF)                           \
-    X(GEMM_BF16_COOPMAT) X(GEMM_BF16_FLOAT)                                          \
+    X(GEMM_F16_COOPMAT) X(GEMM_F16_WIDEN) X(GEMM_F16_FLOAT) X(GEMM_F16_HALF)         \
+    X(GEMM_BF16_COOPMAT) X(GEMM_BF16_WIDEN) X(GEMM_BF16_FLOAT)                       \
     X(CONV_IMPLICIT) X(CONV_IM2COL)                                                  \
     X(ATTENTION_SHUFFLE) X(ATTENTION_ROWS)                                           \
     X(ROWS_THREAD) X(ROWS_SPREAD)                                                    \

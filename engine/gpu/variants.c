@@ -44,6 +44,10 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
                                 0, 0, "fragments of A and B staged in shared memory, "
                                 "multiplied on VK_KHR_cooperative_matrix, fp32 accumulators "
                                 "(gemm_coopmat_f16.comp)", GPU_MAT_F16},
+    [GPU_V_GEMM_F16_WIDEN] = {GPU_FAMILY_GEMM_F16, "gemm_f16_widen", CPU, S16, 1, 0, 64,
+                              "A and B widened exactly to fp32 in the stream's scratch memory "
+                              "(cast.comp), the context's fp32 GEMM, a 16-bit C rounded back: "
+                              "lavapipe's fast path"},
     [GPU_V_GEMM_F16_FLOAT] = {GPU_FAMILY_GEMM_F16, "gemm_f16_float", CPU | GPU, S16, 1, 0, 64,
                               "the same tiles, fp16 read from 16-bit storage, fp32 "
                               "multiply-adds (gemm_half.comp)"},
@@ -56,6 +60,8 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
                                  "gemm_f16_coopmat's kernel on bfloat16 matrices "
                                  "(VK_KHR_shader_bfloat16; gemm_coopmat_bf16.comp)",
                                  GPU_MAT_BF16},
+    [GPU_V_GEMM_BF16_WIDEN] = {GPU_FAMILY_GEMM_BF16, "gemm_bf16_widen", CPU, S16, 1, 0, 64,
+                               "gemm_f16_widen for bf16"},
     [GPU_V_GEMM_BF16_FLOAT] = {GPU_FAMILY_GEMM_BF16, "gemm_bf16_float", CPU | GPU, S16, 1, 0,
                                64, "the same tiles, bf16 read from 16-bit storage as fp32, "
                                "fp32 multiply-adds (gemm_half.comp)"},

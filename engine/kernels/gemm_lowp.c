@@ -1,10 +1,15 @@
 /* gemm_lowp.c - vkt_gemm of 16-bit inputs (a_type == b_type, fp16 or bf16) with fp32
  * accumulation, C fp32 or of the inputs' type: the checks of the element types and views,
  * and the dispatch of the family's variant (gemm_f16 / gemm_bf16: engine/gpu/variants.c)
- * with the plan of gemm_lowp_plan.c. Every variant runs shaders/gemm_lowp.glsl:
- * gemm_half.comp (fp32 multiply-adds), gemm_half_f16.comp (fp16 ones) or the
- * cooperative-matrix modules gemm_coopmat_f16 / _bf16 (prebuilt: docs/toolchain.md). */
+ * with the plan of gemm_lowp_plan.c. Every variant but the widening ones runs
+ * shaders/gemm_lowp.glsl: gemm_half.comp (fp32 multiply-adds), gemm_half_f16.comp (fp16
+ * ones) or the cooperative-matrix modules gemm_coopmat_f16 / _bf16 (prebuilt:
+ * docs/toolchain.md). gemm_f16_widen and gemm_bf16_widen (lavapipe's: its fp32 GEMM is
+ * a hundred times faster there than a shared-memory tiling) widen A and B into scratch
+ * memory and run the context's fp32 GEMM. */
 #include "gpu/gpu.h"
+#include "kernels/cast.h"
+#include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
 #include "kernels/kernel_util.h"
 #include "push.h"
@@ -130,6 +135,46 @@ static vkt_status check_types(vkt_context *ctx, const vkt_gemm_desc *d)
     return VKT_OK;
 }
 
+/* The widening variants: A and B (and a 16-bit C that beta reads) widened exactly into the
+ * stream's scratch memory, the context's fp32 GEMM on them, a 16-bit C rounded back (only
+ * its M x N elements: the padding between rows stays as it was). Each widened operand
+ * keeps its leading dimension and starts 16 bytes aligned. The fp32 GEMM may take the
+ * same scratch buffer for split-K partial tiles, which it writes from the buffer's start
+ * (gemm.c, dispatch_tile, asks for its plan's workspace and gets the stream's largest
+ * scratch buffer): the widened operands go after that much. */
+static vkt_status dispatch_widen(vkt_stream *s, const vkt_gemm_desc *d, const lp_operand *a,
+                                 const lp_operand *b, const lp_operand *c)
+{
+    vkt_context *ctx = s->ctx;
+    int c16 = d->c_type != VKT_DTYPE_FP32;
+    kg_plan inner = kg_gemm_plan(&ctx->profile, ctx->kv[GPU_FAMILY_GEMM], d->m, d->n, d->k);
+    uint64_t oa = (inner.workspace + 3) / 4 * 4; /* floats */
+    uint64_t ob = oa + (a->extent + 3) / 4 * 4, oc = ob + (b->extent + 3) / 4 * 4;
+    uint64_t end = oc + (c16 ? c->extent : 0);
+    vkt_buffer *ws = NULL;
+    vkt_status st = gpu_stream_scratch(s, end * 4, &ws);
+    if (st == VKT_OK)
+        st = kcast_matrix(s, d->a_type, a->v, a->ld, VKT_DTYPE_FP32, (vkt_view){ws, oa}, a->ld,
+                          a->rows, a->cols);
+    if (st == VKT_OK)
+        st = kcast_matrix(s, d->b_type, b->v, b->ld, VKT_DTYPE_FP32, (vkt_view){ws, ob}, b->ld,
+                          b->rows, b->cols);
+    vkt_view cv = c16 ? (vkt_view){ws, oc} : c->v;
+    if (st == VKT_OK && c16 && d->beta != 0.0f)
+        st = kcast_matrix(s, d->c_type, c->v, c->ld, VKT_DTYPE_FP32, cv, c->ld, c->rows,
+                          c->cols);
+    vkt_gemm_desc f = *d;
+    f.a = (vkt_view){ws, oa}, f.b = (vkt_view){ws, ob}, f.c = cv;
+    f.lda = a->ld, f.ldb = b->ld, f.ldc = c->ld;
+    f.a_type = f.b_type = f.c_type = VKT_DTYPE_FP32;
+    if (st == VKT_OK)
+        st = vkt_gemm(s, &f);
+    if (st == VKT_OK && c16)
+        st = kcast_matrix(s, VKT_DTYPE_FP32, cv, c->ld, d->c_type, c->v, c->ld, c->rows,
+                          c->cols);
+    return st;
+}
+
 vkt_status kg_gemm_lowp(vkt_stream *s, const vkt_gemm_desc *d)
 {
     vkt_context *ctx = s->ctx;
@@ -155,6 +200,8 @@ vkt_status kg_gemm_lowp(vkt_stream *s, const vkt_gemm_desc *d)
                         lp_overlaps(&c, &a) ? "A" : "B");
     gpu_family fam = d->a_type == VKT_DTYPE_FP16 ? GPU_FAMILY_GEMM_F16 : GPU_FAMILY_GEMM_BF16;
     gpu_variant v = ctx->kv[fam];
+    if (v == GPU_V_GEMM_F16_WIDEN || v == GPU_V_GEMM_BF16_WIDEN)
+        return dispatch_widen(s, d, &a, &b, &c);
     const gpu_kernel *k = kg_lowp_kernel(v);
     if (!k) {
         char why[256] = "";

@@ -14,6 +14,9 @@ out=$(bash "$gpu" --dry-run "$bin" 2>&1); rc=$?
 check "--dry-run exits 0" "[[ $rc -eq 0 ]]"
 check "--dry-run: the four GEMM sizes" \
   "grep -q 'vkt bench gemm --sizes 1024,2048,4096,8192 ' <<<\"\$out\""
+check "--dry-run: the same sizes with 16-bit inputs, bf16 and fp16" \
+  "grep -q 'vkt bench gemm --dtype bf16 --sizes 1024,2048,4096,8192 ' <<<\"\$out\" &&
+   grep -q 'vkt bench gemm --dtype fp16 --sizes 1024,2048,4096,8192 ' <<<\"\$out\""
 check "--dry-run: six transposed shapes, the weight gradients among them" \
   "[[ \$(grep -c 'vkt bench gemm --shape ' <<<\"\$out\") -eq 6 ]] &&
    grep -q -- '--shape 384,1536,16384,1,0,0 ' <<<\"\$out\""

@@ -30,6 +30,10 @@ check "no Vulkan driver: exit 1 with VKT_ERROR_NO_DEVICE" "[[ $rc -eq 1 ]] && gr
 out=$("$bin" bench gemm --sizes 64,100,1024 --min-seconds 0 2>&1); rc=$?
 check "bench gemm runs and checks its results" "[[ $rc -eq 0 ]] && [[ \$(grep -c ' ok\$' <<<\"\$out\") -eq 3 ]]"
 check "bench gemm ends with the result line" "tail -1 <<<\"\$out\" | grep -Eq '^result: gemm_1024_gflops=[0-9.]+\$'"
+out=$("$bin" bench gemm --sizes 64,100 --dtype bf16 --min-seconds 0 2>&1); rc=$?
+check "bench gemm --dtype bf16 checks its results (16-bit inputs)" "[[ $rc -eq 0 ]] && grep -q '^A and B in bf16' <<<\"\$out\" && [[ \$(grep -c ' ok\$' <<<\"\$out\") -eq 2 ]]"
+out=$("$bin" bench gemm --dtype fp8 2>&1); rc=$?
+check "bench gemm --dtype fp8: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q \"'fp8': not fp32, fp16 or bf16\" <<<\"\$out\""
 out=$("$bin" bench gemm --mlp --min-seconds 0 2>&1); rc=$?
 check "bench gemm --mlp times and checks the 10 MLP GEMMs" "[[ $rc -eq 0 ]] && [[ \$(grep -c ' ok\$' <<<\"\$out\") -eq 10 ]]"
 check "bench gemm --mlp ends with the step line" "tail -1 <<<\"\$out\" | grep -Eq '^result: mlp_step_gemm_us=[0-9.]+\$'"
