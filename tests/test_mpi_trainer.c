@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "parallel/trainer.h"
+#include "parallel/reduce.h"
 
 typedef struct net {
     vkt_graph *g;
@@ -117,12 +117,15 @@ static void test_equivalence(uint32_t batch, int momentum, float dropout)
         goto done;
     TH_CHECK(vkt_trainer_world_replicas(many) == R * M, "world replicas %u = %u x %u",
              vkt_trainer_world_replicas(many), R, M);
+    reduce_world_layout lay = {0};
     if (bucket_bytes && R > 1) /* the exchange works on buckets as the backward ends them */
-        TH_CHECK(many->n_buckets == 3 && many->packed == F * H + H + H * C + C &&
-                     many->overlap == (overlap > 0) &&
-                     (many->bucket_mark[0] != UINT32_MAX) == (overlap > 0),
-                 "%u buckets of %llu gradients, overlap %d", many->n_buckets,
-                 (unsigned long long)many->packed, many->overlap);
+        reduce_world_layout_of(many->rd, &lay);
+    if (bucket_bytes && R > 1)
+        TH_CHECK(lay.buckets == 3 && lay.packed == F * H + H + H * C + C &&
+                     lay.overlap == (overlap > 0) &&
+                     (lay.first_mark != UINT32_MAX) == (overlap > 0),
+                 "%u buckets of %llu gradients, overlap %d", lay.buckets,
+                 (unsigned long long)lay.packed, lay.overlap);
     float *x = th_alloc_floats((uint64_t)batch * F);
     int32_t *y = malloc(batch * sizeof *y);
     double worst = 0;

@@ -202,15 +202,15 @@ static const config configs[] = {
     /* vkt_trainer_step: the same step, one submission per call, so nothing is exposed
      * (the time between calls is the caller's). */
     {"1 replica, vkt_trainer_step", 1, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0},
-    /* sync.c:step_together: forward and backward (gradients copied into the host
-     * staging), then after the host averaging vkt_stream_run(apply). */
+    /* exec_replicas.c:replicas_step: forward and backward (gradients copied into the host
+     * staging), then after the host reducer's average apply.c's stream. */
     {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 2, 2, 0, 0, 0, 1},
     {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 2, 2, 0, 0, 0, 1},
     {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 2, 2, 0, 0, 0, 1},
-    /* async.c:one_update: the pull (pull -> vkt_model_write_params: a memcpy into mapped
-     * parameters, else a staged transfer) and trainer_forward_backward. Per run:
-     * async_begin reads replica 0's parameters, async_end writes the master into each
-     * replica: 1 + 2 transfers where staged. */
+    /* exchange_master.c:one_update: the pull (pull -> vkt_model_write_params: a memcpy
+     * into mapped parameters, else a staged transfer) and trainer_forward_backward. Per
+     * run: the master's begin reads replica 0's parameters, its end writes the master into
+     * each replica: 1 + 2 transfers where staged. */
     {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 1, 3, 1},
 };
 

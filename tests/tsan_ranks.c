@@ -1,6 +1,6 @@
 /* Training across ranks under ThreadSanitizer: the ranks are threads of this process
  * (tests/world_threads.c stands in for MPI), each with its own trainer on device 0 and
- * the same graph, so sync_world.c, trainer_world.c and the parameter server of ps.c with
+ * the same graph, so reduce_world.c, trainer_world.c and the parameter server of ps.c with
  * its communication thread run instrumented. Registered as test_ranks.tsan; any TSan
  * report fails it (halt_on_error). The rank threads only record; the checks run on the
  * main thread after they are joined (the harness's counters are not thread-safe).

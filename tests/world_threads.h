@@ -1,6 +1,6 @@
 /*
  * world_threads.h - a transport test double (engine/parallel/world.h) whose ranks are
- * threads of one process, so the logic across ranks (sync_world.c, trainer_world.c,
+ * threads of one process, so the logic across ranks (reduce_world.c, trainer_world.c,
  * ps.c and its communication thread) runs under ThreadSanitizer without MPI (Open MPI is
  * not TSan-instrumented). Linked instead of world_mpi.c / world_none.c into the
  * vktrain_tsan_ranks library (tests/CMakeLists.txt).

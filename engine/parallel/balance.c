@@ -2,7 +2,7 @@
  * mixed set of devices is not held back by the slowest. Each replica's model is compiled
  * for a fixed number of rows, so a new split rebuilds the models whose rows change; the
  * parameters (equal on every replica) and the optimizers (state kept) carry over. */
-#include "trainer.h"
+#include "parallel/exec.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -46,7 +46,7 @@ static vkt_status rebuild(vkt_trainer *t, replica *r, uint32_t rows, const float
         return trainer_fail(t, st, "replica %u: %s", r->index, vkt_last_error());
     if ((st = vkt_model_write_params(r->model, params, t->param_count)) != VKT_OK)
         return trainer_from_model(t, r->model, st);
-    return sync_setup(t, r);
+    return exec_replica_attach(t, r);
 }
 
 vkt_status trainer_balance(vkt_trainer *t)

@@ -1,5 +1,6 @@
-/* vkt_trainer_fit: training on a data set, in either mode. */
-#include "trainer.h"
+/* vkt_trainer_fit: training on a data set, in either mode: the data loop of the sync
+ * replicas (and of the pipeline's driver), the exchange's jobs for async replicas. */
+#include "parallel/exec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,11 +65,58 @@ vkt_status trainer_next_batch(replica *r)
     r->stats.data_wait_seconds += plat_now() - t0; /* waiting + copying the ready batch */
     vkt_feed feeds[2] = {{t->in_x, r->x}, {t->in_y, r->y}};
     if (st == VKT_OK && !t->pipe && /* a pipeline reads its rows of r->x, r->y itself */
-        (st = trainer_feed(t, r->errmsg, r->model, feeds, 2, r->row0, r->rows,
-                                           0)) != VKT_OK)
+        (st = trainer_feed(r->errmsg, r->model, feeds, 2, r->row0, r->rows, 0)) != VKT_OK)
         replica_fail(r, st, "%s", r->errmsg);
     return st;
 }
+
+double trainer_mean_loss(const vkt_trainer *t)
+{
+    return t->rd ? t->rd->ops->mean_loss(t->rd) : reduce_local_loss(t);
+}
+
+void trainer_job_feeds(replica *r)
+{
+    vkt_trainer *t = r->t;
+    if (t->pipe) {
+        trainer_pipe_step(r, t->feeds, t->n_feeds, t->steps);
+        return;
+    }
+    vkt_status st = trainer_feed(r->errmsg, r->model, t->feeds, t->n_feeds, r->row0, r->rows, 0);
+    if (st != VKT_OK)
+        replica_fail(r, st, "%s", r->errmsg);
+    exec_replica_step(r, t->steps);
+}
+
+/* Replicas agree before every step whether to take it: a failure anywhere or a stop
+ * asked by the progress callback ends the run for all at the same step. */
+static int agree_to_go_on(replica *r)
+{
+    vkt_trainer *t = r->t;
+    int vote = r->status != VKT_OK || (r->index == 0 && t->stop);
+    return t->rd ? t->rd->ops->go_on(t->rd, r, vote) : !vote;
+}
+
+void trainer_job_steps(replica *r)
+{
+    vkt_trainer *t = r->t;
+    for (uint64_t k = 0; k < t->run_steps && agree_to_go_on(r); k++) {
+        trainer_next_batch(r);
+        if (exec_replica_step(r, t->steps + k)) {
+            if (t->rd && t->rd->ops->batch_unused(t->rd)) /* a stop before the step */
+                trainer_unread_batch(r);
+            break;
+        }
+        if (r->index != 0)
+            continue;
+        t->stats.steps++;
+        if (t->progress && trainer_is_chief(t)) /* across ranks: the chief alone */
+            t->stop = trainer_progress(r, k, (float)trainer_mean_loss(t));
+    }
+}
+
+/* An async replica's job: its exchange's. */
+static void job_exchange(replica *r) { r->t->xc->ops->job(r->t->xc, r); }
 
 void trainer_unread_batch(replica *r)
 {
@@ -133,13 +181,13 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
     t->stop = 0;
     double t0 = plat_now(), c0 = plat_cpu_time();
     uint64_t done0 = t->rep[0].stats.steps;
-    int async = t->opt.mode == VKT_PARALLEL_ASYNC && t->staged;
-    if (async && (st = t->world ? ps_begin(t) : async_begin(t)) != VKT_OK)
+    exchange *x = t->xc; /* async replicas */
+    if (x && (st = x->ops->begin(x)) != VKT_OK)
         return st;
     uint64_t calibrate = t->opt.balance_after;
-    if (!async && t->n_rep > 1 && !t->world && calibrate && !t->balanced && steps > calibrate) {
+    if (t->row->balances && calibrate && !t->balanced && steps > calibrate) {
         t->run_steps = calibrate; /* measure, re-split, then the rest */
-        st = trainer_run_all(t, sync_job_steps);
+        st = trainer_run_all(t, trainer_job_steps);
         t->steps += t->rep[0].stats.steps - done0;
         done0 = t->rep[0].stats.steps;
         t->run_steps = steps - calibrate;
@@ -151,11 +199,11 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
             return st;
         }
     }
-    st = trainer_run_all(t, !async ? sync_job_steps : t->world ? ps_job_steps : async_job_steps);
+    st = trainer_run_all(t, x ? job_exchange : trainer_job_steps);
     pause_loaders(t);
     t->resume_pending = 0; /* a restored data position applies to this run's loaders */
-    if (async) {
-        vkt_status end = t->world ? ps_end(t) : async_end(t);
+    if (x) {
+        vkt_status end = x->ops->end(x);
         if (st == VKT_OK)
             st = end;
         t->stats.steps += t->rep[0].stats.steps - done0;

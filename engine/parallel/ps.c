@@ -1,10 +1,11 @@
-/* Asynchronous data parallelism across processes: a sharded parameter server
- * (docs/distributed.md). Rank j owns shard j of the flat master, [P*j/R, P*(j+1)/R), and
- * one communication thread per rank both serves its shard and carries its replicas'
- * requests to every shard, with two-sided nonblocking messages (not MPI one-sided: on
- * Open MPI 4.1 over TCP a one-sided accumulate waits for a busy target). The thread is
- * the only one that calls MPI during the run. A replica's requests to its own rank's
- * shard are function calls, not messages.
+/* ps.c - the parameter-server exchange (exchange.h): asynchronous data parallelism
+ * across processes, a sharded parameter server (docs/distributed.md). Rank j owns shard
+ * j of the flat master, [P*j/R, P*(j+1)/R), and one communication thread per rank both
+ * serves its shard and carries its replicas' requests to every shard, with two-sided
+ * nonblocking messages (not MPI one-sided: on Open MPI 4.1 over TCP a one-sided
+ * accumulate waits for a busy target). The thread is the only one that calls MPI during
+ * the run. A replica's requests to its own rank's shard are function calls, not
+ * messages.
  *
  * One update of global replica g at its k-th step: PULL(g,k) to every shard, each
  * answered with its slice of the master (the stale-synchronous gate: with a bound s the
@@ -16,7 +17,9 @@
  * step k sees exactly all pushes of step k-1 on every shard: the result equals sync.
  * STOP (the chief's callback), FAIL (a replica's error) and DONE (a replica finished)
  * end the run; the servers answer what waits with the reason. */
-#include "trainer.h"
+#include "parallel/apply.h"
+#include "parallel/exchange.h"
+#include "parallel/exec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,8 +57,10 @@ typedef struct sendbuf {
     void *buf;
 } sendbuf;
 
+/* One fit's state. */
 struct ps {
     vkt_trainer *t;
+    exchange *x;           /* its pulled arrays */
     vkt_world *w;
     uint32_t R, me, G;
     uint64_t P, *off;      /* shard j is [off[j], off[j+1]) */
@@ -84,6 +89,15 @@ struct ps {
     double wait0[TRAINER_MAX_REPLICAS]; /* the replicas' wait_seconds at the start */
     uint64_t bytes0;                    /* the world's comm_bytes at the start */
 };
+
+/* The exchange: the world, and the state of the fit under way. */
+typedef struct ps_exchange {
+    exchange base;
+    vkt_world *w;
+    struct ps *run;
+} ps_exchange;
+
+static ps_exchange *of(exchange *x) { return (ps_exchange *)x; }
 
 static uint64_t shard_len(const struct ps *ps, uint32_t j) { return ps->off[j + 1] - ps->off[j]; }
 
@@ -168,7 +182,7 @@ static void client_reply(struct ps *ps, uint32_t src, const ps_msg *m, const flo
             s->fail_rank = m->rank;
         }
         if (m->type == PS_PULL && m->outcome == OUT_OK)
-            memcpy(t->rep[q].pulled + ps->off[src], data, shard_len(ps, src) * sizeof(float));
+            memcpy(ps->x->pulled[q] + ps->off[src], data, shard_len(ps, src) * sizeof(float));
         if (m->type == PS_PUSH && src == 0)
             s->stale = m->aux;
         s->waiting--;
@@ -317,9 +331,8 @@ static void serve(struct ps *ps, uint32_t src, const ps_msg *m, const float *dat
 /* A request of local replica q (or the snapshot) to every shard. */
 static void scatter(struct ps *ps, uint32_t type, uint32_t g, uint64_t k, const replica *r)
 {
-    vkt_trainer *t = ps->t;
     for (uint32_t j = 0; j < ps->R; j++) {
-        ps_msg m = {.type = type, .g = g, .k = k, .rank = t->rank};
+        ps_msg m = {.type = type, .g = g, .k = k, .rank = ps->me};
         const float *data = NULL;
         uint64_t n = 0;
         float *delta = NULL;
@@ -330,8 +343,9 @@ static void scatter(struct ps *ps, uint32_t type, uint32_t g, uint64_t k, const 
                 ps_fail(ps, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for a push");
                 return;
             }
+            const float *pulled = ps->x->pulled[r->index];
             for (uint64_t i = 0; i < n; i++)
-                delta[i] = r->stage_host[ps->off[j] + i] - r->pulled[ps->off[j] + i];
+                delta[i] = r->stage_host[ps->off[j] + i] - pulled[ps->off[j] + i];
             data = delta;
         }
         if (j == ps->me)
@@ -444,10 +458,8 @@ static void comm_thread(void *arg)
 
 /* Hands a request to the communication thread and waits for every shard's answer.
  * Returns OUT_OK, OUT_STOP or OUT_FAIL (the replica's status then says why). */
-static int request(replica *r, uint32_t type, uint64_t k)
+static int request(struct ps *ps, replica *r, uint32_t type, uint64_t k)
 {
-    vkt_trainer *t = r->t;
-    struct ps *ps = t->ps;
     double t0 = plat_now();
     plat_monitor_lock(ps->mon);
     slot *s = &ps->slots[r->index];
@@ -480,48 +492,49 @@ static int request(replica *r, uint32_t type, uint64_t k)
                      type == PS_PULL ? "pull" : "push", ps->w->timeout);
         return OUT_FAIL;
     }
-    if (out == OUT_FAIL && bad != t->rank)
+    if (out == OUT_FAIL && bad != ps->me)
         replica_fail(r, VKT_ERROR_REMOTE, "rank %u failed (its message is in its output); "
                      "every rank stopped", bad);
     return out;
 }
 
-static vkt_status pull_into_device(replica *r, uint64_t k)
+static vkt_status pull_into_device(struct ps *ps, replica *r, uint64_t k)
 {
-    int out = request(r, PS_PULL, k);
+    int out = request(ps, r, PS_PULL, k);
     if (out != OUT_OK)
         return out == OUT_STOP ? VKT_ERROR_STATE /* stop, not an error */ : r->status;
-    vkt_status st = vkt_model_write_params(r->model, r->pulled, r->t->param_count);
+    vkt_status st = vkt_model_write_params(r->model, ps->x->pulled[r->index], r->t->param_count);
     return st == VKT_OK ? st : replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
 }
 
-void ps_job_steps(replica *r)
+static void ps_job(exchange *x, replica *r)
 {
     vkt_trainer *t = r->t;
+    struct ps *ps = of(x)->run;
     for (uint64_t k = 0; k < t->run_steps && r->status == VKT_OK; k++) {
-        if (pull_into_device(r, k) != VKT_OK) /* its wait counts as waiting */
+        if (pull_into_device(ps, r, k) != VKT_OK) /* its wait counts as waiting */
             break;
         double t0 = plat_now();
         trainer_slow_down(r);
         if (trainer_next_batch(r) != VKT_OK)
             break;
-        trainer_set_step(r, t->steps + k);
+        apply_set_step(r, t->steps + k);
         if (trainer_forward_backward(r, t->steps + k) != VKT_OK) /* + optimizer, params out */
             break;
         r->stats.step_seconds += plat_now() - t0;
-        if (request(r, PS_PUSH, k) == OUT_FAIL)
+        if (request(ps, r, PS_PUSH, k) == OUT_FAIL)
             break;
         r->stats.steps++;
         if (r->index == 0 && trainer_is_chief(t) && t->progress &&
             trainer_progress(r, k, r->loss)) {
             if (r->status == VKT_OK) /* a stop; a failure is sent below */
-                request(r, PS_STOP, k);
+                request(ps, r, PS_STOP, k);
             break;
         }
     }
     if (r->status != VKT_OK && r->status != VKT_ERROR_REMOTE)
-        request(r, PS_FAIL, 0);
-    request(r, PS_DONE, 0);
+        request(ps, r, PS_FAIL, 0);
+    request(ps, r, PS_DONE, 0);
 }
 
 /* ---- set-up and end ------------------------------------------------------------- */
@@ -547,15 +560,18 @@ static void ps_free(struct ps *ps)
     free(ps);
 }
 
-vkt_status ps_begin(vkt_trainer *t)
+static vkt_status ps_begin(exchange *x)
 {
+    vkt_trainer *t = x->t;
+    vkt_world *w = of(x)->w;
     struct ps *ps = calloc(1, sizeof *ps);
-    uint32_t R = t->ranks, G = t->world_rep;
+    uint32_t R = vkt_world_size(w), G = t->world_rep;
     if (ps) {
         ps->t = t;
-        ps->w = t->world;
+        ps->x = x;
+        ps->w = w;
         ps->R = R;
-        ps->me = t->rank;
+        ps->me = vkt_world_rank(w);
         ps->G = G;
         ps->P = t->param_count;
         ps->off = calloc(R + 1, sizeof *ps->off);
@@ -580,7 +596,7 @@ vkt_status ps_begin(vkt_trainer *t)
     ps->rx_cap = sizeof(ps_msg) + most * sizeof(float);
     ps->rx = malloc(ps->rx_cap);
     ps->master = malloc((shard_len(ps, ps->me) + 1) * sizeof *ps->master);
-    float *p = t->rep[0].pulled; /* every rank starts from the same parameters */
+    float *p = x->pulled[0]; /* every rank starts from the same parameters */
     vkt_status st = ps->rx && ps->master ? vkt_model_read_params(t->rep[0].model, p, ps->P)
                                          : VKT_ERROR_OUT_OF_MEMORY;
     if (st != VKT_OK) {
@@ -590,23 +606,23 @@ vkt_status ps_begin(vkt_trainer *t)
     memcpy(ps->master, p + ps->off[ps->me], shard_len(ps, ps->me) * sizeof *p);
     for (uint32_t i = 0; i < t->n_rep; i++)
         ps->wait0[i] = t->rep[i].stats.wait_seconds;
-    ps->bytes0 = t->world->comm_bytes;
+    ps->bytes0 = w->comm_bytes;
     if (plat_thread_start(&ps->thread, comm_thread, ps) != 0) {
         ps_free(ps);
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "cannot start the communication "
                             "thread");
     }
-    t->ps = ps;
+    of(x)->run = ps;
     return VKT_OK;
 }
 
 /* Staleness over the world from the servers' histograms (shard 0 counts each update). */
 static vkt_status gather_staleness(vkt_trainer *t, struct ps *ps)
 {
-    vkt_status st = world_allreduce_u64(t->world, ps->hist, PS_HIST + 1, WORLD_SUM,
+    vkt_status st = world_allreduce_u64(ps->w, ps->hist, PS_HIST + 1, WORLD_SUM,
                                         "the staleness statistics");
     if (st != VKT_OK)
-        return trainer_fail(t, st, "%s", vkt_world_errmsg(t->world));
+        return trainer_fail(t, st, "%s", vkt_world_errmsg(ps->w));
     uint64_t n = 0, max = 0;
     double sum = 0;
     for (uint32_t b = 0; b <= PS_HIST; b++) {
@@ -630,23 +646,24 @@ static vkt_status gather_staleness(vkt_trainer *t, struct ps *ps)
 
 /* After the run (main thread, the communication thread gone): every shard to every rank
  * and into every replica; the world's staleness statistics. */
-vkt_status ps_end(vkt_trainer *t)
+static vkt_status ps_end(exchange *x)
 {
-    struct ps *ps = t->ps;
+    vkt_trainer *t = x->t;
+    struct ps *ps = of(x)->run;
     if (!ps)
         return VKT_OK;
     plat_thread_join(ps->thread);
-    t->ps = NULL;
+    of(x)->run = NULL;
     vkt_status st = ps->status;
     for (uint32_t i = 0; i < t->n_rep; i++) /* waiting for the servers, this run */
         t->stats.comm_seconds += t->rep[i].stats.wait_seconds - ps->wait0[i];
-    t->stats.comm_bytes += t->world->comm_bytes - ps->bytes0;
+    t->stats.comm_bytes += ps->w->comm_bytes - ps->bytes0;
     if (st != VKT_OK) { /* MPI failed or timed out: no more collectives */
         trainer_fail(t, st, "%s", ps->errmsg);
         ps_free(ps);
         return st;
     }
-    float *p = t->rep[0].pulled;
+    float *p = x->pulled[0];
     memcpy(p + ps->off[ps->me], ps->master, shard_len(ps, ps->me) * sizeof *p);
     uint64_t *counts = malloc(ps->R * sizeof *counts);
     if (!counts) {
@@ -655,10 +672,10 @@ vkt_status ps_end(vkt_trainer *t)
     }
     for (uint32_t j = 0; j < ps->R; j++)
         counts[j] = shard_len(ps, j);
-    st = world_allgatherv_f32(t->world, p, counts, ps->off, "the master's shards");
+    st = world_allgatherv_f32(ps->w, p, counts, ps->off, "the master's shards");
     free(counts);
     if (st != VKT_OK)
-        trainer_fail(t, st, "%s", vkt_world_errmsg(t->world));
+        trainer_fail(t, st, "%s", vkt_world_errmsg(ps->w));
     if (st == VKT_OK)
         st = gather_staleness(t, ps);
     for (uint32_t i = 0; st == VKT_OK && i < t->n_rep; i++)
@@ -668,9 +685,10 @@ vkt_status ps_end(vkt_trainer *t)
     return st;
 }
 
-vkt_status ps_snapshot(vkt_trainer *t, float *flat)
+static vkt_status ps_snapshot(exchange *x, float *flat)
 {
-    struct ps *ps = t->ps;
+    vkt_trainer *t = x->t;
+    struct ps *ps = of(x)->run;
     double t0 = plat_now();
     plat_monitor_lock(ps->mon);
     ps->snap = flat;
@@ -688,3 +706,34 @@ vkt_status ps_snapshot(vkt_trainer *t, float *flat)
     return ok ? VKT_OK : trainer_fail(t, VKT_ERROR_TIMEOUT, "the parameter servers did not "
                                       "send their shards for a checkpoint");
 }
+
+static void ps_destroy(exchange *x)
+{
+    if (!x)
+        return;
+    ps_free(of(x)->run); /* a fit that never ended (its thread is gone) */
+    exchange_free_pulled(x);
+    free(x);
+}
+
+static vkt_status ps_create(vkt_trainer *t, vkt_world *w, exchange **out)
+{
+    ps_exchange *px = calloc(1, sizeof *px);
+    if (!px)
+        return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    px->base.ops = &exchange_ps_ops;
+    px->base.t = t;
+    px->w = w;
+    *out = &px->base;
+    return VKT_OK;
+}
+
+const exchange_ops exchange_ps_ops = {
+    .name = "ps",
+    .create = ps_create,
+    .destroy = ps_destroy,
+    .begin = ps_begin,
+    .job = ps_job,
+    .end = ps_end,
+    .snapshot = ps_snapshot,
+};

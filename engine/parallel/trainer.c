@@ -1,7 +1,6 @@
 /* vkt_trainer: creation of the replicas, feeding, parameters, statistics. */
-#include "trainer.h"
-#include "pipe.h"
-#include "reduce_sum.h"
+#include "parallel/exec.h"
+#include "parallel/pipe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,59 +43,6 @@ vkt_status replica_fail(replica *r, vkt_status st, const char *fmt, ...)
     return st;
 }
 
-/* One replica: N == 1 runs model + optimizer in one recorded step; N > 1 adds the
- * staging of its mode. */
-static vkt_status record_update(vkt_stream *s, void *user)
-{
-    replica *r = user;
-    vkt_view params, grads;
-    uint64_t n;
-    vkt_status st = graph_model_flat(r->model, &params, &grads, &n);
-    return st == VKT_OK ? vkt_optimizer_record(r->opt, s, params, grads) : st;
-}
-
-static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device)
-{
-    vkt_context_options co = {.device_index = device, .kernels = t->opt.kernels};
-    vkt_status st = vkt_context_create(t->inst, &co, &r->ctx);
-    if (st != VKT_OK)
-        return trainer_fail(t, st, "replica %u (device %u): %s", r->index, device,
-                            vkt_last_error());
-    vkt_model_options mo = {.batch = r->rows, .check = t->opt.check, .row_offset = r->row0};
-    st = vkt_model_create(r->ctx, t->graph, t->loss, &mo, &r->model);
-    if (st != VKT_OK)
-        return trainer_fail(t, st, "replica %u: %s", r->index, vkt_last_error());
-    vkt_optimizer_options oo = t->optim;
-    if (t->opt.mode == VKT_PARALLEL_ASYNC && t->staged)
-        oo.grad_scale = (oo.grad_scale ? oo.grad_scale : 1.0f) * r->weight;
-    vkt_view pv, gv;
-    uint64_t trained = 0;
-    graph_model_flat(r->model, &pv, &gv, &trained); /* states are not the optimizer's */
-    st = vkt_optimizer_create(r->ctx, &oo, trained, &r->opt);
-    if (st != VKT_OK)
-        return trainer_fail(t, st, "replica %u: optimizer: %s", r->index,
-                            vkt_context_errmsg(r->ctx));
-    if (!t->staged) {
-        st = graph_model_add_epilogue(r->model, record_update, r);
-        return st == VKT_OK ? VKT_OK : trainer_from_model(t, r->model, st);
-    }
-    st = vkt_buffer_create(r->ctx, vkt_model_param_count(r->model) * 4, VKT_MEMORY_HOST,
-                           &r->stage);
-    if (st != VKT_OK)
-        return trainer_fail(t, st, "replica %u: staging: %s", r->index,
-                            vkt_context_errmsg(r->ctx));
-    r->stage_host = vkt_buffer_map(r->stage);
-    /* Alignment gaps between parameters are never copied out: keep them zero. */
-    memset(r->stage_host, 0, vkt_model_param_count(r->model) * 4);
-    if (t->opt.mode == VKT_PARALLEL_ASYNC) {
-        st = graph_model_add_epilogue(r->model, record_update, r);
-        if (st != VKT_OK)
-            return trainer_from_model(t, r->model, st);
-        return async_setup(t, r);
-    }
-    return sync_setup(t, r);
-}
-
 static vkt_status select_devices(vkt_trainer *t, uint32_t *dev, uint32_t *n)
 {
     if (t->opt.devices) {
@@ -123,42 +69,6 @@ static vkt_status select_devices(vkt_trainer *t, uint32_t *dev, uint32_t *n)
     return st == VKT_OK ? VKT_OK : trainer_fail(t, st, "%s", vkt_instance_errmsg(t->inst));
 }
 
-/* n: replicas over all ranks. */
-static vkt_status check_options(vkt_trainer *t, uint32_t n)
-{
-    const vkt_trainer_options *o = &t->opt;
-    if (t->world && o->balance_after)
-        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "balancing the batch by replica "
-                            "speed (balance_after, --balance) works within one process, not "
-                            "across %u ranks", t->ranks);
-    if (o->mode != VKT_PARALLEL_SYNC && o->mode != VKT_PARALLEL_ASYNC)
-        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "unknown parallel mode %d",
-                            (int)o->mode);
-    if (n > o->batch)
-        return trainer_fail(t, VKT_ERROR_SHAPE,
-                            "%u replicas cannot share a global batch of %u rows: every "
-                            "replica needs at least one row", n, o->batch);
-    if (o->slow_seconds > 0 && o->slow_replica >= n && o->slow_replica != UINT32_MAX)
-        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
-                            "slow_replica %u does not exist (%u replicas)", o->slow_replica, n);
-    if (o->bounded_staleness && o->mode != VKT_PARALLEL_ASYNC)
-        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
-                            "a staleness bound applies to async mode only");
-    /* Replicas pull the whole master copy in async mode, which would overwrite the states
-     * each replica's ops update (running averages) with the master's stale ones. */
-    for (uint32_t i = 0; o->mode == VKT_PARALLEL_ASYNC && n > 1 && i < graph_node_count(t->graph);
-         i++) {
-        graph_node_info in;
-        graph_node_info_at(t->graph, i, &in);
-        if (in.param && in.state)
-            return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
-                                "state '%s' (e.g. batch normalization's running averages) is "
-                                "not supported by async training with %u replicas: use sync "
-                                "mode", in.name, n);
-    }
-    return VKT_OK;
-}
-
 /* *laid_out: the ranks agreed on the replica layout (so every rank goes on to the
  * agreement after creation, trainer_world_agree). */
 static vkt_status create_all(vkt_trainer *t, int *laid_out)
@@ -174,41 +84,7 @@ static vkt_status create_all(vkt_trainer *t, int *laid_out)
     if (t->world) /* collective: every rank's replica count */
         st = trainer_world_layout(t, n, st);
     *laid_out = st == VKT_OK;
-    t->staged = t->world_rep > 1;
-    if (st == VKT_OK)
-        st = check_options(t, t->world_rep);
-    if (st == VKT_OK && !(t->rep = calloc(n, sizeof *t->rep)))
-        st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (st != VKT_OK)
-        return st;
-    t->n_rep = n;
-    uint64_t B = t->opt.batch, G = t->world_rep;
-    for (uint32_t i = 0; i < n; i++) { /* an even split over the world; the first rows to
-                                          the first replicas */
-        replica *r = &t->rep[i];
-        uint64_t g = t->rep_base + i;
-        r->t = t;
-        r->index = i;
-        r->row0 = (uint32_t)(B * g / G);
-        r->rows = (uint32_t)(B * (g + 1) / G) - r->row0;
-        r->weight = (float)r->rows / (float)t->opt.batch;
-    }
-    for (uint32_t i = 0; st == VKT_OK && i < n; i++)
-        st = create_replica(t, &t->rep[i], dev[i]);
-    if (st == VKT_OK) /* before the first recording, which places the marks */
-        t->overlap = t->opt.overlap > 0 ||
-                     (t->opt.overlap == 0 &&
-                      vkt_context_kernel_variant(t->rep[0].ctx) == VKT_KERNELS_GPU);
-    if (st == VKT_OK) {
-        vkt_view p, g;
-        t->param_count = vkt_model_param_count(t->rep[0].model);
-        graph_model_flat(t->rep[0].model, &p, &g, &t->grad_count);
-    }
-    if (st == VKT_OK && n > 1)
-        st = trainer_workers_start(t);
-    if (st == VKT_OK && n > 1 && !t->world && t->opt.mode == VKT_PARALLEL_SYNC)
-        st = sync_pool_start(t);
-    return st;
+    return st == VKT_OK ? exec_replicas_create(t, dev, n) : st;
 }
 
 /* Records replica 0's step now, so a shape past a device limit (found when a kernel is
@@ -279,7 +155,7 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
         return err_fail(NULL, st, "%s", msg);
     }
     t->stats.replicas = vkt_trainer_replicas(t);
-    t->stats.bytes_staged_per_step = t->staged ? 2ull * t->n_rep * t->grad_count * 4 : 0;
+    t->stats.bytes_staged_per_step = t->rd || t->xc ? 2ull * t->n_rep * t->grad_count * 4 : 0;
     *out = t;
     return VKT_OK;
 }
@@ -288,35 +164,11 @@ void vkt_trainer_destroy(vkt_trainer *t)
 {
     if (!t)
         return;
-    trainer_workers_stop(t);
-    reduce_pool_destroy(t->pool);
-    for (uint32_t i = 0; i < t->n_rep; i++) {
-        replica *r = &t->rep[i];
-        for (uint32_t e = 0; e < r->n_eval; e++)
-            vkt_model_destroy(r->eval[e].model);
-        vkt_model_destroy(r->model);
-        vkt_optimizer_destroy(r->opt);
-        vkt_context_destroy(r->ctx); /* also its stage buffer and apply stream */
-        vkt_loader_destroy(r->loader);
-        free(r->x);
-        free(r->y);
-        free(r->pulled);
-        free(r->stale);
-    }
-    free(t->rep);
+    exec_replicas_destroy(t);
     trainer_pipe_eval_free(t);
     vkt_pipeline_destroy(t->pipe); /* after the evaluation models on its contexts */
     free(t->pipe_off);
     free(t->pipe_host);
-    free((void *)t->master);
-    plat_monitor_destroy(t->push_lock);
-    free(t->pulls);
-    free(t->pushes);
-    free(t->comm);
-    free(t->ranges);
-    free(t->bucket_first);
-    free(t->bucket_mark);
-    free(t->bucket_req);
     free(t);
 }
 
@@ -346,12 +198,11 @@ vkt_status trainer_row_bytes(char *errmsg, vkt_model *m, const vkt_tensor *input
     return VKT_OK;
 }
 
-vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_feed *feeds,
-                        uint32_t n, uint32_t row0, uint32_t rows, uint32_t pad_to)
+vkt_status trainer_feed(char *errmsg, vkt_model *m, const vkt_feed *feeds, uint32_t n,
+                        uint32_t row0, uint32_t rows, uint32_t pad_to)
 {
     if (n && !feeds)
         return err_fail(errmsg, VKT_ERROR_INVALID_ARGUMENT, "feeds is NULL");
-    (void)t;
     /* every input (or labels) node the model computes from must be fed each step */
     vkt_status st = graph_model_check_fed(m, feeds, n, errmsg);
     for (uint32_t f = 0; st == VKT_OK && f < n; f++) {
@@ -378,61 +229,12 @@ vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_fe
     return st;
 }
 
-void trainer_slow_down(replica *r)
-{
-    vkt_trainer *t = r->t;
-    uint32_t slow = t->opt.slow_replica == UINT32_MAX ? t->world_rep - 1 : t->opt.slow_replica;
-    if (t->opt.slow_seconds > 0 && t->rep_base + r->index == slow)
-        plat_sleep(t->opt.slow_seconds * r->rows * t->world_rep / t->opt.batch);
-}
-
-void trainer_set_step(replica *r, uint64_t step)
-{
-    vkt_trainer *t = r->t;
-    if (t->opt.scale_lr && t->world_rep > 1) {
-        double ramp = t->opt.scale_lr_warmup ? (double)step / t->opt.scale_lr_warmup : 1.0;
-        double f = 1.0 + (t->world_rep - 1) * (ramp < 1.0 ? ramp : 1.0);
-        vkt_optimizer_options o;
-        vkt_optimizer_get_options(r->opt, &o);
-        o.lr = (float)(t->optim.lr * f);
-        vkt_optimizer_set_options(r->opt, &o);
-    }
-    vkt_optimizer_set_step(r->opt, step);
-}
-
-vkt_status trainer_step_submit(replica *r)
-{
-    r->submitted_at = plat_now();
-    vkt_status st = graph_model_step_submit(r->model);
-    return st == VKT_OK ? st : replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
-}
-
-vkt_status trainer_forward_backward(replica *r, uint64_t step)
-{
-    vkt_status st = trainer_step_submit(r);
-    return st == VKT_OK ? trainer_step_finish(r, step) : st;
-}
-
-vkt_status trainer_step_finish(replica *r, uint64_t step)
-{
-    vkt_status st = graph_model_step_wait(r->model);
-    if (st == VKT_OK)
-        st = vkt_model_loss(r->model, &r->loss);
-    if (st != VKT_OK)
-        return replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
-    if (!isfinite(r->loss))
-        return replica_fail(r, VKT_ERROR_DIVERGED, "the loss is %g at step %llu: training "
-                            "diverged (a smaller learning rate or gradient clipping may help)",
-                            (double)r->loss, (unsigned long long)step + 1);
-    return VKT_OK;
-}
-
 vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
                             float *out_loss)
 {
     if (!t)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_step: trainer is NULL");
-    if (t->opt.mode == VKT_PARALLEL_ASYNC && t->staged)
+    if (t->xc) /* an exchange runs a whole fit */
         return trainer_fail(t, VKT_ERROR_STATE,
                             "vkt_trainer_step is synchronous: in async mode use vkt_trainer_fit");
     if (t->lost)
@@ -447,10 +249,10 @@ vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_fe
     t->feeds = feeds;
     t->n_feeds = n_feeds;
     t->stop = 0;
-    vkt_status st = trainer_run_all(t, sync_job_feeds);
+    vkt_status st = trainer_run_all(t, trainer_job_feeds);
     if (st != VKT_OK)
         return st;
-    double loss = sync_mean_loss(t);
+    double loss = trainer_mean_loss(t);
     if (out_loss)
         *out_loss = (float)loss;
     t->steps++;
@@ -474,9 +276,7 @@ vkt_status vkt_trainer_set_optimizer(vkt_trainer *t, const vkt_optimizer_options
         return VKT_OK;
     }
     for (uint32_t i = 0; i < t->n_rep; i++) {
-        vkt_optimizer_options oo = *o;
-        if (t->opt.mode == VKT_PARALLEL_ASYNC && t->staged)
-            oo.grad_scale = (oo.grad_scale ? oo.grad_scale : 1.0f) * t->rep[i].weight;
+        vkt_optimizer_options oo = apply_options(t, o, &t->rep[i]);
         vkt_status st = vkt_optimizer_set_options(t->rep[i].opt, &oo);
         if (st != VKT_OK)
             return trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[i].ctx));
@@ -573,8 +373,7 @@ vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
             out->data_wait_seconds = t->rep[i].stats.data_wait_seconds;
     }
     round_trips(t, out);
-    out->average_threads = !t->staged || t->opt.mode != VKT_PARALLEL_SYNC ? 0
-                           : t->pool ? reduce_pool_threads(t->pool) : t->n_rep;
+    out->average_threads = t->rd ? t->rd->ops->threads(t->rd) : 0;
     out->stage_cached = t->rep && t->rep[0].stage ? gpu_buffer_host_cached(t->rep[0].stage)
                                                   : -1;
     return VKT_OK;

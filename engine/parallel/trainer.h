@@ -1,20 +1,17 @@
 /*
- * trainer.h - internals of vkt_trainer: replicas (context, model, optimizer, staging),
- * the worker threads that drive them, synchronous averaging and asynchronous updates.
- * The parallel layer: it knows models and optimizers, not file formats.
- *
- * Sync step, per replica thread r (N > 1):
- *   feed rows [row0, row0+rows) -> run the model's step, whose epilogue copies the flat
- *   gradient into host-visible `stage` -> barrier -> the pool's threads (the first
- *   replica threads, and helpers where the cores outnumber them) take chunks of the
- *   gradient: for every element i, s = sum_q w_q * stage_q[i] in q order (w_q = rows_q /
- *   batch, reduce_sum.h), written back into every replica's stage -> barrier -> run
- *   `apply` (copy stage -> gradient, optimizer). Every replica applies the same bits, so
- *   replicas stay bitwise identical.
- * Async step, per replica thread r: pull the master into the parameters, run the step
- *   (forward, backward, the replica's own optimizer with grad_scale w_r, copy the new
- *   parameters into `stage`), push master[i] += stage[i] - pulled[i] with relaxed
- *   atomics (lost updates allowed: docs/async.md), count staleness.
+ * trainer.h - internals of vkt_trainer, the facade: data, progress and the stop vote,
+ * checkpoints, statistics, and what the ranks agree on. Under it sit the pieces one row of
+ * exec_plan.c picks (exec.h):
+ *   - the executor: one replica or several (exec_replicas.c: a context, model and
+ *     optimizer each, a thread each when several), or pipelined stages (trainer_pipe.c
+ *     over the pipeline engine, pipe.h);
+ *   - sync: the gradient reducer (reduce.h): host threads (reduce_host.c), or MPI around
+ *     the host sum (reduce_world.c);
+ *   - async: the exchange (exchange.h): the host master (exchange_master.c), or the
+ *     sharded parameter server (ps.c);
+ *   - the optimizer application (apply.h): in the step, or after the average.
+ * The parallel layer: it knows models and optimizers, not file formats; the graph only
+ * through graph/runtime.h.
  */
 #ifndef VKT_PARALLEL_TRAINER_H
 #define VKT_PARALLEL_TRAINER_H
@@ -38,12 +35,9 @@ typedef struct eval_model {
 
 typedef struct vkt_trainer vkt_trainer_t;
 
-/* A parameter's gradient: `count` floats at `stage` in the flat gradient (and stage),
- * at `comm` in the comm buffer. */
-typedef struct grad_range {
-    uint64_t stage, comm, count;
-} grad_range;
-
+/* A replica: one data-parallel driver of this process, with its thread's data (loader,
+ * batch, loss, status, statistics) and, with the replicas executor, the context, model and
+ * optimizer it holds (a pipeline's one driver holds none: the engine's stages do). */
 typedef struct replica {
     vkt_trainer_t *t;
     uint32_t index;
@@ -52,10 +46,9 @@ typedef struct replica {
     vkt_optimizer *opt;
     uint32_t row0, rows;        /* its share of the global batch (rows over all ranks) */
     float weight;               /* rows / batch */
-    vkt_buffer *stage;          /* host-visible, param_count floats (N > 1) */
+    vkt_buffer *stage;          /* host-visible, param_count floats (a reducer or exchange) */
     float *stage_host;          /* its mapping */
-    vkt_stream *apply;          /* sync: stage -> gradient, optimizer update */
-    float *pulled;              /* async: the master as this replica read it */
+    vkt_stream *apply;          /* after the average: stage -> gradient, optimizer (apply.c) */
     eval_model eval[TRAINER_MAX_EVAL];
     uint32_t n_eval;
     /* per run */
@@ -67,12 +60,7 @@ typedef struct replica {
     vkt_status status;
     char errmsg[VKT_ERRMSG_SIZE];
     vkt_replica_stats stats;
-    uint32_t rec_bucket;        /* sync across ranks, recording: the bucket being filled */
-    uint64_t rec_fill;          /*   and its floats so far */
     double submitted_at;        /* when its step was submitted */
-    int finished;               /*   and it has been waited for */
-    uint64_t *stale;            /* async: staleness of each update */
-    uint64_t n_stale, cap_stale;
 } replica;
 
 typedef void (*replica_job)(replica *r);
@@ -85,32 +73,18 @@ struct vkt_trainer {
     vkt_optimizer_options optim;
     replica *rep;
     uint32_t n_rep;             /* this process's replicas */
-    int staged;                 /* gradients or parameters pass through host staging: more
-                                   than one replica in the world (else one submission) */
+    /* the pieces (exec_plan.c): the row picked, and its reducer (sync) or exchange (async)
+     * when the world has several replicas */
+    const struct exec_row *row;
+    struct reducer *rd;
+    struct exchange *xc;
 
-    /* across processes (trainer_world.c, sync_world.c); world is NULL when this process
-     * trains alone (no world, or a one-rank world) */
+    /* across processes (trainer_world.c); world is NULL when this process trains alone (no
+     * world, or a one-rank world) */
     vkt_world *world;
     uint32_t rank, ranks;
     uint32_t world_rep;         /* replicas over all ranks (n_rep when alone) */
     uint32_t rep_base;          /* global index of this rank's replica 0 */
-    /* sync across ranks: the gradients in the order the backward completes them, packed
-     * into the comm buffer (the ranks' sum), cut into buckets; then the tail */
-    float *comm;
-    uint64_t comm_n, packed;    /* comm floats; of which gradients (<= grad_count) */
-    grad_range *ranges;         /* in completion order */
-    uint32_t n_ranges, cap_ranges;
-    uint32_t *bucket_first;     /* bucket b: ranges [bucket_first[b], bucket_first[b+1]) */
-    uint32_t *bucket_mark;      /*   and the step's mark after its last copy (not the last) */
-    uint32_t n_buckets, cap_buckets;
-    int layout_done;            /* replica 0's recording has laid the buckets out */
-    int overlap;                /* marks after buckets: sent while the backward goes on */
-    world_req **bucket_req;
-    int x_stop, x_fail;         /* the exchange's verdict for this step (under barriers) */
-    vkt_status x_status;        /*   and the status the replicas return */
-    char x_msg[VKT_ERRMSG_SIZE];
-    float global_loss;          /* sync: the world's mean loss of the last step */
-    struct ps *ps;              /* async across ranks: this rank's parameter server (ps.c) */
     uint64_t steps;             /* global steps taken (the schedule's position) */
     uint64_t param_count;
     uint64_t grad_count;       /* the trained parameters: the first of param_count (states follow) */
@@ -135,15 +109,6 @@ struct vkt_trainer {
     void *progress_user;
     int stop;                   /* the progress callback asked to stop */
     double avg_seconds;
-    struct reduce_pool *pool;   /* sync in one process, N > 1: the host threads that sum
-                                   (replica threads 0..callers-1 and helpers; sync.c) */
-
-    /* async */
-    _Atomic float *master;
-    atomic_uint_fast64_t version;  /* master updates so far */
-    uint64_t *pulls, *pushes;      /* per replica, under mon */
-    plat_monitor *push_lock;        /* bounded staleness: pushes one at a time */
-    int failed;                    /* under mon: a replica failed, the others stop */
 
     int balanced;                  /* the split was re-made by measured speed */
 
@@ -234,8 +199,8 @@ vkt_status trainer_row_bytes(char *errmsg, vkt_model *m, const vkt_tensor *input
                              uint64_t *out);
 /* Writes rows [row0, row0+rows) of every feed into the model's inputs (zero rows up to
  * pad_to); checks that every input the model computes from is fed. */
-vkt_status trainer_feed(vkt_trainer *t, char *errmsg, vkt_model *m, const vkt_feed *feeds,
-                        uint32_t n, uint32_t row0, uint32_t rows, uint32_t pad_to);
+vkt_status trainer_feed(char *errmsg, vkt_model *m, const vkt_feed *feeds, uint32_t n,
+                        uint32_t row0, uint32_t rows, uint32_t pad_to);
 
 /* fit.c: the replica's rows of the next global batch from its own loader (every
  * replica's loader has the same seed, so all see the same sequence of batches). */
@@ -263,28 +228,6 @@ uint64_t trainer_hash(const void *data, size_t n);
 /* Whether this process writes files (the chief of the world, or alone). */
 int trainer_is_chief(const vkt_trainer *t);
 
-/* sync_world.c: the ranks' part of a sync step: after forward and backward, the local
- * weighted sum into the comm buffer bucket by bucket, one allreduce per bucket (replica
- * 0's thread), the verdict (a failure anywhere, a stop asked by the chief), the sum back
- * into every stage. Returns 1 to stop (statuses set), 0 to apply. */
-int sync_world_exchange(replica *r, uint64_t step);
-/* Recording, after the copy of a gradient into the stage: the bucket it belongs to, and
- * a mark where a bucket is complete, so the host sums and sends it while the device goes
- * on with the backward. Also an epilogue closes the last bucket (sync_world_setup_replica). */
-vkt_status sync_world_on_grad(replica *r, vkt_stream *s, uint64_t offset, uint64_t count);
-vkt_status sync_world_setup_replica(vkt_trainer *t, replica *r);
-/* Every check_identical steps: the parameters' hash, equal on every rank or a failure. */
-void sync_world_check_identical(replica *r, uint64_t step);
-
-/* ps.c: async across ranks, a sharded parameter server served by a communication
- * thread per rank. begin: the thread and this rank's shard; job: one replica's updates;
- * end: the shards gathered into every replica, the world's staleness statistics;
- * snapshot: the live master (for a checkpoint from the chief's progress callback). */
-vkt_status ps_begin(vkt_trainer *t);
-void ps_job_steps(replica *r);
-vkt_status ps_end(vkt_trainer *t);
-vkt_status ps_snapshot(vkt_trainer *t, float *flat);
-
 /* Context i of this process's holders (replicas, or a pipeline's copies x stages, copy
  * by copy), NULL past the last: what the round-trip statistics sum over. */
 vkt_context *trainer_holder_context(const vkt_trainer *t, uint32_t i);
@@ -297,38 +240,13 @@ void trainer_workers_stop(vkt_trainer *t);
 /* The first failure among the replicas, copied into the trainer's message. */
 vkt_status trainer_collect(vkt_trainer *t);
 
-/* sync.c */
-vkt_status sync_setup(vkt_trainer *t, replica *r);
-/* The averaging's thread pool (sync in one process with N > 1), sized to the cores and
- * the gradient's bytes (reduce_sum.h). */
-vkt_status sync_pool_start(vkt_trainer *t);
-/* One synchronous step of replica r on its rows already fed; returns its status. */
-vkt_status sync_step(replica *r, uint64_t step);
-void sync_job_steps(replica *r);  /* fit: run_steps steps from the replica's loader */
-void sync_job_feeds(replica *r);  /* vkt_trainer_step: one step from t->feeds */
+/* fit.c: the sync drivers' jobs. Steps: run_steps steps, each from the replica's own
+ * loader, as long as the replicas (and ranks) vote to go on; feeds: one step from
+ * t->feeds (vkt_trainer_step). */
+void trainer_job_steps(replica *r);
+void trainer_job_feeds(replica *r);
 /* The last step's mean loss over the global batch. */
-double sync_mean_loss(const vkt_trainer *t);
-
-/* async.c */
-vkt_status async_setup(vkt_trainer *t, replica *r);
-vkt_status async_begin(vkt_trainer *t);  /* master from replica 0's parameters */
-void async_job_steps(replica *r);
-vkt_status async_end(vkt_trainer *t);    /* master into every replica; staleness stats */
-
-/* Benchmarking: the artificial slowness of options.slow_replica, in proportion to rows. */
-void trainer_slow_down(replica *r);
-/* balance.c: re-splits the global batch by measured speed (sync); rebuilds models. */
-vkt_status trainer_balance(vkt_trainer *t);
-
-/* The replica's forward and backward (+ its own update when it has one) of `step` and
- * its loss; a non-finite loss fails it (VKT_ERROR_DIVERGED naming the step). */
-vkt_status trainer_forward_backward(replica *r, uint64_t step);
-/* The same in two halves: the step submitted; then waited for, with its loss checked. */
-vkt_status trainer_step_submit(replica *r);
-vkt_status trainer_step_finish(replica *r, uint64_t step);
-
-/* The learning rate of a step (linear scaling with warmup when asked). */
-void trainer_set_step(replica *r, uint64_t step);
+double trainer_mean_loss(const vkt_trainer *t);
 
 /* trainer_pipe.c: model parallelism inside the trainer (docs/model_parallel.md). */
 /* trainer_pipe_eval.c: vkt_trainer_predict through the stages, each running its part of

@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
-#include "parallel/trainer.h"
+#include "parallel/exchange.h"
 #include "platform/platform.h"
 
 /* The parameter nodes of replica 0's model (with stages: of the whole graph). */
@@ -46,13 +46,8 @@ static vkt_status check_trainer(vkt_trainer *t, const char *fn, const char *path
 
 vkt_status trainer_read_flat(vkt_trainer *t, float *flat)
 {
-    if (t->live && t->ps) /* async across ranks: the shards from every rank */
-        return ps_snapshot(t, flat);
-    if (t->live && t->master && t->opt.mode == VKT_PARALLEL_ASYNC) {
-        for (uint64_t i = 0; i < t->param_count; i++)
-            flat[i] = atomic_load_explicit(&t->master[i], memory_order_relaxed);
-        return VKT_OK;
-    }
+    if (t->live && t->xc) /* async: the shared parameters (across ranks: every shard) */
+        return t->xc->ops->snapshot(t->xc, flat);
     if (t->pipe) /* stages: copy 0's, in one unpipelined model's layout */
         return trainer_pipe_read_flat(t, 0, flat, t->param_count);
     vkt_status st = vkt_model_read_params(t->rep[0].model, flat, t->param_count);

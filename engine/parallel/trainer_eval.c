@@ -62,7 +62,7 @@ vkt_status vkt_trainer_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n
         st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     for (uint32_t row0 = 0; st == VKT_OK && row0 < rows; row0 += TRAINER_EVAL_BATCH) {
         uint32_t n = rows - row0 < TRAINER_EVAL_BATCH ? rows - row0 : TRAINER_EVAL_BATCH;
-        st = trainer_feed(t, t->errmsg, m, feeds, n_feeds, row0, n, TRAINER_EVAL_BATCH);
+        st = trainer_feed(t->errmsg, m, feeds, n_feeds, row0, n, TRAINER_EVAL_BATCH);
         if (st == VKT_OK && (st = vkt_model_forward(m)) != VKT_OK)
             st = trainer_from_model(t, m, st);
         if (st == VKT_OK &&

@@ -13,35 +13,14 @@
 #include <string.h>
 
 #include "optim/optim.h"
+#include "parallel/exec.h"
 #include "parallel/pipe.h"
-#include "parallel/trainer.h"
 
 int trainer_pipelined(const vkt_trainer *t)
 {
-    uint32_t P = t->opt.stages ? t->opt.stages : graph_placed_stages(t->graph);
-    return P > 1 || t->opt.micro_batches > 1;
-}
-
-/* What the pipeline engine does not combine with (yet), each named. */
-static vkt_status check_options(vkt_trainer *t, uint32_t P)
-{
-    const vkt_trainer_options *o = &t->opt;
-    const char *why = NULL;
-    if (t->world)
-        why = "training across ranks (a world of several processes)";
-    else if (o->mode != VKT_PARALLEL_SYNC)
-        why = "async mode (use sync: every copy of a stage applies the averaged gradient)";
-    else if (o->scale_lr)
-        why = "learning-rate scaling with the replicas (scale_lr)";
-    else if (o->balance_after)
-        why = "balancing the batch by replica speed (balance_after)";
-    else if (o->slow_seconds > 0)
-        why = "an artificially slowed replica (slow_seconds)";
-    if (why)
-        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_create: %s is not "
-                            "supported with pipeline stages (%u stages, %u micro-batches)", why,
-                            P, o->micro_batches ? o->micro_batches : 1);
-    return VKT_OK;
+    exec_facts f;
+    exec_facts_of(t, 0, &f);
+    return (f.has & EXEC_PIPELINED) != 0;
 }
 
 /* The flat layout of one unpipelined model, and the initial values of every parameter
@@ -66,10 +45,13 @@ static vkt_status make_layout(vkt_trainer *t)
 
 vkt_status trainer_pipe_create(vkt_trainer *t, const uint32_t *dev, uint32_t n)
 {
-    uint32_t P = t->opt.stages ? t->opt.stages : graph_placed_stages(t->graph);
-    vkt_status st = check_options(t, P);
+    exec_facts f; /* what the pipeline does not combine with (yet): exec_plan.c */
+    exec_facts_of(t, 0, &f);
+    vkt_status st = exec_plan_refuse(t, &f);
     if (st != VKT_OK)
         return st;
+    t->row = exec_plan_pick(&f);
+    uint32_t P = f.stages;
     uint32_t D = n >= P ? n / P : 1;
     if (n >= P && n % P != 0)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_create: the device "
@@ -88,7 +70,6 @@ vkt_status trainer_pipe_create(vkt_trainer *t, const uint32_t *dev, uint32_t n)
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     t->n_rep = 1;
     t->world_rep = D;
-    t->staged = 0;
     replica *r = &t->rep[0];
     r->t = t;
     r->rows = t->opt.batch;

@@ -1,0 +1,53 @@
+/*
+ * exchange.h - the exchange of asynchronous data parallelism: each replica pulls the
+ * shared parameters, runs forward, backward and its own optimizer on its rows (grad_scale
+ * w_r = rows / global batch), and pushes the change of its parameters, without waiting for
+ * the others (bounded by a staleness limit when asked). exec_plan.c picks one for async
+ * training with several replicas:
+ *   master (exchange_master.c): one process; a host master of relaxed atomics
+ *          (Hogwild!-style: lost updates allowed, docs/async.md), gates on a monitor;
+ *   ps     (ps.c): across ranks; the master sharded over the ranks, served by one
+ *          communication thread per rank (docs/distributed.md).
+ * Both see a replica's new parameters in its stage (its step's epilogue copies them
+ * there, exchange_attach) and what it pulled in pulled[r].
+ */
+#ifndef VKT_PARALLEL_EXCHANGE_H
+#define VKT_PARALLEL_EXCHANGE_H
+
+#include "parallel/trainer.h"
+
+typedef struct exchange exchange;
+
+typedef struct exchange_ops {
+    const char *name;
+    /* w: the world (NULL for the master of one process) */
+    vkt_status (*create)(vkt_trainer *t, vkt_world *w, exchange **out);
+    void (*destroy)(exchange *x);
+    /* A fit's start: the shared parameters from replica 0's (all replicas start equal). */
+    vkt_status (*begin)(exchange *x);
+    /* Replica r's job in a fit: run_steps updates (pull, step, push) until done, stopped
+     * or failed. */
+    void (*job)(exchange *x, replica *r);
+    /* A fit's end: the shared parameters into every replica; the staleness statistics. */
+    vkt_status (*end)(exchange *x);
+    /* During a fit (the chief's progress callback): the shared parameters now, for a
+     * checkpoint. */
+    vkt_status (*snapshot)(exchange *x, float *flat);
+} exchange_ops;
+
+struct exchange {
+    const exchange_ops *ops;
+    vkt_trainer *t;
+    float *pulled[TRAINER_MAX_REPLICAS]; /* per local replica: the parameters it pulled */
+};
+
+extern const exchange_ops exchange_master_ops;
+extern const exchange_ops exchange_ps_ops;
+
+/* A replica's model and buffers for either exchange: its step's epilogue copies the
+ * updated parameters into its stage; pulled[r] allocated. */
+vkt_status exchange_attach(exchange *x, replica *r);
+/* The shared part of destroy: the pulled arrays. */
+void exchange_free_pulled(exchange *x);
+
+#endif
