@@ -31,6 +31,15 @@
 #define SPEC_ATTENTION_VEC_T 5    /* probs and workspace as vec4s */
 #define SPEC_ATTENTION_COUNT 6
 
+/* attention_flash.comp (kernels/attention_flash.c; tiles planned by attention_plan.c) */
+#define SPEC_FLASH_PASS 1         /* 0 forward, 1 backward dq (+ D), 2 backward dk, dv */
+#define SPEC_FLASH_D 2            /* head size */
+#define SPEC_FLASH_LANES 3        /* lanes sharing a row: 1, 2, 4 or 8 */
+#define SPEC_FLASH_ROWS 4         /* rows per lane group */
+#define SPEC_FLASH_TILE 5         /* rows of a shared-memory tile (keys, or queries) */
+#define SPEC_FLASH_VEC 6          /* qkv, y, dy and dqkv rows as vec4s */
+#define SPEC_FLASH_COUNT 7
+
 /* axpby.comp (kernels/train_ops.c) */
 #define SPEC_AXPBY_ACCUM 1        /* beta != 0 */
 #define SPEC_AXPBY_VEC4 2

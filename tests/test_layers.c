@@ -3,14 +3,18 @@
  * CNN and transformer end to end: each checked against the double reference by finite
  * differences, on the device fused and unfused, and in VKT_CHECK mode. Then evaluation
  * mode (batch norm's running averages), token id checks and the errors of bad shapes
- * and device limits. The kernels' own tests are test_conv.c, test_norm.c and
- * test_attention.c. */
+ * and device limits. The attention cases and the transformer run again on every other
+ * attention variant (attention_flash among them), and a model's arena for attention at
+ * context 2048 shows which variants keep a [T,T] array. The kernels' own tests are
+ * test_conv.c, test_norm.c and test_attention.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
 #include "graph/graph.h"
 #include "harness.h"
+#include "kernels/attention.h"
 #include "kernels/conv.h"
 #include "platform/platform.h"
 #include "op_case.h"
@@ -92,13 +96,18 @@ static void norm_cases(void)
     run_case(&c);
 }
 
-static void embedding_attention_cases(void)
+static void embedding_case(void)
 {
     op_case c = begin("embedding ids [3,5] (repeats) from [7,6]");
     float ids[15] = {0, 3, 3, 6, 1, 3, 3, 3, 0, 2, 6, 6, 5, 4, 3};
     vkt_shape is = {2, {3, 5}};
     finish(&c, vkt_embedding(c.g, oc_input(&c, "ids", &is, ids), P(&c, 2, 7, 6, 0)));
     run_case(&c);
+}
+
+static void attention_cases(void)
+{
+    op_case c;
     static const uint32_t shapes[][4] = {{2, 5, 2, 3}, {1, 7, 3, 2}, {2, 1, 1, 4}, {1, 9, 1, 5}};
     for (int k = 0; k < 4; k++) {
         for (int d = 0; d < 2; d++) {
@@ -128,7 +137,7 @@ static void sequence_cases(void)
 }
 
 /* A transformer block and a CNN, small enough for the finite differences. */
-static void model_cases(void)
+static void transformer_case(void)
 {
     op_case c = begin("transformer: embedding + positions, ln, attention, gelu MLP, residuals");
     float ids[12] = {1, 4, 4, 0, 2, 3, 3, 3, 1, 0, 4, 2};
@@ -141,7 +150,11 @@ static void model_cases(void)
     h = vkt_gelu(c.g, vkt_linear(c.g, x, P(&c, 2, 4, 8, 0), P(&c, 1, 8, 0, 0)));
     finish(&c, vkt_add(c.g, x, vkt_linear(c.g, h, P(&c, 2, 8, 4, 0), NULL)));
     run_case(&c);
-    c = begin("cnn: conv relu maxpool, conv relu avgpool, linear");
+}
+
+static void cnn_case(void)
+{
+    op_case c = begin("cnn: conv relu maxpool, conv relu avgpool, linear");
     vkt_conv2d_options pad1 = {.pad_h = 1, .pad_w = 1};
     vkt_tensor *y = vkt_conv2d(c.g, P4(&c, 2, 1, 8, 8), P4(&c, 3, 1, 3, 3), P(&c, 1, 3, 0, 0),
                                &pad1);
@@ -381,6 +394,58 @@ static void errors(void)
     vkt_graph_destroy(g);
 }
 
+/* The attention cases and the transformer once more on every other attention variant,
+ * forced (the device's own ran above); and what a model asks of the arena for attention
+ * at context 512 and 2048: attention_flash (also what the probs variants hand sequences
+ * too long for their loops to) keeps no [T,T] array (aux and workspace [B,heads,T]); the
+ * probs variants keep [B,heads,T,T] twice over. */
+static void attention_variants(void)
+{
+    vkt_context *probe = th_context(VKT_KERNELS_AUTO);
+    for (int v = 0; v < GPU_VARIANT_COUNT; v++) {
+        const gpu_variant_row *row = gpu_variant_row_of((gpu_variant)v);
+        if (row->family != GPU_FAMILY_ATTENTION ||
+            !gpu_variant_runs(row, &probe->profile, NULL, 0))
+            continue;
+        vkt_context *ctx = th_context_filter(row->name);
+        if ((gpu_variant)v != probe->kv[GPU_FAMILY_ATTENTION]) {
+            printf("  attention cases on %s\n", row->name);
+            oc_set_context(ctx);
+            attention_cases();
+            transformer_case();
+        }
+        for (uint32_t t = 512; t <= 2048; t *= 4) {
+            const uint32_t b = 1, heads = 2, c = 64;
+            vkt_graph *g = NULL;
+            vkt_graph_create(NULL, &g);
+            vkt_tensor *y = vkt_causal_attention(g, param_of(g, 3, b, t, 3 * c, 0), heads, 0.1f);
+            vkt_model *m = NULL;
+            vkt_model_stats st;
+            /* lavapipe: the probs variants' loops take t = 512 but not 2048 (flash runs) */
+            ka_plan pl = ka_attention_plan_for(ctx, b, t, heads, c / heads);
+            TH_CHECK(t > 512 || pl.variant == (gpu_variant)v, "%s runs t = %u", row->name, t);
+            if (TH_OK(ctx, vkt_model_create(ctx, g, vkt_sum(g, y, -1), NULL, &m)) &&
+                TH_OK(ctx, vkt_model_stats_get(m, &st))) {
+                uint64_t tt = 4ull * b * heads * t * t, row_bytes = 4ull * b * t * c;
+                int lse = pl.saved == KA_SAVED_LSE;
+                printf("  %s, t = %u (%s): arena without reuse %llu bytes\n", row->name, t,
+                       gpu_variant_row_of(pl.variant)->name,
+                       (unsigned long long)st.activation_no_reuse_bytes);
+                TH_CHECK(lse ? st.activation_no_reuse_bytes < 16 * row_bytes
+                             : st.activation_no_reuse_bytes > 2 * tt,
+                         "%s, attention [%u,%u,%u] with %u heads (%s): the arena without reuse "
+                         "is %llu bytes (B T C floats: %llu bytes, B heads T T: %llu)",
+                         row->name, b, t, 3 * c, heads, gpu_variant_row_of(pl.variant)->name,
+                         (unsigned long long)st.activation_no_reuse_bytes,
+                         (unsigned long long)row_bytes, (unsigned long long)tt);
+            }
+            vkt_model_destroy(m);
+            vkt_graph_destroy(g);
+        }
+    }
+    oc_set_context(g_ctx);
+}
+
 int main(void)
 {
     th_init("test_layers");
@@ -389,9 +454,12 @@ int main(void)
     conv_cases();
     pool_cases();
     norm_cases();
-    embedding_attention_cases();
+    embedding_case();
+    attention_cases();
     sequence_cases();
-    model_cases();
+    transformer_case();
+    cnn_case();
+    attention_variants();
     batch_norm_modes();
     states_and_replicas();
     token_ids_checked();

@@ -192,34 +192,39 @@ static void check_conv(void)
     tens_free(&dx), tens_free(&dw), tens_free(&db), tens_free(&ws);
 }
 
-/* Causal attention without dropout, t and d off the row blocks: y, probs, dqkv. */
+/* Causal attention without dropout, t and d off the row blocks and tiles: y, what the
+ * variant saves (probs or the row logsumexps), dqkv. */
 static void check_attention(void)
 {
     const uint32_t b = 2, t = 13, heads = 3, d = 6;
     uint64_t nq = (uint64_t)b * t * 3 * heads * d, ny = (uint64_t)b * t * heads * d;
-    uint64_t np = (uint64_t)b * heads * t * t;
-    uint64_t nw = ka_attention_workspace_elems(b, t, heads, d);
-    tens qkv = tens_new(nq, -1, 1), y = tens_new(ny, 0, 0), probs = tens_new(np, 0, 0);
+    uint64_t np = ka_attention_saved_elems(ctx, b, t, heads, d);
+    uint64_t nw = ka_attention_workspace_elems(ctx, b, t, heads, d);
+    int lse = ka_attention_plan_for(ctx, b, t, heads, d).saved == KA_SAVED_LSE;
+    tens qkv = tens_new(nq, -1, 1), y = tens_new(ny, 0, 0), saved = tens_new(np, 0, 0);
     tens dy = tens_new(ny, -1, 1), dqkv = tens_new(nq, 0, 0), ws = tens_new(nw, 0, 0);
     vkt_view none = {NULL, 0};
     TH_OK(ctx, vkt_stream_reset(s));
-    TH_OK(ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&probs.b), none, b, t,
+    TH_OK(ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&saved.b), none, b, t,
                             heads, d, 0.0f, 0, 0));
-    TH_OK(ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&probs.b), none,
+    TH_OK(ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&y.b), th_view(&saved.b), none,
                                      th_view(&dy.b), th_view(&dqkv.b), 0.0f, th_view(&ws.b), b,
                                      t, heads, d, 0.0f, 0, 0));
     if (run()) {
         double *ry = calloc(ny, sizeof *ry), *rp = calloc(np, sizeof *rp);
         double *rdq = calloc(nq, sizeof *rdq);
         ka_ref_attention(qkv.d, ry, b, t, heads, d, 0.0f, 0, 0, 0);
-        ka_ref_attention_probs(qkv.d, rp, b, t, heads, d);
+        if (lse)
+            ka_ref_attention_lse(qkv.d, rp, b, t, heads, d);
+        else
+            ka_ref_attention_probs(qkv.d, rp, b, t, heads, d);
         ka_ref_attention_backward(qkv.d, dy.d, rdq, b, t, heads, d, 0.0f, 0, 0, 0);
         expect("attention y", &y, ry, 1e-4f, 1e-5f);
-        expect("attention probs", &probs, rp, 1e-4f, 1e-6f);
+        expect(lse ? "attention lse" : "attention probs", &saved, rp, 1e-4f, 1e-6f);
         expect("attention dqkv", &dqkv, rdq, 1e-4f, 1e-5f);
         free(ry), free(rp), free(rdq);
     }
-    tens_free(&qkv), tens_free(&y), tens_free(&probs), tens_free(&dy), tens_free(&dqkv);
+    tens_free(&qkv), tens_free(&y), tens_free(&saved), tens_free(&dy), tens_free(&dqkv);
     tens_free(&ws);
 }
 
@@ -473,10 +478,11 @@ static void check_stated(void)
                      gpu_family_name((gpu_family)f), chosen_name(c, (gpu_family)f));
         }
         TH_CHECK(c[GPU_FAMILY_ROWS] == GPU_V_ROWS_SPREAD &&
-                     c[GPU_FAMILY_ATTENTION] == GPU_V_ATTENTION_ROWS &&
+                     c[GPU_FAMILY_ATTENTION] == GPU_V_ATTENTION_FLASH &&
                      c[GPU_FAMILY_CONV] == GPU_V_CONV_IMPLICIT,
-                 "%s: rows spread over threads, attention one row per lane, conv implicit "
-                 "(%s)", devs[i].name, chosen_name(c, GPU_FAMILY_CONV));
+                 "%s: rows spread over threads, attention through shared-memory tiles (%s), "
+                 "conv implicit (%s)", devs[i].name, chosen_name(c, GPU_FAMILY_ATTENTION),
+                 chosen_name(c, GPU_FAMILY_CONV));
         /* conv_implicit's row needs what its smallest tile does: every device it runs on
          * has a tile (conv_plan.c), and a GPU without it falls back to conv_im2col */
         uint32_t rows, least_shared = UINT32_MAX, least_threads = UINT32_MAX;

@@ -75,6 +75,11 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     [GPU_V_ATTENTION_SHUFFLE] = {GPU_FAMILY_ATTENTION, "attention_shuffle", CPU, SHUFFLE, 8,
                                  0, 8, "8 query rows per 8-lane workgroup, row pairs "
                                  "through subgroup shuffles (attention.comp)"},
+    [GPU_V_ATTENTION_FLASH] = {GPU_FAMILY_ATTENTION, "attention_flash", GPU, SHUFFLE, 1,
+                               16384, 64, "query (key) blocks per workgroup, key (query) "
+                               "tiles through shared memory, online softmax, rows split "
+                               "over lane groups; saves the row logsumexps, no t x t array "
+                               "(attention_flash.comp)"},
     [GPU_V_ATTENTION_ROWS] = {GPU_FAMILY_ATTENTION, "attention_rows", CPU | GPU, SHUFFLE, 1,
                               0, 64, "one query row per lane, 64-lane workgroups "
                               "(attention.comp)"},

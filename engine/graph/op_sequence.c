@@ -1,7 +1,9 @@
 /* op_sequence.c - the sequence ops of the character model (kernels: engine/kernels/norm.h
  * for the embedding, attention.h): embedding lookup of fp32 token ids, and causal
- * multi-head self-attention over qkv [B,T,3C], which saves its softmax weights (aux,
- * [B,heads,T,T]) for the backward and takes its dropout keys by global batch row. */
+ * multi-head self-attention over qkv [B,T,3C], which saves for the backward what its
+ * kernel variant needs (aux: the softmax weights [B,heads,T,T], or on GPUs the row
+ * logsumexps [B,heads,T]; its backward then also reads the output) and takes its dropout
+ * keys by global batch row. */
 #include "graph/layers.h"
 #include "graph/op_impl.h"
 
@@ -85,8 +87,8 @@ static vkt_status attention_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *
 {
     uint32_t b, tt, h, d;
     layer_attn_dims(t, op_in_shape(m, t, 0), &b, &tt, &h, &d);
-    *aux = (uint64_t)b * h * tt * tt;
-    *tmp = ka_attention_workspace_elems(b, tt, h, d);
+    *aux = ka_attention_saved_elems(m->ctx, b, tt, h, d);
+    *tmp = ka_attention_workspace_elems(m->ctx, b, tt, h, d);
     return VKT_OK;
 }
 
@@ -112,8 +114,9 @@ static vkt_status bwd_attention(const op_rec *r)
     if (!op_want(m, t, 0))
         return VKT_OK;
     vkt_view dy = op_dy(r);
-    return ka_attention_backward(r->s, op_in_val(m, t, 0), op_view_or(m, nd->aux, dy),
-                                 op_ctrl_step(m), dy, op_dx(m, t, 0), op_beta(m, t->id, 0),
+    return ka_attention_backward(r->s, op_in_val(m, t, 0), op_out_val(r),
+                                 op_view_or(m, nd->aux, dy), op_ctrl_step(m), dy,
+                                 op_dx(m, t, 0), op_beta(m, t->id, 0),
                                  op_view_or(m, nd->tmp, dy), b, tt, h, d,
                                  t->p.attention.dropout, t->p.attention.seed,
                                  model_row_shift(m, t->id, b));
@@ -142,6 +145,17 @@ static void ref_attention_bwd(const graph_ref_args *a)
                                   a->step);
 }
 
+/* qkv and the saved array; where the kernel saves the row logsumexps, the output too
+ * (D_i = dy_i . y_i). */
+static void attention_reads(const vkt_model *m, const vkt_tensor *t, acc_list *l)
+{
+    uint32_t b, tt, h, d;
+    layer_attn_dims(t, op_in_shape(m, t, 0), &b, &tt, &h, &d);
+    op_reads_inputs(m, t, l);
+    if (ka_attention_plan_for(m->ctx, b, tt, h, d).saved == KA_SAVED_LSE)
+        plan_add(l, m->node[t->id].val, 0, 0);
+}
+
 static const char *const names_qkv[] = {"qkv"};
 
 static uint64_t *attention_seed(graph_params *p) { return &p->attention.seed; }
@@ -150,6 +164,6 @@ const graph_op_def graph_op_attention = {
     .name = "causal_attention", .fn = "vkt_causal_attention", .flags = OPF_AUX_SAVED,
     .min_in = 1, .max_in = 1, .in_names = names_qkv, .shape = shape_attention,
     .arrays = attention_arrays, .forward = fwd_attention, .backward = bwd_attention,
-    .backward_reads = op_reads_inputs, .ref_forward = ref_attention,
+    .backward_reads = attention_reads, .ref_forward = ref_attention,
     .ref_backward = ref_attention_bwd, .grad_rtol = 1e-5, .seed = attention_seed,
 };

@@ -1,7 +1,11 @@
 /*
  * attention.h - fused causal multi-head self-attention on the device (forward and
- * backward, shaders/attention.comp) and its double-precision references
- * (ref_attention.c). Same conventions as the rest of the kernel library: views count
+ * backward) and its double-precision references (ref_attention.c). Three kernel
+ * variants (engine/gpu/variants.c): attention_flash (GPUs: shaders/attention_flash.comp,
+ * tiles in shared memory, online softmax, attention_flash.c), attention_shuffle and
+ * attention_rows (CPU devices, and any device with shuffles: shaders/attention.comp, one
+ * row per lane, attention_rows.c); the plan (attention_plan.c) says what each dispatches
+ * and allocates. Same conventions as the rest of the kernel library: views count
  * float elements, each call records its dispatches into a stream (nothing runs until
  * the stream does), every argument is checked and a failure returns a status with the
  * context's message set.
@@ -10,8 +14,12 @@
  *   qkv   [b, t, 3 * heads * d]  along the last axis q (heads * d), then k, then v;
  *                                head j uses columns j*d .. j*d+d-1 of each
  *   y, dy [b, t, heads * d]      head j's output in columns j*d ..
- *   probs [b, heads, t, t]       softmax probabilities before dropout (0 above the
- *                                diagonal), written by the forward for the backward
+ *   saved                        what the forward writes for the backward; the context's
+ *                                variant decides (ka_attention_plan): probs [b, heads, t,
+ *                                t], the softmax probabilities before dropout (0 above the
+ *                                diagonal), for attention_shuffle and attention_rows; the
+ *                                row logsumexps lse [b, heads, t] for attention_flash,
+ *                                which stores no [t, t] array anywhere
  *   ctrl  [2]                    the step, a uint64 (low word first) read by the device
  *                                at run time, so a recorded stream replayed every step
  *                                draws a new dropout mask; unused (may be a NULL
@@ -20,14 +28,16 @@
  * Dropout: element (bb, h, i, j) of the attention matrix is kept iff
  * dropout_kept(dropout_key64(seed, step),
  * (((b0 + bb) * heads + h) * t + i) * t + j, dropout_threshold(p_drop))
- * (shaders/dropout_hash.h, shared with the shaders; the index's low 32 bits);
- * kept values are scaled by 1 / (1 - p_drop). b0 is the global index of sequence 0
- * when these b sequences are part of a larger batch split over several models (0: the
- * whole batch), so the parts draw the masks the whole batch would.
+ * (shaders/dropout_hash.h, shared with the shaders; the index's low 32 bits), on every
+ * variant; kept values are scaled by 1 / (1 - p_drop). b0 is the global index of
+ * sequence 0 when these b sequences are part of a larger batch split over several
+ * models (0: the whole batch), so the parts draw the masks the whole batch would.
  *
  * Limits: d <= KA_MAX_D; every tensor below 2^31 elements; on devices whose shader loops
  * stop early (lavapipe: 65535 iterations per invocation) t is bounded by
- * ka_attention_max_t(). Beyond them the calls fail with VKT_ERROR_LIMIT. The device
+ * ka_attention_max_t() (the probs variants' own bound is lower: longer sequences run
+ * attention_flash, ka_attention_plan_for). Beyond them the calls fail with
+ * VKT_ERROR_LIMIT. The device
  * needs subgroup shuffles in compute shaders (every Vulkan 1.1 GPU driver and lavapipe).
  * Forward: 1 dispatch; backward: 2.
  */
@@ -36,28 +46,81 @@
 
 #include "gpu/gpu.h"
 
-#define KA_MAX_D 64u
+#define KA_MAX_D 128u
+
+/* What the forward saves for the backward. */
+typedef enum ka_saved {
+    KA_SAVED_PROBS, /* probs [b, heads, t, t] (attention_shuffle, attention_rows) */
+    KA_SAVED_LSE    /* lse [b, heads, t]: log sum_{j <= i} exp(s_ij) (attention_flash) */
+} ka_saved;
+
+/* One dispatch of an attention call: its workgroups and what each takes. */
+typedef struct ka_pass {
+    uint32_t threads;         /* per workgroup */
+    uint32_t rows_per_block;  /* consecutive rows of one (sequence, head) per block:
+                                 queries, or keys in the backward's second pass */
+    uint32_t blocks_per_head; /* ceil(t / rows_per_block) */
+    uint64_t blocks;          /* b * heads * blocks_per_head */
+    uint64_t workgroups;      /* flash: one per block; attention.comp: threads / 8 blocks
+                                 per workgroup of the rows variant */
+    uint32_t groups[3];       /* the grid: x * y >= workgroups (x at most GPU_MAX_GROUPS) */
+    uint32_t lanes, rows;     /* flash: lanes sharing a row; rows per lane group */
+    uint32_t tile;            /* flash: rows of a shared-memory tile (keys, or queries) */
+    uint32_t shared_bytes;    /* per workgroup */
+} ka_pass;
+
+/* The work decomposition of one attention call (attention_plan.c). */
+typedef struct ka_plan {
+    gpu_variant variant;
+    ka_saved saved;
+    uint64_t saved_elems;     /* written by the forward, read by the backward */
+    uint64_t workspace_elems; /* the backward's: dP and D (probs variants), D (flash) */
+    uint32_t max_t;           /* the longest sequence the device's loop budget allows
+                                 (UINT32_MAX where loops are unbounded); 0: d unsupported */
+    ka_pass pass[3];          /* forward; backward by query rows; backward by key rows */
+} ka_plan;
+
+/* The plan of attention on b sequences of t positions, heads of width d, with the given
+ * variant on a device of profile p. attention_flash: lanes per row and rows per lane
+ * group from d (registers), the tile from the shared memory, fewer rows per workgroup
+ * while the grid leaves compute units idle (attention_plan.c explains each). Pure: no
+ * Vulkan call, so a test plans for a stated device. A variant outside the attention
+ * family, or b, t, heads or d of 0, gives a plan of zeros. */
+ka_plan ka_attention_plan(const gpu_profile *p, gpu_variant variant, uint32_t b, uint32_t t,
+                          uint32_t heads, uint32_t d);
+
+/* The plan the calls below follow on ctx: its attention variant's, except where that
+ * variant's loops cannot take t on the device (lavapipe's loop budget: the probs
+ * variants walk every key per lane) and attention_flash runs there and can: then
+ * attention_flash's. A plan of zeros when the family has no variant on the device. */
+ka_plan ka_attention_plan_for(const vkt_context *ctx, uint32_t b, uint32_t t, uint32_t heads,
+                              uint32_t d);
+
+/* The element counts the calls take (ka_attention_plan_for): the forward's saved array
+ * and the backward's workspace. */
+uint64_t ka_attention_saved_elems(const vkt_context *ctx, uint32_t b, uint32_t t,
+                                  uint32_t heads, uint32_t d);
+uint64_t ka_attention_workspace_elems(const vkt_context *ctx, uint32_t b, uint32_t t,
+                                      uint32_t heads, uint32_t d);
 
 /* Causal scaled dot-product attention. For query i of head h: s_ij = q_i . k_j / sqrt(d)
  * for j <= i (j > i masked out), p_i = softmax_j(s_i), y_i = sum_j drop(p_ij) v_j.
- * Writes y and probs (p before dropout, entries j > i as 0). 0 <= p_drop < 1. */
-vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view probs, vkt_view ctrl,
+ * Writes y and saved (ka_attention_saved_elems elements). 0 <= p_drop < 1. */
+vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved, vkt_view ctrl,
                         uint32_t b, uint32_t t, uint32_t heads, uint32_t d, float p_drop,
                         uint64_t seed, uint64_t b0);
 
-/* Workspace elements the backward needs: dP [b, heads, t, t] and D [b, heads, t]. */
-uint64_t ka_attention_workspace_elems(uint32_t b, uint32_t t, uint32_t heads, uint32_t d);
-
 /* dqkv [b, t, 3 heads d] = gradient + beta * dqkv (beta 0 writes all of it without
- * reading it: old contents may be NaN) from dy [b, t, heads d], qkv and probs from the
- * forward, and the same ctrl step, seed and p_drop. Two dispatches: per query row (dP
- * into the workspace, dq), then per key row (dk, dv). */
-vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view probs, vkt_view ctrl,
-                                 vkt_view dy, vkt_view dqkv, float beta, vkt_view workspace,
-                                 uint32_t b, uint32_t t, uint32_t heads, uint32_t d,
-                                 float p_drop, uint64_t seed, uint64_t b0);
+ * reading it: old contents may be NaN) from dy [b, t, heads d], and qkv, y and saved
+ * from the forward with the same ctrl step, seed and p_drop (the probs variants do not
+ * read y). Two dispatches: per query row (dq; the probs variants also dP into the
+ * workspace, flash the row sums D_i = dy_i . y_i), then per key row (dk, dv). */
+vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved,
+                                 vkt_view ctrl, vkt_view dy, vkt_view dqkv, float beta,
+                                 vkt_view workspace, uint32_t b, uint32_t t, uint32_t heads,
+                                 uint32_t d, float p_drop, uint64_t seed, uint64_t b0);
 
-/* The largest t the kernels accept for head width d on the stream's device (UINT32_MAX
+/* The largest t the calls accept for head width d on the context's device (UINT32_MAX
  * where shader loops are unbounded); 0 if d is 0 or above KA_MAX_D. */
 uint32_t ka_attention_max_t(const vkt_context *ctx, uint32_t d);
 
@@ -69,6 +132,9 @@ void ka_ref_attention(const double *qkv, double *y, uint32_t b, uint32_t t, uint
 /* probs [b, heads, t, t] (overwritten): the causal softmax of the scores, 0 for j > i. */
 void ka_ref_attention_probs(const double *qkv, double *probs, uint32_t b, uint32_t t,
                             uint32_t heads, uint32_t d);
+/* lse [b, heads, t] (overwritten): log sum_{j <= i} exp(s_ij), s_ij = q_i . k_j / sqrt(d). */
+void ka_ref_attention_lse(const double *qkv, double *lse, uint32_t b, uint32_t t,
+                          uint32_t heads, uint32_t d);
 /* dqkv += the gradient of sum(dy * y) with respect to qkv (same step's mask). */
 void ka_ref_attention_backward(const double *qkv, const double *dy, double *dqkv, uint32_t b,
                                uint32_t t, uint32_t heads, uint32_t d, float p_drop,

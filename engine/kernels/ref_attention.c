@@ -35,6 +35,29 @@ static void softmax_row(const double *qkv, uint32_t t, uint32_t heads, uint32_t 
         p[j] /= sum;
 }
 
+void ka_ref_attention_lse(const double *qkv, double *lse, uint32_t b, uint32_t t,
+                          uint32_t heads, uint32_t d)
+{
+    for (uint32_t bb = 0; bb < b; bb++)
+        for (uint32_t h = 0; h < heads; h++)
+            for (uint32_t i = 0; i < t; i++) {
+                double mx = -INFINITY, sum = 0.0;
+                for (int pass = 0; pass < 2; pass++)
+                    for (uint32_t j = 0; j <= i; j++) {
+                        double s = 0.0;
+                        for (uint32_t c = 0; c < d; c++)
+                            s += at(qkv, t, heads, d, bb, i, 0, h, c) *
+                                 at(qkv, t, heads, d, bb, j, 1, h, c);
+                        s /= sqrt((double)d);
+                        if (pass == 0)
+                            mx = fmax(mx, s);
+                        else
+                            sum += exp(s - mx);
+                    }
+                lse[((uint64_t)bb * heads + h) * t + i] = mx + log(sum);
+            }
+}
+
 /* The dropout factor of attention element (bb, h, i, j): 0 or 1 / (1 - p_drop). */
 static double drop_factor(uint32_t key, uint32_t threshold, float p_drop, uint32_t t,
                           uint32_t heads, uint64_t bb, uint32_t h, uint32_t i, uint32_t j)
