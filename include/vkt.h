@@ -694,7 +694,10 @@ VKT_API vkt_tensor *vkt_embedding(vkt_graph *graph, vkt_tensor *ids, vkt_tensor 
 /* Causal multi-head self-attention on qkv [B,T,3C] (queries, keys, values side by side,
  * head h in columns h*C/heads.. of each) -> [B,T,C]: for each head softmax(q k^T /
  * sqrt(C/heads)) with position i seeing positions <= i, dropout p on the attention weights
- * in training (0 <= p < 1), times v. Fused kernels; the weights are kept for the backward. */
+ * in training (0 <= p < 1), times v. Fused kernels, head size C/heads up to 128. The
+ * backward reads the weights the forward saved (CPU devices: [B,heads,T,T]) or recomputes
+ * them from each row's saved logsumexp (GPUs, and long sequences on CPU devices: no
+ * [T,T] array, only [B,heads,T]). */
 VKT_API vkt_tensor *vkt_causal_attention(vkt_graph *graph, vkt_tensor *qkv, uint32_t heads,
                                          float dropout);
 

@@ -414,6 +414,13 @@ static void attention_variants(void)
             attention_cases();
             transformer_case();
         }
+        if (v == GPU_V_ATTENTION_FLASH && probe->variant != VKT_KERNELS_GPU) {
+            /* as a GPU plans it: lane groups and their shuffles */
+            printf("  attention cases on gpu,%s\n", row->name);
+            oc_set_context(th_context_filter("gpu,attention_flash"));
+            attention_cases();
+            transformer_case();
+        }
         for (uint32_t t = 512; t <= 2048; t *= 4) {
             const uint32_t b = 1, heads = 2, c = 64;
             vkt_graph *g = NULL;

@@ -75,9 +75,11 @@ uint32_t ka_attention_max_t(const vkt_context *ctx, uint32_t d)
 {
     if (!ctx || !impl_of(ctx->kv[GPU_FAMILY_ATTENTION]))
         return 0;
-    uint32_t own = ka_attention_plan(&ctx->profile, ctx->kv[GPU_FAMILY_ATTENTION], 1, 1, 1, d).max_t;
+    /* planned for a long sequence: the workgroups long sequences get */
+    const uint32_t t = 1u << 20;
+    uint32_t own = ka_attention_plan(&ctx->profile, ctx->kv[GPU_FAMILY_ATTENTION], 1, t, 1, d).max_t;
     uint32_t flash = flash_runs(ctx)
-                         ? ka_attention_plan(&ctx->profile, GPU_V_ATTENTION_FLASH, 1, 1, 1, d).max_t
+                         ? ka_attention_plan(&ctx->profile, GPU_V_ATTENTION_FLASH, 1, t, 1, d).max_t
                          : 0;
     return own > flash ? own : flash;
 }
@@ -121,6 +123,12 @@ static vkt_status check(vkt_stream *s, ka_call *c)
                         "shader loops stop after %llu iterations): at most t = %u", c->fn, c->t,
                         c->d, (unsigned long long)ku_loop_budget(ctx),
                         ka_attention_max_t(ctx, c->d));
+    if (c->used[KA_WS] && c->plan.saved == KA_SAVED_PROBS) {
+        /* the probs variants' backward does not read y (a model may reuse its memory) */
+        c->view[KA_Y] = c->view[KA_QKV];
+        c->count[KA_Y] = c->count[KA_QKV];
+        c->used[KA_Y] = 0;
+    }
     c->count[KA_SAVED] = c->plan.saved_elems;
     if (c->used[KA_WS])
         c->count[KA_WS] = c->plan.workspace_elems;

@@ -76,7 +76,9 @@ typedef struct ka_plan {
     uint64_t saved_elems;     /* written by the forward, read by the backward */
     uint64_t workspace_elems; /* the backward's: dP and D (probs variants), D (flash) */
     uint32_t max_t;           /* the longest sequence the device's loop budget allows
-                                 (UINT32_MAX where loops are unbounded); 0: d unsupported */
+                                 these workgroups (UINT32_MAX where loops are unbounded;
+                                 plans for longer t have no fewer threads); 0: d
+                                 unsupported */
     ka_pass pass[3];          /* forward; backward by query rows; backward by key rows */
 } ka_plan;
 
@@ -112,8 +114,8 @@ vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved,
 
 /* dqkv [b, t, 3 heads d] = gradient + beta * dqkv (beta 0 writes all of it without
  * reading it: old contents may be NaN) from dy [b, t, heads d], and qkv, y and saved
- * from the forward with the same ctrl step, seed and p_drop (the probs variants do not
- * read y). Two dispatches: per query row (dq; the probs variants also dP into the
+ * from the forward with the same ctrl step, seed and p_drop (the probs variants neither
+ * read nor check y: a NULL view will do there). Two dispatches: per query row (dq; the probs variants also dP into the
  * workspace, flash the row sums D_i = dy_i . y_i), then per key row (dk, dv). */
 vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved,
                                  vkt_view ctrl, vkt_view dy, vkt_view dqkv, float beta,

@@ -18,8 +18,11 @@
  * row. Rows per lane group: as many as 32 vec4 registers of row arrays allow (4, 2, 2
  * at d = 64 for the three passes), up to 4: each vec4 read from shared memory feeds
  * that many rows (a GPU reads about one vec4 of shared memory per lane for 4 to 8
- * multiply-adds). A workgroup aims at 64 rows and at least 64 threads (narrow heads:
- * more lanes a row, then more rows); its tile of staged rows at 64, halved
+ * multiply-adds). A workgroup aims at 64 rows and, on GPUs, at least 64 threads
+ * (narrow heads: more lanes a row, then more rows). CPU devices (lavapipe, where the
+ * flash kernel runs the sequences too long for attention_shuffle's loops) take one lane a
+ * row: there the lanes of a group would repeat the row's exponentials and hash, and
+ * threads cost nothing to leave out. The tile of staged rows aims at 64, halved
  * until two tiles of d floats per row (k and v, or q and dy) fit the shared memory
  * (d = 128 on a 48 KiB device: 32 rows, 33 KiB). */
 #define FLASH_CH 4u        /* staged rows per online-softmax step: the shader's CH */
@@ -28,7 +31,6 @@
 #define FLASH_VEC4S 32u
 #define FLASH_MAX_ROWS 4u
 #define FLASH_BLOCK 64u
-#define FLASH_MAX_BLOCK 256u
 #define FLASH_MIN_THREADS 64u
 #define FLASH_MAX_TILE 64u
 /* Workgroups per compute unit the grid aims at: below it the rows per lane group halve
@@ -103,7 +105,8 @@ static uint64_t flash_iterations(const ka_pass *ps, uint32_t nc, uint64_t t)
 static void plan_flash_pass(const gpu_profile *p, uint32_t arrays, uint32_t b, uint32_t t,
                             uint32_t heads, uint32_t d, ka_pass *ps)
 {
-    uint32_t nc = (d + 3) / 4, max_lanes = FLASH_MAX_LANES;
+    int gpu = p->style == VKT_KERNELS_GPU;
+    uint32_t nc = (d + 3) / 4, max_lanes = gpu ? FLASH_MAX_LANES : 1;
     while (max_lanes > 1 && max_lanes > p->subgroup_size)
         max_lanes /= 2;
     uint32_t lanes = 1;
@@ -113,11 +116,11 @@ static void plan_flash_pass(const gpu_profile *p, uint32_t arrays, uint32_t b, u
     uint32_t rows = FLASH_VEC4S / (arrays * cpl);
     rows = rows < 1 ? 1 : rows > FLASH_MAX_ROWS ? FLASH_MAX_ROWS : rows;
     uint32_t groups = FLASH_BLOCK / rows; /* lane groups per workgroup */
-    /* narrow heads: more lanes a row (fewer chunks each), else more rows a workgroup, up
-     * to 64 threads (two subgroups of 32, one of 64) */
-    while (groups * lanes < FLASH_MIN_THREADS && lanes < max_lanes && lanes < nc)
+    /* GPUs, narrow heads: more lanes a row (fewer chunks each), else more rows a
+     * workgroup (while t has them), up to 64 threads (two subgroups of 32, one of 64) */
+    while (gpu && groups * lanes < FLASH_MIN_THREADS && lanes < max_lanes && lanes < nc)
         lanes *= 2;
-    while (groups * lanes < FLASH_MIN_THREADS && groups * rows < FLASH_MAX_BLOCK)
+    while (gpu && groups * lanes < FLASH_MIN_THREADS && groups * rows < t)
         groups *= 2;
     while (groups > 1 && groups * lanes > p->max_invocations)
         groups /= 2;
