@@ -309,9 +309,14 @@ static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step, uint64_
 }
 
 /* Each head width compiles its own pipelines, slowly on lavapipe: the odd-offset (scalar
- * read) views run the small widths only. */
+ * read) views run the small widths only, and not for the GPU-planned flash run (how rows
+ * are read does not depend on the lanes). */
+static int g_gpu_flash;
+
 static void test_device(vkt_stream *s)
 {
+    if (g_gpu_flash && !g_aligned)
+        return;
     /* t 1 and 7 (one partial block), 12 (t % 4 == 0), 13, 67 and 100 (off the 8-row
      * blocks, the flash blocks and tiles); d 3 and 5 (no vec4 rows), 4, 8, 16, and the
      * head sizes of real models 32, 48, 64, 96, 128 (t off every tile); heads 1 to 3, b 1
@@ -459,7 +464,8 @@ static void test_max_t(vkt_stream *s, gpu_variant v)
                  ka_attention_max_t(g_ctx, 32) >= 2048,
              "%s, t = 2048 (its own kernel takes %u): runs %s", g_variant, own,
              gpu_variant_row_of(pl.variant)->name);
-    check_case(s, (shape){1, 2048, 1, 32}, 0.1f, 78, 0);
+    if (pl.variant == v) /* else the same kernel and plan as attention_flash's own run */
+        check_case(s, (shape){1, 2048, 1, 32}, 0.1f, 78, 0);
 }
 
 /* What the calls ask of device memory: attention_flash saves and works in O(b heads t)
@@ -604,6 +610,7 @@ int main(void)
                              ka_attention_plan_for(g_ctx, 1, 67, 2, 128).pass[2].lanes == 8,
                          "%s: head size 64 over 4 lanes, 128 over 8", filter);
             vkt_stream *s = th_stream(g_ctx, 0);
+            g_gpu_flash = gpu;
             for (g_aligned = 1; g_aligned >= 0; g_aligned--)
                 test_device(s);
             test_dropout_mask(s);
