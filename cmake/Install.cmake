@@ -14,6 +14,9 @@
 #   <prefix>/share/vktrain/{mnist,austen}        the shipped data; vkt finds it from its
 #                                                own location (../share/vktrain)
 #   <prefix>/share/doc/vktrain/                  README, docs, the examples' sources
+#   <prefix>/lib/python3/dist-packages/vktrain/  the Python module (docs/python.md): where
+#                                                Debian's python3 finds it for the prefix
+#                                                /usr (the .deb); elsewhere PYTHONPATH
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -114,6 +117,25 @@ install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/docs)
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/examples/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 
+# The Python module (python/vktrain, docs/python.md; not on Windows). Its _install.py holds
+# the path of the library from the module's folder, relative, so the module loads the
+# library of its own prefix wherever the prefix is installed or moved.
+if(NOT WIN32)
+  set(VKT_PYTHON_DIR lib/python3/dist-packages CACHE STRING
+    "Where cmake --install puts the Python module vktrain, relative to the prefix")
+  if(IS_ABSOLUTE "${VKT_PYTHON_DIR}")
+    message(FATAL_ERROR "VKT_PYTHON_DIR (${VKT_PYTHON_DIR}) must be relative to the prefix")
+  endif()
+  file(RELATIVE_PATH VKT_PY_TO_LIB /p/${VKT_PYTHON_DIR}/vktrain
+    /p/${CMAKE_INSTALL_LIBDIR}/libvktrain.so.${VKT_SOVERSION})
+  file(WRITE ${CMAKE_BINARY_DIR}/python/_install.py
+    "# Written by cmake/Install.cmake: the library, from this folder.\n"
+    "LIBRARY = \"${VKT_PY_TO_LIB}\"\n")
+  install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/vktrain DESTINATION ${VKT_PYTHON_DIR}
+    FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+  install(FILES ${CMAKE_BINARY_DIR}/python/_install.py DESTINATION ${VKT_PYTHON_DIR}/vktrain)
+endif()
+
 # The CMake package: find_package(vktrain CONFIG) -> vktrain::vktrain, vktrain::vktrain_static.
 set(VKT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/vktrain)
 install(EXPORT vktrainTargets NAMESPACE vktrain:: DESTINATION ${VKT_CMAKE_DIR})
@@ -160,6 +182,8 @@ set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libvulkan1, mesa-vulkan-drivers | vulkan-icd")
+# The Python module needs python3 and NumPy; the library and vkt do not.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, python3-numpy")
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_GENERATOR DEB)

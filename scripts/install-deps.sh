@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what vktrain needs from Debian packages, only what is missing; quiet when
 # everything is present. Idempotent. Needs root (or sudo) only when it installs.
-#   --bench      also the packages the benchmarks compare against (PyTorch, NumPy)
+#   --bench      also the packages the benchmarks compare against (PyTorch, OpenBLAS); with
+#                PyTorch, ctest import_torch_regenerate remakes the import test's fixtures
 #   --toolchain  also what scripts/shader-toolchain.sh downloads with (.ci/run)
 set -euo pipefail
 
@@ -14,10 +15,11 @@ packages=(
   vulkan-validationlayers          # Khronos validation layer, one test pass runs under it
   zlib1g-dev                       # gzip'd data sets
   openmpi-bin libopenmpi-dev       # Open MPI: training across processes (VKT_MPI, mpirun tests)
+  python3-numpy                    # the Python module's tests and example (python/, ctest -L python)
 )
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(python3-torch python3-numpy libopenblas-dev) ;;
+    --bench) packages+=(python3-torch libopenblas-dev) ;;
     --toolchain) packages+=(curl ca-certificates) ;;
     *) echo "install-deps: unknown option '$arg' (accepted: --bench, --toolchain)" >&2; exit 2 ;;
   esac

@@ -9,6 +9,8 @@
 #    (shared, and static: then nothing of libvktrain is loaded at run time) and with
 #    pkg-config (vktrain.pc: shared, Cflags with -DVKT_SHARED; vktrain-static.pc: the
 #    archive, Cflags without it), and each program recovers w = 2.5, b = -1 within 0.05;
+#  - the Python module under lib/python3/dist-packages imports and trains a step with the
+#    prefix's own library (_install.py), also after the prefix moved;
 #  - the prefix moved elsewhere still works (relocatable package and pkg-config file),
 #    and the installed vkt trains from its own share/vktrain: with that folder removed
 #    it fails cleanly, never falling back to the source tree's data.
@@ -118,6 +120,27 @@ check "pkg-config static: the example compiles and links" "pkgbuild_static '$pre
 fits "pkg-config, static" "$tmp/pcs_example"
 check "pkg-config static build loads no libvktrain" "! ldd '$tmp/pcs_example' | grep -q libvktrain"
 
+# The Python module under <prefix>/lib/python3/dist-packages loads the prefix's library
+# (Debian's python3 finds it there for the prefix /usr; elsewhere through PYTHONPATH).
+pydir=lib/python3/dist-packages
+mkdir -p "$tmp/cwd"
+pycheck() { # PREFIX: imports vktrain from the prefix, trains a step, prints the library
+    (cd "$tmp/cwd" && env -u VKTRAIN_LIBRARY PYTHONPATH="$1/$pydir" PYTHONDONTWRITEBYTECODE=1 \
+        /usr/bin/python3 -c '
+import numpy as np, vktrain
+g = vktrain.Graph(seed=1)
+x, y = g.input("x", (4, 3)), g.labels("y", 4)
+loss = g.softmax_cross_entropy(g.dense(x, 2, "fc"), y)
+t = vktrain.Trainer(g, loss, batch=4)
+print(vktrain.library_path, t.step({x: np.ones((4, 3)), y: [0, 1, 0, 1]}))' 2>&1)
+}
+check "installed: the Python module and its _install.py" \
+    "[[ -f '$prefix/$pydir/vktrain/__init__.py' && -f '$prefix/$pydir/vktrain/_install.py' ]]"
+out=$(pycheck "$prefix")
+lib=$(awk 'END { print $1 }' <<<"$out")
+check "python3 imports it and trains a step with the prefix's library ($out)" \
+    "[[ \$(readlink -f '$lib') == \$(readlink -f '$so') ]]"
+
 # Relocated: the package and vkt work from wherever the prefix is.
 moved=$tmp/elsewhere/usr
 mkdir -p "$tmp/elsewhere" && mv "$prefix" "$moved"
@@ -127,7 +150,9 @@ check "pkg-config against the moved prefix" "pkgbuild '$moved' '$tmp/pc_moved'"
 fits "pkg-config, moved prefix" "$tmp/pc_moved"
 check "pkg-config static against the moved prefix" "pkgbuild_static '$moved' '$tmp/pcs_moved'"
 fits "pkg-config static, moved prefix" "$tmp/pcs_moved"
-mkdir -p "$tmp/cwd"
+out=$(pycheck "$moved")
+check "the Python module of the moved prefix loads its library ($out)" \
+    "[[ \$(awk 'END { print \$1 }' <<<\"\$out\") == '$moved/'* ]]"
 out=$(cd "$tmp/cwd" && "$moved/bin/vkt" train --steps 30 2>&1); rc=$?
 check "installed vkt trains the shipped digits from its own share/vktrain (rc=$rc)" \
     "[[ $rc -eq 0 ]] && grep -q '^result: test_accuracy=' <<<\"\$out\""
