@@ -1,7 +1,7 @@
 # cmake/Install.cmake - the installable library, included by the top CMakeLists.txt once
 # the targets exist.
 #
-#   <prefix>/include/vkt.h                       the contract
+#   <prefix>/include/vkt.h, vkt/*.h              the contract: vkt.h over its five parts
 #   <prefix>/<libdir>/libvktrain.so.X.Y[.Z]      shared: exports only the VKT_API functions
 #   <prefix>/<libdir>/libvktrain.a               static: the same objects, linked into one
 #                                                with every hidden symbol made local
@@ -110,6 +110,8 @@ install(TARGETS vktrain_shared vktrain_static EXPORT vktrainTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES ${CMAKE_SOURCE_DIR}/include/vkt.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY ${CMAKE_SOURCE_DIR}/include/vkt DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  FILES_MATCHING PATTERN "*.h")
 install(TARGETS vkt RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/data/mnist ${CMAKE_SOURCE_DIR}/data/austen
   DESTINATION ${CMAKE_INSTALL_DATADIR}/vktrain)

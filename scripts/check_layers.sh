@@ -26,7 +26,8 @@
 # counts, names, shapes and opaque pointers: no node, model or split internals).
 #
 # include/vkt.h, the public types and functions, is the vocabulary every layer may
-# include; it includes only C standard headers. In the library, operating-system headers
+# include: it includes its five parts, include/vkt/*.h, and each part only the parts
+# below it (public_include) and C standard headers. In the library, operating-system headers
 # (<pthread.h>, <unistd.h>, <dlfcn.h>, <windows.h>, <sys/...>, ...) belong to
 # engine/platform alone, <volk.h> / <vulkan/...> to engine/gpu, and <mpi.h> to
 # engine/parallel/world_mpi*.[ch] (world_mpi.h, which holds MPI's types, is included by
@@ -95,6 +96,20 @@ resolve() {
     esac
 }
 
+# Whether the public header $1 may include the public header $2: vkt.h its five parts,
+# each part the parts below it (base; compute and distributed over base; graph over
+# compute; training over graph and distributed).
+public_include() {
+    case "$1:$2" in
+    include/vkt.h:include/vkt/*.h) return 0 ;;
+    include/vkt/compute.h:include/vkt/base.h | include/vkt/distributed.h:include/vkt/base.h) return 0 ;;
+    include/vkt/graph.h:include/vkt/base.h | include/vkt/graph.h:include/vkt/compute.h) return 0 ;;
+    include/vkt/training.h:include/vkt/base.h | include/vkt/training.h:include/vkt/compute.h) return 0 ;;
+    include/vkt/training.h:include/vkt/graph.h | include/vkt/training.h:include/vkt/distributed.h) return 0 ;;
+    esac
+    return 1
+}
+
 errors=0
 fail() {
     echo "check_layers: $*" >&2
@@ -130,8 +145,12 @@ for f in $files; do
                     $target != engine/graph/runtime.h ]]; then
                 fail "$f:$line: #include \"$name\": engine/parallel sees the graph through" \
                      "graph/runtime.h only (no node, model or split internals)"
-            elif [ "$f" = include/vkt.h ]; then
-                fail "$f:$line: the public header includes \"$name\" (C standard headers only)"
+            elif [[ $f == include/* ]]; then
+                public_include "$f" "$target" ||
+                    fail "$f:$line: the public header includes \"$name\" ($target): vkt.h" \
+                         "includes its parts, a part only the parts below it (vkt/base.h;" \
+                         "compute, distributed: base; graph: compute; training: graph and" \
+                         "distributed) and C standard headers"
             elif [ -z "$to_rank" ]; then
                 fail "$f:$line: #include \"$name\" ($target) is outside every layer"
             elif [ "$to_dir" = "$from_dir" ] || [ "$to_rank" = 0 ]; then
@@ -166,7 +185,7 @@ for f in $files; do
                 *) fail "$f:$line: <mpi.h>: engine/parallel/world_mpi*.[ch] only" ;;
                 esac ;;
             *)
-                [ "$f" = include/vkt.h ] && case "$name" in
+                [[ $f == include/* ]] && case "$name" in
                     std*.h | limits.h | float.h) ;;
                     *) fail "$f:$line: the public header includes <$name> (C standard headers only)" ;;
                     esac ;;

@@ -45,7 +45,7 @@ within() { awk -v v="$1" -v t="$2" -v e="$3" \
 field() { awk -v k="$1=" '{ for (i = 1; i <= NF; i++) if (index($i, k) == 1) {
     print substr($i, length(k) + 1); exit } }' <<<"$2"; }
 
-grep -oE '^VKT_API [^(]*\bvkt_[a-z0-9_]+\(' include/vkt.h | grep -oE 'vkt_[a-z0-9_]+\($' |
+cat include/vkt.h include/vkt/*.h | grep -oE '^VKT_API [^(]*\bvkt_[a-z0-9_]+\(' | grep -oE 'vkt_[a-z0-9_]+\($' |
     tr -d '(' | sort -u >"$dir/api.txt"
 x86_64-w64-mingw32-objdump -p "$dir/libvktrain.dll" |
     sed -n '/\[Ordinal\/Name Pointer\] Table/,/^$/p' | sed -nE 's/^\s*\[ *[0-9]+\] (.*)$/\1/p' |

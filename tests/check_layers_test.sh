@@ -49,6 +49,10 @@ plant engine/parallel/reduce_world.c '#include <mpi.h>' "world_mpi*.[ch] only"
 plant engine/parallel/ps.c '#include "world_mpi.h"' "private to"
 plant engine/parallel/trainer.c '#include "graph/model.h"' "graph/runtime.h only"
 plant engine/parallel/trainer.h '#include "../graph/graph.h"' "graph/runtime.h only"
+plant include/vkt/compute.h '#include "graph.h"' "the public header includes"
+plant include/vkt/distributed.h '#include "training.h"' "the public header includes"
+plant include/vkt/base.h '#include <zlib.h>' "C standard headers only"
+plant include/vkt.h '#include "../engine/graph/graph.h"' "the public header includes"
 
 if ! out=$(bash "$CHECK" "$TMP" 2>&1); then
     echo "FAIL: the restored copy does not pass:"

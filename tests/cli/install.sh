@@ -44,7 +44,8 @@ if ! cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1; then
     cat "$tmp/install.log" >&2; echo "FAIL: cmake --install"; exit 1
 fi
 libdir=$(cd "$prefix" && ls -d lib*/ | head -1); libdir=${libdir%/}
-for f in include/vkt.h bin/vkt "$libdir/libvktrain.a" "$libdir/libvktrain.so" \
+for f in include/vkt.h include/vkt/base.h include/vkt/compute.h include/vkt/graph.h \
+         include/vkt/training.h include/vkt/distributed.h bin/vkt "$libdir/libvktrain.a" "$libdir/libvktrain.so" \
          "$libdir/cmake/vktrain/vktrainConfig.cmake" "$libdir/pkgconfig/vktrain.pc" \
          "$libdir/pkgconfig/vktrain-static.pc" \
          share/vktrain/mnist/train-images-idx3-ubyte.gz \
@@ -56,8 +57,8 @@ soname=$(readelf -d "$so" | sed -nE 's/.*SONAME.*\[(.*)\].*/\1/p')
 check "soname libvktrain.so.<version> ($soname), its link installed" \
     "[[ '$soname' =~ ^libvktrain\.so\.[0-9]+(\.[0-9]+)?$ && -L '$prefix/$libdir/$soname' ]]"
 
-# The contract: every function declared in vkt.h, and nothing else.
-grep -oE '^VKT_API [^(]*\bvkt_[a-z0-9_]+\(' "$prefix/include/vkt.h" |
+# The contract: every function declared in vkt.h's parts (vkt/*.h), and nothing else.
+cat "$prefix/include/vkt.h" "$prefix"/include/vkt/*.h | grep -oE '^VKT_API [^(]*\bvkt_[a-z0-9_]+\(' |
     grep -oE 'vkt_[a-z0-9_]+\($' | tr -d '(' | sort -u >"$tmp/api"
 nm -D --defined-only "$so" | awk '{print $NF}' | sort -u >"$tmp/exports_shared"
 nm -g --defined-only "$prefix/$libdir/libvktrain.a" 2>/dev/null | awk 'NF == 3 {print $3}' |
