@@ -214,7 +214,7 @@ static const config configs[] = {
     {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 1, 3, 1},
 };
 
-/* pipeline.c, per step over the two stages: a non-last stage runs m forwards
+/* pipe_sched.c, per step over the two stages: a non-last stage runs m forwards
  * (vkt_model_forward) and m recomputing forward-backwards, the last stage m forward-
  * backwards, and each its update (vkt_stream_run(apply)): (2m + 1) + (m + 1). Sent values
  * and input gradients travel inside the steps; where device access is staged, each

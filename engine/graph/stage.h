@@ -1,7 +1,7 @@
 /*
  * stage.h - model parallelism in the graph layer: a graph whose ops are placed on stages
  * (vkt_graph_set_stage) cut into one sub-graph per stage, each compiled into its own
- * model on its own context (engine/parallel/pipeline.c runs them).
+ * model on its own context (engine/parallel/pipe_engine.c and pipe_sched.c run them).
  *
  * Placement rules (checked by graph_split_stages, each violation a message):
  *  - every op the loss depends on sits on a stage < n_stages; every stage holds at least

@@ -55,7 +55,7 @@ uint32_t optim_moments(const vkt_optimizer_options *o);
 /* The state blob (vkt_optimizer_read_state): a header of optim_state_header_size() bytes,
  * then the moment arrays, n floats each. optim_state_set_count rewrites the header's
  * parameter count: a pipeline's stages keep one optimizer each over their own parameters,
- * and a checkpoint holds one blob over the whole model's (engine/parallel/trainer_pipe.c
+ * and a checkpoint holds one blob over the whole model's (engine/parallel/layout.c
  * gathers the stages' moments into it and scatters them back). */
 uint64_t optim_state_header_size(void);
 void optim_state_set_count(void *blob, uint64_t n);

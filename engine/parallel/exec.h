@@ -5,7 +5,7 @@
  * world and the graph (exec_facts). A row names:
  *   - the executor: the replicas (exec_replicas.c: one context, model and optimizer per
  *     data-parallel replica of this process, a thread each when there are several), or
- *     the pipeline (trainer_pipe.c: P stages x D copies run by the pipeline engine);
+ *     the pipeline (exec_pipe.c: P stages x D copies run by the pipeline engine);
  *   - for sync replicas, the gradient reducer (reduce.h), or for async replicas the
  *     exchange (exchange.h); one replica in the world needs neither;
  *   - where the optimizer's update runs (apply.h).
@@ -45,12 +45,73 @@ typedef struct exec_facts {
     const char *state;         /* the first state's name (EXEC_STATES) */
 } exec_facts;
 
+/* ---- executors: who holds the model on which contexts, and a driver's step ---- */
+
+typedef struct exec_ops {
+    const char *name;
+    /* Creation on the device list dev[n] (sel: the status of choosing it): the row for the
+     * world's replicas picked (its refusals first), the holders made, and across ranks the
+     * layout voted (trainer_world_layout; *laid_out: every rank got that far, so every
+     * rank goes on to the agreement after creation). */
+    vkt_status (*create)(vkt_trainer *t, const uint32_t *dev, uint32_t n, vkt_status sel,
+                         int *laid_out);
+    /* The holders' steps recorded now (a shape past a device limit fails at creation, not
+     * at the first step): the statistics of one step (dispatches, activation bytes). */
+    vkt_status (*record)(vkt_trainer *t);
+    /* The holders (the drivers' loaders and evaluation models are the facade's). */
+    void (*destroy)(vkt_trainer *t);
+    /* Data-parallel copies of the model in this process (vkt_trainer_replicas). */
+    uint32_t (*copies)(const vkt_trainer *t);
+    /* Context i of this process's holders, NULL past the last: what the round-trip
+     * statistics sum over. */
+    vkt_context *(*holder)(const vkt_trainer *t, uint32_t i);
+    /* A step's data for driver r: every feed holds the global batch's rows (failures on
+     * r: replica_fail). Then its step: 1 to stop (statuses set). */
+    void (*feed)(replica *r, const vkt_feed *feeds, uint32_t n);
+    int (*step)(replica *r, uint64_t step);
+    /* Parameters in one unpipelined model's layout (graph_flat_layout): the graph nodes
+     * it covers, a parameter's offset, copy `copy`'s values (count: param_count), the
+     * values into every copy, one parameter of copy 0. */
+    uint32_t (*flat_nodes)(const vkt_trainer *t);
+    vkt_status (*param_offset)(const vkt_trainer *t, const vkt_tensor *p, uint64_t *off);
+    vkt_status (*read_flat)(vkt_trainer *t, uint32_t copy, float *flat, uint64_t count);
+    vkt_status (*write_flat)(vkt_trainer *t, const float *flat, uint64_t count);
+    vkt_status (*read_param)(vkt_trainer *t, const vkt_tensor *p, float *out, uint64_t count);
+    /* The optimizer state as one unpipelined model's blob (vkt_optimizer_read_state): its
+     * size, copy 0's, and into every copy (its header checked first: a mismatch changes
+     * nothing; path names the checkpoint in messages). */
+    uint64_t (*opt_size)(vkt_trainer *t);
+    vkt_status (*read_opt)(vkt_trainer *t, void *blob, uint64_t bytes);
+    vkt_status (*write_opt)(vkt_trainer *t, const char *path, const void *blob,
+                            uint64_t bytes);
+    vkt_status (*set_optimizer)(vkt_trainer *t, const vkt_optimizer_options *o);
+    /* A checkpoint's position: dropout's step index now; both set on a restore. */
+    uint64_t (*dropout_step)(const vkt_trainer *t);
+    void (*set_position)(vkt_trainer *t, uint64_t step, uint64_t dropout_step);
+    /* Bytes of one row of an input of the graph. */
+    vkt_status (*input_row_bytes)(vkt_trainer *t, const vkt_tensor *input, uint64_t *out);
+    /* Evaluation: where the whole graph's forward-only models live (the context, and the
+     * model whose parameters they share, or NULL), and, when they hold parameters of
+     * their own, copy 0's loaded into one before each use (NULL: shared). */
+    void (*eval_place)(vkt_trainer *t, vkt_context **ctx, vkt_model **share);
+    vkt_status (*eval_load)(vkt_trainer *t, vkt_model *m);
+    /* Prediction through the holders instead of a whole-graph model (NULL: none);
+     * *handled 0: the output is not theirs, use the whole graph. */
+    vkt_status (*predict)(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
+                          uint32_t rows, const vkt_tensor *output, float *out, int *handled);
+    /* vkt_trainer_stage_stats_get (NULL: no stages). */
+    vkt_status (*stage_stats)(vkt_trainer *t, uint32_t stage, vkt_pipeline_stage_stats *out);
+} exec_ops;
+
+extern const exec_ops exec_replicas_ops; /* exec_replicas.c */
+extern const exec_ops exec_pipe_ops;     /* exec_pipe.c */
+
 /* A way of training: the pieces for the facts it matches (all of `need`, none of
  * `deny`). */
 typedef struct exec_row {
     const char *name;          /* for docs, statistics and tests */
     uint32_t need, deny;
-    int pipelined;             /* the executor: 1 the pipeline, 0 the replicas */
+    const exec_ops *exec;      /* the executor */
     const reduce_ops *reduce;  /* sync replicas: the reducer; else NULL */
     const exchange_ops *exchange; /* async replicas: the exchange; else NULL */
     apply_at apply;            /* where the update runs */
@@ -63,22 +124,15 @@ void exec_facts_of(const vkt_trainer *t, uint32_t replicas, exec_facts *out);
 /* The first refusal matching f: its message in t (VKT_ERROR_INVALID_ARGUMENT, or
  * VKT_ERROR_SHAPE for a batch too small); VKT_OK when none does. */
 vkt_status exec_plan_refuse(vkt_trainer *t, const exec_facts *f);
-/* The way of training f matches (every fact set has one). */
+/* The way of training f matches (every fact set has one). Before the ranks counted the
+ * replicas it names the executor; the replicas executor picks again once they have. */
 const exec_row *exec_plan_pick(const exec_facts *f);
 
 /* ---- the replicas executor (exec_replicas.c) ---- */
 
-/* Creation on the device list dev[n], once the ranks agreed on the layout: the row
- * picked (its refusals first), its reducer or exchange made, one replica per entry. */
-vkt_status exec_replicas_create(vkt_trainer *t, const uint32_t *dev, uint32_t n);
-void exec_replicas_destroy(vkt_trainer *t);
 /* A replica's model hooks and streams (again after balancing rebuilt its model): the
  * reducer's or exchange's and the update's. */
 vkt_status exec_replica_attach(vkt_trainer *t, replica *r);
-/* One synchronous step of replica r on its rows already fed: its forward and backward
- * (and, alone, its update), then the reducer's average and the update. Every replica
- * of the process calls it; returns 1 to stop (statuses set). */
-int exec_replica_step(replica *r, uint64_t step);
 /* The replica's forward and backward (+ its own update when it has one) of `step` and
  * its loss; a non-finite loss fails it (VKT_ERROR_DIVERGED naming the step). */
 vkt_status trainer_forward_backward(replica *r, uint64_t step);

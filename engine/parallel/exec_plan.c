@@ -64,7 +64,7 @@ static vkt_status say_states(vkt_trainer *t, const exec_facts *f, const char *wh
 }
 
 static const refusal refusals[] = {
-    /* the pipeline engine (its clipping and batch split: pipeline.c, pipe_create) */
+    /* the pipeline engine (its clipping and batch split: pipe_engine.c, pipe_create) */
     {EXEC_PIPELINED | EXEC_WORLD, 0, "training across ranks (a world of several processes)",
      say_pipeline},
     {EXEC_PIPELINED | EXEC_NOT_SYNC, 0,
@@ -91,16 +91,17 @@ static const refusal refusals[] = {
 /* ---- ways of training: the first row matching is the trainer's ---- */
 
 static const exec_row rows[] = {
-    {"pipeline stages", EXEC_PIPELINED, 0, 1, NULL, NULL, APPLY_IN_PIPELINE, 0},
-    {"one replica", 0, EXEC_SEVERAL, 0, NULL, NULL, APPLY_IN_STEP, 0},
-    {"sync replicas averaged by host threads", EXEC_SEVERAL, EXEC_ASYNC | EXEC_WORLD, 0,
-     &reduce_host_ops, NULL, APPLY_AFTER_AVERAGE, 1},
+    {"pipeline stages", EXEC_PIPELINED, 0, &exec_pipe_ops, NULL, NULL, APPLY_IN_PIPELINE, 0},
+    {"one replica", 0, EXEC_SEVERAL, &exec_replicas_ops, NULL, NULL, APPLY_IN_STEP, 0},
+    {"sync replicas averaged by host threads", EXEC_SEVERAL, EXEC_ASYNC | EXEC_WORLD,
+     &exec_replicas_ops, &reduce_host_ops, NULL, APPLY_AFTER_AVERAGE, 1},
     {"sync replicas across ranks: MPI around the host sum", EXEC_SEVERAL | EXEC_WORLD,
-     EXEC_ASYNC, 0, &reduce_world_ops, NULL, APPLY_AFTER_AVERAGE, 0},
-    {"async replicas on a host master", EXEC_SEVERAL | EXEC_ASYNC, EXEC_WORLD, 0, NULL,
-     &exchange_master_ops, APPLY_IN_STEP, 0},
+     EXEC_ASYNC, &exec_replicas_ops, &reduce_world_ops, NULL, APPLY_AFTER_AVERAGE, 0},
+    {"async replicas on a host master", EXEC_SEVERAL | EXEC_ASYNC, EXEC_WORLD,
+     &exec_replicas_ops, NULL, &exchange_master_ops, APPLY_IN_STEP, 0},
     {"async replicas across ranks on a sharded parameter server",
-     EXEC_SEVERAL | EXEC_ASYNC | EXEC_WORLD, 0, 0, NULL, &exchange_ps_ops, APPLY_IN_STEP, 0},
+     EXEC_SEVERAL | EXEC_ASYNC | EXEC_WORLD, 0, &exec_replicas_ops, NULL, &exchange_ps_ops,
+     APPLY_IN_STEP, 0},
 };
 
 static int matches(uint32_t has, uint32_t need, uint32_t deny)

@@ -72,9 +72,14 @@ static vkt_status pick(vkt_trainer *t)
     return st;
 }
 
-vkt_status exec_replicas_create(vkt_trainer *t, const uint32_t *dev, uint32_t n)
+static vkt_status replicas_create(vkt_trainer *t, const uint32_t *dev, uint32_t n,
+                                 vkt_status sel, int *laid_out)
 {
-    vkt_status st = pick(t);
+    t->world_rep = n; /* collective: every rank's replica count */
+    vkt_status st = trainer_world_layout(t, n, sel);
+    *laid_out = st == VKT_OK;
+    if (st == VKT_OK)
+        st = pick(t);
     if (st == VKT_OK && !(t->rep = calloc(n, sizeof *t->rep)))
         st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (st != VKT_OK)
@@ -109,23 +114,29 @@ vkt_status exec_replicas_create(vkt_trainer *t, const uint32_t *dev, uint32_t n)
     return st;
 }
 
-void exec_replicas_destroy(vkt_trainer *t)
+/* Records replica 0's step now, so a shape past a device limit (found when a kernel is
+ * recorded) fails at creation rather than at the first step. */
+static vkt_status replicas_record(vkt_trainer *t)
 {
-    trainer_workers_stop(t);
+    vkt_model_stats ms;
+    vkt_status st = vkt_model_stats_get(t->rep[0].model, &ms);
+    if (st != VKT_OK)
+        return trainer_from_model(t, t->rep[0].model, st);
+    t->stats.step_dispatches = ms.step_dispatches +
+                               (t->rep[0].apply ? 1 + (t->optim.clip_norm > 0) : 0);
+    t->stats.activation_bytes = ms.activation_bytes;
+    t->stats.activation_no_reuse_bytes = ms.activation_no_reuse_bytes;
+    return VKT_OK;
+}
+
+static void replicas_destroy(vkt_trainer *t)
+{
     for (uint32_t i = 0; i < t->n_rep; i++) {
         replica *r = &t->rep[i];
-        for (uint32_t e = 0; e < r->n_eval; e++)
-            vkt_model_destroy(r->eval[e].model);
         vkt_model_destroy(r->model);
         vkt_optimizer_destroy(r->opt);
         vkt_context_destroy(r->ctx); /* also its stage buffer and apply stream */
-        vkt_loader_destroy(r->loader);
-        free(r->x);
-        free(r->y);
     }
-    free(t->rep);
-    t->rep = NULL;
-    t->n_rep = 0;
     if (t->rd)
         t->rd->ops->destroy(t->rd);
     if (t->xc)
@@ -169,19 +180,21 @@ vkt_status trainer_step_finish(replica *r, uint64_t step)
     return VKT_OK;
 }
 
-int exec_replica_step(replica *r, uint64_t step)
+static void replicas_feed(replica *r, const vkt_feed *feeds, uint32_t n)
+{
+    vkt_status st = trainer_feed(r->errmsg, r->model, feeds, n, r->row0, r->rows, 0);
+    if (st != VKT_OK)
+        replica_fail(r, st, "%s", r->errmsg);
+}
+
+/* One synchronous step of replica r on its rows already fed: its forward and backward
+ * (and, alone, its update), then the reducer's average and the update. Every replica of
+ * the process calls it; returns 1 to stop (statuses set). */
+static int replicas_step(replica *r, uint64_t step)
 {
     vkt_trainer *t = r->t;
     reducer *rd = t->rd;
     double t0 = plat_now();
-    if (t->pipe) { /* stages: the pipeline engine steps its P x D contexts (fit's batch) */
-        vkt_feed feeds[2] = {{t->in_x, r->x}, {t->in_y, r->y}};
-        if (r->status == VKT_OK)
-            trainer_pipe_step(r, feeds, 2, step);
-        r->stats.step_seconds += plat_now() - t0;
-        r->stats.steps += r->status == VKT_OK;
-        return r->status != VKT_OK;
-    }
     trainer_slow_down(r);
     if (r->status == VKT_OK) {
         apply_set_step(r, step);
@@ -207,3 +220,128 @@ int exec_replica_step(replica *r, uint64_t step)
         rd->ops->applied(rd, r, step);
     return 0;
 }
+
+/* ---- parameters, optimizer state, evaluation ---- */
+
+static uint32_t replicas_copies(const vkt_trainer *t) { return t->n_rep; }
+
+static vkt_context *replicas_holder(const vkt_trainer *t, uint32_t i)
+{
+    return i < t->n_rep ? t->rep[i].ctx : NULL;
+}
+
+static uint32_t replicas_flat_nodes(const vkt_trainer *t)
+{
+    return graph_model_nodes(t->rep[0].model);
+}
+
+static vkt_status replicas_param_offset(const vkt_trainer *t, const vkt_tensor *p,
+                                        uint64_t *off)
+{
+    return vkt_model_param_offset(t->rep[0].model, p, off);
+}
+
+static vkt_status replicas_read_flat(vkt_trainer *t, uint32_t copy, float *flat,
+                                     uint64_t count)
+{
+    vkt_status st = vkt_model_read_params(t->rep[copy].model, flat, count);
+    return st == VKT_OK ? st : trainer_from_model(t, t->rep[copy].model, st);
+}
+
+static vkt_status replicas_write_flat(vkt_trainer *t, const float *flat, uint64_t count)
+{
+    vkt_status st = VKT_OK;
+    for (uint32_t i = 0; i < t->n_rep && st == VKT_OK; i++)
+        if ((st = vkt_model_write_params(t->rep[i].model, flat, count)) != VKT_OK)
+            trainer_from_model(t, t->rep[i].model, st);
+    return st;
+}
+
+static vkt_status replicas_read_param(vkt_trainer *t, const vkt_tensor *p, float *out,
+                                      uint64_t count)
+{
+    vkt_status st = vkt_model_read(t->rep[0].model, p, out, count);
+    return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
+}
+
+static uint64_t replicas_opt_size(vkt_trainer *t) { return vkt_optimizer_state_size(t->rep[0].opt); }
+
+static vkt_status replicas_read_opt(vkt_trainer *t, void *blob, uint64_t bytes)
+{
+    vkt_status st = vkt_optimizer_read_state(t->rep[0].opt, blob, bytes);
+    return st == VKT_OK ? st : trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[0].ctx));
+}
+
+static vkt_status replicas_write_opt(vkt_trainer *t, const char *path, const void *blob,
+                                     uint64_t bytes)
+{
+    vkt_status st = VKT_OK;
+    for (uint32_t i = 0; i < t->n_rep && st == VKT_OK; i++)
+        if ((st = vkt_optimizer_write_state(t->rep[i].opt, blob, bytes)) != VKT_OK)
+            trainer_fail(t, st, "checkpoint '%s': %s", path, vkt_context_errmsg(t->rep[i].ctx));
+    return st;
+}
+
+static vkt_status replicas_set_optimizer(vkt_trainer *t, const vkt_optimizer_options *o)
+{
+    for (uint32_t i = 0; i < t->n_rep; i++) {
+        vkt_optimizer_options oo = apply_options(t, o, &t->rep[i]);
+        vkt_status st = vkt_optimizer_set_options(t->rep[i].opt, &oo);
+        if (st != VKT_OK)
+            return trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[i].ctx));
+    }
+    return VKT_OK;
+}
+
+static uint64_t replicas_dropout_step(const vkt_trainer *t)
+{
+    return vkt_model_step_index(t->rep[0].model);
+}
+
+static void replicas_set_position(vkt_trainer *t, uint64_t step, uint64_t dropout_step)
+{
+    for (uint32_t i = 0; i < t->n_rep; i++) {
+        vkt_model_set_step_index(t->rep[i].model, dropout_step);
+        vkt_optimizer_set_step(t->rep[i].opt, step);
+    }
+}
+
+static vkt_status replicas_input_row_bytes(vkt_trainer *t, const vkt_tensor *input,
+                                           uint64_t *out)
+{
+    return trainer_row_bytes(t->errmsg, t->rep[0].model, input, out);
+}
+
+/* Evaluation models live on replica 0, sharing its parameters. */
+static void replicas_eval_place(vkt_trainer *t, vkt_context **ctx, vkt_model **share)
+{
+    *ctx = t->rep[0].ctx;
+    *share = t->rep[0].model;
+}
+
+const exec_ops exec_replicas_ops = {
+    .name = "replicas",
+    .create = replicas_create,
+    .record = replicas_record,
+    .destroy = replicas_destroy,
+    .copies = replicas_copies,
+    .holder = replicas_holder,
+    .feed = replicas_feed,
+    .step = replicas_step,
+    .flat_nodes = replicas_flat_nodes,
+    .param_offset = replicas_param_offset,
+    .read_flat = replicas_read_flat,
+    .write_flat = replicas_write_flat,
+    .read_param = replicas_read_param,
+    .opt_size = replicas_opt_size,
+    .read_opt = replicas_read_opt,
+    .write_opt = replicas_write_opt,
+    .set_optimizer = replicas_set_optimizer,
+    .dropout_step = replicas_dropout_step,
+    .set_position = replicas_set_position,
+    .input_row_bytes = replicas_input_row_bytes,
+    .eval_place = replicas_eval_place,
+    .eval_load = NULL,
+    .predict = NULL,
+    .stage_stats = NULL,
+};

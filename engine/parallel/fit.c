@@ -64,9 +64,10 @@ vkt_status trainer_next_batch(replica *r)
         return replica_fail(r, st, "%s", vkt_last_error());
     r->stats.data_wait_seconds += plat_now() - t0; /* waiting + copying the ready batch */
     vkt_feed feeds[2] = {{t->in_x, r->x}, {t->in_y, r->y}};
-    if (st == VKT_OK && !t->pipe && /* a pipeline reads its rows of r->x, r->y itself */
-        (st = trainer_feed(r->errmsg, r->model, feeds, 2, r->row0, r->rows, 0)) != VKT_OK)
-        replica_fail(r, st, "%s", r->errmsg);
+    if (st == VKT_OK) { /* the replica's rows into its model (a pipeline keeps them) */
+        t->exec->feed(r, feeds, 2);
+        st = r->status;
+    }
     return st;
 }
 
@@ -78,14 +79,8 @@ double trainer_mean_loss(const vkt_trainer *t)
 void trainer_job_feeds(replica *r)
 {
     vkt_trainer *t = r->t;
-    if (t->pipe) {
-        trainer_pipe_step(r, t->feeds, t->n_feeds, t->steps);
-        return;
-    }
-    vkt_status st = trainer_feed(r->errmsg, r->model, t->feeds, t->n_feeds, r->row0, r->rows, 0);
-    if (st != VKT_OK)
-        replica_fail(r, st, "%s", r->errmsg);
-    exec_replica_step(r, t->steps);
+    t->exec->feed(r, t->feeds, t->n_feeds);
+    t->exec->step(r, t->steps);
 }
 
 /* Replicas agree before every step whether to take it: a failure anywhere or a stop
@@ -102,7 +97,7 @@ void trainer_job_steps(replica *r)
     vkt_trainer *t = r->t;
     for (uint64_t k = 0; k < t->run_steps && agree_to_go_on(r); k++) {
         trainer_next_batch(r);
-        if (exec_replica_step(r, t->steps + k)) {
+        if (t->exec->step(r, t->steps + k)) {
             if (t->rd && t->rd->ops->batch_unused(t->rd)) /* a stop before the step */
                 trainer_unread_batch(r);
             break;

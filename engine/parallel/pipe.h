@@ -1,11 +1,12 @@
 /*
- * pipe.h - the pipeline engine (pipeline.c): a graph cut into P stages (graph/stage.h),
- * D data-parallel copies of that P-stage pipeline, P x D contexts, one model, optimizer
- * and thread each. vkt_pipeline_* is the engine with D = 1; vkt_trainer with stages or
- * micro-batches (trainer_pipe.c) drives it with D copies.
+ * pipe.h - the pipeline engine (pipe_engine.h: pipe_engine.c, pipe_sched.c, pipe_edge.c):
+ * a graph cut into P stages (graph/runtime.h's graph_split), D data-parallel copies of
+ * that P-stage pipeline, P x D contexts, one model, optimizer and thread each.
+ * vkt_pipeline_* (pipeline.c) is the engine with D = 1; vkt_trainer with stages or
+ * micro-batches (the pipeline executor, exec_pipe.c) drives it with D copies.
  *
  * A step: copy d takes rows [d B/D, (d+1) B/D) of the global batch and cuts them into m
- * equal micro-batches that flow through its stages (1F1B, pipeline.c's header). Each
+ * equal micro-batches that flow through its stages (1F1B, pipe_sched.c's header). Each
  * stage adds its micro-batch gradients on the host in double with weight 1/(D m) (the
  * rows' share of the batch). After a barrier of all P x D threads where each votes,
  * every context of stage s writes sum over copies (in copy order) of those sums into its

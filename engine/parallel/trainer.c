@@ -1,6 +1,6 @@
-/* vkt_trainer: creation of the replicas, feeding, parameters, statistics. */
+/* vkt_trainer, the facade (trainer.h): creation of the pieces exec_plan.c picks, feeding,
+ * parameters, statistics. */
 #include "parallel/exec.h"
-#include "parallel/pipe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -69,48 +69,17 @@ static vkt_status select_devices(vkt_trainer *t, uint32_t *dev, uint32_t *n)
     return st == VKT_OK ? VKT_OK : trainer_fail(t, st, "%s", vkt_instance_errmsg(t->inst));
 }
 
-/* *laid_out: the ranks agreed on the replica layout (so every rank goes on to the
- * agreement after creation, trainer_world_agree). */
+/* The executor the options name (the row is picked again once the ranks counted the
+ * replicas), then its creation. *laid_out: the ranks agreed on the layout (so every rank
+ * goes on to the agreement after creation, trainer_world_agree). */
 static vkt_status create_all(vkt_trainer *t, int *laid_out)
 {
     uint32_t dev[TRAINER_MAX_REPLICAS], n = 0;
     vkt_status st = select_devices(t, dev, &n);
-    if (st == VKT_OK && trainer_pipelined(t)) { /* stages: trainer_pipe.c */
-        st = trainer_pipe_create(t, dev, n);
-        /* refused across ranks (trainer_pipe.c): the others learn it from this vote */
-        return t->world ? trainer_world_layout(t, n, st) : st;
-    }
-    t->world_rep = n;
-    if (t->world) /* collective: every rank's replica count */
-        st = trainer_world_layout(t, n, st);
-    *laid_out = st == VKT_OK;
-    return st == VKT_OK ? exec_replicas_create(t, dev, n) : st;
-}
-
-/* Records replica 0's step now, so a shape past a device limit (found when a kernel is
- * recorded) fails at creation rather than at the first step. */
-static vkt_status record_now(vkt_trainer *t)
-{
-    vkt_model_stats ms;
-    for (uint32_t s = 0; t->pipe && s < pipe_split(t->pipe)->n_stages; s++) { /* copy 0 */
-        vkt_model *m = pipe_model(t->pipe, 0, s);
-        vkt_status st = vkt_model_stats_get(m, &ms);
-        if (st != VKT_OK)
-            return trainer_from_model(t, m, st);
-        t->stats.step_dispatches += ms.step_dispatches + 1;
-        t->stats.activation_bytes += ms.activation_bytes;
-        t->stats.activation_no_reuse_bytes += ms.activation_no_reuse_bytes;
-    }
-    if (t->pipe)
-        return VKT_OK;
-    vkt_status st = vkt_model_stats_get(t->rep[0].model, &ms);
-    if (st != VKT_OK)
-        return trainer_from_model(t, t->rep[0].model, st);
-    t->stats.step_dispatches = ms.step_dispatches +
-                               (t->rep[0].apply ? 1 + (t->optim.clip_norm > 0) : 0);
-    t->stats.activation_bytes = ms.activation_bytes;
-    t->stats.activation_no_reuse_bytes = ms.activation_no_reuse_bytes;
-    return VKT_OK;
+    exec_facts f;
+    exec_facts_of(t, 0, &f);
+    t->exec = exec_plan_pick(&f)->exec;
+    return t->exec->create(t, dev, n, st, laid_out);
 }
 
 vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *loss,
@@ -141,8 +110,8 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
     }
     int laid_out = 0;
     vkt_status st = create_all(t, &laid_out);
-    if (st == VKT_OK)
-        st = record_now(t);
+    if (st == VKT_OK) /* a shape past a device limit fails now, not at the first step */
+        st = t->exec->record(t);
     /* collective: every rank created the same trainer, then the chief's parameters */
     if (t->world && laid_out)
         st = trainer_world_agree(t, st);
@@ -164,11 +133,18 @@ void vkt_trainer_destroy(vkt_trainer *t)
 {
     if (!t)
         return;
-    exec_replicas_destroy(t);
-    trainer_pipe_eval_free(t);
-    vkt_pipeline_destroy(t->pipe); /* after the evaluation models on its contexts */
-    free(t->pipe_off);
-    free(t->pipe_host);
+    trainer_workers_stop(t);
+    for (uint32_t i = 0; i < t->n_rep; i++) /* first: they live on the holders' contexts */
+        for (uint32_t e = 0; e < t->rep[i].n_eval; e++)
+            vkt_model_destroy(t->rep[i].eval[e].model);
+    if (t->exec)
+        t->exec->destroy(t);
+    for (uint32_t i = 0; i < t->n_rep; i++) {
+        vkt_loader_destroy(t->rep[i].loader);
+        free(t->rep[i].x);
+        free(t->rep[i].y);
+    }
+    free(t->rep);
     free(t);
 }
 
@@ -179,7 +155,7 @@ const char *vkt_trainer_errmsg(const vkt_trainer *t)
 
 uint32_t vkt_trainer_replicas(const vkt_trainer *t)
 {
-    return t ? (t->pipe ? pipe_copies(t->pipe) : t->n_rep) : 0;
+    return t && t->exec ? t->exec->copies(t) : 0;
 }
 uint32_t vkt_trainer_world_replicas(const vkt_trainer *t) { return t ? t->world_rep : 0; }
 uint64_t vkt_trainer_step_count(const vkt_trainer *t) { return t ? t->steps : 0; }
@@ -267,22 +243,10 @@ vkt_status vkt_trainer_set_optimizer(vkt_trainer *t, const vkt_optimizer_options
     if (!t || !o)
         return err_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_set_optimizer: NULL argument");
-    if (t->pipe) {
-        vkt_status st = pipe_set_optimizer(t->pipe, o);
-        if (st != VKT_OK)
-            return trainer_fail(t, st, "vkt_trainer_set_optimizer: %s",
-                                vkt_pipeline_errmsg(t->pipe));
+    vkt_status st = t->exec->set_optimizer(t, o);
+    if (st == VKT_OK)
         t->optim = *o;
-        return VKT_OK;
-    }
-    for (uint32_t i = 0; i < t->n_rep; i++) {
-        vkt_optimizer_options oo = apply_options(t, o, &t->rep[i]);
-        vkt_status st = vkt_optimizer_set_options(t->rep[i].opt, &oo);
-        if (st != VKT_OK)
-            return trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[i].ctx));
-    }
-    t->optim = *o;
-    return VKT_OK;
+    return st;
 }
 
 uint64_t vkt_trainer_param_count(const vkt_trainer *t) { return t ? t->param_count : 0; }
@@ -295,10 +259,7 @@ vkt_status vkt_trainer_read_replica_params(vkt_trainer *t, uint32_t replica, flo
     if (replica >= vkt_trainer_replicas(t))
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "replica %u of %u", replica,
                             vkt_trainer_replicas(t));
-    if (t->pipe)
-        return trainer_pipe_read_flat(t, replica, out, count);
-    vkt_status st = vkt_model_read_params(t->rep[replica].model, out, count);
-    return st == VKT_OK ? st : trainer_from_model(t, t->rep[replica].model, st);
+    return t->exec->read_flat(t, replica, out, count);
 }
 
 vkt_status vkt_trainer_read_params(vkt_trainer *t, float *out, uint64_t count)
@@ -310,14 +271,7 @@ vkt_status vkt_trainer_write_params(vkt_trainer *t, const float *data, uint64_t 
 {
     if (!t)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_write_params: NULL");
-    vkt_status st = VKT_OK;
-    if (t->pipe)
-        st = data ? trainer_pipe_write_flat(t, data, count)
-                  : trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_write_params: "
-                                 "data is NULL");
-    for (uint32_t i = 0; !t->pipe && i < t->n_rep && st == VKT_OK; i++)
-        if ((st = vkt_model_write_params(t->rep[i].model, data, count)) != VKT_OK)
-            trainer_from_model(t, t->rep[i].model, st);
+    vkt_status st = t->exec->write_flat(t, data, count);
     if (st == VKT_OK) /* the caller's parameters: a new start for the divergence guard */
         trainer_guard_reset(t, data);
     return st;
@@ -327,20 +281,36 @@ vkt_status vkt_trainer_read(vkt_trainer *t, const vkt_tensor *param, float *out,
 {
     if (!t)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read: NULL");
-    if (t->pipe)
-        return out ? trainer_pipe_read(t, param, out, count)
-                   : trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_read: out is NULL");
-    vkt_status st = vkt_model_read(t->rep[0].model, param, out, count);
-    return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
+    return t->exec->read_param(t, param, out, count);
 }
 
 vkt_context *trainer_holder_context(const vkt_trainer *t, uint32_t i)
 {
-    if (t->pipe) {
-        uint32_t P = pipe_split(t->pipe)->n_stages, D = pipe_copies(t->pipe);
-        return i < P * D ? pipe_context(t->pipe, i / P, i % P) : NULL;
-    }
-    return i < t->n_rep ? t->rep[i].ctx : NULL;
+    return t->exec ? t->exec->holder(t, i) : NULL;
+}
+
+uint32_t trainer_flat_nodes(const vkt_trainer *t) { return t->exec->flat_nodes(t); }
+
+vkt_status trainer_param_offset(const vkt_trainer *t, const vkt_tensor *param, uint64_t *off)
+{
+    return t->exec->param_offset(t, param, off);
+}
+
+vkt_status trainer_input_row_bytes(vkt_trainer *t, const vkt_tensor *input, uint64_t *out)
+{
+    return t->exec->input_row_bytes(t, input, out);
+}
+
+vkt_status vkt_trainer_stage_stats_get(vkt_trainer *t, uint32_t stage,
+                                       vkt_pipeline_stage_stats *out)
+{
+    if (!t || !out)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_stage_stats_get: NULL "
+                        "argument");
+    if (!t->exec->stage_stats)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_stage_stats_get: the "
+                            "trainer has no pipeline stages (options.stages, micro_batches)");
+    return t->exec->stage_stats(t, stage, out);
 }
 
 static void round_trips(const vkt_trainer *t, vkt_trainer_stats *out)

@@ -3,7 +3,7 @@
  * checkpoints, statistics, and what the ranks agree on. Under it sit the pieces one row of
  * exec_plan.c picks (exec.h):
  *   - the executor: one replica or several (exec_replicas.c: a context, model and
- *     optimizer each, a thread each when several), or pipelined stages (trainer_pipe.c
+ *     optimizer each, a thread each when several), or pipelined stages (exec_pipe.c
  *     over the pipeline engine, pipe.h);
  *   - sync: the gradient reducer (reduce.h): host threads (reduce_host.c), or MPI around
  *     the host sum (reduce_world.c);
@@ -73,9 +73,11 @@ struct vkt_trainer {
     vkt_optimizer_options optim;
     replica *rep;
     uint32_t n_rep;             /* this process's replicas */
-    /* the pieces (exec_plan.c): the row picked, and its reducer (sync) or exchange (async)
-     * when the world has several replicas */
+    /* the pieces (exec_plan.c): the row picked, its executor (and the executor's state),
+     * and its reducer (sync) or exchange (async) when the world has several replicas */
     const struct exec_row *row;
+    const struct exec_ops *exec;
+    void *ex;
     struct reducer *rd;
     struct exchange *xc;
 
@@ -129,19 +131,6 @@ struct vkt_trainer {
     int guard_tripped;             /* a save from the progress callback found the model
                                       diverged: the run ends with VKT_ERROR_DIVERGED */
     char guard_msg[VKT_ERRMSG_SIZE];
-
-    /* model parallelism (trainer_pipe.c): with stages or micro-batches, pipe runs the
-     * P x D contexts and rep[0] (n_rep 1, no context, model or optimizer of its own)
-     * drives it with the whole global batch */
-    struct vkt_pipeline *pipe;
-    uint32_t pipe_nodes;           /* graph nodes at creation */
-    uint64_t *pipe_off;            /* per node: its offset in the flat parameters of one
-                                      unpipelined model (UINT64_MAX: not a parameter) */
-    float *pipe_host;              /* [param_count]: the values of parameters no stage
-                                      holds (the loss does not use them); scratch */
-    struct pipe_eval *pipe_eval;   /* [TRAINER_MAX_EVAL] stage-wise evaluation chains
-                                      (trainer_pipe_eval.c) */
-    uint32_t n_pipe_eval;
 };
 
 /* ---- checkpoints (trainer_checkpoint.c; the format: engine/io/checkpoint.h) ---- */
@@ -248,40 +237,10 @@ void trainer_job_feeds(replica *r);
 /* The last step's mean loss over the global batch. */
 double trainer_mean_loss(const vkt_trainer *t);
 
-/* trainer_pipe.c: model parallelism inside the trainer (docs/model_parallel.md). */
-/* trainer_pipe_eval.c: vkt_trainer_predict through the stages, each running its part of
- * the forward on its own context with the stage's parameters, a micro-batch of rows at a
- * time (so evaluation needs no more device memory per stage than training); *handled 0:
- * the output is not computed by the stages (not on the loss's path), use the whole graph. */
-vkt_status trainer_pipe_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
-                                uint32_t rows, const vkt_tensor *output, float *out,
-                                int *handled);
-void trainer_pipe_eval_free(vkt_trainer *t);
-/* Whether the options ask for the pipeline engine (stages > 1 or micro-batches > 1). */
-int trainer_pipelined(const vkt_trainer *t);
-/* Creation instead of replicas: dev[n] the device list (P x D entries, or fewer than P). */
-vkt_status trainer_pipe_create(vkt_trainer *t, const uint32_t *dev, uint32_t n);
-/* One step of rep[0] on a global batch; r->loss, or r->status and its message. */
-void trainer_pipe_step(replica *r, const vkt_feed *feeds, uint32_t n, uint64_t step);
-/* The flat parameters of copy `copy` in one unpipelined model's layout, and back into
- * every copy. */
-vkt_status trainer_pipe_read_flat(vkt_trainer *t, uint32_t copy, float *flat, uint64_t count);
-vkt_status trainer_pipe_write_flat(vkt_trainer *t, const float *flat, uint64_t count);
-vkt_status trainer_pipe_read(vkt_trainer *t, const vkt_tensor *param, float *out,
-                             uint64_t count);
-/* The optimizer state as one unpipelined model's blob (vkt_optimizer_read_state): its
- * size, the stages' moments gathered into it, and scattered back into every copy (the
- * blob's header checked by each stage's optimizer first: a mismatch changes nothing). */
-uint64_t trainer_pipe_opt_size(vkt_trainer *t);
-vkt_status trainer_pipe_read_opt(vkt_trainer *t, void *blob, uint64_t bytes);
-vkt_status trainer_pipe_write_opt(vkt_trainer *t, const char *path, const void *blob,
-                                  uint64_t bytes);
-/* An evaluation model (whole graph, forward) loaded with copy 0's parameters. */
-vkt_status trainer_pipe_load_eval(vkt_trainer *t, vkt_model *m);
-/* The flat layout: graph nodes it covers, a parameter's offset in it. */
+/* The executor's flat layout (one unpipelined model's): graph nodes it covers, a
+ * parameter's offset in it; bytes of one row of an input (exec_ops, exec.h). */
 uint32_t trainer_flat_nodes(const vkt_trainer *t);
 vkt_status trainer_param_offset(const vkt_trainer *t, const vkt_tensor *param, uint64_t *off);
-/* Bytes of one row of an input (from the graph's shape with stages). */
 vkt_status trainer_input_row_bytes(vkt_trainer *t, const vkt_tensor *input, uint64_t *out);
 
 /* trainer_eval.c: the forward-only model computing `output` for `batch` rows on replica

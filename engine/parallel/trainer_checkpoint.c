@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
-#include "parallel/exchange.h"
+#include "parallel/exec.h"
 #include "platform/platform.h"
 
 /* The parameter nodes of replica 0's model (with stages: of the whole graph). */
@@ -48,10 +48,8 @@ vkt_status trainer_read_flat(vkt_trainer *t, float *flat)
 {
     if (t->live && t->xc) /* async: the shared parameters (across ranks: every shard) */
         return t->xc->ops->snapshot(t->xc, flat);
-    if (t->pipe) /* stages: copy 0's, in one unpipelined model's layout */
-        return trainer_pipe_read_flat(t, 0, flat, t->param_count);
-    vkt_status st = vkt_model_read_params(t->rep[0].model, flat, t->param_count);
-    return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
+    /* copy 0's (stages: in one unpipelined model's layout) */
+    return t->exec->read_flat(t, 0, flat, t->param_count);
 }
 
 /* What a checkpoint saved now would hold, read back from the device once: the flat
@@ -71,17 +69,14 @@ static void snapshot_free(snapshot *s)
 static vkt_status take_snapshot(vkt_trainer *t, snapshot *s)
 {
     s->flat = malloc((t->param_count ? t->param_count : 1) * sizeof *s->flat);
-    s->opt_bytes = t->pipe ? trainer_pipe_opt_size(t) : vkt_optimizer_state_size(t->rep[0].opt);
+    s->opt_bytes = t->exec->opt_size(t);
     s->opt = malloc(s->opt_bytes ? s->opt_bytes : 1);
     vkt_status st = s->flat && s->opt ? VKT_OK : trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY,
                                                               "out of host memory");
     if (st == VKT_OK)
         st = trainer_read_flat(t, s->flat);
-    if (st == VKT_OK && t->pipe)
-        st = trainer_pipe_read_opt(t, s->opt, s->opt_bytes);
-    else if (st == VKT_OK &&
-             (st = vkt_optimizer_read_state(t->rep[0].opt, s->opt, s->opt_bytes)) != VKT_OK)
-        trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[0].ctx));
+    if (st == VKT_OK)
+        st = t->exec->read_opt(t, s->opt, s->opt_bytes);
     return st;
 }
 
@@ -115,8 +110,7 @@ static void encode_meta(vkt_trainer *t, ckpt_buf *b)
 {
     size_t at = ckpt_begin_section(b, "META");
     ckpt_put_u64(b, t->live ? t->live_steps : t->steps);
-    /* the dropout step index (a pipeline has no dropout: one per step, as one model's) */
-    ckpt_put_u64(b, t->pipe ? t->steps : vkt_model_step_index(t->rep[0].model));
+    ckpt_put_u64(b, t->exec->dropout_step(t)); /* the dropout step index */
     ckpt_put_u32(b, t->n_rep);
     ckpt_put_u32(b, (uint32_t)t->opt.mode);
     ckpt_put_u32(b, t->opt.batch);
@@ -247,7 +241,7 @@ static vkt_status match_params(vkt_trainer *t, const char *path, const ckpt *k, 
  * (kind, size) before anything changes. */
 static vkt_status restore_optimizer(vkt_trainer *t, const char *path, const ckpt *k)
 {
-    uint64_t want = t->pipe ? trainer_pipe_opt_size(t) : vkt_optimizer_state_size(t->rep[0].opt);
+    uint64_t want = t->exec->opt_size(t);
     if (k->opt_bytes != want)
         return trainer_fail(t, VKT_ERROR_SHAPE, "checkpoint '%s' does not match the trainer: "
                             "its optimizer state takes %llu bytes, this optimizer's %llu (a "
@@ -257,11 +251,7 @@ static vkt_status restore_optimizer(vkt_trainer *t, const char *path, const ckpt
     if (!blob)
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     memcpy(blob, k->opt_state, want);
-    vkt_status st = t->pipe ? trainer_pipe_write_opt(t, path, blob, want) : VKT_OK;
-    for (uint32_t i = 0; !t->pipe && i < t->n_rep && st == VKT_OK; i++)
-        if ((st = vkt_optimizer_write_state(t->rep[i].opt, blob, want)) != VKT_OK)
-            trainer_fail(t, st, "checkpoint '%s': %s", path,
-                         vkt_context_errmsg(t->rep[i].ctx));
+    vkt_status st = t->exec->write_opt(t, path, blob, want);
     free(blob);
     return st;
 }
@@ -270,12 +260,9 @@ static void restore_position(vkt_trainer *t, const ckpt *k)
 {
     t->steps = k->step;
     t->step_checked = 0; /* across ranks the next vkt_trainer_step compares again */
+    t->exec->set_position(t, k->step, k->dropout_step);
     for (uint32_t i = 0; i < t->n_rep; i++) {
         replica *r = &t->rep[i];
-        if (!t->pipe) { /* a pipeline sets its optimizers' step before each update */
-            vkt_model_set_step_index(r->model, k->dropout_step);
-            vkt_optimizer_set_step(r->opt, k->step);
-        }
         /* loaders are made again by the next fit, at the saved position */
         vkt_loader_destroy(r->loader);
         free(r->x);
@@ -330,11 +317,8 @@ vkt_status trainer_ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k)
         st = guard_restored(t, path, k, flat);
     if (st == VKT_OK)
         st = restore_optimizer(t, path, k);
-    if (st == VKT_OK && t->pipe)
-        st = trainer_pipe_write_flat(t, flat, t->param_count);
-    for (uint32_t i = 0; st == VKT_OK && !t->pipe && i < t->n_rep; i++)
-        if ((st = vkt_model_write_params(t->rep[i].model, flat, t->param_count)) != VKT_OK)
-            trainer_from_model(t, t->rep[i].model, st);
+    if (st == VKT_OK)
+        st = t->exec->write_flat(t, flat, t->param_count);
     free(flat);
     if (st == VKT_OK) {
         restore_position(t, k);

@@ -1,14 +1,14 @@
 /* Evaluation: forward-only models sharing the training model's parameters, run over
  * any number of rows in fixed-size chunks (the last one padded). */
-#include "trainer.h"
-#include "pipe.h"
+#include "parallel/exec.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The evaluation model computing `output` for `batch` rows on replica 0, made on first
- * use. */
+/* The evaluation model computing `output` for `batch` rows where the executor keeps them
+ * (exec_ops.eval_place), made on first use; loaded with the parameters first when it
+ * does not share them. */
 vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t batch,
                               vkt_model **out)
 {
@@ -16,7 +16,7 @@ vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t
     for (uint32_t i = 0; i < r->n_eval; i++)
         if (r->eval[i].output == output && r->eval[i].batch == batch) {
             *out = r->eval[i].model;
-            return t->pipe ? trainer_pipe_load_eval(t, *out) : VKT_OK;
+            return t->exec->eval_load ? t->exec->eval_load(t, *out) : VKT_OK;
         }
     if (r->n_eval == TRAINER_MAX_EVAL)
         return trainer_fail(t, VKT_ERROR_LIMIT,
@@ -26,18 +26,16 @@ vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
                             "the output tensor does not belong to the trainer's graph");
     vkt_keep(t->graph, (vkt_tensor *)output); /* computed and readable in eval models */
-    /* With stages: the whole graph on copy 0's stage 0 context, with parameters of its
-     * own loaded from the stages before every use. */
-    vkt_model_options mo = {.batch = batch, .forward_only = 1,
-                            .share_params = t->pipe ? NULL : r->model};
-    vkt_model *m = NULL;
-    vkt_context *ctx = t->pipe ? pipe_context(t->pipe, 0, 0) : r->ctx;
+    vkt_context *ctx = NULL;
+    vkt_model *share = NULL, *m = NULL;
+    t->exec->eval_place(t, &ctx, &share);
+    vkt_model_options mo = {.batch = batch, .forward_only = 1, .share_params = share};
     vkt_status st = vkt_model_create(ctx, t->graph, NULL, &mo, &m);
     if (st != VKT_OK)
         return trainer_fail(t, st, "evaluation model: %s", vkt_last_error());
     r->eval[r->n_eval++] = (eval_model){output, batch, m};
     *out = m;
-    return t->pipe ? trainer_pipe_load_eval(t, m) : VKT_OK;
+    return t->exec->eval_load ? t->exec->eval_load(t, m) : VKT_OK;
 }
 
 vkt_status vkt_trainer_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
@@ -46,10 +44,10 @@ vkt_status vkt_trainer_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n
     if (!t || !out || !output)
         return err_fail(t ? t->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_predict: NULL argument");
-    int staged = 0;
-    if (t->pipe) {
-        vkt_status ps = trainer_pipe_predict(t, feeds, n_feeds, rows, output, out, &staged);
-        if (staged)
+    int handled = 0; /* through the holders (a pipeline's stages) */
+    if (t->exec->predict) {
+        vkt_status ps = t->exec->predict(t, feeds, n_feeds, rows, output, out, &handled);
+        if (handled)
             return ps;
     }
     vkt_model *m = NULL;

@@ -1,7 +1,7 @@
 /* trainer_text.c - character-level language models on a trainer: the validation loss in
  * nats per character over consecutive windows of a text, and sampling with a
  * temperature from a batch-1 forward-only model that shares the trained parameters. */
-#include "trainer.h"
+#include "parallel/exec.h"
 #include "core/rand.h"
 #include "data/data.h"
 
@@ -27,8 +27,8 @@ static vkt_status check_lm(vkt_trainer *t, const char *fn, const vkt_text *text,
 }
 
 /* The logits of n windows of ids x ([rows, T], rows >= n): on the evaluation model m, or,
- * with pipeline stages (m NULL), through the stages (vkt_trainer_predict), so no context
- * holds the whole model. */
+ * when the executor predicts through its holders (m NULL: a pipeline's stages), through
+ * vkt_trainer_predict, so no context holds the whole model. */
 static vkt_status forward_logits(vkt_trainer *t, vkt_model *m, const vkt_tensor *ids,
                                  const float *x, uint32_t n, uint32_t rows,
                                  const vkt_tensor *logits, float *z)
@@ -74,7 +74,7 @@ vkt_status vkt_trainer_evaluate_text(vkt_trainer *t, const vkt_text *text, int s
     vkt_model *m = NULL;
     if (!x || !z || !y)
         st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    if (st == VKT_OK && !t->pipe) /* with stages: vkt_trainer_predict runs them in turn */
+    if (st == VKT_OK && !t->exec->predict) /* else vkt_trainer_predict runs the stages */
         st = trainer_eval_model(t, logits, chunk, &m);
     double total = 0;
     for (uint32_t w0 = 0; st == VKT_OK && w0 < use; w0 += chunk) {
@@ -147,7 +147,7 @@ vkt_status vkt_trainer_sample_text(vkt_trainer *t, const vkt_text *text, const v
         seq[len++] = (uint8_t)(nl >= 0 ? nl : 0);
     }
     vkt_model *m = NULL;
-    if (st == VKT_OK && !t->pipe)
+    if (st == VKT_OK && !t->exec->predict)
         st = trainer_eval_model(t, logits, 1, &m);
     uint64_t rng = seed;
     for (uint32_t k = 0; st == VKT_OK && k < n; k++) {

@@ -67,6 +67,8 @@ static vkt_status agree_vector(vkt_trainer *t, vkt_status local, const uint64_t 
 
 vkt_status trainer_world_layout(vkt_trainer *t, uint32_t n_local, vkt_status local)
 {
+    if (!t->world)
+        return local;
     uint32_t R = t->ranks;
     uint64_t *count = calloc(R, sizeof *count), *lo = calloc(R, sizeof *lo),
              *hi = calloc(R, sizeof *hi);

@@ -1,4 +1,4 @@
-/* trainer_pipe_eval.c - evaluation of a pipelined trainer through its stages: stage s
+/* exec_pipe_eval.c - evaluation of a pipelined trainer (exec_pipe.h) through its stages: stage s
  * runs a forward-only model of its sub-graph on copy 0's stage s context, sharing that
  * stage's training parameters; the values it sends are read back and fed to the stages
  * that receive them, a micro-batch of rows at a time. No stage ever holds the whole
@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parallel/pipe.h"
-#include "parallel/trainer.h"
+#include "parallel/exec_pipe.h"
 
 typedef struct pipe_eval {
     const vkt_tensor *output; /* of the full graph */
@@ -17,60 +16,63 @@ typedef struct pipe_eval {
     vkt_model *m[VKT_MAX_STAGES];
 } pipe_eval;
 
-void trainer_pipe_eval_free(vkt_trainer *t)
+void pipe_exec_eval_free(vkt_trainer *t)
 {
-    for (uint32_t e = 0; t->pipe_eval && e < t->n_pipe_eval; e++) {
-        for (uint32_t s = 0; s <= t->pipe_eval[e].last; s++)
-            vkt_model_destroy(t->pipe_eval[e].m[s]);
-        free(t->pipe_eval[e].need);
+    pipe_exec *pe = pipe_exec_of(t);
+    for (uint32_t e = 0; pe->eval && e < pe->n_eval; e++) {
+        for (uint32_t s = 0; s <= pe->eval[e].last; s++)
+            vkt_model_destroy(pe->eval[e].m[s]);
+        free(pe->eval[e].need);
     }
-    free(t->pipe_eval);
-    t->pipe_eval = NULL;
-    t->n_pipe_eval = 0;
+    free(pe->eval);
+    pe->eval = NULL;
+    pe->n_eval = 0;
 }
 
 /* The chain for `output` (made on first use); NULL with *st VKT_OK when the stages do not
  * compute it. */
 static pipe_eval *chain(vkt_trainer *t, const vkt_tensor *output, vkt_status *st)
 {
-    const graph_split *sp = pipe_split(t->pipe);
+    pipe_exec *pe = pipe_exec_of(t);
+    const graph_split *sp = pipe_split(pe->engine);
     *st = VKT_OK;
     int64_t id = graph_node_id(t->graph, output);
     graph_node_info out;
-    if (id < 0 || id >= t->pipe_nodes)
+    if (id < 0 || id >= pe->nodes)
         return NULL;
     graph_node_info_at(t->graph, (uint32_t)id, &out);
     if (!out.computed || sp->node_stage[id] == UINT32_MAX)
         return NULL;
-    for (uint32_t e = 0; e < t->n_pipe_eval; e++)
-        if (t->pipe_eval[e].output == output)
-            return &t->pipe_eval[e];
-    if (!t->pipe_eval && !(t->pipe_eval = calloc(TRAINER_MAX_EVAL, sizeof *t->pipe_eval))) {
+    for (uint32_t e = 0; e < pe->n_eval; e++)
+        if (pe->eval[e].output == output)
+            return &pe->eval[e];
+    if (!pe->eval && !(pe->eval = calloc(TRAINER_MAX_EVAL, sizeof *pe->eval))) {
         *st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         return NULL;
     }
-    if (t->n_pipe_eval == TRAINER_MAX_EVAL) {
+    if (pe->n_eval == TRAINER_MAX_EVAL) {
         *st = trainer_fail(t, VKT_ERROR_LIMIT, "at most %d evaluation outputs",
                            TRAINER_MAX_EVAL);
         return NULL;
     }
-    pipe_eval *e = &t->pipe_eval[t->n_pipe_eval];
+    pipe_eval *e = &pe->eval[pe->n_eval];
     memset(e, 0, sizeof *e);
     e->output = output;
     e->last = sp->node_stage[id];
-    if (!(e->need = calloc(t->pipe_nodes, 1))) {
+    if (!(e->need = calloc(pe->nodes, 1))) {
         *st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         return NULL;
     }
     graph_mark_needed(t->graph, output, e->need);
     /* one micro-batch of one copy: the rows each stage's training already holds */
-    uint32_t D = pipe_copies(t->pipe), m = t->opt.micro_batches ? t->opt.micro_batches : 1;
+    uint32_t D = pipe_copies(pe->engine), m = t->opt.micro_batches ? t->opt.micro_batches : 1;
     e->batch = t->opt.batch / D / m ? t->opt.batch / D / m : 1;
     vkt_keep(sp->stage[e->last].g, sp->stage[e->last].map[id]);
     for (uint32_t s = 0; s <= e->last && *st == VKT_OK; s++) {
         vkt_model_options mo = {.batch = e->batch, .forward_only = 1,
-                                .share_params = pipe_model(t->pipe, 0, s)};
-        *st = vkt_model_create(pipe_context(t->pipe, 0, s), sp->stage[s].g, NULL, &mo, &e->m[s]);
+                                .share_params = pipe_model(pe->engine, 0, s)};
+        *st = vkt_model_create(pipe_context(pe->engine, 0, s), sp->stage[s].g, NULL, &mo,
+                               &e->m[s]);
         if (*st != VKT_OK)
             trainer_fail(t, *st, "evaluation model of stage %u: %s", s, vkt_last_error());
     }
@@ -80,7 +82,7 @@ static pipe_eval *chain(vkt_trainer *t, const vkt_tensor *output, vkt_status *st
         free(e->need);
         return NULL;
     }
-    t->n_pipe_eval++;
+    pe->n_eval++;
     return e;
 }
 
@@ -101,7 +103,7 @@ static vkt_status put_rows(vkt_trainer *t, vkt_model *m, const vkt_tensor *x, co
 static vkt_status feed_stage(vkt_trainer *t, pipe_eval *e, uint32_t s, const vkt_feed *feeds,
                              uint32_t n_feeds, uint32_t row0, uint32_t n, char *buf)
 {
-    const graph_split *sp = pipe_split(t->pipe);
+    const graph_split *sp = pipe_split(pipe_exec_of(t)->engine);
     const graph_stage *gs = &sp->stage[s];
     vkt_status st = VKT_OK;
     for (uint32_t k = 0; k < gs->n_feed && st == VKT_OK; k++) {
@@ -141,7 +143,7 @@ static vkt_status feed_stage(vkt_trainer *t, pipe_eval *e, uint32_t s, const vkt
 static uint64_t max_row_bytes(const vkt_trainer *t)
 {
     uint64_t most = 4;
-    for (uint32_t i = 0; i < t->pipe_nodes; i++) {
+    for (uint32_t i = 0; i < pipe_exec_of(t)->nodes; i++) {
         graph_node_info in;
         graph_node_info_at(t->graph, i, &in);
         most = 4 * in.row_elems > most ? 4 * in.row_elems : most;
@@ -149,9 +151,8 @@ static uint64_t max_row_bytes(const vkt_trainer *t)
     return most;
 }
 
-vkt_status trainer_pipe_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
-                                uint32_t rows, const vkt_tensor *output, float *out,
-                                int *handled)
+vkt_status pipe_exec_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
+                             uint32_t rows, const vkt_tensor *output, float *out, int *handled)
 {
     vkt_status st = VKT_OK;
     pipe_eval *e = chain(t, output, &st);
@@ -160,7 +161,7 @@ vkt_status trainer_pipe_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t 
         return st;
     if (n_feeds && !feeds)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "feeds is NULL");
-    const graph_stage *last = &pipe_split(t->pipe)->stage[e->last];
+    const graph_stage *last = &pipe_split(pipe_exec_of(t)->engine)->stage[e->last];
     const vkt_tensor *y = last->map[graph_node_id(t->graph, output)];
     uint64_t out_row = 0;
     st = trainer_row_bytes(t->errmsg, e->m[e->last], y, &out_row);

@@ -1,0 +1,327 @@
+/* pipe_engine.c - the pipeline engine (pipe_engine.h): creation of the P x D stage
+ * contexts (each its sub-graph's model and optimizer), their parameters, statistics. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/pipe_engine.h"
+
+vkt_status pipe_fail(vkt_pipeline *p, vkt_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    err_failv(p ? p->errmsg : NULL, st, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* "stage 1 (device 0)", or with copies "copy 1, stage 0 (device 2)". */
+static void stage_name(const pstage *s, char *buf, size_t size)
+{
+    if (s->p->D > 1)
+        snprintf(buf, size, "copy %u, stage %u (device %u)", s->copy, s->index, s->device);
+    else
+        snprintf(buf, size, "stage %u (device %u)", s->index, s->device);
+}
+
+/* A stage's failure, kept on the stage; the others are woken to stop. */
+vkt_status pipe_stage_fail(pstage *s, vkt_status st, const char *what, const char *msg)
+{
+    if (s->status == VKT_OK) {
+        char name[64];
+        stage_name(s, name, sizeof name);
+        snprintf(s->errmsg, sizeof s->errmsg, "%s: %s: %s", name, what, msg);
+        s->status = st;
+    }
+    plat_monitor_lock(s->p->mon);
+    if (!s->p->failed)
+        s->p->first_failed = (uint32_t)(s - s->p->st);
+    s->p->failed = 1;
+    plat_monitor_broadcast(s->p->mon);
+    plat_monitor_unlock(s->p->mon);
+    return st;
+}
+
+vkt_status pipe_model_fail(pstage *s, vkt_status st, const char *what)
+{
+    return pipe_stage_fail(s, st, what, vkt_model_errmsg(s->model));
+}
+
+/* ---- creation ---- */
+
+static vkt_status record_apply(vkt_pipeline *p, pstage *s)
+{
+    vkt_view pv, gv;
+    uint64_t n = 0;
+    vkt_status st = graph_model_flat(s->model, &pv, &gv, &n);
+    s->n_train = n;
+    s->n_params = vkt_model_param_count(s->model);
+    /* a stage without trainable parameters (the loss alone, say) has nothing to update */
+    if (st == VKT_OK && n)
+        st = vkt_optimizer_create(s->ctx, &p->optim, n, &s->opt);
+    if (st == VKT_OK && n)
+        st = vkt_stream_create(s->ctx, NULL, &s->apply);
+    if (st == VKT_OK && n)
+        st = vkt_optimizer_record(s->opt, s->apply, pv, gv);
+    if (st != VKT_OK)
+        return pipe_fail(p, st, "stage %u: optimizer: %s", s->index, vkt_context_errmsg(s->ctx));
+    uint64_t most_elems = 0;
+    for (uint32_t j = 0; j < s->gs->n_send; j++)
+        if (p->edge[s->send_edge[j]].elems > most_elems)
+            most_elems = p->edge[s->send_edge[j]].elems;
+    s->gacc = calloc(n ? n : 1, sizeof *s->gacc);
+    s->gtmp = calloc(s->n_params ? s->n_params : 1, sizeof *s->gtmp);
+    s->gsum = malloc((most_elems ? most_elems : 1) * sizeof *s->gsum);
+    s->feed_row = calloc(s->gs->n_feed + 1, sizeof *s->feed_row);
+    s->feed_data = calloc(s->gs->n_feed + 1, sizeof *s->feed_data);
+    if (!s->gacc || !s->gtmp || !s->gsum || !s->feed_row || !s->feed_data)
+        return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t j = 0; j < s->gs->n_feed; j++) {
+        graph_node_info x;
+        graph_node_info_at(p->graph, s->gs->feed[j], &x);
+        s->feed_row[j] = x.count / p->split.batch;
+    }
+    return VKT_OK;
+}
+
+static vkt_status create_stage(vkt_pipeline *p, pstage *s)
+{
+    char name[64];
+    stage_name(s, name, sizeof name);
+    vkt_context_options co = {.device_index = s->device, .kernels = p->opt.kernels};
+    vkt_status st = vkt_context_create(p->inst, &co, &s->ctx);
+    if (st != VKT_OK)
+        return pipe_fail(p, st, "%s: %s", name, vkt_last_error());
+    graph_stage *gs = s->gs;
+    const vkt_tensor **gin = malloc((gs->n_recv + 1) * sizeof *gin);
+    if (!gin)
+        return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t j = 0; j < gs->n_recv; j++)
+        gin[j] = gs->map[gs->recv[j]];
+    vkt_model_options mo = {.batch = p->mb, .check = p->opt.check};
+    st = graph_model_create(s->ctx, gs->g, gs->loss, &mo, gin, gs->n_recv, &s->model);
+    free(gin);
+    if (st != VKT_OK)
+        return pipe_fail(p, st, "%s: %s", name, vkt_last_error());
+    return record_apply(p, s);
+}
+
+/* Sizes and counts, before the split (so they are named first). */
+static vkt_status check_options(vkt_pipeline *p)
+{
+    const pipe_options *o = &p->opt;
+    p->P = o->stages;
+    p->D = o->copies ? o->copies : 1;
+    p->m = o->micro_batches ? o->micro_batches : 1;
+    if (p->P == 0 || p->P > VKT_MAX_STAGES)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: %u stages; 1 to %d are supported",
+                         o->fn, p->P, VKT_MAX_STAGES);
+    if (o->batch == 0)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: the batch is 0", o->fn);
+    if (o->batch % (p->D * p->m) != 0) {
+        if (p->D > 1)
+            return pipe_fail(p, VKT_ERROR_SHAPE, "%s: a batch of %u rows does not split into %u "
+                             "copies x %u equal micro-batches", o->fn, o->batch, p->D, p->m);
+        return pipe_fail(p, VKT_ERROR_SHAPE, "%s: a batch of %u rows does not split into %u "
+                         "equal micro-batches", o->fn, o->batch, p->m);
+    }
+    p->mb = o->batch / (p->D * p->m);
+    p->n_ctx = p->P * p->D;
+    if (!o->devices || o->n_devices == 0)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: no device list", o->fn);
+    if (p->optim.clip_norm > 0 && p->P > 1)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: gradient clipping (a global norm "
+                         "over every stage) is not supported in a pipeline yet", o->fn);
+    return VKT_OK;
+}
+
+/* Context i: copy i / P, stage i mod P, on entry i of the device list (cycled). */
+static vkt_status place_contexts(vkt_pipeline *p, const uint32_t *devices)
+{
+    uint32_t n = vkt_instance_device_count(p->inst);
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        pstage *s = &p->st[i];
+        s->p = p;
+        s->index = i % p->P;
+        s->copy = i / p->P;
+        s->row0 = s->copy * p->m * p->mb;
+        s->device = devices[i % p->opt.n_devices];
+        s->gs = &p->split.stage[s->index];
+        if (s->device >= n) {
+            char name[64];
+            stage_name(s, name, sizeof name);
+            return pipe_fail(p, VKT_ERROR_NO_DEVICE, "%s: device %u does not exist (%u device(s) "
+                             "present)", name, s->device, n);
+        }
+    }
+    return VKT_OK;
+}
+
+vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
+                       const pipe_options *o, vkt_pipeline **out)
+{
+    *out = NULL;
+    vkt_pipeline *p = calloc(1, sizeof *p);
+    if (!p)
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    p->inst = inst;
+    p->graph = g;
+    p->opt = *o;
+    p->optim = o->optimizer;
+    vkt_status st = check_options(p);
+    if (st == VKT_OK) {
+        char msg[VKT_ERRMSG_SIZE];
+        st = graph_split_stages(g, loss, p->P, &p->split, msg, sizeof msg);
+        if (st != VKT_OK)
+            pipe_fail(p, st, "%s: %s", o->fn, msg);
+    }
+    if (st == VKT_OK) {
+        p->st = calloc(p->n_ctx, sizeof *p->st);
+        p->mon = plat_monitor_create();
+        if (!p->st || !p->mon)
+            st = pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    if (st == VKT_OK)
+        st = place_contexts(p, o->devices);
+    if (st == VKT_OK)
+        st = pipe_edges_make(p);
+    for (uint32_t i = 0; i < p->n_ctx && st == VKT_OK; i++)
+        st = create_stage(p, &p->st[i]);
+    if (st != VKT_OK) {
+        err_fail(NULL, st, "%s", p->errmsg);
+        vkt_pipeline_destroy(p);
+        return st;
+    }
+    p->opt.devices = NULL; /* the caller's list: read at creation only */
+    *out = p;
+    return VKT_OK;
+}
+
+void vkt_pipeline_destroy(vkt_pipeline *p)
+{
+    if (!p)
+        return;
+    for (uint32_t k = 0; p->st && k < p->n_ctx; k++) {
+        pstage *s = &p->st[k];
+        vkt_stream_destroy(s->apply);
+        vkt_optimizer_destroy(s->opt);
+        vkt_model_destroy(s->model);
+        vkt_context_destroy(s->ctx);
+        free(s->gacc);
+        free(s->gtmp);
+        free(s->gsum);
+        free(s->recv_edge);
+        free(s->recv_slot);
+        free(s->send_edge);
+        free(s->feed_row);
+        free(s->feed_data);
+    }
+    pipe_edges_free(p);
+    free(p->st);
+    graph_split_free(&p->split);
+    if (p->mon)
+        plat_monitor_destroy(p->mon);
+    free(p);
+}
+
+uint32_t pipe_copies(const vkt_pipeline *p) { return p->D; }
+const graph_split *pipe_split(const vkt_pipeline *p) { return &p->split; }
+vkt_model *pipe_model(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->model; }
+vkt_optimizer *pipe_optimizer(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->opt; }
+vkt_context *pipe_context(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->ctx; }
+
+/* ---- parameters ---- */
+
+/* The stage holding parameter t of the full graph and t's id, or a message. */
+static vkt_status param_stage(vkt_pipeline *p, const vkt_tensor *t, const char *fn,
+                              uint32_t *out, uint32_t *id)
+{
+    int64_t i = graph_node_id(p->graph, t);
+    graph_node_info in = {0};
+    if (i >= 0)
+        graph_node_info_at(p->graph, (uint32_t)i, &in);
+    if (!in.param)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: '%s' is not a parameter of the "
+                         "pipeline's graph", fn, vkt_tensor_name(t));
+    uint32_t s = i < p->split.nodes ? p->split.node_stage[i] : UINT32_MAX;
+    if (s >= p->P)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: parameter '%s' is not used by the "
+                         "loss, so no stage holds it", fn, in.name);
+    *out = s;
+    *id = (uint32_t)i;
+    return VKT_OK;
+}
+
+vkt_status pipe_read_param(vkt_pipeline *p, uint32_t copy, const vkt_tensor *t, float *out,
+                           uint64_t count)
+{
+    uint32_t s = 0, id = 0;
+    vkt_status st = param_stage(p, t, "read", &s, &id);
+    if (st != VKT_OK)
+        return st;
+    pstage *x = ctx_of(p, copy, s);
+    st = vkt_model_read(x->model, x->gs->map[id], out, count);
+    return st == VKT_OK ? VKT_OK
+                        : pipe_fail(p, st, "stage %u: %s", s, vkt_model_errmsg(x->model));
+}
+
+vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *t, const float *data,
+                            uint64_t count)
+{
+    uint32_t s = 0, id = 0;
+    vkt_status st = param_stage(p, t, "write", &s, &id);
+    for (uint32_t c = 0; st == VKT_OK && c < p->D; c++) {
+        pstage *x = ctx_of(p, c, s);
+        st = vkt_model_write(x->model, x->gs->map[id], data, count);
+        if (st != VKT_OK)
+            pipe_fail(p, st, "stage %u: %s", s, vkt_model_errmsg(x->model));
+    }
+    return st;
+}
+
+vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o)
+{
+    if (o->clip_norm > 0 && p->P > 1)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "gradient clipping (a global norm over "
+                         "every stage) is not supported in a pipeline yet");
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        if (!p->st[i].opt)
+            continue;
+        vkt_status st = vkt_optimizer_set_options(p->st[i].opt, o);
+        if (st != VKT_OK)
+            return pipe_fail(p, st, "stage %u: %s", p->st[i].index,
+                             vkt_context_errmsg(p->st[i].ctx));
+    }
+    p->optim = *o;
+    return VKT_OK;
+}
+
+vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
+                                        vkt_pipeline_stage_stats *out)
+{
+    if (!p || !out)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_stage_stats_get: NULL "
+                        "argument");
+    if (stage >= p->P)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_stage_stats_get: stage %u of "
+                         "%u", stage, p->P);
+    pstage *s = &p->st[stage];
+    vkt_model_stats ms;
+    vkt_status st = vkt_model_stats_get(s->model, &ms);
+    if (st != VKT_OK)
+        return pipe_fail(p, st, "stage %u: %s", stage, vkt_model_errmsg(s->model));
+    memset(out, 0, sizeof *out);
+    out->device = s->device;
+    out->ops = s->gs->ops;
+    out->param_bytes = ms.param_bytes;
+    out->grad_bytes = ms.grad_bytes;
+    out->optimizer_bytes = vkt_optimizer_state_size(s->opt);
+    out->activation_bytes = ms.activation_bytes;
+    out->sent_bytes = s->sent;
+    out->busy_seconds = s->busy;
+    vkt_memory_stats mem;
+    if (vkt_context_memory_stats(s->ctx, &mem) == VKT_OK)
+        out->device_bytes = mem.device_local_bytes;
+    return VKT_OK;
+}

@@ -1,0 +1,113 @@
+/*
+ * pipe_engine.h - the pipeline engine's internals, shared by its files (pipe.h is its
+ * interface): a graph cut into P stages (graph/runtime.h's graph_split), D data-parallel
+ * copies of the P-stage pipeline, one context, model, optimizer and thread per stage of
+ * each copy (context d * P + s is copy d's stage s), micro-batches flowing through them.
+ *   pipe_engine.c  creation, parameters, statistics;
+ *   pipe_sched.c   one step: the 1F1B schedule of every stage's thread, the update;
+ *   pipe_edge.c    the values and gradients that cross stages (host slots);
+ *   pipeline.c     the public vkt_pipeline_* (the engine with one copy).
+ */
+#ifndef VKT_PARALLEL_PIPE_ENGINE_H
+#define VKT_PARALLEL_PIPE_ENGINE_H
+
+#include "core/error.h"
+#include "parallel/pipe.h"
+#include "platform/platform.h"
+
+/* An edge: one value crossing stages, within one copy, in host slots. */
+typedef struct pedge {
+    uint32_t node;        /* the full graph's id of the value */
+    uint32_t from;        /* the stage that computes it */
+    uint32_t n_to;        /* consumer stages */
+    uint32_t to[GRAPH_MAX_STAGES];
+    uint64_t elems;       /* per micro-batch */
+    float *act;           /* [m][elems] */
+    float *grad;          /* [n_to][m][elems] */
+    uint8_t *ready;       /* [m]: act[k] written */
+    uint32_t *pending;    /* [m]: consumers that have not sent grad[.][k] yet */
+} pedge;
+
+typedef struct pstage {
+    struct vkt_pipeline *p;
+    uint32_t index, copy, device;
+    uint32_t row0;         /* the copy's first row of the global batch */
+    graph_stage *gs;
+    vkt_context *ctx;
+    vkt_model *model;
+    vkt_optimizer *opt;
+    vkt_stream *apply;
+    uint64_t n_params, n_train;
+    double *gacc;          /* [n_train] the weighted sum over micro-batches */
+    float *gtmp;           /* [n_params] */
+    float *gsum;           /* scratch: a sent value's gradient summed over consumers */
+    uint32_t *recv_edge, *recv_slot; /* per received value: its edge and consumer slot */
+    uint32_t *send_edge;   /* per sent value: its edge */
+    uint64_t *feed_row;    /* per fed input: elements per row */
+    const void **feed_data; /* per fed input: the step's data */
+    double loss;           /* last stage: the weighted loss of the step */
+    double busy;
+    uint64_t sent;
+    vkt_status status;
+    char errmsg[VKT_ERRMSG_SIZE];
+    plat_thread *thread;
+} pstage;
+
+struct vkt_pipeline {
+    vkt_instance *inst;
+    vkt_graph *graph;
+    pipe_options opt;
+    vkt_optimizer_options optim;
+    uint32_t P, D, m, mb;  /* stages, copies, micro-batches per copy, rows per micro-batch */
+    uint32_t n_ctx;        /* P x D; context d * P + s is copy d's stage s */
+    graph_split split;
+    pstage *st;            /* [n_ctx] */
+    pedge *edge;           /* every copy's edges, copy after copy */
+    uint32_t n_edge;
+    plat_monitor *mon;
+    int failed;            /* under mon */
+    int go;                /* under mon: the step's threads may start working */
+    uint32_t expected, arrived; /* under mon: the step's end (arrive) */
+    int votes;             /*   and whether any context voted to stop there */
+    uint32_t first_failed; /* under mon: the context that failed first (n_ctx: none) */
+    uint64_t steps, step;  /* public steps taken; the optimizers' step of this one */
+    double step_seconds;
+    char errmsg[VKT_ERRMSG_SIZE];
+};
+
+static inline pstage *ctx_of(vkt_pipeline *p, uint32_t copy, uint32_t stage)
+{
+    return &p->st[copy * p->P + stage];
+}
+
+/* The pipeline's message (returns st). */
+vkt_status pipe_fail(vkt_pipeline *p, vkt_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A stage's failure, kept on the stage ("copy 1, stage 0 (device 2): what: msg"); the
+ * others are woken to stop. mfail: with its model's message. */
+vkt_status pipe_stage_fail(pstage *s, vkt_status st, const char *what, const char *msg);
+vkt_status pipe_model_fail(pstage *s, vkt_status st, const char *what);
+
+/* ---- edges (pipe_edge.c): the crossing values of every copy in host slots ---- */
+
+/* Every copy's edges and its stages' send and receive lists. */
+vkt_status pipe_edges_make(vkt_pipeline *p);
+void pipe_edges_free(vkt_pipeline *p);
+/* A new step: no value sent, every consumer's gradient pending. */
+void pipe_edges_reset(vkt_pipeline *p);
+/* Until every value stage s receives for micro-batch k is there / every gradient of
+ * what it sent came back; 0 when another stage failed. */
+int pipe_wait_values(pstage *s, uint32_t k);
+int pipe_wait_grads(pstage *s, uint32_t k);
+/* Micro-batch k's received values into s's inputs. */
+vkt_status pipe_recv_values(pstage *s, uint32_t k);
+/* After s's forward of micro-batch k: the values it sends, to its consumers. */
+vkt_status pipe_send_values(pstage *s, uint32_t k);
+/* After s's backward of micro-batch k: the gradients of its received values, to their
+ * senders. */
+vkt_status pipe_send_grads(pstage *s, uint32_t k);
+/* Before s's backward of micro-batch k: the gradients of what it sent, summed over the
+ * consumers in stage order, into its inputs. */
+vkt_status pipe_recv_grads(pstage *s, uint32_t k);
+
+#endif

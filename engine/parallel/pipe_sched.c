@@ -1,0 +1,272 @@
+/* pipe_sched.c - one step of the pipeline engine (pipe_engine.h).
+ *
+ * Schedule: one-forward-one-backward (1F1B). Stage s (of P) runs
+ *     F(0) .. F(w-1), then F(k) B(k-w) for k = w..m-1, then B(m-w) .. B(m-1),
+ * w = min(P-1-s, m). Its bubble is GPipe's, (P-1)/(m+P-1) of the step with equal
+ * stages, but a stage never holds more than P-s micro-batches in flight instead of m.
+ * Here a stage's forward is recomputed by its backward (F only sends values), so the
+ * in-flight state is the host copies of its received values: P-s micro-batches of them
+ * (pipe_edge.c). One failure stops all P x D threads.
+ *
+ * The last stage's F(k) is its whole step (forward, loss, backward). Gradients of each
+ * micro-batch are read to the host and summed in double with weight rows_k / batch;
+ * after every context passed the barrier with no failure, each writes the sum over the
+ * copies of its stage and runs its optimizer (recorded once into `apply`). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "parallel/pipe_engine.h"
+
+/* The stage's inputs for micro-batch k: fed rows and received values. */
+static vkt_status set_inputs(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    uint64_t row = s->row0 + (uint64_t)k * p->mb; /* the micro-batch's first global row */
+    for (uint32_t j = 0; j < gs->n_feed; j++) {
+        uint64_t n = s->feed_row[j] * p->mb;
+        const char *data = (const char *)s->feed_data[j] + row * s->feed_row[j] * 4; /* 4-byte elements */
+        if (vkt_model_set_input(s->model, gs->map[gs->feed[j]], data, n) != VKT_OK)
+            return pipe_model_fail(s, VKT_ERROR_INVALID_ARGUMENT, "input");
+    }
+    return pipe_recv_values(s, k);
+}
+
+/* After a backward: gradients of received values back to their senders, and the
+ * parameters' gradients into the weighted sum. */
+static vkt_status after_backward(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    vkt_status st = pipe_send_grads(s, k);
+    if (st != VKT_OK)
+        return st;
+    st = vkt_model_read_grads(s->model, s->gtmp, s->n_params);
+    if (st != VKT_OK)
+        return pipe_model_fail(s, st, "gradients");
+    double w = 1.0 / ((double)p->m * p->D); /* rows_k / batch: equal micro-batches */
+    for (uint64_t i = 0; i < s->n_train; i++)
+        s->gacc[i] += w * s->gtmp[i];
+    return VKT_OK;
+}
+
+static vkt_status forward(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    if (!pipe_wait_values(s, k))
+        return VKT_ERROR_STATE; /* another stage failed: its message is the one */
+    vkt_status st = set_inputs(s, k);
+    if (st != VKT_OK)
+        return st;
+    double t0 = plat_now();
+    int last = s->index == p->P - 1;
+    st = last ? vkt_model_forward_backward(s->model) : vkt_model_forward(s->model);
+    s->busy += plat_now() - t0;
+    if (st != VKT_OK)
+        return pipe_model_fail(s, st, last ? "forward and backward" : "forward");
+    if (last) {
+        float loss = 0;
+        st = vkt_model_loss(s->model, &loss);
+        if (st != VKT_OK)
+            return pipe_model_fail(s, st, "loss");
+        s->loss += (double)loss / ((double)p->m * p->D);
+        return after_backward(s, k);
+    }
+    return pipe_send_values(s, k);
+}
+
+static vkt_status backward(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    if (s->index == p->P - 1)
+        return VKT_OK; /* its forward did it */
+    if (!pipe_wait_grads(s, k))
+        return VKT_ERROR_STATE;
+    vkt_status st = set_inputs(s, k);
+    if (st == VKT_OK)
+        st = pipe_recv_grads(s, k);
+    if (st != VKT_OK)
+        return st;
+    double t0 = plat_now();
+    st = vkt_model_forward_backward(s->model);
+    s->busy += plat_now() - t0;
+    if (st != VKT_OK)
+        return pipe_model_fail(s, st, "forward and backward");
+    return after_backward(s, k);
+}
+
+/* The gradient summed over the copies of the stage (in copy order, so every copy
+ * writes the same bits) into the stage's model, then its optimizer. */
+static vkt_status update(pstage *s)
+{
+    vkt_pipeline *p = s->p;
+    if (!s->opt)
+        return VKT_OK; /* no trainable parameters */
+    for (uint64_t i = 0; i < s->n_train; i++) {
+        double g = 0;
+        for (uint32_t c = 0; c < p->D; c++)
+            g += ctx_of(p, c, s->index)->gacc[i];
+        s->gtmp[i] = (float)g;
+    }
+    for (uint64_t i = s->n_train; i < s->n_params; i++)
+        s->gtmp[i] = 0.0f;
+    double t0 = plat_now();
+    vkt_status st = vkt_model_write_grads(s->model, s->gtmp, s->n_params);
+    if (st != VKT_OK)
+        return pipe_model_fail(s, st, "writing gradients");
+    st = vkt_optimizer_set_step(s->opt, p->step);
+    if (st == VKT_OK)
+        st = vkt_stream_run(s->apply);
+    s->busy += plat_now() - t0;
+    if (st != VKT_OK)
+        return pipe_stage_fail(s, st, "optimizer", vkt_context_errmsg(s->ctx));
+    return VKT_OK;
+}
+
+/* The end of a step for the contexts whose threads run (p->expected of them): each
+ * arrives with its vote and waits for all; returns 1 if any voted to stop. (Not a
+ * plat_barrier: when some threads could not start, fewer arrive.) */
+static int arrive(vkt_pipeline *p, int vote)
+{
+    plat_monitor_lock(p->mon);
+    p->votes |= vote != 0;
+    p->arrived++;
+    plat_monitor_broadcast(p->mon);
+    while (p->arrived < p->expected)
+        plat_monitor_wait(p->mon);
+    int stop = p->votes;
+    plat_monitor_unlock(p->mon);
+    return stop;
+}
+
+/* 1F1B order for one stage of one copy (the header comment). */
+static void stage_job(void *arg)
+{
+    pstage *s = arg;
+    vkt_pipeline *p = s->p;
+    uint32_t m = p->m, P = p->P;
+    plat_monitor_lock(p->mon); /* until every thread of the step has started (or not) */
+    while (!p->go)
+        plat_monitor_wait(p->mon);
+    plat_monitor_unlock(p->mon);
+    uint32_t w = P - 1 - s->index < m ? P - 1 - s->index : m;
+    vkt_status st = VKT_OK;
+    for (uint32_t k = 0; k < w && st == VKT_OK; k++)
+        st = forward(s, k);
+    for (uint32_t k = w; k < m && st == VKT_OK; k++) {
+        st = forward(s, k);
+        if (st == VKT_OK)
+            st = backward(s, k - w);
+    }
+    for (uint32_t k = m - w; k < m && st == VKT_OK; k++)
+        st = backward(s, k);
+    if (st != VKT_OK && s->status == VKT_OK)
+        s->status = st; /* stopped by another stage's failure */
+    /* Every context updates, or none does (and after arrive every gacc is final). */
+    if (arrive(p, s->status != VKT_OK) == 0)
+        update(s);
+}
+
+static vkt_status check_feeds(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n)
+{
+    if (n && !feeds)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: feeds is NULL", p->opt.fn);
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        pstage *s = &p->st[i];
+        for (uint32_t j = 0; j < s->gs->n_feed; j++) {
+            const vkt_tensor *t = graph_node_at(p->graph, s->gs->feed[j]);
+            s->feed_data[j] = NULL;
+            for (uint32_t f = 0; f < n; f++)
+                if (feeds[f].tensor == t)
+                    s->feed_data[j] = feeds[f].data;
+            if (!s->feed_data[j])
+                return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "input '%s' (read on stage %u) is "
+                                 "not fed: every step needs data for it", vkt_tensor_name(t),
+                                 s->index);
+        }
+    }
+    return VKT_OK;
+}
+
+static void reset_step(vkt_pipeline *p)
+{
+    pipe_edges_reset(p);
+    p->failed = 0;
+    p->first_failed = p->n_ctx;
+    p->go = 0;
+    p->arrived = 0;
+    p->votes = 0;
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        pstage *s = &p->st[i];
+        memset(s->gacc, 0, s->n_train * sizeof *s->gacc);
+        s->loss = 0;
+        s->busy = 0;
+        s->sent = 0;
+        s->status = VKT_OK;
+        s->errmsg[0] = 0;
+    }
+}
+
+/* One stage at a time: each copy's forwards and backwards, then every update. */
+static void run_sequential(vkt_pipeline *p)
+{
+    vkt_status r = VKT_OK;
+    for (uint32_t c = 0; c < p->D && r == VKT_OK; c++)
+        for (uint32_t k = 0; k < p->m && r == VKT_OK; k++) {
+            for (uint32_t s = 0; s < p->P && r == VKT_OK; s++)
+                r = forward(ctx_of(p, c, s), k);
+            for (uint32_t s = p->P - 1; s-- > 0 && r == VKT_OK;)
+                r = backward(ctx_of(p, c, s), k);
+        }
+    for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK; i++)
+        r = update(&p->st[i]);
+}
+
+static void run_threads(vkt_pipeline *p)
+{
+    uint32_t started = 0;
+    for (; started < p->n_ctx; started++)
+        if (plat_thread_start(&p->st[started].thread, stage_job, &p->st[started]) != 0)
+            break;
+    /* Contexts without a thread fail the step; the started ones stop at once (they see
+     * `failed`) and only they arrive at the end. */
+    for (uint32_t k = started; k < p->n_ctx; k++)
+        pipe_stage_fail(&p->st[k], VKT_ERROR_INTERNAL, "thread", "could not start a thread");
+    plat_monitor_lock(p->mon);
+    p->expected = started;
+    p->go = 1;
+    plat_monitor_broadcast(p->mon);
+    plat_monitor_unlock(p->mon);
+    for (uint32_t k = 0; k < started; k++)
+        plat_thread_join(p->st[k].thread);
+}
+
+vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_t step,
+                     double *out_loss)
+{
+    vkt_status st = check_feeds(p, feeds, n);
+    if (st != VKT_OK)
+        return st;
+    reset_step(p);
+    p->step = step;
+    double t0 = plat_now();
+    if (p->opt.sequential)
+        run_sequential(p);
+    else
+        run_threads(p);
+    p->step_seconds = plat_now() - t0;
+    /* The context that failed first (the others stopped because of it, or failed after). */
+    if (p->first_failed < p->n_ctx && p->st[p->first_failed].errmsg[0])
+        return pipe_fail(p, p->st[p->first_failed].status, "%s", p->st[p->first_failed].errmsg);
+    for (uint32_t k = 0; k < p->n_ctx; k++)
+        if (p->st[k].errmsg[0])
+            return pipe_fail(p, p->st[k].status, "%s", p->st[k].errmsg);
+    for (uint32_t k = 0; k < p->n_ctx; k++)
+        if (p->st[k].status != VKT_OK)
+            return pipe_fail(p, p->st[k].status, "stage %u failed", p->st[k].index);
+    double loss = 0;
+    for (uint32_t c = 0; c < p->D; c++)
+        loss += ctx_of(p, c, p->P - 1)->loss;
+    if (out_loss)
+        *out_loss = loss;
+    return VKT_OK;
+}
