@@ -105,6 +105,7 @@ static void rewrite_fusion(vkt_model *m)
     for (uint32_t i = 0; i < m->n; i++) {
         m->t[i] = m->g->nodes[i];
         m->node[i].fused_from = m->node[i].fused_into = -1;
+        m->node[i].lp_x = m->node[i].lp_w = m->node[i].lp_dz = -1;
     }
     if (m->no_fusion)
         return;
@@ -232,6 +233,8 @@ static vkt_status make_values(vkt_model *m)
         if (GRAPH_DEF(t)->flags & OPF_VIEW) /* a view: no copy */
             m->val[nd->val].alias = model_root(m, m->node[t->in[0]->id].val);
         vkt_status st = make_array(m, i, 0);
+        if (st == VKT_OK)
+            st = model_autocast_values(m, i, 0);
         if (st != VKT_OK)
             return st;
         if (m->g->nodes[i]->keep || m->g->nodes[i] == m->loss)
@@ -268,6 +271,8 @@ static vkt_status make_grads(vkt_model *m)
         if (t->op == GOP_INPUT) /* asked for (grad_input): readable after the step */
             m->val[model_root(m, nd->grad)].kept = 1;
         vkt_status st = make_array(m, i, 1);
+        if (st == VKT_OK)
+            st = model_autocast_values(m, i, 1);
         if (st != VKT_OK)
             return st;
     }
@@ -377,6 +382,8 @@ vkt_status model_analyze(vkt_model *m)
     if (m->training)
         st = mark_grads(m);
     rewrite_fusion(m);
+    if (st == VKT_OK)
+        st = model_autocast(m);
     if (st == VKT_OK)
         st = make_order(m);
     if (st == VKT_OK)

@@ -22,6 +22,10 @@ struct vkt_tensor {
     graph_op op;
     vkt_shape shape;      /* at the batch the graph was built with */
     int is_int;           /* int32 elements (labels) */
+    /* The element type its op computes in: fp32, except a matrix product the model's
+     * autocast rewrite (autocast.c) gives the model's 16-bit precision. Its values stay
+     * fp32; the product's operands are cast (model.h: mnode.lp_x, lp_w, lp_dz). */
+    vkt_dtype dtype;
     int keep;             /* vkt_keep */
     int state;            /* a parameter the optimizer does not train (vkt_state) */
     uint32_t n_in;

@@ -32,8 +32,16 @@ int32_t model_new_value(vkt_model *m, mspace space, uint64_t count)
         m->val = v;
         m->cap_val = cap;
     }
-    m->val[m->n_val] = (mval){space, 0, count, -1, 0, 0, 0};
+    m->val[m->n_val] = (mval){space, 0, count, -1, 0, 0, 0, VKT_DTYPE_FP32};
     return (int32_t)m->n_val++;
+}
+
+int32_t model_new_typed(vkt_model *m, mspace space, vkt_dtype dtype, uint64_t elems)
+{
+    int32_t v = model_new_value(m, space, (elems * vkt_dtype_size(dtype) + 3) / 4);
+    if (v >= 0)
+        m->val[v].dtype = dtype;
+    return v;
 }
 
 int32_t model_root(const vkt_model *m, int32_t v)
@@ -45,19 +53,21 @@ int32_t model_root(const vkt_model *m, int32_t v)
 
 vkt_view model_view(const vkt_model *m, int32_t v)
 {
-    vkt_view none = {NULL, 0};
     int32_t r = model_root(m, v);
     if (r < 0)
-        return none;
+        return (vkt_view){NULL, 0};
     const mval *x = &m->val[r];
+    vkt_buffer *b = NULL;
     switch (x->space) {
-    case MS_ARENA: return (vkt_view){m->arena, x->offset};
-    case MS_PARAMS: return (vkt_view){m->params, x->offset};
-    case MS_GRADS: return (vkt_view){m->grads, x->offset};
-    case MS_INPUTS: return (vkt_view){m->inputs, x->offset};
-    case MS_CTRL: return (vkt_view){m->ctrl, x->offset};
-    default: return none;
+    case MS_ARENA: b = m->arena; break;
+    case MS_PARAMS: b = m->params; break;
+    case MS_GRADS: b = m->grads; break;
+    case MS_INPUTS: b = m->inputs; break;
+    case MS_CTRL: b = m->ctrl; break;
+    default: return (vkt_view){NULL, 0};
     }
+    /* offsets are in 4-byte units (ALIGN_ELEMS-aligned): exact in any smaller type's */
+    return (vkt_view){b, x->offset * 4 / vkt_dtype_size(x->dtype)};
 }
 
 /* Shapes of every node at the model's batch: inputs take it as their first dimension,
@@ -309,6 +319,8 @@ vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     m->check = o.check || env_check();
     m->no_reuse = o.no_memory_reuse;
     m->no_fusion = o.no_fusion;
+    /* check mode compares every op with its fp32 reference: it runs unautocast */
+    m->precision = m->check ? VKT_DTYPE_FP32 : o.precision;
     m->param_owner = o.share_params ? (o.share_params->param_owner ? o.share_params->param_owner
                                                                    : o.share_params)
                                     : NULL;
@@ -319,11 +331,12 @@ vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     m->node = calloc(m->n, sizeof *m->node);
     m->t = calloc(m->n ? m->n : 1, sizeof *m->t);
     m->fused = calloc(m->n ? m->n : 1, sizeof *m->fused);
+    m->cast = calloc(m->n ? m->n : 1, sizeof *m->cast);
     m->batch_major = calloc(m->n, sizeof *m->batch_major);
     if (n_grad_inputs && (m->grad_input = calloc(m->n, 1)) != NULL)
         for (uint32_t k = 0; k < n_grad_inputs; k++)
             m->grad_input[grad_inputs[k]->id] = 1;
-    if (!m->shape || !m->count || !m->node || !m->batch_major || !m->t || !m->fused ||
+    if (!m->shape || !m->count || !m->node || !m->batch_major || !m->t || !m->fused || !m->cast ||
         (n_grad_inputs && !m->grad_input))
         st = model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (st == VKT_OK)
@@ -368,6 +381,7 @@ void vkt_model_destroy(vkt_model *m)
     free(m->node);
     free(m->t);
     free(m->fused);
+    free(m->cast);
     free(m->grad_input);
     free(m->val);
     free(m->order);

@@ -37,6 +37,8 @@ typedef struct mval {
     int32_t alias;   /* shares the storage of that value (-1: its own) */
     int32_t first, last; /* arena values: first and last position touching it (roots) */
     int kept;        /* live to the end of the step (readable afterwards) */
+    vkt_dtype dtype; /* its elements' type; offset and count stay in 4-byte units (the plan's
+                        and the buffers'), model_view gives offsets in the type's elements */
 } mval;
 
 typedef struct mnode {
@@ -51,6 +53,10 @@ typedef struct mnode {
     int32_t fused_from; /* a fused node: the producer it absorbed (-1 none) */
     int32_t fused_into; /* an absorbed producer: the fused node that runs it (-1 none) */
     int32_t fpos, bpos; /* step positions (-1: none) */
+    /* An autocast product (tensor dtype fp16/bf16): its operands cast to that type, x
+     * (input 0) and w (input 1) by the forward and read again by the backward, and the
+     * output's gradient cast by the backward (-1: none; autocast.c). */
+    int32_t lp_x, lp_w, lp_dz;
     uint8_t acc[GRAPH_MAX_INPUTS]; /* backward: 1 adds to the input's gradient, 0 writes */
 } mnode;
 
@@ -77,6 +83,7 @@ struct vkt_model {
     vkt_tensor *loss;         /* NULL: no loss */
     int training;             /* has a backward */
     int check, no_reuse, no_fusion;
+    vkt_dtype precision;      /* autocast: the matrix products' type (fp32: none) */
     vkt_model *param_owner;   /* the model whose parameter buffer this one uses */
     /* Per node, or NULL: inputs whose gradient the backward computes into the arena and
      * keeps readable (a pipeline stage sends it back to the stage that produced the
@@ -90,6 +97,7 @@ struct vkt_model {
      * after the rewrite reads nodes through it. */
     const vkt_tensor **t;
     vkt_tensor *fused;        /* the rewrite's nodes (n of them at most) */
+    vkt_tensor *cast;         /* the autocast rewrite's nodes, by id (autocast.c) */
     vkt_shape *shape;         /* per node, at this batch */
     uint64_t *count;
     uint8_t *batch_major;     /* per node: graph_batch_major */
@@ -151,6 +159,8 @@ vkt_status model_fail(vkt_model *m, vkt_status st, const char *fmt, ...)
 vkt_status model_ctx_fail(vkt_model *m, vkt_status st);
 /* A new value of `count` elements in `space`; returns its index or -1 (out of memory). */
 int32_t model_new_value(vkt_model *m, mspace space, uint64_t count);
+/* The same holding `elems` elements of type dtype (count: the 4-byte units they take). */
+int32_t model_new_typed(vkt_model *m, mspace space, vkt_dtype dtype, uint64_t elems);
 /* The value whose storage v uses (follows aliases). */
 int32_t model_root(const vkt_model *m, int32_t v);
 vkt_view model_view(const vkt_model *m, int32_t v);
@@ -161,6 +171,11 @@ vkt_status model_analyze(vkt_model *m);
  * fused into it) writes: products go in reverse (bias, dW, dX), the others in order.
  * The write/add flags are given in this order and record_bwd.c follows it. */
 uint32_t model_slot(const vkt_tensor *src, uint32_t j);
+/* autocast.c: the rewrite (after fusion: every OPF_AUTOCAST node computes in m->precision,
+ * through m->cast), and the casts' values of node i: forward (lp_x, lp_w) and backward
+ * (lp_dz). */
+vkt_status model_autocast(vkt_model *m);
+vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward);
 /* plan.c: liveness and offsets of the arena values. */
 vkt_status model_plan(vkt_model *m);
 /* An access list being built for the plan: value, write flag, and the phase of the step

@@ -3,8 +3,11 @@
  * kernel adds b and applies a fused activation (autodiff.c fuses a linear into the
  * activation that is its only use). The backward uses vkt_gemm's transposes, dW = X^T dZ
  * and dX = dZ W^T; with an activation fused, dz and the bias gradient come from one
- * dispatch, in place over the activation's gradient. */
+ * dispatch, in place over the activation's gradient. A product the autocast rewrite gave
+ * a 16-bit dtype (autocast.c) rounds its operands into the node's lp_x, lp_w and lp_dz
+ * first and runs the GEMM on those, accumulating in fp32 into the same fp32 outputs. */
 #include "graph/op_impl.h"
+#include "kernels/cast.h"
 #include "activation.h"
 
 #include <stdlib.h>
@@ -61,21 +64,55 @@ static int rows_of_a(const vkt_tensor *t, const uint8_t *batch_major)
 /* ---- forward ---- */
 
 /* C[M,N] (+)= op(A) * op(B): trans_b with B stored [N,K], trans_a with A stored [K,M];
- * beta 1 adds into C (a gradient's later contributions). */
-static vkt_status gemm(vkt_stream *s, int trans_a, int trans_b, vkt_view a, vkt_view b,
-                       vkt_view c, uint32_t m, uint32_t k, uint32_t n, float beta)
+ * beta 1 adds into C (a gradient's later contributions). A and B of type ab (fp32, or an
+ * autocast product's 16-bit type), C fp32. */
+static vkt_status gemm(vkt_stream *s, vkt_dtype ab, int trans_a, int trans_b, vkt_view a,
+                       vkt_view b, vkt_view c, uint32_t m, uint32_t k, uint32_t n, float beta)
 {
     vkt_gemm_desc d = {.trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k,
-                       .alpha = 1.0f, .beta = beta, .a = a, .b = b, .c = c};
+                       .alpha = 1.0f, .beta = beta, .a = a, .b = b, .c = c,
+                       .a_type = ab, .b_type = ab};
     return vkt_gemm(s, &d);
+}
+
+/* The fp32 value v of shape s, seen as [rows, last dim], rounded into the 16-bit value
+ * `to` of product t (autocast.c). */
+static vkt_status cast16(const op_rec *r, const vkt_tensor *t, vkt_view v, const vkt_shape *s,
+                         int32_t to)
+{
+    uint32_t rows, cols;
+    model_rows_cols(s, &rows, &cols);
+    return kcast_matrix(r->s, VKT_DTYPE_FP32, v, cols, t->dtype, model_view(r->m, to), cols,
+                        rows, cols);
+}
+
+/* The operands of product t's forward: its inputs' values, or (autocast) their 16-bit
+ * copies, made here. */
+static vkt_status operands(const op_rec *r, const vkt_tensor *t, vkt_view *x, vkt_view *w)
+{
+    const vkt_model *m = r->m;
+    const mnode *nd = &m->node[t->id];
+    *x = op_in_val(m, t, 0);
+    *w = op_in_val(m, t, 1);
+    if (t->dtype == VKT_DTYPE_FP32)
+        return VKT_OK;
+    vkt_status st = cast16(r, t, *x, op_in_shape(m, t, 0), nd->lp_x);
+    if (st == VKT_OK)
+        st = cast16(r, t, *w, op_in_shape(m, t, 1), nd->lp_w);
+    *x = model_view(m, nd->lp_x);
+    *w = model_view(m, nd->lp_w);
+    return st;
 }
 
 static vkt_status fwd_matmul(const op_rec *r)
 {
     const vkt_tensor *t = r->t;
     const vkt_shape *as = op_in_shape(r->m, t, 0), *bs = op_in_shape(r->m, t, 1);
-    return gemm(r->s, 0, 0, op_in_val(r->m, t, 0), op_in_val(r->m, t, 1), op_out_val(r),
-                as->dims[0], as->dims[1], bs->dims[1], 0.0f);
+    vkt_view a, b;
+    vkt_status st = operands(r, t, &a, &b);
+    return st != VKT_OK ? st
+                        : gemm(r->s, t->dtype, 0, 0, a, b, op_out_val(r), as->dims[0],
+                               as->dims[1], bs->dims[1], 0.0f);
 }
 
 vkt_status op_linear_act(const op_rec *r, const vkt_tensor *lin, vkt_unary_op op, float alpha,
@@ -84,8 +121,10 @@ vkt_status op_linear_act(const op_rec *r, const vkt_tensor *lin, vkt_unary_op op
     const vkt_model *m = r->m;
     uint32_t rows, k, cols = op_in_shape(m, lin, 1)->dims[1];
     model_rows_cols(op_in_shape(m, lin, 0), &rows, &k); /* x [..., k]: leading dims are rows */
-    vkt_status st = gemm(r->s, 0, 0, op_in_val(m, lin, 0), op_in_val(m, lin, 1), dst, rows, k,
-                         cols, 0.0f);
+    vkt_view x, w;
+    vkt_status st = operands(r, lin, &x, &w);
+    if (st == VKT_OK)
+        st = gemm(r->s, lin->dtype, 0, 0, x, w, dst, rows, k, cols, 0.0f);
     if (st != VKT_OK)
         return st;
     int bias = lin->n_in == 3;
@@ -110,14 +149,23 @@ static vkt_status product_grads(const op_rec *r, const vkt_tensor *src, vkt_view
 {
     const vkt_model *m = r->m;
     uint32_t by = r->t->id;
+    const mnode *nd = &m->node[src->id];
     uint32_t rows, k, n = op_in_shape(m, src, 1)->dims[1];
     model_rows_cols(op_in_shape(m, src, 0), &rows, &k);
+    vkt_view x = op_in_val(m, src, 0), w = op_in_val(m, src, 1);
     vkt_status st = VKT_OK;
-    if (op_want(m, src, 1)) /* dW = X^T dZ */
-        st = gemm(r->s, 1, 0, op_in_val(m, src, 0), dz, op_dx(m, src, 1), k, rows, n,
+    if (src->dtype != VKT_DTYPE_FP32 && (op_want(m, src, 0) || op_want(m, src, 1))) {
+        /* autocast: the forward's 16-bit x and w, and dz rounded [rows, n] */
+        st = cast16(r, src, dz, &m->shape[src->id], nd->lp_dz);
+        dz = model_view(m, nd->lp_dz);
+        x = model_view(m, nd->lp_x);
+        w = model_view(m, nd->lp_w);
+    }
+    if (st == VKT_OK && op_want(m, src, 1)) /* dW = X^T dZ */
+        st = gemm(r->s, src->dtype, 1, 0, x, dz, op_dx(m, src, 1), k, rows, n,
                   op_beta(m, by, 1));
     if (st == VKT_OK && op_want(m, src, 0)) /* dX = dZ W^T */
-        st = gemm(r->s, 0, 1, dz, op_in_val(m, src, 1), op_dx(m, src, 0), rows, n, k,
+        st = gemm(r->s, src->dtype, 0, 1, dz, w, op_dx(m, src, 0), rows, n, k,
                   op_beta(m, by, 0));
     return st;
 }
@@ -169,9 +217,14 @@ static void product_access(const vkt_model *m, uint32_t i, acc_list *l)
         plan_add(l, dz, ph == 0 && (nd->tmp >= 0 || fused), ph);
     if (lin->n_in == 3)
         plan_add(l, plan_in_grad(m, lin, 2), 1, 0);
-    plan_add(l, op_in_value(m, lin, 0), 0, 1);
+    /* autocast: dz rounded at the end of phase 0 and read by both products, which read
+     * the forward's 16-bit x and w instead of the fp32 values */
+    plan_add(l, nd->lp_dz, 1, 0);
+    for (int ph = 1; ph < 3; ph++)
+        plan_add(l, nd->lp_dz, 0, ph);
+    plan_add(l, nd->lp_x >= 0 ? nd->lp_x : op_in_value(m, lin, 0), 0, 1);
     plan_add(l, plan_in_grad(m, lin, 1), 1, 1);
-    plan_add(l, op_in_value(m, lin, 1), 0, 2);
+    plan_add(l, nd->lp_w >= 0 ? nd->lp_w : op_in_value(m, lin, 1), 0, 2);
     plan_add(l, plan_in_grad(m, lin, 0), 1, 2);
 }
 
@@ -253,7 +306,7 @@ static const char *const names_ab[] = {"a", "b"};
 static const char *const names_xwb[] = {"x", "w", "b"};
 
 const graph_op_def graph_op_matmul = {
-    .name = "matmul", .fn = "vkt_matmul", .flags = OPF_SLOTS_REVERSED,
+    .name = "matmul", .fn = "vkt_matmul", .flags = OPF_SLOTS_REVERSED | OPF_AUTOCAST,
     .min_in = 2, .max_in = 2, .in_names = names_ab,
     .shape = shape_matmul, .batch_major = rows_of_a,
     .forward = fwd_matmul, .backward = bwd_matmul, .backward_access = product_access,
@@ -261,7 +314,7 @@ const graph_op_def graph_op_matmul = {
 };
 
 const graph_op_def graph_op_linear = {
-    .name = "linear", .fn = "vkt_linear", .flags = OPF_SLOTS_REVERSED,
+    .name = "linear", .fn = "vkt_linear", .flags = OPF_SLOTS_REVERSED | OPF_AUTOCAST,
     .min_in = 2, .max_in = 3, .in_names = names_xwb,
     .shape = shape_linear, .batch_major = rows_of_a,
     .forward = fwd_linear, .backward = bwd_linear, .backward_access = product_access,
@@ -331,7 +384,8 @@ static void ref_linear_act_bwd(const graph_ref_args *a)
 
 const graph_op_def graph_op_linear_act = {
     .name = "linear_act", .fn = "vkt_linear", .name_of = linear_act_name,
-    .flags = OPF_SLOTS_REVERSED | OPF_FUSED, .min_in = 2, .max_in = 3, .in_names = names_xwb,
+    .flags = OPF_SLOTS_REVERSED | OPF_FUSED | OPF_AUTOCAST, .min_in = 2, .max_in = 3,
+    .in_names = names_xwb,
     .shape = shape_linear, .batch_major = rows_of_a, .arrays = linear_act_arrays,
     .forward = fwd_linear_act, .backward = bwd_linear, .backward_access = product_access,
     .ref_forward = ref_linear_act, .ref_backward = ref_linear_act_bwd, .grad_rtol = 1e-5,

@@ -91,7 +91,9 @@ enum {
     OPF_NO_BATCH_ROWS = 1u << 6, /* the output does not follow batch rows (transpose) */
     OPF_FUSED = 1u << 7,        /* made by the fusion rewrite */
     OPF_GRAD_IN_FORWARD = 1u << 8, /* its forward writes input 0's gradient (no backward) */
-    OPF_IDS_IN0 = 1u << 9       /* input 0 holds token ids, rows of the table in input 1 */
+    OPF_IDS_IN0 = 1u << 9,      /* input 0 holds token ids, rows of the table in input 1 */
+    OPF_AUTOCAST = 1u << 10     /* a matrix product of inputs 0 and 1 that the autocast
+                                   rewrite runs in 16 bits (autocast.c) */
 };
 
 struct vkt_model;

@@ -5,6 +5,7 @@
  * restoring from it are the trainer's (engine/parallel/trainer_checkpoint_dir.c). */
 #include "io/checkpoint.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/output.h"
+#include "kernels/dtype_table.h"
 #include "platform/platform.h"
 
 #define PATH_SIZE CKPT_PATH_SIZE
@@ -437,8 +439,9 @@ static void json_string(ckpt_buf *b, const char *s)
 
 static void json_text(ckpt_buf *b, const char *s) { ckpt_put_bytes(b, s, strlen(s)); }
 
-/* The header: {"name":{"dtype":"F32","shape":[...],"data_offsets":[begin,end]},...}. */
-static void safetensors_header(const ckpt *k, ckpt_buf *h)
+/* The header: {"name":{"dtype":"F32","shape":[...],"data_offsets":[begin,end]},...}, with
+ * the safetensors name and size of `dtype`'s row. */
+static void safetensors_header(const ckpt *k, const kdt_info *dt, ckpt_buf *h)
 {
     char num[96];
     json_text(h, "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"vktrain\",\"step\":\"");
@@ -449,19 +452,60 @@ static void safetensors_header(const ckpt *k, ckpt_buf *h)
         const ckpt_tensor *c = &k->tensors[i];
         json_text(h, ",");
         json_string(h, c->name);
-        json_text(h, ":{\"dtype\":\"F32\",\"shape\":[");
+        json_text(h, ":{\"dtype\":\"");
+        json_text(h, dt->safetensors);
+        json_text(h, "\",\"shape\":[");
         for (uint32_t d = 0; d < c->shape.ndim; d++) {
             snprintf(num, sizeof num, "%s%u", d ? "," : "", c->shape.dims[d]);
             json_text(h, num);
         }
         snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at,
-                 (unsigned long long)(at + c->count * 4));
+                 (unsigned long long)(at + c->count * dt->size));
         json_text(h, num);
-        at += c->count * 4;
+        at += c->count * dt->size;
     }
     json_text(h, "}");
     while (h->n % 8) /* the data starts 8-byte aligned */
         json_text(h, " ");
+}
+
+/* Tensor c's values (fp32, little-endian in the checkpoint) appended to f as `dtype`,
+ * little-endian, rounded as vkt_convert rounds. A finite value that becomes an infinity
+ * (fp16 past 65504) is VKT_ERROR_INVALID_ARGUMENT naming the tensor: never a silent
+ * infinity in a file meant for inference. */
+static vkt_status put_tensor(ckpt_buf *f, const ckpt_tensor *c, vkt_dtype dtype)
+{
+    if (dtype == VKT_DTYPE_FP32) {
+        ckpt_put_bytes(f, c->data, c->count * 4);
+        return VKT_OK;
+    }
+    enum { CHUNK = 1024 };
+    float v[CHUNK], back[CHUNK];
+    uint16_t h[CHUNK];
+    unsigned char out[2 * CHUNK];
+    for (uint64_t i0 = 0; i0 < c->count; i0 += CHUNK) {
+        size_t n = c->count - i0 < CHUNK ? (size_t)(c->count - i0) : CHUNK;
+        for (size_t i = 0; i < n; i++) {
+            const unsigned char *p = c->data + 4 * (i0 + i);
+            uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                         (uint32_t)p[3] << 24;
+            memcpy(&v[i], &u, 4);
+        }
+        vkt_convert(VKT_DTYPE_FP32, v, dtype, h, n);
+        vkt_convert(dtype, h, VKT_DTYPE_FP32, back, n);
+        for (size_t i = 0; i < n; i++) {
+            if (isfinite(v[i]) && !isfinite(back[i]))
+                return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                                "tensor '%s' element %llu is %g, past the largest finite %s; "
+                                "export it as fp32 or bf16", c->name,
+                                (unsigned long long)(i0 + i), (double)v[i],
+                                vkt_dtype_name(dtype));
+            out[2 * i] = (unsigned char)(h[i] & 0xff);
+            out[2 * i + 1] = (unsigned char)(h[i] >> 8);
+        }
+        ckpt_put_bytes(f, out, 2 * n);
+    }
+    return VKT_OK;
 }
 
 /* Whether a name in a checkpoint folder belongs to the folder: a checkpoint, a corrupt one
@@ -515,9 +559,9 @@ static vkt_status export_target_ok(const char *dir, const char *out)
     return io_output_check(out, NULL, 0, NULL);
 }
 
-vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out_path,
-                                                uint64_t *out_step, char *notes,
-                                                size_t notes_size)
+vkt_status vkt_checkpoint_export_safetensors_v3(const char *dir, const char *out_path,
+                                                vkt_dtype dtype, uint64_t *out_step,
+                                                char *notes, size_t notes_size)
 {
     if (out_step)
         *out_step = 0;
@@ -526,6 +570,11 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
     if (!dir || !out_path)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_checkpoint_export_safetensors: dir and out_path are required");
+    const kdt_info *dt = kdt_info_of(dtype);
+    if (!dt)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_checkpoint_export_safetensors: dtype %d is not a vkt_dtype (fp32 "
+                        "0, fp16 1, bf16 2)", (int)dtype);
     vkt_status st = export_target_ok(dir, out_path);
     if (st != VKT_OK)
         return st;
@@ -539,14 +588,14 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
     if (!found)
         return err_fail(NULL, VKT_ERROR_IO, "no checkpoint (ckpt-<step>.vkt) in '%s'", dir);
     ckpt_buf h = {0}, f = {0};
-    safetensors_header(&k, &h);
+    safetensors_header(&k, dt, &h);
     ckpt_put_u64(&f, h.n); /* little-endian header length */
     ckpt_put_bytes(&f, h.p, h.n);
-    for (uint32_t i = 0; i < k.n_tensors; i++) /* stored little-endian already */
-        ckpt_put_bytes(&f, k.tensors[i].data, k.tensors[i].count * 4);
-    if (h.oom || f.oom)
+    for (uint32_t i = 0; i < k.n_tensors && st == VKT_OK; i++)
+        st = put_tensor(&f, &k.tensors[i], dtype);
+    if (st == VKT_OK && (h.oom || f.oom))
         st = err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    else {
+    else if (st == VKT_OK) {
         const char *inputs[] = {path};
         st = io_output_write(out_path, f.p, f.n, inputs, 1, NULL);
     }
@@ -556,6 +605,14 @@ vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out
     free(f.p);
     ckpt_free(&k);
     return st;
+}
+
+vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out_path,
+                                                uint64_t *out_step, char *notes,
+                                                size_t notes_size)
+{
+    return vkt_checkpoint_export_safetensors_v3(dir, out_path, VKT_DTYPE_FP32, out_step, notes,
+                                                notes_size);
 }
 
 vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char *out_path,

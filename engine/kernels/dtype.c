@@ -1,6 +1,7 @@
 /* dtype.c - the element types (vkt_dtype) on the host: names, sizes and vkt_convert, whose
  * rounding is shaders/dtype.h's, the same code the kernels' 16-bit outputs run. */
 #include "core/error.h"
+#include "kernels/dtype_table.h"
 #include "dtype.h"
 
 #include <string.h>
@@ -9,24 +10,42 @@ _Static_assert(VKT_DTYPE_FP32 == DTYPE_FP32 && VKT_DTYPE_FP16 == DTYPE_FP16 &&
                    VKT_DTYPE_BF16 == DTYPE_BF16 && VKT_DTYPE_COUNT == DTYPE_COUNT,
                "vkt_dtype and shaders/dtype.h agree");
 
+/* The element types, one row each: everything the engine needs to know about a type
+ * (its name, its size, the code shaders/dtype.h gives it, its name in safetensors files)
+ * is here, so a new type is a row. */
+static const kdt_info k_dtypes[VKT_DTYPE_COUNT] = {
+    [VKT_DTYPE_FP32] = {"fp32", 4, "DTYPE_FP32", DTYPE_FP32, "F32"},
+    [VKT_DTYPE_FP16] = {"fp16", 2, "DTYPE_FP16", DTYPE_FP16, "F16"},
+    [VKT_DTYPE_BF16] = {"bf16", 2, "DTYPE_BF16", DTYPE_BF16, "BF16"},
+};
+
+const kdt_info *kdt_info_of(vkt_dtype dtype)
+{
+    return (unsigned)dtype < VKT_DTYPE_COUNT ? &k_dtypes[dtype] : NULL;
+}
+
 const char *vkt_dtype_name(vkt_dtype dtype)
 {
-    switch (dtype) {
-    case VKT_DTYPE_FP32: return "fp32";
-    case VKT_DTYPE_FP16: return "fp16";
-    case VKT_DTYPE_BF16: return "bf16";
-    default: return "?";
-    }
+    const kdt_info *d = kdt_info_of(dtype);
+    return d ? d->name : "?";
 }
 
 size_t vkt_dtype_size(vkt_dtype dtype)
 {
-    switch (dtype) {
-    case VKT_DTYPE_FP32: return 4;
-    case VKT_DTYPE_FP16:
-    case VKT_DTYPE_BF16: return 2;
-    default: return 0;
-    }
+    const kdt_info *d = kdt_info_of(dtype);
+    return d ? d->size : 0;
+}
+
+vkt_status vkt_dtype_from_name(const char *name, vkt_dtype *out)
+{
+    for (unsigned i = 0; name && i < VKT_DTYPE_COUNT; i++)
+        if (strcmp(name, k_dtypes[i].name) == 0 || strcmp(name, k_dtypes[i].safetensors) == 0) {
+            if (out)
+                *out = (vkt_dtype)i;
+            return VKT_OK;
+        }
+    return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                    "'%s' is not an element type (fp32, fp16 or bf16)", name ? name : "(null)");
 }
 
 static uint32_t bits_of(float f)

@@ -43,6 +43,21 @@ const gpu_kernel *kg_lowp_kernel(gpu_variant v)
     }
 }
 
+int kg_lowp_available(const vkt_context *ctx, vkt_dtype t, char *why, size_t why_size)
+{
+    gpu_family fam = t == VKT_DTYPE_FP16 ? GPU_FAMILY_GEMM_F16 : GPU_FAMILY_GEMM_BF16;
+    if (t != VKT_DTYPE_FP16 && t != VKT_DTYPE_BF16) {
+        snprintf(why, why_size, "a 16-bit type (%s is not one)", vkt_dtype_name(t));
+        return 0;
+    }
+    if (ctx->kv[fam] != GPU_V_NONE)
+        return 1;
+    gpu_variant_runs(gpu_variant_row_of(fam == GPU_FAMILY_GEMM_F16 ? GPU_V_GEMM_F16_FLOAT
+                                                                   : GPU_V_GEMM_BF16_FLOAT),
+                     &ctx->profile, why, why_size);
+    return 0;
+}
+
 /* One matrix as stored: `rows` rows of `cols` elements of `size` bytes, `ld` apart. */
 typedef struct lp_operand {
     const char *name, *ld_name;

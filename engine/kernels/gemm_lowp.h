@@ -39,6 +39,9 @@ int kg_gemm_typed(const vkt_gemm_desc *d);
 /* vkt_gemm of typed operands: checks the type combination and the views (offsets and
  * leading dimensions in elements of each operand's type), records the dispatch. */
 vkt_status kg_gemm_lowp(vkt_stream *s, const vkt_gemm_desc *d);
+/* 1 when `ctx` runs 16-bit products of type t (fp16 or bf16: a variant of its family
+ * runs on the device); else 0 and `why` says what the device lacks. */
+int kg_lowp_available(const vkt_context *ctx, vkt_dtype t, char *why, size_t why_size);
 /* The kernel a GEMM_F16 / GEMM_BF16 variant runs (NULL for other variants). */
 const gpu_kernel *kg_lowp_kernel(gpu_variant v);
 

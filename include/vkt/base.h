@@ -107,6 +107,9 @@ typedef enum vkt_dtype {
 VKT_API const char *vkt_dtype_name(vkt_dtype dtype);
 /* Bytes per element: 4, 2, 2; 0 for anything else. */
 VKT_API size_t vkt_dtype_size(vkt_dtype dtype);
+/* The type named `name` ("fp32", "fp16", "bf16", or safetensors' "F32", "F16", "BF16")
+ * into *out; VKT_ERROR_INVALID_ARGUMENT naming it otherwise (vkt_last_error). */
+VKT_API vkt_status vkt_dtype_from_name(const char *name, vkt_dtype *out /* OUT */);
 /* Converts n elements of type `from` at src into type `to` at dst (host memory; 16-bit
  * elements are uint16_t bit patterns in the machine's byte order). To fp16 or bf16:
  * round to nearest, ties to even; magnitudes past the largest finite value (fp16 65504)

@@ -281,6 +281,14 @@ typedef struct vkt_model_options {
                                 masks (vkt_dropout, attention dropout) are keyed by the
                                 global row, so replicas that split a batch draw the masks
                                 one model on the whole batch would (0: rows from 0) */
+    /* Mixed precision (README, "Mixed precision"): VKT_DTYPE_FP16 or VKT_DTYPE_BF16 runs
+     * every matrix product (vkt_matmul, vkt_linear) with its operands rounded to that type
+     * and fp32 accumulation (the autocast rewrite; vkt_gemm's 16-bit variants); every
+     * value, gradient, norm, softmax, loss and reduction stays fp32, and so do the
+     * parameters. VKT_DTYPE_FP32 (0): none. A device without a 16-bit GEMM fails
+     * vkt_model_create with VKT_ERROR_NO_DEVICE naming what it lacks. Check mode (above)
+     * compares with the fp32 reference and so runs fp32. */
+    vkt_dtype precision;
 } vkt_model_options;
 
 /* Compiles `graph` for `context`; the graph must outlive the model, and the model must

@@ -729,6 +729,14 @@ VKT_API vkt_status vkt_checkpoint_export_safetensors(const char *dir, const char
 VKT_API vkt_status vkt_checkpoint_export_safetensors_v2(const char *dir, const char *out_path,
                                                         uint64_t *out_step /* OUT */,
                                                         char *notes /* OUT */, size_t notes_size);
+/* The same, writing the tensors as `dtype` (F32, F16 or BF16 in the header; 16-bit values
+ * rounded to nearest even as vkt_convert rounds, from the checkpoint's fp32 masters). A
+ * finite value past the type's range (fp16: 65504) is VKT_ERROR_INVALID_ARGUMENT naming
+ * the tensor, with nothing written; so is a dtype outside vkt_dtype. */
+VKT_API vkt_status vkt_checkpoint_export_safetensors_v3(const char *dir, const char *out_path,
+                                                        vkt_dtype dtype,
+                                                        uint64_t *out_step /* OUT */,
+                                                        char *notes /* OUT */, size_t notes_size);
 
 /* Writes `size` bytes of `data` to `path` by the rule every file vktrain writes for the
  * user follows (README, "Outputs never clobber"): a new name or a regular file is written

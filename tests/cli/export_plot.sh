@@ -23,6 +23,15 @@ out=$("$bin" train --steps 4 --save-every 2 --hidden 16 --checkpoint-dir "$ck" 2
 check "a run saves checkpoints 2 and 4" "[[ $rc -eq 0 && -s $ck/ckpt-4.vkt && -s $ck/ckpt-2.vkt ]]"
 out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/a.st" 2>&1); rc=$?
 check "export of a sound folder: step 4, no warning" "[[ $rc -eq 0 ]] && grep -q 'step 4 ' <<<\"\$out\" && ! grep -q warning <<<\"\$out\""
+# --dtype: the same tensors rounded from the fp32 masters (an independent reference in Python)
+for dt in fp16 bf16; do
+    out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/a.$dt.st" --dtype $dt 2>&1); rc=$?
+    check "export --dtype $dt: exit 0, says $dt ($out)" "[[ $rc -eq 0 ]] && grep -q '($dt)' <<<\"\$out\""
+    res=$(python3 "$here/cli/st_dtype_check.py" "$tmp/a.st" "$tmp/a.$dt.st" $dt 2>&1); prc=$?
+    check "export --dtype $dt: every value the F32 one rounded ($res)" "[[ $prc -eq 0 ]] && grep -q 'values agree' <<<\"\$res\""
+done
+out=$("$bin" export --checkpoint-dir "$ck" -o "$tmp/x.st" --dtype fp8 2>&1); rc=$?
+check "export --dtype fp8: exit 2 naming it, no file ($out)" "[[ $rc -eq 2 && ! -e $tmp/x.st ]] && grep -q \"\-\-dtype 'fp8'\" <<<\"\$out\""
 cp "$ck/ckpt-4.vkt" "$ck/ckpt-9.vkt"
 printf 'XXXX' | dd of="$ck/ckpt-9.vkt" bs=1 seek=200 conv=notrunc 2>/dev/null
 : >"$ck/ckpt-12.vkt"

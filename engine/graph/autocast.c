@@ -1,0 +1,57 @@
+/* autocast.c - the autocast rewrite (mixed precision), beside the fusion rewrite: in a
+ * model compiled with precision fp16 or bf16 (vkt_model_options.precision), every matrix
+ * product (an op flagged OPF_AUTOCAST: matmul, linear, linear_act) computes in that type:
+ * its forward rounds x (input 0) and w (input 1) into 16-bit copies (lp_x, lp_w) and runs
+ * vkt_gemm's 16-bit path, accumulating in fp32 into its fp32 output; its backward rounds
+ * the output's gradient (lp_dz) and takes dW = x^T dz and dX = dz w^T from the 16-bit
+ * copies, again into fp32. Everything else (activations, norms, softmax, losses,
+ * reductions, gradients, parameters, optimizer state) stays fp32. The backward reads the
+ * 16-bit x, not the fp32 one, so a product's input no longer lives to the backward for the
+ * product's sake. */
+#include "graph/model.h"
+#include "kernels/gemm_lowp.h"
+
+vkt_status model_autocast(vkt_model *m)
+{
+    if (m->precision == VKT_DTYPE_FP32)
+        return VKT_OK;
+    if (vkt_dtype_size(m->precision) != 2)
+        return model_fail(m, VKT_ERROR_INVALID_ARGUMENT,
+                          "precision %d is not a vkt_dtype (fp32 0, fp16 1, bf16 2)",
+                          (int)m->precision);
+    char why[256] = "";
+    if (!kg_lowp_available(m->ctx, m->precision, why, sizeof why))
+        return model_fail(m, VKT_ERROR_NO_DEVICE,
+                          "precision %s: no %s matrix product runs on '%s' (it lacks %s)",
+                          vkt_dtype_name(m->precision), vkt_dtype_name(m->precision),
+                          m->ctx->profile.name, why);
+    for (uint32_t i = 0; i < m->n; i++) {
+        const vkt_tensor *t = m->t[i];
+        if (!m->node[i].active || m->node[i].fused_into >= 0 ||
+            !(GRAPH_DEF(t)->flags & OPF_AUTOCAST))
+            continue;
+        m->cast[i] = *t; /* the graph's node, or the fusion's: same inputs, op, shape */
+        m->cast[i].dtype = m->precision;
+        m->t[i] = &m->cast[i];
+    }
+    return VKT_OK;
+}
+
+vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
+{
+    const vkt_tensor *t = m->t[i];
+    mnode *nd = &m->node[i];
+    if (t->dtype == VKT_DTYPE_FP32)
+        return VKT_OK;
+    if (!backward) {
+        nd->lp_x = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[0]->id]);
+        nd->lp_w = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[1]->id]);
+        if (nd->lp_x < 0 || nd->lp_w < 0)
+            return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+        return VKT_OK;
+    }
+    if (!m->node[t->in[0]->id].needs_grad && !m->node[t->in[1]->id].needs_grad)
+        return VKT_OK; /* only a bias takes a gradient: no product in the backward */
+    nd->lp_dz = model_new_typed(m, MS_ARENA, t->dtype, m->count[i]);
+    return nd->lp_dz >= 0 ? VKT_OK : model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+}

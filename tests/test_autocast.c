@@ -1,0 +1,334 @@
+/* test_autocast.c - mixed precision (vkt_model_options.precision fp16 / bf16): the autocast
+ * rewrite runs every matrix product on operands rounded to 16 bits with fp32 accumulation
+ * and keeps the rest fp32. Each case is a small graph over parameters P, W1 (and W2, b)
+ * and exact 16-bit targets T1 (T2), loss sum(y1 * T1) [+ sum(y2 * T2)], so the gradient
+ * reaching each product is T (times relu's mask), exactly representable: the device's
+ * outputs and gradients then have a reference with no rounding ambiguity, computed in
+ * double from the rounded operands (kdt_round, the kernels' own rounding):
+ *   y1 = r(X) r(W1) (+ b), dW1 = r(X)^T T1, dX = T1 r(W1)^T (+ T2 r(W2)^T), db = sum T1.
+ * Tolerance per output, from the precision of the accumulation: the 16-bit operands and
+ * their products are exact in fp32, so only the fp32 sums err: (n + 4) 2^-24 S, S the sum
+ * of the terms' magnitudes, n their count. The same outputs from the unrounded operands
+ * differ by about 2^-11 (fp16) or 2^-8 (bf16) of S: each case also checks that it sees
+ * that difference (a rewrite that did nothing would fail). Shapes are primes and 3-D;
+ * X is a parameter (its values in the parameter buffer) or an activation (in the arena,
+ * its gradient summed from two products: the second adds with beta 1); a linear with a
+ * fused relu (linear_act). Both kernel styles: the CPU style's widening GEMM and the GPU
+ * style's shared-memory tiling (gemm_f16_float / gemm_bf16_float on lavapipe). The memory
+ * plan check runs on every recording (plan_check.c), so the casts' values are covered by
+ * the plan. Check mode runs fp32; a precision outside vkt_dtype is refused. */
+#include "harness.h"
+#include "kernels/ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define U32 5.9604644775390625e-8 /* 2^-24 */
+
+typedef struct acase {
+    const char *name;
+    uint32_t lead[3], n_lead; /* X's leading dimensions (rows = their product) */
+    uint32_t k, n;
+    int bias, relu, via_add, second; /* second: y2 = matmul(X, W2), X 2-D */
+} acase;
+
+static vkt_shape shape_of(const uint32_t *lead, uint32_t n_lead, uint32_t last)
+{
+    vkt_shape s = {n_lead + 1, {0}};
+    for (uint32_t d = 0; d < n_lead; d++)
+        s.dims[d] = lead[d];
+    s.dims[n_lead] = last;
+    return s;
+}
+
+static void fill_exact(float *x, uint64_t n) /* multiples of 1/8 in [-2, 2]: exact in 16 bits */
+{
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = (float)((int)(th_rand_u64() % 33) - 16) / 8.0f;
+}
+
+/* Compares got against the reference `want` with per-element bounds `tol`; returns the
+ * largest |got - unrounded| / tol seen (how visible the rounding is). */
+static double compare(const char *what, const float *got, const double *want,
+                      const double *unrounded, const double *tol, uint64_t n)
+{
+    double worst = 0, seen = 0;
+    uint64_t bad = 0, first = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= tol[i])) {
+            if (!bad++)
+                first = i;
+        }
+        if (e / tol[i] > worst)
+            worst = e / tol[i];
+        double u = fabs((double)got[i] - unrounded[i]) / tol[i];
+        if (u > seen)
+            seen = u;
+    }
+    TH_CHECK(bad == 0, "%s: %llu of %llu outside the bound (first [%llu]: %.9g vs %.9g, bound "
+             "%.3g; worst %.3g of the bound)", what, (unsigned long long)bad,
+             (unsigned long long)n, (unsigned long long)first, bad ? got[first] : 0.0,
+             bad ? want[first] : 0.0, bad ? tol[first] : 0.0, worst);
+    return seen;
+}
+
+/* C[m,n] = sum_p A(i,p) B(p,j) in double, and S = sum |A B|; A element (i,p) at
+ * a[i * as_i + p * as_p], B (p,j) at b[p * bs_p + j * bs_j]. Adds into c and s. */
+static void prod(uint32_t m, uint32_t n, uint32_t k, const float *a, uint32_t as_i,
+                 uint32_t as_p, const float *b, uint32_t bs_p, uint32_t bs_j, double *c,
+                 double *s)
+{
+    for (uint32_t i = 0; i < m; i++)
+        for (uint32_t j = 0; j < n; j++) {
+            double sum = 0, mag = 0;
+            for (uint32_t p = 0; p < k; p++) {
+                double t = (double)a[i * as_i + p * as_p] * b[p * bs_p + j * bs_j];
+                sum += t;
+                mag += fabs(t);
+            }
+            c[(uint64_t)i * n + j] += sum;
+            s[(uint64_t)i * n + j] += mag;
+        }
+}
+
+static void rounded(vkt_dtype t, const float *x, float *out, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = kdt_round(t, x[i]);
+}
+
+/* Runs case c at precision t on ctx; checks y1 and every gradient. */
+static void run_case(vkt_context *ctx, const acase *c, vkt_dtype t)
+{
+    char what[160];
+    uint32_t rows = 1;
+    for (uint32_t d = 0; d < c->n_lead; d++)
+        rows *= c->lead[d];
+    const uint32_t k = c->k, n = c->n;
+    vkt_graph *g = NULL;
+    vkt_graph_options go = {7};
+    if (vkt_graph_create(&go, &g) != VKT_OK) {
+        TH_CHECK(0, "vkt_graph_create");
+        return;
+    }
+    vkt_shape xs = shape_of(c->lead, c->n_lead, k), ys = shape_of(c->lead, c->n_lead, n);
+    vkt_shape ws = {2, {k, n}}, bs = {1, {n}};
+    vkt_init uni = {VKT_INIT_UNIFORM, -1.0f, 1.0f, 0};
+    vkt_tensor *p = vkt_param(g, "P", &xs, &uni), *w1 = vkt_param(g, "W1", &ws, &uni);
+    vkt_tensor *w2 = c->second ? vkt_param(g, "W2", &ws, &uni) : NULL;
+    vkt_tensor *b = c->bias ? vkt_param(g, "b", &bs, &uni) : NULL;
+    vkt_tensor *t1 = vkt_input(g, "T1", &ys), *t2 = c->second ? vkt_input(g, "T2", &ys) : NULL;
+    vkt_tensor *x = p, *zero = NULL;
+    if (c->via_add) { /* X in the arena */
+        zero = vkt_input(g, "Z", &xs);
+        x = vkt_add(g, p, zero);
+    }
+    vkt_tensor *y1 = c->second ? vkt_matmul(g, x, w1) : vkt_linear(g, x, w1, b);
+    if (c->relu)
+        y1 = vkt_relu(g, y1);
+    vkt_keep(g, y1);
+    vkt_tensor *loss = vkt_sum(g, vkt_mul(g, y1, t1), -1);
+    if (c->second)
+        loss = vkt_add(g, loss, vkt_sum(g, vkt_mul(g, vkt_matmul(g, x, w2), t2), -1));
+    vkt_model_options mo = {.precision = t};
+    vkt_model *m = NULL;
+    snprintf(what, sizeof what, "%s %s", c->name, vkt_dtype_name(t));
+    if (!TH_OK(ctx, vkt_model_create(ctx, g, loss, &mo, &m))) {
+        TH_CHECK(0, "%s: %s", what, vkt_last_error());
+        vkt_graph_destroy(g);
+        return;
+    }
+    uint64_t nx = (uint64_t)rows * k, nw = (uint64_t)k * n, ny = (uint64_t)rows * n;
+    float *P = th_alloc_floats(nx), *W1 = th_alloc_floats(nw), *W2 = th_alloc_floats(nw);
+    float *B = th_alloc_floats(n), *T1 = th_alloc_floats(ny), *T2 = th_alloc_floats(ny);
+    float *Z = th_alloc_floats(nx), *Pr = th_alloc_floats(nx), *W1r = th_alloc_floats(nw);
+    float *W2r = th_alloc_floats(nw), *got = th_alloc_floats(nx > nw ? (nx > ny ? nx : ny)
+                                                                      : (nw > ny ? nw : ny));
+    th_fill_uniform(P, nx, -1, 1);
+    th_fill_uniform(W1, nw, -1, 1);
+    th_fill_uniform(W2, nw, -1, 1);
+    th_fill_uniform(B, n, -1, 1);
+    fill_exact(T1, ny);
+    fill_exact(T2, ny);
+    memset(Z, 0, nx * sizeof *Z);
+    TH_OK(ctx, vkt_model_write(m, p, P, nx));
+    TH_OK(ctx, vkt_model_write(m, w1, W1, nw));
+    if (w2)
+        TH_OK(ctx, vkt_model_write(m, w2, W2, nw));
+    if (b)
+        TH_OK(ctx, vkt_model_write(m, b, B, n));
+    TH_OK(ctx, vkt_model_set_input(m, t1, T1, ny));
+    if (t2)
+        TH_OK(ctx, vkt_model_set_input(m, t2, T2, ny));
+    if (zero)
+        TH_OK(ctx, vkt_model_set_input(m, zero, Z, nx));
+    if (!TH_OK(ctx, vkt_model_forward_backward(m)))
+        TH_CHECK(0, "%s: %s", what, vkt_model_errmsg(m));
+    rounded(t, P, Pr, nx);
+    rounded(t, W1, W1r, nw);
+    rounded(t, W2, W2r, nw);
+
+    /* y1 = r(X) r(W1) + b (relu) */
+    double *want = calloc(nx + nw + ny, sizeof *want), *mag = calloc(nx + nw + ny, sizeof *mag);
+    double *raw = calloc(nx + nw + ny, sizeof *raw), *rmag = calloc(nx + nw + ny, sizeof *rmag);
+    double *tol = calloc(nx + nw + ny, sizeof *tol);
+    float *g1 = th_alloc_floats(ny);
+    prod(rows, n, k, Pr, k, 1, W1r, n, 1, want, mag);
+    prod(rows, n, k, P, k, 1, W1, n, 1, raw, rmag);
+    for (uint64_t i = 0; i < ny; i++) {
+        double bj = b ? B[i % n] : 0;
+        want[i] += bj, raw[i] += bj, mag[i] += fabs(bj);
+        if (c->relu)
+            want[i] = want[i] > 0 ? want[i] : 0, raw[i] = raw[i] > 0 ? raw[i] : 0;
+        tol[i] = (k + 4) * U32 * mag[i] + 1e-30;
+    }
+    TH_OK(ctx, vkt_model_read(m, y1, got, ny));
+    char w[200];
+    snprintf(w, sizeof w, "%s: y1", what);
+    double seen = compare(w, got, want, raw, tol, ny);
+    TH_CHECK(seen > 4, "%s: the output is within %.3g bounds of the unrounded product: the "
+             "operands were not rounded to %s", what, seen, vkt_dtype_name(t));
+    /* the gradient reaching y1's product: T1, times relu's mask from the device's y1 */
+    for (uint64_t i = 0; i < ny; i++)
+        g1[i] = c->relu && !(got[i] > 0) ? 0.0f : T1[i];
+
+    /* dW1 = r(X)^T g1 (rows summed) */
+    memset(want, 0, nw * sizeof *want), memset(mag, 0, nw * sizeof *mag);
+    memset(raw, 0, nw * sizeof *raw), memset(rmag, 0, nw * sizeof *rmag);
+    prod(k, n, rows, Pr, 1, k, g1, n, 1, want, mag);
+    prod(k, n, rows, P, 1, k, g1, n, 1, raw, rmag);
+    for (uint64_t i = 0; i < nw; i++)
+        tol[i] = (rows + 4) * U32 * mag[i] + 1e-30;
+    TH_OK(ctx, vkt_model_read_grad(m, w1, got, nw));
+    snprintf(w, sizeof w, "%s: dW1", what);
+    seen = compare(w, got, want, raw, tol, nw);
+    TH_CHECK(seen > 4, "%s: dW1 is within %.3g bounds of the unrounded product", what, seen);
+    if (w2) { /* dW2 = r(X)^T T2 */
+        memset(want, 0, nw * sizeof *want), memset(mag, 0, nw * sizeof *mag);
+        memset(raw, 0, nw * sizeof *raw), memset(rmag, 0, nw * sizeof *rmag);
+        prod(k, n, rows, Pr, 1, k, T2, n, 1, want, mag);
+        prod(k, n, rows, P, 1, k, T2, n, 1, raw, rmag);
+        for (uint64_t i = 0; i < nw; i++)
+            tol[i] = (rows + 4) * U32 * mag[i] + 1e-30;
+        TH_OK(ctx, vkt_model_read_grad(m, w2, got, nw));
+        snprintf(w, sizeof w, "%s: dW2", what);
+        compare(w, got, want, raw, tol, nw);
+    }
+    /* dX = g1 r(W1)^T (+ T2 r(W2)^T), through the add when X is an activation */
+    memset(want, 0, nx * sizeof *want), memset(mag, 0, nx * sizeof *mag);
+    memset(raw, 0, nx * sizeof *raw), memset(rmag, 0, nx * sizeof *rmag);
+    prod(rows, k, n, g1, n, 1, W1r, 1, n, want, mag);
+    prod(rows, k, n, g1, n, 1, W1, 1, n, raw, rmag);
+    if (w2) {
+        prod(rows, k, n, T2, n, 1, W2r, 1, n, want, mag);
+        prod(rows, k, n, T2, n, 1, W2, 1, n, raw, rmag);
+    }
+    for (uint64_t i = 0; i < nx; i++)
+        tol[i] = ((w2 ? 2 : 1) * n + 6) * U32 * mag[i] + 1e-30;
+    TH_OK(ctx, vkt_model_read_grad(m, p, got, nx));
+    snprintf(w, sizeof w, "%s: dX", what);
+    seen = compare(w, got, want, raw, tol, nx);
+    TH_CHECK(seen > 4, "%s: dX is within %.3g bounds of the unrounded product", what, seen);
+    if (b) { /* db = sum of g1's rows, fp32 (no product) */
+        memset(want, 0, n * sizeof *want), memset(mag, 0, n * sizeof *mag);
+        for (uint64_t i = 0; i < ny; i++)
+            want[i % n] += g1[i], mag[i % n] += fabs(g1[i]);
+        for (uint32_t j = 0; j < n; j++)
+            tol[j] = (rows + 4) * U32 * mag[j] + 1e-30;
+        TH_OK(ctx, vkt_model_read_grad(m, b, got, n));
+        snprintf(w, sizeof w, "%s: db", what);
+        compare(w, got, want, want, tol, n);
+    }
+    free(want), free(mag), free(raw), free(rmag), free(tol), free(g1);
+    free(P), free(W1), free(W2), free(B), free(T1), free(T2), free(Z), free(Pr), free(W1r);
+    free(W2r), free(got);
+    vkt_model_destroy(m);
+    vkt_graph_destroy(g);
+}
+
+static const acase k_cases[] = {
+    {"linear 37x19 -> 23, bias", {37}, 1, 19, 23, 1, 0, 0, 0},
+    {"linear [3,5,33] -> 7", {3, 5}, 2, 33, 7, 0, 0, 0, 0},
+    {"linear+relu 29x17 -> 31, bias, x an activation", {29}, 1, 17, 31, 1, 1, 1, 0},
+    {"matmul 17x29 x 29x13 twice, x an activation", {17}, 1, 29, 13, 0, 0, 1, 1},
+};
+
+/* Check mode compares with the fp32 reference: it runs the products in fp32. A precision
+ * outside vkt_dtype is refused naming it. */
+static void check_mode_and_errors(vkt_context *ctx)
+{
+    vkt_graph *g = NULL;
+    vkt_graph_options go = {3};
+    if (vkt_graph_create(&go, &g) != VKT_OK)
+        return;
+    vkt_shape xs = {2, {5, 7}}, ws = {2, {7, 3}};
+    vkt_init uni = {VKT_INIT_UNIFORM, -1.0f, 1.0f, 0};
+    vkt_tensor *x = vkt_input(g, "x", &xs), *w = vkt_param(g, "w", &ws, &uni);
+    vkt_tensor *y = vkt_keep(g, vkt_matmul(g, x, w));
+    vkt_tensor *loss = vkt_sum(g, y, -1);
+    float X[35], W[21], Y[15];
+    th_fill_uniform(X, 35, -1, 1);
+    vkt_model_options mo = {.precision = VKT_DTYPE_FP16, .check = 1};
+    vkt_model *m = NULL;
+    if (TH_OK(ctx, vkt_model_create(ctx, g, loss, &mo, &m))) {
+        TH_OK(ctx, vkt_model_set_input(m, x, X, 35));
+        TH_OK(ctx, vkt_model_read(m, w, W, 21));
+        TH_OK(ctx, vkt_model_forward_backward(m));
+        TH_OK(ctx, vkt_model_read(m, y, Y, 15));
+        double worst = 0;
+        for (int i = 0; i < 5; i++)
+            for (int j = 0; j < 3; j++) {
+                double s = 0, mag = 0;
+                for (int p = 0; p < 7; p++)
+                    s += (double)X[i * 7 + p] * W[p * 3 + j],
+                        mag += fabs((double)X[i * 7 + p] * W[p * 3 + j]);
+                double e = fabs(Y[i * 3 + j] - s) / (11 * U32 * mag + 1e-30);
+                worst = e > worst ? e : worst;
+            }
+        TH_CHECK(worst <= 1, "check mode: the product is fp32 (%.3g of the fp32 bound)", worst);
+        vkt_model_destroy(m);
+    }
+    mo = (vkt_model_options){.precision = (vkt_dtype)7};
+    TH_STATUS(ctx, vkt_model_create(ctx, g, loss, &mo, &m), VKT_ERROR_INVALID_ARGUMENT);
+    TH_CHECK(strstr(vkt_last_error(), "precision 7") != NULL, "the message names it: %s",
+             vkt_last_error());
+    vkt_graph_destroy(g);
+}
+
+/* The dtype table through the public API. */
+static void names(void)
+{
+    static const struct { const char *name; vkt_dtype t; size_t size; } rows[] = {
+        {"fp32", VKT_DTYPE_FP32, 4}, {"F32", VKT_DTYPE_FP32, 4}, {"fp16", VKT_DTYPE_FP16, 2},
+        {"F16", VKT_DTYPE_FP16, 2},  {"bf16", VKT_DTYPE_BF16, 2}, {"BF16", VKT_DTYPE_BF16, 2}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        vkt_dtype t = VKT_DTYPE_COUNT;
+        TH_CHECK(vkt_dtype_from_name(rows[i].name, &t) == VKT_OK && t == rows[i].t &&
+                     vkt_dtype_size(t) == rows[i].size,
+                 "vkt_dtype_from_name(%s)", rows[i].name);
+    }
+    vkt_dtype t = VKT_DTYPE_FP32;
+    TH_CHECK(vkt_dtype_from_name("fp8", &t) == VKT_ERROR_INVALID_ARGUMENT &&
+                 strstr(vkt_last_error(), "'fp8'") != NULL,
+             "fp8 refused naming it: %s", vkt_last_error());
+    TH_CHECK(vkt_dtype_from_name(NULL, &t) == VKT_ERROR_INVALID_ARGUMENT, "NULL refused");
+}
+
+int main(void)
+{
+    th_init("test_autocast");
+    names();
+    static const char *const styles[] = {"cpu", "gpu"};
+    for (int st = 0; st < 2; st++) {
+        vkt_context *ctx = th_context_filter(styles[st]);
+        for (int t = VKT_DTYPE_FP16; t <= VKT_DTYPE_BF16; t++)
+            for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
+                run_case(ctx, &k_cases[i], (vkt_dtype)t);
+        if (st == 0)
+            check_mode_and_errors(ctx);
+        th_context_release(ctx);
+    }
+    return th_finish();
+}
