@@ -150,15 +150,13 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_fit: trainer is NULL");
     vkt_status st = t->lost ? trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg)
                             : check_data(t, data, input, labels);
-    if (t->world) { /* every rank trains on the same data from the same position */
-        const vkt_dataset *was = t->data;
-        uint64_t was_seed = t->seed;
-        t->data = data;
-        t->seed = seed;
-        st = trainer_world_check_fit(t, st, steps);
-        t->data = was;
-        t->seed = was_seed;
-    }
+    const vkt_dataset *was = t->data; /* every rank: the same data, the same position */
+    uint64_t was_seed = t->seed;
+    t->data = data;
+    t->seed = seed;
+    st = trainer_world_check_fit(t, st, steps);
+    t->data = was;
+    t->seed = was_seed;
     if (st != VKT_OK)
         return st;
     if (t->data != data || t->seed != seed) /* a new data stream: new loaders */

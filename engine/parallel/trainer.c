@@ -60,8 +60,7 @@ static vkt_status select_devices(vkt_trainer *t, uint32_t *dev, uint32_t *n)
         return VKT_OK;
     }
     uint32_t count = vkt_instance_device_count(t->inst);
-    if (t->world && !plat_getenv("VKT_DEVICES") && count > 0) {
-        dev[0] = t->world->local_rank % count; /* ranks sharing a host spread over its GPUs */
+    if (trainer_world_device(t, count, &dev[0])) { /* a rank: one device of its host's */
         *n = 1;
         return VKT_OK;
     }
@@ -103,17 +102,13 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
     t->loss = loss;
     t->opt = *options;
     t->optim = options->optimizer;
-    if (options->world && vkt_world_size(options->world) > 1) {
-        t->world = options->world;
-        t->rank = vkt_world_rank(t->world);
-        t->ranks = vkt_world_size(t->world);
-    }
+    trainer_world_join(t, options->world);
     int laid_out = 0;
     vkt_status st = create_all(t, &laid_out);
     if (st == VKT_OK) /* a shape past a device limit fails now, not at the first step */
         st = t->exec->record(t);
     /* collective: every rank created the same trainer, then the chief's parameters */
-    if (t->world && laid_out)
+    if (laid_out)
         st = trainer_world_agree(t, st);
     if (st == VKT_OK) /* the divergence guard's reference: the parameters at the start */
         st = trainer_guard_start(t);
@@ -215,7 +210,7 @@ vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_fe
                             "vkt_trainer_step is synchronous: in async mode use vkt_trainer_fit");
     if (t->lost)
         return trainer_fail(t, VKT_ERROR_DEVICE_LOST, "%s", t->lost_msg);
-    if (t->world && !t->step_checked) { /* the same data and position on every rank */
+    if (!t->step_checked) { /* the same data and position on every rank */
         vkt_status st = trainer_world_check_step(t, feeds, n_feeds);
         if (st != VKT_OK)
             return st;
@@ -334,7 +329,7 @@ vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
     *out = t->stats;
     out->average_seconds = t->avg_seconds;
     out->rank = t->rank;
-    out->ranks = t->world ? t->ranks : 1;
+    out->ranks = t->ranks;
     out->world_replicas = t->world_rep;
     for (uint32_t i = 0; i < t->n_rep && i < 64; i++) {
         out->replica[i] = t->rep[i].stats;

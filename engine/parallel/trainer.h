@@ -84,7 +84,7 @@ struct vkt_trainer {
     /* across processes (trainer_world.c); world is NULL when this process trains alone (no
      * world, or a one-rank world) */
     vkt_world *world;
-    uint32_t rank, ranks;
+    uint32_t rank, ranks;       /* 0 and 1 alone */
     uint32_t world_rep;         /* replicas over all ranks (n_rep when alone) */
     uint32_t rep_base;          /* global index of this rank's replica 0 */
     uint64_t steps;             /* global steps taken (the schedule's position) */
@@ -198,7 +198,14 @@ vkt_status trainer_next_batch(replica *r);
  * was not applied). */
 void trainer_unread_batch(replica *r);
 
-/* trainer_world.c: collective parts of creation (docs/distributed.md). */
+/* trainer_world.c: what the ranks agree on (docs/distributed.md). Every function here is
+ * the facade's only test for ranks: without a world (alone, or a one-rank world) each
+ * returns `local` (or VKT_OK) at once, so the callers do not ask. */
+/* The world the options name: t->world, rank and ranks (0 of 1 alone). */
+void trainer_world_join(vkt_trainer *t, vkt_world *w);
+/* Across ranks without VKT_DEVICES: the one device this rank trains on (*dev: its local
+ * rank over the host's `count` devices), returns 1; else 0 (the device list decides). */
+int trainer_world_device(const vkt_trainer *t, uint32_t count, uint32_t *dev);
 /* The replica layout: every rank's replica count (n_local), or a failure before. */
 vkt_status trainer_world_layout(vkt_trainer *t, uint32_t n_local, vkt_status local);
 /* After creation: every rank created its trainer, all from the same graph and options

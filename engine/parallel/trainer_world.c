@@ -13,6 +13,25 @@
 
 int trainer_is_chief(const vkt_trainer *t) { return !t->world || t->rank == 0; }
 
+void trainer_world_join(vkt_trainer *t, vkt_world *w)
+{
+    t->rank = 0;
+    t->ranks = 1;
+    if (w && vkt_world_size(w) > 1) {
+        t->world = w;
+        t->rank = vkt_world_rank(w);
+        t->ranks = vkt_world_size(w);
+    }
+}
+
+int trainer_world_device(const vkt_trainer *t, uint32_t count, uint32_t *dev)
+{
+    if (!t->world || plat_getenv("VKT_DEVICES") || count == 0)
+        return 0;
+    *dev = t->world->local_rank % count; /* ranks sharing a host spread over its GPUs */
+    return 1;
+}
+
 /* Ranks that reported a failure in slots [0, ranks) of a MIN-reduced vector (0 there);
  * the first into *first. */
 static int any_failed(const uint64_t *v, uint32_t ranks, uint32_t *first)
@@ -242,6 +261,8 @@ static vkt_status broadcast_params(vkt_trainer *t)
 
 vkt_status trainer_world_agree(vkt_trainer *t, vkt_status local)
 {
+    if (!t->world)
+        return local;
     uint64_t sig[SIG_N] = {0}, lo[SIG_N], hi[SIG_N];
     if (local == VKT_OK)
         signature(t, sig);
@@ -277,6 +298,8 @@ vkt_status trainer_world_check_fit(vkt_trainer *t, vkt_status local, uint64_t st
                                           "the number of steps (--steps, --epochs)",
                                           "the step count restored from a checkpoint"};
     uint64_t v[F_N] = {0}, lo[F_N], hi[F_N];
+    if (!t->world)
+        return local;
     if (local == VKT_OK) {
         v[F_DATA] = data_hash(t->data);
         v[F_SEED] = t->seed;
@@ -301,6 +324,8 @@ vkt_status trainer_world_check_step(vkt_trainer *t, const vkt_feed *feeds, uint3
         "draws them differ)",
         "the step count (a checkpoint restored on some ranks only?)"};
     uint64_t v[S_N] = {n_feeds, CORE_FNV0, t->steps}, lo[S_N], hi[S_N];
+    if (!t->world)
+        return VKT_OK;
     vkt_status local = n_feeds && !feeds ? trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT,
                                                         "vkt_trainer_step: feeds is NULL")
                                          : VKT_OK;
