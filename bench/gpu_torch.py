@@ -7,8 +7,11 @@ TF32 off unless named), each figure on one line:
 fp32 GEMM (square sizes, and the transposed shapes of the char LM's weight gradients),
 the MLP and CNN training steps (SGD with momentum, the loss read back every step, as
 vkt_trainer_step returns it), the MNIST data loop, and the char LM (vktrain's charlm
-architecture: pre-norm blocks, causal attention, 4x GELU MLP, learned positions, AdamW).
-A figure that fails prints `torch: <figure> error=...` and the others go on.
+architecture: pre-norm blocks, causal attention, 4x GELU MLP, learned positions, AdamW),
+and causal attention forward + backward alone (scaled_dot_product_attention) at the
+shapes bench/gpu.sh gives in ATTN_SHAPES ("context,head size,batch,heads ..."). A figure
+that fails prints `torch: <figure> error=...` and the others go on. The figures issue 20
+sets targets on come first, the MNIST data loop last.
 
 --device cpu --quick runs every section small on the CPU: a check of the script where
 there is no GPU (scripts/install-deps.sh --bench installs Debian's python3-torch; run it
@@ -263,17 +266,46 @@ def charlm(c, L, H, T, B, amp):
           f"best_ms={best * 1e3:.3f} median_ms={med * 1e3:.3f}", flush=True)
 
 
+ATTN = os.environ.get("ATTN_SHAPES", "").split() or (
+    ["64,32,2,2"] if Q else ["256,64,64,4", "1024,64,16,4", "2048,32,8,4", "2048,64,8,4",
+                             "2048,128,8,4"])
+
+
+def attention():
+    """Causal attention on [batch, heads, context, head size] fp32 tensors: forward alone,
+    and forward + backward (the gradients of q, k and v), best ms of each."""
+    for s in ATTN:
+        t, d, b, h = (int(v) for v in s.split(","))
+        q, k, v = (torch.randn(b, h, t, d, device=dev, requires_grad=True) for _ in range(3))
+        dy = torch.randn(b, h, t, d, device=dev)
+
+        def fwd():
+            with torch.no_grad():
+                causal_attention(q, k, v)
+
+        def fwdbwd():
+            q.grad = k.grad = v.grad = None
+            causal_attention(q, k, v).backward(dy)
+        iters = 3 if Q else 20
+        f, _ = timed(fwd, iters)
+        fb, _ = timed(fwdbwd, iters)
+        print(f"torch: attention shape={s} context={t} head={d} batch={b} heads={h} "
+              f"fwd_ms={f * 1e3:.3f} fwdbwd_ms={fb * 1e3:.3f}", flush=True)
+
+
 if section("gemm"):
     guard("gemm", gemm_square)
 if section("shapes"):
     guard("gemm_shape", gemm_shapes)
 if section("steps"):
     guard("steps", steps)
-if section("data") and args.data:
-    guard("mlp_data_loop", data_loop)
 if section("lm"):
     guard("charlm", lambda: charlm(64, 2, 4, 64, 32, False))
     if not Q:
         guard("charlm", lambda: charlm(384, 6, 6, 256, 64, False))
         if cuda:
             guard("charlm", lambda: charlm(384, 6, 6, 256, 64, True))
+if section("attention"):
+    guard("attention", attention)
+if section("data") and args.data:
+    guard("mlp_data_loop", data_loop)

@@ -133,6 +133,7 @@ static const mlp_gemm mlp_gemms[] = {
 };
 
 #define MLP_REPS 16 /* dispatches recorded per run; each is timed by its timestamps */
+#define MAX_SHAPES 64 /* --shape options of one run (bench/gpu.sh passes two models' GEMMs) */
 
 /* Largest relative error of 256 sampled entries of C (= op(A) op(B) + beta * C0). */
 static double check_general(const mlp_gemm *g, const float *a, const float *b, const float *c0,
@@ -268,8 +269,9 @@ static int bench_gemm(int argc, char **argv)
 {
     uint32_t sizes[8] = {256, 512, 1024, 2048}, n_sizes = 4;
     double min_seconds = 1.0;
-    int mlp = 0; /* 1: the MLP list, 2: one --shape */
-    mlp_gemm shape = {0};
+    int mlp = 0; /* 1: the MLP list, 2: the --shape list */
+    mlp_gemm shapes[MAX_SHAPES];
+    size_t n_shapes = 0;
     vkt_dtype dtype = VKT_DTYPE_FP32;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--sizes") == 0 && i + 1 < argc) {
@@ -292,17 +294,23 @@ static int bench_gemm(int argc, char **argv)
             }
         } else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
             int ta, tb;
+            mlp_gemm shape = {0};
+            if (n_shapes == MAX_SHAPES) {
+                fprintf(stderr, "vkt bench gemm: at most %d --shape options\n", MAX_SHAPES);
+                return 2;
+            }
             if (sscanf(argv[++i], "%u,%u,%u,%d,%d,%f", &shape.m, &shape.n, &shape.k, &ta, &tb,
                        &shape.beta) != 6 || !shape.m || !shape.n || !shape.k) {
                 fprintf(stderr, "vkt bench gemm: --shape takes M,N,K,trans_a,trans_b,beta\n");
                 return 2;
             }
             shape.ta = ta, shape.tb = tb, shape.name = "shape";
+            shapes[n_shapes++] = shape;
             mlp = 2;
         } else {
             fprintf(stderr,
                     "usage: vkt bench gemm [--sizes 256,512,...] [--min-seconds S] [--mlp]\n"
-                    "                      [--shape M,N,K,trans_a,trans_b,beta]\n"
+                    "                      [--shape M,N,K,trans_a,trans_b,beta]...\n"
                     "                      [--dtype fp32|fp16|bf16]  (A and B; --sizes only)\n");
             return 2;
         }
@@ -332,7 +340,7 @@ static int bench_gemm(int argc, char **argv)
     if (mlp) {
         int rc = mlp == 1 ? bench_mlp(ctx, mlp_gemms, sizeof mlp_gemms / sizeof mlp_gemms[0],
                                       min_seconds)
-                          : bench_mlp(ctx, &shape, 1, min_seconds);
+                          : bench_mlp(ctx, shapes, n_shapes, min_seconds);
         vkt_context_destroy(ctx);
         vkt_instance_destroy(inst);
         return rc;

@@ -1,7 +1,9 @@
 /* vkt bench layers: the device time of every op's forward and backward in one training
  * step of the CNN (`vkt train --model cnn`) and of the character transformer (`--model
- * charlm`) at their example sizes, from vkt_model_profile, beside the measured wall time
- * of a whole step (vkt_model_forward_backward; no optimizer). */
+ * charlm`), at their example sizes or those given (--batch; the transformer's --width,
+ * --layers, --heads, --context: bench/gpu.sh times the attention at long contexts and
+ * wide heads so), from vkt_model_profile, beside the measured wall time of a whole step
+ * (vkt_model_forward_backward; no optimizer) and the planned memory (vkt_model_stats). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,8 @@
 typedef struct layers_args {
     uint32_t runs, steps;
     int cnn, lm;
+    uint32_t batch;        /* 0: the model's example batch (CNN 64, char LM 32) */
+    cli_lm_shape lm_shape; /* vocab 75: the shipped text's characters */
 } layers_args;
 
 /* Random inputs: pixels in [0,1) or token ids < vocab, labels < classes. */
@@ -97,10 +101,17 @@ static int bench_model(vkt_instance *inst, const char *title, cli_model *cm, uin
         st = vkt_model_forward_backward(m);
     }
     double wall_ms = (cli_now() - t0) * 1e3 / a->steps;
+    vkt_model_stats ms = {0};
+    if (st == VKT_OK)
+        st = vkt_model_stats_get(m, &ms);
     if (st == VKT_OK)
         st = vkt_model_profile(m, a->runs, t, MAX_STEPS, &n);
     if (st == VKT_OK) {
         print_table(title, t, n, wall_ms);
+        printf("  memory: parameters %.2f MB, activations %.2f MB planned (%.2f MB without "
+               "reuse); %u dispatches per step\n", ms.param_bytes / 1e6,
+               ms.activation_bytes / 1e6, ms.activation_no_reuse_bytes / 1e6,
+               ms.step_dispatches);
         rc = 0;
     } else {
         cli_fail(title, st, m ? vkt_model_errmsg(m) : vkt_last_error());
@@ -111,29 +122,75 @@ static int bench_model(vkt_instance *inst, const char *title, cli_model *cm, uin
     return rc;
 }
 
+static int layers_usage(void)
+{
+    fprintf(stderr, "usage: vkt bench layers [--model cnn|charlm] [--runs N] [--steps N] "
+            "[--batch B]\n"
+            "                        [--width N] [--layers N] [--heads N] [--context N] "
+            "(charlm)\n");
+    return 2;
+}
+
 int cmd_bench_layers(int argc, char **argv)
 {
-    layers_args a = {.runs = 6, .steps = 10, .cnn = 1, .lm = 1};
+    layers_args a = {.runs = 6, .steps = 10, .cnn = 1, .lm = 1,
+                     .lm_shape = {75, 64, 64, 2, 4, 0.0f, 0, 0}};
+    int lm_opt = 0;
     for (int i = 0; i < argc; i++) {
         uint64_t n = 0;
-        if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc &&
-            cli_parse_uint(argv[i + 1], 1, 1000000, &n))
+        const char *o = argv[i];
+        /* the transformer's shape: each option's field and bound */
+        struct {
+            const char *name;
+            uint32_t *field;
+            uint64_t hi;
+        } const dims[] = {{"--width", &a.lm_shape.width, 65536},
+                          {"--layers", &a.lm_shape.layers, 4096},
+                          {"--heads", &a.lm_shape.heads, 65536},
+                          {"--context", &a.lm_shape.context, 1048576}};
+        size_t d = 0;
+        while (d < sizeof dims / sizeof dims[0] && strcmp(o, dims[d].name) != 0)
+            d++;
+        if (d < sizeof dims / sizeof dims[0]) {
+            if (i + 1 >= argc || !cli_parse_uint(argv[i + 1], 1, dims[d].hi, &n)) {
+                fprintf(stderr, "vkt bench layers: %s takes a whole number from 1 to %llu\n",
+                        o, (unsigned long long)dims[d].hi);
+                return 2;
+            }
+            *dims[d].field = (uint32_t)n, i++, lm_opt = 1;
+        } else if (strcmp(o, "--batch") == 0) {
+            if (i + 1 >= argc || !cli_parse_uint(argv[i + 1], 1, 1u << 20, &n)) {
+                fprintf(stderr, "vkt bench layers: --batch takes a whole number from 1 to "
+                        "1048576\n");
+                return 2;
+            }
+            a.batch = (uint32_t)n, i++;
+        } else if (strcmp(o, "--runs") == 0 && i + 1 < argc &&
+                   cli_parse_uint(argv[i + 1], 1, 1000000, &n))
             a.runs = (uint32_t)n, i++;
-        else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc &&
+        else if (strcmp(o, "--steps") == 0 && i + 1 < argc &&
                  cli_parse_uint(argv[i + 1], 1, 1000000000, &n))
             a.steps = (uint32_t)n, i++;
-        else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {
+        else if (strcmp(o, "--model") == 0 && i + 1 < argc) {
             const char *v = argv[++i];
             a.cnn = strcmp(v, "cnn") == 0;
             a.lm = strcmp(v, "charlm") == 0;
         } else {
-            fprintf(stderr, "usage: vkt bench layers [--model cnn|charlm] [--runs N] "
-                    "[--steps N]\n");
-            return 2;
+            return layers_usage();
         }
     }
     if (a.runs < 2 || a.steps == 0 || (!a.cnn && !a.lm)) {
         fprintf(stderr, "vkt bench layers: --runs >= 2, --steps >= 1, --model cnn or charlm\n");
+        return 2;
+    }
+    if (lm_opt && a.cnn) {
+        fprintf(stderr, "vkt bench layers: --width, --layers, --heads and --context shape the "
+                "char LM: add --model charlm\n");
+        return 2;
+    }
+    if (a.lm && a.lm_shape.width % a.lm_shape.heads) {
+        fprintf(stderr, "vkt bench layers: --heads (%u) must divide --width (%u)\n",
+                a.lm_shape.heads, a.lm_shape.width);
         return 2;
     }
     vkt_instance *inst = cli_instance();
@@ -141,20 +198,26 @@ int cmd_bench_layers(int argc, char **argv)
         return 1;
     int rc = 0;
     cli_model cm = {0};
+    char title[160];
     if (a.cnn) {
-        vkt_status st = cli_build_cnn(&cm, 64, 784, 10, 1);
+        uint32_t b = a.batch ? a.batch : 64;
+        vkt_status st = cli_build_cnn(&cm, b, 784, 10, 1);
+        snprintf(title, sizeof title, "cnn (batch %u, 28x28)", b);
         rc |= st != VKT_OK ? cli_fail("cnn", st, vkt_graph_errmsg(cm.graph))
-                           : bench_model(inst, "cnn (batch 64, 28x28)", &cm, 10, 0, &a);
+                           : bench_model(inst, title, &cm, 10, 0, &a);
         vkt_graph_destroy(cm.graph);
     }
     if (a.lm) {
-        cli_lm_shape s = {75, 64, 64, 2, 4, 0.0f, 0, 0}; /* the shipped text's 75 characters */
+        const cli_lm_shape *s = &a.lm_shape;
+        uint32_t b = a.batch ? a.batch : 32;
         memset(&cm, 0, sizeof cm);
-        vkt_status st = cli_build_charlm(&cm, 32, &s, 1);
-        rc |= st != VKT_OK
-                  ? cli_fail("charlm", st, vkt_graph_errmsg(cm.graph))
-                  : bench_model(inst, "charlm (batch 32, context 64, width 64, 2 layers, 4 heads)",
-                                &cm, 75, 1, &a);
+        vkt_status st = cli_build_charlm(&cm, b, s, 1);
+        snprintf(title, sizeof title, "charlm (batch %u, context %u, width %u, %u layer%s, "
+                 "%u heads)", b, s->context, s->width, s->layers, s->layers == 1 ? "" : "s",
+                 s->heads);
+        rc |= st != VKT_OK ? cli_fail("charlm", st, cm.graph ? vkt_graph_errmsg(cm.graph)
+                                                              : vkt_last_error())
+                           : bench_model(inst, title, &cm, s->vocab, 1, &a);
         vkt_graph_destroy(cm.graph);
     }
     vkt_instance_destroy(inst);

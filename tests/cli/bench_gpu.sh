@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# bench/gpu.sh (vktrain beside PyTorch on a CUDA GPU) where no GPU is: its dry run lists
-# every figure's command, and without a GPU, or with bad usage, it stops with exit 2 and a
-# message saying why. Its figures need a GPU (docs/performance.md); `bench/gpu.sh --cpu`
-# runs it small on lavapipe and CPU PyTorch, by hand (about a minute, PyTorch needed).
+# bench/gpu.sh (vktrain beside PyTorch on a CUDA GPU, issue 20's targets) where no GPU is:
+# its dry run lists every figure's command, issue 20's targets among them; --table turns
+# the outputs of a run into the tables, judging each target (checked here on outputs
+# written in the formats vkt and gpu_torch.py print, with figures on both sides of each
+# threshold); --limit skips what no longer fits and still prints the tables; without a
+# GPU, or with bad usage, it stops with exit 2 and a message saying why. Its figures need
+# a GPU (docs/performance.md); `bench/gpu.sh --cpu` runs it small on lavapipe and CPU
+# PyTorch, by hand (about a minute, PyTorch needed).
 # Usage: bench_gpu.sh BIN_DIR
 set -u
 bin=$1
 gpu=$(cd "$(dirname "$0")/../../bench" && pwd)/gpu.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: $1" >&2; fi; }
+has() { grep -qF -- "$1" <<<"$out"; }
 
 out=$(bash "$gpu" --dry-run "$bin" 2>&1); rc=$?
 check "--dry-run exits 0" "[[ $rc -eq 0 ]]"
@@ -17,9 +24,14 @@ check "--dry-run: the four GEMM sizes" \
 check "--dry-run: the same sizes with 16-bit inputs, bf16 and fp16" \
   "grep -q 'vkt bench gemm --dtype bf16 --sizes 1024,2048,4096,8192 ' <<<\"\$out\" &&
    grep -q 'vkt bench gemm --dtype fp16 --sizes 1024,2048,4096,8192 ' <<<\"\$out\""
-check "--dry-run: six transposed shapes, the weight gradients among them" \
-  "[[ \$(grep -c 'vkt bench gemm --shape ' <<<\"\$out\") -eq 6 ]] &&
-   grep -q -- '--shape 384,1536,16384,1,0,0 ' <<<\"\$out\""
+mlp=$(grep -- '--shape 1024,256,784,0,0,0 ' <<<"$out")
+check "--dry-run: the MLP's 8 GEMMs at batch 1024 in one run, dW1 (A transposed) and dX2 (B transposed) among them" \
+  "[[ \$(grep -o -- '--shape ' <<<\"\$mlp\" | wc -l) -eq 8 ]] && grep -q -- '--shape 784,256,1024,1,0,0 ' <<<\"\$mlp\" &&
+   grep -q -- '--shape 1024,256,128,0,1,0 ' <<<\"\$mlp\" && ! grep -q -- '--shape 1024,784,256,0,1' <<<\"\$mlp\""
+lm=$(grep -- '--shape 16384,1152,384,0,0,0 ' <<<"$out")
+check "--dry-run: the char LM's 15 GEMMs at width 384, batch 64 x context 256, each with its two gradients" \
+  "[[ \$(grep -o -- '--shape ' <<<\"\$lm\" | wc -l) -eq 15 ]] && grep -q -- '--shape 384,1536,16384,1,0,0 ' <<<\"\$lm\" &&
+   grep -q -- '--shape 16384,1536,384,0,1,0 ' <<<\"\$lm\" && grep -q -- '--shape 384,75,16384,1,0,0 ' <<<\"\$lm\""
 check "--dry-run: the MLP step at batch 128 and 1024" \
   "grep -Eq 'vkt bench train *\$' <<<\"\$out\" && grep -q 'vkt bench train --batch 1024' <<<\"\$out\""
 check "--dry-run: the CNN at batch 64 and 512" \
@@ -30,14 +42,101 @@ check "--dry-run: the CNN again with conv_im2col forced, at batch 64 and 512" \
 check "--dry-run: the char LM at its default and at width 384, 6 layers, context 256" \
   "grep -q 'model charlm --steps 300 ' <<<\"\$out\" &&
    grep -q 'width 384 --layers 6 --heads 6 --context 256 --batch 64' <<<\"\$out\""
+check "--dry-run: attention at context 256 to 2048 and head sizes 32, 64, 128" \
+  "[[ \$(grep -c 'vkt bench layers --model charlm --layers 1 ' <<<\"\$out\") -eq 5 ]] &&
+   grep -q -- '--width 128 --heads 4 --context 2048 ' <<<\"\$out\" &&
+   grep -q -- '--width 512 --heads 4 --context 2048 ' <<<\"\$out\" &&
+   grep -q -- '--width 256 --heads 4 --context 256 ' <<<\"\$out\""
 torch_line=$(grep 'gpu_torch.py --device cuda' <<<"$out")
-check "--dry-run: PyTorch on CUDA, the same six shapes" \
-  "grep -q \"^env 'GEMM_SHAPES=2048,64,64,0,0 .* 384,1536,16384,1,0 16384,384,1536,0,1' \" <<<\"\$torch_line\""
+check "--dry-run: PyTorch on CUDA, the same shapes and attention" \
+  "grep -q \"^env 'GEMM_SHAPES=1024,256,784,0,0 .* 384,75,16384,1,0 .* 2048,192,64,0,1' 'ATTN_SHAPES=256,64,64,4 .* 2048,128,8,4' \" <<<\"\$torch_line\""
 out=$(bash "$gpu" --dry-run --cpu "$bin" 2>&1); rc=$?
 check "--dry-run --cpu: small sizes, PyTorch on the CPU" \
   "[[ $rc -eq 0 ]] && grep -q -- '--sizes 256,512 ' <<<\"\$out\" &&
    grep -q 'gpu_torch.py --device cpu --quick' <<<\"\$out\" && ! grep -q 'width 384' <<<\"\$out\" &&
-   ! grep -q conv_im2col <<<\"\$out\""
+   ! grep -q conv_im2col <<<\"\$out\" && ! grep -q -- '--shape 16384' <<<\"\$out\""
+
+# --limit: nothing fits in 1 s (10 s are kept for the tables): every figure skipped, the
+# tables printed all the same, exit 1
+out=$(OUT=$tmp/limit bash "$gpu" --cpu --limit 1 "$bin" 2>&1); rc=$?
+check "--limit 1: exit 1, every run skipped, the tables printed ($rc)" \
+  "[[ $rc -eq 1 ]] && has '== vk_gemm: skipped (--limit 1)' && has '| GEMM 256 fp32 (TFLOP/s) | skipped | skipped | - |' &&
+   has 'result: targets pass=0 fail=0 unmeasured=' && [[ -s $tmp/limit/table.md ]]"
+
+# --table: a GPU run's outputs in the formats vkt and gpu_torch.py print. Every GEMM runs
+# at 0.7x torch.mm but the char LM head's weight gradient (0.5x); GEMM 2048 at 0.9x
+# cuBLAS, 4096 at 0.8x, 8192 missing; CNN 1.0x at batch 64 and 0.6x at 512; the MLP
+# step 2.6x; the char LM 1.5x (default) and 0.82x (width 384); attention with
+# attention_flash, every shape run.
+d=$tmp/run
+mkdir -p "$d"
+shapes=$(sed -n "s/^env 'GEMM_SHAPES=\([^']*\)'.*/\1/p" <<<"$torch_line")
+attn=$(sed -n "s/.*'ATTN_SHAPES=\([^']*\)'.*/\1/p" <<<"$torch_line")
+printf 'cpu=0\nvocab=75\ngpu=%q\ncommit=test\nenv_note=\n' "NVIDIA H100 80GB HBM3, 570.00" >"$d/run.env"
+printf 'device 0: NVIDIA H100\n  type                    discrete\n  attention               attention_flash\n' >"$d/devices.txt"
+echo vk_gemm_fp16 >"$d/skipped"
+{
+  echo "torch: version=2.5.0 device=NVIDIA_H100"
+  for n in 1024 2048 4096 8192; do echo "torch: gemm n=$n best_tflops=50.000 median_tflops=49"; done
+  for s in $shapes; do echo "torch: gemm_shape shape=$s best_tflops=10.0000 best_us=1.0"; done
+  echo "torch: mlp_step batch=128 best_ms=0.780 median_ms=0.800"
+  echo "torch: mlp_step batch=1024 best_ms=1.000 median_ms=1.100"
+  echo "torch: cnn_step batch=64 best_ms=0.900 median_ms=1.000"
+  echo "torch: cnn_step batch=512 best_ms=1.100 median_ms=1.200"
+  echo "torch: charlm precision=fp32 width=64 layers=2 heads=4 context=64 batch=32 params=1 best_ms=4.0 median_ms=4.500"
+  echo "torch: charlm precision=fp32 width=384 layers=6 heads=6 context=256 batch=64 params=1 best_ms=32.0 median_ms=32.800"
+  for a in $attn; do echo "torch: attention shape=$a context=1 head=1 batch=1 heads=1 fwd_ms=1.0 fwdbwd_ms=3.000"; done
+} >"$d/torch.txt"
+printf 'device: NVIDIA H100 (gpu kernels)\n     N      seconds    GFLOP/s  max rel err  check\n' >"$d/vk_gemm.txt"
+printf '%6u %12.6f %10.2f %12.2e %6s\n' 1024 0.001 20000 1e-7 ok 2048 0.001 45000 1e-7 ok \
+  4096 0.001 40000 1e-7 ok >>"$d/vk_gemm.txt"
+for f in vk_gemms_mlp1024 vk_gemms_lm vk_gemms_lm64; do
+  for s in $shapes; do
+    IFS=, read -r m n k ta tb <<<"$s"
+    g=7000; [[ $s == 384,75,16384,1,0 ]] && g=5000
+    printf '%-16s %2d %2d %5u %5u %5u %4g %10.1f %9.2f %12.2e %6s\n' shape "$ta" "$tb" "$m" "$n" "$k" 0 1.0 $g 1e-7 ok
+  done >"$d/$f.txt"
+done
+echo "result: step_ms=0.300 gemm_ms=0.2 ratio=1.5" >"$d/vk_step128.txt"
+echo "result: test_accuracy=0.9 test_loss=0.3 steps=300 samples_per_s=64000.0 seconds=1 replicas=1 mode=sync" >"$d/vk_cnn64.txt"
+echo "result: test_accuracy=0.9 test_loss=0.3 steps=100 samples_per_s=256000.0 seconds=1 replicas=1 mode=sync" >"$d/vk_cnn512.txt"
+echo "result: val_loss=3 train_loss=3 steps=300 samples_per_s=10666.67 seconds=1 replicas=1 mode=sync" >"$d/vk_lm.txt"
+echo "result: val_loss=3 train_loss=3 steps=40 samples_per_s=1600.0 seconds=1 replicas=1 mode=sync" >"$d/vk_lm384.txt"
+for a in $attn; do
+  IFS=, read -r t hd b h <<<"$a"
+  echo "  causal_attention       causal_attention#12              1.000       2.000          3" >"$d/vk_attn_${t}_$hd.txt"
+done
+out=$(bash "$gpu" --table "$d" 2>&1); rc=$?
+check "--table: exit 0, the card and the commit named" \
+  "[[ $rc -eq 0 ]] && has \"vktrain test on 'NVIDIA H100'; PyTorch 2.5.0 on NVIDIA H100 80GB HBM3, 570.00\""
+check "--table: GEMM 2048 at 0.9x cuBLAS passes, 4096 at 0.8x fails, 8192 not measured" \
+  "has '| GEMM 2048 fp32 vs cuBLAS (torch.mm) | >= 0.85x | 0.90x | pass |' &&
+   has '| GEMM 4096 fp32 vs cuBLAS (torch.mm) | >= 0.85x | 0.80x | FAIL |' &&
+   has '| GEMM 8192 fp32 vs cuBLAS (torch.mm) | >= 0.85x | - | not measured |' &&
+   has '| GEMM 8192 fp32 (TFLOP/s) | failed | 50 | - |' && ! has 'GEMM 1024 fp32 vs cuBLAS'"
+check "--table: a skipped run is shown as skipped" \
+  "has '| GEMM 1024, A and B fp16, fp32 accumulation (TFLOP/s) | skipped | - | - |'"
+check "--table: the MLP's 8 GEMMs at 0.7x pass, the char LM's 15 fail on the head's weight gradient" \
+  "has '| MLP 784-256-128-10 step, batch 1024: every GEMM vs torch.mm, same shape and transposes | >= 0.6x each | 8 of 8 at or above; worst 0.70x (1024x256, K=784) | pass |' &&
+   has 'vocabulary 75 (6 layers, 6 heads, context 256, batch 64): every GEMM vs torch.mm, same shape and transposes | >= 0.6x each | 14 of 15 at or above; worst 0.50x (384x75, K=16384, A transposed) | FAIL |' &&
+   has '| MLP 784-256-128-10 step, batch 1024: GEMM 784x256, K=1024, A transposed (TFLOP/s) | 7 | 10 | 0.70 |'"
+check "--table: the steps against PyTorch" \
+  "has '| MLP 784-256-128-10 step, batch 128, vs PyTorch eager | >= 2x | 2.60x | pass |' &&
+   has '| CNN training, batch 64, vs PyTorch | >= 1x | 1.00x | pass |' &&
+   has '| CNN training, batch 512, vs PyTorch | >= 0.7x | 0.60x | FAIL |' &&
+   has '| char LM, default shape, vs PyTorch eager | >= 1.2x | 1.50x | pass |' &&
+   has '| char LM, width 384, 6 layers, 6 heads, context 256, batch 64, vs PyTorch fp32 eager | >= 0.8x | 0.82x | pass |'"
+check "--table: attention fused at every shape passes" \
+  "has '| causal attention, forward + backward, fused | attention_flash (online softmax, no T x T array); contexts up to 2048, head sizes 32 to 128 | 5 of 5 ran (contexts up to 2048, head sizes 32 to 128) with attention_flash; slowest vs PyTorch SDPA 1.00x | pass |'"
+check "--table: the count of targets" "has 'result: targets pass=7 fail=3 unmeasured=1'"
+sed -i 's/attention_flash/attention_rows/' "$d/devices.txt"
+rm "$d/vk_attn_2048_128.txt"
+out=$(bash "$gpu" --table "$d" 2>&1); rc=$?
+check "--table: attention with another variant and a shape missing fails" \
+  "[[ $rc -eq 0 ]] && has '| causal attention, forward + backward, fused |' &&
+   has '4 of 5 ran (contexts up to 2048, head sizes 32 to 128) with attention_rows; slowest vs PyTorch SDPA 1.00x | FAIL |' &&
+   has 'result: targets pass=6 fail=4 unmeasured=1'"
+
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   out=$(bash "$gpu" "$bin" 2>&1); rc=$?
   check "no GPU: exit 2, saying so and naming --cpu: $out" \
@@ -45,6 +144,10 @@ if ! command -v nvidia-smi >/dev/null 2>&1; then
 fi
 out=$(bash "$gpu" --frobnicate 2>&1); rc=$?
 check "unknown option: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q frobnicate <<<\"\$out\""
+out=$(bash "$gpu" --limit 0 2>&1); rc=$?
+check "--limit 0: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q -- '--limit takes whole seconds' <<<\"\$out\""
+out=$(bash "$gpu" --table "$tmp/none" 2>&1); rc=$?
+check "--table of a folder without a run: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q \"$tmp/none\" <<<\"\$out\""
 out=$(bash "$gpu" --dry-run /nonexistent 2>&1); rc=$?
 check "no vkt in the folder: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q /nonexistent <<<\"\$out\""
 out=$(bash "$gpu" --help 2>&1); rc=$?

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The vkt command as a user runs it: devices table, device selection errors, quick GEMM
-# benchmarks (square sizes, the MLP shapes, one shape) with their correctness checks, and
-# missing-Vulkan handling.
+# benchmarks (square sizes, the MLP shapes, one or several shapes) with their correctness
+# checks, vkt bench layers at a given transformer shape (bench/gpu.sh's attention runs)
+# and its option errors, and missing-Vulkan handling.
 # Usage: vkt_cli.sh BIN_DIR
 set -u
 bin=$1/vkt
@@ -19,6 +20,18 @@ out=$(VKT_KERNELS=gpu,gemm_texel "$bin" devices 2>&1); rc=$?
 check "VKT_KERNELS=gpu,gemm_texel: gpu style, the gemm forced" "[[ $rc -eq 0 ]] && grep -Eq 'kernel style +gpu' <<<\"\$out\" && grep -Eq '  gemm +gemm_texel' <<<\"\$out\" && grep -Eq '  rows +rows_spread' <<<\"\$out\""
 out=$(VKT_KERNELS=gemm_warp "$bin" devices 2>&1); rc=$?
 check "VKT_KERNELS=gemm_warp: exit 1 naming the term and the variants" "[[ $rc -eq 1 ]] && grep -q \"VKT_KERNELS='gemm_warp': unknown kernel variant 'gemm_warp' (accepted: cpu, gpu, or a kernel variant: gemm_texel\" <<<\"\$out\""
+out=$("$bin" bench layers --model charlm --layers 1 --width 48 --heads 3 --context 20 --batch 3 --runs 2 --steps 1 2>&1); rc=$?
+check "bench layers at a given char LM shape: its title, one attention row, the planned memory" \
+  "[[ $rc -eq 0 ]] && grep -q '^charlm (batch 3, context 20, width 48, 1 layer, 3 heads): step ' <<<\"\$out\" &&
+   [[ \$(grep -c '^  causal_attention ' <<<\"\$out\") -eq 1 ]] && grep -Eq '^  memory: parameters [0-9.]+ MB, activations [0-9.]+ MB planned' <<<\"\$out\""
+out=$("$bin" bench layers --model charlm --width 64 --heads 5 2>&1); rc=$?
+check "bench layers --heads 5 --width 64: exit 2 naming both" "[[ $rc -eq 2 ]] && grep -q -- '--heads (5) must divide --width (64)' <<<\"\$out\""
+out=$("$bin" bench layers --width 64 2>&1); rc=$?
+check "bench layers --width without --model charlm: exit 2" "[[ $rc -eq 2 ]] && grep -q 'add --model charlm' <<<\"\$out\""
+out=$("$bin" bench layers --model charlm --context 0 2>&1); rc=$?
+check "bench layers --context 0: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q -- '--context takes a whole number from 1' <<<\"\$out\""
+out=$("$bin" bench layers --model cnn --batch 2x 2>&1); rc=$?
+check "bench layers --batch 2x: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q -- '--batch takes a whole number' <<<\"\$out\""
 out=$(VKT_DEVICES=0,0,0 "$bin" devices 2>&1)
 check "VKT_DEVICES=0,0,0 selects device 0 three times" "grep -q 'selected (VKT_DEVICES): 0 0 0' <<<\"\$out\""
 out=$(VKT_DEVICES=7 "$bin" devices 2>&1); rc=$?
@@ -39,6 +52,9 @@ check "bench gemm --mlp times and checks the 10 MLP GEMMs" "[[ $rc -eq 0 ]] && [
 check "bench gemm --mlp ends with the step line" "tail -1 <<<\"\$out\" | grep -Eq '^result: mlp_step_gemm_us=[0-9.]+\$'"
 out=$("$bin" bench gemm --shape 33,10,7,1,1,0.5 --min-seconds 0 2>&1); rc=$?
 check "bench gemm --shape checks one product" "[[ $rc -eq 0 ]] && grep -q ' ok\$' <<<\"\$out\""
+out=$("$bin" bench gemm --shape 33,10,7,1,0,0 --shape 9,17,40,0,1,1 --min-seconds 0 2>&1); rc=$?
+check "bench gemm --shape twice checks both products, in order" "[[ $rc -eq 0 ]] && [[ \$(grep -c ' ok\$' <<<\"\$out\") -eq 2 ]] &&
+  grep -Eq '^shape +1 +0 +33 +10 +7 ' <<<\"\$out\" && grep -Eq '^shape +0 +1 +9 +17 +40 +1 ' <<<\"\$out\""
 out=$("$bin" bench gemm --shape 3,4 2>&1); rc=$?
 check "bench gemm --shape with too few numbers: exit 2" "[[ $rc -eq 2 ]]"
 out=$("$bin" frobnicate 2>&1); rc=$?
