@@ -15,9 +15,10 @@ static unsigned g_passed, g_failed;
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 #define TH_SENTINEL 0x7FBADBADu /* a NaN no kernel produces */
-#define TH_MAX_CONTEXTS 8
-static vkt_context *g_contexts[TH_MAX_CONTEXTS];
-static unsigned g_context_count;
+/* Every context th_context / th_context_filter made and th_context_release has not:
+ * th_finish destroys them all (a context left out leaks its device under ASan). */
+static vkt_context **g_contexts;
+static unsigned g_context_count, g_context_cap;
 
 void th_init_host(const char *test_name)
 {
@@ -76,8 +77,17 @@ static vkt_context *context_of(const vkt_context_options *o)
         printf("%u passed, %u failed\n", g_passed, g_failed + 1);
         exit(1);
     }
-    if (g_context_count < TH_MAX_CONTEXTS)
-        g_contexts[g_context_count++] = ctx;
+    if (g_context_count == g_context_cap) {
+        unsigned cap = g_context_cap ? 2 * g_context_cap : 8;
+        vkt_context **grown = realloc(g_contexts, cap * sizeof *grown);
+        if (!grown) {
+            fprintf(stderr, "%s: out of host memory for the contexts' list\n", g_name);
+            printf("%u passed, %u failed\n", g_passed, g_failed + 1);
+            exit(1);
+        }
+        g_contexts = grown, g_context_cap = cap;
+    }
+    g_contexts[g_context_count++] = ctx;
     return ctx;
 }
 
@@ -134,6 +144,8 @@ int th_finish(void)
     uint64_t vcount = vkt_instance_validation_count(th_instance);
     for (unsigned i = 0; i < g_context_count; i++)
         vkt_context_destroy(g_contexts[i]);
+    free(g_contexts);
+    g_contexts = NULL, g_context_count = g_context_cap = 0;
     /* Messages can also arrive while contexts are destroyed. */
     vcount = vkt_instance_validation_count(th_instance);
     if (vcount) {

@@ -258,7 +258,9 @@ static vkt_status finish_buckets(world_reducer *x, vkt_status st)
 {
     for (uint32_t b = 0; b < x->n_buckets; b++) {
         if (st == VKT_OK && x->bucket_req[b])
-            st = world_wait(x->w, x->bucket_req[b]);
+            st = world_wait(x->w, x->bucket_req[b]); /* on a timeout, abandoned there */
+        else
+            world_abandon(x->w, x->bucket_req[b]);
         x->bucket_req[b] = NULL;
     }
     return st;

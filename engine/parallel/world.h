@@ -85,8 +85,12 @@ vkt_status world_iallreduce_f32(vkt_world *w, float *data, uint64_t n, const cha
  * MPI error (message in w->errmsg, request freed). NULL: 1. */
 int world_test(vkt_world *w, world_req *req);
 /* Polls until done (then frees it) or the deadline (VKT_ERROR_TIMEOUT; the request is
- * left in flight: the job is to be aborted). NULL: VKT_OK. */
+ * left in flight, as world_abandon leaves it: the job is to be aborted). NULL: VKT_OK. */
 vkt_status world_wait(vkt_world *w, world_req *req);
+/* A request given up on after a failure, never to be waited for: left in flight (MPI
+ * cannot cancel a collective and may still write into its buffers) and kept reachable
+ * until the process ends. NULL: nothing. */
+void world_abandon(vkt_world *w, world_req *req);
 
 /* Collectives, complete on return (started nonblocking, waited with world_wait). */
 vkt_status world_allreduce_f32(vkt_world *w, float *data, uint64_t n, const char *what);

@@ -60,6 +60,22 @@ world_req *wmpi_req_new(vkt_world *w, int n, const char *what)
     return r;
 }
 
+/* What MPI may still write into after a wait gave up (a collective cannot be cancelled,
+ * and MPI_Finalize would hang on the missing ranks): kept, reachable, until the process
+ * ends, neither freed under MPI nor dropped (which the leak checker rightly reports).
+ * Only the one MPI-calling thread at a time gets here. */
+static world_req *stranded_reqs;
+static struct world_impl *stranded_impl;
+
+void world_abandon(vkt_world *w, world_req *r)
+{
+    (void)w;
+    if (!r)
+        return;
+    r->next = stranded_reqs;
+    stranded_reqs = r;
+}
+
 void wmpi_req_free(world_req *r)
 {
     if (r)
@@ -253,6 +269,8 @@ void world_tp_finalize(vkt_world *w)
          * state is left allocated on purpose: MPI may still write into the heartbeat
          * buffers and the barrier's request. */
         fprintf(stderr, "vkt: rank %u: %s (MPI is not finalized)\n", w->rank, w->errmsg);
+        m->stranded_next = stranded_impl;
+        stranded_impl = m;
         w->impl = NULL;
         return;
     }
@@ -353,6 +371,7 @@ vkt_status world_wait(vkt_world *w, world_req *req)
         if (since > limit) {
             w->comm_seconds += waited;
             /* The request stays in flight: MPI cannot cancel a collective. */
+            world_abandon(w, req);
             return m->follow_chief ? wmpi_silence_fail(w, req->what, limit, waited)
                                    : wmpi_timeout_fail(w, req->what, limit);
         }

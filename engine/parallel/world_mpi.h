@@ -33,6 +33,7 @@ typedef struct hb_slot {
 
 struct world_impl {
     int own_init;                     /* we called MPI_Init_thread: we finalize */
+    struct world_impl *stranded_next; /* world_tp_finalize gave up: kept (world_mpi.c) */
     MPI_Comm coll, p2p, hb;           /* duplicates of MPI_COMM_WORLD */
     int comms;                        /* how many of them exist (in that order) */
     uint64_t piece_bytes;             /* world_set_max_piece; 0: defaults */
@@ -65,6 +66,7 @@ struct world_req {
     const char *what;                 /* for messages */
     uint64_t bytes;                   /* payload, for the spin window */
     void *scratch;                    /* freed with the request (e.g. count arrays) */
+    struct world_req *next;           /* the stranded list (world_mpi.c), else NULL */
     int n;                            /* MPI requests */
     MPI_Request reqs[];
 };

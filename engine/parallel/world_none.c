@@ -55,6 +55,12 @@ int world_test(vkt_world *w, world_req *req)
     return 1;
 }
 
+void world_abandon(vkt_world *w, world_req *req)
+{
+    (void)w;
+    (void)req;
+}
+
 vkt_status world_wait(vkt_world *w, world_req *req)
 {
     (void)w;
