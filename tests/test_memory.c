@@ -376,9 +376,30 @@ static void test_profiles_by_hand(void)
         }
 }
 
+/* The one rule for memory over the whole device (the profile's host-visible
+ * device-local capability and the memory profiles' placement): a type's heap at least
+ * half the largest device-local heap. */
+static void test_spans_heap(void)
+{
+    VkPhysicalDeviceMemoryProperties mp = {0};
+    mp.memoryHeapCount = 3;
+    mp.memoryHeaps[0] = (VkMemoryHeap){80ull << 30, VK_MEMORY_HEAP_DEVICE_LOCAL_BIT};
+    mp.memoryHeaps[1] = (VkMemoryHeap){256ull << 20, VK_MEMORY_HEAP_DEVICE_LOCAL_BIT};
+    mp.memoryHeaps[2] = (VkMemoryHeap){40ull << 30, VK_MEMORY_HEAP_DEVICE_LOCAL_BIT};
+    mp.memoryTypeCount = 3;
+    for (uint32_t t = 0; t < 3; t++)
+        mp.memoryTypes[t] = (VkMemoryType){DL | HV | HC, t};
+    TH_CHECK(gpu_memory_type_spans_heap(&mp, 0), "a type on the largest heap spans it");
+    TH_CHECK(!gpu_memory_type_spans_heap(&mp, 1), "a 256 MiB window beside 80 GiB does not");
+    TH_CHECK(gpu_memory_type_spans_heap(&mp, 2), "a heap of exactly half the largest does");
+    mp.memoryHeaps[2].size--;
+    TH_CHECK(!gpu_memory_type_spans_heap(&mp, 2), "one byte less than half does not");
+}
+
 int main(void)
 {
     th_init("test_memory");
+    test_spans_heap();
     vkt_context *ctx = th_context(VKT_KERNELS_AUTO);
     test_suballocation(ctx);
     test_large_and_host(ctx);

@@ -497,6 +497,11 @@ void gpu_count_transfer(vkt_context *ctx, uint64_t bytes);
 /* Fills ctx->mem.types for the profile (memory.c); VKT_ERROR_NO_DEVICE naming the device
  * when it cannot take the profile (REBAR without a device-local host-visible type). */
 vkt_status gpu_memory_types_init(vkt_context *ctx, vkt_memory_profile profile);
+/* 1 when memory type `type` lies on a heap at least half the size of the device's
+ * largest device-local heap: memory over the whole device (resizable BAR, lavapipe's one
+ * heap), not a 256 MiB window beside it (a GPU without resizable BAR). The one rule for
+ * the profile's host-visible device-local capability and the memory profiles' placement. */
+int gpu_memory_type_spans_heap(const VkPhysicalDeviceMemoryProperties *mp, uint32_t type);
 /* The profile's row: its name and whether host access always goes through staging. NULL
  * for a value outside the enum. gpu_memory_profile_parse: by name; 0 when unknown. */
 typedef struct gpu_memory_profile_row {

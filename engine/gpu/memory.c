@@ -82,10 +82,7 @@ static VkDeviceSize largest_local_heap(const VkPhysicalDeviceMemoryProperties *m
     return best;
 }
 
-/* Memory over (at least half of) the device's largest device-local heap: resizable BAR,
- * lavapipe's one heap; not a 256 MiB window beside it (a GPU without resizable BAR). The
- * same rule as the kernel profile's host-visible device-local capability (profile.c). */
-static int whole_heap(const VkPhysicalDeviceMemoryProperties *mp, uint32_t type)
+int gpu_memory_type_spans_heap(const VkPhysicalDeviceMemoryProperties *mp, uint32_t type)
 {
     return mp->memoryHeaps[mp->memoryTypes[type].heapIndex].size * 2 >= largest_local_heap(mp);
 }
@@ -117,7 +114,7 @@ vkt_status gpu_memory_types_init(vkt_context *ctx, vkt_memory_profile profile)
     for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
         VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
         discrete |= has(f, HV) && !(f & DL);
-        rebar |= has(f, DL | HV | HC) && whole_heap(mp, i);
+        rebar |= has(f, DL | HV | HC) && gpu_memory_type_spans_heap(mp, i);
     }
     if (row->device_host == GPU_DH_NEED && !rebar)
         return err_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE,
@@ -164,7 +161,7 @@ uint32_t gpu_memory_types_for(const vkt_context *ctx, uint32_t type_bits, gpu_me
             const gpu_mem_type *t = &ctx->mem.types[v];
             if (!(type_bits & (1u << t->index)) || !has(t->flags, p->want) ||
                 (t->flags & p->avoid) || (taken[v / 64] >> (v % 64) & 1) ||
-                (p->whole_heap && !whole_heap(&ctx->mem_props, t->index)))
+                (p->whole_heap && !gpu_memory_type_spans_heap(&ctx->mem_props, t->index)))
                 continue;
             taken[v / 64] |= 1ull << (v % 64);
             out[n++] = v;

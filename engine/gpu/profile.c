@@ -131,23 +131,18 @@ static void query_mats(VkPhysicalDevice phys, gpu_device_caps *caps)
         caps->cooperative_matrix = 0;
 }
 
-/* A memory type both device-local and host-visible on a heap at least half the size of
- * the largest device-local heap (a unified or resizable-BAR device, not a 256 MiB
+/* A memory type both device-local and host-visible over the device's memory
+ * (gpu_memory_type_spans_heap: a unified or resizable-BAR device, not a 256 MiB
  * window). */
 static int query_host_visible_device_local(VkPhysicalDevice phys)
 {
     VkPhysicalDeviceMemoryProperties mem;
     vkGetPhysicalDeviceMemoryProperties(phys, &mem);
-    VkDeviceSize largest = 0;
-    for (uint32_t h = 0; h < mem.memoryHeapCount; h++)
-        if ((mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
-            mem.memoryHeaps[h].size > largest)
-            largest = mem.memoryHeaps[h].size;
     const VkMemoryPropertyFlags both =
         VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
     for (uint32_t t = 0; t < mem.memoryTypeCount; t++)
         if ((mem.memoryTypes[t].propertyFlags & both) == both &&
-            mem.memoryHeaps[mem.memoryTypes[t].heapIndex].size * 2 >= largest)
+            gpu_memory_type_spans_heap(&mem, t))
             return 1;
     return 0;
 }
