@@ -16,8 +16,15 @@
  * fused relu (linear_act). Both kernel styles: the CPU style's widening GEMM and the GPU
  * style's shared-memory tiling (gemm_f16_float / gemm_bf16_float on lavapipe). The memory
  * plan check runs on every recording (plan_check.c), so the casts' values are covered by
- * the plan. Check mode runs fp32; a precision outside vkt_dtype is refused. */
+ * the plan. Check mode runs fp32; a precision outside vkt_dtype is refused.
+ *
+ * Precisions (vkt_precision): vkt_context_precision on lavapipe (fp16 and bf16 as asked;
+ * auto fp32, no cooperative matrices), and auto's table on the same context with its
+ * variants set as a device with bf16 or only fp16 cooperative matrices would have them; a
+ * trainer in fp16 learns, says fp16, and its checkpoint (fp32 masters) resumes in fp32 and
+ * bf16 with the same parameters bit for bit. */
 #include "harness.h"
+#include "gpu/gpu.h"
 #include "kernels/ref.h"
 
 #include <math.h>
@@ -316,6 +323,136 @@ static void names(void)
     TH_CHECK(vkt_dtype_from_name(NULL, &t) == VKT_ERROR_INVALID_ARGUMENT, "NULL refused");
 }
 
+static void precisions(vkt_context *ctx)
+{
+    static const struct { const char *name; vkt_precision p; } names[] = {
+        {"fp32", VKT_PRECISION_FP32}, {"fp16", VKT_PRECISION_FP16},
+        {"bf16", VKT_PRECISION_BF16}, {"auto", VKT_PRECISION_AUTO}};
+    for (int i = 0; i < 4; i++) {
+        vkt_precision p = VKT_PRECISION_COUNT;
+        TH_CHECK(vkt_precision_from_name(names[i].name, &p) == VKT_OK && p == names[i].p &&
+                     strcmp(vkt_precision_name(p), names[i].name) == 0,
+                 "precision %s", names[i].name);
+    }
+    vkt_precision bad;
+    TH_CHECK(vkt_precision_from_name("fp8", &bad) == VKT_ERROR_INVALID_ARGUMENT &&
+                 strstr(vkt_last_error(), "'fp8'"), "fp8 refused: %s", vkt_last_error());
+    vkt_dtype d = VKT_DTYPE_COUNT;
+    char why[256];
+    TH_OK(ctx, vkt_context_precision(ctx, VKT_PRECISION_FP16, &d, why, sizeof why));
+    TH_CHECK(d == VKT_DTYPE_FP16 && strstr(why, "as asked"), "fp16: %d (%s)", (int)d, why);
+    TH_OK(ctx, vkt_context_precision(ctx, VKT_PRECISION_BF16, &d, why, sizeof why));
+    TH_CHECK(d == VKT_DTYPE_BF16, "bf16: %d (%s)", (int)d, why);
+    TH_STATUS(ctx, vkt_context_precision(ctx, (vkt_precision)9, &d, why, sizeof why),
+              VKT_ERROR_INVALID_ARGUMENT);
+    /* auto: the context's variants decide (lavapipe: no cooperative matrices) */
+    gpu_variant f16 = ctx->kv[GPU_FAMILY_GEMM_F16], bf16 = ctx->kv[GPU_FAMILY_GEMM_BF16];
+    TH_OK(ctx, vkt_context_precision(ctx, VKT_PRECISION_AUTO, &d, why, sizeof why));
+    if (f16 != GPU_V_GEMM_F16_COOPMAT && bf16 != GPU_V_GEMM_BF16_COOPMAT)
+        TH_CHECK(d == VKT_DTYPE_FP32 && strstr(why, "no 16-bit product runs on cooperative"),
+                 "auto without cooperative matrices: fp32 (%s)", why);
+    ctx->kv[GPU_FAMILY_GEMM_BF16] = GPU_V_GEMM_BF16_COOPMAT; /* as a device with both has */
+    ctx->kv[GPU_FAMILY_GEMM_F16] = GPU_V_GEMM_F16_COOPMAT;
+    TH_OK(ctx, vkt_context_precision(ctx, VKT_PRECISION_AUTO, &d, why, sizeof why));
+    TH_CHECK(d == VKT_DTYPE_BF16 && strstr(why, "bf16 products run on cooperative"),
+             "auto with bf16 matrices: bf16 (%s)", why);
+    ctx->kv[GPU_FAMILY_GEMM_BF16] = GPU_V_GEMM_BF16_FLOAT; /* fp16 matrices only */
+    TH_OK(ctx, vkt_context_precision(ctx, VKT_PRECISION_AUTO, &d, why, sizeof why));
+    TH_CHECK(d == VKT_DTYPE_FP16 && strstr(why, "loss scaling"), "auto with fp16 matrices "
+             "only: fp16 (%s)", why);
+    ctx->kv[GPU_FAMILY_GEMM_F16] = f16;
+    ctx->kv[GPU_FAMILY_GEMM_BF16] = bf16;
+}
+
+/* A small MLP trained in fp16; its checkpoint resumes in fp32 and bf16. */
+typedef struct mlp {
+    vkt_graph *g;
+    vkt_tensor *x, *y, *loss;
+} mlp;
+
+static mlp make_mlp(void)
+{
+    mlp n = {0};
+    vkt_graph_options go = {.seed = 11};
+    vkt_graph_create(&go, &n.g);
+    vkt_shape xs = {2, {16, 12}}, w1s = {2, {12, 20}}, b1s = {1, {20}}, w2s = {2, {20, 5}};
+    vkt_init he = {VKT_INIT_GLOROT, 0, 0, 0};
+    n.x = vkt_input(n.g, "x", &xs);
+    n.y = vkt_input_labels(n.g, "y", 16);
+    vkt_tensor *h = vkt_relu(n.g, vkt_linear(n.g, n.x, vkt_param(n.g, "w1", &w1s, &he),
+                                             vkt_param(n.g, "b1", &b1s, NULL)));
+    vkt_tensor *z = vkt_linear(n.g, h, vkt_param(n.g, "w2", &w2s, &he), NULL);
+    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
+    return n;
+}
+
+static vkt_trainer *trainer_in(mlp *n, vkt_precision p, vkt_dtype want)
+{
+    vkt_trainer_options o = {.batch = 16, .precision = p};
+    o.optimizer.kind = VKT_OPTIMIZER_ADAM;
+    o.optimizer.lr = 0.01f;
+    vkt_trainer *t = NULL;
+    if (!TH_CHECK(vkt_trainer_create(th_instance, n->g, n->loss, &o, &t) == VKT_OK,
+                  "trainer %s: %s", vkt_precision_name(p), vkt_last_error()))
+        return NULL;
+    vkt_dtype d = VKT_DTYPE_COUNT;
+    char why[256] = "";
+    TH_CHECK(vkt_trainer_precision(t, &d, why, sizeof why) == VKT_OK && d == want,
+             "the trainer says %s (%s), %s asked", vkt_dtype_name(d), why, vkt_dtype_name(want));
+    return t;
+}
+
+static void trainer_resumes(void)
+{
+    mlp n = make_mlp();
+    float X[16 * 12];
+    int32_t Y[16];
+    for (int i = 0; i < 16; i++) {
+        Y[i] = i % 5;
+        for (int j = 0; j < 12; j++)
+            X[i * 12 + j] = (j % 5 == Y[i] ? 1.0f : 0.0f) + th_rand_uniform(-0.3f, 0.3f);
+    }
+    vkt_feed f[2] = {{n.x, X}, {n.y, Y}};
+    vkt_trainer *t = trainer_in(&n, VKT_PRECISION_FP16, VKT_DTYPE_FP16);
+    if (!t) {
+        vkt_graph_destroy(n.g);
+        return;
+    }
+    float first = 0, last = 0;
+    for (int s = 0; s < 30; s++)
+        TH_OK(NULL, vkt_trainer_step(t, f, 2, s == 0 ? &first : &last));
+    TH_CHECK(last < 0.5f * first, "fp16 training learns: loss %.4f -> %.4f", first, last);
+    char dir[512], path[600];
+    th_temp_dir("autocast", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/ckpt", dir);
+    TH_OK(NULL, vkt_trainer_save(t, path));
+    uint64_t count = vkt_trainer_param_count(t); /* with the layout's alignment gaps */
+    float *want = th_alloc_floats(count), *got = th_alloc_floats(count);
+    TH_OK(NULL, vkt_trainer_read_params(t, want, count));
+    static const vkt_precision again[] = {VKT_PRECISION_FP32, VKT_PRECISION_BF16};
+    for (int i = 0; i < 2; i++) {
+        vkt_trainer *u = trainer_in(&n, again[i], (vkt_dtype)again[i]);
+        if (!u)
+            continue;
+        TH_OK(NULL, vkt_trainer_restore(u, path));
+        TH_OK(NULL, vkt_trainer_read_params(u, got, count));
+        TH_CHECK(memcmp(got, want, count * sizeof *got) == 0 &&
+                     vkt_trainer_step_count(u) == 30,
+                 "the fp16 run's checkpoint resumes in %s: the same fp32 masters, step 30",
+                 vkt_precision_name(again[i]));
+        float l = 0;
+        TH_OK(NULL, vkt_trainer_step(u, f, 2, &l));
+        TH_CHECK(l < 0.5f * first, "and trains on in %s: loss %.4f",
+                 vkt_precision_name(again[i]), l);
+        vkt_trainer_destroy(u);
+    }
+    free(want);
+    free(got);
+    vkt_trainer_destroy(t);
+    th_remove_tree(dir);
+    vkt_graph_destroy(n.g);
+}
+
 int main(void)
 {
     th_init("test_autocast");
@@ -326,9 +463,12 @@ int main(void)
         for (int t = VKT_DTYPE_FP16; t <= VKT_DTYPE_BF16; t++)
             for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
                 run_case(ctx, &k_cases[i], (vkt_dtype)t);
-        if (st == 0)
+        if (st == 0) {
             check_mode_and_errors(ctx);
+            precisions(ctx);
+        }
         th_context_release(ctx);
     }
+    trainer_resumes();
     return th_finish();
 }

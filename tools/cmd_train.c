@@ -272,7 +272,8 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
                               .check_identical = a->check_identical,
                               .overlap = a->overlap,
                               .stages = P, .micro_batches = a->micro_batches,
-                              .divergence_growth = a->max_growth > 0 ? a->max_growth : -1};
+                              .divergence_growth = a->max_growth > 0 ? a->max_growth : -1,
+                              .precision = (vkt_precision)a->precision};
     to.optimizer = *oo;
     if (a->replicas || P > 1) {
         /* --replicas D: the VKT_DEVICES list repeated to D entries; with --pipeline P,
@@ -295,6 +296,16 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
     if (a->slow_seconds > 0) /* the last replica of the last rank */
         to.slow_replica = UINT32_MAX;
     return vkt_trainer_create(inst, m->graph, m->loss, &to, out);
+}
+
+const char *train_precision_text(const vkt_trainer *tr, char *buf, size_t size)
+{
+    vkt_dtype d = VKT_DTYPE_FP32;
+    char why[256] = "";
+    if (vkt_trainer_precision(tr, &d, why, sizeof why) != VKT_OK)
+        snprintf(why, sizeof why, "%s", vkt_last_error());
+    snprintf(buf, size, "precision %s (%s)", vkt_dtype_name(d), why);
+    return buf;
 }
 
 /* --checkpoint-dir: restores the newest valid checkpoint, if there is one. Corrupt newer
@@ -366,11 +377,13 @@ static int run(const train_args *a, vkt_instance *inst)
     vkt_instance_device_info(inst, 0, &info);
     uint32_t replicas = vkt_trainer_world_replicas(tr), ranks = vkt_world_size(a->world);
     const char *mode = replicas > 1 && a->async ? "async" : "sync";
+    char prec[320];
     if (!a->quiet)
         printf("training %s on %u samples (%u test), batch %u, %llu steps, %u replica(s) %s%s, "
-               "device: %s\n", a->model, vkt_dataset_count(train), vkt_dataset_count(test),
+               "device: %s, %s\n", a->model, vkt_dataset_count(train), vkt_dataset_count(test),
                a->batch, (unsigned long long)total, replicas, mode,
-               ranks > 1 ? " over several ranks" : "", info.name);
+               ranks > 1 ? " over several ranks" : "", info.name,
+               train_precision_text(tr, prec, sizeof prec));
     double t0 = cli_now();
     if (!train_log_open(&log, a->logdir, a->log_every, a->batch, replicas, a->scale_lr,
                         a->warmup, &oo, t0, a->quiet))

@@ -221,13 +221,15 @@ static int run(lm_run *r, vkt_instance *inst)
     vkt_instance_device_info(inst, 0, &info);
     uint32_t replicas = vkt_trainer_world_replicas(r->tr);
     const char *mode = replicas > 1 && a->async ? "async" : "sync";
+    char prec[320];
     if (!a->quiet)
         printf("training charlm (%u layers, %u heads, width %u, context %u, vocabulary %u) on "
                "%llu characters (%llu validation), batch %u, %llu steps, %u replica(s) %s, "
-               "device: %s\n", a->layers, a->heads, a->width, a->context, shape.vocab,
+               "device: %s, %s\n", a->layers, a->heads, a->width, a->context, shape.vocab,
                (unsigned long long)vkt_text_length(r->text, 0),
                (unsigned long long)vkt_text_length(r->text, 1), a->batch,
-               (unsigned long long)total, replicas, mode, info.name);
+               (unsigned long long)total, replicas, mode, info.name,
+               train_precision_text(r->tr, prec, sizeof prec));
     train_log log = {0};
     double seconds = 0;
     uint64_t first = vkt_trainer_step_count(r->tr);

@@ -28,6 +28,7 @@ typedef struct train_args {
     double save_secs;           /* seconds between checkpoints (0: not by time) */
     uint32_t keep;              /* checkpoints kept */
     float max_growth;           /* --max-growth: the divergence guard's limit (0: none) */
+    int precision;              /* --precision: a vkt_precision */
     const char *init_from;      /* --init-from: a safetensors file to start from */
     const char *init_map;       /* --init-map: its name map, a file or "torch" */
     /* across processes (mpirun; docs/distributed.md) */
@@ -136,6 +137,9 @@ int train_ranks_refused(void);
 /* The optimizer of the options over `total` steps; 0 (message printed) if invalid. */
 int train_optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_options *o);
 /* A trainer for the model with the options' replicas and parallel mode. */
+/* "precision fp16 (as asked (products: gemm_f16_widen))": what the trainer's matrix products
+ * run in and why (vkt_trainer_precision), for the start line. */
+const char *train_precision_text(const vkt_trainer *tr, char *buf, size_t size);
 vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
                               const vkt_optimizer_options *oo, vkt_trainer **out);
 /* With --pipeline or --micro-batches (and not --quiet): each stage's ops, device memory

@@ -91,6 +91,13 @@ const train_option train_options[] = {
     {"--max-growth", "X", TRAIN_OPT_REAL, FIELD(max_growth), .lo = 0, .hi = 1e30, .rdef = 10,
      .help = "divergence guard: a checkpoint whose parameters' RMS grew more than X times "
              "since the start of the run is not saved, and training stops (0: no limit)"},
+    {"--precision", "fp32|fp16|bf16|auto", TRAIN_OPT_CHOICE, FIELD(precision),
+     CHOICES("fp32", "fp16", "bf16", "auto"),
+     VALUES(VKT_PRECISION_FP32, VKT_PRECISION_FP16, VKT_PRECISION_BF16, VKT_PRECISION_AUTO),
+     .sdef = "fp32",
+     .help = "the matrix products in 16 bits with fp32 accumulation, fp32 master weights and "
+             "optimizer state (auto: the fastest the device supports; the start line says "
+             "what was chosen and why)"},
     {"--init-from", "FILE", TRAIN_OPT_STRING, FIELD(init_from),
      .help = "start from the weights of a safetensors file (F32, F16, BF16), each parameter "
              "by its name or through --init-map (docs/import.md); not applied when the run "

@@ -41,7 +41,10 @@ static vkt_status rebuild(vkt_trainer *t, replica *r, uint32_t rows, const float
     r->rows = rows;
     r->weight = (float)rows / (float)t->opt.batch;
     vkt_model_options mo = {.batch = rows, .check = t->opt.check, .row_offset = r->row0};
-    vkt_status st = vkt_model_create(r->ctx, t->graph, t->loss, &mo, &r->model);
+    vkt_status st = trainer_precision_on(t, r->ctx, &mo.precision);
+    if (st != VKT_OK)
+        return st;
+    st = vkt_model_create(r->ctx, t->graph, t->loss, &mo, &r->model);
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u: %s", r->index, vkt_last_error());
     if ((st = vkt_model_write_params(r->model, params, t->param_count)) != VKT_OK)

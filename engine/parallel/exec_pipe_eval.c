@@ -71,6 +71,9 @@ static pipe_eval *chain(vkt_trainer *t, const vkt_tensor *output, vkt_status *st
     for (uint32_t s = 0; s <= e->last && *st == VKT_OK; s++) {
         vkt_model_options mo = {.batch = e->batch, .forward_only = 1,
                                 .share_params = pipe_model(pe->engine, 0, s)};
+        *st = trainer_precision_on(t, pipe_context(pe->engine, 0, s), &mo.precision);
+        if (*st != VKT_OK)
+            break;
         *st = vkt_model_create(pipe_context(pe->engine, 0, s), sp->stage[s].g, NULL, &mo,
                                &e->m[s]);
         if (*st != VKT_OK)

@@ -32,6 +32,8 @@ static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device)
         return trainer_fail(t, st, "replica %u (device %u): %s", r->index, device,
                             vkt_last_error());
     vkt_model_options mo = {.batch = r->rows, .check = t->opt.check, .row_offset = r->row0};
+    if ((st = trainer_precision_on(t, r->ctx, &mo.precision)) != VKT_OK)
+        return st;
     st = vkt_model_create(r->ctx, t->graph, t->loss, &mo, &r->model);
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u: %s", r->index, vkt_last_error());

@@ -30,6 +30,7 @@ typedef struct pipe_options {
     vkt_kernel_variant kernels;
     int check;               /* VKT_CHECK mode on every stage model */
     int sequential;          /* one stage at a time (the bubble's baseline) */
+    vkt_precision precision; /* resolved on each stage's context (vkt_context_precision) */
     const char *fn;          /* the public call, for messages */
 } pipe_options;
 

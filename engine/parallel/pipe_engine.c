@@ -100,7 +100,9 @@ static vkt_status create_stage(vkt_pipeline *p, pstage *s)
     for (uint32_t j = 0; j < gs->n_recv; j++)
         gin[j] = gs->map[gs->recv[j]];
     vkt_model_options mo = {.batch = p->mb, .check = p->opt.check};
-    st = graph_model_create(s->ctx, gs->g, gs->loss, &mo, gin, gs->n_recv, &s->model);
+    st = vkt_context_precision(s->ctx, p->opt.precision, &mo.precision, NULL, 0);
+    if (st == VKT_OK)
+        st = graph_model_create(s->ctx, gs->g, gs->loss, &mo, gin, gs->n_recv, &s->model);
     free(gin);
     if (st != VKT_OK)
         return pipe_fail(p, st, "%s: %s", name, vkt_last_error());

@@ -155,6 +155,22 @@ uint32_t vkt_trainer_replicas(const vkt_trainer *t)
 uint32_t vkt_trainer_world_replicas(const vkt_trainer *t) { return t ? t->world_rep : 0; }
 uint64_t vkt_trainer_step_count(const vkt_trainer *t) { return t ? t->steps : 0; }
 
+vkt_status trainer_precision_on(vkt_trainer *t, vkt_context *ctx, vkt_dtype *out)
+{
+    vkt_status st = vkt_context_precision(ctx, t->opt.precision, out, NULL, 0);
+    return st == VKT_OK ? VKT_OK : trainer_fail(t, st, "%s", vkt_last_error());
+}
+
+vkt_status vkt_trainer_precision(const vkt_trainer *t, vkt_dtype *out, char *why,
+                                 size_t why_size)
+{
+    vkt_context *ctx = t ? trainer_holder_context(t, 0) : NULL;
+    if (!ctx)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_trainer_precision: not a created trainer");
+    return vkt_context_precision(ctx, t->opt.precision, out, why, why_size);
+}
+
 vkt_status trainer_row_bytes(char *errmsg, vkt_model *m, const vkt_tensor *input,
                              uint64_t *out)
 {

@@ -227,6 +227,9 @@ int trainer_is_chief(const vkt_trainer *t);
 /* Context i of this process's holders (replicas, or a pipeline's copies x stages, copy
  * by copy), NULL past the last: what the round-trip statistics sum over. */
 vkt_context *trainer_holder_context(const vkt_trainer *t, uint32_t i);
+/* options.precision resolved on ctx (vkt_context_precision): the models' precision there;
+ * a failure is the trainer's, naming what the device lacks. */
+vkt_status trainer_precision_on(vkt_trainer *t, vkt_context *ctx, vkt_dtype *out);
 
 /* workers.c: runs job(r) for every replica (in threads when N > 1) and waits; the
  * holders' idle time counts as exposed only inside it (gpu_context_idle_disarm). */

@@ -30,7 +30,10 @@ vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t
     vkt_model *share = NULL, *m = NULL;
     t->exec->eval_place(t, &ctx, &share);
     vkt_model_options mo = {.batch = batch, .forward_only = 1, .share_params = share};
-    vkt_status st = vkt_model_create(ctx, t->graph, NULL, &mo, &m);
+    vkt_status st = trainer_precision_on(t, ctx, &mo.precision); /* as it trains */
+    if (st != VKT_OK)
+        return st;
+    st = vkt_model_create(ctx, t->graph, NULL, &mo, &m);
     if (st != VKT_OK)
         return trainer_fail(t, st, "evaluation model: %s", vkt_last_error());
     r->eval[r->n_eval++] = (eval_model){output, batch, m};

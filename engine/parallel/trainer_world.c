@@ -123,7 +123,7 @@ enum { SIG_PARAMS, SIG_COUNT, SIG_BATCH, SIG_GRAPH, SIG_MODE, SIG_OPTIMIZER, SIG
        SIG_LR, SIG_MOMENTUM, SIG_WEIGHT_DECAY, SIG_CLIP, SIG_BETA1, SIG_BETA2, SIG_EPS,
        SIG_GRAD_SCALE, SIG_SCHEDULE, SIG_STEP_SIZE, SIG_GAMMA, SIG_WARMUP, SIG_TOTAL,
        SIG_MIN_LR, SIG_STALENESS, SIG_BUCKET, SIG_SCALE_LR, SIG_SCALE_WARMUP, SIG_CHECK,
-       SIG_GUARD, SIG_N };
+       SIG_GUARD, SIG_PRECISION, SIG_N };
 enum { SHOW_HASH, SHOW_NUMBER, SHOW_FLOAT, SHOW_OPTIMIZER, SHOW_SCHEDULE };
 static const struct {
     const char *name;
@@ -158,6 +158,8 @@ static const struct {
     [SIG_CHECK] = {"the parameter check's interval (check_identical, --check-identical)",
                    SHOW_NUMBER},
     [SIG_GUARD] = {"the divergence guard's limit (--max-growth)", SHOW_FLOAT},
+    [SIG_PRECISION] = {"the precision (--precision: fp32 0, fp16 1, bf16 2, auto 3)",
+                       SHOW_NUMBER},
 };
 
 static uint64_t float_bits(float f)
@@ -200,6 +202,7 @@ static void signature(const vkt_trainer *t, uint64_t *sig)
     sig[SIG_CHECK] = t->opt.check_identical;
     /* every rank's save checks its own copy: the same rule everywhere */
     sig[SIG_GUARD] = float_bits(t->opt.divergence_growth);
+    sig[SIG_PRECISION] = (uint64_t)t->opt.precision;
 }
 
 /* The first fact on which the ranks differ, or -1. */

@@ -292,6 +292,30 @@ typedef struct vkt_memory_stats {
 VKT_API vkt_status vkt_context_memory_stats(const vkt_context *context,
                                             vkt_memory_stats *out_stats /* OUT */);
 
+/* A training precision (vkt_trainer_options.precision, vkt train --precision): a fixed
+ * vkt_dtype for the matrix products (README, "Mixed precision"), or AUTO, the fastest the
+ * device supports. Zero is fp32. */
+typedef enum vkt_precision {
+    VKT_PRECISION_FP32 = 0, /* = VKT_DTYPE_FP32 */
+    VKT_PRECISION_FP16,     /* = VKT_DTYPE_FP16 */
+    VKT_PRECISION_BF16,     /* = VKT_DTYPE_BF16 */
+    VKT_PRECISION_AUTO,
+    VKT_PRECISION_COUNT
+} vkt_precision;
+
+/* "fp32", "fp16", "bf16", "auto"; "?" for anything else. */
+VKT_API const char *vkt_precision_name(vkt_precision precision);
+/* The precision named `name` into *out; VKT_ERROR_INVALID_ARGUMENT naming it otherwise. */
+VKT_API vkt_status vkt_precision_from_name(const char *name, vkt_precision *out /* OUT */);
+/* The element type `precision` trains the matrix products in on `context`, into *out, and
+ * a sentence saying why into `why` (may be NULL). AUTO: bf16 where the context's bf16 GEMM
+ * runs on cooperative matrices, else fp16 where its fp16 GEMM does, else fp32 (a 16-bit
+ * product elsewhere is fp32 arithmetic plus casts: no faster). fp16 or bf16 on a device
+ * that runs no such product: VKT_ERROR_NO_DEVICE naming what it lacks. */
+VKT_API vkt_status vkt_context_precision(vkt_context *context, vkt_precision precision,
+                                         vkt_dtype *out /* OUT */, char *why /* OUT */,
+                                         size_t why_size);
+
 #ifdef __cplusplus
 }
 #endif

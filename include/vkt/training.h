@@ -314,6 +314,12 @@ typedef struct vkt_trainer_options {
      * start below 0.05 counts as 0.05). 0: 10; negative: no limit on the growth
      * (non-finite values are still refused). */
     float divergence_growth;
+    /* Mixed precision (README, "Mixed precision"): the matrix products in fp16 or bf16 with
+     * fp32 accumulation, fp32 master weights and optimizer state; AUTO: the fastest the
+     * device supports (vkt_context_precision, resolved on each device; vkt_trainer_precision
+     * says what replica 0 chose and why). 0: fp32. An fp16 or bf16 the device cannot run
+     * fails creation with VKT_ERROR_NO_DEVICE naming what it lacks. */
+    vkt_precision precision;
 } vkt_trainer_options;
 
 /* One input's data for a step or a prediction: rows of `tensor` (fp32, or int32 for
@@ -403,6 +409,7 @@ typedef struct vkt_pipeline_options {
     vkt_optimizer_options optimizer; /* zeroed: SGD with its default lr */
     int sequential;            /* 1: one stage at a time, micro-batch after micro-batch (no
                                   overlap): the baseline that measures the bubble */
+    vkt_precision precision;   /* as vkt_trainer_options.precision, on each stage's device */
 } vkt_pipeline_options;
 
 VKT_API vkt_status vkt_pipeline_create(vkt_instance *instance, vkt_graph *graph, vkt_tensor *loss,
@@ -453,6 +460,10 @@ VKT_API vkt_status vkt_trainer_step(vkt_trainer *trainer, const vkt_feed *feeds,
                                     float *out_loss /* OUT */);
 /* Steps taken so far (the schedule's position). */
 VKT_API uint64_t vkt_trainer_step_count(const vkt_trainer *trainer);
+/* The element type the trainer's matrix products run in on its first device (options.
+ * precision resolved: vkt_context_precision) into *out, and why into `why` (may be NULL). */
+VKT_API vkt_status vkt_trainer_precision(const vkt_trainer *trainer, vkt_dtype *out /* OUT */,
+                                         char *why /* OUT */, size_t why_size);
 /* Changes hyperparameters (same optimizer kind) from the next step on. */
 VKT_API vkt_status vkt_trainer_set_optimizer(vkt_trainer *trainer, const vkt_optimizer_options *o);
 

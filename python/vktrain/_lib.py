@@ -123,7 +123,8 @@ class TrainerOptions(Structure):
                 ("balance_after", c_uint32), ("slow_replica", c_uint32),
                 ("slow_seconds", c_double), ("world", c_void_p), ("bucket_bytes", c_uint32),
                 ("overlap", c_int), ("check_identical", c_uint32), ("stages", c_uint32),
-                ("micro_batches", c_uint32), ("divergence_growth", c_float)]
+                ("micro_batches", c_uint32), ("divergence_growth", c_float),
+                ("precision", c_int)]
 
 
 class Feed(Structure):
