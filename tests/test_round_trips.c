@@ -4,13 +4,13 @@
  *  - the counters themselves: a stream run is 1 S + 1 F, a wait with nothing submitted
  *    is free, a staged buffer write or read is 1 T (+ 1 S + 1 F) per 16 MiB chunk, and
  *    the device's idle time counts from a wait to the next submission unless disarmed;
- *  - today's counts per holder and step, derived from the code (each figure's comment
- *    names where the round trips happen). They are the baseline that later work (issue
- *    21, one submission and one fence wait per replica and step) tightens. With the
- *    host's access to device buffers mapped (lavapipe's default) / staged (a discrete
- *    GPU, or VKT_MEMORY_PROFILE=staging|unmapped|rebar: ctest runs this under each):
+ *  - the counts per holder and step, derived from the code (each figure's comment names
+ *    where the round trips happen). With the host's access to device buffers mapped
+ *    (lavapipe's default) / staged (a discrete GPU, or VKT_MEMORY_PROFILE=staging|
+ *    unmapped|rebar: ctest runs this under each):
  *      one replica (fit, vkt_trainer_step): 1 S, 1 F / the same;
- *      N = 2, 3 sync replicas: 2 S, 2 F (the step, then the averaged gradient's apply) /
+ *      N = 2, 3 sync replicas: 1 S, 1 F (the previous step's update goes in the step's
+ *        submission, apply.h; it was 2 S, 2 F with the update a submission of its own) /
  *        the same (the staging is host memory);
  *      N = 2 async replicas, per update: 1 S, 1 F / 2 S, 2 F, 1 T (the pull);
  *      a P = 2 pipeline of m micro-batches, per step over both stages: 3m + 2 S and F /
@@ -20,7 +20,12 @@
  *    run costs once (async's master read and write-back) falls out; that per-run part is
  *    checked too;
  *  - the sync replicas' staging is in host-cached memory wherever the device offers a
- *    host-visible cached type (reported by vkt_trainer_stats). */
+ *    host-visible cached type (reported by vkt_trainer_stats);
+ *  - the update a sync step leaves pending runs before anything reads the parameters:
+ *    a read after a run costs one submission and one wait per replica (the flush), a
+ *    second read none; a checkpoint saved from fit's progress callback (which flushes
+ *    replica 0 alone) holds the same bytes as one saved after a fit of as many steps, and
+ *    the run goes on to the same parameters, bitwise, on every replica. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +107,40 @@ static void test_counters(void)
              "submission is not idle time (%.6f s counted)", c5.idle_seconds - c4.idle_seconds);
     TH_CHECK(c5.sync_transfers == 0, "stream copies are no staged transfer (%llu)",
              (unsigned long long)c5.sync_transfers);
+    /* Two streams in one submission (gpu_stream_submit_after): one submit; waiting for
+     * the carried stream waits for the carrier, once; the carried stream's writes come
+     * first (its closing barrier orders the carrier's copy after its fill). */
+    vkt_stream *u = th_stream(ctx, 0);
+    vkt_view av = {a, 0};
+    TH_OK(ctx, vkt_stream_reset(s));
+    TH_OK(ctx, vkt_fill(u, av, 1024, 2.5f));
+    TH_OK(ctx, gpu_stream_barrier_all(u));
+    TH_OK(ctx, vkt_stream_copy(s, a, 0, b, 0, 4096));
+    for (int round = 0; round < 2; round++) { /* the second: both replayed */
+        gpu_counters d0 = counters(ctx);
+        TH_OK(ctx, gpu_stream_submit_after(s, &u, 1));
+        gpu_counters d1 = counters(ctx);
+        TH_OK(ctx, vkt_stream_wait(u)); /* waits for s */
+        gpu_counters d2 = counters(ctx);
+        TH_OK(ctx, vkt_stream_wait(s)); /* already over */
+        gpu_counters d3 = counters(ctx);
+        TH_CHECK(d1.submits - d0.submits == 1 && d2.fence_waits - d1.fence_waits == 1 &&
+                     d3.fence_waits == d2.fence_waits,
+                 "two streams in one submission: %llu submits, %llu + %llu waits (1, 1 + 0)",
+                 (unsigned long long)(d1.submits - d0.submits),
+                 (unsigned long long)(d2.fence_waits - d1.fence_waits),
+                 (unsigned long long)(d3.fence_waits - d2.fence_waits));
+        float got[1024];
+        TH_OK(ctx, vkt_buffer_read(b, 0, got, sizeof got));
+        int same = 1;
+        for (int i = 0; i < 1024; i++)
+            same &= got[i] == 2.5f;
+        TH_CHECK(same, "the carrier's copy saw the carried stream's fill (%g)", (double)got[0]);
+        float zero[1024] = {0};
+        TH_OK(ctx, vkt_buffer_write(a, 0, zero, sizeof zero));
+        TH_OK(ctx, vkt_buffer_write(b, 0, zero, sizeof zero));
+    }
+    vkt_stream_destroy(u);
     vkt_stream_destroy(s); /* th_finish destroys the context */
 
     /* Forced staging: a device buffer's host access is a staged copy per 16 MiB chunk. */
@@ -202,11 +241,14 @@ static const config configs[] = {
     /* vkt_trainer_step: the same step, one submission per call, so nothing is exposed
      * (the time between calls is the caller's). */
     {"1 replica, vkt_trainer_step", 1, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0},
-    /* exec_replicas.c:replicas_step: forward and backward (gradients copied into the host
-     * staging), then after the host reducer's average apply.c's stream. */
-    {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 2, 2, 0, 0, 0, 1},
-    {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 2, 2, 0, 0, 0, 1},
-    {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 2, 2, 0, 0, 0, 1},
+    /* exec_replicas.c:replicas_step: the previous step's update (apply.c's stream) and
+     * this step's forward and backward (gradients copied into the host staging) in one
+     * submission (apply_submit_step), then the host reducer's average. Inside a fit the
+     * devices wait while the host averages; across vkt_trainer_step calls that time is
+     * between the calls (the caller's), so nothing is exposed. */
+    {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1},
+    {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1},
+    {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0},
     /* exchange_master.c:one_update: the pull (pull -> vkt_model_write_params: a memcpy
      * into mapped parameters, else a staged transfer) and trainer_forward_backward. Per
      * run: the master's begin reads replica 0's parameters, its end writes the master into
@@ -311,7 +353,112 @@ static void test_config(const config *c, const vkt_dataset *d)
                  c->what, b.exposed);
     if (!c->exposes)
         TH_CHECK(b.exposed == 0, "%s: nothing exposed (%.6f s)", c->what, b.exposed);
+    /* A read of the parameters runs the pending updates first: one submission and one
+     * wait per replica of a sync run (besides the read's own transfers where staged),
+     * none for a second read. */
+    uint32_t flushes = c->replicas > 1 && c->mode == VKT_PARALLEL_SYNC ? c->replicas : 0;
+    uint64_t np = vkt_trainer_param_count(tr);
+    float *p = malloc(np * sizeof *p);
+    for (int again = 0; again < 2; again++) {
+        vkt_trainer_stats r0, r1;
+        TH_OK(NULL, vkt_trainer_stats_get(tr, &r0));
+        TH_OK(NULL, vkt_trainer_read_params(tr, p, np));
+        TH_OK(NULL, vkt_trainer_stats_get(tr, &r1));
+        uint64_t tr_ = r1.sync_transfers - r0.sync_transfers;
+        uint64_t fs = r1.submits - r0.submits - tr_, ff = r1.fence_waits - r0.fence_waits - tr_;
+        uint32_t want = again ? 0 : flushes;
+        TH_CHECK(fs == want && ff == want, "%s: read_params %s: %llu submits, %llu waits "
+                 "besides its transfers (expected %u)", c->what, again ? "again" : "after the "
+                 "run", (unsigned long long)fs, (unsigned long long)ff, want);
+    }
+    free(p);
     vkt_trainer_destroy(tr);
+    vkt_graph_destroy(n.g);
+}
+
+/* ---- the pending update: flushed before a save from the progress callback ---------- */
+
+typedef struct saver {
+    vkt_trainer *t;
+    uint64_t at;
+    const char *path;
+    vkt_status st;
+} saver;
+
+static int save_at(void *user, uint64_t step, uint64_t total, float loss)
+{
+    (void)total;
+    (void)loss;
+    saver *s = user;
+    if (step == s->at)
+        s->st = vkt_trainer_save(s->t, s->path);
+    return 0;
+}
+
+static vkt_trainer *sync2(const net *n)
+{
+    uint32_t dev[2] = {0, 0};
+    vkt_trainer_options o = {.batch = BATCH, .devices = dev, .device_count = 2,
+                             .mode = VKT_PARALLEL_SYNC};
+    o.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_ADAM, .lr = 0.01f};
+    vkt_trainer *t = NULL;
+    TH_CHECK(vkt_trainer_create(th_instance, n->g, n->loss, &o, &t) == VKT_OK, "create: %s",
+             vkt_last_error());
+    return t;
+}
+
+static void *file_bytes(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *b = malloc(n > 0 ? (size_t)n : 1);
+    *size = b && n > 0 && fread(b, 1, (size_t)n, f) == (size_t)n ? (size_t)n : 0;
+    fclose(f);
+    return b;
+}
+
+static void test_flush_from_callback(const vkt_dataset *d)
+{
+    char dir[512], live[600], after[600];
+    th_temp_dir("round_trips", dir, sizeof dir);
+    snprintf(live, sizeof live, "%s/live.vkt", dir);
+    snprintf(after, sizeof after, "%s/after.vkt", dir);
+    net n = make_net(0);
+    vkt_trainer *a = sync2(&n), *b = sync2(&n);
+    if (!a || !b)
+        return;
+    /* a: 6 steps with a save from the callback after step 3; b: 3 steps, a save, 3 more */
+    saver s = {a, 3, live, VKT_ERROR_INTERNAL};
+    TH_OK(NULL, vkt_trainer_fit(a, d, n.x, n.y, 6, 5, save_at, &s));
+    TH_CHECK(s.st == VKT_OK, "the save from the callback: %s", vkt_trainer_errmsg(a));
+    TH_OK(NULL, vkt_trainer_fit(b, d, n.x, n.y, 3, 5, NULL, NULL));
+    TH_OK(NULL, vkt_trainer_save(b, after));
+    TH_OK(NULL, vkt_trainer_fit(b, d, n.x, n.y, 3, 5, NULL, NULL));
+    size_t n1 = 0, n2 = 0;
+    void *x = file_bytes(live, &n1), *y = file_bytes(after, &n2);
+    TH_CHECK(n1 > 0 && n1 == n2 && memcmp(x, y, n1) == 0,
+             "a checkpoint saved from the callback at step 3 (%zu bytes) equals one saved "
+             "after a fit of 3 steps (%zu bytes)", n1, n2);
+    free(x);
+    free(y);
+    uint64_t np = vkt_trainer_param_count(a);
+    float *pa0 = malloc(np * 4), *pa1 = malloc(np * 4), *pb0 = malloc(np * 4);
+    TH_OK(NULL, vkt_trainer_read_replica_params(a, 0, pa0, np));
+    TH_OK(NULL, vkt_trainer_read_replica_params(a, 1, pa1, np));
+    TH_OK(NULL, vkt_trainer_read_replica_params(b, 0, pb0, np));
+    TH_CHECK(memcmp(pa0, pa1, np * 4) == 0, "after the live save the replicas stay identical");
+    TH_CHECK(memcmp(pa0, pb0, np * 4) == 0, "a run with a save from the callback ends where "
+             "one with a save between two fits does, bitwise");
+    free(pa0);
+    free(pa1);
+    free(pb0);
+    th_remove_tree(dir);
+    vkt_trainer_destroy(a);
+    vkt_trainer_destroy(b);
     vkt_graph_destroy(n.g);
 }
 
@@ -329,6 +476,7 @@ int main(void)
         config c = {what, 1, 2, m, VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1};
         test_config(&c, d);
     }
+    test_flush_from_callback(d);
     vkt_dataset_destroy(d);
     return th_finish();
 }

@@ -629,6 +629,8 @@ typedef struct gpu_range_list {
     uint32_t count, cap;
 } gpu_range_list;
 
+#define GPU_MAX_CARRIED 4
+
 struct vkt_stream {
     vkt_context *ctx;
     VkCommandBuffer cmd;
@@ -655,8 +657,24 @@ struct vkt_stream {
     void *observe_user;
     struct vkt_buffer **scratch;   /* gpu_stream_scratch's buffers, the newest largest */
     uint32_t scratch_count, scratch_cap;
+    /* gpu_stream_submit_after: the stream whose submission (and fence) carries this one's
+     * command buffer until it is waited for, and the streams this one carries */
+    struct vkt_stream *carrier;
+    struct vkt_stream *carried[GPU_MAX_CARRIED];
+    uint32_t n_carried;
     struct vkt_stream *prev, *next;
 };
+
+/* One vkQueueSubmit (one round trip: a submission, later one fence wait) of the command
+ * buffers of before[0..n) and then s's, under s's fence: the `before` streams (up to
+ * GPU_MAX_CARRIED; NULL entries skipped) run first in submission order. Each must end its
+ * recording with gpu_stream_barrier_all, so that s's commands see its writes. Until s is
+ * waited for, waiting for (or resetting, destroying) a carried stream waits for s. */
+vkt_status gpu_stream_submit_after(vkt_stream *s, vkt_stream *const *before, uint32_t n);
+/* Records a barrier ordering every earlier command of the stream, and every write of it,
+ * before every later command in submission order (this stream's, and those of command
+ * buffers submitted after it). */
+vkt_status gpu_stream_barrier_all(vkt_stream *s);
 
 /* Records one dispatch: binds the pipeline and a fresh descriptor set, pushes `push`
  * (kernel->push_bytes bytes), inserts the barriers its arguments need, dispatches

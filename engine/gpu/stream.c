@@ -170,15 +170,27 @@ vkt_status gpu_stream_scratch(vkt_stream *s, uint64_t bytes, vkt_buffer **out)
     return st;
 }
 
+/* The submission that carried other streams' command buffers is over: they are free. */
+static void release_carried(vkt_stream *s)
+{
+    for (uint32_t i = 0; i < s->n_carried; i++)
+        s->carried[i]->carrier = NULL;
+    s->n_carried = 0;
+}
+
 void vkt_stream_destroy(vkt_stream *s)
 {
     if (!s)
         return;
     vkt_context *ctx = s->ctx;
+    if (s->carrier) /* its command buffer is in another stream's submission */
+        vkt_stream_wait(s->carrier);
     if (s->submitted) {
         vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
+        s->submitted = 0;
         count_done(ctx, 0);
     }
+    release_carried(s);
     if (ctx->transfer == s)
         ctx->transfer = NULL;
     unlink_stream(ctx, s);
@@ -361,11 +373,14 @@ vkt_status vkt_stream_wait(vkt_stream *s)
 {
     if (!s)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_wait: stream is NULL");
+    if (s->carrier) /* its command buffer went in another stream's submission */
+        return vkt_stream_wait(s->carrier);
     if (!s->submitted)
         return VKT_OK;
     vkt_context *ctx = s->ctx;
     VkResult r = vkWaitForFences(ctx->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
     s->submitted = 0; /* whatever the outcome, the submission is over */
+    release_carried(s);
     count_done(ctx, 1);
     if (r == VK_SUCCESS)
         r = gpu_fault("vkWaitForFences");
@@ -376,24 +391,50 @@ vkt_status vkt_stream_wait(vkt_stream *s)
     return VKT_OK;
 }
 
-vkt_status vkt_stream_submit(vkt_stream *s)
+/* A stream's recording ended and the stream free to go into a submission: 1, or 0 when
+ * it has nothing recorded. */
+static int ready_to_submit(vkt_stream *s, vkt_status *st)
+{
+    *st = vkt_stream_wait(s); /* a replay waits for the previous run */
+    if (*st != VKT_OK || (!s->recording && !s->has_commands))
+        return 0;
+    if (s->recording && (*st = end_recording(s)) != VKT_OK)
+        return 0;
+    return 1;
+}
+
+vkt_status gpu_stream_submit_after(vkt_stream *s, vkt_stream *const *before, uint32_t n)
 {
     if (!s)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_submit: stream is NULL");
     vkt_context *ctx = s->ctx;
-    vkt_status st = vkt_stream_wait(s); /* a replay waits for the previous run */
-    if (st != VKT_OK)
+    if (n > GPU_MAX_CARRIED)
+        return err_fail(ctx->errmsg, VKT_ERROR_INTERNAL, "gpu_stream_submit_after: %u streams "
+                        "before (at most %d)", n, GPU_MAX_CARRIED);
+    VkCommandBuffer cmd[GPU_MAX_CARRIED + 1];
+    vkt_stream *carried[GPU_MAX_CARRIED];
+    uint32_t k = 0;
+    vkt_status st = VKT_OK;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!before[i] || before[i] == s || before[i]->ctx != ctx)
+            continue;
+        if (ready_to_submit(before[i], &st))
+            carried[k] = before[i], cmd[k++] = before[i]->cmd;
+        else if (st != VKT_OK)
+            return st;
+    }
+    if (!ready_to_submit(s, &st)) {
+        for (uint32_t i = 0; st == VKT_OK && i < k; i++) /* the carried ones alone */
+            st = vkt_stream_run(carried[i]);
         return st;
-    if (!s->recording && !s->has_commands)
-        return VKT_OK; /* nothing recorded: nothing to do */
-    if (s->recording && (st = end_recording(s)) != VKT_OK)
-        return st;
+    }
+    cmd[k] = s->cmd;
     if ((st = gpu_stream_marks_reset(s)) != VKT_OK)
         return st;
     GPU_CHECK(ctx, vkResetFences(ctx->device, 1, &s->fence));
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                       .commandBufferCount = 1,
-                       .pCommandBuffers = &s->cmd};
+                       .commandBufferCount = k + 1,
+                       .pCommandBuffers = cmd};
     VkResult r = gpu_fault("vkQueueSubmit");
     if (r == VK_SUCCESS)
         r = vkQueueSubmit(ctx->queue, 1, &si, s->fence);
@@ -401,7 +442,29 @@ vkt_status vkt_stream_submit(vkt_stream *s)
         return err_fail(ctx->errmsg, gpu_status_of(r), "vkQueueSubmit failed: %s",
                         gpu_result_name(r));
     s->submitted = 1;
+    for (uint32_t i = 0; i < k; i++) {
+        carried[i]->carrier = s;
+        carried[i]->completed = 0;
+        s->carried[s->n_carried++] = carried[i];
+    }
     count_submit(ctx);
+    return VKT_OK;
+}
+
+vkt_status vkt_stream_submit(vkt_stream *s) { return gpu_stream_submit_after(s, NULL, 0); }
+
+vkt_status gpu_stream_barrier_all(vkt_stream *s)
+{
+    vkt_status st = gpu_stream_begin(s);
+    if (st != VKT_OK)
+        return st;
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = ALL_WRITES,
+                          .dstAccessMask = ALL_ACCESS};
+    vkCmdPipelineBarrier(s->cmd, ALL_STAGES, ALL_STAGES, 0, 1, &mb, 0, NULL, 0, NULL);
+    s->stats.barriers++;
+    s->pending_reads.count = s->pending_writes.count = 0;
+    s->has_commands = 1;
     return VKT_OK;
 }
 

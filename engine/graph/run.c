@@ -192,10 +192,16 @@ static vkt_status run(vkt_model *m, int training)
     return st;
 }
 
-vkt_status graph_model_step_submit(vkt_model *m)
+vkt_status graph_model_step_submit_after(vkt_model *m, vkt_stream *const *before, uint32_t n)
 {
-    if (m->check || !m->training) /* the check runs the whole step at once */
+    if (m->check || !m->training) { /* the check runs the whole step at once */
+        for (uint32_t i = 0; i < n; i++) {
+            vkt_status st = before[i] ? vkt_stream_run(before[i]) : VKT_OK;
+            if (st != VKT_OK)
+                return model_ctx_fail(m, st);
+        }
         return vkt_model_forward_backward(m);
+    }
     vkt_status st = ensure_recorded(m, 1);
     if (st != VKT_OK)
         return st;
@@ -203,9 +209,11 @@ vkt_status graph_model_step_submit(vkt_model *m)
     ctrl[CTRL_STEP] = (uint32_t)m->step;
     ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
     m->step++;
-    st = vkt_stream_submit(m->train);
+    st = gpu_stream_submit_after(m->train, before, n);
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
+
+vkt_status graph_model_step_submit(vkt_model *m) { return graph_model_step_submit_after(m, NULL, 0); }
 
 vkt_status graph_model_step_wait(vkt_model *m)
 {

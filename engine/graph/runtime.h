@@ -105,6 +105,11 @@ vkt_status graph_model_on_grad_ready(vkt_model *m, graph_grad_fn fn, void *user)
  * submit runs the whole step (and marks count as passed). */
 vkt_status graph_model_step_submit(vkt_model *m);
 vkt_status graph_model_step_wait(vkt_model *m);
+/* submit with the streams before[0..n) (NULL entries skipped; each recorded ending with
+ * gpu_stream_barrier_all, on the model's context) run first in the same submission, so
+ * one fence covers them and the step (gpu_stream_submit_after): a trainer's previous
+ * update goes in with the next step. In check mode they run first on their own. */
+vkt_status graph_model_step_submit_after(vkt_model *m, vkt_stream *const *before, uint32_t n);
 /* Mark `index` of the running training step: 1 passed (or the step is over), 0 not yet,
  * -1 on an error (the model's message says it). */
 int graph_model_mark_passed(vkt_model *m, uint32_t index);

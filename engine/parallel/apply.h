@@ -1,30 +1,52 @@
 /*
  * apply.h - the optimizer application (apply.c): where a replica's update runs, and each
  * step's hyperparameters. A row of exec_plan.c names the place:
- *   APPLY_IN_STEP       recorded at the end of the replica's own step, one submission
- *                       (one replica alone; async replicas, which exchange parameters);
- *   APPLY_AFTER_AVERAGE a stream of its own run after the reducer's average: the
- *                       average copied from the stage into the gradient, then the update
- *                       (sync replicas);
- *   APPLY_IN_PIPELINE   the pipeline engine's: each stage applies the sum over its copies
- *                       (pipe.h).
+ *   APPLY_IN_STEP          recorded at the end of the replica's own step, one submission
+ *                          (one replica alone; async replicas, which exchange parameters);
+ *   APPLY_NEXT_SUBMISSION  after the reducer's average (sync replicas): a stream of its
+ *                          own (the average copied from the stage into the gradient, then
+ *                          the update), recorded once, which goes into the replica's next
+ *                          step's submission ahead of the step (graph_model_step_submit_
+ *                          after). So a step costs one submission and one fence wait where
+ *                          it cost two; the update of an agreed step is *pending* until
+ *                          then;
+ *   APPLY_IN_PIPELINE      the pipeline engine's: each stage applies the sum over its
+ *                          copies (pipe.h).
+ *
+ * A pending update belongs to a step every replica (and rank) agreed to apply: it is never
+ * dropped, only run later. Whatever reads or changes a replica's parameters, optimizer
+ * state or hyperparameters outside a step runs it first (apply_flush): the replicas
+ * executor's parameter, optimizer-state, position and set_optimizer operations, its
+ * evaluation (exec_ops.flush), balancing, and the world reducer's identity check. A flush
+ * runs on the thread that owns the replica: inside fit's progress callback (t->live, on
+ * replica 0's thread) it runs replica 0's alone, which is all a save or an evaluation
+ * there reads; the others go in with their next step. A step that is refused (a stop, a
+ * failure) sets nothing pending.
  */
 #ifndef VKT_PARALLEL_APPLY_H
 #define VKT_PARALLEL_APPLY_H
 
 #include "parallel/trainer.h"
 
-typedef enum apply_at { APPLY_IN_STEP, APPLY_AFTER_AVERAGE, APPLY_IN_PIPELINE } apply_at;
+typedef enum apply_at { APPLY_IN_STEP, APPLY_NEXT_SUBMISSION, APPLY_IN_PIPELINE } apply_at;
 
 /* Replica r's optimizer options from the trainer's (base): async replicas scale their
  * gradient by their share of the batch. */
 vkt_optimizer_options apply_options(const vkt_trainer *t, const vkt_optimizer_options *base,
                                     const replica *r);
-/* Records where r's update runs (the row's place): the step's epilogue, or the stream
- * after the average (recorded again after balancing rebuilt the model). */
+/* Records where r's update runs (the row's place): the step's epilogue, or the stream of
+ * the next submission (recorded again after balancing rebuilt the model). */
 vkt_status apply_attach(vkt_trainer *t, replica *r, apply_at at);
-/* APPLY_AFTER_AVERAGE: the stream, run once the average is in r's stage. */
-vkt_status apply_after_average(replica *r);
+/* APPLY_NEXT_SUBMISSION: step `step`'s average is in r's stage and agreed: its update
+ * (with that step's hyperparameters, set now) is pending. */
+void apply_pending(replica *r, uint64_t step);
+/* Replica r's step submitted with its pending update ahead of it (one submission). */
+vkt_status apply_submit_step(replica *r);
+/* Pending updates run now (each one submission and one wait): replica 0's alone inside a
+ * progress callback, else every replica's (the workers idle). On failure t's message. */
+vkt_status apply_flush(vkt_trainer *t);
+/* Replica r's, on its own thread (r's status on failure). */
+vkt_status apply_flush_replica(replica *r);
 /* The learning rate and the optimizer's step of `step` (linear scaling with the world's
  * replicas and its warmup when asked). */
 void apply_set_step(replica *r, uint64_t step);

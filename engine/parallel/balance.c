@@ -54,6 +54,9 @@ static vkt_status rebuild(vkt_trainer *t, replica *r, uint32_t rows, const float
 
 vkt_status trainer_balance(vkt_trainer *t)
 {
+    vkt_status fst = apply_flush(t); /* the models are read, then rebuilt */
+    if (fst != VKT_OK)
+        return fst;
     double speed[TRAINER_MAX_REPLICAS];
     uint32_t rows[TRAINER_MAX_REPLICAS];
     for (uint32_t i = 0; i < t->n_rep; i++) {

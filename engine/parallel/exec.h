@@ -95,6 +95,9 @@ typedef struct exec_ops {
      * their own, copy 0's loaded into one before each use (NULL: shared). */
     void (*eval_place)(vkt_trainer *t, vkt_context **ctx, vkt_model **share);
     vkt_status (*eval_load)(vkt_trainer *t, vkt_model *m);
+    /* Updates still pending run now (apply.h; NULL: none ever are): before evaluation,
+     * which reads the parameters on the device. */
+    vkt_status (*flush)(vkt_trainer *t);
     /* Prediction through the holders instead of a whole-graph model (NULL: none);
      * *handled 0: the output is not theirs, use the whole graph. */
     vkt_status (*predict)(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,

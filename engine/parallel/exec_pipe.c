@@ -213,6 +213,7 @@ const exec_ops exec_pipe_ops = {
     .input_row_bytes = exec_pipe_input_row_bytes,
     .eval_place = exec_pipe_eval_place,
     .eval_load = pipe_layout_load_eval,
+    .flush = NULL,
     .predict = pipe_exec_predict,
     .stage_stats = exec_pipe_stage_stats,
 };

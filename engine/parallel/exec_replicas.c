@@ -19,8 +19,8 @@ vkt_status exec_replica_attach(vkt_trainer *t, replica *r)
         st = exchange_attach(t->xc, r);
     if (st == VKT_OK && t->rd)
         st = t->rd->ops->attach(t->rd, r);
-    if (st == VKT_OK && row->apply == APPLY_AFTER_AVERAGE)
-        st = apply_attach(t, r, APPLY_AFTER_AVERAGE);
+    if (st == VKT_OK && row->apply == APPLY_NEXT_SUBMISSION)
+        st = apply_attach(t, r, APPLY_NEXT_SUBMISSION);
     return st;
 }
 
@@ -158,7 +158,7 @@ void trainer_slow_down(replica *r)
 vkt_status trainer_step_submit(replica *r)
 {
     r->submitted_at = plat_now();
-    vkt_status st = graph_model_step_submit(r->model);
+    vkt_status st = apply_submit_step(r); /* with the previous step's pending update */
     return st == VKT_OK ? st : replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
 }
 
@@ -190,8 +190,10 @@ static void replicas_feed(replica *r, const vkt_feed *feeds, uint32_t n)
 }
 
 /* One synchronous step of replica r on its rows already fed: its forward and backward
- * (and, alone, its update), then the reducer's average and the update. Every replica of
- * the process calls it; returns 1 to stop (statuses set). */
+ * (alone: and its update; with a reducer: after the previous step's update, in one
+ * submission), then the reducer's average, whose update is pending until the next
+ * step or a flush (apply.h). Every replica of the process calls it; returns 1 to stop
+ * (statuses set). */
 static int replicas_step(replica *r, uint64_t step)
 {
     vkt_trainer *t = r->t;
@@ -199,7 +201,8 @@ static int replicas_step(replica *r, uint64_t step)
     double t0 = plat_now();
     trainer_slow_down(r);
     if (r->status == VKT_OK) {
-        apply_set_step(r, step);
+        if (!rd) /* the update in the step reads this step's hyperparameters */
+            apply_set_step(r, step);
         if (rd && rd->ops->submit_only) /* the exchange works while the step runs, then
                                             waits for it */
             trainer_step_submit(r);
@@ -214,9 +217,7 @@ static int replicas_step(replica *r, uint64_t step)
     }
     if (rd->ops->exchange(rd, r, step))
         return 1;
-    double t3 = plat_now();
-    apply_after_average(r);
-    r->stats.step_seconds += plat_now() - t3;
+    apply_pending(r, step);
     r->stats.steps++;
     if (rd->ops->applied)
         rd->ops->applied(rd, r, step);
@@ -246,13 +247,16 @@ static vkt_status replicas_param_offset(const vkt_trainer *t, const vkt_tensor *
 static vkt_status replicas_read_flat(vkt_trainer *t, uint32_t copy, float *flat,
                                      uint64_t count)
 {
-    vkt_status st = vkt_model_read_params(t->rep[copy].model, flat, count);
+    vkt_status st = apply_flush(t);
+    if (st != VKT_OK)
+        return st;
+    st = vkt_model_read_params(t->rep[copy].model, flat, count);
     return st == VKT_OK ? st : trainer_from_model(t, t->rep[copy].model, st);
 }
 
 static vkt_status replicas_write_flat(vkt_trainer *t, const float *flat, uint64_t count)
 {
-    vkt_status st = VKT_OK;
+    vkt_status st = apply_flush(t); /* else it would land on the values written */
     for (uint32_t i = 0; i < t->n_rep && st == VKT_OK; i++)
         if ((st = vkt_model_write_params(t->rep[i].model, flat, count)) != VKT_OK)
             trainer_from_model(t, t->rep[i].model, st);
@@ -262,7 +266,10 @@ static vkt_status replicas_write_flat(vkt_trainer *t, const float *flat, uint64_
 static vkt_status replicas_read_param(vkt_trainer *t, const vkt_tensor *p, float *out,
                                       uint64_t count)
 {
-    vkt_status st = vkt_model_read(t->rep[0].model, p, out, count);
+    vkt_status st = apply_flush(t);
+    if (st != VKT_OK)
+        return st;
+    st = vkt_model_read(t->rep[0].model, p, out, count);
     return st == VKT_OK ? st : trainer_from_model(t, t->rep[0].model, st);
 }
 
@@ -270,14 +277,17 @@ static uint64_t replicas_opt_size(vkt_trainer *t) { return vkt_optimizer_state_s
 
 static vkt_status replicas_read_opt(vkt_trainer *t, void *blob, uint64_t bytes)
 {
-    vkt_status st = vkt_optimizer_read_state(t->rep[0].opt, blob, bytes);
+    vkt_status st = apply_flush(t);
+    if (st != VKT_OK)
+        return st;
+    st = vkt_optimizer_read_state(t->rep[0].opt, blob, bytes);
     return st == VKT_OK ? st : trainer_fail(t, st, "%s", vkt_context_errmsg(t->rep[0].ctx));
 }
 
 static vkt_status replicas_write_opt(vkt_trainer *t, const char *path, const void *blob,
                                      uint64_t bytes)
 {
-    vkt_status st = VKT_OK;
+    vkt_status st = apply_flush(t);
     for (uint32_t i = 0; i < t->n_rep && st == VKT_OK; i++)
         if ((st = vkt_optimizer_write_state(t->rep[i].opt, blob, bytes)) != VKT_OK)
             trainer_fail(t, st, "checkpoint '%s': %s", path, vkt_context_errmsg(t->rep[i].ctx));
@@ -286,6 +296,9 @@ static vkt_status replicas_write_opt(vkt_trainer *t, const char *path, const voi
 
 static vkt_status replicas_set_optimizer(vkt_trainer *t, const vkt_optimizer_options *o)
 {
+    vkt_status fst = apply_flush(t); /* a pending update keeps its own step's options */
+    if (fst != VKT_OK)
+        return fst;
     for (uint32_t i = 0; i < t->n_rep; i++) {
         vkt_optimizer_options oo = apply_options(t, o, &t->rep[i]);
         vkt_status st = vkt_optimizer_set_options(t->rep[i].opt, &oo);
@@ -302,6 +315,7 @@ static uint64_t replicas_dropout_step(const vkt_trainer *t)
 
 static void replicas_set_position(vkt_trainer *t, uint64_t step, uint64_t dropout_step)
 {
+    apply_flush(t); /* a restore wrote the parameters (flushed there): nothing pending */
     for (uint32_t i = 0; i < t->n_rep; i++) {
         vkt_model_set_step_index(t->rep[i].model, dropout_step);
         vkt_optimizer_set_step(t->rep[i].opt, step);
@@ -344,6 +358,7 @@ const exec_ops exec_replicas_ops = {
     .input_row_bytes = replicas_input_row_bytes,
     .eval_place = replicas_eval_place,
     .eval_load = NULL,
+    .flush = apply_flush,
     .predict = NULL,
     .stage_stats = NULL,
 };

@@ -384,7 +384,10 @@ static void world_applied(reducer *rd, replica *r, uint64_t step)
         replica_fail(r, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         return;
     }
-    vkt_status st = vkt_model_read_params(r->model, p, t->param_count);
+    /* the update of this step first (its own thread): the parameters after it */
+    vkt_status st = apply_flush_replica(r);
+    if (st == VKT_OK)
+        st = vkt_model_read_params(r->model, p, t->param_count);
     uint64_t h[2] = {0, 0};
     if (st == VKT_OK) {
         h[0] = trainer_hash(p, t->grad_count * sizeof *p);

@@ -49,6 +49,8 @@ typedef struct replica {
     vkt_buffer *stage;          /* host-visible, param_count floats (a reducer or exchange) */
     float *stage_host;          /* its mapping */
     vkt_stream *apply;          /* after the average: stage -> gradient, optimizer (apply.c) */
+    int pending;                /*   an agreed update not run yet: it goes in with the next
+                                     step, or a flush runs it (apply.h) */
     eval_model eval[TRAINER_MAX_EVAL];
     uint32_t n_eval;
     /* per run */

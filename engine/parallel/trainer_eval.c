@@ -13,6 +13,9 @@ vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t
                               vkt_model **out)
 {
     replica *r = &t->rep[0];
+    vkt_status fst = t->exec->flush ? t->exec->flush(t) : VKT_OK; /* the parameters now */
+    if (fst != VKT_OK)
+        return fst;
     for (uint32_t i = 0; i < r->n_eval; i++)
         if (r->eval[i].output == output && r->eval[i].batch == batch) {
             *out = r->eval[i].model;
