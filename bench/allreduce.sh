@@ -17,6 +17,7 @@ command -v mpirun >/dev/null || { echo "mpirun missing: scripts/install-deps.sh 
 # MPI yielding the core when idle (it is oversubscribed).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+export PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe # Open MPI 5's oversubscribe
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')

@@ -43,6 +43,7 @@ command -v script >/dev/null || { echo "script(1) missing (util-linux)"; exit 1;
 # yielding the core when idle (it is oversubscribed); one lavapipe thread per device.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+export PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe # Open MPI 5's oversubscribe
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export LP_NUM_THREADS=${LP_NUM_THREADS:-1}
 unset VKT_DEVICES

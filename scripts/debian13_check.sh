@@ -22,6 +22,7 @@
 #   JOBS=N        build and ctest parallelism (default 2)
 #   NICE=N        niceness of the build and the tests (default 10: the machine is shared)
 #   LP_NUM_THREADS lavapipe's threads inside (default 1)
+#   CMAKE_ARGS    more configure options (e.g. -DVKT_TSAN_TESTS=OFF)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
@@ -89,7 +90,7 @@ echo "debian13: $(cat "$root/etc/debian_version"); gcc $(ver gcc), cmake $(ver c
      "python3 $(ver python3), python3-numpy $(ver python3-numpy)"
 
 t2=$SECONDS
-in_root nice -n "$niceness" cmake -S /work/src -B /work/build -DCMAKE_BUILD_TYPE=Release \
+in_root nice -n "$niceness" cmake -S /work/src -B /work/build -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} \
     >"$root/work/configure.log" 2>&1 ||
     { tail -30 "$root/work/configure.log" >&2; echo "debian13_check: configure failed" >&2; exit 1; }
 in_root nice -n "$niceness" cmake --build /work/build -j"$jobs" >"$root/work/build.log" 2>&1 ||

@@ -148,7 +148,8 @@ case_ "vkt export skips a corrupt newest checkpoint, saying so" 0 "warning: .*ck
 # save, evaluation and a long sample) is waited for however long it takes.
 if command -v mpirun >/dev/null && ldd "$bin" 2>/dev/null | grep -q libmpi; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 \
+        OMPI_MCA_rmaps_base_oversubscribe=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe \
+        OMPI_MCA_mpi_yield_when_idle=1 \
         OMPI_MCA_btl_vader_single_copy_mechanism=none LP_NUM_THREADS=1
     # mpi ARGS...: an MPMD job (": " between the ranks' command lines); every command line
     # names a folder under $tmp, so its processes are found by that

@@ -151,7 +151,8 @@ check "charlm, SIGTERM at the end: exit 143 within 10 s ($rc, ${secs}s), ckpt-3.
 # ---- under mpirun: the launcher forwards the signal to every rank ----
 if command -v mpirun >/dev/null && ldd "$bin" 2>/dev/null | grep -q libmpi; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-        OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1 \
+        OMPI_MCA_rmaps_base_oversubscribe=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe \
+        OMPI_MCA_mpi_yield_when_idle=1 \
         OMPI_MCA_btl_vader_single_copy_mechanism=none LP_NUM_THREADS=1
     d4=$tmp/mpi
     env --default-signal=INT,TERM mpirun -np 2 --bind-to none "$bin" "${args[@]}" \
