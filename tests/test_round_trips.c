@@ -12,7 +12,8 @@
  *      N = 2, 3 sync replicas: 1 S, 1 F (the previous step's update goes in the step's
  *        submission, apply.h; it was 2 S, 2 F with the update a submission of its own) /
  *        the same (the staging is host memory);
- *      N = 2 async replicas, per update: 1 S, 1 F / 2 S, 2 F, 1 T (the pull);
+ *      N = 2 async replicas, per update: 1 S, 1 F / the same (the pull opens the step's
+ *        submission; it was 2 S, 2 F, 1 T staged, a transfer of its own);
  *      a P = 2 pipeline of m micro-batches, per step over both stages: 3m + 2 S and F /
  *        5m + 4 S and F, 2m + 2 T (each stage reads its gradient back per micro-batch
  *        and writes the sum once).
@@ -249,11 +250,13 @@ static const config configs[] = {
     {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1},
     {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1},
     {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0},
-    /* exchange_master.c:one_update: the pull (pull -> vkt_model_write_params: a memcpy
-     * into mapped parameters, else a staged transfer) and trainer_forward_backward. Per
-     * run: the master's begin reads replica 0's parameters, its end writes the master into
-     * each replica: 1 + 2 transfers where staged. */
-    {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 1, 3, 1},
+    /* exchange_master.c:one_update: the pull (the master into the replica's host-visible
+     * upload buffer, whose copy into the parameters opens the step's submission:
+     * exchange.h; it was a staged transfer of its own where the parameters are not
+     * mapped) and trainer_forward_backward. Per run: the master's begin reads replica 0's
+     * parameters, its end writes the master into each replica: 1 + 2 transfers where
+     * staged. */
+    {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 0, 3, 1},
 };
 
 /* pipe_sched.c, per step over the two stages: a non-last stage runs m forwards

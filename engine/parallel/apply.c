@@ -61,9 +61,10 @@ void apply_pending(replica *r, uint64_t step)
 
 vkt_status apply_submit_step(replica *r)
 {
-    vkt_stream *before = r->pending ? r->apply : NULL;
-    r->pending = 0; /* in this submission: a failure of it fails the replica anyway */
-    return graph_model_step_submit_after(r->model, &before, before != NULL);
+    /* in this submission: a failure of it fails the replica anyway */
+    vkt_stream *before[2] = {r->pending ? r->apply : NULL, r->pull_pending ? r->pull : NULL};
+    r->pending = r->pull_pending = 0;
+    return graph_model_step_submit_after(r->model, before, 2);
 }
 
 vkt_status apply_flush_replica(replica *r)

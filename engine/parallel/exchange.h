@@ -9,7 +9,11 @@
  *   ps     (ps.c): across ranks; the master sharded over the ranks, served by one
  *          communication thread per rank (docs/distributed.md).
  * Both see a replica's new parameters in its stage (its step's epilogue copies them
- * there, exchange_attach) and what it pulled in pulled[r].
+ * there, exchange_attach) and what it pulled in pulled[r]: the mapping of a host-visible
+ * upload buffer that the replica's pull stream copies into its parameters ahead of its
+ * next step, in the step's submission (exchange_pulled; apply_submit_step). So an update
+ * is one submission and one fence wait even where the parameters are not mapped (a
+ * discrete GPU: the pull was a staged copy of its own).
  */
 #ifndef VKT_PARALLEL_EXCHANGE_H
 #define VKT_PARALLEL_EXCHANGE_H
@@ -45,9 +49,14 @@ extern const exchange_ops exchange_master_ops;
 extern const exchange_ops exchange_ps_ops;
 
 /* A replica's model and buffers for either exchange: its step's epilogue copies the
- * updated parameters into its stage; pulled[r] allocated. */
+ * updated parameters into its stage; its upload buffer (pulled[r], mapped) and the pull
+ * stream that copies it into the parameters. */
 vkt_status exchange_attach(exchange *x, replica *r);
-/* The shared part of destroy: the pulled arrays. */
+/* pulled[r] holds what replica r pulled: its next step's submission copies it into the
+ * parameters first. */
+void exchange_pulled(replica *r);
+/* The shared part of destroy: forgets the pulled arrays (the replicas' contexts own
+ * their buffers). */
 void exchange_free_pulled(exchange *x);
 
 #endif

@@ -46,15 +46,31 @@ vkt_status exchange_attach(exchange *x, replica *r)
     vkt_status st = graph_model_add_epilogue(r->model, record_params_out, r);
     if (st != VKT_OK)
         return trainer_from_model(t, r->model, st);
-    x->pulled[r->index] = malloc(vkt_model_param_count(r->model) * sizeof(float));
-    return x->pulled[r->index] ? VKT_OK
-                               : trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    /* the pull: host-visible upload -> parameters, then a barrier for the step after it */
+    uint64_t n = vkt_model_param_count(r->model);
+    vkt_view p, g;
+    uint64_t trained;
+    graph_model_flat(r->model, &p, &g, &trained);
+    st = vkt_buffer_create(r->ctx, n * 4, VKT_MEMORY_HOST, &r->upload);
+    if (st == VKT_OK)
+        st = vkt_stream_create(r->ctx, NULL, &r->pull);
+    if (st == VKT_OK)
+        st = vkt_stream_copy(r->pull, r->upload, 0, p.buffer, 0, n * 4);
+    if (st == VKT_OK)
+        st = gpu_stream_barrier_all(r->pull);
+    if (st != VKT_OK)
+        return trainer_fail(t, st, "replica %u: the pull: %s", r->index,
+                            vkt_context_errmsg(r->ctx));
+    x->pulled[r->index] = vkt_buffer_map(r->upload);
+    return VKT_OK;
 }
+
+void exchange_pulled(replica *r) { r->pull_pending = 1; }
 
 void exchange_free_pulled(exchange *x)
 {
     for (uint32_t i = 0; i < TRAINER_MAX_REPLICAS; i++)
-        free(x->pulled[i]);
+        x->pulled[i] = NULL;
 }
 
 static vkt_status master_begin(exchange *x)
@@ -70,7 +86,10 @@ static vkt_status master_begin(exchange *x)
         if (!ms->master || !ms->pulls || !ms->pushes || !ms->push_lock)
             return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for the master");
     }
-    /* The master starts from replica 0's parameters (all replicas start equal). */
+    /* The master starts from replica 0's parameters (all replicas start equal); a pull
+     * a stopped run left untaken is void (its end wrote the master into every replica). */
+    for (uint32_t i = 0; i < t->n_rep; i++)
+        t->rep[i].pull_pending = 0;
     float *p = x->pulled[0];
     vkt_status st = vkt_model_read_params(t->rep[0].model, p, n);
     if (st != VKT_OK)
@@ -142,9 +161,7 @@ static void pull(master *ms, replica *r)
     float *pulled = ms->base.pulled[r->index];
     for (uint64_t i = 0; i < t->param_count; i++)
         pulled[i] = atomic_load_explicit(&ms->master[i], memory_order_relaxed);
-    vkt_status st = vkt_model_write_params(r->model, pulled, t->param_count);
-    if (st != VKT_OK)
-        replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
+    exchange_pulled(r); /* into the parameters at the start of its step's submission */
 }
 
 /* master += new - pulled, element by element. Unbounded (Hogwild!): lock-free, so two

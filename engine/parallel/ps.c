@@ -503,8 +503,8 @@ static vkt_status pull_into_device(struct ps *ps, replica *r, uint64_t k)
     int out = request(ps, r, PS_PULL, k);
     if (out != OUT_OK)
         return out == OUT_STOP ? VKT_ERROR_STATE /* stop, not an error */ : r->status;
-    vkt_status st = vkt_model_write_params(r->model, ps->x->pulled[r->index], r->t->param_count);
-    return st == VKT_OK ? st : replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
+    exchange_pulled(r); /* into the parameters at the start of its step's submission */
+    return VKT_OK;
 }
 
 static void ps_job(exchange *x, replica *r)
@@ -564,6 +564,8 @@ static vkt_status ps_begin(exchange *x)
 {
     vkt_trainer *t = x->t;
     vkt_world *w = of(x)->w;
+    for (uint32_t i = 0; i < t->n_rep; i++) /* a pull a stopped run left untaken is void */
+        t->rep[i].pull_pending = 0;
     struct ps *ps = calloc(1, sizeof *ps);
     uint32_t R = vkt_world_size(w), G = t->world_rep;
     if (ps) {

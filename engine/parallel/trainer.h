@@ -51,6 +51,9 @@ typedef struct replica {
     vkt_stream *apply;          /* after the average: stage -> gradient, optimizer (apply.c) */
     int pending;                /*   an agreed update not run yet: it goes in with the next
                                      step, or a flush runs it (apply.h) */
+    vkt_buffer *upload;         /* async: host-visible, what the replica pulled (exchange.h) */
+    vkt_stream *pull;           /*   upload -> parameters, ahead of the next step */
+    int pull_pending;           /*   upload holds a pull its parameters have not taken */
     eval_model eval[TRAINER_MAX_EVAL];
     uint32_t n_eval;
     /* per run */
