@@ -289,6 +289,10 @@ print_tables() {
   local n v t r b s a d h bt
   echo "vktrain $commit on '$(sed -n 's/^device 0: //p' "$out/devices.txt" | head -1)'$env_note;" \
     "PyTorch $(val torch '^torch: version' version) on $gpu; $(cat "$out/seconds" 2>/dev/null || echo '?') s"
+  # the kernels vkt chose for the device (vkt devices: its profile and each family's variant)
+  awk '$1 == "kernel" && $2 == "style" { s = $3 } $1 == "compute" && $2 == "units" { cu = $3 }
+       $1 == "gemm" || $1 == "conv" || $1 == "attention" { v = v ", " $1 " " $2 }
+       END { if (s != "") printf "kernels: %s style, %s compute units%s\n", s, cu, v }' "$out/devices.txt"
   ((cpu)) && echo "(--cpu: lavapipe and PyTorch on the CPU, small sizes: a check of the script, not figures)"
   echo
   echo "| work | vktrain | PyTorch | speed vs PyTorch |"

@@ -73,7 +73,9 @@ mkdir -p "$d"
 shapes=$(sed -n "s/^env 'GEMM_SHAPES=\([^']*\)'.*/\1/p" <<<"$torch_line")
 attn=$(sed -n "s/.*'ATTN_SHAPES=\([^']*\)'.*/\1/p" <<<"$torch_line")
 printf 'cpu=0\nvocab=75\ngpu=%q\ncommit=test\nenv_note=\n' "NVIDIA H100 80GB HBM3, 570.00" >"$d/run.env"
-printf 'device 0: NVIDIA H100\n  type                    discrete\n  attention               attention_flash\n' >"$d/devices.txt"
+printf '%s\n' 'device 0: NVIDIA H100' '  type                    discrete' '  kernel style            gpu' \
+  '  compute units           132 (VK_NV_shader_sm_builtins)' '  gemm                    gemm_tile' \
+  '  conv                    conv_implicit' '  attention               attention_flash' >"$d/devices.txt"
 echo vk_gemm_fp16 >"$d/skipped"
 {
   echo "torch: version=2.5.0 device=NVIDIA_H100"
@@ -107,8 +109,9 @@ for a in $attn; do
   echo "  causal_attention       causal_attention#12              1.000       2.000          3" >"$d/vk_attn_${t}_$hd.txt"
 done
 out=$(bash "$gpu" --table "$d" 2>&1); rc=$?
-check "--table: exit 0, the card and the commit named" \
-  "[[ $rc -eq 0 ]] && has \"vktrain test on 'NVIDIA H100'; PyTorch 2.5.0 on NVIDIA H100 80GB HBM3, 570.00\""
+check "--table: exit 0, the card, the commit and the kernels named" \
+  "[[ $rc -eq 0 ]] && has \"vktrain test on 'NVIDIA H100'; PyTorch 2.5.0 on NVIDIA H100 80GB HBM3, 570.00\" &&
+   has 'kernels: gpu style, 132 compute units, gemm gemm_tile, conv conv_implicit, attention attention_flash'"
 check "--table: GEMM 2048 at 0.9x cuBLAS passes, 4096 at 0.8x fails, 8192 not measured" \
   "has '| GEMM 2048 fp32 vs cuBLAS (torch.mm) | >= 0.85x | 0.90x | pass |' &&
    has '| GEMM 4096 fp32 vs cuBLAS (torch.mm) | >= 0.85x | 0.80x | FAIL |' &&
