@@ -12,6 +12,12 @@
  *          m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
  *          w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
  *
+ * With GUARD (optim_guard_nonfinite: loss scaling, skipping non-finite steps) the norm
+ * pass ran too, and when the sum of squares of the gradient is not finite (a NaN or an
+ * infinity in it, or squares past fp32's range) no invocation writes anything: the update
+ * is skipped, parameters and moments unchanged. The host sums the same partials in the
+ * same order to learn it (optim_skipped).
+ *
  * Grid-stride loop over vec4s when all four views share a phase mod 4 (p.nvec > 0),
  * else over single elements.
  */
@@ -28,6 +34,7 @@ layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_OPTIM_UPDATE_KIND) const uint KIND = 0;         /* vkt_optimizer_kind */
 layout(constant_id = SPEC_OPTIM_UPDATE_MOMENTUM) const bool MOMENTUM = false;
 layout(constant_id = SPEC_OPTIM_UPDATE_CLIP) const bool CLIP = false;
+layout(constant_id = SPEC_OPTIM_UPDATE_GUARD) const bool GUARD = false;
 
 const bool HAS_M = KIND != KIND_SGD || MOMENTUM;
 const bool HAS_V = KIND != KIND_SGD;
@@ -47,7 +54,7 @@ layout(std430, set = 0, binding = 5) readonly buffer Parts { float parts[]; };
 /* This step's values, read once: the compiler cannot hoist loads from a buffer that
  * the stores of the loop might alias. */
 float gm, lr, wd, mu, b1, b2, step_size, rsqrt_bc2, eps;
-bool nesterov;
+bool nesterov, skip = false;
 
 /* grad_scale, times the clipping factor when clipping. Every invocation adds the
  * partials in the same order, so all agree on the norm bit for bit (and need no
@@ -55,11 +62,14 @@ bool nesterov;
 float grad_multiplier()
 {
     float gs = h.grad_scale;
-    if (!CLIP || h.clip_norm <= 0.0) /* clipping may be switched off after recording */
+    if (!CLIP && !GUARD)
         return gs;
     float sum = 0.0;
     for (uint i = 0; i < p.n_parts; i++)
         sum += parts[i];
+    skip = GUARD && (isnan(sum) || isinf(sum));
+    if (!CLIP || h.clip_norm <= 0.0) /* clipping may be switched off after recording */
+        return gs;
     float norm = gs * sqrt(sum);
     return gs * min(1.0, h.clip_norm / (norm + 1e-6));
 }
@@ -108,6 +118,8 @@ void one(uint i)
 void main()
 {
     gm = grad_multiplier();
+    if (skip)
+        return;
     lr = h.lr;
     wd = h.weight_decay;
     mu = h.momentum;

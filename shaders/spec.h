@@ -215,7 +215,8 @@
 #define SPEC_OPTIM_UPDATE_KIND 1      /* vkt_optimizer_kind */
 #define SPEC_OPTIM_UPDATE_MOMENTUM 2  /* SGD keeps a velocity in m */
 #define SPEC_OPTIM_UPDATE_CLIP 3      /* the norm pass ran before */
-#define SPEC_OPTIM_UPDATE_COUNT 4
+#define SPEC_OPTIM_UPDATE_GUARD 4     /* the norm pass ran; skip the update if not finite */
+#define SPEC_OPTIM_UPDATE_COUNT 5
 
 /* pool.comp and pool_backward.comp (kernels/pool.c): the window, then one pair each */
 #define SPEC_POOL_KH 1

@@ -22,7 +22,15 @@
  * auto fp32, no cooperative matrices), and auto's table on the same context with its
  * variants set as a device with bf16 or only fp16 cooperative matrices would have them; a
  * trainer in fp16 learns, says fp16, and its checkpoint (fp32 masters) resumes in fp32 and
- * bf16 with the same parameters bit for bit. */
+ * bf16 with the same parameters bit for bit.
+ *
+ * Loss scaling (fp16) and skipping non-finite steps, forced: a start scale of 2^40 makes
+ * the rounded gradients overflow; the first step is skipped with the parameters bit for
+ * bit unchanged, the scale halves each skip until the gradients fit, then training
+ * recovers (the loss falls) and the scale grows again every interval; a limit of 3 skips
+ * in a row stops it with VKT_ERROR_DIVERGED; fp32 with nonfinite_skips skips a step fed
+ * a NaN and goes on, without it stops as before; pipeline stages and async replicas refuse
+ * fp16. */
 #include "harness.h"
 #include "gpu/gpu.h"
 #include "kernels/ref.h"
@@ -453,6 +461,165 @@ static void trainer_resumes(void)
     vkt_graph_destroy(n.g);
 }
 
+static vkt_trainer *scaled_trainer(mlp *n, vkt_precision p, float scale, uint32_t interval,
+                                   uint32_t skips)
+{
+    vkt_trainer_options o = {.batch = 16, .precision = p, .loss_scale = scale,
+                             .loss_scale_interval = interval, .nonfinite_skips = skips};
+    o.optimizer.kind = VKT_OPTIMIZER_ADAM;
+    o.optimizer.lr = 0.01f;
+    vkt_trainer *t = NULL;
+    TH_CHECK(vkt_trainer_create(th_instance, n->g, n->loss, &o, &t) == VKT_OK, "trainer: %s",
+             vkt_last_error());
+    return t;
+}
+
+static void scaler(void)
+{
+    mlp n = make_mlp();
+    float X[16 * 12], Xnan[16 * 12];
+    int32_t Y[16];
+    for (int i = 0; i < 16; i++) {
+        Y[i] = i % 5;
+        for (int j = 0; j < 12; j++)
+            X[i * 12 + j] = (j % 5 == Y[i] ? 1.0f : 0.0f) + th_rand_uniform(-0.3f, 0.3f);
+    }
+    memcpy(Xnan, X, sizeof X);
+    Xnan[7] = NAN;
+    vkt_feed f[2] = {{n.x, X}, {n.y, Y}}, fnan[2] = {{n.x, Xnan}, {n.y, Y}};
+    vkt_trainer *t = scaled_trainer(&n, VKT_PRECISION_FP16, 1099511627776.0f /* 2^40 */, 4, 0);
+    if (t) {
+        uint64_t count = vkt_trainer_param_count(t), skipped = 0;
+        float *before = th_alloc_floats(count), *after = th_alloc_floats(count), scale = 0;
+        TH_OK(NULL, vkt_trainer_read_params(t, before, count));
+        float loss = 0, first = 0;
+        TH_OK(NULL, vkt_trainer_step(t, f, 2, &first));
+        TH_OK(NULL, vkt_trainer_read_params(t, after, count));
+        TH_OK(NULL, vkt_trainer_skipped(t, &skipped, &scale));
+        TH_CHECK(skipped == 1 && scale == 549755813888.0f &&
+                     memcmp(before, after, count * sizeof *after) == 0,
+                 "2^40 overflows: the step skipped (%llu), never applied, the scale halved (%g)",
+                 (unsigned long long)skipped, (double)scale);
+        uint64_t s = 1;
+        for (; s < 60 && skipped == s; s++) /* skips until the gradients fit */
+            if (TH_OK(NULL, vkt_trainer_step(t, f, 2, &loss)))
+                vkt_trainer_skipped(t, &skipped, &scale);
+        TH_CHECK(skipped >= 10 && skipped < 32 && scale >= 1024.0f,
+                 "halved to a scale that fits: %llu skipped, scale %g",
+                 (unsigned long long)skipped, (double)scale);
+        float fit = scale;
+        for (int k = 0; k < 40; k++)
+            TH_OK(NULL, vkt_trainer_step(t, f, 2, &loss));
+        uint64_t total = 0;
+        TH_OK(NULL, vkt_trainer_skipped(t, &total, &scale));
+        TH_CHECK(loss < 0.5f * first, "it recovers and learns: loss %.4f -> %.4f", first, loss);
+        TH_CHECK(total - skipped <= 11,
+                 "then at most one overflow per growth (40 steps, interval 4): %llu more",
+                 (unsigned long long)(total - skipped));
+        TH_CHECK(scale >= fit / 2, "the scale keeps near where it fits: %g then %g", (double)fit,
+                 (double)scale);
+        printf("loss scaling from 2^40: %llu skipped to scale %g, then %llu more in 40 steps "
+               "(interval 4), scale %g; loss %.4f -> %.4f\n", (unsigned long long)skipped,
+               (double)fit, (unsigned long long)(total - skipped), (double)scale, first, loss);
+        free(before);
+        free(after);
+        vkt_trainer_destroy(t);
+    }
+    /* two sync replicas: the update goes in with the next step's submission, so each
+     * verdict comes a step late; they skip alike and recover */
+    {
+        uint32_t two[2] = {0, 0};
+        vkt_trainer_options o = {.batch = 16, .precision = VKT_PRECISION_FP16,
+                                 .loss_scale = 1099511627776.0f, .loss_scale_interval = 4,
+                                 .devices = two, .device_count = 2};
+        o.optimizer.kind = VKT_OPTIMIZER_ADAM;
+        o.optimizer.lr = 0.01f;
+        vkt_trainer *u = NULL;
+        if (TH_CHECK(vkt_trainer_create(th_instance, n.g, n.loss, &o, &u) == VKT_OK,
+                     "2 replicas: %s", vkt_last_error())) {
+            uint64_t count = vkt_trainer_param_count(u), skipped = 0;
+            float *before = th_alloc_floats(count), *after = th_alloc_floats(count);
+            float first = 0, loss = 0, scale = 0;
+            TH_OK(NULL, vkt_trainer_read_params(u, before, count));
+            TH_OK(NULL, vkt_trainer_step(u, f, 2, &first));
+            TH_OK(NULL, vkt_trainer_read_params(u, after, count)); /* runs the pending one */
+            TH_OK(NULL, vkt_trainer_skipped(u, &skipped, &scale));
+            TH_CHECK(skipped == 1 && !memcmp(before, after, count * sizeof *after),
+                     "2 replicas: the overflowed step skipped (%llu), never applied",
+                     (unsigned long long)skipped);
+            for (int k = 0; k < 70; k++)
+                TH_OK(NULL, vkt_trainer_step(u, f, 2, &loss));
+            TH_OK(NULL, vkt_trainer_skipped(u, &skipped, &scale));
+            TH_CHECK(skipped >= 10 && skipped < 50 && loss < 0.5f * first,
+                     "2 replicas recover: %llu skipped, scale %g, loss %.4f -> %.4f",
+                     (unsigned long long)skipped, (double)scale, first, loss);
+            printf("2 sync replicas from 2^40: %llu skipped in 71 steps, scale %g, loss %.4f -> "
+                   "%.4f\n", (unsigned long long)skipped, (double)scale, first, loss);
+            free(before);
+            free(after);
+        }
+        vkt_trainer_destroy(u);
+    }
+    /* the limit: 3 skips in a row allowed, the 4th stops training */
+    t = scaled_trainer(&n, VKT_PRECISION_FP16, 1099511627776.0f, 0, 3);
+    if (t) {
+        vkt_status st = VKT_OK;
+        int k = 0;
+        for (; k < 6 && st == VKT_OK; k++)
+            st = vkt_trainer_step(t, f, 2, NULL);
+        TH_CHECK(st == VKT_ERROR_DIVERGED && k == 4 &&
+                     strstr(vkt_trainer_errmsg(t), "4 steps in a row") &&
+                     strstr(vkt_trainer_errmsg(t), "non-finite gradients"),
+                 "the 4th skip in a row stops it (step %d, %s): %s", k, vkt_status_name(st),
+                 vkt_trainer_errmsg(t));
+        vkt_trainer_destroy(t);
+    }
+    /* fp32: a NaN step skipped with nonfinite_skips, fatal without */
+    t = scaled_trainer(&n, VKT_PRECISION_FP32, 0, 0, 2);
+    if (t) {
+        uint64_t count = vkt_trainer_param_count(t), skipped = 0;
+        float *before = th_alloc_floats(count), *after = th_alloc_floats(count), scale = 0;
+        TH_OK(NULL, vkt_trainer_step(t, f, 2, NULL));
+        TH_OK(NULL, vkt_trainer_read_params(t, before, count));
+        TH_OK(NULL, vkt_trainer_step(t, fnan, 2, NULL));
+        TH_OK(NULL, vkt_trainer_read_params(t, after, count));
+        TH_OK(NULL, vkt_trainer_skipped(t, &skipped, &scale));
+        TH_CHECK(skipped == 1 && scale == 1.0f && !memcmp(before, after, count * sizeof *after),
+                 "fp32: the NaN step skipped (%llu), parameters unchanged, scale 1 (%g)",
+                 (unsigned long long)skipped, (double)scale);
+        TH_OK(NULL, vkt_trainer_step(t, f, 2, NULL));
+        TH_OK(NULL, vkt_trainer_read_params(t, after, count));
+        TH_CHECK(memcmp(before, after, count * sizeof *after) != 0, "and the next one applies");
+        free(before);
+        free(after);
+        vkt_trainer_destroy(t);
+    }
+    t = scaled_trainer(&n, VKT_PRECISION_FP32, 0, 0, 0);
+    if (t) {
+        vkt_status st = vkt_trainer_step(t, fnan, 2, NULL);
+        TH_CHECK(st == VKT_ERROR_DIVERGED && strstr(vkt_trainer_errmsg(t), "the loss is"),
+                 "fp32 without skipping: a NaN loss stops training as before (%s: %s)",
+                 vkt_status_name(st), vkt_trainer_errmsg(t));
+        vkt_trainer_destroy(t);
+    }
+    /* refused: pipeline stages, async replicas */
+    uint32_t two[2] = {0, 0};
+    vkt_trainer_options o = {.batch = 16, .precision = VKT_PRECISION_FP16, .micro_batches = 2};
+    vkt_trainer *u = NULL;
+    TH_CHECK(vkt_trainer_create(th_instance, n.g, n.loss, &o, &u) ==
+                     VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_last_error(), "loss scaling"),
+             "fp16 with pipeline micro-batches refused: %s", vkt_last_error());
+    vkt_trainer_destroy(u);
+    u = NULL;
+    o = (vkt_trainer_options){.batch = 16, .precision = VKT_PRECISION_FP16,
+                              .mode = VKT_PARALLEL_ASYNC, .devices = two, .device_count = 2};
+    TH_CHECK(vkt_trainer_create(th_instance, n.g, n.loss, &o, &u) ==
+                     VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_last_error(), "sync mode only"),
+             "fp16 with async replicas refused: %s", vkt_last_error());
+    vkt_trainer_destroy(u);
+    vkt_graph_destroy(n.g);
+}
+
 int main(void)
 {
     th_init("test_autocast");
@@ -470,5 +637,6 @@ int main(void)
         th_context_release(ctx);
     }
     trainer_resumes();
+    scaler();
     return th_finish();
 }

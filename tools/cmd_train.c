@@ -273,7 +273,8 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
                               .overlap = a->overlap,
                               .stages = P, .micro_batches = a->micro_batches,
                               .divergence_growth = a->max_growth > 0 ? a->max_growth : -1,
-                              .precision = (vkt_precision)a->precision};
+                              .precision = (vkt_precision)a->precision,
+                              .nonfinite_skips = a->skip_nonfinite};
     to.optimizer = *oo;
     if (a->replicas || P > 1) {
         /* --replicas D: the VKT_DEVICES list repeated to D entries; with --pipeline P,
@@ -306,6 +307,17 @@ const char *train_precision_text(const vkt_trainer *tr, char *buf, size_t size)
         snprintf(why, sizeof why, "%s", vkt_last_error());
     snprintf(buf, size, "precision %s (%s)", vkt_dtype_name(d), why);
     return buf;
+}
+
+void train_print_skipped(const vkt_trainer *tr)
+{
+    uint64_t skipped = 0;
+    float scale = 1.0f;
+    if (vkt_trainer_skipped(tr, &skipped, &scale) != VKT_OK || (skipped == 0 && scale == 1.0f))
+        return;
+    printf("skipped %llu of %llu steps (non-finite gradients, never applied); loss scale %g\n",
+           (unsigned long long)skipped, (unsigned long long)vkt_trainer_step_count(tr),
+           (double)scale);
 }
 
 /* --checkpoint-dir: restores the newest valid checkpoint, if there is one. Corrupt newer
@@ -460,6 +472,7 @@ static int run(const train_args *a, vkt_instance *inst)
     if (!a->quiet && ts.step_seconds > 0) /* the loader's prefetch thread hides loading */
         printf("data wait: %.1f%% of step time\n",
                100.0 * ts.data_wait_seconds / ts.step_seconds);
+    train_print_skipped(tr);
     printf("result: test_accuracy=%.4f test_loss=%.4f steps=%llu samples_per_s=%.1f "
            "seconds=%.1f replicas=%u mode=%s", ev.accuracy, ev.loss,
            (unsigned long long)vkt_trainer_step_count(tr),

@@ -29,6 +29,7 @@ typedef struct train_args {
     uint32_t keep;              /* checkpoints kept */
     float max_growth;           /* --max-growth: the divergence guard's limit (0: none) */
     int precision;              /* --precision: a vkt_precision */
+    uint32_t skip_nonfinite;    /* --skip-nonfinite N: skipped steps in a row allowed */
     const char *init_from;      /* --init-from: a safetensors file to start from */
     const char *init_map;       /* --init-map: its name map, a file or "torch" */
     /* across processes (mpirun; docs/distributed.md) */
@@ -140,6 +141,9 @@ int train_optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_o
 /* "precision fp16 (as asked (products: gemm_f16_widen))": what the trainer's matrix products
  * run in and why (vkt_trainer_precision), for the start line. */
 const char *train_precision_text(const vkt_trainer *tr, char *buf, size_t size);
+/* "skipped 20 of 200 steps (non-finite gradients); loss scale 1048576", before the result
+ * line, when a step was skipped or the loss is scaled (fp16). */
+void train_print_skipped(const vkt_trainer *tr);
 vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
                               const vkt_optimizer_options *oo, vkt_trainer **out);
 /* With --pipeline or --micro-batches (and not --quiet): each stage's ops, device memory

@@ -98,6 +98,11 @@ const train_option train_options[] = {
      .help = "the matrix products in 16 bits with fp32 accumulation, fp32 master weights and "
              "optimizer state (auto: the fastest the device supports; the start line says "
              "what was chosen and why)"},
+    {"--skip-nonfinite", "N", TRAIN_OPT_INT, FIELD(skip_nonfinite), .lo = 0,
+     .hi = 4294967295.0,
+     .help = "skip a step whose gradients are not finite (never applied, counted at the end) "
+             "instead of stopping, up to N in a row (0: only fp16's loss scaling skips, 32 in "
+             "a row)"},
     {"--init-from", "FILE", TRAIN_OPT_STRING, FIELD(init_from),
      .help = "start from the weights of a safetensors file (F32, F16, BF16), each parameter "
              "by its name or through --init-map (docs/import.md); not applied when the run "

@@ -84,7 +84,10 @@ static vkt_status mark_grads(vkt_model *m)
  * its forward: the loss needs no backward step and no saved probabilities. */
 static void rewrite_loss(vkt_model *m, vkt_tensor *f)
 {
-    if (!m->training || !m->loss || m->t[m->loss->id] != m->loss)
+    /* fp16's backward starts from the loss scale in the control block (graph_model_set_
+     * loss_scale), which only an unfused loss's backward reads */
+    if (!m->training || !m->loss || m->t[m->loss->id] != m->loss ||
+        m->precision == VKT_DTYPE_FP16)
         return;
     const graph_op_def *d = GRAPH_DEF(m->loss);
     const mnode *z = &m->node[m->loss->in[0]->id];

@@ -408,3 +408,9 @@ vkt_status vkt_model_shape(const vkt_model *m, const vkt_tensor *t, vkt_shape *o
     *out = m->shape[t->id];
     return VKT_OK;
 }
+
+void graph_model_set_loss_scale(vkt_model *m, float s)
+{
+    if (m && m->ctrl)
+        memcpy((char *)m->ctrl->mapped + CTRL_ONE * 4, &s, 4);
+}

@@ -78,6 +78,11 @@ vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
                               const vkt_model_options *options,
                               const vkt_tensor *const *grad_inputs, uint32_t n,
                               vkt_model **out);
+/* The gradient the backward starts from, dloss/dloss: 1 unless set (fp16's dynamic loss
+ * scaling multiplies every gradient by s; the optimizer divides it out). A model of
+ * precision fp16 does not fuse its loss with its backward so that its backward reads it;
+ * others may (their scale stays 1). Takes effect from the next step on. */
+void graph_model_set_loss_scale(vkt_model *m, float s);
 /* The gradient of the loss with respect to input t (one of graph_model_create's
  * grad_inputs) after the last training step: count must be its element count. */
 vkt_status graph_model_read_input_grad(vkt_model *m, const vkt_tensor *t, float *out,

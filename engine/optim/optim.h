@@ -35,7 +35,18 @@ struct vkt_optimizer {
     uint32_t n_parts;         /* partial sums over all chunks */
     uint64_t step;            /* the step whose hyperparameters `hyper` holds */
     int recorded_without_clip;
+    int guard;                /* optim_guard_nonfinite: norm pass always, skip if not finite */
+    const float *parts_map;   /* guard: parts is host-visible, mapped here */
 };
+
+/* Loss scaling and skipping non-finite steps (the trainer's apply.c): from the next
+ * recording on, every update runs the norm pass and is skipped on the device (parameters
+ * and moments unchanged) when the gradient's sum of squares is not finite; the partials
+ * move to host-visible memory so optim_skipped can tell. Before recording only. */
+vkt_status optim_guard_nonfinite(vkt_optimizer *opt);
+/* After a guarded update has run: whether the device skipped it (the partials summed in
+ * the kernel's order, in fp32, are not finite). 0 when not guarded. */
+int optim_skipped(const vkt_optimizer *opt);
 
 /* Checks `in` (NULL = all defaults) and writes it with the defaults applied to `out`.
  * `fn` names the public call in the message. */

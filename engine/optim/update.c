@@ -8,6 +8,8 @@
 #include "gpu/gpu.h"
 #include "kernels/kernel_util.h"
 #include "spec.h"
+
+#include <math.h>
 #include "optim_norm.spv.h"
 #include "optim_update.spv.h"
 
@@ -82,7 +84,9 @@ static vkt_status record_update(vkt_optimizer *opt, vkt_stream *s, vkt_view para
     uint32_t spec[SPEC_OPTIM_UPDATE_COUNT] = {
         [SPEC_WG] = opt->wg, [SPEC_OPTIM_UPDATE_KIND] = (uint32_t)opt->o.kind,
         [SPEC_OPTIM_UPDATE_MOMENTUM] = opt->n_moments == 1,
-        [SPEC_OPTIM_UPDATE_CLIP] = (uint32_t)clip};
+        [SPEC_OPTIM_UPDATE_CLIP] = (uint32_t)clip,
+        [SPEC_OPTIM_UPDATE_GUARD] = (uint32_t)opt->guard};
+    int norm = clip || opt->guard; /* the partials were written */
     vkt_view state = {opt->state, 0};
     for (uint64_t first = 0; first < opt->n; first += opt->chunk) {
         uint64_t count = chunk_count(opt, first);
@@ -97,7 +101,7 @@ static vkt_status record_update(vkt_optimizer *opt, vkt_stream *s, vkt_view para
             .g_off = ku_shift(ctx, grads, first),
             .m_off = ku_shift(ctx, state, m_first),
             .v_off = ku_shift(ctx, state, v_first),
-            .n_parts = clip ? opt->n_parts : 0,
+            .n_parts = norm ? opt->n_parts : 0,
         };
         const uint32_t offs[4] = {push.p_off, push.g_off, push.m_off, push.v_off};
         push.nvec = vec4_split(offs, 2 + opt->n_moments, count, &push.head);
@@ -107,7 +111,7 @@ static vkt_status record_update(vkt_optimizer *opt, vkt_stream *s, vkt_view para
             ku_arg(state, m_first, m_count, opt->n_moments > 0),
             ku_arg(state, v_first, m_count, opt->n_moments == 2),
             {opt->hyper, 0, sizeof(struct optim_step_hyper), 0},
-            ku_arg((vkt_view){opt->parts, 0}, 0, clip ? opt->n_parts : 1, 0),
+            ku_arg((vkt_view){opt->parts, 0}, 0, norm ? opt->n_parts : 1, 0),
         };
         uint32_t g3[3] = {grid(opt, count, push.nvec, opt->update_groups), 1, 1};
         vkt_status st = gpu_dispatch(s, &k_update, spec, SPEC_OPTIM_UPDATE_COUNT, args, &push, g3);
@@ -143,11 +147,43 @@ vkt_status vkt_optimizer_record(vkt_optimizer *opt, vkt_stream *stream, vkt_view
                         (unsigned long long)grads.offset,
                         (unsigned long long)(grads.offset + opt->n));
     int clip = opt->o.clip_norm > 0.0f;
-    if (clip && (st = record_norm(opt, stream, grads)) != VKT_OK)
+    if ((clip || opt->guard) && (st = record_norm(opt, stream, grads)) != VKT_OK)
         return st;
     if ((st = record_update(opt, stream, params, grads, clip)) != VKT_OK)
         return st;
     if (!clip)
         opt->recorded_without_clip = 1;
     return VKT_OK;
+}
+
+vkt_status optim_guard_nonfinite(vkt_optimizer *opt)
+{
+    if (opt->guard)
+        return VKT_OK;
+    vkt_buffer *parts = NULL;
+    vkt_status st = vkt_buffer_create(opt->ctx, (uint64_t)(opt->n_parts ? opt->n_parts : 1) * 4,
+                                      VKT_MEMORY_HOST, &parts);
+    if (st != VKT_OK)
+        return st;
+    const float *map = vkt_buffer_map(parts);
+    if (!map) {
+        vkt_buffer_destroy(parts);
+        return err_fail(opt->ctx->errmsg, VKT_ERROR_INTERNAL,
+                        "optimizer: host-visible memory without a mapping");
+    }
+    vkt_buffer_destroy(opt->parts);
+    opt->parts = parts;
+    opt->parts_map = map;
+    opt->guard = 1;
+    return VKT_OK;
+}
+
+int optim_skipped(const vkt_optimizer *opt)
+{
+    if (!opt || !opt->guard)
+        return 0;
+    float sum = 0.0f; /* as the kernel adds them: in order, in fp32 */
+    for (uint32_t i = 0; i < opt->n_parts; i++)
+        sum += opt->parts_map[i];
+    return isnan(sum) || isinf(sum);
 }

@@ -2,6 +2,79 @@
  * step, or after the reducer's average in its next submission; flushes; each step's
  * learning rate and position. */
 #include "parallel/apply.h"
+#include "optim/optim.h"
+
+#define SCALE_START 65536.0f      /* 2^16 */
+#define SCALE_INTERVAL 2000u      /* clean steps before the scale doubles */
+#define SCALE_MAX 4294967296.0f   /* 2^32 */
+#define SKIPS_UNDER_SCALING 32u   /* skips in a row allowed by default with scaling: 2^16
+                                     halves to 1 in 16 */
+
+/* r's scaler from the options and its model's precision; the optimizer guarded when
+ * steps may be skipped. Once: a model rebuilt by balancing keeps the scaler. */
+static vkt_status scaler_setup(vkt_trainer *t, replica *r)
+{
+    loss_scaler *sc = &r->sc;
+    if (sc->ready)
+        return VKT_OK;
+    vkt_dtype d = VKT_DTYPE_FP32;
+    vkt_status st = trainer_precision_on(t, r->ctx, &d);
+    if (st != VKT_OK)
+        return st;
+    *sc = (loss_scaler){.ready = 1, .scaling = d == VKT_DTYPE_FP16, .scale = 1.0f,
+                        .seeded = 1.0f};
+    sc->limit = t->opt.nonfinite_skips ? t->opt.nonfinite_skips
+                                       : sc->scaling ? SKIPS_UNDER_SCALING : 0;
+    sc->guard = sc->scaling || sc->limit > 0;
+    if (sc->scaling) {
+        sc->scale = sc->seeded = t->opt.loss_scale > 0 ? t->opt.loss_scale : SCALE_START;
+        sc->interval = t->opt.loss_scale_interval ? t->opt.loss_scale_interval : SCALE_INTERVAL;
+    }
+    if (sc->guard && (st = optim_guard_nonfinite(r->opt)) != VKT_OK)
+        return trainer_fail(t, st, "replica %u: %s", r->index, vkt_context_errmsg(r->ctx));
+    return VKT_OK;
+}
+
+void apply_seed(replica *r)
+{
+    if (!r->sc.scaling)
+        return;
+    r->sc.seeded = r->sc.scale;
+    graph_model_set_loss_scale(r->model, r->sc.scale);
+}
+
+vkt_status apply_judge(replica *r)
+{
+    loss_scaler *sc = &r->sc;
+    if (!sc->judge)
+        return VKT_OK;
+    sc->judge = 0;
+    if (r->status != VKT_OK)
+        return r->status;
+    if (!optim_skipped(r->opt)) {
+        sc->in_a_row = 0;
+        if (sc->scaling && ++sc->clean >= sc->interval) {
+            sc->clean = 0;
+            sc->scale = sc->scale * 2.0f <= SCALE_MAX ? sc->scale * 2.0f : SCALE_MAX;
+        }
+        return VKT_OK;
+    }
+    sc->skipped++;
+    sc->in_a_row++;
+    sc->clean = 0;
+    float was = sc->scale;
+    if (sc->scaling && sc->scale > 1.0f)
+        sc->scale *= 0.5f;
+    if (sc->in_a_row > sc->limit)
+        return replica_fail(r, VKT_ERROR_DIVERGED,
+                            "%u steps in a row (the last step %llu) had non-finite gradients%s%g; "
+                            "%llu skipped in all: training diverged (the limit is %u in a row: "
+                            "nonfinite_skips, --skip-nonfinite)", sc->in_a_row,
+                            (unsigned long long)sc->judge_step + 1,
+                            sc->scaling ? " at loss scale " : "", sc->scaling ? (double)was : 0.0,
+                            (unsigned long long)sc->skipped, sc->limit);
+    return VKT_OK;
+}
 
 vkt_optimizer_options apply_options(const vkt_trainer *t, const vkt_optimizer_options *base,
                                     const replica *r)
@@ -47,9 +120,12 @@ static vkt_status record_next_submission(vkt_trainer *t, replica *r)
 
 vkt_status apply_attach(vkt_trainer *t, replica *r, apply_at at)
 {
+    vkt_status st = scaler_setup(t, r);
+    if (st != VKT_OK)
+        return st;
     if (at == APPLY_NEXT_SUBMISSION)
         return record_next_submission(t, r);
-    vkt_status st = graph_model_add_epilogue(r->model, record_update, r);
+    st = graph_model_add_epilogue(r->model, record_update, r);
     return st == VKT_OK ? VKT_OK : trainer_from_model(t, r->model, st);
 }
 
@@ -57,10 +133,15 @@ void apply_pending(replica *r, uint64_t step)
 {
     apply_set_step(r, step); /* the hyperparameters the update reads when it runs */
     r->pending = 1;
+    r->sc.pending_step = step;
 }
 
 vkt_status apply_submit_step(replica *r)
 {
+    if (r->pending && r->sc.guard) { /* judged once the submission has run */
+        r->sc.judge = 1;
+        r->sc.judge_step = r->sc.pending_step;
+    }
     /* in this submission: a failure of it fails the replica anyway */
     vkt_stream *before[2] = {r->pending ? r->apply : NULL, r->pull_pending ? r->pull : NULL};
     r->pending = r->pull_pending = 0;
@@ -73,7 +154,11 @@ vkt_status apply_flush_replica(replica *r)
         return VKT_OK;
     r->pending = 0;
     vkt_status st = vkt_stream_run(r->apply);
-    return st == VKT_OK ? VKT_OK : replica_fail(r, st, "%s", vkt_context_errmsg(r->ctx));
+    if (st != VKT_OK)
+        return replica_fail(r, st, "%s", vkt_context_errmsg(r->ctx));
+    r->sc.judge = r->sc.guard;
+    r->sc.judge_step = r->sc.pending_step;
+    return apply_judge(r);
 }
 
 vkt_status apply_flush(vkt_trainer *t)
@@ -87,6 +172,10 @@ vkt_status apply_flush(vkt_trainer *t)
         vkt_status st = vkt_stream_run(r->apply);
         if (st != VKT_OK)
             return trainer_fail(t, st, "replica %u: %s", r->index, vkt_context_errmsg(r->ctx));
+        r->sc.judge = r->sc.guard;
+        r->sc.judge_step = r->sc.pending_step;
+        if ((st = apply_judge(r)) != VKT_OK)
+            return trainer_fail(t, st, "%s", r->errmsg);
     }
     return VKT_OK;
 }
@@ -94,6 +183,19 @@ vkt_status apply_flush(vkt_trainer *t)
 void apply_set_step(replica *r, uint64_t step)
 {
     vkt_trainer *t = r->t;
+    if (r->sc.scaling) {
+        /* the update divides out the scale its gradient was made with: in the step, the
+         * one the step is about to be seeded with; after the average, the one it was */
+        float s = t->rd ? r->sc.seeded : r->sc.scale;
+        vkt_optimizer_options o;
+        vkt_optimizer_get_options(r->opt, &o);
+        o.grad_scale = (t->optim.grad_scale > 0 ? t->optim.grad_scale : 1.0f) / s;
+        vkt_optimizer_set_options(r->opt, &o);
+    }
+    if (!t->rd && r->sc.guard) { /* the update runs in this step: judged after it */
+        r->sc.judge = 1;
+        r->sc.judge_step = step;
+    }
     if (t->opt.scale_lr && t->world_rep > 1) {
         double ramp = t->opt.scale_lr_warmup ? (double)step / t->opt.scale_lr_warmup : 1.0;
         double f = 1.0 + (t->world_rep - 1) * (ramp < 1.0 ? ramp : 1.0);

@@ -22,6 +22,13 @@
  * replica 0's thread) it runs replica 0's alone, which is all a save or an evaluation
  * there reads; the others go in with their next step. A step that is refused (a stop, a
  * failure) sets nothing pending.
+ *
+ * fp16's loss scale and skipped steps (loss_scaler, trainer.h): each submission's backward
+ * starts from the scale (apply_seed); the update divides out the scale its gradient was
+ * made with; once an update has run (at the end of its own step, or in the next step's
+ * submission, or a flush) apply_judge reads whether the device skipped it. With the update
+ * in the next submission the verdict on step k comes after step k + 1 was seeded, so an
+ * overflow there may cost the next step too (one step of lag).
  */
 #ifndef VKT_PARALLEL_APPLY_H
 #define VKT_PARALLEL_APPLY_H
@@ -47,6 +54,12 @@ vkt_status apply_submit_step(replica *r);
 vkt_status apply_flush(vkt_trainer *t);
 /* Replica r's, on its own thread (r's status on failure). */
 vkt_status apply_flush_replica(replica *r);
+/* Before a submission of r's step: its backward starts from the current loss scale. */
+void apply_seed(replica *r);
+/* After a submission or flush in which r's guarded update ran: a skip (non-finite
+ * gradients) is counted and halves the fp16 loss scale; clean steps double it every
+ * interval; past the limit of skips in a row, VKT_ERROR_DIVERGED (r's status). */
+vkt_status apply_judge(replica *r);
 /* The learning rate and the optimizer's step of `step` (linear scaling with the world's
  * replicas and its warmup when asked). */
 void apply_set_step(replica *r, uint64_t step);

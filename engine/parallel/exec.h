@@ -36,6 +36,7 @@ enum {
     EXEC_NO_SLOW = 1u << 10,   /*   which does not exist */
     EXEC_STALENESS = 1u << 11, /* a staleness bound */
     EXEC_STATES = 1u << 12,    /* the graph has states (batch norm's running averages) */
+    EXEC_SKIPS = 1u << 13,     /* fp16 loss scaling or skipping non-finite steps (apply.c) */
 };
 
 typedef struct exec_facts {

@@ -76,6 +76,8 @@ static const refusal refusals[] = {
      say_pipeline},
     {EXEC_PIPELINED | EXEC_SLOW, 0, "an artificially slowed replica (slow_seconds)",
      say_pipeline},
+    {EXEC_PIPELINED | EXEC_SKIPS, 0, "fp16's loss scaling or skipping non-finite steps "
+     "(precision fp16, nonfinite_skips; bf16 needs no scaling)", say_pipeline},
     /* replicas, once the ranks counted them */
     {EXEC_WORLD | EXEC_BALANCE, EXEC_PIPELINED,
      "balancing the batch by replica speed (balance_after, --balance)", say_ranks},
@@ -86,6 +88,9 @@ static const refusal refusals[] = {
      say_plain},
     {EXEC_ASYNC | EXEC_SEVERAL | EXEC_STATES, EXEC_PIPELINED,
      "states with async replicas", say_states},
+    {EXEC_ASYNC | EXEC_SEVERAL | EXEC_SKIPS, EXEC_PIPELINED,
+     "fp16's loss scaling and skipping non-finite steps (precision fp16, nonfinite_skips) "
+     "work in sync mode only for now (bf16 needs no scaling)", say_plain},
 };
 
 /* ---- ways of training: the first row matching is the trainer's ---- */
@@ -130,6 +135,7 @@ void exec_facts_of(const vkt_trainer *t, uint32_t replicas, exec_facts *out)
     h |= o->slow_seconds > 0 && o->slow_replica >= replicas && o->slow_replica != UINT32_MAX
              ? EXEC_NO_SLOW : 0;
     h |= o->bounded_staleness ? EXEC_STALENESS : 0;
+    h |= o->precision == VKT_PRECISION_FP16 || o->nonfinite_skips ? EXEC_SKIPS : 0;
     for (uint32_t i = 0; i < graph_node_count(t->graph) && !f.state; i++) {
         graph_node_info in;
         graph_node_info_at(t->graph, i, &in);

@@ -158,6 +158,7 @@ void trainer_slow_down(replica *r)
 vkt_status trainer_step_submit(replica *r)
 {
     r->submitted_at = plat_now();
+    apply_seed(r); /* fp16: the backward starts from the loss scale */
     vkt_status st = apply_submit_step(r); /* with the previous step's pending update */
     return st == VKT_OK ? st : replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
 }
@@ -175,7 +176,9 @@ vkt_status trainer_step_finish(replica *r, uint64_t step)
         st = vkt_model_loss(r->model, &r->loss);
     if (st != VKT_OK)
         return replica_fail(r, st, "%s", vkt_model_errmsg(r->model));
-    if (!isfinite(r->loss))
+    if (apply_judge(r) != VKT_OK) /* the update that ran in this submission */
+        return r->status;
+    if (!isfinite(r->loss) && !r->sc.guard) /* else a non-finite step is skipped, counted */
         return replica_fail(r, VKT_ERROR_DIVERGED, "the loss is %g at step %llu: training "
                             "diverged (a smaller learning rate or gradient clipping may help)",
                             (double)r->loss, (unsigned long long)step + 1);

@@ -161,6 +161,23 @@ vkt_status trainer_precision_on(vkt_trainer *t, vkt_context *ctx, vkt_dtype *out
     return st == VKT_OK ? VKT_OK : trainer_fail(t, st, "%s", vkt_last_error());
 }
 
+vkt_status vkt_trainer_skipped(const vkt_trainer *t, uint64_t *skipped, float *scale)
+{
+    if (skipped)
+        *skipped = 0;
+    if (scale)
+        *scale = 1.0f;
+    if (!t || !t->rep)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "vkt_trainer_skipped: not a created trainer");
+    const loss_scaler *sc = &t->rep[0].sc; /* every replica decides alike */
+    if (skipped)
+        *skipped = sc->skipped;
+    if (scale && sc->scaling)
+        *scale = sc->scale;
+    return VKT_OK;
+}
+
 vkt_status vkt_trainer_precision(const vkt_trainer *t, vkt_dtype *out, char *why,
                                  size_t why_size)
 {

@@ -35,6 +35,24 @@ typedef struct eval_model {
 
 typedef struct vkt_trainer vkt_trainer_t;
 
+/* fp16's dynamic loss scale and the skipping of non-finite steps (apply.c), per replica:
+ * every replica of a sync trainer sees the same averaged gradient and so takes the same
+ * decisions, with no shared state. */
+typedef struct loss_scaler {
+    int ready;              /* set up (apply_attach) */
+    int guard;              /* non-finite steps are skipped */
+    int scaling;            /* fp16: the scale moves */
+    float scale;            /* the next step's (1 without scaling) */
+    uint32_t interval;      /* clean steps before it doubles */
+    uint32_t limit;         /* skipped steps in a row allowed */
+    uint32_t clean, in_a_row;
+    uint64_t skipped;       /* so far */
+    float seeded;           /* the scale the last submitted step's backward started from */
+    uint64_t pending_step;  /* sync: the step whose update is pending */
+    int judge;              /* an update ran in the last submission and awaits judging */
+    uint64_t judge_step;    /*   its step */
+} loss_scaler;
+
 /* A replica: one data-parallel driver of this process, with its thread's data (loader,
  * batch, loss, status, statistics) and, with the replicas executor, the context, model and
  * optimizer it holds (a pipeline's one driver holds none: the engine's stages do). */
@@ -66,6 +84,7 @@ typedef struct replica {
     char errmsg[VKT_ERRMSG_SIZE];
     vkt_replica_stats stats;
     double submitted_at;        /* when its step was submitted */
+    loss_scaler sc;
 } replica;
 
 typedef void (*replica_job)(replica *r);

@@ -123,7 +123,7 @@ enum { SIG_PARAMS, SIG_COUNT, SIG_BATCH, SIG_GRAPH, SIG_MODE, SIG_OPTIMIZER, SIG
        SIG_LR, SIG_MOMENTUM, SIG_WEIGHT_DECAY, SIG_CLIP, SIG_BETA1, SIG_BETA2, SIG_EPS,
        SIG_GRAD_SCALE, SIG_SCHEDULE, SIG_STEP_SIZE, SIG_GAMMA, SIG_WARMUP, SIG_TOTAL,
        SIG_MIN_LR, SIG_STALENESS, SIG_BUCKET, SIG_SCALE_LR, SIG_SCALE_WARMUP, SIG_CHECK,
-       SIG_GUARD, SIG_PRECISION, SIG_N };
+       SIG_GUARD, SIG_PRECISION, SIG_LOSS_SCALE, SIG_SCALE_INTERVAL, SIG_SKIPS, SIG_N };
 enum { SHOW_HASH, SHOW_NUMBER, SHOW_FLOAT, SHOW_OPTIMIZER, SHOW_SCHEDULE };
 static const struct {
     const char *name;
@@ -160,6 +160,10 @@ static const struct {
     [SIG_GUARD] = {"the divergence guard's limit (--max-growth)", SHOW_FLOAT},
     [SIG_PRECISION] = {"the precision (--precision: fp32 0, fp16 1, bf16 2, auto 3)",
                        SHOW_NUMBER},
+    [SIG_LOSS_SCALE] = {"fp16's initial loss scale (loss_scale)", SHOW_FLOAT},
+    [SIG_SCALE_INTERVAL] = {"the loss scale's growth interval (loss_scale_interval)",
+                            SHOW_NUMBER},
+    [SIG_SKIPS] = {"the non-finite steps skipped in a row (--skip-nonfinite)", SHOW_NUMBER},
 };
 
 static uint64_t float_bits(float f)
@@ -203,6 +207,9 @@ static void signature(const vkt_trainer *t, uint64_t *sig)
     /* every rank's save checks its own copy: the same rule everywhere */
     sig[SIG_GUARD] = float_bits(t->opt.divergence_growth);
     sig[SIG_PRECISION] = (uint64_t)t->opt.precision;
+    sig[SIG_LOSS_SCALE] = float_bits(t->opt.loss_scale);
+    sig[SIG_SCALE_INTERVAL] = t->opt.loss_scale_interval;
+    sig[SIG_SKIPS] = t->opt.nonfinite_skips;
 }
 
 /* The first fact on which the ranks differ, or -1. */

@@ -320,6 +320,20 @@ typedef struct vkt_trainer_options {
      * says what replica 0 chose and why). 0: fp32. An fp16 or bf16 the device cannot run
      * fails creation with VKT_ERROR_NO_DEVICE naming what it lacks. */
     vkt_precision precision;
+    /* fp16's dynamic loss scaling: the backward starts from loss_scale (0: 2^16) instead of
+     * 1 and the optimizer divides it out; a step whose gradients overflow is skipped (its
+     * update never applied, counted by vkt_trainer_skipped) and the scale halved (not
+     * below 1); after loss_scale_interval (0: 2000) steps in a row without one it doubles
+     * (not past 2^32). Other precisions need none: their scale stays 1. */
+    float loss_scale;
+    uint32_t loss_scale_interval;
+    /* A step whose gradients hold a non-finite value (or whose squares overflow fp32, or
+     * whose loss is not finite) is skipped, its update never applied, at most this many
+     * steps in a row; one more stops training with VKT_ERROR_DIVERGED naming the count. 0:
+     * 32 under fp16's loss scaling, else none: a non-finite loss stops training at once, as
+     * it always did. Loss scaling and skipping are refused (VKT_ERROR_INVALID_ARGUMENT)
+     * with async mode and with pipeline stages for now. */
+    uint32_t nonfinite_skips;
 } vkt_trainer_options;
 
 /* One input's data for a step or a prediction: rows of `tensor` (fp32, or int32 for
@@ -464,6 +478,13 @@ VKT_API uint64_t vkt_trainer_step_count(const vkt_trainer *trainer);
  * precision resolved: vkt_context_precision) into *out, and why into `why` (may be NULL). */
 VKT_API vkt_status vkt_trainer_precision(const vkt_trainer *trainer, vkt_dtype *out /* OUT */,
                                          char *why /* OUT */, size_t why_size);
+/* The steps skipped so far for non-finite gradients (fp16 overflows under loss scaling,
+ * options.nonfinite_skips), and the loss scale the next step starts from (1 without
+ * scaling); either pointer may be NULL. The scaler starts again at loss_scale when a run
+ * resumes from a checkpoint (it is not saved). */
+VKT_API vkt_status vkt_trainer_skipped(const vkt_trainer *trainer,
+                                       uint64_t *out_skipped /* OUT */,
+                                       float *out_loss_scale /* OUT */);
 /* Changes hyperparameters (same optimizer kind) from the next step on. */
 VKT_API vkt_status vkt_trainer_set_optimizer(vkt_trainer *trainer, const vkt_optimizer_options *o);
 

@@ -124,7 +124,8 @@ class TrainerOptions(Structure):
                 ("slow_seconds", c_double), ("world", c_void_p), ("bucket_bytes", c_uint32),
                 ("overlap", c_int), ("check_identical", c_uint32), ("stages", c_uint32),
                 ("micro_batches", c_uint32), ("divergence_growth", c_float),
-                ("precision", c_int)]
+                ("precision", c_int), ("loss_scale", c_float),
+                ("loss_scale_interval", c_uint32), ("nonfinite_skips", c_uint32)]
 
 
 class Feed(Structure):

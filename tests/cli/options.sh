@@ -80,7 +80,7 @@ help=$("$bin" train --help 2>&1); rc=$?
 check "--help exits 0" "[[ $rc -eq 0 ]]"
 all="--data --model --hidden --epochs --steps --batch --optimizer --lr --momentum --weight-decay
 --clip --dropout --schedule --warmup --seed --replicas --mode --staleness --scale-lr --balance
---slow-replica-ms --logdir --log-every --checkpoint-dir --save-every --save-secs --keep --max-growth --precision --init-from --init-map --quiet
+--slow-replica-ms --logdir --log-every --checkpoint-dir --save-every --save-secs --keep --max-growth --precision --skip-nonfinite --init-from --init-map --quiet
 --pipeline --micro-batches --split --comm-timeout --bucket-mb --check-identical --overlap --text --context --width --layers
 --heads --norm --act --eval-every --sample --temperature --help"
 missing=""

@@ -29,6 +29,16 @@ check "--precision fp8: exit 2 naming the option and the choices ($out)" "[[ $rc
 out=$("$bin" train --steps 3 --precision 2>&1); rc=$?
 check "--precision without a value: exit 2 ($out)" "[[ $rc -eq 2 ]] && grep -q -- '--precision' <<<\"\$out\""
 
+# fp16's loss scaling: the count of skipped steps and the scale before the result line
+out=$("$bin" train --steps 5 --hidden 16 --precision fp16 2>&1); rc=$?
+check "fp16 reports skipped steps and the loss scale ($out)" "[[ $rc -eq 0 ]] && grep -Eq '^skipped [0-9]+ of 5 steps \(non-finite gradients, never applied\); loss scale [0-9]+\$' <<<\"\$out\""
+out=$("$bin" train --steps 5 --hidden 16 2>&1); rc=$?
+check "fp32 without --skip-nonfinite: no such line" "[[ $rc -eq 0 ]] && ! grep -q '^skipped ' <<<\"\$out\""
+out=$("$bin" train --steps 5 --hidden 16 --skip-nonfinite -1 2>&1); rc=$?
+check "--skip-nonfinite -1: exit 2 naming it ($out)" "[[ $rc -eq 2 ]] && grep -q -- '--skip-nonfinite' <<<\"\$out\""
+out=$("$bin" train --steps 5 --hidden 16 --precision fp16 --micro-batches 2 2>&1); rc=$?
+check "fp16 with pipeline micro-batches: exit 1, refused naming loss scaling ($out)" "[[ $rc -eq 1 ]] && grep -q \"fp16's loss scaling or skipping non-finite steps .* is not supported with pipeline stages\" <<<\"\$out\""
+
 # checkpoints hold fp32 masters: a run saved in fp16 goes on in bf16, then in fp32
 ck=$tmp/ck
 out=$("$bin" train --steps 10 --save-every 10 --hidden 16 --precision fp16 --checkpoint-dir "$ck" 2>&1); rc=$?

@@ -44,7 +44,8 @@ int main(void)
         F(kernels) F(check) F(bounded_staleness) F(staleness) F(scale_lr)
         F(scale_lr_warmup) F(balance_after) F(slow_replica) F(slow_seconds) F(world)
         F(bucket_bytes) F(overlap) F(check_identical) F(stages) F(micro_batches)
-        F(divergence_growth) F(precision) END
+        F(divergence_growth) F(precision) F(loss_scale)
+        F(loss_scale_interval) F(nonfinite_skips) END
     BEGIN(vkt_feed) F(tensor) F(data) END
     BEGIN(vkt_eval_result) F(loss) F(accuracy) F(count) END
     BEGIN(vkt_replica_stats) F(step_seconds) F(wait_seconds) F(data_wait_seconds) F(steps)
