@@ -465,6 +465,99 @@ static void test_flush_from_callback(const vkt_dataset *d)
     vkt_graph_destroy(n.g);
 }
 
+/* ---- one VkDevice for several contexts (gpu_context_create_shared) -------------------- */
+
+typedef struct filler {
+    vkt_context *ctx;
+    float value;
+    int ok;
+} filler;
+
+/* 50 runs of a fill and a copy on its own context, read back and checked each time. */
+static void fill_many(void *user)
+{
+    filler *f = user;
+    vkt_buffer *a = NULL, *b = NULL;
+    vkt_stream *s = NULL;
+    f->ok = vkt_buffer_create(f->ctx, 4096, VKT_MEMORY_DEVICE, &a) == VKT_OK &&
+            vkt_buffer_create(f->ctx, 4096, VKT_MEMORY_DEVICE, &b) == VKT_OK &&
+            vkt_stream_create(f->ctx, NULL, &s) == VKT_OK;
+    for (int k = 0; f->ok && k < 50; k++) {
+        float got[1024];
+        vkt_view av = {a, 0};
+        f->ok = vkt_stream_reset(s) == VKT_OK &&
+                vkt_fill(s, av, 1024, f->value + (float)k) == VKT_OK &&
+                vkt_stream_copy(s, a, 0, b, 0, 4096) == VKT_OK && vkt_stream_run(s) == VKT_OK &&
+                vkt_buffer_read(b, 0, got, sizeof got) == VKT_OK;
+        for (int i = 0; f->ok && i < 1024; i++)
+            f->ok = got[i] == f->value + (float)k;
+    }
+    vkt_stream_destroy(s);
+    vkt_buffer_destroy(a);
+    vkt_buffer_destroy(b);
+}
+
+static void test_shared_device(const vkt_dataset *d)
+{
+    vkt_context *c0 = NULL, *c1 = NULL, *c2 = NULL;
+    vkt_context_options o = {0};
+    TH_OK(NULL, vkt_context_create(th_instance, &o, &c0));
+    TH_OK(NULL, gpu_context_create_shared(th_instance, &o, c0, &c1));
+    TH_OK(NULL, vkt_context_create(th_instance, &o, &c2));
+    if (!c0 || !c1 || !c2)
+        return;
+    TH_CHECK(gpu_context_same_device(c0, c1) && !gpu_context_same_device(c0, c2),
+             "a shared context is on its first one's VkDevice, a plain one on its own");
+    printf("the compute family offers %u queue(s)\n", gpu_context_queue_count(c0));
+    /* two threads submitting at once to their contexts on one device (one queue on
+     * lavapipe: its lock) */
+    filler f0 = {c0, 1.0f, 0}, f1 = {c1, 1000.0f, 0};
+    plat_thread *th = NULL;
+    TH_CHECK(plat_thread_start(&th, fill_many, &f1) == 0, "a thread");
+    fill_many(&f0);
+    if (th)
+        plat_thread_join(th);
+    TH_CHECK(f0.ok && f1.ok, "two contexts on one VkDevice, from two threads at once: every "
+             "run's result right (%d, %d)", f0.ok, f1.ok);
+    vkt_context_destroy(c0); /* the device lives on with c1 */
+    filler f2 = {c1, 7.0f, 0};
+    fill_many(&f2);
+    TH_CHECK(f2.ok, "the second context works after the first is destroyed");
+    vkt_context_destroy(c1);
+    vkt_context_destroy(c2);
+
+    /* a trainer's replicas on one VkDevice train to the same bits as on a device each */
+    net n = make_net(0);
+    float *p[2] = {NULL, NULL};
+    uint64_t np = 0;
+    for (int shared = 0; shared < 2; shared++) {
+        plat_setenv("VKT_SHARE_DEVICE", shared ? "1" : "0");
+        vkt_trainer *t = sync2(&n);
+        if (!t)
+            break;
+        np = vkt_trainer_param_count(t);
+        p[shared] = malloc(np * 4);
+        TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 5, 5, NULL, NULL));
+        TH_OK(NULL, vkt_trainer_read_params(t, p[shared], np));
+        vkt_trainer_destroy(t);
+    }
+    TH_CHECK(p[0] && p[1] && memcmp(p[0], p[1], np * 4) == 0, "2 sync replicas sharing one "
+             "VkDevice end where 2 on a device each do, bitwise");
+    free(p[0]);
+    free(p[1]);
+    plat_setenv("VKT_SHARE_DEVICE", "yes");
+    uint32_t dev[2] = {0, 0};
+    vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = 2};
+    to.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.05f};
+    vkt_trainer *bad = NULL;
+    vkt_status st = vkt_trainer_create(th_instance, n.g, n.loss, &to, &bad);
+    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_last_error(), "VKT_SHARE_DEVICE='yes'"),
+             "a bad VKT_SHARE_DEVICE is refused, named (%s)", vkt_last_error());
+    vkt_trainer_destroy(bad);
+    plat_setenv("VKT_SHARE_DEVICE", NULL);
+    vkt_graph_destroy(n.g);
+}
+
 int main(void)
 {
     th_init("test_round_trips");
@@ -480,6 +573,12 @@ int main(void)
         test_config(&c, d);
     }
     test_flush_from_callback(d);
+    const char *env = plat_getenv("VKT_SHARE_DEVICE"); /* restored after the test */
+    char keep[16] = "";
+    if (env)
+        snprintf(keep, sizeof keep, "%s", env);
+    test_shared_device(d);
+    plat_setenv("VKT_SHARE_DEVICE", env ? keep : NULL);
     vkt_dataset_destroy(d);
     return th_finish();
 }

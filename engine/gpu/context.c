@@ -1,5 +1,6 @@
-/* Contexts: one logical device and one compute queue each. The same physical device
- * may back several contexts (one per replica), each with its own VkDevice. */
+/* Contexts: a logical device and a compute queue each. The same physical device may back
+ * several contexts (one per replica), each with its own VkDevice, or sharing one
+ * (gpu_context_create_shared: gpu_device, gpu.h). */
 #include "gpu.h"
 
 #include <stdlib.h>
@@ -7,7 +8,7 @@
 
 /* A compute-only family where the device has one (it runs beside graphics work),
  * else the first family with compute. */
-static int pick_queue_family(VkPhysicalDevice phys, uint32_t *out)
+static int pick_queue_family(VkPhysicalDevice phys, uint32_t *out, uint32_t *count)
 {
     uint32_t n = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, NULL);
@@ -18,10 +19,10 @@ static int pick_queue_family(VkPhysicalDevice phys, uint32_t *out)
     int found = 0;
     for (uint32_t i = 0; i < n && !found; i++)
         if ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
-            *out = i, found = 1;
+            *out = i, *count = q[i].queueCount, found = 1;
     for (uint32_t i = 0; i < n && !found; i++)
         if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
-            *out = i, found = 1;
+            *out = i, *count = q[i].queueCount, found = 1;
     free(q);
     return found;
 }
@@ -89,14 +90,18 @@ static vkt_status resolve_memory_limit(uint64_t asked, uint64_t *out)
  * (events, for marks) requested. */
 static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
 {
-    if (!pick_queue_family(ctx->phys, &ctx->queue_family))
+    uint32_t queues = 0;
+    if (!pick_queue_family(ctx->phys, &ctx->queue_family, &queues))
         return err_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE, "device '%s' has no compute queue",
                         ctx->info.name);
-    float prio = 1.0f;
+    queues = queues < 1 ? 1 : queues > GPU_MAX_QUEUES ? GPU_MAX_QUEUES : queues;
+    float prio[GPU_MAX_QUEUES];
+    for (uint32_t i = 0; i < GPU_MAX_QUEUES; i++)
+        prio[i] = 1.0f;
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                   .queueFamilyIndex = ctx->queue_family,
-                                  .queueCount = 1,
-                                  .pQueuePriorities = &prio};
+                                  .queueCount = queues,
+                                  .pQueuePriorities = prio};
     gpu_portability_subset_features subset = {.sType = GPU_PORTABILITY_SUBSET_FEATURES_STYPE,
                                                .events = plan->events ? VK_TRUE : VK_FALSE};
     VkPhysicalDevice16BitStorageFeatures s16 = {
@@ -128,8 +133,29 @@ static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
                              .pQueueCreateInfos = &qi,
                              .enabledExtensionCount = plan->extension_count,
                              .ppEnabledExtensionNames = plan->extensions};
-    GPU_CHECK(ctx, vkCreateDevice(ctx->phys, &di, NULL, &ctx->device));
-    vkGetDeviceQueue(ctx->device, ctx->queue_family, 0, &ctx->queue);
+    gpu_device *d = calloc(1, sizeof *d);
+    if (!d)
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    ctx->dev = d;
+    d->refs = 1;
+    d->queue_count = queues;
+    GPU_CHECK(ctx, vkCreateDevice(ctx->phys, &di, NULL, &d->device));
+    for (uint32_t i = 0; i < queues; i++) {
+        vkGetDeviceQueue(d->device, ctx->queue_family, i, &d->queues[i]);
+        if (!(d->locks[i] = plat_monitor_create()))
+            return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    return VKT_OK;
+}
+
+/* The context's queue on its device (the next one, round robin), and its command pool. */
+static vkt_status take_queue(vkt_context *ctx)
+{
+    gpu_device *d = ctx->dev;
+    uint32_t q = d->next_queue++ % d->queue_count;
+    ctx->device = d->device;
+    ctx->queue = d->queues[q];
+    ctx->queue_lock = d->locks[q];
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                   .queueFamilyIndex = ctx->queue_family};
@@ -137,8 +163,34 @@ static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
     return VKT_OK;
 }
 
+/* A context holds its device: the last one destroys it. */
+static void release_device(vkt_context *ctx)
+{
+    gpu_device *d = ctx->dev;
+    if (!d || --d->refs > 0)
+        return;
+    if (d->device)
+        vkDestroyDevice(d->device, NULL);
+    for (uint32_t i = 0; i < GPU_MAX_QUEUES; i++)
+        plat_monitor_destroy(d->locks[i]);
+    free(d);
+}
+
 vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *options,
                               vkt_context **out)
+{
+    return gpu_context_create_shared(inst, options, NULL, out);
+}
+
+int gpu_context_same_device(const vkt_context *a, const vkt_context *b)
+{
+    return a && b && a->dev == b->dev;
+}
+
+uint32_t gpu_context_queue_count(const vkt_context *ctx) { return ctx->dev->queue_count; }
+
+vkt_status gpu_context_create_shared(vkt_instance *inst, const vkt_context_options *options,
+                                     vkt_context *share_with, vkt_context **out)
 {
     if (!out)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_context_create: out is NULL");
@@ -152,6 +204,9 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
         return err_fail(inst->errmsg, VKT_ERROR_NO_DEVICE,
                         "device index %u out of range: %u device(s) present", o.device_index,
                         inst->device_count);
+    if (share_with && share_with->phys != inst->devices[o.device_index])
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "gpu_context_create_shared: device "
+                        "%u is not the physical device of the context to share", o.device_index);
     uint64_t limit = 0;
     vkt_memory_profile profile = VKT_MEMORY_PROFILE_AUTO;
     vkt_status vs = resolve_memory_limit(o.memory_limit, &limit);
@@ -188,8 +243,15 @@ vkt_status vkt_context_create(vkt_instance *inst, const vkt_context_options *opt
         ctx->storage_texel = plan.storage_texel;
         ctx->subgroup_shuffle = plan.subgroup_shuffle;
         ctx->events = plan.events;
-        st = create_device(ctx, &plan);
+        if (share_with) { /* the same physical device and plan: its VkDevice */
+            ctx->dev = share_with->dev;
+            ctx->dev->refs++;
+        } else {
+            st = create_device(ctx, &plan);
+        }
     }
+    if (st == VKT_OK && ctx->dev)
+        st = take_queue(ctx);
     if (st == VKT_OK)
         st = gpu_pipeline_cache_open(ctx, !o.no_pipeline_cache_file);
     if (st != VKT_OK) {
@@ -206,8 +268,11 @@ void vkt_context_destroy(vkt_context *ctx)
 {
     if (!ctx)
         return;
-    if (ctx->device)
-        vkDeviceWaitIdle(ctx->device);
+    if (ctx->queue) { /* its own work done (others may share the device: not DeviceWaitIdle) */
+        plat_monitor_lock(ctx->queue_lock);
+        vkQueueWaitIdle(ctx->queue);
+        plat_monitor_unlock(ctx->queue_lock);
+    }
     while (ctx->streams)
         vkt_stream_destroy(ctx->streams);
     while (ctx->buffers)
@@ -220,8 +285,8 @@ void vkt_context_destroy(vkt_context *ctx)
         gpu_memory_destroy(ctx);
         if (ctx->cmd_pool)
             vkDestroyCommandPool(ctx->device, ctx->cmd_pool, NULL);
-        vkDestroyDevice(ctx->device, NULL);
     }
+    release_device(ctx);
     free(ctx);
 }
 

@@ -434,12 +434,29 @@ typedef struct gpu_pipeline {
     struct gpu_pipeline *next;
 } gpu_pipeline;
 
+/* A logical device and its compute queues, shared by the contexts made on it
+ * (gpu_context_create_shared): each context keeps its own command pool, pipelines,
+ * memory blocks, streams and counters, and submits to one of the queues; contexts that
+ * share a queue take its lock around vkQueueSubmit (the spec's external synchronization
+ * of a queue). Destroyed with its last context. */
+#define GPU_MAX_QUEUES 16
+typedef struct gpu_device {
+    VkDevice device;
+    uint32_t refs;                /* contexts on it (changed by their creator's thread) */
+    uint32_t queue_count;         /* min(the family's queue count, GPU_MAX_QUEUES) */
+    uint32_t next_queue;          /* the queue the next context gets (round robin) */
+    VkQueue queues[GPU_MAX_QUEUES];
+    plat_monitor *locks[GPU_MAX_QUEUES];
+} gpu_device;
+
 struct vkt_context {
     vkt_instance *inst;
     VkPhysicalDevice phys;
     VkDevice device;
     VkQueue queue;
     uint32_t queue_family;
+    gpu_device *dev;              /* the device and queues it shares (or holds alone) */
+    plat_monitor *queue_lock;     /* its queue's lock */
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties mem_props;
     vkt_device_info info;
@@ -664,6 +681,18 @@ struct vkt_stream {
     uint32_t n_carried;
     struct vkt_stream *prev, *next;
 };
+
+/* A context on the logical device of `share_with` (same physical device: the options'
+ * device_index must name it, and kernels and memory profile must be the ones it was made
+ * with): one VkDevice, so its buffers and semaphores can meet the other's in one
+ * submission; the next of the device's compute queues, or, where the family has fewer
+ * queues than contexts, one shared under its lock (lavapipe has one). NULL share_with:
+ * vkt_context_create. */
+vkt_status gpu_context_create_shared(vkt_instance *inst, const vkt_context_options *o,
+                                     vkt_context *share_with, vkt_context **out);
+/* Whether a and b share one VkDevice; the compute queues of a's device. */
+int gpu_context_same_device(const vkt_context *a, const vkt_context *b);
+uint32_t gpu_context_queue_count(const vkt_context *ctx);
 
 /* One vkQueueSubmit (one round trip: a submission, later one fence wait) of the command
  * buffers of before[0..n) and then s's, under s's fence: the `before` streams (up to

@@ -436,8 +436,11 @@ vkt_status gpu_stream_submit_after(vkt_stream *s, vkt_stream *const *before, uin
                        .commandBufferCount = k + 1,
                        .pCommandBuffers = cmd};
     VkResult r = gpu_fault("vkQueueSubmit");
-    if (r == VK_SUCCESS)
+    if (r == VK_SUCCESS) { /* the queue may be shared with other contexts (gpu_device) */
+        plat_monitor_lock(ctx->queue_lock);
         r = vkQueueSubmit(ctx->queue, 1, &si, s->fence);
+        plat_monitor_unlock(ctx->queue_lock);
+    }
     if (r != VK_SUCCESS)
         return err_fail(ctx->errmsg, gpu_status_of(r), "vkQueueSubmit failed: %s",
                         gpu_result_name(r));

@@ -24,10 +24,39 @@ vkt_status exec_replica_attach(vkt_trainer *t, replica *r)
     return st;
 }
 
-static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device)
+/* VKT_SHARE_DEVICE: 1 replicas on one physical device share one VkDevice (each its own
+ * queue where the compute family has enough, else one under a lock: gpu.h), 0 never,
+ * unset or empty: where the family has a queue for each of them (not lavapipe, which has
+ * one: its replicas keep a device each, so they run concurrently). -1: a bad value. */
+static int share_mode(void)
+{
+    const char *v = plat_getenv("VKT_SHARE_DEVICE");
+    if (!v || !*v)
+        return 2;
+    return strcmp(v, "1") == 0 ? 1 : strcmp(v, "0") == 0 ? 0 : -1;
+}
+
+/* The context replica i shares its VkDevice with (NULL: a device of its own): the first
+ * replica before it on the same device, when sharing is on for that device. */
+static vkt_context *share_with(vkt_trainer *t, const uint32_t *dev, uint32_t n, uint32_t i)
+{
+    int mode = share_mode();
+    uint32_t on_device = 0, first = UINT32_MAX;
+    for (uint32_t k = 0; k < n; k++)
+        if (dev[k] == dev[i]) {
+            on_device++;
+            first = first == UINT32_MAX ? k : first;
+        }
+    if (mode <= 0 || first >= i)
+        return NULL;
+    vkt_context *c = t->rep[first].ctx;
+    return mode == 1 || gpu_context_queue_count(c) >= on_device ? c : NULL;
+}
+
+static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device, vkt_context *share)
 {
     vkt_context_options co = {.device_index = device, .kernels = t->opt.kernels};
-    vkt_status st = vkt_context_create(t->inst, &co, &r->ctx);
+    vkt_status st = gpu_context_create_shared(t->inst, &co, share, &r->ctx);
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u (device %u): %s", r->index, device,
                             vkt_last_error());
@@ -98,8 +127,12 @@ static vkt_status replicas_create(vkt_trainer *t, const uint32_t *dev, uint32_t 
         r->rows = (uint32_t)(B * (g + 1) / G) - r->row0;
         r->weight = (float)r->rows / (float)t->opt.batch;
     }
+    if (st == VKT_OK && share_mode() < 0)
+        st = trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "VKT_SHARE_DEVICE='%s': 1 (replicas on "
+                          "one device share its VkDevice), 0 (never) or unset (where it has a "
+                          "queue for each)", plat_getenv("VKT_SHARE_DEVICE"));
     for (uint32_t i = 0; st == VKT_OK && i < n; i++)
-        st = create_replica(t, &t->rep[i], dev[i]);
+        st = create_replica(t, &t->rep[i], dev[i], share_with(t, dev, n, i));
     if (st == VKT_OK && t->rd) /* before the first recording, which places the marks */
         t->rd->overlap = t->opt.overlap > 0 ||
                          (t->opt.overlap == 0 &&
