@@ -69,6 +69,13 @@ typedef struct ckpt {
     int has_norm;
     double norm_rms;
     uint64_t norm_step;
+    /* SCAL (optional: written by runs that skip non-finite steps, fp16's loss scaling
+     * among them): whether the scale moved (fp16), the scale the next step starts from,
+     * clean steps since it last changed, skipped steps in a row and in all */
+    int has_scal;
+    uint32_t scal_scaling, scal_clean, scal_in_a_row;
+    double scal_scale;
+    uint64_t scal_skipped;
 } ckpt;
 
 /* Parses and validates a whole file image (takes ownership of `file`, a malloc'd

@@ -222,6 +222,28 @@ static vkt_status parse_norm(cursor *c, ckpt *k, char *why, size_t ws)
     return VKT_OK;
 }
 
+static vkt_status parse_scal(cursor *c, ckpt *k, char *why, size_t ws)
+{
+    uint32_t reserved;
+    uint64_t bits;
+    if (!get32(c, &k->scal_scaling) || !get32(c, &reserved) || !get64(c, &bits) ||
+        !get32(c, &k->scal_clean) || !get32(c, &k->scal_in_a_row) ||
+        !get64(c, &k->scal_skipped) || c->p != c->end)
+        return bad(why, ws, "section SCAL is not 32 bytes");
+    memcpy(&k->scal_scale, &bits, 8);
+    if (k->scal_scaling > 1)
+        return bad(why, ws, "section SCAL: scaling flag %u is not 0 or 1", k->scal_scaling);
+    /* the scaler keeps it in [1, 2^32] (1 without scaling); NaN fails too */
+    if (!(k->scal_scale >= 1.0 && k->scal_scale <= 4294967296.0))
+        return bad(why, ws, "section SCAL: the loss scale %g is not within [1, 2^32]",
+                   k->scal_scale);
+    if (k->scal_in_a_row > k->scal_skipped)
+        return bad(why, ws, "section SCAL: %u skipped steps in a row but %llu in all",
+                   k->scal_in_a_row, (unsigned long long)k->scal_skipped);
+    k->has_scal = 1;
+    return VKT_OK;
+}
+
 static vkt_status parse_tensor(cursor *c, ckpt_tensor *t, uint32_t i, char *why, size_t ws)
 {
     uint32_t len, ndim;
@@ -307,9 +329,9 @@ static vkt_status parse_header(const unsigned char *f, size_t size, ckpt *k, cha
 
 static vkt_status parse_sections(cursor *c, ckpt *k, char *why, size_t ws)
 {
-    enum { REQUIRED = 4, KNOWN = 5 }; /* NORM is optional: older files lack it */
+    enum { REQUIRED = 4, KNOWN = 6 }; /* NORM and SCAL are optional: older files lack them */
     int seen[KNOWN] = {0};
-    static const char tags[KNOWN][5] = {"META", "DATA", "PARM", "OPTM", "NORM"};
+    static const char tags[KNOWN][5] = {"META", "DATA", "PARM", "OPTM", "NORM", "SCAL"};
     while (c->p < c->end) {
         const unsigned char *tag, *body;
         uint32_t reserved;
@@ -334,6 +356,8 @@ static vkt_status parse_sections(cursor *c, ckpt *k, char *why, size_t ws)
             st = parse_params(&s, k, why, ws);
         else if (i == 4)
             st = parse_norm(&s, k, why, ws);
+        else if (i == 5)
+            st = parse_scal(&s, k, why, ws);
         else {
             k->opt_state = body;
             k->opt_bytes = len;

@@ -2,6 +2,7 @@
  * step, or after the reducer's average in its next submission; flushes; each step's
  * learning rate and position. */
 #include "parallel/apply.h"
+#include "io/checkpoint.h"
 #include "optim/optim.h"
 
 #define SCALE_START 65536.0f      /* 2^16 */
@@ -9,6 +10,17 @@
 #define SCALE_MAX 4294967296.0f   /* 2^32 */
 #define SKIPS_UNDER_SCALING 32u   /* skips in a row allowed by default with scaling: 2^16
                                      halves to 1 in 16 */
+
+/* The scaler as a run starts it: the first scale, no step counted. */
+static void scaler_start(const vkt_trainer *t, loss_scaler *sc)
+{
+    sc->scale = sc->scaling && t->opt.loss_scale > 0 ? t->opt.loss_scale
+                : sc->scaling                        ? SCALE_START
+                                                     : 1.0f;
+    sc->seeded = sc->scale;
+    sc->clean = sc->in_a_row = 0;
+    sc->skipped = 0;
+}
 
 /* r's scaler from the options and its model's precision; the optimizer guarded when
  * steps may be skipped. Once: a model rebuilt by balancing keeps the scaler. */
@@ -21,15 +33,13 @@ static vkt_status scaler_setup(vkt_trainer *t, replica *r)
     vkt_status st = trainer_precision_on(t, r->ctx, &d);
     if (st != VKT_OK)
         return st;
-    *sc = (loss_scaler){.ready = 1, .scaling = d == VKT_DTYPE_FP16, .scale = 1.0f,
-                        .seeded = 1.0f};
+    *sc = (loss_scaler){.ready = 1, .scaling = d == VKT_DTYPE_FP16};
     sc->limit = t->opt.nonfinite_skips ? t->opt.nonfinite_skips
                                        : sc->scaling ? SKIPS_UNDER_SCALING : 0;
     sc->guard = sc->scaling || sc->limit > 0;
-    if (sc->scaling) {
-        sc->scale = sc->seeded = t->opt.loss_scale > 0 ? t->opt.loss_scale : SCALE_START;
+    if (sc->scaling)
         sc->interval = t->opt.loss_scale_interval ? t->opt.loss_scale_interval : SCALE_INTERVAL;
-    }
+    scaler_start(t, sc);
     if (sc->guard && (st = optim_guard_nonfinite(r->opt)) != VKT_OK)
         return trainer_fail(t, st, "replica %u: %s", r->index, vkt_context_errmsg(r->ctx));
     return VKT_OK;
@@ -74,6 +84,24 @@ vkt_status apply_judge(replica *r)
                             sc->scaling ? " at loss scale " : "", sc->scaling ? (double)was : 0.0,
                             (unsigned long long)sc->skipped, sc->limit);
     return VKT_OK;
+}
+
+void apply_restore_scaler(vkt_trainer *t, const ckpt *k)
+{
+    for (uint32_t i = 0; i < t->n_rep; i++) {
+        loss_scaler *sc = &t->rep[i].sc;
+        if (!sc->guard) /* this run skips no step: nothing to carry on */
+            continue;
+        scaler_start(t, sc); /* a checkpoint without SCAL: as a run starts */
+        if (!k->has_scal)
+            continue;
+        sc->skipped = k->scal_skipped;
+        sc->in_a_row = k->scal_in_a_row;
+        if (sc->scaling && k->scal_scaling) { /* fp16 then and now: its scale goes on */
+            sc->scale = sc->seeded = (float)k->scal_scale;
+            sc->clean = k->scal_clean;
+        }
+    }
 }
 
 vkt_optimizer_options apply_options(const vkt_trainer *t, const vkt_optimizer_options *base,

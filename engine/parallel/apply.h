@@ -60,6 +60,12 @@ void apply_seed(replica *r);
  * gradients) is counted and halves the fp16 loss scale; clean steps double it every
  * interval; past the limit of skips in a row, VKT_ERROR_DIVERGED (r's status). */
 vkt_status apply_judge(replica *r);
+/* After a restore wrote the parameters (nothing pending): every replica's scaler from
+ * checkpoint k's SCAL section (docs/checkpoint.md). The skip counts go on when this run
+ * skips non-finite steps; the scale and its clean steps when both runs scale (fp16); a
+ * checkpoint without the section starts the scaler as a run starts; a run that skips
+ * nothing ignores it. */
+void apply_restore_scaler(vkt_trainer *t, const struct ckpt *k);
 /* The learning rate and the optimizer's step of `step` (linear scaling with the world's
  * replicas and its warmup when asked). */
 void apply_set_step(replica *r, uint64_t step);

@@ -167,6 +167,17 @@ static void encode(vkt_trainer *t, const snapshot *s, ckpt_buf *b)
     ckpt_put_f64(b, t->guard_rms);
     ckpt_put_u64(b, t->guard_step);
     ckpt_end_section(b, at);
+    const loss_scaler *sc = &t->rep[0].sc; /* every replica decides alike */
+    if (sc->guard) { /* the scaler and skip counts go on with the run */
+        at = ckpt_begin_section(b, "SCAL");
+        ckpt_put_u32(b, (uint32_t)sc->scaling);
+        ckpt_put_u32(b, 0);
+        ckpt_put_f64(b, sc->scale);
+        ckpt_put_u32(b, sc->clean);
+        ckpt_put_u32(b, sc->in_a_row);
+        ckpt_put_u64(b, sc->skipped);
+        ckpt_end_section(b, at);
+    }
     ckpt_finish(b);
 }
 
@@ -327,6 +338,7 @@ vkt_status trainer_ckpt_restore(vkt_trainer *t, const char *path, const ckpt *k)
             t->guard_step = k->norm_step;
         }
         t->guard_tripped = 0;
+        apply_restore_scaler(t, k);
     }
     return st;
 }

@@ -480,8 +480,8 @@ VKT_API vkt_status vkt_trainer_precision(const vkt_trainer *trainer, vkt_dtype *
                                          char *why /* OUT */, size_t why_size);
 /* The steps skipped so far for non-finite gradients (fp16 overflows under loss scaling,
  * options.nonfinite_skips), and the loss scale the next step starts from (1 without
- * scaling); either pointer may be NULL. The scaler starts again at loss_scale when a run
- * resumes from a checkpoint (it is not saved). */
+ * scaling); either pointer may be NULL. Checkpoints carry the scaler: a run resumed in fp16
+ * goes on with the saved scale and counts (docs/checkpoint.md, SCAL). */
 VKT_API vkt_status vkt_trainer_skipped(const vkt_trainer *trainer,
                                        uint64_t *out_skipped /* OUT */,
                                        float *out_loss_scale /* OUT */);

@@ -1,0 +1,268 @@
+/* The loss scaler in checkpoints (docs/checkpoint.md, section SCAL; README "Mixed
+ * precision"). Forced overflows (fp16 from a start scale of 2^40, interval 4) make the
+ * scale move: a run saved at step k (k in the middle of the skipping, and later, between
+ * two doublings) and resumed in a fresh trainer (created with the default start scale,
+ * so what it goes on with comes from the file) continues as the run that saved and went
+ * on: after 40 steps the same skip count, the same scale and the same parameters bit for
+ * bit, with one replica and with two sync replicas (each replica restored). The run that
+ * saved equals one that never saved (one replica: the update is judged in its own step).
+ *
+ * Other precisions and older files: the fp16 file resumed in fp32 without skipping
+ * ignores the section (no skip, scale 1); in fp32 with nonfinite_skips keeps the skip
+ * count and scale 1; a file without the section (as older builds wrote, and as an fp32
+ * run without skipping writes) resumed in fp16 starts the scaler afresh, also in a
+ * trainer whose scaler had moved; a section whose scale is NaN is VKT_ERROR_FORMAT. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "harness.h"
+#include "platform/platform.h"
+
+#define SCALE_2_40 1099511627776.0f
+#define STEPS 40u
+
+typedef struct mlp {
+    vkt_graph *g;
+    vkt_tensor *x, *y, *loss;
+    float X[16 * 12];
+    int32_t Y[16];
+} mlp;
+
+static void make_mlp(mlp *n)
+{
+    vkt_graph_options go = {.seed = 11};
+    vkt_graph_create(&go, &n->g);
+    vkt_shape xs = {2, {16, 12}}, w1s = {2, {12, 20}}, b1s = {1, {20}}, w2s = {2, {20, 5}};
+    vkt_init he = {VKT_INIT_GLOROT, 0, 0, 0};
+    n->x = vkt_input(n->g, "x", &xs);
+    n->y = vkt_input_labels(n->g, "y", 16);
+    vkt_tensor *h = vkt_relu(n->g, vkt_linear(n->g, n->x, vkt_param(n->g, "w1", &w1s, &he),
+                                              vkt_param(n->g, "b1", &b1s, NULL)));
+    vkt_tensor *z = vkt_linear(n->g, h, vkt_param(n->g, "w2", &w2s, &he), NULL);
+    n->loss = vkt_softmax_cross_entropy(n->g, z, n->y);
+    for (int i = 0; i < 16; i++) {
+        n->Y[i] = i % 5;
+        for (int j = 0; j < 12; j++)
+            n->X[i * 12 + j] = (j % 5 == n->Y[i] ? 1.0f : 0.0f) + th_rand_uniform(-0.3f, 0.3f);
+    }
+}
+
+static vkt_trainer *make(mlp *n, vkt_precision p, float scale, uint32_t skips, uint32_t reps)
+{
+    uint32_t devs[2] = {0, 0};
+    vkt_trainer_options o = {.batch = 16, .precision = p, .loss_scale = scale,
+                             .loss_scale_interval = 4, .nonfinite_skips = skips,
+                             .devices = reps > 1 ? devs : NULL, .device_count = reps};
+    o.optimizer.kind = VKT_OPTIMIZER_ADAM;
+    o.optimizer.lr = 0.01f;
+    vkt_trainer *t = NULL;
+    TH_CHECK(vkt_trainer_create(th_instance, n->g, n->loss, &o, &t) == VKT_OK,
+             "trainer (%s, %u replicas): %s", vkt_precision_name(p), reps, vkt_last_error());
+    return t;
+}
+
+typedef struct outcome {
+    uint64_t skipped;
+    float scale;
+    float *params;
+} outcome;
+
+/* Steps from..to-1 of t; with `save`, saves at step `save` (after it, so the file holds
+ * step save's state) and goes on; the outcome at the end. */
+static void train(mlp *n, vkt_trainer *t, uint32_t from, uint32_t to, uint32_t save,
+                  const char *path, outcome *out)
+{
+    vkt_feed f[2] = {{n->x, n->X}, {n->y, n->Y}};
+    for (uint32_t s = from; s < to; s++) {
+        if (save && s == save)
+            TH_OK(NULL, vkt_trainer_save(t, path));
+        TH_OK(NULL, vkt_trainer_step(t, f, 2, NULL));
+    }
+    uint64_t count = vkt_trainer_param_count(t);
+    out->params = th_alloc_floats(count);
+    TH_OK(NULL, vkt_trainer_read_params(t, out->params, count));
+    TH_OK(NULL, vkt_trainer_skipped(t, &out->skipped, &out->scale));
+}
+
+static int same(const outcome *a, const outcome *b, uint64_t count)
+{
+    return a->skipped == b->skipped && a->scale == b->scale &&
+           memcmp(a->params, b->params, count * sizeof *a->params) == 0;
+}
+
+/* Saved at step k and resumed: as the run that saved and went on. */
+static void resumes_alike(mlp *n, uint32_t reps, const char *dir)
+{
+    static const uint32_t at[2] = {12, 27};
+    char path[600];
+    snprintf(path, sizeof path, "%s/ckpt", dir);
+    for (int i = 0; i < 2; i++) {
+        vkt_trainer *a = make(n, VKT_PRECISION_FP16, SCALE_2_40, 0, reps);
+        if (!a)
+            return;
+        outcome wa = {0}, wb = {0}, wc = {0};
+        uint64_t count = vkt_trainer_param_count(a);
+        train(n, a, 0, STEPS, at[i], path, &wa);
+        vkt_trainer_destroy(a);
+        /* the file's own state: a fresh trainer restored and not trained */
+        vkt_trainer *b = make(n, VKT_PRECISION_FP16, 0, 0, reps);
+        uint64_t s0 = 0;
+        float sc0 = 0;
+        if (b && TH_OK(NULL, vkt_trainer_restore(b, path))) {
+            vkt_trainer_skipped(b, &s0, &sc0);
+            TH_CHECK(s0 > 0 && sc0 != 65536.0f && vkt_trainer_step_count(b) == at[i],
+                     "%u replica(s): the file of step %u carries %llu skips and scale %g", reps,
+                     at[i], (unsigned long long)s0, (double)sc0);
+            train(n, b, at[i], STEPS, 0, NULL, &wb);
+            TH_CHECK(same(&wa, &wb, count),
+                     "%u replica(s), saved at step %u and resumed: %llu skipped, scale %g, "
+                     "parameters %s; the run that went on: %llu, %g", reps, at[i],
+                     (unsigned long long)wb.skipped, (double)wb.scale,
+                     wb.params && !memcmp(wa.params, wb.params, count * 4) ? "equal" : "differ",
+                     (unsigned long long)wa.skipped, (double)wa.scale);
+            printf("%u replica(s): saved at step %u (%llu skipped, scale %g), resumed to step %u:"
+                   " %llu skipped, scale %g, as the run that went on\n", reps, at[i],
+                   (unsigned long long)s0, (double)sc0, STEPS, (unsigned long long)wb.skipped,
+                   (double)wb.scale);
+        }
+        vkt_trainer_destroy(b);
+        if (reps == 1 && i == 0) { /* saving changes nothing in the run */
+            vkt_trainer *c = make(n, VKT_PRECISION_FP16, SCALE_2_40, 0, reps);
+            if (c) {
+                train(n, c, 0, STEPS, 0, NULL, &wc);
+                TH_CHECK(same(&wa, &wc, count), "the run that saved equals one that never "
+                         "saved: %llu/%llu skipped, scale %g/%g", (unsigned long long)wa.skipped,
+                         (unsigned long long)wc.skipped, (double)wa.scale, (double)wc.scale);
+            }
+            vkt_trainer_destroy(c);
+        }
+        free(wa.params);
+        free(wb.params);
+        free(wc.params);
+    }
+}
+
+static void le32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* from -> to with the SCAL section left out (drop) or its scale made NaN; the checksums
+ * made right again. */
+static int rewrite(const char *from, const char *to, int drop)
+{
+    void *data;
+    size_t size;
+    if (plat_read_file(from, &data, &size) != 0)
+        return 0;
+    unsigned char *f = data, *out = malloc(size), *o = out + 32;
+    memcpy(out, f, 32);
+    int found = 0;
+    for (size_t p = 32; p + 16 <= size;) {
+        uint64_t len;
+        memcpy(&len, f + p + 8, 8);
+        int scal = memcmp(f + p, "SCAL", 4) == 0;
+        found |= scal;
+        if (!(scal && drop)) {
+            memcpy(o, f + p, 16 + len);
+            if (scal) {
+                double nan = NAN;
+                memcpy(o + 16 + 8, &nan, 8);
+            }
+            o += 16 + len;
+        }
+        p += 16 + len;
+    }
+    uint64_t payload = (uint64_t)(o - out) - 32;
+    memcpy(out + 16, &payload, 8);
+    le32(out + 24, (uint32_t)crc32(0L, out + 32, (uInt)payload));
+    le32(out + 28, (uint32_t)crc32(0L, out, 28));
+    int ok = found && plat_write_file_atomic(to, out, 32 + payload) == 0;
+    free(out);
+    free(data);
+    return ok;
+}
+
+static void across_precisions(mlp *n, const char *dir)
+{
+    char path[600], old[600], bad[600];
+    snprintf(path, sizeof path, "%s/fp16", dir);
+    snprintf(old, sizeof old, "%s/old", dir);
+    snprintf(bad, sizeof bad, "%s/nan", dir);
+    vkt_trainer *a = make(n, VKT_PRECISION_FP16, SCALE_2_40, 0, 1);
+    if (!a)
+        return;
+    outcome w = {0};
+    train(n, a, 0, 15, 0, NULL, &w);
+    TH_OK(NULL, vkt_trainer_save(a, path));
+    uint64_t skipped = 0;
+    float scale = 0;
+    /* fp32 without skipping: ignored */
+    vkt_trainer *u = make(n, VKT_PRECISION_FP32, 0, 0, 1);
+    if (u && TH_OK(NULL, vkt_trainer_restore(u, path))) {
+        vkt_trainer_skipped(u, &skipped, &scale);
+        TH_CHECK(skipped == 0 && scale == 1.0f, "fp16's file in fp32: ignored (%llu, %g)",
+                 (unsigned long long)skipped, (double)scale);
+    }
+    vkt_trainer_destroy(u);
+    /* fp32 skipping: the count goes on, no scale */
+    u = make(n, VKT_PRECISION_FP32, 0, 5, 1);
+    if (u && TH_OK(NULL, vkt_trainer_restore(u, path))) {
+        vkt_trainer_skipped(u, &skipped, &scale);
+        TH_CHECK(skipped == w.skipped && scale == 1.0f,
+                 "fp16's file in fp32 with skipping: %llu skipped (the file %llu), scale %g",
+                 (unsigned long long)skipped, (unsigned long long)w.skipped, (double)scale);
+    }
+    vkt_trainer_destroy(u);
+    /* a file without SCAL into the fp16 trainer whose scaler moved: afresh */
+    TH_CHECK(w.skipped > 0 && rewrite(path, old, 1), "a file without SCAL (%llu skips before)",
+             (unsigned long long)w.skipped);
+    if (TH_OK(NULL, vkt_trainer_restore(a, old))) {
+        vkt_trainer_skipped(a, &skipped, &scale);
+        TH_CHECK(skipped == 0 && scale == SCALE_2_40 && vkt_trainer_step_count(a) == 15,
+                 "a file without SCAL in fp16: the scaler afresh (%llu skipped, scale %g)",
+                 (unsigned long long)skipped, (double)scale);
+    }
+    /* an fp32 run's file (no skipping: no SCAL) resumed in fp16 with the default start */
+    u = make(n, VKT_PRECISION_FP32, 0, 0, 1);
+    if (u) {
+        outcome o = {0};
+        train(n, u, 0, 3, 0, NULL, &o);
+        free(o.params);
+        TH_OK(NULL, vkt_trainer_save(u, old));
+        vkt_trainer_destroy(u);
+    }
+    u = make(n, VKT_PRECISION_FP16, 0, 0, 1);
+    if (u && TH_OK(NULL, vkt_trainer_restore(u, old))) {
+        vkt_trainer_skipped(u, &skipped, &scale);
+        TH_CHECK(skipped == 0 && scale == 65536.0f, "fp32's file in fp16: %llu skipped, scale %g",
+                 (unsigned long long)skipped, (double)scale);
+    }
+    vkt_trainer_destroy(u);
+    /* a NaN scale: refused as corrupt, the trainer unchanged */
+    if (TH_CHECK(rewrite(path, bad, 0), "a file with a NaN scale")) {
+        vkt_status st = vkt_trainer_restore(a, bad);
+        TH_CHECK(st == VKT_ERROR_FORMAT && strstr(vkt_trainer_errmsg(a), "SCAL"),
+                 "a NaN scale is corrupt (%s): %s", vkt_status_name(st), vkt_trainer_errmsg(a));
+    }
+    free(w.params);
+    vkt_trainer_destroy(a);
+}
+
+int main(void)
+{
+    th_init("test_scaler_checkpoint");
+    mlp n = {0};
+    make_mlp(&n);
+    char dir[512];
+    th_temp_dir("scaler_ckpt", dir, sizeof dir);
+    resumes_alike(&n, 1, dir);
+    resumes_alike(&n, 2, dir);
+    across_precisions(&n, dir);
+    th_remove_tree(dir);
+    vkt_graph_destroy(n.g);
+    return th_finish();
+}
