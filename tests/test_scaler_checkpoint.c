@@ -11,7 +11,12 @@
  * ignores the section (no skip, scale 1); in fp32 with nonfinite_skips keeps the skip
  * count and scale 1; a file without the section (as older builds wrote, and as an fp32
  * run without skipping writes) resumed in fp16 starts the scaler afresh, also in a
- * trainer whose scaler had moved; a section whose scale is NaN is VKT_ERROR_FORMAT. */
+ * trainer whose scaler had moved; a section whose scale is NaN is VKT_ERROR_FORMAT.
+ *
+ * With --mpi (under mpirun, R ranks, each feeding the same global batch): the resumes
+ * across ranks, the chief alone reading the file (the others pass a path that does not
+ * exist) and every rank going on as the run that saved; check_identical compares the ranks'
+ * parameters every step. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +24,9 @@
 
 #include "harness.h"
 #include "platform/platform.h"
+
+static vkt_world *world; /* --mpi: the ranks' world; else NULL */
+static uint32_t rank_;
 
 #define SCALE_2_40 1099511627776.0f
 #define STEPS 40u
@@ -54,7 +62,8 @@ static vkt_trainer *make(mlp *n, vkt_precision p, float scale, uint32_t skips, u
     uint32_t devs[2] = {0, 0};
     vkt_trainer_options o = {.batch = 16, .precision = p, .loss_scale = scale,
                              .loss_scale_interval = 4, .nonfinite_skips = skips,
-                             .devices = reps > 1 ? devs : NULL, .device_count = reps};
+                             .devices = reps > 1 ? devs : NULL, .device_count = reps,
+                             .world = world, .check_identical = world ? 1 : 0};
     o.optimizer.kind = VKT_OPTIMIZER_ADAM;
     o.optimizer.lr = 0.01f;
     vkt_trainer *t = NULL;
@@ -110,7 +119,9 @@ static void resumes_alike(mlp *n, uint32_t reps, const char *dir)
         vkt_trainer *b = make(n, VKT_PRECISION_FP16, 0, 0, reps);
         uint64_t s0 = 0;
         float sc0 = 0;
-        if (b && TH_OK(NULL, vkt_trainer_restore(b, path))) {
+        /* across ranks only the chief reads the file */
+        const char *from = rank_ == 0 ? path : "/nonexistent/elsewhere.vkt";
+        if (b && TH_OK(NULL, vkt_trainer_restore(b, from))) {
             vkt_trainer_skipped(b, &s0, &sc0);
             TH_CHECK(s0 > 0 && sc0 != 65536.0f && vkt_trainer_step_count(b) == at[i],
                      "%u replica(s): the file of step %u carries %llu skips and scale %g", reps,
@@ -128,7 +139,8 @@ static void resumes_alike(mlp *n, uint32_t reps, const char *dir)
                    (double)wb.scale);
         }
         vkt_trainer_destroy(b);
-        if (reps == 1 && i == 0) { /* saving changes nothing in the run */
+        if (reps == 1 && i == 0 && !world) { /* saving changes nothing in the run (the
+                                                  update is judged in its own step) */
             vkt_trainer *c = make(n, VKT_PRECISION_FP16, SCALE_2_40, 0, reps);
             if (c) {
                 train(n, c, 0, STEPS, 0, NULL, &wc);
@@ -252,17 +264,43 @@ static void across_precisions(mlp *n, const char *dir)
     vkt_trainer_destroy(a);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    int mpi = argc > 1 && strcmp(argv[1], "--mpi") == 0;
+    if (mpi) {
+        vkt_world_options wo = {.timeout_seconds = 120, .require_launcher = 1};
+        if (vkt_world_init(&argc, &argv, &wo, &world) != VKT_OK) {
+            fprintf(stderr, "test_scaler_checkpoint: %s\n", vkt_last_error());
+            return 1;
+        }
+        rank_ = vkt_world_rank(world);
+    }
     th_init("test_scaler_checkpoint");
     mlp n = {0};
-    make_mlp(&n);
+    make_mlp(&n); /* th_init seeds alike on every rank: the same batch */
     char dir[512];
     th_temp_dir("scaler_ckpt", dir, sizeof dir);
+    if (world) { /* the chief's folder is where every rank saves (the chief writes) */
+        if (rank_ != 0)
+            th_remove_tree(dir);
+        vkt_world_broadcast(world, dir, sizeof dir);
+    }
     resumes_alike(&n, 1, dir);
-    resumes_alike(&n, 2, dir);
-    across_precisions(&n, dir);
-    th_remove_tree(dir);
+    if (!world) {
+        resumes_alike(&n, 2, dir);
+        across_precisions(&n, dir);
+    }
+    int rc = th_finish();
+    if (world) {
+        double bad = rc != 0;
+        vkt_world_sum(world, &bad, 1); /* every rank done before the folder goes; one rank's
+                                          failure fails every rank's exit code */
+        rc = bad > 0;
+    }
+    if (rank_ == 0)
+        th_remove_tree(dir);
     vkt_graph_destroy(n.g);
-    return th_finish();
+    if (world)
+        vkt_world_finalize(world);
+    return rc;
 }
