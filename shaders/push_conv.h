@@ -62,6 +62,7 @@ struct push_conv_gemm {
 #define CONV_READ_OUT 16u          /* beta != 0 */
 #define CONV_READ_DB 32u           /* beta_b != 0 */
 #define CONV_VEC_OUT 64u           /* vec4 stores of an NCHW output (planes of 4k, aligned) */
+#define CONV_BF16 128u             /* conv_implicit_lowp.comp: the operands are bf16, else fp16 */
 
 /* Pooling over `planes` = n c images of h x w into oh x ow. Max pooling writes the winner's
  * position iy * w + ix per output to `saved` (uint32). kh, kw, strides: specialization

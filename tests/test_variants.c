@@ -192,6 +192,72 @@ static void check_conv(void)
     tens_free(&dx), tens_free(&dw), tens_free(&db), tens_free(&ws);
 }
 
+/* A 16-bit copy of t (rounded to type dt) in a buffer of its own; t.d becomes the
+ * rounded values (what the reference multiplies). */
+static th_buf round16(tens *t, vkt_dtype dt)
+{
+    th_buf b = th_buf_create(ctx, (t->n + 1) / 2);
+    uint16_t *bits = calloc(t->n + 1, 2);
+    float *back = th_alloc_floats(t->n);
+    vkt_convert(VKT_DTYPE_FP32, t->f, dt, bits, t->n);
+    vkt_convert(dt, bits, VKT_DTYPE_FP32, back, t->n);
+    for (uint64_t i = 0; i < t->n; i++)
+        t->d[i] = back[i];
+    th_buf_write(&b, (const float *)bits);
+    free(bits);
+    free(back);
+    return b;
+}
+
+static vkt_view view16(const th_buf *b)
+{
+    vkt_view v = th_view(b);
+    return (vkt_view){v.buffer, v.offset * 2};
+}
+
+/* check_conv's convolution on fp16 x, w, dy: the products of the 16-bit values are exact
+ * in fp32, so only the sums' roundings remain (test_conv_lowp.c states the bounds; here a
+ * plain (K + 2) 2^-24 relative to outputs of magnitude about sqrt(K)). */
+static void check_conv_lowp(void)
+{
+    kc_conv g = {.n = 3, .c = 4, .h = 11, .w = 9, .oc = 6, .kh = 3, .kw = 2, .stride_h = 2,
+                 .stride_w = 1, .pad_h = 1, .pad_w = 1, .dil_h = 1, .dil_w = 2, .groups = 2};
+    if (!TH_OK(NULL, kc_conv_init(&g, NULL, 0)))
+        return;
+    uint64_t nx = (uint64_t)g.n * g.c * g.h * g.w, ny = (uint64_t)g.n * g.oc * g.oh * g.ow;
+    uint64_t nw = (uint64_t)g.oc * (g.c / g.groups) * g.kh * g.kw;
+    tens x = tens_new(nx, -1, 1), w = tens_new(nw, -1, 1), bias = tens_new(g.oc, -1, 1);
+    tens y = tens_new(ny, -1, 1), dy = tens_new(ny, -1, 1), dx = tens_new(nx, -1, 1);
+    tens dw = tens_new(nw, -1, 1), db = tens_new(g.oc, -1, 1);
+    th_buf x16 = round16(&x, VKT_DTYPE_FP16), w16 = round16(&w, VKT_DTYPE_FP16);
+    th_buf dy16 = round16(&dy, VKT_DTYPE_FP16);
+    uint64_t wn = kc_conv_lowp_workspace_elems(ctx, &g);
+    tens ws = tens_new(wn ? wn : 1, 0, 0);
+    vkt_view vb = th_view(&bias.b), vdx = th_view(&dx.b), vdw = th_view(&dw.b);
+    vkt_view vdb = th_view(&db.b);
+    TH_OK(ctx, vkt_stream_reset(s));
+    TH_OK(ctx, kc_conv2d_lowp(s, &g, VKT_DTYPE_FP16, view16(&x16), view16(&w16), &vb,
+                              0, th_view(&y.b), th_view(&ws.b), wn));
+    TH_OK(ctx, kc_conv2d_backward_lowp(s, &g, VKT_DTYPE_FP16, view16(&x16), view16(&w16),
+                                       view16(&dy16), NULL, &vdx, 0.0f, &vdw, 0.0f, &vdb,
+                                       0.0f, th_view(&ws.b), wn));
+    if (run()) {
+        double *ry = calloc(ny, sizeof *ry), *rdx = calloc(nx, sizeof *rdx);
+        double *rdw = calloc(nw, sizeof *rdw), *rdb = calloc(g.oc, sizeof *rdb);
+        kc_ref_conv2d(&g, x.d, w.d, bias.d, ry);
+        kc_ref_conv2d_backward(&g, x.d, w.d, dy.d, rdx, rdw, rdb);
+        float k_w = (float)(ny / g.oc + 2) * 0x1p-24f;
+        expect("conv2d fp16 y", &y, ry, 1e-5f, 1e-5f);
+        expect("conv2d fp16 dx", &dx, rdx, 1e-5f, 1e-5f);
+        expect("conv2d fp16 dw", &dw, rdw, k_w, 8.0f * k_w);
+        expect("conv2d fp16 db", &db, rdb, k_w, 8.0f * k_w);
+        free(ry), free(rdx), free(rdw), free(rdb);
+    }
+    th_buf_destroy(&x16), th_buf_destroy(&w16), th_buf_destroy(&dy16);
+    tens_free(&x), tens_free(&w), tens_free(&bias), tens_free(&y), tens_free(&dy);
+    tens_free(&dx), tens_free(&dw), tens_free(&db), tens_free(&ws);
+}
+
 /* Causal attention without dropout, t and d off the row blocks and tiles: y, what the
  * variant saves (probs or the row logsumexps), dqkv. */
 static void check_attention(void)
@@ -400,6 +466,7 @@ static void check_optimizer(void)
 typedef void (*family_check)(void);
 static const family_check k_checks[GPU_FAMILY_COUNT] = {
     [GPU_FAMILY_GEMM] = check_gemm,           [GPU_FAMILY_CONV] = check_conv,
+    [GPU_FAMILY_CONV_LOWP] = check_conv_lowp,
     [GPU_FAMILY_GEMM_F16] = check_gemm_f16,   [GPU_FAMILY_GEMM_BF16] = check_gemm_bf16,
     [GPU_FAMILY_ATTENTION] = check_attention, [GPU_FAMILY_ROWS] = check_rows,
     [GPU_FAMILY_ELEMENTWISE] = check_elementwise, [GPU_FAMILY_POOL] = check_pool,
@@ -503,6 +570,17 @@ static void check_stated(void)
         TH_CHECK(c[GPU_FAMILY_CONV] == GPU_V_CONV_IM2COL,
                  "%s with %u bytes of shared memory: conv_im2col (%s)", devs[i].name,
                  small.shared_memory, chosen_name(c, GPU_FAMILY_CONV));
+        /* the 16-bit convolution: conv_implicit's tiles, and the same fallback */
+        const gpu_variant_row *li = gpu_variant_row_of(GPU_V_CONV_LOWP_IMPLICIT);
+        TH_CHECK(li->min_shared == ci->min_shared && li->min_invocations == ci->min_invocations,
+                 "conv_lowp_implicit needs what conv_implicit does");
+        TH_CHECK(c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_WIDEN,
+                 "%s with %u bytes of shared memory: conv_lowp_widen (%s)", devs[i].name,
+                 small.shared_memory, chosen_name(c, GPU_FAMILY_CONV_LOWP));
+        TH_OK(NULL, gpu_choose_variants(&p, NULL, c, NULL));
+        TH_CHECK(c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_IMPLICIT,
+                 "%s: conv_lowp_implicit (%s)", devs[i].name,
+                 chosen_name(c, GPU_FAMILY_CONV_LOWP));
     }
 
     /* A CPU device like lavapipe: the CPU rows; without shuffles or storage texel formats
@@ -516,7 +594,9 @@ static void check_stated(void)
     TH_OK(NULL, gpu_choose_variants(&p, NULL, c, NULL));
     TH_CHECK(c[GPU_FAMILY_GEMM] == GPU_V_GEMM_TEXEL && c[GPU_FAMILY_ROWS] == GPU_V_ROWS_THREAD &&
                  c[GPU_FAMILY_ATTENTION] == GPU_V_ATTENTION_SHUFFLE &&
-                 c[GPU_FAMILY_POOL] == GPU_V_POOL_TEXEL,
+                 c[GPU_FAMILY_POOL] == GPU_V_POOL_TEXEL &&
+                 ((p.caps & GPU_CAP_STORAGE16) == 0 ||
+                  c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_WIDEN),
              "a CPU device: gemm %s, rows %s, attention %s, pool %s",
              chosen_name(c, GPU_FAMILY_GEMM), chosen_name(c, GPU_FAMILY_ROWS),
              chosen_name(c, GPU_FAMILY_ATTENTION), chosen_name(c, GPU_FAMILY_POOL));

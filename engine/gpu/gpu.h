@@ -276,6 +276,7 @@ const char *gpu_component_name(uint32_t component);
     X(GEMM_F16, "gemm_f16")       /* vkt_gemm of fp16 inputs, fp32 accumulation */   \
     X(GEMM_BF16, "gemm_bf16")     /* vkt_gemm of bf16 inputs, fp32 accumulation */   \
     X(CONV, "conv")               /* im2col, col2im, conv's row moves */             \
+    X(CONV_LOWP, "conv_lowp")     /* conv of fp16 / bf16 operands, fp32 accumulation */ \
     X(ATTENTION, "attention")     /* causal self-attention */                        \
     X(ROWS, "rows")               /* reductions, softmax, norms: rows per thread */   \
     X(ELEMENTWISE, "elementwise") /* unary, binary, fill, copy, training 1-D ops */  \
@@ -293,6 +294,7 @@ typedef enum gpu_family { GPU_FAMILIES(GPU_FAMILY_ENUM) GPU_FAMILY_COUNT } gpu_f
     X(GEMM_F16_COOPMAT) X(GEMM_F16_WIDEN) X(GEMM_F16_FLOAT) X(GEMM_F16_HALF)         \
     X(GEMM_BF16_COOPMAT) X(GEMM_BF16_WIDEN) X(GEMM_BF16_FLOAT)                       \
     X(CONV_IMPLICIT) X(CONV_IM2COL)                                                  \
+    X(CONV_LOWP_IMPLICIT) X(CONV_LOWP_WIDEN)                                         \
     X(ATTENTION_SHUFFLE) X(ATTENTION_FLASH) X(ATTENTION_ROWS)                        \
     X(ROWS_THREAD) X(ROWS_SPREAD)                                                    \
     X(ELEMENTWISE_VEC4)                                                              \

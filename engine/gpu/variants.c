@@ -19,8 +19,8 @@
 /* In order of preference within a family: the first row that suits the style and runs
  * on the device is chosen. Every family ends with a row for both styles that any
  * conformant device runs, so a style never leaves a family without a kernel; but the
- * 16-bit GEMMs', which need 16-bit storage buffers (a device without them multiplies
- * fp32 only, and vkt_gemm says so). */
+ * 16-bit GEMMs' and convolutions', which need 16-bit storage buffers (a device without
+ * them multiplies fp32 only, and vkt_gemm and kc_conv2d_lowp say so). */
 static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     [GPU_V_GEMM_TEXEL] = {GPU_FAMILY_GEMM, "gemm_texel", CPU, SHUFFLE | TEXEL, 8, 0, 32,
                           "a 16x32 register tile per 8-lane subgroup, operands through "
@@ -72,6 +72,16 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     [GPU_V_CONV_IM2COL] = {GPU_FAMILY_CONV, "conv_im2col", CPU | GPU, TEXEL, 1, 0, 64,
                            "im2col into GEMMs, col2im, texel reads (im2col.comp, "
                            "col2im.comp, conv_move.comp)"},
+    /* 16-bit x, w and dy, fp32 accumulation, bias, relu mask and outputs (kernels/conv_lowp.c):
+     * conv_implicit's tiles loading 16-bit operands, or (lavapipe's) the operands widened
+     * into the workspace and the context's fp32 convolution. */
+    [GPU_V_CONV_LOWP_IMPLICIT] = {GPU_FAMILY_CONV_LOWP, "conv_lowp_implicit", GPU, S16, 1,
+                                  5120, 16, "conv_implicit's implicit GEMM with x, w and dy "
+                                  "read from 16-bit storage, widened exactly as loaded, fp32 "
+                                  "multiply-adds (conv_implicit_lowp.comp)"},
+    [GPU_V_CONV_LOWP_WIDEN] = {GPU_FAMILY_CONV_LOWP, "conv_lowp_widen", CPU | GPU, S16, 1, 0,
+                               64, "x, w and dy widened exactly to fp32 in the workspace "
+                               "(cast.comp), the context's fp32 convolution: lavapipe's"},
     [GPU_V_ATTENTION_SHUFFLE] = {GPU_FAMILY_ATTENTION, "attention_shuffle", CPU, SHUFFLE, 8,
                                  0, 8, "8 query rows per 8-lane workgroup, row pairs "
                                  "through subgroup shuffles (attention.comp)"},

@@ -90,15 +90,33 @@ uint64_t kc_conv_workspace_elems(const kc_conv *g, uint64_t max_elems)
 
 /* ---- argument checks --------------------------------------------------------------- */
 
-/* Whether elements [a, a + na) and [b, b + nb) of two views share memory. */
-static int overlap(vkt_view a, uint64_t na, vkt_view b, uint64_t nb)
+/* Whether na elements of `sa` bytes at a and nb of 4 bytes at b share memory. */
+static int overlap(vkt_view a, uint64_t na, uint32_t sa, vkt_view b, uint64_t nb)
 {
-    return a.buffer == b.buffer && a.offset < b.offset + nb && b.offset < a.offset + na;
+    uint64_t a0 = a.offset * sa, a1 = a0 + na * sa, b0 = b.offset * 4, b1 = b0 + nb * 4;
+    return a.buffer == b.buffer && a0 < b1 && b0 < a1;
+}
+
+/* A view of 16-bit elements inside its buffer (gpu_check_view's for 4 bytes). */
+static vkt_status check_view16(vkt_context *ctx, const char *what, vkt_view v, uint64_t count)
+{
+    if (!v.buffer)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", what);
+    if (v.buffer->ctx != ctx)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: the buffer belongs to another context", what);
+    uint64_t elems = v.buffer->size / 2;
+    if (v.offset > elems || count > elems - v.offset)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: 2-byte elements [%llu, %llu) lie outside its buffer of %llu such "
+                        "elements", what, (unsigned long long)v.offset,
+                        (unsigned long long)(v.offset + count), (unsigned long long)elems);
+    return VKT_OK;
 }
 
 /* Stream and geometry present, the geometry as kc_conv_init leaves it, tensors below
  * 2^32 elements. */
-static vkt_status check_geometry(vkt_stream *s, const char *fn, const kc_conv *g)
+vkt_status kc_check_geometry(vkt_stream *s, const char *fn, const kc_conv *g)
 {
     if (!s)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", fn);
@@ -125,14 +143,8 @@ static vkt_status check_geometry(vkt_stream *s, const char *fn, const kc_conv *g
     return VKT_OK;
 }
 
-typedef struct named_view {
-    const char *name;
-    const vkt_view *v; /* NULL: not used by this call */
-    uint64_t count;
-} named_view;
-
 /* Every view inside its buffer; none overlapping the workspace. */
-static vkt_status check_views(kc_conv_call *c, const named_view *v, int n, vkt_view ws,
+static vkt_status check_views(kc_conv_call *c, const kc_named_view *v, int n, vkt_view ws,
                               uint64_t ws_elems)
 {
     char what[64];
@@ -144,9 +156,12 @@ static vkt_status check_views(kc_conv_call *c, const named_view *v, int n, vkt_v
         if (!v[i].v)
             continue;
         snprintf(what, sizeof what, "%s: %s", c->fn, v[i].name);
-        if ((st = gpu_check_view(c->ctx, what, *v[i].v, v[i].count)) != VKT_OK)
+        uint32_t size = v[i].size;
+        st = size == 2 ? check_view16(c->ctx, what, *v[i].v, v[i].count)
+                       : gpu_check_view(c->ctx, what, *v[i].v, v[i].count);
+        if (st != VKT_OK)
             return st;
-        if (overlap(*v[i].v, v[i].count, ws, ws_elems))
+        if (overlap(*v[i].v, v[i].count, size, ws, ws_elems))
             return err_fail(c->ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                             "%s: %s overlaps the workspace", c->fn, v[i].name);
     }
@@ -173,11 +188,11 @@ int kc_conv_uses_workspace(const vkt_context *ctx)
     return !ctx || !implicit(ctx);
 }
 
-/* After check_geometry: the views, and the call's state. */
-static vkt_status begin_call(kc_conv_call *c, vkt_stream *s, const char *fn, const kc_conv *g,
-                             const named_view *v, int n, vkt_view ws, uint64_t ws_elems)
+vkt_status kc_begin_call(kc_conv_call *c, vkt_stream *s, const char *fn, const kc_conv *g,
+                         const kc_named_view *v, int n, vkt_view ws, uint64_t ws_elems)
 {
-    *c = (kc_conv_call){.s = s, .ctx = s->ctx, .fn = fn, .g = g, .d = kc_dims_of(g)};
+    *c = (kc_conv_call){.s = s, .ctx = s->ctx, .fn = fn, .g = g, .d = kc_dims_of(g),
+                        .lp = VKT_DTYPE_FP32};
     return check_views(c, v, n, ws, ws_elems);
 }
 
@@ -193,15 +208,15 @@ vkt_status kc_conv2d_act(vkt_stream *s, const kc_conv *g, vkt_view x, vkt_view w
                          uint64_t workspace_elems)
 {
     kc_conv_call c;
-    vkt_status st = check_geometry(s, "kc_conv2d", g);
+    vkt_status st = kc_check_geometry(s, "kc_conv2d", g);
     if (st != VKT_OK)
         return st;
     kc_dims d = kc_dims_of(g);
-    named_view v[4] = {{"x", &x, g->n * d.chw},
-                       {"w", &w, g->oc * d.ckk_g},
-                       {"bias", bias, g->oc},
-                       {"y", &y, (uint64_t)g->n * g->oc * d.P}};
-    if ((st = begin_call(&c, s, "kc_conv2d", g, v, 4, workspace, workspace_elems)) != VKT_OK)
+    kc_named_view v[4] = {{"x", &x, g->n * d.chw, 4},
+                          {"w", &w, g->oc * d.ckk_g, 4},
+                          {"bias", bias, g->oc, 4},
+                          {"y", &y, (uint64_t)g->n * g->oc * d.P, 4}};
+    if ((st = kc_begin_call(&c, s, "kc_conv2d", g, v, 4, workspace, workspace_elems)) != VKT_OK)
         return st;
     if (implicit(s->ctx))
         return kc_implicit_forward(&c, x, w, bias, relu, y);
@@ -225,7 +240,7 @@ vkt_status kc_conv2d_backward_act(vkt_stream *s, const kc_conv *g, vkt_view x, v
 {
     const char *fn = "kc_conv2d_backward";
     kc_conv_call c;
-    vkt_status st = check_geometry(s, fn, g);
+    vkt_status st = kc_check_geometry(s, fn, g);
     if (st != VKT_OK)
         return st;
     if (!dx && !dw && !db)
@@ -233,10 +248,10 @@ vkt_status kc_conv2d_backward_act(vkt_stream *s, const kc_conv *g, vkt_view x, v
                         "%s: none of dx, dw, db is wanted", fn);
     kc_dims d = kc_dims_of(g);
     uint64_t nx = g->n * d.chw, nw = g->oc * d.ckk_g, ny = (uint64_t)g->n * g->oc * d.P;
-    named_view v[7] = {{"x", &x, nx},   {"w", &w, nw},  {"dy", &dy, ny},
-                       {"dx", dx, nx},  {"dw", dw, nw}, {"db", db, g->oc},
-                       {"relu_y", relu_y, ny}};
-    if ((st = begin_call(&c, s, fn, g, v, 7, workspace, workspace_elems)) != VKT_OK)
+    kc_named_view v[7] = {{"x", &x, nx, 4},  {"w", &w, nw, 4},  {"dy", &dy, ny, 4},
+                          {"dx", dx, nx, 4}, {"dw", dw, nw, 4}, {"db", db, g->oc, 4},
+                          {"relu_y", relu_y, ny, 4}};
+    if ((st = kc_begin_call(&c, s, fn, g, v, 7, workspace, workspace_elems)) != VKT_OK)
         return st;
     kc_conv_grads a = {.x = x, .w = w, .dy = dy, .relu_y = relu_y, .dx = dx, .dw = dw,
                        .db = db, .beta_x = beta_x, .beta_w = beta_w, .beta_b = beta_b};

@@ -154,6 +154,26 @@ vkt_status kc_conv2d_backward_act(vkt_stream *s, const kc_conv *g, vkt_view x, v
                                   const vkt_view *db, float beta_b, vkt_view workspace,
                                   uint64_t workspace_elems);
 
+/* Convolution of 16-bit operands with fp32 accumulation (conv_lowp.c), in the context's
+ * conv_lowp variant (conv_lowp_implicit: conv_implicit's passes loading 16-bit x, w and
+ * dy; conv_lowp_widen: the operands widened exactly into the workspace, then the fp32
+ * convolution above). x, w and dy are of type t (fp16 or bf16; their views count 2-byte
+ * elements), bias, relu_y, y, dx, dw and db are fp32 (views in floats), each output the
+ * exact products of the 16-bit values summed in fp32. The workspace: fp32 elements,
+ * kc_conv_lowp_workspace_elems of them (0 for conv_lowp_implicit: any view will do). A
+ * device without 16-bit storage runs no variant: VKT_ERROR_NO_DEVICE naming what it
+ * lacks. */
+int kc_conv_lowp_uses_workspace(const vkt_context *ctx);
+uint64_t kc_conv_lowp_workspace_elems(const vkt_context *ctx, const kc_conv *g);
+vkt_status kc_conv2d_lowp(vkt_stream *s, const kc_conv *g, vkt_dtype t, vkt_view x, vkt_view w,
+                          const vkt_view *bias, int relu, vkt_view y, vkt_view workspace,
+                          uint64_t workspace_elems);
+vkt_status kc_conv2d_backward_lowp(vkt_stream *s, const kc_conv *g, vkt_dtype t, vkt_view x,
+                                   vkt_view w, vkt_view dy, const vkt_view *relu_y,
+                                   const vkt_view *dx, float beta_x, const vkt_view *dw,
+                                   float beta_w, const vkt_view *db, float beta_b,
+                                   vkt_view workspace, uint64_t workspace_elems);
+
 /* 2-D pooling on NCHW: x [n, c, h, w] -> y [n, c, oh, ow], oh = (h + 2 pad_h - kh) / stride_h
  * + 1. Max: padded positions never win; ties go to the first position in (ky, kx) scan order.
  * Average: divides by kh * kw (padding counts as zeros, PyTorch's count_include_pad default).

@@ -38,7 +38,24 @@ typedef struct kc_conv_call {
     kc_dims d;
     uint32_t nc;          /* samples per chunk */
     vkt_view rows, cols;  /* conv_im2col: the two workspace matrices (16-byte aligned) */
+    vkt_dtype lp;         /* conv_implicit: the operands' type (x, w, dy; views in its
+                             elements): fp32, or fp16 / bf16 (conv_lowp_implicit) */
 } kc_conv_call;
+
+/* A view a call checks: `count` elements of `size` bytes (4 or 2); v NULL: not used. */
+typedef struct kc_named_view {
+    const char *name;
+    const vkt_view *v;
+    uint64_t count;
+    uint32_t size;
+} kc_named_view;
+
+/* conv.c: the stream and geometry present, the geometry as kc_conv_init leaves it,
+ * tensors below 2^32 elements; then every view inside its buffer and none overlapping
+ * the workspace, and the call's state (operands fp32). */
+vkt_status kc_check_geometry(vkt_stream *s, const char *fn, const kc_conv *g);
+vkt_status kc_begin_call(kc_conv_call *c, vkt_stream *s, const char *fn, const kc_conv *g,
+                         const kc_named_view *v, int n, vkt_view ws, uint64_t ws_elems);
 
 /* The backward's arguments, as kc_conv2d_backward_act takes them. */
 typedef struct kc_conv_grads {

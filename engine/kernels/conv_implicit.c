@@ -12,6 +12,7 @@
 #include "push_conv.h"
 #include "spec.h"
 #include "conv_implicit.spv.h"
+#include "conv_implicit_lowp.spv.h"
 #include "conv_reduce.spv.h"
 
 #define S GPU_BIND_STORAGE
@@ -20,6 +21,11 @@
 static const gpu_kernel k_implicit = {"conv_implicit", spv_conv_implicit,
                                       sizeof spv_conv_implicit, 5, {S, S, S, S, S},
                                       sizeof(struct push_conv_gemm), SPEC_CONV_IMPLICIT_COUNT};
+/* The same with bindings 0 and 1 of 16-bit elements (conv_lowp_implicit). */
+static const gpu_kernel k_implicit_lowp = {"conv_implicit_lowp", spv_conv_implicit_lowp,
+                                           sizeof spv_conv_implicit_lowp, 5, {S, S, S, S, S},
+                                           sizeof(struct push_conv_gemm),
+                                           SPEC_CONV_IMPLICIT_COUNT};
 /* Bindings: the partial sums, dw, db. */
 static const gpu_kernel k_reduce = {"conv_reduce", spv_conv_reduce, sizeof spv_conv_reduce, 3,
                                     {S, S, S}, sizeof(struct push_conv_gemm),
@@ -51,6 +57,31 @@ typedef struct pass_io {
 static uint32_t shift(const kc_conv_call *c, vkt_view v)
 {
     return gpu_arg_shift(c->ctx, v.offset * 4, GPU_BIND_STORAGE);
+}
+
+/* Bytes of an operand element (bindings 0 and 1: x, w, dy): 4, or 2 (conv_lowp_implicit). */
+static uint32_t op_size(const kc_conv_call *c)
+{
+    return (uint32_t)vkt_dtype_size(c->lp);
+}
+
+/* An operand's shift and binding, in elements of its type. */
+static uint32_t op_shift(const kc_conv_call *c, vkt_view v)
+{
+    uint32_t sz = op_size(c);
+    return gpu_arg_shift_bytes(c->ctx, v.offset * sz, GPU_BIND_STORAGE) / sz;
+}
+
+static gpu_arg op_arg(const kc_conv_call *c, vkt_view v, uint64_t count)
+{
+    uint32_t sz = op_size(c);
+    return (gpu_arg){v.buffer, v.offset * sz, count * sz, 0};
+}
+
+/* An unused binding: 4 bytes at (or just before) the gathered operand (never accessed). */
+static gpu_arg unused_arg(const kc_conv_call *c, vkt_view gather)
+{
+    return (gpu_arg){gather.buffer, gather.offset * op_size(c) / 4 * 4, 4, 0};
 }
 
 /* The plan of a pass (or the tests' forced tile), VKT_ERROR_LIMIT when none fits. */
@@ -151,19 +182,22 @@ static vkt_status run_pass(kc_conv_call *c, const pass_io *io)
         .ph = g->pad_h, .pw = g->pad_w, .groups = g->groups, .cg = (uint32_t)c->d.cg,
         .og = (uint32_t)c->d.og, .m = (uint32_t)pl.m,
         .ncols = (uint32_t)pl.n, .k = (uint32_t)pl.k, .k_chunk = pl.k_chunk,
-        .splits = pl.splits, .b_off = shift(c, io->gather), .a_off = shift(c, io->other),
+        .splits = pl.splits, .b_off = op_shift(c, io->gather),
+        .a_off = op_shift(c, io->other),
         .o_off = split ? 0 : shift(c, io->out), .e_off = io->aux ? shift(c, *io->aux) : 0,
         .d_off = io->db ? shift(c, *io->db) : 0, .ldo = (uint32_t)c->d.ckk_g,
         .bias_col = pl.bias_col, .beta = io->beta, .beta_b = io->beta_b,
         .flags = io->flags | (split ? CONV_SPLIT : 0) | (vec_out(c, io) ? CONV_VEC_OUT : 0) |
                  (io->beta != 0.0f ? CONV_READ_OUT : 0) |
-                 (io->beta_b != 0.0f ? CONV_READ_DB : 0)};
-    /* Unused bindings alias one element of the gathered operand (never accessed). */
+                 (io->beta_b != 0.0f ? CONV_READ_DB : 0) |
+                 (c->lp == VKT_DTYPE_BF16 ? CONV_BF16 : 0)};
+    /* Unused bindings alias the gathered operand's first bytes (never accessed). */
     gpu_arg args[5] = {
-        ku_arg(io->gather, 0, io->n_gather, 0), ku_arg(io->other, 0, io->n_other, 0),
+        op_arg(c, io->gather, io->n_gather), op_arg(c, io->other, io->n_other),
         split ? (gpu_arg){ws, 0, pl.workspace * 4, 1} : ku_arg(io->out, 0, io->n_out, 1),
-        io->aux ? ku_arg(*io->aux, 0, io->n_aux, 0) : ku_arg(io->gather, 0, 1, 0),
-        io->db && !split ? ku_arg(*io->db, 0, g->oc, 1) : ku_arg(io->gather, 0, 1, 0)};
+        io->aux ? ku_arg(*io->aux, 0, io->n_aux, 0) : unused_arg(c, io->gather),
+        io->db && !split ? ku_arg(*io->db, 0, g->oc, 1) : unused_arg(c, io->gather)};
+    const gpu_kernel *k = c->lp == VKT_DTYPE_FP32 ? &k_implicit : &k_implicit_lowp;
     uint32_t spec[SPEC_CONV_IMPLICIT_COUNT] = {
         [SPEC_WG] = pl.threads, [SPEC_CONV_KH] = g->kh, [SPEC_CONV_KW] = g->kw,
         [SPEC_CONV_SH] = g->stride_h, [SPEC_CONV_SW] = g->stride_w, [SPEC_CONV_DH] = g->dil_h,
@@ -176,7 +210,7 @@ static vkt_status run_pass(kc_conv_call *c, const pass_io *io)
         uint32_t groups[3] = {(uint32_t)(left < GPU_MAX_GROUPS ? left : GPU_MAX_GROUPS),
                               pl.row_tiles, pl.z};
         push.tile0 = (uint32_t)t0;
-        if ((st = gpu_dispatch(c->s, &k_implicit, spec, SPEC_CONV_IMPLICIT_COUNT, args, &push,
+        if ((st = gpu_dispatch(c->s, k, spec, SPEC_CONV_IMPLICIT_COUNT, args, &push,
                                groups)) != VKT_OK)
             return st;
     }
