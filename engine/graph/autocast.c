@@ -1,6 +1,7 @@
 /* autocast.c - the autocast rewrite (mixed precision), beside the fusion rewrite: in a
  * model compiled with precision fp16 or bf16 (vkt_model_options.precision), every matrix
- * product (an op flagged OPF_AUTOCAST: matmul, linear, linear_act) computes in that type:
+ * product (an op flagged OPF_AUTOCAST: matmul, linear, linear_act, conv2d, conv_relu)
+ * computes in that type:
  * its forward rounds x (input 0) and w (input 1) into 16-bit copies (lp_x, lp_w) and runs
  * vkt_gemm's 16-bit path, accumulating in fp32 into its fp32 output; its backward rounds
  * the output's gradient (lp_dz) and takes dW = x^T dz and dX = dz w^T from the 16-bit
@@ -50,7 +51,9 @@ vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         return VKT_OK;
     }
-    if (!m->node[t->in[0]->id].needs_grad && !m->node[t->in[1]->id].needs_grad)
+    int db = (GRAPH_DEF(t)->flags & OPF_AUTOCAST_DB) && t->n_in == 3 &&
+             m->node[t->in[2]->id].needs_grad;
+    if (!m->node[t->in[0]->id].needs_grad && !m->node[t->in[1]->id].needs_grad && !db)
         return VKT_OK; /* only a bias takes a gradient: no product in the backward */
     nd->lp_dz = model_new_typed(m, MS_ARENA, t->dtype, m->count[i]);
     return nd->lp_dz >= 0 ? VKT_OK : model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");

@@ -3,7 +3,10 @@
  * the graph and the kernels agree on every size. conv2d's aux is its im2col workspace
  * (forward only, the same size serves the backward as tmp; none with conv_implicit); a
  * relu after a conv2d is fused into the conv's output move (autodiff.c), its derivative
- * taken from the output. */
+ * taken from the output. A conv the autocast rewrite gave a 16-bit dtype (autocast.c)
+ * rounds x and w into the node's lp_x and lp_w in its forward and dy into lp_dz in its
+ * backward, and runs kc_conv2d_lowp on them (fp32 accumulation into the same fp32
+ * outputs and gradients); its workspace is then kc_conv_lowp_workspace_elems'. */
 #include "graph/layers.h"
 #include "graph/op_impl.h"
 
@@ -51,7 +54,16 @@ static vkt_status conv_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux, 
         return st;
     *aux = *tmp = 0;
     uint64_t max = max_binding_elems(m);
-    if (!kc_conv_uses_workspace(m->ctx)) { /* conv_implicit: one sample's x and y bound */
+    if (t->dtype != VKT_DTYPE_FP32 && kc_conv_lowp_uses_workspace(m->ctx)) {
+        *aux = *tmp = kc_conv_lowp_workspace_elems(m->ctx, &g);
+        if (*aux == 0)
+            return model_fail(m, VKT_ERROR_LIMIT,
+                              "vkt_conv2d: one sample's im2col columns (%u x %u x %u "
+                              "elements) exceed the device's maxStorageBufferRange",
+                              g.oh * g.ow, g.c / g.groups, g.kh * g.kw);
+        return VKT_OK;
+    }
+    if (!kc_conv_uses_workspace(m->ctx) || t->dtype != VKT_DTYPE_FP32) { /* conv_implicit: one sample's x and y bound */
         uint64_t x = (uint64_t)g.c * g.h * g.w, y = (uint64_t)g.oc * g.oh * g.ow;
         if (x > max || y > max)
             return model_fail(m, VKT_ERROR_LIMIT,
@@ -70,6 +82,43 @@ static vkt_status conv_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux, 
     return VKT_OK;
 }
 
+/* The same for an autocast conv (16-bit operands): x and w rounded by the forward into
+ * lp_x and lp_w, which the backward reads again, dy rounded into lp_dz. */
+static vkt_status record_conv_lowp(const op_rec *r, const vkt_tensor *conv, const kc_conv *g,
+                                   const mnode *nd, int relu, int backward)
+{
+    vkt_model *m = r->m;
+    const mnode *cn = &m->node[conv->id];
+    vkt_view y = model_view(m, nd->val), g0, g1, g2, bias = y;
+    vkt_view x16 = model_view(m, cn->lp_x), w16 = model_view(m, cn->lp_w);
+    vkt_status st = VKT_OK;
+    if (!backward) {
+        st = op_cast16(r, conv, op_in_val(m, conv, 0), op_in_shape(m, conv, 0), cn->lp_x);
+        if (st == VKT_OK)
+            st = op_cast16(r, conv, op_in_val(m, conv, 1), op_in_shape(m, conv, 1), cn->lp_w);
+        if (conv->n_in == 3)
+            bias = op_in_val(m, conv, 2);
+        return st != VKT_OK ? st
+                            : kc_conv2d_lowp(r->s, g, conv->dtype, x16, w16,
+                                             conv->n_in == 3 ? &bias : NULL, relu, y,
+                                             op_view_or(m, nd->aux, y),
+                                             nd->aux >= 0 ? m->val[nd->aux].count : 0);
+    }
+    if (cn->lp_dz < 0) /* no gradient is wanted */
+        return VKT_OK;
+    st = op_cast16(r, conv, model_view(m, nd->grad), &m->shape[nd - m->node], cn->lp_dz);
+    const vkt_view *db = conv->n_in == 3 ? op_dx_or_null(m, conv, 2, &g2) : NULL;
+    const vkt_view *dx = op_dx_or_null(m, conv, 0, &g0), *dw = op_dx_or_null(m, conv, 1, &g1);
+    if (st != VKT_OK || (!dx && !dw && !db))
+        return st;
+    uint32_t by = (uint32_t)(nd - m->node);
+    return kc_conv2d_backward_lowp(r->s, g, conv->dtype, x16, w16, model_view(m, cn->lp_dz),
+                                   relu ? &y : NULL, dx, op_beta(m, by, 0), dw,
+                                   op_beta(m, by, 1), db, op_beta(m, by, 2),
+                                   op_view_or(m, nd->tmp, y),
+                                   nd->tmp >= 0 ? m->val[nd->tmp].count : 0);
+}
+
 /* A conv2d's forward or backward run by node `by`: the conv's own node, or the relu it is
  * fused into (relu applied in the output move; the backward starts from the relu's
  * gradient, masked by its output). The arrays and write/add flags are by's. */
@@ -83,6 +132,8 @@ static vkt_status record_conv(const op_rec *r, const vkt_tensor *conv, uint32_t 
     if (st != VKT_OK)
         return st;
     vkt_view y = model_view(m, nd->val), g0, g1, g2, bias = y;
+    if (conv->dtype != VKT_DTYPE_FP32)
+        return record_conv_lowp(r, conv, &g, nd, relu, backward);
     if (!backward) {
         if (conv->n_in == 3)
             bias = op_in_val(m, conv, 2);
@@ -106,6 +157,20 @@ static vkt_status bwd_conv(const op_rec *r) { return record_conv(r, r->t, r->t->
 static vkt_status fwd_conv_relu(const op_rec *r) { return record_conv(r, r->t, r->t->id, 1, 0); }
 static vkt_status bwd_conv_relu(const op_rec *r) { return record_conv(r, r->t, r->t->id, 1, 1); }
 
+/* What the backward of conv t reads: its inputs, or (autocast) the forward's 16-bit x
+ * and w and the 16-bit dy it rounds first (the fp32 x and w are not read again). */
+static void conv_reads(const vkt_model *m, const vkt_tensor *t, acc_list *l)
+{
+    const mnode *cn = &m->node[t->id];
+    if (t->dtype == VKT_DTYPE_FP32) {
+        op_reads_inputs(m, t, l);
+        return;
+    }
+    plan_add(l, cn->lp_dz, 1, 0);
+    plan_add(l, cn->lp_x, 0, 0);
+    plan_add(l, cn->lp_w, 0, 0);
+}
+
 /* conv2d + relu: one phase (chunks of samples interleave reading x and writing dx), the
  * relu's output read for the mask, the conv's inputs and gradients. */
 static void conv_relu_access(const vkt_model *m, uint32_t i, acc_list *l)
@@ -115,10 +180,9 @@ static void conv_relu_access(const vkt_model *m, uint32_t i, acc_list *l)
     plan_add(l, nd->grad, 0, 0);
     plan_add(l, nd->val, 0, 0);
     plan_add(l, nd->tmp, 1, 0);
-    for (uint32_t k = 0; k < conv->n_in; k++) {
-        plan_add(l, op_in_value(m, conv, k), 0, 0);
+    conv_reads(m, conv, l);
+    for (uint32_t k = 0; k < conv->n_in; k++)
         plan_add(l, plan_in_grad(m, conv, k), 1, 0);
-    }
 }
 
 static void ref_conv(const graph_ref_args *a)
@@ -153,8 +217,9 @@ static const char *const names_conv[] = {"x", "w", "b"};
 
 const graph_op_def graph_op_conv2d = {
     .name = "conv2d", .fn = "vkt_conv2d", .min_in = 2, .max_in = 3, .in_names = names_conv,
+    .flags = OPF_AUTOCAST | OPF_AUTOCAST_DB,
     .shape = shape_conv, .arrays = conv_arrays, .forward = fwd_conv, .backward = bwd_conv,
-    .backward_reads = op_reads_inputs, .fuse_with = conv_fuse,
+    .backward_reads = conv_reads, .fuse_with = conv_fuse,
     .ref_forward = ref_conv, .ref_backward = ref_conv_bwd, .grad_rtol = 1e-5,
 };
 
@@ -193,7 +258,8 @@ static const char *conv_relu_name(const vkt_tensor *t)
 }
 
 const graph_op_def graph_op_conv_relu = {
-    .name = "conv_relu", .fn = "vkt_conv2d", .name_of = conv_relu_name, .flags = OPF_FUSED, .min_in = 2, .max_in = 3,
+    .name = "conv_relu", .fn = "vkt_conv2d", .name_of = conv_relu_name,
+    .flags = OPF_FUSED | OPF_AUTOCAST | OPF_AUTOCAST_DB, .min_in = 2, .max_in = 3,
     .in_names = names_conv, .shape = shape_conv, .arrays = conv_arrays,
     .forward = fwd_conv_relu, .backward = bwd_conv_relu, .backward_access = conv_relu_access,
     .ref_forward = ref_conv_relu, .ref_backward = ref_conv_relu_bwd, .grad_rtol = 1e-5,

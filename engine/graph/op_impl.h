@@ -77,6 +77,10 @@ static inline int32_t op_in_value(const vkt_model *m, const vkt_tensor *t, uint3
 }
 /* Reads every input's value and, with OPF_AUX_SAVED, the aux array. */
 void op_reads_inputs(const vkt_model *m, const vkt_tensor *t, acc_list *l);
+/* op_product.c: the fp32 value v of shape s, seen as [rows, last dim], rounded into the
+ * 16-bit value `to` of autocast op t (autocast.c; t->dtype the type). */
+vkt_status op_cast16(const op_rec *r, const vkt_tensor *t, vkt_view v, const vkt_shape *s,
+                     int32_t to);
 
 /* Linear x w + b into dst, then activation op applied by the bias kernel: in place, or
  * into *y with dst keeping the pre-activation; lin is a linear or linear_act node

@@ -75,10 +75,8 @@ static vkt_status gemm(vkt_stream *s, vkt_dtype ab, int trans_a, int trans_b, vk
     return vkt_gemm(s, &d);
 }
 
-/* The fp32 value v of shape s, seen as [rows, last dim], rounded into the 16-bit value
- * `to` of product t (autocast.c). */
-static vkt_status cast16(const op_rec *r, const vkt_tensor *t, vkt_view v, const vkt_shape *s,
-                         int32_t to)
+vkt_status op_cast16(const op_rec *r, const vkt_tensor *t, vkt_view v, const vkt_shape *s,
+                     int32_t to)
 {
     uint32_t rows, cols;
     model_rows_cols(s, &rows, &cols);
@@ -96,9 +94,9 @@ static vkt_status operands(const op_rec *r, const vkt_tensor *t, vkt_view *x, vk
     *w = op_in_val(m, t, 1);
     if (t->dtype == VKT_DTYPE_FP32)
         return VKT_OK;
-    vkt_status st = cast16(r, t, *x, op_in_shape(m, t, 0), nd->lp_x);
+    vkt_status st = op_cast16(r, t, *x, op_in_shape(m, t, 0), nd->lp_x);
     if (st == VKT_OK)
-        st = cast16(r, t, *w, op_in_shape(m, t, 1), nd->lp_w);
+        st = op_cast16(r, t, *w, op_in_shape(m, t, 1), nd->lp_w);
     *x = model_view(m, nd->lp_x);
     *w = model_view(m, nd->lp_w);
     return st;
@@ -156,7 +154,7 @@ static vkt_status product_grads(const op_rec *r, const vkt_tensor *src, vkt_view
     vkt_status st = VKT_OK;
     if (src->dtype != VKT_DTYPE_FP32 && (op_want(m, src, 0) || op_want(m, src, 1))) {
         /* autocast: the forward's 16-bit x and w, and dz rounded [rows, n] */
-        st = cast16(r, src, dz, &m->shape[src->id], nd->lp_dz);
+        st = op_cast16(r, src, dz, &m->shape[src->id], nd->lp_dz);
         dz = model_view(m, nd->lp_dz);
         x = model_view(m, nd->lp_x);
         w = model_view(m, nd->lp_w);

@@ -92,8 +92,10 @@ enum {
     OPF_FUSED = 1u << 7,        /* made by the fusion rewrite */
     OPF_GRAD_IN_FORWARD = 1u << 8, /* its forward writes input 0's gradient (no backward) */
     OPF_IDS_IN0 = 1u << 9,      /* input 0 holds token ids, rows of the table in input 1 */
-    OPF_AUTOCAST = 1u << 10     /* a matrix product of inputs 0 and 1 that the autocast
+    OPF_AUTOCAST = 1u << 10,    /* a matrix product of inputs 0 and 1 that the autocast
                                    rewrite runs in 16 bits (autocast.c) */
+    OPF_AUTOCAST_DB = 1u << 11  /* an autocast op whose bias gradient also reads the 16-bit
+                                   output gradient (conv2d: db is a column of dw's pass) */
 };
 
 struct vkt_model;
