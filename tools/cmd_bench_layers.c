@@ -18,6 +18,7 @@ typedef struct layers_args {
     int cnn, lm;
     uint32_t batch;        /* 0: the model's example batch (CNN 64, char LM 32) */
     cli_lm_shape lm_shape; /* vocab 75: the shipped text's characters */
+    vkt_dtype precision;   /* --precision: the models' autocast type (fp32: none) */
 } layers_args;
 
 /* Random inputs: pixels in [0,1) or token ids < vocab, labels < classes. */
@@ -91,7 +92,8 @@ static int bench_model(vkt_instance *inst, const char *title, cli_model *cm, uin
     vkt_context_options co = {0};
     vkt_status st = t ? vkt_context_create(inst, &co, &ctx) : VKT_ERROR_OUT_OF_MEMORY;
     if (st == VKT_OK)
-        st = vkt_model_create(ctx, cm->graph, cm->loss, NULL, &m);
+        st = vkt_model_create(ctx, cm->graph, cm->loss,
+                              &(vkt_model_options){.precision = a->precision}, &m);
     if (st == VKT_OK)
         st = feed_random(m, cm, classes, ids);
     double t0 = 0;
@@ -126,6 +128,7 @@ static int layers_usage(void)
 {
     fprintf(stderr, "usage: vkt bench layers [--model cnn|charlm] [--runs N] [--steps N] "
             "[--batch B]\n"
+            "                        [--precision fp32|fp16|bf16]\n"
             "                        [--width N] [--layers N] [--heads N] [--context N] "
             "(charlm)\n");
     return 2;
@@ -171,7 +174,13 @@ int cmd_bench_layers(int argc, char **argv)
         else if (strcmp(o, "--steps") == 0 && i + 1 < argc &&
                  cli_parse_uint(argv[i + 1], 1, 1000000000, &n))
             a.steps = (uint32_t)n, i++;
-        else if (strcmp(o, "--model") == 0 && i + 1 < argc) {
+        else if (strcmp(o, "--precision") == 0) {
+            if (i + 1 >= argc || vkt_dtype_from_name(argv[i + 1], &a.precision) != VKT_OK) {
+                fprintf(stderr, "vkt bench layers: --precision takes fp32, fp16 or bf16\n");
+                return 2;
+            }
+            i++;
+        } else if (strcmp(o, "--model") == 0 && i + 1 < argc) {
             const char *v = argv[++i];
             a.cnn = strcmp(v, "cnn") == 0;
             a.lm = strcmp(v, "charlm") == 0;

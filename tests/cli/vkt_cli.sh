@@ -26,6 +26,10 @@ check "bench layers at a given char LM shape: its title, one attention row, the 
    [[ \$(grep -c '^  causal_attention ' <<<\"\$out\") -eq 1 ]] && grep -Eq '^  memory: parameters [0-9.]+ MB, activations [0-9.]+ MB planned' <<<\"\$out\""
 out=$("$bin" bench layers --model charlm --width 64 --heads 5 2>&1); rc=$?
 check "bench layers --heads 5 --width 64: exit 2 naming both" "[[ $rc -eq 2 ]] && grep -q -- '--heads (5) must divide --width (64)' <<<\"\$out\""
+out=$("$bin" bench layers --model cnn --batch 4 --runs 2 --steps 1 --precision bf16 2>&1); rc=$?
+check "bench layers --precision bf16: the CNN autocast (conv2d rows), its planned memory" "[[ $rc -eq 0 ]] && grep -q 'conv2d' <<<\"\$out\" && grep -q 'memory: parameters' <<<\"\$out\""
+out=$("$bin" bench layers --precision fp8 2>&1); rc=$?
+check "bench layers --precision fp8: exit 2 naming the option" "[[ $rc -eq 2 ]] && grep -q -- '--precision takes fp32, fp16 or bf16' <<<\"\$out\""
 out=$("$bin" bench layers --width 64 2>&1); rc=$?
 check "bench layers --width without --model charlm: exit 2" "[[ $rc -eq 2 ]] && grep -q 'add --model charlm' <<<\"\$out\""
 out=$("$bin" bench layers --model charlm --context 0 2>&1); rc=$?
