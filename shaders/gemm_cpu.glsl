@@ -35,6 +35,7 @@
  * partial k-step the values past K are zeroed, so garbage never reaches a kept output.
  */
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_samplerless_texture_functions : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "push.h"
@@ -70,8 +71,11 @@ layout(binding = 3, rgba32f) uniform readonly imageBuffer Cr4;
 #define LOAD_C1(i) imageLoad(Cr1, int(i)).x
 #define LOAD_C4(i) imageLoad(Cr4, int(i))
 #else
-layout(binding = 0) uniform samplerBuffer A;
-layout(binding = 1) uniform samplerBuffer B;
+/* textureBuffer, not samplerBuffer: a uniform texel buffer is an image without a sampler
+ * (SPIR-V's OpTypeSampledImage of a buffer is deprecated; spirv-val in the validation
+ * layer 1.4.309 warns of it), read with texelFetch (GL_EXT_samplerless_texture_functions) */
+layout(binding = 0) uniform textureBuffer A;
+layout(binding = 1) uniform textureBuffer B;
 #define LOAD_A1(i) texelFetch(A, int(i)).x
 #define LOAD_A4(i) texelFetch(A, int(i))
 #define LOAD_B1(i) texelFetch(B, int(i)).x

@@ -575,8 +575,8 @@ struct vkt_buffer {
 
 typedef enum gpu_bind_type {
     GPU_BIND_STORAGE = 0, /* layout(std430, binding=i) buffer */
-    GPU_BIND_TEXEL_R = 1, /* layout(binding=i) uniform samplerBuffer, R32_SFLOAT */
-    GPU_BIND_TEXEL_RGBA = 2, /* uniform samplerBuffer, R32G32B32A32_SFLOAT (vec4 texels) */
+    GPU_BIND_TEXEL_R = 1, /* layout(binding=i) uniform textureBuffer, R32_SFLOAT */
+    GPU_BIND_TEXEL_RGBA = 2, /* uniform textureBuffer, R32G32B32A32_SFLOAT (vec4 texels) */
     /* layout(binding=i, r32f) uniform imageBuffer: imageLoad / imageStore, R32_SFLOAT.
      * Lavapipe inlines imageLoad where texelFetch is a call (bench/gemm_notes.md). Only
      * where ctx->storage_texel says the device supports the format for it. */

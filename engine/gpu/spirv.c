@@ -58,7 +58,7 @@ static const char *kind_name(spv_kind k, uint32_t format)
     switch (k) {
     case KIND_STORAGE_BUFFER: return "a storage buffer";
     case KIND_UNIFORM_BUFFER: return "a uniform buffer";
-    case KIND_UNIFORM_TEXEL: return "a uniform texel buffer (samplerBuffer)";
+    case KIND_UNIFORM_TEXEL: return "a uniform texel buffer (textureBuffer)";
     case KIND_STORAGE_TEXEL:
         return format == FMT_R32F      ? "a storage texel buffer of r32f"
                : format == FMT_RGBA32F ? "a storage texel buffer of rgba32f"
