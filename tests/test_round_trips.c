@@ -398,16 +398,58 @@ static int save_at(void *user, uint64_t step, uint64_t total, float loss)
     return 0;
 }
 
-static vkt_trainer *sync2(const net *n)
+static vkt_trainer *sync2_with(const net *n, int overlap, uint32_t bucket_bytes)
 {
     uint32_t dev[2] = {0, 0};
     vkt_trainer_options o = {.batch = BATCH, .devices = dev, .device_count = 2,
-                             .mode = VKT_PARALLEL_SYNC};
+                             .mode = VKT_PARALLEL_SYNC, .overlap = overlap,
+                             .bucket_bytes = bucket_bytes};
     o.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_ADAM, .lr = 0.01f};
     vkt_trainer *t = NULL;
     TH_CHECK(vkt_trainer_create(th_instance, n->g, n->loss, &o, &t) == VKT_OK, "create: %s",
              vkt_last_error());
     return t;
+}
+
+static vkt_trainer *sync2(const net *n) { return sync2_with(n, 0, 0); }
+
+/* In one process with overlap forced on and buckets of 16 floats (each closes after the
+ * gradient that fills it: 4 buckets of the MLP's, the last empty): the host sums each
+ * bucket as the devices pass its mark; the same bits as summing after the step, and
+ * still one submission and one wait per step. */
+static void test_overlap(const vkt_dataset *d)
+{
+    net n = make_net(0);
+    float *p[2] = {NULL, NULL}, *q = NULL;
+    uint64_t np = 0;
+    for (int on = 0; on < 2; on++) {
+        vkt_trainer *t = sync2_with(&n, on ? 1 : -1, 64);
+        if (!t)
+            break;
+        np = vkt_trainer_param_count(t);
+        p[on] = malloc(np * 4);
+        q = realloc(q, np * 4);
+        TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 2, 5, NULL, NULL)); /* warm-up */
+        vkt_trainer_stats s0, s1;
+        TH_OK(NULL, vkt_trainer_stats_get(t, &s0));
+        TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 4, 5, NULL, NULL));
+        TH_OK(NULL, vkt_trainer_stats_get(t, &s1));
+        TH_CHECK(s1.submits - s0.submits == 8 && s1.fence_waits - s0.fence_waits == 8,
+                 "overlap %s: 4 steps of 2 replicas, %llu submits and %llu waits (8, 8)",
+                 on ? "on" : "off", (unsigned long long)(s1.submits - s0.submits),
+                 (unsigned long long)(s1.fence_waits - s0.fence_waits));
+        TH_OK(NULL, vkt_trainer_read_replica_params(t, 0, p[on], np));
+        TH_OK(NULL, vkt_trainer_read_replica_params(t, 1, q, np));
+        TH_CHECK(memcmp(p[on], q, np * 4) == 0, "overlap %s: the replicas identical",
+                 on ? "on" : "off");
+        vkt_trainer_destroy(t);
+    }
+    TH_CHECK(p[0] && p[1] && memcmp(p[0], p[1], np * 4) == 0, "bucket by bucket as the "
+             "devices pass their marks: the same bits as the sum after the step");
+    free(p[0]);
+    free(p[1]);
+    free(q);
+    vkt_graph_destroy(n.g);
 }
 
 static void *file_bytes(const char *path, size_t *size)
@@ -573,6 +615,7 @@ int main(void)
         test_config(&c, d);
     }
     test_flush_from_callback(d);
+    test_overlap(d);
     const char *env = plat_getenv("VKT_SHARE_DEVICE"); /* restored after the test */
     char keep[16] = "";
     if (env)

@@ -239,13 +239,14 @@ static int replicas_step(replica *r, uint64_t step)
     if (r->status == VKT_OK) {
         if (!rd) /* the update in the step reads this step's hyperparameters */
             apply_set_step(r, step);
-        if (rd && rd->ops->submit_only) /* the exchange works while the step runs, then
-                                            waits for it */
+        if (rd && (rd->ops->submit_only || rd->overlap)) /* the exchange works while the
+                                                             step runs, then waits for it */
             trainer_step_submit(r);
         else
             trainer_forward_backward(r, step);
     }
-    if (!rd || !rd->ops->submit_only) /* else the exchange counts the step when it waits */
+    if (!rd || !(rd->ops->submit_only || rd->overlap)) /* else the exchange counts the
+                                                           step when it waits */
         r->stats.step_seconds += plat_now() - t0;
     if (!rd) { /* alone: the update was the end of the step */
         r->stats.steps += r->status == VKT_OK;

@@ -36,7 +36,8 @@ typedef struct reduce_ops {
     /* The host threads that average (vkt_trainer_stats.average_threads). */
     uint32_t (*threads)(const reducer *rd);
     /* 1: the replica's step is only submitted before exchange, which waits for it
-     * bucket by bucket; 0: the step is done (waited for) first. */
+     * bucket by bucket (so does the host reducer's when reducer.overlap is set); 0: the
+     * step is done (waited for) first. */
     int submit_only;
     /* After the replica's step: the average into its stage. Every replica of the process
      * calls it; returns 1 to stop (a failure anywhere, or the chief's stop: statuses
@@ -58,11 +59,24 @@ struct reducer {
     const reduce_ops *ops;
     vkt_trainer *t;
     int overlap;               /* marks after gradient buckets: the host works while the
-                                  backward goes on (the world reducer) */
+                                  backward goes on (both reducers) */
 };
 
 extern const reduce_ops reduce_host_ops;
 extern const reduce_ops reduce_world_ops;
+
+/* Floats in gradient bucket b (both reducers cut the gradients, in the order the backward
+ * completes them, into buckets closed by a mark when they overlap): options.bucket_bytes
+ * (0: 4 MiB), the first bucket at most 1 MiB (as PyTorch DDP's), so the host starts
+ * early. */
+#define REDUCE_FIRST_BUCKET_FLOATS (1u << 18)
+#define REDUCE_DEFAULT_BUCKET_BYTES (4u << 20)
+static inline uint64_t reduce_bucket_limit(const vkt_trainer *t, uint32_t b)
+{
+    uint64_t per = (t->opt.bucket_bytes ? t->opt.bucket_bytes : REDUCE_DEFAULT_BUCKET_BYTES) / 4;
+    per = per ? per : 1;
+    return b == 0 && REDUCE_FIRST_BUCKET_FLOATS < per ? REDUCE_FIRST_BUCKET_FLOATS : per;
+}
 
 /* The host reducer's local sum, which the world reducer wraps (local: a host reducer of
  * this process's replicas). sum: dst[i] = the replicas' stages' element at + i, weighted

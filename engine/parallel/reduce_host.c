@@ -2,18 +2,54 @@
  * process. Every replica's step copies each gradient into the replica's host-visible
  * stage right after the backward completes it; a pool of host threads sized to the cores
  * then averages them (chunks of the gradient, the vectorized sum of reduce_sum.h), and
- * every replica applies the same update. Also the local sum the world reducer wraps. */
+ * every replica applies the same update. Also the local sum the world reducer wraps.
+ *
+ * With overlap (reducer.overlap: GPU kernels by default, vkt_trainer_options.overlap) the
+ * gradients are cut into buckets in the order the backward completes them (bucket_bytes,
+ * as across ranks), the recorded step holds a mark after each complete bucket, and the
+ * step is only submitted: the threads sum bucket b as soon as every replica's device has
+ * passed its mark, while the devices compute the layers before it. Each element is
+ * summed in the same replica order either way, so the average has the same bits. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel/exec.h" /* trainer_step_finish */
 #include "parallel/reduce.h"
 #include "parallel/reduce_sum.h"
 
-typedef struct host_reducer {
+/* A gradient in completion order: `count` floats at `stage` in the flat gradient, at
+ * `packed` in the concatenation of all of them. */
+typedef struct hrange {
+    uint64_t stage, packed, count;
+} hrange;
+
+typedef struct host_reducer host_reducer;
+typedef struct bucket_job { /* a bucket's sum, as the pool's callers see it */
+    host_reducer *h;
+    uint32_t bucket;
+} bucket_job;
+
+struct host_reducer {
     reducer base;
     reduce_pool *pool;         /* the threads that sum (replica threads 0..callers-1 and
                                   helpers), made at start */
-} host_reducer;
+    /* overlap: laid out by replica 0's first recording (at creation, exec_ops.record) */
+    hrange *ranges;
+    uint32_t n_ranges, cap_ranges;
+    uint64_t packed;
+    uint32_t *first, *mark;    /* bucket b: ranges [first[b], first[b+1]), then mark[b]
+                                  (UINT32_MAX: none, the step's end) */
+    bucket_job *job;
+    uint32_t n_buckets, cap_buckets;
+    int laid_out;
+    struct {
+        uint32_t bucket;       /* recording: the bucket being filled, and its floats */
+        uint64_t fill;
+        int finished;          /* running: the replica's step has been waited for */
+    } rep[TRAINER_MAX_REPLICAS];
+};
+
+static host_reducer *of(reducer *rd) { return (host_reducer *)rd; }
 
 vkt_status reduce_host_copy_out(replica *r, vkt_stream *s, uint64_t offset, uint64_t count)
 {
@@ -25,17 +61,96 @@ vkt_status reduce_host_copy_out(replica *r, vkt_stream *s, uint64_t offset, uint
     return st;
 }
 
+static int open_bucket(host_reducer *h)
+{
+    if (h->n_buckets + 1 >= h->cap_buckets) {
+        uint32_t cap = h->cap_buckets ? 2 * h->cap_buckets : 16;
+        uint32_t *f = realloc(h->first, cap * sizeof *f);
+        if (f)
+            h->first = f;
+        uint32_t *m = realloc(h->mark, cap * sizeof *m);
+        if (m)
+            h->mark = m;
+        if (!f || !m)
+            return 0;
+        h->cap_buckets = cap;
+    }
+    h->first[h->n_buckets] = h->n_ranges;
+    h->mark[h->n_buckets] = UINT32_MAX;
+    h->n_buckets++;
+    return 1;
+}
+
 /* Recorded right after the backward step that completes a parameter's gradient: that
  * gradient into the replica's staging buffer, so on devices that overlap independent
- * commands the copy runs while earlier layers' backward still computes. */
+ * commands the copy runs while earlier layers' backward still computes; with overlap, a
+ * mark where a bucket is complete. Replica 0's first recording lays the buckets out;
+ * every replica's recording cuts the same ones (the same gradients, in the same order). */
 static vkt_status record_grad_out(vkt_stream *s, void *user, uint64_t offset, uint64_t count)
 {
-    return reduce_host_copy_out(user, s, offset, count);
+    replica *r = user;
+    host_reducer *h = of(r->t->rd);
+    vkt_status st = reduce_host_copy_out(r, s, offset, count);
+    if (st != VKT_OK || !h->base.overlap)
+        return st;
+    int lay = r->index == 0 && !h->laid_out;
+    if (lay && h->n_buckets == 0 && !open_bucket(h))
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (lay) {
+        if (h->n_ranges == h->cap_ranges) {
+            uint32_t cap = h->cap_ranges ? 2 * h->cap_ranges : 64;
+            hrange *g = realloc(h->ranges, cap * sizeof *g);
+            if (!g)
+                return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+            h->ranges = g;
+            h->cap_ranges = cap;
+        }
+        h->ranges[h->n_ranges++] = (hrange){offset, h->packed, count};
+        h->packed += count;
+    }
+    h->rep[r->index].fill += count;
+    if (h->rep[r->index].fill < reduce_bucket_limit(r->t, h->rep[r->index].bucket))
+        return VKT_OK;
+    uint32_t mark = UINT32_MAX; /* the bucket is complete */
+    if ((st = gpu_stream_mark(s, &mark)) != VKT_OK)
+        return st;
+    if (lay) {
+        h->mark[h->n_buckets - 1] = mark;
+        if (!open_bucket(h))
+            return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    h->rep[r->index].bucket++;
+    h->rep[r->index].fill = 0;
+    return VKT_OK;
+}
+
+/* The end of a recording: replica 0's first closes the layout (the last bucket ends with
+ * the step); every replica's next recording starts at bucket 0. */
+static vkt_status close_layout(vkt_stream *s, void *user)
+{
+    (void)s;
+    replica *r = user;
+    host_reducer *h = of(r->t->rd);
+    h->rep[r->index].bucket = 0;
+    h->rep[r->index].fill = 0;
+    if (r->index != 0 || h->laid_out || !h->base.overlap)
+        return VKT_OK;
+    if (h->n_buckets == 0 && !open_bucket(h))
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    h->first[h->n_buckets] = h->n_ranges;
+    if (!(h->job = calloc(h->n_buckets, sizeof *h->job)))
+        return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t b = 0; b < h->n_buckets; b++)
+        h->job[b] = (bucket_job){h, b};
+    h->laid_out = 1;
+    return VKT_OK;
 }
 
 static vkt_status host_attach(reducer *rd, replica *r)
 {
     vkt_status st = graph_model_on_grad_ready(r->model, record_grad_out, r);
+    if (st == VKT_OK)
+        st = graph_model_add_epilogue(r->model, close_layout, r);
     return st == VKT_OK ? VKT_OK : trainer_from_model(rd->t, r->model, st);
 }
 
@@ -72,6 +187,79 @@ static void reduce_chunk(void *user, uint64_t c0, uint64_t c1)
     reduce_sum(stage, t->n_rep, (const float *const *)stage, w, t->n_rep, c1 - c0);
 }
 
+/* Elements [c0, c1) of bucket b (in the packed order): the stage ranges they cover, each
+ * averaged as reduce_chunk does. */
+static void bucket_chunk(void *user, uint64_t c0, uint64_t c1)
+{
+    const bucket_job *j = user;
+    const host_reducer *h = j->h;
+    uint32_t f = h->first[j->bucket], l = h->first[j->bucket + 1];
+    uint64_t base = h->ranges[f].packed, a = base + c0, b = base + c1;
+    for (uint32_t i = f; i < l && h->ranges[i].packed < b; i++) {
+        const hrange *g = &h->ranges[i];
+        uint64_t lo = a > g->packed ? a : g->packed;
+        uint64_t hi = g->packed + g->count < b ? g->packed + g->count : b;
+        if (lo < hi)
+            reduce_chunk(h->base.t, g->stage + (lo - g->packed), g->stage + (hi - g->packed));
+    }
+}
+
+static uint64_t bucket_len(const host_reducer *h, uint32_t b)
+{
+    uint32_t f = h->first[b], l = h->first[b + 1];
+    uint64_t end = l < h->n_ranges ? h->ranges[l].packed : h->packed;
+    return f < h->n_ranges ? end - h->ranges[f].packed : 0;
+}
+
+/* Until the device passed bucket b's mark (for the last bucket: the whole step, waited
+ * for and its loss checked). */
+static void wait_for_bucket(host_reducer *h, replica *r, uint32_t b, uint64_t step)
+{
+    int *finished = &h->rep[r->index].finished;
+    if (b == 0)
+        *finished = 0;
+    if (r->status != VKT_OK || *finished)
+        return;
+    if (b + 1 == h->n_buckets || h->mark[b] == UINT32_MAX) {
+        trainer_step_finish(r, step);
+        r->stats.step_seconds += plat_now() - r->submitted_at;
+        *finished = 1;
+        return;
+    }
+    for (uint32_t n = 0;; n++) {
+        int passed = graph_model_mark_passed(r->model, h->mark[b]);
+        if (passed < 0)
+            replica_fail(r, VKT_ERROR_VULKAN, "%s", vkt_model_errmsg(r->model));
+        if (passed != 0)
+            return;
+        world_backoff(NULL, n < 5 ? n : 5); /* at most 32 us */
+    }
+}
+
+/* With overlap (the step only submitted): bucket by bucket, as every replica's device
+ * passes its mark, the pool's sum of it; the step's end (its fence, the loss) with the
+ * last. Every replica reaches every barrier; 1 when any failed. */
+static int exchange_buckets(host_reducer *h, replica *r, uint64_t step)
+{
+    vkt_trainer *t = h->base.t;
+    int fail = 0;
+    if (t->opt.check) /* check mode: replica 0's first step may lay the buckets out */
+        plat_barrier_wait(t->barrier, 0);
+    for (uint32_t b = 0; b < h->n_buckets; b++) {
+        wait_for_bucket(h, r, b, step);
+        double w0 = plat_now();
+        fail |= plat_barrier_wait(t->barrier, r->status != VKT_OK);
+        double w1 = plat_now();
+        r->stats.wait_seconds += w1 - w0;
+        if (!fail && r->index < reduce_pool_callers(h->pool))
+            reduce_pool_run(h->pool, r->index, bucket_chunk, &h->job[b], bucket_len(h, b));
+        plat_barrier_wait(t->barrier, 0);
+        if (r->index == 0)
+            t->avg_seconds += plat_now() - w1;
+    }
+    return fail;
+}
+
 static vkt_status host_start(reducer *rd)
 {
     host_reducer *h = (host_reducer *)rd;
@@ -94,7 +282,8 @@ static uint32_t host_threads(const reducer *rd)
  * voted a failure. */
 static int host_exchange(reducer *rd, replica *r, uint64_t step)
 {
-    (void)step;
+    if (rd->overlap) /* the step was only submitted */
+        return exchange_buckets(of(rd), r, step);
     vkt_trainer *t = rd->t;
     reduce_pool *pool = ((host_reducer *)rd)->pool;
     double t1 = plat_now();
@@ -138,15 +327,19 @@ static vkt_status host_create(vkt_trainer *t, vkt_world *w, reducer **out)
     if (!h)
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     h->base = (reducer){&reduce_host_ops, t, 0};
-    h->pool = NULL;
     *out = &h->base;
     return VKT_OK;
 }
 
 static void host_destroy(reducer *rd)
 {
-    reduce_pool_destroy(((host_reducer *)rd)->pool);
-    free(rd);
+    host_reducer *h = of(rd);
+    reduce_pool_destroy(h->pool);
+    free(h->ranges);
+    free(h->first);
+    free(h->mark);
+    free(h->job);
+    free(h);
 }
 
 const reduce_ops reduce_host_ops = {

@@ -26,8 +26,6 @@
 #define TAIL_FAIL 2
 #define FAILED 1.0f         /* a tail fail slot: this rank failed */
 #define FAILED_DIVERGED 2.0f /*   ... because training diverged */
-#define FIRST_BUCKET_FLOATS (1u << 18) /* 1 MiB: the first bucket is small (as DDP's) */
-#define DEFAULT_BUCKET_BYTES (4u << 20)
 
 /* A parameter's gradient: `count` floats at `stage` in the flat gradient (and stage),
  * at `comm` in the comm buffer. */
@@ -64,13 +62,6 @@ typedef struct world_reducer {
 } world_reducer;
 
 static world_reducer *of(reducer *rd) { return (world_reducer *)rd; }
-
-static uint64_t bucket_limit(const vkt_trainer *t, uint32_t b)
-{
-    uint64_t per = (t->opt.bucket_bytes ? t->opt.bucket_bytes : DEFAULT_BUCKET_BYTES) / 4;
-    per = per ? per : 1;
-    return b == 0 && FIRST_BUCKET_FLOATS < per ? FIRST_BUCKET_FLOATS : per;
-}
 
 /* Replica 0's first recording: bucket b starts at range `first`. */
 static int open_bucket(world_reducer *x, uint32_t first)
@@ -119,7 +110,7 @@ static vkt_status record_grad_out(vkt_stream *s, void *user, uint64_t offset, ui
         x->packed += count;
     }
     x->rep[r->index].rec_fill += count;
-    if (x->rep[r->index].rec_fill < bucket_limit(r->t, x->rep[r->index].rec_bucket))
+    if (x->rep[r->index].rec_fill < reduce_bucket_limit(r->t, x->rep[r->index].rec_bucket))
         return VKT_OK;
     /* the bucket is complete: a mark (overlapping), then the next bucket */
     uint32_t mark = UINT32_MAX;

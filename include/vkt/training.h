@@ -277,10 +277,11 @@ typedef struct vkt_trainer_options {
      * restoring reads on the chief only and sends the bytes to the others. Without
      * `devices` and VKT_DEVICES, a rank uses device local_rank % device count. */
     vkt_world *world;
-    /* Sync across ranks: gradient bytes per allreduce (0: 4 MiB). */
+    /* Sync replicas: gradient bytes per bucket, across ranks per allreduce (0: 4 MiB). */
     uint32_t bucket_bytes;
-    /* Sync across ranks: sum and send a bucket of gradients while the device computes the
-     * rest of the backward (1), or after the step (-1). 0: on for GPU kernels, off on CPU
+    /* Sync replicas (in one process and across ranks): sum (and send) a bucket of
+     * gradients while the device computes the rest of the backward (1), or after the step
+     * (-1). 0: on for GPU kernels, off on CPU
      * devices such as lavapipe, whose host threads share the cores with the device and
      * where it measured slower (docs/distributed.md). */
     int overlap;
