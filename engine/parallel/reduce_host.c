@@ -243,8 +243,6 @@ static int exchange_buckets(host_reducer *h, replica *r, uint64_t step)
 {
     vkt_trainer *t = h->base.t;
     int fail = 0;
-    if (t->opt.check) /* check mode: replica 0's first step may lay the buckets out */
-        plat_barrier_wait(t->barrier, 0);
     for (uint32_t b = 0; b < h->n_buckets; b++) {
         wait_for_bucket(h, r, b, step);
         double w0 = plat_now();
@@ -282,9 +280,17 @@ static uint32_t host_threads(const reducer *rd)
  * voted a failure. */
 static int host_exchange(reducer *rd, replica *r, uint64_t step)
 {
-    if (rd->overlap) /* the step was only submitted */
-        return exchange_buckets(of(rd), r, step);
     vkt_trainer *t = rd->t;
+    if (rd->overlap) { /* the step was only submitted */
+        if (t->opt.check) /* check mode: replica 0's first step lays the buckets out */
+            plat_barrier_wait(t->barrier, 0);
+        if (of(rd)->n_buckets > 0)
+            return exchange_buckets(of(rd), r, step);
+        if (r->status == VKT_OK) { /* nothing laid out (no gradient recorded): after the step */
+            trainer_step_finish(r, step);
+            r->stats.step_seconds += plat_now() - r->submitted_at;
+        }
+    }
     reduce_pool *pool = ((host_reducer *)rd)->pool;
     double t1 = plat_now();
     if (plat_barrier_wait(t->barrier, r->status != VKT_OK))
