@@ -54,7 +54,7 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b - a}'; }
 le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a <= b)}'; }
 # val KEY OUTPUT: KEY's value in the last result line
-val() { grep -E '(^|:)result: ' <<<"$2" | tail -1 | grep -Eo " $1=[^ ]+" | cut -d= -f2; }
+val() { grep -E '(^|: ?)result: ' <<<"$2" | tail -1 | grep -Eo " $1=[^ ]+" | cut -d= -f2; }
 close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN{d=a-b; if(d<0)d=-d; exit !(a!="" && b!="" && d<=t)}'; }
 # The pid of rank R of the job whose command line names DIR (a vkt process, not mpirun).
 rank_pid() {
