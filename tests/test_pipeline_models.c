@@ -697,17 +697,25 @@ static void test_models(int lm, uint32_t P, uint32_t m_micro, uint32_t steps)
     if (!TH_CHECK(st == VKT_OK && r.cost == VKT_SPLIT_COST_TIME, "%s on %u stages: split by "
                   "time: %s %s", what, P, vkt_last_error(), r.note))
         goto out0;
+    /* Every stage holds ops and the split was costed by time (some stage timed). A stage
+     * may cost 0 us: a lone reshape dispatches nothing, and when one op's profile lands
+     * far above the rest (an outlier on a loaded machine: the cut is chosen among those
+     * within 5% of the best, by fewest crossing bytes) cutting right after the reshape is
+     * that best. The measured times are not the test's to judge. */
     int timed = 1;
+    double total = 0;
     printf("%s on %u stages:", what, P);
     for (uint32_t s = 0; s < P; s++) {
-        timed &= r.stage[s].cost > 0 && r.stage[s].ops > 0;
+        timed &= r.stage[s].cost >= 0 && r.stage[s].ops > 0;
+        total += r.stage[s].cost;
         printf(" [%u ops %s..%s, %.0f us, %llu parameter bytes]", r.stage[s].ops,
                r.stage[s].first, r.stage[s].last, r.stage[s].cost,
                (unsigned long long)r.stage[s].param_bytes);
     }
     printf("\n");
-    TH_CHECK(timed && r.imbalance >= 1, "%s on %u stages: every stage timed (imbalance %.2f)",
-             what, P, r.imbalance);
+    TH_CHECK(timed && total > 0 && r.imbalance >= 1,
+             "%s on %u stages: every stage holds ops, the split timed (%.0f us, imbalance %.2f)",
+             what, P, total, r.imbalance);
     /* (Adam would magnify the rounding of gradients that are nearly zero, such as those
      * of the transformer's first qkv rows, into parameter differences of order lr: the
      * stages sum micro-batch gradients in another order) */
