@@ -89,17 +89,29 @@ void pipe_edges_reset(vkt_pipeline *p)
     }
 }
 
-/* Waits until every received value of micro-batch k is there (or a stage failed:
+/* Edge i of stage s's list is done for micro-batch k (lock held). */
+typedef int (*edge_done_fn)(const vkt_pipeline *p, const pstage *s, uint32_t i, uint32_t k);
+
+static int value_here(const vkt_pipeline *p, const pstage *s, uint32_t i, uint32_t k)
+{
+    return p->edge[s->recv_edge[i]].ready[k];
+}
+
+static int grad_taken(const vkt_pipeline *p, const pstage *s, uint32_t i, uint32_t k)
+{
+    return p->edge[s->send_edge[i]].pending[k] == 0;
+}
+
+/* Waits until done() holds for each of n edges for micro-batch k (or a stage failed:
  * returns 0). */
-int pipe_wait_values(pstage *s, uint32_t k)
+static int wait_edges(pstage *s, uint32_t k, uint32_t n, edge_done_fn done)
 {
     vkt_pipeline *p = s->p;
-    const graph_stage *gs = s->gs;
     plat_monitor_lock(p->mon);
     for (;;) {
         int all = 1;
-        for (uint32_t j = 0; j < gs->n_recv && all; j++)
-            all = p->edge[s->recv_edge[j]].ready[k];
+        for (uint32_t j = 0; j < n && all; j++)
+            all = done(p, s, j, k);
         if (all || p->failed)
             break;
         plat_monitor_wait(p->mon);
@@ -109,22 +121,16 @@ int pipe_wait_values(pstage *s, uint32_t k)
     return ok;
 }
 
+/* Every received value of micro-batch k is there. */
+int pipe_wait_values(pstage *s, uint32_t k)
+{
+    return wait_edges(s, k, s->gs->n_recv, value_here);
+}
+
+/* Every gradient this stage sent for micro-batch k has been taken by its readers. */
 int pipe_wait_grads(pstage *s, uint32_t k)
 {
-    vkt_pipeline *p = s->p;
-    const graph_stage *gs = s->gs;
-    plat_monitor_lock(p->mon);
-    for (;;) {
-        int all = 1;
-        for (uint32_t j = 0; j < gs->n_send && all; j++)
-            all = p->edge[s->send_edge[j]].pending[k] == 0;
-        if (all || p->failed)
-            break;
-        plat_monitor_wait(p->mon);
-    }
-    int ok = !p->failed;
-    plat_monitor_unlock(p->mon);
-    return ok;
+    return wait_edges(s, k, s->gs->n_send, grad_taken);
 }
 
 vkt_status pipe_recv_values(pstage *s, uint32_t k)
