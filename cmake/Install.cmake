@@ -1,7 +1,7 @@
 # cmake/Install.cmake - the installable library, included by the top CMakeLists.txt once
 # the targets exist.
 #
-#   <prefix>/include/vkt.h, vkt/*.h              the contract: vkt.h over its five parts
+#   <prefix>/include/vkt.h, vkt/*.h              the contract: vkt.h over its six parts
 #   <prefix>/<libdir>/libvktrain.so.X.Y[.Z]      shared: exports only the VKT_API functions
 #   <prefix>/<libdir>/libvktrain.a               static: the same objects, linked into one
 #                                                with every hidden symbol made local

@@ -26,7 +26,7 @@
 # counts, names, shapes and opaque pointers: no node, model or split internals).
 #
 # include/vkt.h, the public types and functions, is the vocabulary every layer may
-# include: it includes its five parts, include/vkt/*.h, and each part only the parts
+# include: it includes its six parts, include/vkt/*.h, and each part only the parts
 # below it (public_include) and C standard headers. In the library, operating-system headers
 # (<pthread.h>, <unistd.h>, <dlfcn.h>, <windows.h>, <sys/...>, ...) belong to
 # engine/platform alone, <volk.h> / <vulkan/...> to engine/gpu, and <mpi.h> to
@@ -96,13 +96,14 @@ resolve() {
     esac
 }
 
-# Whether the public header $1 may include the public header $2: vkt.h its five parts,
-# each part the parts below it (base; compute and distributed over base; graph over
-# compute; training over graph and distributed).
+# Whether the public header $1 may include the public header $2: vkt.h its six parts,
+# each part the parts below it (base; compute, data and distributed over base; graph
+# over compute; training over graph, data and distributed).
 public_include() {
     case "$1:$2" in
     include/vkt.h:include/vkt/*.h) return 0 ;;
     include/vkt/compute.h:include/vkt/base.h | include/vkt/distributed.h:include/vkt/base.h) return 0 ;;
+    include/vkt/data.h:include/vkt/base.h | include/vkt/training.h:include/vkt/data.h) return 0 ;;
     include/vkt/graph.h:include/vkt/base.h | include/vkt/graph.h:include/vkt/compute.h) return 0 ;;
     include/vkt/training.h:include/vkt/base.h | include/vkt/training.h:include/vkt/compute.h) return 0 ;;
     include/vkt/training.h:include/vkt/graph.h | include/vkt/training.h:include/vkt/distributed.h) return 0 ;;

@@ -1,6 +1,6 @@
 /* Internal definitions of the data layer (host side; knows nothing of Vulkan). */
-#ifndef VKT_DATA_H
-#define VKT_DATA_H
+#ifndef VKT_DATA_DATA_H
+#define VKT_DATA_DATA_H
 
 #include <stdint.h>
 

@@ -45,7 +45,7 @@ if ! cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" 2>&1; then
 fi
 libdir=$(cd "$prefix" && ls -d lib*/ | head -1); libdir=${libdir%/}
 for f in include/vkt.h include/vkt/base.h include/vkt/compute.h include/vkt/graph.h \
-         include/vkt/training.h include/vkt/distributed.h bin/vkt "$libdir/libvktrain.a" "$libdir/libvktrain.so" \
+         include/vkt/data.h include/vkt/training.h include/vkt/distributed.h bin/vkt "$libdir/libvktrain.a" "$libdir/libvktrain.so" \
          "$libdir/cmake/vktrain/vktrainConfig.cmake" "$libdir/pkgconfig/vktrain.pc" \
          "$libdir/pkgconfig/vktrain-static.pc" \
          share/vktrain/mnist/train-images-idx3-ubyte.gz \
