@@ -140,6 +140,20 @@ static vkt_status role_groups(vkt_context *ctx, const char *fn, uint64_t units, 
 
 /* Every view of v within what one storage binding may span on this device (the kernels
  * bind each tensor whole): VKT_ERROR_LIMIT naming the argument, before the dispatch. */
+/* A workgroup of wg threads holding `per_thread` bytes of shared memory each fits the
+ * device. */
+static vkt_status check_shared(vkt_context *ctx, const char *fn, uint32_t wg,
+                               uint32_t per_thread)
+{
+    uint64_t shared = (uint64_t)per_thread * wg;
+    if (ctx->info.max_shared_memory && shared > ctx->info.max_shared_memory)
+        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
+                        "%s: a workgroup of %u threads needs %llu bytes of shared memory; the "
+                        "device has %u", fn, wg, (unsigned long long)shared,
+                        ctx->info.max_shared_memory);
+    return VKT_OK;
+}
+
 /* The grid of a normalization backward that computes dx by rows and the per-column
  * gradients (dgamma, dbeta) by columns as two roles of one dispatch: threads per row (two
  * passes over it, pr) and per column (one pass over the rows, pc), the workgroup the
@@ -162,12 +176,8 @@ static vkt_status plan_two_roles(vkt_context *ctx, const char *fn, uint32_t rows
     if (cols_role && (st = ku_plan_rows(ctx, fn, units, rows, 1, &g->pc)) != VKT_OK)
         return st;
     g->wg = g->pr.wg > g->pc.wg ? g->pr.wg : g->pc.wg;
-    uint64_t shared = (uint64_t)shared_per_thread * g->wg;
-    if (ctx->info.max_shared_memory && shared > ctx->info.max_shared_memory)
-        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
-                        "%s: a workgroup of %u threads needs %llu bytes of shared memory; the "
-                        "device has %u", fn, g->wg, (unsigned long long)shared,
-                        ctx->info.max_shared_memory);
+    if ((st = check_shared(ctx, fn, g->wg, shared_per_thread)) != VKT_OK)
+        return st;
     uint32_t cap = rows_role && cols_role ? GPU_MAX_GROUPS / 2 : GPU_MAX_GROUPS;
     const ku_rows *pr = &g->pr, *pc = &g->pc;
     if (rows_role && (st = role_groups(ctx, fn, rows, pr->t, g->wg,
@@ -181,6 +191,8 @@ static vkt_status plan_two_roles(vkt_context *ctx, const char *fn, uint32_t rows
     return VKT_OK;
 }
 
+/* Every view of v within what one storage binding may span on this device (the kernels
+ * bind each tensor whole): VKT_ERROR_LIMIT naming the argument, before the dispatch. */
 static vkt_status check_bindable(vkt_context *ctx, const char *fn, const nv *v, uint32_t n)
 {
     uint64_t most = ku_chunk_elements(ctx);
@@ -206,6 +218,56 @@ static vkt_status check_rows(vkt_context *ctx, const char *fn, uint32_t rows, ui
     return VKT_OK;
 }
 
+/* The plan of a forward row kernel (ku_plan_rows, two passes over a row) whose threads
+ * each hold `shared_per_thread` bytes of shared memory. */
+static vkt_status plan_rows_shared(vkt_context *ctx, const char *fn, uint32_t rows,
+                                   uint32_t units, uint32_t shared_per_thread, ku_rows *plan)
+{
+    vkt_status st = ku_plan_rows(ctx, fn, rows, units, 2, plan);
+    if (st != VKT_OK)
+        return st;
+    return check_shared(ctx, fn, plan->wg, shared_per_thread);
+}
+
+/* The checks every normalization backward starts with: at least one output wanted (dbeta
+ * NULL and has_dbeta 0 for rmsnorm, which has none) and finite, non-negative betas. */
+static vkt_status check_backward_outputs(vkt_context *ctx, const char *fn, const void *dx,
+                                         const void *dgamma, const void *dbeta, int has_dbeta,
+                                         float beta_x, float beta_g, float beta_b)
+{
+    vkt_status st;
+    if (!dx && !dgamma && !dbeta)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: none of dx, dgamma%s "
+                        "wanted", fn, has_dbeta ? ", dbeta" : "");
+    if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
+        (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK ||
+        (has_dbeta && (st = check_float(ctx, fn, "beta_b", beta_b, 0)) != VKT_OK))
+        return st;
+    return VKT_OK;
+}
+
+/* The views of a backward that are checked: the first `inputs` (read) and the wanted
+ * outputs after them (an unwanted output's binding aliases dy as a read). Returns how many
+ * were kept in used[]; *dx_at, when not NULL, is where v[inputs] (dx) landed. */
+static uint32_t keep_used(const nv *v, uint32_t n, uint32_t inputs, nv *used, uint32_t *dx_at)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (i < inputs || v[i].write) {
+            if (i == inputs && dx_at)
+                *dx_at = k;
+            used[k++] = v[i];
+        }
+    return k;
+}
+
+/* Each view bound in order, whole. */
+static void bind_views(const nv *v, uint32_t n, gpu_arg *args)
+{
+    for (uint32_t i = 0; i < n; i++)
+        args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
+}
+
 /* ---- layer normalization ------------------------------------------------------------ */
 
 vkt_status kn_layernorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta, vkt_view y,
@@ -227,13 +289,9 @@ vkt_status kn_layernorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta
         return st;
     int vec4 = cols % 4 == 0 && all_vec4(ctx, v, 4);
     uint32_t units = vec4 ? cols / 4 : cols;
-    ku_rows plan;
-    if ((st = ku_plan_rows(ctx, fn, rows, units, 2, &plan)) != VKT_OK)
+    ku_rows plan; /* shared memory: one vec4 per thread (the row sums' tree) */
+    if ((st = plan_rows_shared(ctx, fn, rows, units, 16, &plan)) != VKT_OK)
         return st;
-    if (ctx->info.max_shared_memory && 16ull * plan.wg > ctx->info.max_shared_memory)
-        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
-                        "%s: a workgroup of %u threads needs %u bytes of shared memory; the "
-                        "device has %u", fn, plan.wg, 16 * plan.wg, ctx->info.max_shared_memory);
     struct push_layernorm p = {
         .rows = rows, .cols = cols, .eps = eps, .x_off = ku_shift(ctx, x, 0),
         .g_off = ku_shift(ctx, gamma, 0), .b_off = ku_shift(ctx, beta, 0),
@@ -270,12 +328,8 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
     vkt_context *ctx = s->ctx;
     if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK)
         return st;
-    if (!dx && !dgamma && !dbeta)
-        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "%s: none of dx, dgamma, dbeta wanted", fn);
-    if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
-        (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK ||
-        (st = check_float(ctx, fn, "beta_b", beta_b, 0)) != VKT_OK)
+    if ((st = check_backward_outputs(ctx, fn, dx, dgamma, dbeta, 1, beta_x, beta_g,
+                                     beta_b)) != VKT_OK)
         return st;
     uint64_t n = (uint64_t)rows * cols;
     /* The views; unwanted outputs are left out of the checks and their bindings alias dy
@@ -285,10 +339,7 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
                {"dgamma", dgamma ? *dgamma : dy, dgamma ? cols : n, dgamma != NULL},
                {"dbeta", dbeta ? *dbeta : dy, dbeta ? cols : n, dbeta != NULL}};
     nv used[7];
-    uint32_t n_used = 0;
-    for (uint32_t i = 0; i < 7; i++)
-        if (i < 4 || v[i].write)
-            used[n_used++] = v[i];
+    uint32_t n_used = keep_used(v, 7, 4, used, NULL);
     if ((st = check_views(ctx, fn, used, n_used, NULL)) != VKT_OK)
         return st;
     int vec4 = cols % 4 == 0 && all_vec4(ctx, used, n_used);
@@ -307,8 +358,7 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
         .dx_off = ku_shift(ctx, v[4].v, 0), .dg_off = ku_shift(ctx, v[5].v, 0),
         .db_off = ku_shift(ctx, v[6].v, 0)};
     gpu_arg args[7];
-    for (uint32_t i = 0; i < 7; i++)
-        args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
+    bind_views(v, 7, args);
     uint32_t spec[SPEC_LAYERNORM_BACKWARD_COUNT] = {
         [SPEC_WG] = wg, [SPEC_LAYERNORM_BACKWARD_TR] = pr.t, [SPEC_LAYERNORM_BACKWARD_TC] = pc.t,
         [SPEC_LAYERNORM_BACKWARD_VEC4] = (uint32_t)vec4,
@@ -342,14 +392,9 @@ vkt_status kn_rmsnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view y, vkt
         return st;
     int vec4 = cols % 4 == 0 && all_vec4(ctx, v, 3);
     uint32_t units = vec4 ? cols / 4 : cols;
-    ku_rows plan;
-    if ((st = ku_plan_rows(ctx, fn, rows, units, 2, &plan)) != VKT_OK)
+    ku_rows plan; /* shared memory: one float per thread (the row sums' tree) */
+    if ((st = plan_rows_shared(ctx, fn, rows, units, 4, &plan)) != VKT_OK)
         return st;
-    /* shared memory: one float per thread (the row sums' tree) */
-    if (ctx->info.max_shared_memory && 4ull * plan.wg > ctx->info.max_shared_memory)
-        return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
-                        "%s: a workgroup of %u threads needs %u bytes of shared memory; the "
-                        "device has %u", fn, plan.wg, 4 * plan.wg, ctx->info.max_shared_memory);
     struct push_rmsnorm p = {
         .rows = rows, .cols = cols, .eps = eps, .x_off = ku_shift(ctx, x, 0),
         .g_off = ku_shift(ctx, gamma, 0), .y_off = ku_shift(ctx, y, 0),
@@ -384,11 +429,8 @@ vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_vi
     vkt_context *ctx = s->ctx;
     if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK)
         return st;
-    if (!dx && !dgamma)
-        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "%s: none of dx, dgamma wanted", fn);
-    if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
-        (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK)
+    if ((st = check_backward_outputs(ctx, fn, dx, dgamma, NULL, 0, beta_x, beta_g, 0.0f)) !=
+        VKT_OK)
         return st;
     uint64_t n = (uint64_t)rows * cols;
     /* The views; an unwanted output is left out of the checks and its binding aliases dy
@@ -397,10 +439,7 @@ vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_vi
                {"dy", dy, n, 0}, {"dx", dx ? *dx : dy, n, dx != NULL},
                {"dgamma", dgamma ? *dgamma : dy, dgamma ? cols : n, dgamma != NULL}};
     nv used[6];
-    uint32_t n_used = 0;
-    for (uint32_t i = 0; i < 6; i++)
-        if (i < 4 || v[i].write)
-            used[n_used++] = v[i];
+    uint32_t n_used = keep_used(v, 6, 4, used, NULL);
     if ((st = check_views(ctx, fn, used, n_used, NULL)) != VKT_OK ||
         (st = check_bindable(ctx, fn, used, n_used)) != VKT_OK)
         return st;
@@ -422,8 +461,7 @@ vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_vi
         .r_off = ku_shift(ctx, rstd, 0), .dy_off = ku_shift(ctx, dy, 0),
         .dx_off = ku_shift(ctx, v[4].v, 0), .dg_off = ku_shift(ctx, v[5].v, 0)};
     gpu_arg args[6];
-    for (uint32_t i = 0; i < 6; i++)
-        args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
+    bind_views(v, 6, args);
     uint32_t spec[SPEC_RMSNORM_BACKWARD_COUNT] = {
         [SPEC_WG] = wg, [SPEC_RMSNORM_BACKWARD_TR] = pr.t, [SPEC_RMSNORM_BACKWARD_TC] = pc.t,
         [SPEC_RMSNORM_BACKWARD_VEC4] = (uint32_t)vec4,
@@ -553,12 +591,8 @@ vkt_status kn_batchnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
     vkt_context *ctx = s->ctx;
     if ((st = check_bn_sizes(ctx, fn, n, c, hw)) != VKT_OK)
         return st;
-    if (!dx && !dgamma && !dbeta)
-        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "%s: none of dx, dgamma, dbeta wanted", fn);
-    if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
-        (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK ||
-        (st = check_float(ctx, fn, "beta_b", beta_b, 0)) != VKT_OK)
+    if ((st = check_backward_outputs(ctx, fn, dx, dgamma, dbeta, 1, beta_x, beta_g,
+                                     beta_b)) != VKT_OK)
         return st;
     uint64_t total = (uint64_t)n * c * hw;
     nv v[7] = {{"x", x, total, 0}, {"gamma", gamma, c, 0}, {"stats", stats, 2ull * c, 0},
@@ -566,13 +600,7 @@ vkt_status kn_batchnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
                {"dgamma", dgamma ? *dgamma : dy, dgamma ? c : total, dgamma != NULL},
                {"dbeta", dbeta ? *dbeta : dy, dbeta ? c : total, dbeta != NULL}};
     nv used[7];
-    uint32_t n_used = 0, dx_at = 0;
-    for (uint32_t i = 0; i < 7; i++)
-        if (i < 4 || v[i].write) {
-            if (i == 4)
-                dx_at = n_used;
-            used[n_used++] = v[i];
-        }
+    uint32_t dx_at = 0, n_used = keep_used(v, 7, 4, used, &dx_at);
     const int in_place[2] = {dx ? (int)dx_at : -1, 3}; /* dx may be dy */
     if ((st = check_views(ctx, fn, used, n_used, in_place)) != VKT_OK)
         return st;
@@ -589,8 +617,7 @@ vkt_status kn_batchnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
         .dx_off = ku_shift(ctx, v[4].v, 0), .dg_off = ku_shift(ctx, v[5].v, 0),
         .db_off = ku_shift(ctx, v[6].v, 0)};
     gpu_arg args[7];
-    for (uint32_t i = 0; i < 7; i++)
-        args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
+    bind_views(v, 7, args);
     if (dx && same(&v[4], &v[3]))
         args[3].write = 1; /* in place: the range is bound both ways; mark both written */
     uint32_t spec[SPEC_BATCHNORM_BACKWARD_COUNT] = {
