@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "core/error.h"
+#include "io/bytes.h"
 #include "platform/platform.h"
 
 /* ---- encoding ------------------------------------------------------------------ */
@@ -34,40 +35,18 @@ static unsigned char *grow(ckpt_buf *b, size_t n)
     return at;
 }
 
-static void le32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void le64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t rd32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(const unsigned char *p)
-{
-    return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
-}
-
 void ckpt_put_u32(ckpt_buf *b, uint32_t v)
 {
     unsigned char *p = grow(b, 4);
     if (p)
-        le32(p, v);
+        io_wr(p, v, 4);
 }
 
 void ckpt_put_u64(ckpt_buf *b, uint64_t v)
 {
     unsigned char *p = grow(b, 8);
     if (p)
-        le64(p, v);
+        io_wr(p, v, 8);
 }
 
 void ckpt_put_f64(ckpt_buf *b, double v)
@@ -90,7 +69,7 @@ void ckpt_put_f32s(ckpt_buf *b, const float *v, uint64_t n)
     for (uint64_t i = 0; p && i < n; i++) {
         uint32_t u;
         memcpy(&u, &v[i], 4);
-        le32(p + 4 * i, u);
+        io_wr(p + 4 * i, u, 4);
     }
 }
 
@@ -106,7 +85,7 @@ size_t ckpt_begin_section(ckpt_buf *b, const char tag[4])
 void ckpt_end_section(ckpt_buf *b, size_t at)
 {
     if (!b->oom)
-        le64(b->p + at, b->n - at - 8);
+        io_wr(b->p + at, b->n - at - 8, 8);
 }
 
 void ckpt_begin(ckpt_buf *b) { grow(b, CKPT_HEADER_BYTES); }
@@ -119,17 +98,17 @@ void ckpt_finish(ckpt_buf *b)
     size_t payload = b->n - CKPT_HEADER_BYTES;
     memset(h, 0, CKPT_HEADER_BYTES);
     memcpy(h, CKPT_MAGIC, 8);
-    le32(h + 8, CKPT_VERSION);
-    le32(h + 12, CKPT_HEADER_BYTES);
-    le64(h + 16, payload);
-    le32(h + 24, (uint32_t)crc32(0L, h + CKPT_HEADER_BYTES, (uInt)payload));
-    le32(h + 28, (uint32_t)crc32(0L, h, 28));
+    io_wr(h + 8, CKPT_VERSION, 4);
+    io_wr(h + 12, CKPT_HEADER_BYTES, 4);
+    io_wr(h + 16, payload, 8);
+    io_wr(h + 24, (uint32_t)crc32(0L, h + CKPT_HEADER_BYTES, (uInt)payload), 4);
+    io_wr(h + 28, (uint32_t)crc32(0L, h, 28), 4);
 }
 
 void ckpt_read_f32s(const unsigned char *src, float *dst, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++) {
-        uint32_t u = rd32(src + 4 * i);
+        uint32_t u = io_rd32(src + 4 * i);
         memcpy(&dst[i], &u, 4);
     }
 }
@@ -163,7 +142,7 @@ static int get32(cursor *c, uint32_t *v)
     const unsigned char *p;
     if (!take(c, 4, &p))
         return 0;
-    *v = rd32(p);
+    *v = io_rd32(p);
     return 1;
 }
 
@@ -172,20 +151,8 @@ static int get64(cursor *c, uint64_t *v)
     const unsigned char *p;
     if (!take(c, 8, &p))
         return 0;
-    *v = rd64(p);
+    *v = io_rd64(p);
     return 1;
-}
-
-static vkt_status bad(char *why, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static vkt_status bad(char *why, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, size, fmt, ap);
-    va_end(ap);
-    return VKT_ERROR_FORMAT;
 }
 
 static vkt_status parse_meta(cursor *c, ckpt *k, char *why, size_t ws)
@@ -194,7 +161,7 @@ static vkt_status parse_meta(cursor *c, ckpt *k, char *why, size_t ws)
     if (!get64(c, &k->step) || !get64(c, &k->dropout_step) || !get32(c, &k->replicas) ||
         !get32(c, &k->mode) || !get32(c, &k->batch) || !get32(c, &reserved) ||
         c->p != c->end)
-        return bad(why, ws, "section META is not 32 bytes");
+        return io_bad(why, ws, "section META is not 32 bytes");
     return VKT_OK;
 }
 
@@ -203,9 +170,9 @@ static vkt_status parse_data(cursor *c, ckpt *k, char *why, size_t ws)
     uint32_t reserved;
     if (!get32(c, &k->has_loader) || !get32(c, &reserved) || !get64(c, &k->epoch) ||
         !get64(c, &k->batch_index) || !get64(c, &k->seed) || c->p != c->end)
-        return bad(why, ws, "section DATA is not 32 bytes");
+        return io_bad(why, ws, "section DATA is not 32 bytes");
     if (k->has_loader > 1)
-        return bad(why, ws, "section DATA: loader flag %u is not 0 or 1", k->has_loader);
+        return io_bad(why, ws, "section DATA: loader flag %u is not 0 or 1", k->has_loader);
     return VKT_OK;
 }
 
@@ -213,10 +180,10 @@ static vkt_status parse_norm(cursor *c, ckpt *k, char *why, size_t ws)
 {
     uint64_t bits;
     if (!get64(c, &bits) || !get64(c, &k->norm_step) || c->p != c->end)
-        return bad(why, ws, "section NORM is not 16 bytes");
+        return io_bad(why, ws, "section NORM is not 16 bytes");
     memcpy(&k->norm_rms, &bits, 8);
     if (!(k->norm_rms >= 0 && k->norm_rms <= 3.5e38)) /* NaN fails too */
-        return bad(why, ws, "section NORM: the reference RMS %g is not a finite value >= 0",
+        return io_bad(why, ws, "section NORM: the reference RMS %g is not a finite value >= 0",
                    k->norm_rms);
     k->has_norm = 1;
     return VKT_OK;
@@ -229,16 +196,16 @@ static vkt_status parse_scal(cursor *c, ckpt *k, char *why, size_t ws)
     if (!get32(c, &k->scal_scaling) || !get32(c, &reserved) || !get64(c, &bits) ||
         !get32(c, &k->scal_clean) || !get32(c, &k->scal_in_a_row) ||
         !get64(c, &k->scal_skipped) || c->p != c->end)
-        return bad(why, ws, "section SCAL is not 32 bytes");
+        return io_bad(why, ws, "section SCAL is not 32 bytes");
     memcpy(&k->scal_scale, &bits, 8);
     if (k->scal_scaling > 1)
-        return bad(why, ws, "section SCAL: scaling flag %u is not 0 or 1", k->scal_scaling);
+        return io_bad(why, ws, "section SCAL: scaling flag %u is not 0 or 1", k->scal_scaling);
     /* the scaler keeps it in [1, 2^32] (1 without scaling); NaN fails too */
     if (!(k->scal_scale >= 1.0 && k->scal_scale <= 4294967296.0))
-        return bad(why, ws, "section SCAL: the loss scale %g is not within [1, 2^32]",
+        return io_bad(why, ws, "section SCAL: the loss scale %g is not within [1, 2^32]",
                    k->scal_scale);
     if (k->scal_in_a_row > k->scal_skipped)
-        return bad(why, ws, "section SCAL: %u skipped steps in a row but %llu in all",
+        return io_bad(why, ws, "section SCAL: %u skipped steps in a row but %llu in all",
                    k->scal_in_a_row, (unsigned long long)k->scal_skipped);
     k->has_scal = 1;
     return VKT_OK;
@@ -249,27 +216,27 @@ static vkt_status parse_tensor(cursor *c, ckpt_tensor *t, uint32_t i, char *why,
     uint32_t len, ndim;
     const unsigned char *name;
     if (!get32(c, &len) || len == 0 || len > CKPT_NAME_MAX || !take(c, len, &name))
-        return bad(why, ws, "parameter %u: bad or truncated name", i);
+        return io_bad(why, ws, "parameter %u: bad or truncated name", i);
     memcpy(t->name, name, len);
     t->name[len] = '\0';
     if (strlen(t->name) != len)
-        return bad(why, ws, "parameter %u: the name holds a NUL byte", i);
+        return io_bad(why, ws, "parameter %u: the name holds a NUL byte", i);
     if (!get32(c, &ndim) || ndim == 0 || ndim > VKT_MAX_DIMS)
-        return bad(why, ws, "parameter '%s': bad or truncated rank", t->name);
+        return io_bad(why, ws, "parameter '%s': bad or truncated rank", t->name);
     t->shape.ndim = ndim;
     uint64_t n = 1;
     for (uint32_t d = 0; d < ndim; d++) {
         if (!get32(c, &t->shape.dims[d]) || t->shape.dims[d] == 0)
-            return bad(why, ws, "parameter '%s': bad or truncated shape", t->name);
+            return io_bad(why, ws, "parameter '%s': bad or truncated shape", t->name);
         n *= t->shape.dims[d]; /* at most 4 factors below 2^32: checked against count */
         if (n > ((uint64_t)1 << 40))
-            return bad(why, ws, "parameter '%s': implausible shape", t->name);
+            return io_bad(why, ws, "parameter '%s': implausible shape", t->name);
     }
     if (!get64(c, &t->count) || t->count != n)
-        return bad(why, ws, "parameter '%s': element count does not match its shape",
+        return io_bad(why, ws, "parameter '%s': element count does not match its shape",
                    t->name);
     if (!take(c, n * 4, &t->data))
-        return bad(why, ws, "parameter '%s': data truncated", t->name);
+        return io_bad(why, ws, "parameter '%s': data truncated", t->name);
     return VKT_OK;
 }
 
@@ -277,20 +244,20 @@ static vkt_status parse_params(cursor *c, ckpt *k, char *why, size_t ws)
 {
     uint32_t reserved;
     if (!get32(c, &k->n_tensors) || !get32(c, &reserved))
-        return bad(why, ws, "section PARM is truncated");
+        return io_bad(why, ws, "section PARM is truncated");
     /* every tensor takes at least 17 bytes: bounds the count before allocating */
     if (k->n_tensors == 0 || k->n_tensors > (uint64_t)(c->end - c->p) / 17)
-        return bad(why, ws, "section PARM: implausible tensor count %u", k->n_tensors);
+        return io_bad(why, ws, "section PARM: implausible tensor count %u", k->n_tensors);
     k->tensors = calloc(k->n_tensors, sizeof *k->tensors);
     if (!k->tensors)
-        return bad(why, ws, "out of host memory");
+        return io_bad(why, ws, "out of host memory");
     for (uint32_t i = 0; i < k->n_tensors; i++) {
         vkt_status st = parse_tensor(c, &k->tensors[i], i, why, ws);
         if (st != VKT_OK)
             return st;
     }
     if (c->p != c->end)
-        return bad(why, ws, "section PARM has %zu bytes after its tensors",
+        return io_bad(why, ws, "section PARM has %zu bytes after its tensors",
                    (size_t)(c->end - c->p));
     return VKT_OK;
 }
@@ -300,30 +267,30 @@ static vkt_status parse_header(const unsigned char *f, size_t size, ckpt *k, cha
                                size_t ws)
 {
     if (size == 0)
-        return bad(why, ws, "the file is empty");
+        return io_bad(why, ws, "the file is empty");
     if (size < 8 || memcmp(f, CKPT_MAGIC, 8) != 0)
-        return bad(why, ws, "not a vktrain checkpoint (bad magic)");
+        return io_bad(why, ws, "not a vktrain checkpoint (bad magic)");
     if (size < CKPT_HEADER_BYTES)
-        return bad(why, ws, "truncated: %zu bytes, shorter than the %u-byte header", size,
+        return io_bad(why, ws, "truncated: %zu bytes, shorter than the %u-byte header", size,
                    CKPT_HEADER_BYTES);
-    if (rd32(f + 28) != (uint32_t)crc32(0L, f, 28))
-        return bad(why, ws, "header checksum mismatch");
-    k->version = rd32(f + 8);
+    if (io_rd32(f + 28) != (uint32_t)crc32(0L, f, 28))
+        return io_bad(why, ws, "header checksum mismatch");
+    k->version = io_rd32(f + 8);
     if (k->version != CKPT_VERSION)
-        return bad(why, ws, "unsupported version %u (this build reads version %u)",
+        return io_bad(why, ws, "unsupported version %u (this build reads version %u)",
                    k->version, CKPT_VERSION);
-    if (rd32(f + 12) != CKPT_HEADER_BYTES)
-        return bad(why, ws, "header size %u, expected %u", rd32(f + 12), CKPT_HEADER_BYTES);
-    uint64_t payload = rd64(f + 16);
+    if (io_rd32(f + 12) != CKPT_HEADER_BYTES)
+        return io_bad(why, ws, "header size %u, expected %u", io_rd32(f + 12), CKPT_HEADER_BYTES);
+    uint64_t payload = io_rd64(f + 16);
     if (payload != size - CKPT_HEADER_BYTES)
-        return bad(why, ws, "%s: the header promises %llu payload bytes, the file holds %llu",
+        return io_bad(why, ws, "%s: the header promises %llu payload bytes, the file holds %llu",
                    payload > size - CKPT_HEADER_BYTES ? "truncated" : "trailing bytes",
                    (unsigned long long)payload,
                    (unsigned long long)(size - CKPT_HEADER_BYTES));
-    uint32_t want = rd32(f + 24);
+    uint32_t want = io_rd32(f + 24);
     uint32_t got = (uint32_t)crc32(0L, f + CKPT_HEADER_BYTES, (uInt)payload);
     if (want != got)
-        return bad(why, ws, "checksum mismatch (stored %08x, computed %08x)", want, got);
+        return io_bad(why, ws, "checksum mismatch (stored %08x, computed %08x)", want, got);
     return VKT_OK;
 }
 
@@ -338,7 +305,7 @@ static vkt_status parse_sections(cursor *c, ckpt *k, char *why, size_t ws)
         uint64_t len;
         if (!take(c, 4, &tag) || !get32(c, &reserved) || !get64(c, &len) ||
             !take(c, len, &body))
-            return bad(why, ws, "a section header or body is truncated");
+            return io_bad(why, ws, "a section header or body is truncated");
         cursor s = {body, body + len};
         int i = 0;
         while (i < KNOWN && memcmp(tag, tags[i], 4) != 0)
@@ -346,7 +313,7 @@ static vkt_status parse_sections(cursor *c, ckpt *k, char *why, size_t ws)
         if (i == KNOWN)
             continue; /* a section added later in version 1: skipped */
         if (seen[i]++)
-            return bad(why, ws, "section %s appears twice", tags[i]);
+            return io_bad(why, ws, "section %s appears twice", tags[i]);
         vkt_status st = VKT_OK;
         if (i == 0)
             st = parse_meta(&s, k, why, ws);
@@ -367,7 +334,7 @@ static vkt_status parse_sections(cursor *c, ckpt *k, char *why, size_t ws)
     }
     for (int i = 0; i < REQUIRED; i++)
         if (!seen[i])
-            return bad(why, ws, "section %s is missing", tags[i]);
+            return io_bad(why, ws, "section %s is missing", tags[i]);
     return VKT_OK;
 }
 

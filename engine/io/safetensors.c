@@ -12,16 +12,10 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "io/bytes.h"
 #include "platform/platform.h"
 
 /* ---- dtypes ------------------------------------------------------------------------ */
-
-static uint32_t rd16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
-
-static uint32_t rd32(const unsigned char *p)
-{
-    return rd16(p) | rd16(p + 2) << 16;
-}
 
 static float bits_f32(uint32_t u)
 {
@@ -33,7 +27,7 @@ static float bits_f32(uint32_t u)
 static void f32_to_f32(const unsigned char *src, float *dst, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)
-        dst[i] = bits_f32(rd32(src + 4 * i));
+        dst[i] = bits_f32(io_rd32(src + 4 * i));
 }
 
 /* IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits; every value is exact in
@@ -51,21 +45,21 @@ static float half_to_float(uint32_t h)
 static void f16_to_f32(const unsigned char *src, float *dst, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)
-        dst[i] = half_to_float(rd16(src + 2 * i));
+        dst[i] = half_to_float(io_rd16(src + 2 * i));
 }
 
 /* bfloat16: the top 16 bits of a float. */
 static void bf16_to_f32(const unsigned char *src, float *dst, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)
-        dst[i] = bits_f32(rd16(src + 2 * i) << 16);
+        dst[i] = bits_f32(io_rd16(src + 2 * i) << 16);
 }
 
 /* binary64, rounded to the nearest float (too large: an infinity, refused by the caller). */
 static void f64_to_f32(const unsigned char *src, float *dst, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++) {
-        uint64_t u = (uint64_t)rd32(src + 8 * i) | (uint64_t)rd32(src + 8 * i + 4) << 32;
+        uint64_t u = (uint64_t)io_rd32(src + 8 * i) | (uint64_t)io_rd32(src + 8 * i + 4) << 32;
         double d;
         memcpy(&d, &u, 8);
         dst[i] = (float)d;
@@ -541,18 +535,6 @@ end:
 
 /* ---- the data ---------------------------------------------------------------------- */
 
-static vkt_status bad(char *why, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static vkt_status bad(char *why, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, size, fmt, ap);
-    va_end(ap);
-    return VKT_ERROR_FORMAT;
-}
-
 /* Each tensor's element count and byte range against its dtype and the data's size. */
 static vkt_status check_sizes(st_file *f, uint64_t data_bytes, char *why, size_t ws)
 {
@@ -563,25 +545,25 @@ static vkt_status check_sizes(st_file *f, uint64_t data_bytes, char *why, size_t
         uint64_t n = 1;
         for (uint32_t d = 0; d < t->ndim; d++) {
             if (t->dims[d] && n > UINT64_MAX / t->dims[d])
-                return bad(why, ws, "tensor '%s': shape %s has more elements than 2^64",
+                return io_bad(why, ws, "tensor '%s': shape %s has more elements than 2^64",
                            t->name, shape);
             n *= t->dims[d];
         }
         if (n > UINT64_MAX / t->dtype->bytes)
-            return bad(why, ws, "tensor '%s': %s %s takes more than 2^64 bytes", t->name,
+            return io_bad(why, ws, "tensor '%s': %s %s takes more than 2^64 bytes", t->name,
                        t->dtype->name, shape);
         t->count = n;
         uint64_t bytes = n * t->dtype->bytes;
         if (t->end < t->begin)
-            return bad(why, ws, "tensor '%s': data_offsets [%llu, %llu] end before they begin",
+            return io_bad(why, ws, "tensor '%s': data_offsets [%llu, %llu] end before they begin",
                        t->name, (unsigned long long)t->begin, (unsigned long long)t->end);
         if (t->end > data_bytes)
-            return bad(why, ws, "tensor '%s': data_offsets [%llu, %llu] pass the end of the "
+            return io_bad(why, ws, "tensor '%s': data_offsets [%llu, %llu] pass the end of the "
                        "data (%llu bytes): the file is truncated or the offsets are wrong",
                        t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
                        (unsigned long long)data_bytes);
         if (t->end - t->begin != bytes)
-            return bad(why, ws, "tensor '%s': %s %s takes %llu bytes, but data_offsets [%llu, "
+            return io_bad(why, ws, "tensor '%s': %s %s takes %llu bytes, but data_offsets [%llu, "
                        "%llu] hold %llu", t->name, t->dtype->name, shape,
                        (unsigned long long)bytes, (unsigned long long)t->begin,
                        (unsigned long long)t->end, (unsigned long long)(t->end - t->begin));
@@ -608,30 +590,30 @@ static vkt_status check_tiling(st_file *f, uint64_t data_bytes, char *why, size_
 {
     st_tensor **s = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *s);
     if (!s)
-        return bad(why, ws, "out of host memory");
+        return io_bad(why, ws, "out of host memory");
     for (uint32_t i = 0; i < f->n_tensors; i++)
         s[i] = &f->tensors[i];
     vkt_status st = VKT_OK;
     qsort(s, f->n_tensors, sizeof *s, by_name);
     for (uint32_t i = 1; i < f->n_tensors && st == VKT_OK; i++)
         if (!strcmp(s[i - 1]->name, s[i]->name))
-            st = bad(why, ws, "tensor '%s' appears twice in the header", s[i]->name);
+            st = io_bad(why, ws, "tensor '%s' appears twice in the header", s[i]->name);
     qsort(s, f->n_tensors, sizeof *s, by_range);
     uint64_t at = 0;
     for (uint32_t i = 0; i < f->n_tensors && st == VKT_OK; i++) {
         if (s[i]->begin < at)
-            st = bad(why, ws, "tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap",
+            st = io_bad(why, ws, "tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap",
                      s[i - 1]->name, (unsigned long long)s[i - 1]->begin,
                      (unsigned long long)s[i - 1]->end, s[i]->name,
                      (unsigned long long)s[i]->begin, (unsigned long long)s[i]->end);
         else if (s[i]->begin > at)
-            st = bad(why, ws, "bytes [%llu, %llu) of the data belong to no tensor (a hole "
+            st = io_bad(why, ws, "bytes [%llu, %llu) of the data belong to no tensor (a hole "
                      "before '%s')", (unsigned long long)at, (unsigned long long)s[i]->begin,
                      s[i]->name);
         at = s[i]->end;
     }
     if (st == VKT_OK && at != data_bytes)
-        st = bad(why, ws, "the data has %llu bytes after the last tensor's end (%llu of %llu "
+        st = io_bad(why, ws, "the data has %llu bytes after the last tensor's end (%llu of %llu "
                  "bytes used)", (unsigned long long)(data_bytes - at), (unsigned long long)at,
                  (unsigned long long)data_bytes);
     free(s);
@@ -655,7 +637,7 @@ static vkt_status finish(st_file *out, jreader *r, parsed *ps, const unsigned ch
         out->meta_keys = malloc(ps->n_meta * sizeof *out->meta_keys);
         out->meta_values = malloc(ps->n_meta * sizeof *out->meta_values);
         if (!out->meta_keys || !out->meta_values)
-            return bad(why, ws, "out of host memory");
+            return io_bad(why, ws, "out of host memory");
         for (uint32_t i = 0; i < ps->n_meta; i++) {
             out->meta_keys[i] = out->strings + ps->meta_off[2 * i];
             out->meta_values[i] = out->strings + ps->meta_off[2 * i + 1];
@@ -674,13 +656,13 @@ vkt_status st_parse(void *file, size_t size, st_file *out, char *why, size_t ws)
     const unsigned char *b = file;
     if (size < 8) {
         st_free(out);
-        return bad(why, ws, "the file has %zu bytes, fewer than the 8 of the header length",
+        return io_bad(why, ws, "the file has %zu bytes, fewer than the 8 of the header length",
                    size);
     }
-    uint64_t n = rd32(b) | (uint64_t)rd32(b + 4) << 32;
+    uint64_t n = io_rd32(b) | (uint64_t)io_rd32(b + 4) << 32;
     if (n > size - 8) {
         st_free(out);
-        return bad(why, ws, "the header length %llu passes the end of the file (%zu bytes "
+        return io_bad(why, ws, "the header length %llu passes the end of the file (%zu bytes "
                    "after the length): truncated, or not a safetensors file",
                    (unsigned long long)n, size - 8);
     }

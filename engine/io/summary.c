@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "io/bytes.h"
 #include "platform/platform.h"
 
 #define VKT_SUMMARY_TAG_MAX VKT_MAX_TAG_BYTES
@@ -67,8 +68,7 @@ static void pb_varint(pb *b, uint64_t v)
 static void pb_le(pb *b, uint64_t v, int bytes)
 {
     uint8_t tmp[8];
-    for (int i = 0; i < bytes; i++)
-        tmp[i] = (uint8_t)(v >> (8 * i));
+    io_wr(tmp, v, bytes);
     pb_bytes(b, tmp, (size_t)bytes);
 }
 
@@ -121,15 +121,10 @@ size_t summary_event_encode(uint8_t *buf, size_t cap, double wall_time, int64_t 
 
 size_t summary_tfrecord_frame(uint8_t *buf, const uint8_t *data, size_t n)
 {
-    for (int i = 0; i < 8; i++)
-        buf[i] = (uint8_t)((uint64_t)n >> (8 * i));
-    uint32_t len_crc = crc32c_masked(buf, 8);
-    for (int i = 0; i < 4; i++)
-        buf[8 + i] = (uint8_t)(len_crc >> (8 * i));
+    io_wr(buf, n, 8);
+    io_wr(buf + 8, crc32c_masked(buf, 8), 4);
     memmove(buf + 12, data, n);
-    uint32_t data_crc = crc32c_masked(buf + 12, n);
-    for (int i = 0; i < 4; i++)
-        buf[12 + n + i] = (uint8_t)(data_crc >> (8 * i));
+    io_wr(buf + 12 + n, crc32c_masked(buf + 12, n), 4);
     return n + 16;
 }
 
