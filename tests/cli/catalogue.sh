@@ -150,10 +150,13 @@ if command -v mpirun >/dev/null && ldd "$bin" 2>/dev/null | grep -q libmpi; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
         OMPI_MCA_rmaps_base_oversubscribe=1 PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe \
         OMPI_MCA_mpi_yield_when_idle=1 \
-        OMPI_MCA_btl_vader_single_copy_mechanism=none LP_NUM_THREADS=1
-    # mpi ARGS...: an MPMD job (": " between the ranks' command lines); every command line
-    # names a folder under $tmp, so its processes are found by that
-    mpi() { timeout -k 5 120 mpirun --bind-to none "$@" 2>&1; }
+        OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_tcp_disable_family=6 \
+        LP_NUM_THREADS=1
+    # mpi ARGS...: an MPMD job (": " between the ranks' command lines), started as one SPMD
+    # job by tests/mpi/mpmd.sh (Open MPI 5.0.7's mpirun crashes on MPMD command lines);
+    # every command line names a folder under $tmp, so its processes are found by that
+    . "$(cd "$(dirname "$0")/../mpi" && pwd)/mpmd.sh"
+    mpi() { local mpmd; mpmd_args "$@" || return; timeout -k 5 120 mpirun --bind-to none "${mpmd[@]}" 2>&1; }
     # gone: the job's processes have all ended (10 s at most: mpirun sends SIGKILL and exits
     # without waiting for the ranks to die)
     gone() {
