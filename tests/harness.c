@@ -38,6 +38,30 @@ void th_init(const char *test_name)
     }
 }
 
+static const char *g_part;  /* --part NAME, or NULL: every part */
+static int g_part_offered; /* th_part was asked about g_part */
+
+void th_parts(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--part") == 0) {
+        g_part = argv[2];
+        printf("%s: part %s only\n", g_name, g_part);
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: %s [--part NAME]\n", g_name);
+        exit(2);
+    }
+}
+
+int th_part(const char *name)
+{
+    if (!g_part)
+        return 1;
+    if (strcmp(name, g_part) != 0)
+        return 0;
+    g_part_offered = 1;
+    return 1;
+}
+
 const char *th_temp_dir(const char *prefix, char *buf, size_t size)
 {
     char name[128];
@@ -151,6 +175,10 @@ int th_finish(void)
     if (vcount) {
         fprintf(stderr, "%s: FAIL: %llu validation-layer messages\n", g_name,
                 (unsigned long long)vcount);
+        g_failed++;
+    }
+    if (g_part && !g_part_offered) {
+        fprintf(stderr, "%s: FAIL: no part is named '%s'\n", g_name, g_part);
         g_failed++;
     }
     vkt_instance_destroy(th_instance);

@@ -27,6 +27,15 @@ int th_finish(void);
  * th_finish then only prints the closing line. */
 void th_init_host(const char *test_name);
 
+/* Parts: a long test whose parts are independent (each kernel variant of test_attention,
+ * test_conv) runs one of them when given `--part NAME`, so that ctest can register each
+ * part as its own entry with its own time limit (tests/CMakeLists.txt, VKT_TEST_PARTS).
+ * th_parts(argc, argv) reads the option (call it after th_init; without it every part
+ * runs); th_part(NAME) says whether part NAME runs, and th_finish fails the test when the
+ * part asked for was never offered (a misspelt name must not pass by running nothing). */
+void th_parts(int argc, char **argv);
+int th_part(const char *name);
+
 /* A context on device 0 with the given kernel style (AUTO honours VKT_KERNELS). */
 vkt_context *th_context(vkt_kernel_variant variant);
 /* A context on device 0 with a kernel filter (vkt_context_options.kernel_variants: "cpu",

@@ -671,9 +671,14 @@ static void test_implicit_tiles(void)
     g_aligned = 0;
 }
 
-int main(void)
+/* Parts (`--part NAME`, harness.h): one per conv variant, named by its kernel filter
+ * ("cpu", "gpu", "gpu,conv_im2col"); each compiles its own pipelines (counted below), slow
+ * on lavapipe when no cache has them: ctest runs the parts as separate entries
+ * (tests/CMakeLists.txt). */
+int main(int argc, char **argv)
 {
     th_init("test_conv");
+    th_parts(argc, argv);
     /* every conv variant, forced: the GEMMs, work per lane and grids differ */
     static const struct {
         const char *filter;
@@ -682,6 +687,8 @@ int main(void)
                       {"gpu", GPU_V_CONV_IMPLICIT},
                       {"gpu,conv_im2col", GPU_V_CONV_IM2COL}};
     for (size_t v = 0; v < sizeof k_variants / sizeof k_variants[0]; v++) {
+        if (!th_part(k_variants[v].filter))
+            continue;
         g_ctx = th_context_filter(k_variants[v].filter);
         g_s = th_stream(g_ctx, 0);
         TH_CHECK(g_ctx->kv[GPU_FAMILY_CONV] == k_variants[v].conv, "%s: conv variant %s",
@@ -700,6 +707,8 @@ int main(void)
         if (v < 2)
             test_pool_errors();
         vkt_stream_destroy(g_s);
+        printf("  %s: checked, %u pipelines\n", k_variants[v].filter, g_ctx->pipeline_count);
+        th_context_release(g_ctx); /* saves its pipeline cache now, not at the end */
     }
     return th_finish();
 }
