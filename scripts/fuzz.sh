@@ -41,7 +41,8 @@ engine=(engine/data/idx.c engine/data/readers.c engine/data/text.c engine/data/d
         engine/data/loader.c engine/data/prefetch.c engine/core/error.c
         engine/platform/platform_posix.c engine/platform/threads_posix.c
         engine/io/checkpoint_format.c engine/io/safetensors.c engine/io/safetensors_map.c
-        engine/platform/output_posix.c tools/train_options.c tools/cli_util.c)
+        engine/platform/output.c engine/platform/output_posix.c engine/platform/host_posix.c
+        engine/gpu/device_list.c tools/train_options.c tools/cli_util.c)
 
 # The engine objects, instrumented for coverage and ASan; rebuilt when a source is newer.
 objs=()

@@ -1,8 +1,6 @@
 /* Describing physical devices, and choosing them from an index list ("0,0,1"). */
 #include "gpu.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,49 +91,6 @@ void gpu_describe_device(VkPhysicalDevice phys, vkt_device_info *info)
             (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
     }
     describe_queues(phys, info);
-}
-
-vkt_status vkt_parse_device_list(const char *text, uint32_t *indices, uint32_t capacity,
-                                 uint32_t *out_count)
-{
-    if (out_count)
-        *out_count = 0;
-    if (!text || !indices || !out_count)
-        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_parse_device_list: NULL argument");
-    uint32_t n = 0;
-    const char *p = text;
-    for (;;) {
-        while (isspace((unsigned char)*p))
-            p++;
-        if (!isdigit((unsigned char)*p))
-            return err_fail(NULL, VKT_ERROR_FORMAT,
-                            "bad device list '%s': expected a device index at position %d "
-                            "(format: comma-separated indices such as 0,0,1)",
-                            text, (int)(p - text));
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(p, &end, 10);
-        if (v > 1023 || errno == ERANGE) /* the digits as typed: strtoul clamps past ULONG_MAX */
-            return err_fail(NULL, VKT_ERROR_FORMAT,
-                            "bad device list '%s': index %.*s too large (at most 1023)", text,
-                            (int)(end - p), p);
-        if (n == capacity)
-            return err_fail(NULL, VKT_ERROR_LIMIT, "device list '%s' has more than %u entries",
-                            text, capacity);
-        indices[n++] = (uint32_t)v;
-        p = end;
-        while (isspace((unsigned char)*p))
-            p++;
-        if (*p == '\0')
-            break;
-        if (*p != ',')
-            return err_fail(NULL, VKT_ERROR_FORMAT,
-                            "bad device list '%s': unexpected '%c' at position %d", text, *p,
-                            (int)(p - text));
-        p++;
-    }
-    *out_count = n;
-    return VKT_OK;
 }
 
 vkt_status vkt_instance_select_devices(vkt_instance *inst, uint32_t *indices, uint32_t capacity,

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,19 +16,6 @@
 #include <unistd.h>
 
 #define PATH_BYTES 4096
-
-static int fail(char *why, size_t why_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *why, size_t why_size, const char *fmt, ...)
-{
-    if (why && why_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, why_size, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* Follows `path` while its last component is a symbolic link, into buf: the name that a
  * rename must replace so that the link keeps pointing where it did. A link to a missing
@@ -214,10 +200,10 @@ static int replace(const char *path, const char *target, const struct stat *old,
 {
     char tmp[PATH_BYTES + 64];
     if (temp_name(target, tmp, sizeof tmp) != 0)
-        return fail(why, why_size, "cannot write '%s': %s", path, strerror(ENAMETOOLONG));
+        return plat_why(why, why_size, "cannot write '%s': %s", path, strerror(ENAMETOOLONG));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0)
-        return fail(why, why_size, "cannot write '%s': %s", path, strerror(errno));
+        return plat_why(why, why_size, "cannot write '%s': %s", path, strerror(errno));
     int e = 0;
     if (old && fchmod(fd, old->st_mode & 0777) != 0)
         e = errno;
@@ -231,10 +217,10 @@ static int replace(const char *path, const char *target, const struct stat *old,
         e = errno;
     if (e) {
         unlink(tmp);
-        return fail(why, why_size, "cannot write '%s': %s", path, strerror(e));
+        return plat_why(why, why_size, "cannot write '%s': %s", path, strerror(e));
     }
     if (fsync_dir_of(target) != 0)
-        return fail(why, why_size, "cannot flush the folder of '%s': %s", path, strerror(errno));
+        return plat_why(why, why_size, "cannot flush the folder of '%s': %s", path, strerror(errno));
     return 0;
 }
 
@@ -244,32 +230,18 @@ static int stream(const char *path, const void *data, size_t size, char *why, si
 {
     int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
-        return fail(why, why_size, "cannot open '%s' for writing: %s", path, strerror(errno));
+        return plat_why(why, why_size, "cannot open '%s' for writing: %s", path, strerror(errno));
     struct stat sb;
     int e = fstat(fd, &sb) != 0 ? errno : 0;
     if (!e && !S_ISCHR(sb.st_mode) && !S_ISFIFO(sb.st_mode)) {
         close(fd); /* replaced since it was looked at: written by no rule */
-        return fail(why, why_size, "'%s' changed while it was being opened", path);
+        return plat_why(why, why_size, "'%s' changed while it was being opened", path);
     }
     if (!e && write_all(fd, data, size) != 0)
         e = errno;
     if (close(fd) != 0 && !e)
         e = errno;
-    return e ? fail(why, why_size, "cannot write '%s': %s", path, strerror(e)) : 0;
-}
-
-const char *plat_file_kind_name(plat_file_kind k)
-{
-    switch (k) {
-    case PLAT_KIND_NONE: return "nothing";
-    case PLAT_KIND_FILE: return "a regular file";
-    case PLAT_KIND_DIR: return "a folder";
-    case PLAT_KIND_CHAR: return "a character device";
-    case PLAT_KIND_PIPE: return "a pipe";
-    case PLAT_KIND_BLOCK: return "a block device";
-    case PLAT_KIND_OTHER: break;
-    }
-    return "neither a regular file nor a folder";
+    return e ? plat_why(why, why_size, "cannot write '%s': %s", path, strerror(e)) : 0;
 }
 
 int plat_write_file(const char *path, const void *data, size_t size, int flags, char *why,
@@ -277,13 +249,13 @@ int plat_write_file(const char *path, const void *data, size_t size, int flags, 
 {
     char target[PATH_BYTES];
     if (!path || !*path)
-        return fail(why, why_size, "no file name");
+        return plat_why(why, why_size, "no file name");
     if (follow_links(path, target, sizeof target) != 0)
-        return fail(why, why_size, "cannot write '%s': %s", path, strerror(errno));
+        return plat_why(why, why_size, "cannot write '%s': %s", path, strerror(errno));
     struct stat sb;
     if (stat(target, &sb) != 0) {
         if (errno != ENOENT)
-            return fail(why, why_size, "cannot write '%s': %s", path, strerror(errno));
+            return plat_why(why, why_size, "cannot write '%s': %s", path, strerror(errno));
         return replace(path, target, NULL, data, size, why, why_size);
     }
     if (S_ISREG(sb.st_mode))
@@ -291,11 +263,7 @@ int plat_write_file(const char *path, const void *data, size_t size, int flags, 
     plat_file_kind k = plat_file_kind_of(target);
     if ((k == PLAT_KIND_CHAR || k == PLAT_KIND_PIPE) && (flags & PLAT_WRITE_STREAM))
         return stream(path, data, size, why, why_size);
-    return fail(why, why_size, "'%s' is %s, which is never replaced: %s", path,
-                plat_file_kind_name(k),
-                flags & PLAT_WRITE_STREAM ? "name a regular file, a character device such as "
-                                            "/dev/null, or a pipe"
-                                          : "this file is written only as a regular file");
+    return plat_write_refused(path, k, flags, why, why_size);
 }
 
 int plat_write_file_atomic(const char *path, const void *data, size_t size)

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <io.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,19 +27,6 @@ static wchar_t *widen(const char *s)
         w = NULL;
     }
     return w;
-}
-
-static int fail(char *why, size_t why_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *why, size_t why_size, const char *fmt, ...)
-{
-    if (why && why_size) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, why_size, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
 }
 
 /* The system's message for `code`, without the trailing line break. */
@@ -90,20 +76,6 @@ plat_file_kind plat_file_kind_of(const char *path)
     }
     free(w);
     return k;
-}
-
-const char *plat_file_kind_name(plat_file_kind k)
-{
-    switch (k) {
-    case PLAT_KIND_NONE: return "nothing";
-    case PLAT_KIND_FILE: return "a regular file";
-    case PLAT_KIND_DIR: return "a folder";
-    case PLAT_KIND_CHAR: return "a character device";
-    case PLAT_KIND_PIPE: return "a pipe";
-    case PLAT_KIND_BLOCK: return "a block device";
-    case PLAT_KIND_OTHER: break;
-    }
-    return "neither a regular file nor a folder";
 }
 
 int plat_file_identity(const char *path, plat_file_id *id)
@@ -229,13 +201,13 @@ static int replace(const char *path, const wchar_t *target, const void *data, si
     wchar_t *tmp = malloc(WPATH_UNITS * sizeof *tmp);
     if (!tmp || temp_name(target, tmp) != 0) {
         free(tmp);
-        return fail(why, why_size, "cannot write '%s': the name is too long", path);
+        return plat_why(why, why_size, "cannot write '%s': the name is too long", path);
     }
     HANDLE h = CreateFileW(tmp, GENERIC_WRITE, 0, NULL, CREATE_NEW, FILE_ATTRIBUTE_NORMAL, NULL);
     if (h == INVALID_HANDLE_VALUE) {
         DWORD e = GetLastError();
         free(tmp);
-        return fail(why, why_size, "cannot write '%s': %s", path, message(e, msg, sizeof msg));
+        return plat_why(why, why_size, "cannot write '%s': %s", path, message(e, msg, sizeof msg));
     }
     DWORD e = 0;
     if (write_all(h, data, size) != 0 || !FlushFileBuffers(h))
@@ -247,7 +219,7 @@ static int replace(const char *path, const wchar_t *target, const void *data, si
     if (e)
         DeleteFileW(tmp);
     free(tmp);
-    return e ? fail(why, why_size, "cannot write '%s': %s", path, message(e, msg, sizeof msg)) : 0;
+    return e ? plat_why(why, why_size, "cannot write '%s': %s", path, message(e, msg, sizeof msg)) : 0;
 }
 
 int plat_write_file(const char *path, const void *data, size_t size, int flags, char *why,
@@ -255,15 +227,15 @@ int plat_write_file(const char *path, const void *data, size_t size, int flags, 
 {
     char msg[256];
     if (!path || !*path)
-        return fail(why, why_size, "no file name");
+        return plat_why(why, why_size, "no file name");
     wchar_t *w = widen(path);
     if (!w)
-        return fail(why, why_size, "cannot write '%s': not a valid UTF-8 name", path);
+        return plat_why(why, why_size, "cannot write '%s': not a valid UTF-8 name", path);
     int rc;
     DWORD attr = GetFileAttributesW(w);
     HANDLE h = INVALID_HANDLE_VALUE;
     if (attr != INVALID_FILE_ATTRIBUTES && (attr & FILE_ATTRIBUTE_DIRECTORY)) {
-        rc = fail(why, why_size, "'%s' is a folder, which is never replaced: name a file", path);
+        rc = plat_write_refused(path, PLAT_KIND_DIR, flags, why, why_size);
     } else if ((h = CreateFileW(w, GENERIC_WRITE, SHARE_ALL, NULL, OPEN_EXISTING, 0, NULL)) ==
                INVALID_HANDLE_VALUE) {
         rc = replace(path, w, data, size, why, why_size); /* new, or reported by the rename */
@@ -277,12 +249,13 @@ int plat_write_file(const char *path, const void *data, size_t size, int flags, 
     } else if (flags & PLAT_WRITE_STREAM) { /* NUL, CON, a named pipe: in place */
         DWORD e = write_all(h, data, size) == 0 ? 0 : GetLastError();
         CloseHandle(h);
-        rc = e ? fail(why, why_size, "cannot write '%s': %s", path, message(e, msg, sizeof msg))
+        rc = e ? plat_why(why, why_size, "cannot write '%s': %s", path, message(e, msg, sizeof msg))
                : 0;
     } else {
+        DWORD t = GetFileType(h);
         CloseHandle(h);
-        rc = fail(why, why_size, "'%s' is a device or a pipe, which is never replaced: this "
-                  "file is written only as a regular file", path);
+        rc = plat_write_refused(path, t == FILE_TYPE_CHAR ? PLAT_KIND_CHAR : t == FILE_TYPE_PIPE
+                                ? PLAT_KIND_PIPE : PLAT_KIND_OTHER, flags, why, why_size);
     }
     free(w);
     return rc;

@@ -44,7 +44,7 @@ int plat_read_file(const char *path, void **data, size_t *size);
  * end of a short file), -1 if it cannot be opened or read (engine/platform/output_*.c). */
 long plat_read_head(const char *path, void *buf, size_t n);
 
-/* Output files (engine/platform/output_posix.c, output_win32.c): the one rule by which
+/* Output files (engine/platform/output*.c): the one rule by which
  * the engine writes a file, whatever its name.
  * plat_write_file writes `data` to what `path` names now, links followed:
  *  - nothing yet, or a regular file: a temporary file in the same folder, flushed to the
@@ -81,6 +81,13 @@ typedef enum plat_file_kind {
 } plat_file_kind;
 plat_file_kind plat_file_kind_of(const char *path);
 const char *plat_file_kind_name(plat_file_kind kind);
+/* plat_write_file's refusal of `path`, which is `kind` (never replaced), into why; and the
+ * reason of any failure formatted into why (why_size bytes; may be NULL). Both return -1
+ * (engine/platform/output.c). */
+int plat_write_refused(const char *path, plat_file_kind kind, int flags, char *why,
+                       size_t why_size);
+int plat_why(char *why, size_t why_size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* `path` with its last component's links followed, into buf: the name plat_write_file
  * writes (a link to a missing file gives that file's name). Win32: `path` itself.
  * Returns 0, -1 if it does not fit or a link cannot be read. */
