@@ -135,8 +135,8 @@ const train_option train_options[] = {
      .hi = 1e9, .help = "sync: compare the ranks' parameters every N steps (0: never)"},
     {"--overlap", "on|off|auto", TRAIN_OPT_CHOICE, FIELD(overlap), CHOICES("auto", "on", "off"),
      VALUES(0, 1, -1), .sdef = "auto",
-     .help = "sync: send gradients while the backward runs (auto: on for GPUs, off for CPU "
-             "devices)",
+     .help = "sync, in one process and across ranks: sum (and send) gradient buckets while "
+             "the backward runs (auto: on for GPUs, off for CPU devices)",
      .ranks = TRAIN_RANKS_OWN /* the same collectives either way; auto differs by device */},
     {"--text", "FILE", TRAIN_OPT_STRING, FIELD(text), .section = "charlm only",
      .help = "training text; the last 10% is the validation part",
