@@ -39,6 +39,8 @@
 #define SPEC_FLASH_TILE 5         /* rows of a shared-memory tile (keys, or queries) */
 #define SPEC_FLASH_VEC 6          /* qkv, y, dy and dqkv rows as vec4s */
 #define SPEC_FLASH_COUNT 7
+#define SPEC_FLASH_BF16 7         /* attention_flash_lowp.comp: qkv and dy bf16 (else fp16) */
+#define SPEC_FLASH_LOWP_COUNT 8
 
 /* axpby.comp (kernels/train_ops.c) */
 #define SPEC_AXPBY_ACCUM 1        /* beta != 0 */

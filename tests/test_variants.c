@@ -294,6 +294,39 @@ static void check_attention(void)
     tens_free(&ws);
 }
 
+/* check_attention on fp16 q, k, v and dy: the kernels widen the 16-bit values exactly and
+ * compute in fp32, so the fp32 tolerances hold against the reference on the rounded values
+ * (test_attention_lowp.c states the bounds against the unrounded ones). */
+static void check_attention_lowp(void)
+{
+    const uint32_t b = 2, t = 13, heads = 3, d = 6;
+    uint64_t nq = (uint64_t)b * t * 3 * heads * d, ny = (uint64_t)b * t * heads * d;
+    uint64_t np = ka_attention_lowp_saved_elems(ctx, b, t, heads, d);
+    uint64_t nw = ka_attention_lowp_workspace_elems(ctx, b, t, heads, d);
+    tens qkv = tens_new(nq, -1, 1), y = tens_new(ny, 0, 0), saved = tens_new(np, 0, 0);
+    tens dy = tens_new(ny, -1, 1), dqkv = tens_new(nq, 0, 0), ws = tens_new(nw, 0, 0);
+    th_buf q16 = round16(&qkv, VKT_DTYPE_FP16), dy16 = round16(&dy, VKT_DTYPE_FP16);
+    vkt_view none = {NULL, 0};
+    TH_OK(ctx, vkt_stream_reset(s));
+    TH_OK(ctx, ka_attention_lowp(s, VKT_DTYPE_FP16, view16(&q16), th_view(&y.b),
+                                 th_view(&saved.b), none, b, t, heads, d, 0.0f, 0, 0));
+    TH_OK(ctx, ka_attention_backward_lowp(s, VKT_DTYPE_FP16, view16(&q16), th_view(&y.b),
+                                          th_view(&saved.b), none, view16(&dy16),
+                                          th_view(&dqkv.b), 0.0f, th_view(&ws.b), b, t, heads,
+                                          d, 0.0f, 0, 0));
+    if (run()) {
+        double *ry = calloc(ny, sizeof *ry), *rdq = calloc(nq, sizeof *rdq);
+        ka_ref_attention(qkv.d, ry, b, t, heads, d, 0.0f, 0, 0, 0);
+        ka_ref_attention_backward(qkv.d, dy.d, rdq, b, t, heads, d, 0.0f, 0, 0, 0);
+        expect("attention fp16 y", &y, ry, 1e-4f, 1e-5f);
+        expect("attention fp16 dqkv", &dqkv, rdq, 1e-4f, 1e-5f);
+        free(ry), free(rdq);
+    }
+    th_buf_destroy(&q16), th_buf_destroy(&dy16);
+    tens_free(&qkv), tens_free(&y), tens_free(&saved), tens_free(&dy), tens_free(&dqkv);
+    tens_free(&ws);
+}
+
 /* Rows: a sum along the middle axis, a log-softmax and its backward, a layer norm. */
 static void check_rows(void)
 {
@@ -469,6 +502,7 @@ static const family_check k_checks[GPU_FAMILY_COUNT] = {
     [GPU_FAMILY_CONV_LOWP] = check_conv_lowp,
     [GPU_FAMILY_GEMM_F16] = check_gemm_f16,   [GPU_FAMILY_GEMM_BF16] = check_gemm_bf16,
     [GPU_FAMILY_ATTENTION] = check_attention, [GPU_FAMILY_ROWS] = check_rows,
+    [GPU_FAMILY_ATTENTION_LOWP] = check_attention_lowp,
     [GPU_FAMILY_ELEMENTWISE] = check_elementwise, [GPU_FAMILY_POOL] = check_pool,
     [GPU_FAMILY_EMBEDDING] = check_embedding, [GPU_FAMILY_OPTIMIZER] = check_optimizer,
 };
@@ -577,7 +611,13 @@ static void check_stated(void)
         TH_CHECK(c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_WIDEN,
                  "%s with %u bytes of shared memory: conv_lowp_widen (%s)", devs[i].name,
                  small.shared_memory, chosen_name(c, GPU_FAMILY_CONV_LOWP));
+        TH_CHECK(c[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_WIDEN,
+                 "%s with %u bytes of shared memory: attention_lowp_widen (%s)", devs[i].name,
+                 small.shared_memory, chosen_name(c, GPU_FAMILY_ATTENTION_LOWP));
         TH_OK(NULL, gpu_choose_variants(&p, NULL, c, NULL));
+        TH_CHECK(c[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_FLASH,
+                 "%s: attention_lowp_flash (%s)", devs[i].name,
+                 chosen_name(c, GPU_FAMILY_ATTENTION_LOWP));
         TH_CHECK(c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_IMPLICIT,
                  "%s: conv_lowp_implicit (%s)", devs[i].name,
                  chosen_name(c, GPU_FAMILY_CONV_LOWP));
@@ -596,7 +636,8 @@ static void check_stated(void)
                  c[GPU_FAMILY_ATTENTION] == GPU_V_ATTENTION_SHUFFLE &&
                  c[GPU_FAMILY_POOL] == GPU_V_POOL_TEXEL &&
                  ((p.caps & GPU_CAP_STORAGE16) == 0 ||
-                  c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_WIDEN),
+                  (c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_WIDEN &&
+                   c[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_WIDEN)),
              "a CPU device: gemm %s, rows %s, attention %s, pool %s",
              chosen_name(c, GPU_FAMILY_GEMM), chosen_name(c, GPU_FAMILY_ROWS),
              chosen_name(c, GPU_FAMILY_ATTENTION), chosen_name(c, GPU_FAMILY_POOL));

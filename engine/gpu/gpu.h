@@ -278,6 +278,7 @@ const char *gpu_component_name(uint32_t component);
     X(CONV, "conv")               /* im2col, col2im, conv's row moves */             \
     X(CONV_LOWP, "conv_lowp")     /* conv of fp16 / bf16 operands, fp32 accumulation */ \
     X(ATTENTION, "attention")     /* causal self-attention */                        \
+    X(ATTENTION_LOWP, "attention_lowp") /* attention of fp16 / bf16 q, k, v, fp32 sums */ \
     X(ROWS, "rows")               /* reductions, softmax, norms: rows per thread */   \
     X(ELEMENTWISE, "elementwise") /* unary, binary, fill, copy, training 1-D ops */  \
     X(POOL, "pool")               /* max and average pooling */                      \
@@ -296,6 +297,7 @@ typedef enum gpu_family { GPU_FAMILIES(GPU_FAMILY_ENUM) GPU_FAMILY_COUNT } gpu_f
     X(CONV_IMPLICIT) X(CONV_IM2COL)                                                  \
     X(CONV_LOWP_IMPLICIT) X(CONV_LOWP_WIDEN)                                         \
     X(ATTENTION_SHUFFLE) X(ATTENTION_FLASH) X(ATTENTION_ROWS)                        \
+    X(ATTENTION_LOWP_FLASH) X(ATTENTION_LOWP_WIDEN)                                  \
     X(ROWS_THREAD) X(ROWS_SPREAD)                                                    \
     X(ELEMENTWISE_VEC4)                                                              \
     X(POOL_TEXEL) X(POOL_STORAGE)                                                    \

@@ -19,8 +19,9 @@
 /* In order of preference within a family: the first row that suits the style and runs
  * on the device is chosen. Every family ends with a row for both styles that any
  * conformant device runs, so a style never leaves a family without a kernel; but the
- * 16-bit GEMMs' and convolutions', which need 16-bit storage buffers (a device without
- * them multiplies fp32 only, and vkt_gemm and kc_conv2d_lowp say so). */
+ * 16-bit GEMMs', convolutions' and attention's, which need 16-bit storage buffers (a
+ * device without them computes in fp32 only, and vkt_gemm, kc_conv2d_lowp and
+ * ka_attention_lowp say so). */
 static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     [GPU_V_GEMM_TEXEL] = {GPU_FAMILY_GEMM, "gemm_texel", CPU, SHUFFLE | TEXEL, 8, 0, 32,
                           "a 16x32 register tile per 8-lane subgroup, operands through "
@@ -93,6 +94,17 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     [GPU_V_ATTENTION_ROWS] = {GPU_FAMILY_ATTENTION, "attention_rows", CPU | GPU, SHUFFLE, 1,
                               0, 64, "one query row per lane, 64-lane workgroups "
                               "(attention.comp)"},
+    /* 16-bit q, k, v and dy, fp32 scores, softmax statistics, sums, y and gradients
+     * (kernels/attention_lowp.c): attention_flash's tiles loading 16-bit rows, or
+     * (lavapipe's) the rows widened into fp32 copies and the context's fp32 attention. */
+    [GPU_V_ATTENTION_LOWP_FLASH] = {GPU_FAMILY_ATTENTION_LOWP, "attention_lowp_flash", GPU,
+                                    S16 | SHUFFLE, 1, 16384, 64, "attention_flash with qkv "
+                                    "and dy read from 16-bit storage, widened exactly as "
+                                    "loaded (attention_flash_lowp.comp)"},
+    [GPU_V_ATTENTION_LOWP_WIDEN] = {GPU_FAMILY_ATTENTION_LOWP, "attention_lowp_widen",
+                                    CPU | GPU, S16 | SHUFFLE, 1, 0, 64, "qkv and dy widened "
+                                    "exactly to fp32 (cast.comp), the context's fp32 "
+                                    "attention: lavapipe's"},
     [GPU_V_ROWS_THREAD] = {GPU_FAMILY_ROWS, "rows_thread", CPU, 0, 1, 0, 64,
                            "one thread per row unless the row is long"},
     [GPU_V_ROWS_SPREAD] = {GPU_FAMILY_ROWS, "rows_spread", CPU | GPU, 0, 1, 0, 64,

@@ -1,11 +1,12 @@
 /* autocast.c - the autocast rewrite (mixed precision), beside the fusion rewrite: in a
  * model compiled with precision fp16 or bf16 (vkt_model_options.precision), every matrix
- * product (an op flagged OPF_AUTOCAST: matmul, linear, linear_act, conv2d, conv_relu)
- * computes in that type:
+ * product (an op flagged OPF_AUTOCAST: matmul, linear, linear_act, conv2d, conv_relu,
+ * and causal_attention, whose one operand is qkv: OPF_AUTOCAST_X) computes in that type:
  * its forward rounds x (input 0) and w (input 1) into 16-bit copies (lp_x, lp_w) and runs
  * vkt_gemm's 16-bit path, accumulating in fp32 into its fp32 output; its backward rounds
  * the output's gradient (lp_dz) and takes dW = x^T dz and dX = dz w^T from the 16-bit
- * copies, again into fp32. Everything else (activations, norms, softmax, losses,
+ * copies, again into fp32 (attention: qkv and dy rounded, scores, softmax statistics, y
+ * and dqkv fp32: kernels/attention_lowp.c). Everything else (activations, norms, softmax, losses,
  * reductions, gradients, parameters, optimizer state) stays fp32. The backward reads the
  * 16-bit x, not the fp32 one, so a product's input no longer lives to the backward for the
  * product's sake. */
@@ -45,15 +46,18 @@ vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
     if (t->dtype == VKT_DTYPE_FP32)
         return VKT_OK;
     if (!backward) {
+        int one = (GRAPH_DEF(t)->flags & OPF_AUTOCAST_X) != 0;
         nd->lp_x = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[0]->id]);
-        nd->lp_w = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[1]->id]);
-        if (nd->lp_x < 0 || nd->lp_w < 0)
+        if (!one)
+            nd->lp_w = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[1]->id]);
+        if (nd->lp_x < 0 || (!one && nd->lp_w < 0))
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         return VKT_OK;
     }
     int db = (GRAPH_DEF(t)->flags & OPF_AUTOCAST_DB) && t->n_in == 3 &&
              m->node[t->in[2]->id].needs_grad;
-    if (!m->node[t->in[0]->id].needs_grad && !m->node[t->in[1]->id].needs_grad && !db)
+    int w_grad = !(GRAPH_DEF(t)->flags & OPF_AUTOCAST_X) && m->node[t->in[1]->id].needs_grad;
+    if (!m->node[t->in[0]->id].needs_grad && !w_grad && !db)
         return VKT_OK; /* only a bias takes a gradient: no product in the backward */
     nd->lp_dz = model_new_typed(m, MS_ARENA, t->dtype, m->count[i]);
     return nd->lp_dz >= 0 ? VKT_OK : model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");

@@ -3,7 +3,8 @@
  * multi-head self-attention over qkv [B,T,3C], which saves for the backward what its
  * kernel variant needs (aux: the softmax weights [B,heads,T,T], or on GPUs the row
  * logsumexps [B,heads,T]; its backward then also reads the output) and takes its dropout
- * keys by global batch row. */
+ * keys by global batch row. Under autocast (fp16 / bf16) qkv and dy are rounded to 16 bits
+ * and attention_lowp runs (kernels/attention_lowp.c). */
 #include "graph/layers.h"
 #include "graph/op_impl.h"
 
@@ -87,8 +88,11 @@ static vkt_status attention_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *
 {
     uint32_t b, tt, h, d;
     layer_attn_dims(t, op_in_shape(m, t, 0), &b, &tt, &h, &d);
-    *aux = ka_attention_saved_elems(m->ctx, b, tt, h, d);
-    *tmp = ka_attention_workspace_elems(m->ctx, b, tt, h, d);
+    int lp = t->dtype != VKT_DTYPE_FP32; /* autocast: the attention_lowp variant's arrays */
+    *aux = lp ? ka_attention_lowp_saved_elems(m->ctx, b, tt, h, d)
+              : ka_attention_saved_elems(m->ctx, b, tt, h, d);
+    *tmp = lp ? ka_attention_lowp_workspace_elems(m->ctx, b, tt, h, d)
+              : ka_attention_workspace_elems(m->ctx, b, tt, h, d);
     return VKT_OK;
 }
 
@@ -98,10 +102,19 @@ static vkt_status fwd_attention(const op_rec *r)
     const vkt_tensor *t = r->t;
     uint32_t b, tt, h, d;
     layer_attn_dims(t, op_in_shape(m, t, 0), &b, &tt, &h, &d);
-    vkt_view y = op_out_val(r);
-    return ka_attention(r->s, op_in_val(m, t, 0), y, op_view_or(m, op_node(r)->aux, y),
-                        op_ctrl_step(m), b, tt, h, d, r->training ? t->p.attention.dropout : 0.0f,
-                        t->p.attention.seed, model_row_shift(m, t->id, b));
+    vkt_view y = op_out_val(r), saved = op_view_or(m, op_node(r)->aux, y);
+    float p_drop = r->training ? t->p.attention.dropout : 0.0f;
+    uint64_t b0 = model_row_shift(m, t->id, b);
+    if (t->dtype == VKT_DTYPE_FP32)
+        return ka_attention(r->s, op_in_val(m, t, 0), y, saved, op_ctrl_step(m), b, tt, h, d,
+                            p_drop, t->p.attention.seed, b0);
+    /* autocast: qkv rounded into lp_x, which the backward reads again */
+    const mnode *nd = op_node(r);
+    vkt_status st = op_cast16(r, t, op_in_val(m, t, 0), op_in_shape(m, t, 0), nd->lp_x);
+    return st != VKT_OK ? st
+                        : ka_attention_lowp(r->s, t->dtype, model_view(m, nd->lp_x), y, saved,
+                                            op_ctrl_step(m), b, tt, h, d, p_drop,
+                                            t->p.attention.seed, b0);
 }
 
 static vkt_status bwd_attention(const op_rec *r)
@@ -114,12 +127,24 @@ static vkt_status bwd_attention(const op_rec *r)
     if (!op_want(m, t, 0))
         return VKT_OK;
     vkt_view dy = op_dy(r);
-    return ka_attention_backward(r->s, op_in_val(m, t, 0), op_out_val(r),
-                                 op_view_or(m, nd->aux, dy), op_ctrl_step(m), dy,
-                                 op_dx(m, t, 0), op_beta(m, t->id, 0),
-                                 op_view_or(m, nd->tmp, dy), b, tt, h, d,
-                                 t->p.attention.dropout, t->p.attention.seed,
-                                 model_row_shift(m, t->id, b));
+    if (t->dtype == VKT_DTYPE_FP32)
+        return ka_attention_backward(r->s, op_in_val(m, t, 0), op_out_val(r),
+                                     op_view_or(m, nd->aux, dy), op_ctrl_step(m), dy,
+                                     op_dx(m, t, 0), op_beta(m, t->id, 0),
+                                     op_view_or(m, nd->tmp, dy), b, tt, h, d,
+                                     t->p.attention.dropout, t->p.attention.seed,
+                                     model_row_shift(m, t->id, b));
+    /* autocast: dy rounded into lp_dz; the forward's 16-bit qkv */
+    vkt_status st = op_cast16(r, t, dy, &m->shape[t->id], nd->lp_dz);
+    return st != VKT_OK
+               ? st
+               : ka_attention_backward_lowp(r->s, t->dtype, model_view(m, nd->lp_x),
+                                            op_out_val(r), op_view_or(m, nd->aux, dy),
+                                            op_ctrl_step(m), model_view(m, nd->lp_dz),
+                                            op_dx(m, t, 0), op_beta(m, t->id, 0),
+                                            op_view_or(m, nd->tmp, dy), b, tt, h, d,
+                                            t->p.attention.dropout, t->p.attention.seed,
+                                            model_row_shift(m, t->id, b));
 }
 
 static void ref_attention(const graph_ref_args *a)
@@ -146,14 +171,24 @@ static void ref_attention_bwd(const graph_ref_args *a)
 }
 
 /* qkv and the saved array; where the kernel saves the row logsumexps, the output too
- * (D_i = dy_i . y_i). */
+ * (D_i = dy_i . y_i). Autocast: the forward's 16-bit qkv instead of the fp32 one, and the
+ * 16-bit dy the backward rounds first. */
 static void attention_reads(const vkt_model *m, const vkt_tensor *t, acc_list *l)
 {
     uint32_t b, tt, h, d;
     layer_attn_dims(t, op_in_shape(m, t, 0), &b, &tt, &h, &d);
-    op_reads_inputs(m, t, l);
-    if (ka_attention_plan_for(m->ctx, b, tt, h, d).saved == KA_SAVED_LSE)
-        plan_add(l, m->node[t->id].val, 0, 0);
+    const mnode *nd = &m->node[t->id];
+    int lse = ka_attention_plan_for(m->ctx, b, tt, h, d).saved == KA_SAVED_LSE;
+    if (t->dtype == VKT_DTYPE_FP32) {
+        op_reads_inputs(m, t, l);
+    } else {
+        plan_add(l, nd->lp_dz, 1, 0);
+        plan_add(l, nd->lp_x, 0, 0);
+        plan_add(l, nd->aux, 0, 0);
+        lse = lse || m->ctx->kv[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_FLASH;
+    }
+    if (lse)
+        plan_add(l, nd->val, 0, 0);
 }
 
 static const char *const names_qkv[] = {"qkv"};
@@ -161,7 +196,8 @@ static const char *const names_qkv[] = {"qkv"};
 static uint64_t *attention_seed(graph_params *p) { return &p->attention.seed; }
 
 const graph_op_def graph_op_attention = {
-    .name = "causal_attention", .fn = "vkt_causal_attention", .flags = OPF_AUX_SAVED,
+    .name = "causal_attention", .fn = "vkt_causal_attention",
+    .flags = OPF_AUX_SAVED | OPF_AUTOCAST | OPF_AUTOCAST_X,
     .min_in = 1, .max_in = 1, .in_names = names_qkv, .shape = shape_attention,
     .arrays = attention_arrays, .forward = fwd_attention, .backward = bwd_attention,
     .backward_reads = attention_reads, .ref_forward = ref_attention,

@@ -94,8 +94,10 @@ enum {
     OPF_IDS_IN0 = 1u << 9,      /* input 0 holds token ids, rows of the table in input 1 */
     OPF_AUTOCAST = 1u << 10,    /* a matrix product of inputs 0 and 1 that the autocast
                                    rewrite runs in 16 bits (autocast.c) */
-    OPF_AUTOCAST_DB = 1u << 11  /* an autocast op whose bias gradient also reads the 16-bit
+    OPF_AUTOCAST_DB = 1u << 11, /* an autocast op whose bias gradient also reads the 16-bit
                                    output gradient (conv2d: db is a column of dw's pass) */
+    OPF_AUTOCAST_X = 1u << 12   /* an autocast op of one 16-bit operand, input 0 (attention's
+                                   qkv): no lp_w */
 };
 
 struct vkt_model;

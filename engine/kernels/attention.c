@@ -22,6 +22,7 @@ static const ka_impl k_impls[] = {
     {GPU_V_ATTENTION_SHUFFLE, ka_rows_forward, ka_rows_backward},
     {GPU_V_ATTENTION_FLASH, ka_flash_forward, ka_flash_backward},
     {GPU_V_ATTENTION_ROWS, ka_rows_forward, ka_rows_backward},
+    {GPU_V_ATTENTION_LOWP_FLASH, ka_flash_forward, ka_flash_backward},
 };
 
 static const ka_impl *impl_of(gpu_variant v)
@@ -59,6 +60,16 @@ static ka_plan plan_of(const vkt_context *ctx, uint32_t b, uint32_t t, uint32_t 
     return ka_attention_plan_for(ctx, b, t, heads, d);
 }
 
+/* A call's plan: the fp32 one, or attention_lowp_flash's (a 16-bit call reaches
+ * ka_check only in that variant: attention_lowp.c). */
+static ka_plan call_plan(const ka_call *c)
+{
+    if (c->lp == VKT_DTYPE_FP32)
+        return plan_of(c->ctx, c->b, c->t, c->heads, c->d);
+    return ka_attention_plan(&c->ctx->profile, GPU_V_ATTENTION_LOWP_FLASH, c->b, c->t,
+                             c->heads, c->d);
+}
+
 uint64_t ka_attention_saved_elems(const vkt_context *ctx, uint32_t b, uint32_t t,
                                   uint32_t heads, uint32_t d)
 {
@@ -87,15 +98,23 @@ uint32_t ka_attention_max_t(const vkt_context *ctx, uint32_t d)
 static const char *const k_names[KA_SLOTS] = {"qkv", "y", "saved", "ctrl", "dqkv",
                                               "workspace", "dy"};
 
+uint32_t ka_size(const ka_call *c, int slot)
+{
+    int narrow = slot == KA_QKV || slot == KA_DY || !c->used[slot];
+    return c->lp != VKT_DTYPE_FP32 && narrow ? 2 : 4;
+}
+
+/* Whether two slots' views share bytes. */
 static int overlap(const ka_call *c, int x, int y)
 {
     const vkt_view *a = &c->view[x], *b = &c->view[y];
-    return a->buffer == b->buffer && a->offset < b->offset + c->count[y] &&
-           b->offset < a->offset + c->count[x];
+    uint64_t sa = ka_size(c, x), sb = ka_size(c, y);
+    return a->buffer == b->buffer && a->offset * sa < (b->offset + c->count[y]) * sb &&
+           b->offset * sb < (a->offset + c->count[x]) * sa;
 }
 
 /* Sizes, limits, views, and outputs that alias something else. */
-static vkt_status check(vkt_stream *s, ka_call *c)
+vkt_status ka_check(vkt_stream *s, ka_call *c)
 {
     if (!s)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: stream is NULL", c->fn);
@@ -113,16 +132,16 @@ static vkt_status check(vkt_stream *s, ka_call *c)
     if (c->d > KA_MAX_D)
         return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: head width d = %u; at most %u is supported", c->fn, c->d, KA_MAX_D);
-    if (!impl_of(ctx->kv[GPU_FAMILY_ATTENTION]))
+    c->plan = call_plan(c);
+    if (!impl_of(c->plan.variant))
         return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: the device has no subgroup shuffles in compute shaders", c->fn);
-    c->plan = plan_of(ctx, c->b, c->t, c->heads, c->d);
     if (c->t > c->plan.max_t)
         return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "%s: t = %u positions with d = %u exceed what this device runs (its "
                         "shader loops stop after %llu iterations): at most t = %u", c->fn, c->t,
                         c->d, (unsigned long long)ku_loop_budget(ctx),
-                        ka_attention_max_t(ctx, c->d));
+                        c->lp == VKT_DTYPE_FP32 ? ka_attention_max_t(ctx, c->d) : c->plan.max_t);
     if (c->used[KA_WS] && c->plan.saved == KA_SAVED_PROBS) {
         /* the probs variants' backward does not read y (a model may reuse its memory) */
         c->view[KA_Y] = c->view[KA_QKV];
@@ -141,7 +160,8 @@ static vkt_status check(vkt_stream *s, ka_call *c)
     for (int i = 0; i < KA_SLOTS; i++) {
         char what[64];
         snprintf(what, sizeof what, "%s: %s", c->fn, k_names[i]);
-        vkt_status st = gpu_check_view(ctx, what, c->view[i], c->count[i]);
+        vkt_status st = ka_size(c, i) == 2 ? ku_check_view16(ctx, what, c->view[i], c->count[i])
+                                           : gpu_check_view(ctx, what, c->view[i], c->count[i]);
         if (st != VKT_OK)
             return st;
     }
@@ -157,10 +177,9 @@ static vkt_status check(vkt_stream *s, ka_call *c)
     return VKT_OK;
 }
 
-/* Fills the sizes shared by both directions; slots not used alias qkv as reads. */
-static void setup(ka_call *c, const char *fn, vkt_view qkv, vkt_view y, vkt_view saved,
-                  vkt_view ctrl, uint32_t b, uint32_t t, uint32_t heads, uint32_t d,
-                  float p_drop, uint64_t seed, uint64_t b0)
+void ka_setup(ka_call *c, const char *fn, vkt_view qkv, vkt_view y, vkt_view saved,
+              vkt_view ctrl, uint32_t b, uint32_t t, uint32_t heads, uint32_t d, float p_drop,
+              uint64_t seed, uint64_t b0)
 {
     *c = (ka_call){.fn = fn, .b = b, .t = t, .heads = heads, .d = d, .p_drop = p_drop,
                    .seed = seed, .b0 = b0};
@@ -170,6 +189,7 @@ static void setup(ka_call *c, const char *fn, vkt_view qkv, vkt_view y, vkt_view
         c->count[i] = rows * 3 * heads * d;
     }
     c->used[KA_QKV] = c->used[KA_Y] = c->used[KA_SAVED] = 1;
+    c->write[KA_Y] = c->write[KA_SAVED] = 1;
     c->view[KA_Y] = y;
     c->count[KA_Y] = rows * heads * d;
     c->view[KA_SAVED] = saved;
@@ -180,9 +200,33 @@ static void setup(ka_call *c, const char *fn, vkt_view qkv, vkt_view y, vkt_view
     }
 }
 
+void ka_setup_backward(ka_call *c, vkt_view dy, vkt_view dqkv, float beta, vkt_view workspace)
+{
+    c->beta = beta;
+    c->view[KA_DY] = dy;
+    c->count[KA_DY] = c->count[KA_Y];
+    c->view[KA_DQKV] = dqkv;
+    c->view[KA_WS] = workspace;
+    c->used[KA_DY] = c->used[KA_DQKV] = c->used[KA_WS] = 1;
+    c->write[KA_DQKV] = c->write[KA_WS] = 1;
+    c->write[KA_Y] = c->write[KA_SAVED] = 0;
+}
+
+vkt_status ka_run(vkt_stream *s, const ka_call *c, int backward)
+{
+    const ka_impl *im = impl_of(c->plan.variant);
+    return backward ? im->backward(s, c) : im->forward(s, c);
+}
+
+/* Elements (of the slot's size) between the slot's aligned binding start and its view. */
+static uint32_t shift(const ka_call *c, int slot)
+{
+    uint32_t size = ka_size(c, slot);
+    return gpu_arg_shift_bytes(c->ctx, c->view[slot].offset * size, GPU_BIND_STORAGE) / size;
+}
+
 struct push_attention ka_push(const ka_call *c, const ka_pass *pass)
 {
-    vkt_context *ctx = c->ctx;
     return (struct push_attention){
         .b = c->b, .t = c->t, .heads = c->heads, .d = c->d,
         .blocks_per_head = pass->blocks_per_head, .blocks = (uint32_t)pass->blocks,
@@ -190,18 +234,18 @@ struct push_attention ka_push(const ka_call *c, const ka_pass *pass)
         .drop_scale = (float)(1.0 / (1.0 - (double)c->p_drop)),
         .dropout = c->p_drop > 0.0f, .threshold = dropout_threshold(c->p_drop),
         .seed_lo = (uint32_t)c->seed, .seed_hi = (uint32_t)(c->seed >> 32), .beta = c->beta,
-        .qkv_off = ku_shift(ctx, c->view[KA_QKV], 0), .y_off = ku_shift(ctx, c->view[KA_Y], 0),
-        .p_off = ku_shift(ctx, c->view[KA_SAVED], 0),
-        .c_off = ku_shift(ctx, c->view[KA_CTRL], 0),
-        .dqkv_off = ku_shift(ctx, c->view[KA_DQKV], 0),
-        .ws_off = ku_shift(ctx, c->view[KA_WS], 0), .dy_off = ku_shift(ctx, c->view[KA_DY], 0),
+        .qkv_off = shift(c, KA_QKV), .y_off = shift(c, KA_Y), .p_off = shift(c, KA_SAVED),
+        .c_off = shift(c, KA_CTRL), .dqkv_off = shift(c, KA_DQKV), .ws_off = shift(c, KA_WS),
+        .dy_off = shift(c, KA_DY),
         /* sequence bb keyed as b0 + bb: its mask indices move by b0 heads t t (mod 2^32) */
         .drop_off = (uint32_t)(c->b0 * c->heads * c->t * c->t)};
 }
 
 gpu_arg ka_arg(const ka_call *c, int slot)
 {
-    return ku_arg(c->view[slot], 0, c->count[slot], c->write[slot]);
+    uint64_t size = ka_size(c, slot);
+    return (gpu_arg){c->view[slot].buffer, c->view[slot].offset * size, c->count[slot] * size,
+                     c->write[slot]};
 }
 
 vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved, vkt_view ctrl,
@@ -209,10 +253,9 @@ vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved,
                         uint64_t seed, uint64_t b0)
 {
     ka_call c;
-    setup(&c, "ka_attention", qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0);
-    c.write[KA_Y] = c.write[KA_SAVED] = 1;
-    vkt_status st = check(s, &c);
-    return st != VKT_OK ? st : impl_of(c.plan.variant)->forward(s, &c);
+    ka_setup(&c, "ka_attention", qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0);
+    vkt_status st = ka_check(s, &c);
+    return st != VKT_OK ? st : ka_run(s, &c, 0);
 }
 
 vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved,
@@ -221,14 +264,9 @@ vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_vi
                                  uint32_t d, float p_drop, uint64_t seed, uint64_t b0)
 {
     ka_call c;
-    setup(&c, "ka_attention_backward", qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0);
-    c.beta = beta;
-    c.view[KA_DY] = dy;
-    c.count[KA_DY] = c.count[KA_Y];
-    c.view[KA_DQKV] = dqkv;
-    c.view[KA_WS] = workspace;
-    c.used[KA_DY] = c.used[KA_DQKV] = c.used[KA_WS] = 1;
-    c.write[KA_DQKV] = c.write[KA_WS] = 1;
-    vkt_status st = check(s, &c);
-    return st != VKT_OK ? st : impl_of(c.plan.variant)->backward(s, &c);
+    ka_setup(&c, "ka_attention_backward", qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed,
+             b0);
+    ka_setup_backward(&c, dy, dqkv, beta, workspace);
+    vkt_status st = ka_check(s, &c);
+    return st != VKT_OK ? st : ka_run(s, &c, 1);
 }

@@ -126,6 +126,30 @@ vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_vi
  * where shader loops are unbounded); 0 if d is 0 or above KA_MAX_D. */
 uint32_t ka_attention_max_t(const vkt_context *ctx, uint32_t d);
 
+/* ---- 16-bit q, k, v (attention_lowp.c; mixed precision) ----
+ * The same attention with qkv and dy fp16 or bf16 (views in 2-byte elements), y, saved,
+ * ctrl, dqkv and the workspace fp32 (4-byte elements): the products of the rounded inputs
+ * sum in fp32 and the softmax statistics are fp32, in the context's attention_lowp
+ * variant. What saved and the workspace hold is the variant's (attention_lowp_flash:
+ * attention_flash's; attention_lowp_widen: the context's fp32 attention's, then fp32
+ * copies of qkv and dy); size them with these two. 0 when no variant runs or a size is
+ * unsupported. */
+uint64_t ka_attention_lowp_saved_elems(const vkt_context *ctx, uint32_t b, uint32_t t,
+                                       uint32_t heads, uint32_t d);
+uint64_t ka_attention_lowp_workspace_elems(const vkt_context *ctx, uint32_t b, uint32_t t,
+                                           uint32_t heads, uint32_t d);
+/* VKT_ERROR_INVALID_ARGUMENT for a type other than fp16 / bf16, VKT_ERROR_NO_DEVICE naming
+ * what the device lacks when it has no 16-bit storage; otherwise as ka_attention. */
+vkt_status ka_attention_lowp(vkt_stream *s, vkt_dtype type, vkt_view qkv, vkt_view y,
+                             vkt_view saved, vkt_view ctrl, uint32_t b, uint32_t t,
+                             uint32_t heads, uint32_t d, float p_drop, uint64_t seed,
+                             uint64_t b0);
+vkt_status ka_attention_backward_lowp(vkt_stream *s, vkt_dtype type, vkt_view qkv, vkt_view y,
+                                      vkt_view saved, vkt_view ctrl, vkt_view dy,
+                                      vkt_view dqkv, float beta, vkt_view workspace,
+                                      uint32_t b, uint32_t t, uint32_t heads, uint32_t d,
+                                      float p_drop, uint64_t seed, uint64_t b0);
+
 /* ---- double references (ref_attention.c): direct definitions ---- */
 
 /* y [b, t, heads d] (overwritten) from qkv, dropout drawn for `step`. */

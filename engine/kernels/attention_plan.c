@@ -182,7 +182,10 @@ ka_plan ka_attention_plan(const gpu_profile *p, gpu_variant variant, uint32_t b,
     if (!p || b == 0 || t == 0 || heads == 0 || d == 0 || d > KA_MAX_D)
         return plan;
     switch (variant) {
-    case GPU_V_ATTENTION_FLASH: plan_flash(p, b, t, heads, d, &plan); break;
+    case GPU_V_ATTENTION_FLASH:
+    case GPU_V_ATTENTION_LOWP_FLASH: /* the same tiles on 16-bit rows */
+        plan_flash(p, b, t, heads, d, &plan);
+        break;
     case GPU_V_ATTENTION_SHUFFLE: plan_rows(p, 1, b, t, heads, d, &plan); break;
     case GPU_V_ATTENTION_ROWS: plan_rows(p, 0, b, t, heads, d, &plan); break;
     default: break;

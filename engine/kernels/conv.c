@@ -97,23 +97,6 @@ static int overlap(vkt_view a, uint64_t na, uint32_t sa, vkt_view b, uint64_t nb
     return a.buffer == b.buffer && a0 < b1 && b0 < a1;
 }
 
-/* A view of 16-bit elements inside its buffer (gpu_check_view's for 4 bytes). */
-static vkt_status check_view16(vkt_context *ctx, const char *what, vkt_view v, uint64_t count)
-{
-    if (!v.buffer)
-        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", what);
-    if (v.buffer->ctx != ctx)
-        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "%s: the buffer belongs to another context", what);
-    uint64_t elems = v.buffer->size / 2;
-    if (v.offset > elems || count > elems - v.offset)
-        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "%s: 2-byte elements [%llu, %llu) lie outside its buffer of %llu such "
-                        "elements", what, (unsigned long long)v.offset,
-                        (unsigned long long)(v.offset + count), (unsigned long long)elems);
-    return VKT_OK;
-}
-
 /* Stream and geometry present, the geometry as kc_conv_init leaves it, tensors below
  * 2^32 elements. */
 vkt_status kc_check_geometry(vkt_stream *s, const char *fn, const kc_conv *g)
@@ -157,7 +140,7 @@ static vkt_status check_views(kc_conv_call *c, const kc_named_view *v, int n, vk
             continue;
         snprintf(what, sizeof what, "%s: %s", c->fn, v[i].name);
         uint32_t size = v[i].size;
-        st = size == 2 ? check_view16(c->ctx, what, *v[i].v, v[i].count)
+        st = size == 2 ? ku_check_view16(c->ctx, what, *v[i].v, v[i].count)
                        : gpu_check_view(c->ctx, what, *v[i].v, v[i].count);
         if (st != VKT_OK)
             return st;

@@ -197,3 +197,20 @@ vkt_status ku_fail_to(char *msg, size_t msg_size, vkt_status st, const char *fmt
         snprintf(msg, msg_size, "%s", buf);
     return err_fail(NULL, st, "%s", buf);
 }
+
+/* A view of 16-bit elements inside its buffer (gpu_check_view's for 4 bytes). */
+vkt_status ku_check_view16(vkt_context *ctx, const char *what, vkt_view v, uint64_t count)
+{
+    if (!v.buffer)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", what);
+    if (v.buffer->ctx != ctx)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: the buffer belongs to another context", what);
+    uint64_t elems = v.buffer->size / 2;
+    if (v.offset > elems || count > elems - v.offset)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: 2-byte elements [%llu, %llu) lie outside its buffer of %llu such "
+                        "elements", what, (unsigned long long)v.offset,
+                        (unsigned long long)(v.offset + count), (unsigned long long)elems);
+    return VKT_OK;
+}

@@ -64,6 +64,9 @@ uint32_t ku_vec4_split(const vkt_context *ctx, const vkt_view *views, uint32_t n
 int ku_vec4_aligned(const vkt_context *ctx, vkt_view v);
 
 /* The dispatch argument of elements [first, first + count) of a view. */
+/* A view of `count` 16-bit elements (its offset counts 2-byte elements) inside its buffer:
+ * gpu_check_view's checks for 2 bytes. */
+vkt_status ku_check_view16(vkt_context *ctx, const char *what, vkt_view v, uint64_t count);
 gpu_arg ku_arg(vkt_view v, uint64_t first, uint64_t count, int write);
 /* The element shift to pass in the push constants for that argument. */
 uint32_t ku_shift(const vkt_context *ctx, vkt_view v, uint64_t first);
