@@ -31,6 +31,7 @@
 #include "kernels/cast.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_lowp.h"
+#include "kernels/kernel_util.h"
 #include "kernels/ref.h"
 #include "platform/platform.h"
 #include "spec.h"
@@ -289,6 +290,51 @@ static void check_rows(void)
             check_fp16_range();
         vkt_stream_destroy(s);
         printf("  %s: checked\n", row->name);
+    }
+}
+
+/* K = 2048 (the char LM's weight gradients at batch 64, context 32) on the gpu style's
+ * tiles, which on lavapipe take more slabs than one invocation may loop: the product runs
+ * as several dispatches over chunks of K adding into the fp32 C, within the same bound as
+ * one pass (the bound grows with K, not with the chunks); a 16-bit C at that K is refused
+ * with VKT_ERROR_LIMIT naming the reason. */
+static void check_long_k(void)
+{
+    const char *names[2] = {"gpu,gemm_f16_float", "gpu,gemm_bf16_float"};
+    for (int i = 0; i < 2; i++) {
+        vkt_dtype t = i ? VKT_DTYPE_BF16 : VKT_DTYPE_FP16;
+        ctx = th_context_filter(names[i]);
+        gpu_family fam = i ? GPU_FAMILY_GEMM_BF16 : GPU_FAMILY_GEMM_F16;
+        row_v = ctx->kv[fam];
+        row_name = names[i];
+        s = th_stream(ctx, 0);
+        kg_lowp_plan pl = kg_lowp_plan_make(&ctx->profile, row_v, 64, 192, 2048);
+        uint64_t slabs = (2048 + pl.bk - 1) / pl.bk;
+        int splits = slabs * pl.slab_loops > ku_loop_budget(ctx);
+        printf("  %s K=2048: %llu slabs of %llu loop iterations, budget %llu: %s\n", names[i],
+               (unsigned long long)slabs, (unsigned long long)pl.slab_loops,
+               (unsigned long long)ku_loop_budget(ctx), splits ? "split" : "one pass");
+        lcase c = {.ta = 1, .m = 64, .n = 192, .k = 2048, .alpha = 1.0f, .beta = 0.0f,
+                   .aligned = 1, .c_type = VKT_DTYPE_FP32, .scale = 1.0f};
+        run_case(t, &c); /* dW = X^T dZ */
+        c.ta = 0, c.tb = 1, c.beta = 1.0f, c.pad = 1, c.aligned = 0, c.k = 2047;
+        run_case(t, &c); /* odd K, padded, added to C */
+        if (splits) {
+            lmat a = lmat_new(t, 2048, 64, 0, 1, 1.0f, 0), b = lmat_new(t, 2048, 192, 0, 1, 1.0f, 0);
+            lmat cc = lmat_new(t, 64, 192, 0, 1, 1.0f, 0);
+            vkt_gemm_desc d = {.trans_a = 1, .m = 64, .n = 192, .k = 2048, .alpha = 1.0f,
+                               .a = lmat_view(&a), .b = lmat_view(&b), .c = lmat_view(&cc),
+                               .a_type = t, .b_type = t, .c_type = t};
+            TH_OK(ctx, vkt_stream_reset(s));
+            TH_STATUS(ctx, vkt_gemm(s, &d), VKT_ERROR_LIMIT);
+            TH_CHECK(strstr(vkt_context_errmsg(ctx), "cannot add up the parts") != NULL,
+                     "%s: a 16-bit C at K=2048: %s", names[i], vkt_context_errmsg(ctx));
+            lmat_free(&a), lmat_free(&b), lmat_free(&cc);
+        }
+        TH_CHECK(splits || ku_loop_budget(ctx) >= (1ull << 40),
+                 "%s: on a device with a loop budget, K=2048 splits (else the case tests "
+                 "nothing new)", names[i]);
+        vkt_stream_destroy(s);
     }
 }
 
@@ -580,5 +626,6 @@ int main(void)
     check_cast();
     check_rows();
     check_widen_split();
+    check_long_k();
     return th_finish();
 }

@@ -231,13 +231,20 @@ vkt_status kg_gemm_lowp(vkt_stream *s, const vkt_gemm_desc *d)
     if (!plan.ok)
         return err_fail(ctx->errmsg, VKT_ERROR_LIMIT, "vkt_gemm: %s on '%s': %s",
                         gpu_variant_row_of(v)->name, ctx->profile.name, plan.why);
-    uint64_t slabs = (d->k + plan.bk - 1) / plan.bk;
-    if (slabs * plan.slab_loops > ku_loop_budget(ctx))
+    /* A device whose shader loops stop early (llvmpipe: 65535 iterations per invocation)
+     * takes K in chunks of at most `per` slabs, one dispatch each, the later ones adding
+     * into the fp32 C (beta 1): K = 2048 runs 64 slabs of gemm_bf16_float's 32-wide tiles,
+     * each about 1,400 iterations, past 65535 in one pass. A 16-bit C cannot take partial
+     * sums without rounding each: refused. */
+    uint64_t slabs = (d->k + plan.bk - 1) / plan.bk, per = ku_loop_budget(ctx) / plan.slab_loops;
+    if (slabs > per && (d->c_type != VKT_DTYPE_FP32 || per == 0))
         return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "vkt_gemm: K=%u takes %llu slabs of %u, past what one invocation of %s "
-                        "may loop on '%s' (%llu iterations); split K into several products",
-                        d->k, (unsigned long long)slabs, plan.bk, gpu_variant_row_of(v)->name,
-                        ctx->profile.name, (unsigned long long)ku_loop_budget(ctx));
+                        "may loop on '%s' (%llu iterations), and a %s C cannot add up the "
+                        "parts; split K into several products", d->k, (unsigned long long)slabs,
+                        plan.bk, gpu_variant_row_of(v)->name, ctx->profile.name,
+                        (unsigned long long)ku_loop_budget(ctx), vkt_dtype_name(d->c_type));
+    uint32_t k_part = slabs > per ? (uint32_t)(per * plan.bk) : d->k;
     if (plan.groups[0] > GPU_MAX_GROUPS || plan.groups[1] > GPU_MAX_GROUPS)
         return err_fail(ctx->errmsg, VKT_ERROR_LIMIT,
                         "vkt_gemm: M=%u N=%u needs %u x %u workgroups; at most %u along each "
@@ -258,5 +265,20 @@ vkt_status kg_gemm_lowp(vkt_stream *s, const vkt_gemm_desc *d)
         [SPEC_LOWP_BK] = plan.bk, [SPEC_LOWP_WM] = plan.wm, [SPEC_LOWP_WN] = plan.wn,
         [SPEC_LOWP_TM] = plan.tm, [SPEC_LOWP_TN] = plan.tn, [SPEC_LOWP_TK] = plan.tk,
         [SPEC_LOWP_SG] = plan.sg};
-    return gpu_dispatch(s, k, spec, SPEC_LOWP_COUNT, args, &push, plan.groups);
+    /* K's chunks: A's columns (rows when transposed) and B's rows (columns) from k0 on;
+     * k_part is a multiple of the slab, itself a multiple of 4, so the 4-element loads
+     * stay aligned */
+    st = VKT_OK;
+    for (uint32_t k0 = 0; k0 < d->k && st == VKT_OK; k0 += k_part) {
+        struct push_gemm part = push;
+        part.k = part.k_chunk = d->k - k0 < k_part ? d->k - k0 : k_part;
+        part.a_off += d->trans_a ? k0 * a.ld : k0;
+        part.b_off += d->trans_b ? k0 : k0 * b.ld;
+        if (k0 > 0) {
+            part.beta = 1.0f;
+            part.flags |= GEMM_READ_C;
+        }
+        st = gpu_dispatch(s, k, spec, SPEC_LOWP_COUNT, args, &part, plan.groups);
+    }
+    return st;
 }
