@@ -91,6 +91,18 @@ static void test_device_plan(void)
     TH_OK(NULL, gpu_plan_device(&c, &p, msg));
     TH_CHECK(!p.subgroup_shuffle, "basic subgroups without shuffle: no shuffle kernels");
 
+    /* timeline semaphores (replicas averaging on their shared device): enabled where a
+     * Vulkan 1.2 device offers the feature; else the host averages (not refused) */
+    c = full_caps();
+    TH_OK(NULL, gpu_plan_device(&c, &p, msg));
+    TH_CHECK(!p.timeline, "no timelineSemaphore feature: none enabled");
+    c.timeline = 1;
+    TH_OK(NULL, gpu_plan_device(&c, &p, msg));
+    TH_CHECK(p.timeline, "timelineSemaphore on a 1.2 device: enabled");
+    c.api_version = VK_API_VERSION_1_1;
+    TH_OK(NULL, gpu_plan_device(&c, &p, msg));
+    TH_CHECK(!p.timeline, "a Vulkan 1.1 device: no timelines (core in 1.2), still planned");
+
     /* refused, each with a message naming the device and what it lacks */
     c = full_caps();
     c.name = "old gpu";
@@ -120,11 +132,12 @@ static void test_real_device(void)
     TH_CHECK(c.subgroup_size == ctx->info.subgroup_size, "subgroup size %u", c.subgroup_size);
     TH_OK(NULL, gpu_plan_device(&c, &p, msg));
     TH_CHECK(p.storage_texel == ctx->storage_texel && p.subgroup_shuffle ==
-                 ctx->subgroup_shuffle && p.events == ctx->events,
-             "the context uses the plan (texel %d, shuffle %d, events %d)", p.storage_texel,
-             p.subgroup_shuffle, p.events);
-    printf("# %s: portability subset %d, events %d, storage texel %d, shuffle %d\n", c.name,
-           p.portability_subset, p.events, p.storage_texel, p.subgroup_shuffle);
+                 ctx->subgroup_shuffle && p.events == ctx->events && p.timeline == ctx->timeline,
+             "the context uses the plan (texel %d, shuffle %d, events %d, timeline %d)",
+             p.storage_texel, p.subgroup_shuffle, p.events, p.timeline);
+    printf("# %s: portability subset %d, events %d, storage texel %d, shuffle %d, timeline %d\n",
+           c.name, p.portability_subset, p.events, p.storage_texel, p.subgroup_shuffle,
+           p.timeline);
 }
 
 /* Marks on a context that may not use events: recorded, submitted twice (the reset

@@ -49,6 +49,9 @@ static gpu_counters counters(vkt_context *ctx)
  * memory profile, or a device without mapped device memory): one written and counted. */
 static int g_staged;
 static int g_cached; /* a host-visible coherent cached memory type is offered */
+static int g_timeline; /* the device has timeline semaphores */
+static int g_share;  /* VKT_SHARE_DEVICE=1 (replicas on one device share its VkDevice) and
+                        the device has timelines: sync replicas average on it */
 
 static void probe_memory(void)
 {
@@ -65,6 +68,10 @@ static void probe_memory(void)
     for (uint32_t v = 0; v < ctx->mem.type_count; v++)
         g_cached |= (ctx->mem.types[v].flags & host) == host;
     vkt_buffer_destroy(b);
+    const char *share = plat_getenv("VKT_SHARE_DEVICE");
+    g_timeline = ctx->timeline;
+    g_share = share && strcmp(share, "1") == 0 && ctx->timeline;
+    printf("replicas on one device average %s\n", g_share ? "on it" : "through the host");
     printf("memory profile %s: device buffers %s, a host-cached type %s\n",
            vkt_memory_profile_name(vkt_context_memory_profile(ctx)),
            g_staged ? "staged" : "mapped", g_cached ? "offered" : "not offered");
@@ -271,6 +278,7 @@ static double pipeline_staged(uint32_t m) { return 2.0 * m + 2; }
 typedef struct delta {
     double s, f, t, exposed, wall;
     uint64_t steps;
+    uint64_t host_bytes; /* gradient bytes the host read to average */
 } delta;
 
 /* A fit (or a vkt_trainer_step loop) of n steps: the stats' differences. */
@@ -298,7 +306,8 @@ static delta run(vkt_trainer *tr, const config *c, const net *n, const vkt_datas
     TH_OK(NULL, vkt_trainer_stats_get(tr, &s1));
     return (delta){(double)(s1.submits - s0.submits), (double)(s1.fence_waits - s0.fence_waits),
                    (double)(s1.sync_transfers - s0.sync_transfers),
-                   s1.exposed_seconds - s0.exposed_seconds, wall, steps};
+                   s1.exposed_seconds - s0.exposed_seconds, wall, steps,
+                   s1.average_host_bytes - s0.average_host_bytes};
 }
 
 static void test_config(const config *c, const vkt_dataset *d)
@@ -341,7 +350,20 @@ static void test_config(const config *c, const vkt_dataset *d)
              "%s: %.3g submits, %.3g waits and %.3g transfers per run besides the steps "
              "(expected %.3g)", c->what, run_s, run_f, run_t, want_run);
     /* The sync replicas' staging: host-cached wherever the device offers it. */
-    int want_cached = c->replicas > 1 ? g_cached : -1;
+    /* Sync replicas sharing one VkDevice (VKT_SHARE_DEVICE=1; lavapipe has timelines)
+     * average there: no host staging, no gradient byte read by the host; on a device each,
+     * the host reads every replica's gradient each step. */
+    int on_device = g_share && c->replicas > 1 && c->stages == 1;
+    if (c->mode == VKT_PARALLEL_SYNC && c->replicas > 1 && c->stages == 1) {
+        const char *want = on_device ? "device" : "host";
+        TH_CHECK(s.reducer && strcmp(s.reducer, want) == 0, "%s: the %s reducer (%s)", c->what,
+                 want, s.reducer ? s.reducer : "none");
+        TH_CHECK(on_device ? b.host_bytes == 0 && a.host_bytes == 0
+                           : b.host_bytes == 2 * a.host_bytes && a.host_bytes > 0,
+                 "%s: %llu gradient bytes read by the host over %u steps", c->what,
+                 (unsigned long long)a.host_bytes, K);
+    }
+    int want_cached = c->replicas > 1 && !on_device ? g_cached : -1;
     if (c->mode == VKT_PARALLEL_SYNC)
         TH_CHECK(s.stage_cached == want_cached, "%s: stage_cached %d (expected %d)", c->what,
                  s.stage_cached, want_cached);
@@ -568,25 +590,42 @@ static void test_shared_device(const vkt_dataset *d)
     vkt_context_destroy(c1);
     vkt_context_destroy(c2);
 
-    /* a trainer's replicas on one VkDevice train to the same bits as on a device each */
+    /* a trainer's replicas on one VkDevice (averaging there where it has timelines) train
+     * to the same bits as on a device each (averaged by the host), 2 and 3 of them */
     net n = make_net(0);
-    float *p[2] = {NULL, NULL};
-    uint64_t np = 0;
-    for (int shared = 0; shared < 2; shared++) {
-        plat_setenv("VKT_SHARE_DEVICE", shared ? "1" : "0");
-        vkt_trainer *t = sync2(&n);
-        if (!t)
-            break;
-        np = vkt_trainer_param_count(t);
-        p[shared] = malloc(np * 4);
-        TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 5, 5, NULL, NULL));
-        TH_OK(NULL, vkt_trainer_read_params(t, p[shared], np));
-        vkt_trainer_destroy(t);
+    for (uint32_t reps = 2; reps <= 3; reps++) {
+        float *p[2] = {NULL, NULL};
+        uint64_t np = 0;
+        const char *red[2] = {NULL, NULL};
+        for (int shared = 0; shared < 2; shared++) {
+            plat_setenv("VKT_SHARE_DEVICE", shared ? "1" : "0");
+            uint32_t dev[3] = {0, 0, 0};
+            vkt_trainer_options o = {.batch = BATCH, .devices = dev, .device_count = reps,
+                                     .mode = VKT_PARALLEL_SYNC};
+            o.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_ADAM, .lr = 0.01f};
+            vkt_trainer *t = NULL;
+            TH_CHECK(vkt_trainer_create(th_instance, n.g, n.loss, &o, &t) == VKT_OK,
+                     "create: %s", vkt_last_error());
+            if (!t)
+                break;
+            np = vkt_trainer_param_count(t);
+            p[shared] = malloc(np * 4);
+            TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 5, 5, NULL, NULL));
+            vkt_trainer_stats st;
+            TH_OK(NULL, vkt_trainer_stats_get(t, &st));
+            red[shared] = st.reducer;
+            TH_OK(NULL, vkt_trainer_read_params(t, p[shared], np));
+            vkt_trainer_destroy(t);
+        }
+        TH_CHECK(red[0] && strcmp(red[0], "host") == 0 && red[1] &&
+                 strcmp(red[1], g_timeline ? "device" : "host") == 0,
+                 "%u replicas: averaged by the %s, then by the %s", reps, red[0] ? red[0] : "-",
+                 red[1] ? red[1] : "-");
+        TH_CHECK(p[0] && p[1] && memcmp(p[0], p[1], np * 4) == 0, "%u sync replicas sharing "
+                 "one VkDevice end where %u on a device each do, bitwise", reps, reps);
+        free(p[0]);
+        free(p[1]);
     }
-    TH_CHECK(p[0] && p[1] && memcmp(p[0], p[1], np * 4) == 0, "2 sync replicas sharing one "
-             "VkDevice end where 2 on a device each do, bitwise");
-    free(p[0]);
-    free(p[1]);
     plat_setenv("VKT_SHARE_DEVICE", "yes");
     uint32_t dev[2] = {0, 0};
     vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = 2};

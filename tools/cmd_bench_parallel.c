@@ -65,6 +65,9 @@ typedef struct par_run {
     double submits, fence_waits, transfers, exposed_s;
     uint32_t avg_threads;                    /* sync: host threads summing */
     int stage_cached;                        /* the staging's memory is host-cached */
+    int shared;                              /* VKT_SHARE_DEVICE=1: one VkDevice */
+    const char *reducer;                     /* who averaged (vkt_trainer_stats) */
+    double host_mb;                          /* gradient MB the host read per step */
 } par_run;
 
 static void usage(FILE *f)
@@ -155,7 +158,14 @@ static int run_one(vkt_instance *inst, const cli_model *m, const vkt_dataset *tr
     to.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.05f,
                                            .momentum = 0.9f};
     vkt_trainer *tr = NULL;
+    /* the replicas share one VkDevice (read at creation; the rows without: one each) */
+    const char *env = plat_getenv("VKT_SHARE_DEVICE");
+    char keep[16] = "";
+    if (env)
+        snprintf(keep, sizeof keep, "%s", env);
+    plat_setenv("VKT_SHARE_DEVICE", r->shared ? "1" : "0");
     vkt_status st = vkt_trainer_create(inst, m->graph, m->loss, &to, &tr);
+    plat_setenv("VKT_SHARE_DEVICE", env ? keep : NULL);
     if (st != VKT_OK)
         return cli_fail("bench parallel: cannot create the trainer", st, vkt_last_error());
     const uint64_t seed = 1;
@@ -185,6 +195,9 @@ static int run_one(vkt_instance *inst, const cli_model *m, const vkt_dataset *tr
     r->staged_per_step = s1.bytes_staged_per_step;
     r->avg_threads = s1.average_threads;
     r->stage_cached = s1.stage_cached;
+    r->reducer = s1.reducer;
+    r->host_mb = r->steps ? (double)(s1.average_host_bytes - s0.average_host_bytes) / 1e6 /
+                                (double)r->steps : 0;
     double per = (double)s1.holders * (double)r->steps; /* holder-steps of the timed fit */
     if (per > 0) {
         r->submits = (double)(s1.submits - s0.submits) / per;
@@ -352,12 +365,41 @@ static void print_wait_table(const par_run *runs, uint32_t count, uint32_t batch
            "async waits only at a staleness bound)\n");
 }
 
+/* Sync replicas on one device listed twice and 4 times, each on a VkDevice of its own
+ * (host reducer) and sharing one (VKT_SHARE_DEVICE=1: the device reducer where it has
+ * timelines): who averages, and what the host reads for it. */
+static void print_shared(const par_run *runs, uint32_t count, uint32_t batch, double base)
+{
+    printf("\n4. sync replicas sharing one VkDevice (VKT_SHARE_DEVICE=1) or a VkDevice each\n");
+    printf("%-12s %8s %8s %10s %9s %7s %10s %9s %14s %12s\n", "VkDevice", "replicas",
+           "reducer", "samples/s", "ms/step", "vs 1", "busy ms", "exposed", "S/F/T",
+           "host MB read");
+    for (uint32_t k = 0; k < count; k++) {
+        const par_run *r = &runs[k];
+        double sps = samples_per_s(r, batch);
+        char trips[48];
+        snprintf(trips, sizeof trips, "%.2f/%.2f/%.2f", r->submits, r->fence_waits,
+                 r->transfers);
+        printf("%-12s %8u %8s %10.0f %9.2f %6.2fx %10.2f %9.3f %14s %12.3f\n",
+               r->shared ? "shared" : "one each", r->n, r->reducer ? r->reducer : "-", sps,
+               per_step_ms(r->seconds, r->steps), base > 0 ? sps / base : 0,
+               mean_of(r->busy, r->rep_steps, 0, r->n), 1e3 * r->exposed_s, trips, r->host_mb);
+    }
+    printf("(reducer: who averages, the host's threads or a kernel on the shared device "
+           "ordered by timelines;\n host MB read: gradient bytes the host read per step to "
+           "average them; on lavapipe one queue serves\n every replica sharing the device, so "
+           "they take turns: no concurrency, the path is what is measured)\n");
+}
+
 /* The configurations, in the order each round runs them: 0-5 throughput, 6-9 the rest
- * of the waiting table. */
-#define N_CONF 10
+ * of the waiting table, 10-11 sync replicas sharing one VkDevice. */
+#define N_CONF 12
 static par_run conf_of(int k, uint32_t staleness, char *bounded_label)
 {
     static const uint32_t ns[3] = {1, 2, 4};
+    if (k >= 10)
+        return (par_run){.label = "sync", .mode = VKT_PARALLEL_SYNC, .n = k == 10 ? 2 : 4,
+                         .shared = 1};
     if (k < 6)
         return (par_run){.label = k < 3 ? "sync" : "async",
                          .mode = k < 3 ? VKT_PARALLEL_SYNC : VKT_PARALLEL_ASYNC,
@@ -493,6 +535,8 @@ static int bench(const bench_args *a, vkt_instance *inst)
     /* the waiting table: not slowed (throughput rows), slowed, for each kind */
     par_run wt[6] = {best[2], best[6], best[5], best[7], best[8], best[9]};
     print_wait_table(wt, 6, a->batch, a);
+    par_run sh[4] = {best[1], best[10], best[2], best[11]};
+    print_shared(sh, 4, a->batch, samples_per_s(&best[0], a->batch));
     printf("result: sync4_samples_per_s=%.1f async4_samples_per_s=%.1f avg_gbps=%.2f "
            "memcpy_gbps=%.2f avg2_vs_memcpy=%.3f avg4_vs_memcpy=%.3f "
            "sync2_fence_waits_per_step=%.2f sync2_exposed_ms=%.3f\n",

@@ -115,6 +115,9 @@ static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
         .vulkanMemoryModel = VK_TRUE};
     gpu_cooperative_matrix_features cm = {.sType = GPU_COOPERATIVE_MATRIX_FEATURES_STYPE,
                                           .cooperativeMatrix = VK_TRUE};
+    VkPhysicalDeviceTimelineSemaphoreFeatures tl = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES,
+        .timelineSemaphore = VK_TRUE};
     gpu_bfloat16_features bf = {.sType = GPU_SHADER_BFLOAT16_FEATURES_STYPE,
                                 .shaderBFloat16Type = VK_TRUE,
                                 .shaderBFloat16CooperativeMatrix = VK_TRUE};
@@ -126,6 +129,7 @@ static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
     CHAIN(plan->memory_model, mm);
     CHAIN(plan->cooperative_matrix, cm);
     CHAIN(plan->bfloat16, bf);
+    CHAIN(plan->timeline, tl);
 #undef CHAIN
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                              .pNext = chain,
@@ -243,6 +247,8 @@ vkt_status gpu_context_create_shared(vkt_instance *inst, const vkt_context_optio
         ctx->storage_texel = plan.storage_texel;
         ctx->subgroup_shuffle = plan.subgroup_shuffle;
         ctx->events = plan.events;
+        /* the instance's API version (1.1 with an older loader) may leave them unloaded */
+        ctx->timeline = plan.timeline && vkSignalSemaphore && vkGetSemaphoreCounterValue;
         if (share_with) { /* the same physical device and plan: its VkDevice */
             ctx->dev = share_with->dev;
             ctx->dev->refs++;
@@ -277,6 +283,8 @@ void vkt_context_destroy(vkt_context *ctx)
         vkt_stream_destroy(ctx->streams);
     while (ctx->buffers)
         vkt_buffer_destroy(ctx->buffers);
+    while (ctx->timelines)
+        gpu_timeline_destroy(ctx->timelines);
     ctx->transfer = NULL;
     ctx->staging = NULL;
     if (ctx->device) {

@@ -39,9 +39,9 @@ vkt_status gpu_check_view(vkt_context *ctx, const char *what, vkt_view v, uint64
 {
     if (!v.buffer)
         return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: buffer is NULL", what);
-    if (v.buffer->ctx != ctx)
+    if (v.buffer->ctx->device != ctx->device) /* contexts sharing a VkDevice share buffers */
         return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "%s: the buffer belongs to another context", what);
+                        "%s: the buffer belongs to another context's device", what);
     uint64_t elems = v.buffer->size / 4;
     if (v.offset > elems || count > elems - v.offset)
         return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
@@ -114,9 +114,9 @@ static vkt_status bind_arg(vkt_stream *s, const gpu_kernel *k, uint32_t i, const
 {
     vkt_context *ctx = s->ctx;
     gpu_bind_type type = (gpu_bind_type)k->bind[i];
-    if (!a->buf || a->buf->ctx != ctx)
+    if (!a->buf || a->buf->ctx->device != ctx->device)
         return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
-                        "%s: binding %u has no buffer of this context", k->name, i);
+                        "%s: binding %u has no buffer of this context's device", k->name, i);
     if (a->offset > a->buf->size || a->bytes > a->buf->size - a->offset)
         return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "%s: binding %u spans bytes [%llu, %llu) of a %llu-byte buffer", k->name,

@@ -82,6 +82,9 @@ vkt_status gpu_plan_device(const gpu_device_caps *caps, gpu_device_plan *out, ch
     out->float16 = caps->float16;
     out->cooperative_matrix = caps->cooperative_matrix;
     out->memory_model = caps->cooperative_matrix;
+    /* replicas sharing a VkDevice average on it, ordered by timelines; without them (a
+     * Vulkan 1.1 device) through the host as on separate devices */
+    out->timeline = caps->timeline && caps->api_version >= VK_API_VERSION_1_2;
     out->bfloat16 = caps->bfloat16 && caps->cooperative_matrix;
     if (out->cooperative_matrix)
         out->extensions[out->extension_count++] = GPU_KHR_COOPERATIVE_MATRIX_NAME;

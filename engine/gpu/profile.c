@@ -62,7 +62,7 @@ static void query_compute_units(VkPhysicalDevice phys, const VkExtensionProperti
 }
 
 /* The 16-bit and cooperative-matrix features: 16-bit storage buffers (core in 1.1),
- * float16 arithmetic and the Vulkan memory model (core in 1.2: older devices count as
+ * float16 arithmetic, timeline semaphores and the Vulkan memory model (core in 1.2: older devices count as
  * lacking them, so no extension has to be enabled for them), VK_KHR_cooperative_matrix
  * and VK_KHR_shader_bfloat16 where listed. A cooperative-matrix shader declares the
  * VulkanMemoryModel capability (its scopes), so cooperative matrices count only with
@@ -81,12 +81,15 @@ static void query_features(VkPhysicalDevice phys, uint32_t api, const VkExtensio
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
     VkPhysicalDevice16BitStorageFeatures s16 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    VkPhysicalDeviceTimelineSemaphoreFeatures tl = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                     .pNext = &s16};
     void **tail = &s16.pNext;
     if (v12) {
         *tail = &f16, tail = &f16.pNext;
         *tail = &mm, tail = &mm.pNext;
+        *tail = &tl, tail = &tl.pNext;
     }
     if (has_cm)
         *tail = &cm, tail = &cm.pNext;
@@ -95,6 +98,7 @@ static void query_features(VkPhysicalDevice phys, uint32_t api, const VkExtensio
     vkGetPhysicalDeviceFeatures2(phys, &f2);
     caps->storage16 = s16.storageBuffer16BitAccess != VK_FALSE;
     caps->float16 = f16.shaderFloat16 != VK_FALSE;
+    caps->timeline = tl.timelineSemaphore != VK_FALSE;
     caps->cooperative_matrix = has_cm && cm.cooperativeMatrix && mm.vulkanMemoryModel;
     caps->bfloat16 = has_bf && bf.shaderBFloat16Type && bf.shaderBFloat16CooperativeMatrix;
 }

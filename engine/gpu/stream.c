@@ -403,38 +403,101 @@ static int ready_to_submit(vkt_stream *s, vkt_status *st)
     return 1;
 }
 
+/* The streams of a submission that have commands, in order, into cmd/carried (k so
+ * far); 0 on an error (st). */
+static int gather(vkt_stream *s, vkt_stream *const *list, uint32_t n, VkCommandBuffer *cmd,
+                  vkt_stream **carried, uint32_t *k, vkt_status *st)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (!list[i] || list[i] == s || list[i]->ctx != s->ctx)
+            continue;
+        if (ready_to_submit(list[i], st))
+            carried[*k] = list[i], cmd[(*k)++] = list[i]->cmd;
+        else if (*st != VKT_OK)
+            return 0;
+    }
+    return 1;
+}
+
 vkt_status gpu_stream_submit_after(vkt_stream *s, vkt_stream *const *before, uint32_t n)
+{
+    return gpu_stream_submit_ext(s, before, n, NULL, 0, NULL);
+}
+
+vkt_status gpu_stream_submit_ext(vkt_stream *s, vkt_stream *const *before, uint32_t n,
+                                 vkt_stream *const *after, uint32_t n_after,
+                                 const gpu_submit_sync *sync)
 {
     if (!s)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_stream_submit: stream is NULL");
     vkt_context *ctx = s->ctx;
-    if (n > GPU_MAX_CARRIED)
-        return err_fail(ctx->errmsg, VKT_ERROR_INTERNAL, "gpu_stream_submit_after: %u streams "
-                        "before (at most %d)", n, GPU_MAX_CARRIED);
-    VkCommandBuffer cmd[GPU_MAX_CARRIED + 1];
+    if (n + n_after > GPU_MAX_CARRIED)
+        return err_fail(ctx->errmsg, VKT_ERROR_INTERNAL, "gpu_stream_submit_ext: %u streams "
+                        "carried (at most %d)", n + n_after, GPU_MAX_CARRIED);
+    if (sync && (sync->n_wait > GPU_MAX_SYNC || sync->n_signal > GPU_MAX_SYNC || !ctx->timeline))
+        return err_fail(ctx->errmsg, VKT_ERROR_INTERNAL, "gpu_stream_submit_ext: %u waits and "
+                        "%u signals (at most %d each, and timelines enabled: %d)", sync->n_wait,
+                        sync->n_signal, GPU_MAX_SYNC, ctx->timeline);
+    VkCommandBuffer cmd[GPU_MAX_CARRIED]; /* gather's scratch; `order` is submitted */
     vkt_stream *carried[GPU_MAX_CARRIED];
-    uint32_t k = 0;
+    uint32_t k = 0, k_before;
     vkt_status st = VKT_OK;
-    for (uint32_t i = 0; i < n; i++) {
-        if (!before[i] || before[i] == s || before[i]->ctx != ctx)
-            continue;
-        if (ready_to_submit(before[i], &st))
-            carried[k] = before[i], cmd[k++] = before[i]->cmd;
-        else if (st != VKT_OK)
-            return st;
-    }
-    if (!ready_to_submit(s, &st)) {
-        for (uint32_t i = 0; st == VKT_OK && i < k; i++) /* the carried ones alone */
+    if (!gather(s, before, n, cmd, carried, &k, &st))
+        return st;
+    k_before = k;
+    int own = ready_to_submit(s, &st);
+    if (st != VKT_OK)
+        return st;
+    VkCommandBuffer own_cmd = s->cmd;
+    if (!gather(s, after, n_after, cmd, carried, &k, &st))
+        return st;
+    /* order: before[0..k_before), s (when it has commands), after[..] */
+    VkCommandBuffer order[GPU_MAX_CARRIED + 1];
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < k_before; i++)
+        order[m++] = carried[i]->cmd;
+    if (own)
+        order[m++] = own_cmd;
+    for (uint32_t i = k_before; i < k; i++)
+        order[m++] = carried[i]->cmd;
+    if (!own && !sync) { /* nothing of s's: the carried ones alone, as before */
+        for (uint32_t i = 0; st == VKT_OK && i < k; i++)
             st = vkt_stream_run(carried[i]);
         return st;
     }
-    cmd[k] = s->cmd;
+    if (!own) /* s is the fence's owner: an empty recording carries it */
+        return err_fail(ctx->errmsg, VKT_ERROR_INTERNAL, "gpu_stream_submit_ext: an ordered "
+                        "submission whose stream recorded nothing");
     if ((st = gpu_stream_marks_reset(s)) != VKT_OK)
         return st;
     GPU_CHECK(ctx, vkResetFences(ctx->device, 1, &s->fence));
+    VkSemaphore wsem[GPU_MAX_SYNC], ssem[GPU_MAX_SYNC];
+    uint64_t wval[GPU_MAX_SYNC], sval[GPU_MAX_SYNC];
+    VkPipelineStageFlags wstage[GPU_MAX_SYNC];
+    uint32_t nw = sync ? sync->n_wait : 0, ns = sync ? sync->n_signal : 0;
+    for (uint32_t i = 0; i < nw; i++) {
+        wsem[i] = sync->wait[i].t->sem;
+        wval[i] = sync->wait[i].value;
+        wstage[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+    }
+    for (uint32_t i = 0; i < ns; i++) {
+        ssem[i] = sync->signal[i].t->sem;
+        sval[i] = sync->signal[i].value;
+    }
+    VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                        .waitSemaphoreValueCount = nw,
+                                        .pWaitSemaphoreValues = wval,
+                                        .signalSemaphoreValueCount = ns,
+                                        .pSignalSemaphoreValues = sval};
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                       .commandBufferCount = k + 1,
-                       .pCommandBuffers = cmd};
+                       .pNext = sync ? &ti : NULL,
+                       .waitSemaphoreCount = nw,
+                       .pWaitSemaphores = wsem,
+                       .pWaitDstStageMask = wstage,
+                       .commandBufferCount = m,
+                       .pCommandBuffers = order,
+                       .signalSemaphoreCount = ns,
+                       .pSignalSemaphores = ssem};
     VkResult r = gpu_fault("vkQueueSubmit");
     if (r == VK_SUCCESS) { /* the queue may be shared with other contexts (gpu_device) */
         plat_monitor_lock(ctx->queue_lock);

@@ -194,6 +194,16 @@ static vkt_status run(vkt_model *m, int training)
 
 vkt_status graph_model_step_submit_after(vkt_model *m, vkt_stream *const *before, uint32_t n)
 {
+    return graph_model_step_submit_ext(m, before, n, NULL, 0, NULL);
+}
+
+vkt_status graph_model_step_submit_ext(vkt_model *m, vkt_stream *const *before, uint32_t n,
+                                       vkt_stream *const *after, uint32_t n_after,
+                                       const struct gpu_submit_sync *sync)
+{
+    if ((m->check || !m->training) && (n_after || sync))
+        return model_fail(m, VKT_ERROR_INTERNAL, "graph_model_step_submit_ext: streams after "
+                          "the step or an ordered submission in check mode");
     if (m->check || !m->training) { /* the check runs the whole step at once */
         for (uint32_t i = 0; i < n; i++) {
             vkt_status st = before[i] ? vkt_stream_run(before[i]) : VKT_OK;
@@ -209,7 +219,7 @@ vkt_status graph_model_step_submit_after(vkt_model *m, vkt_stream *const *before
     ctrl[CTRL_STEP] = (uint32_t)m->step;
     ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
     m->step++;
-    st = gpu_stream_submit_after(m->train, before, n);
+    st = gpu_stream_submit_ext(m->train, before, n, after, n_after, sync);
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
 

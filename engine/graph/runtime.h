@@ -115,6 +115,14 @@ vkt_status graph_model_step_wait(vkt_model *m);
  * one fence covers them and the step (gpu_stream_submit_after): a trainer's previous
  * update goes in with the next step. In check mode they run first on their own. */
 vkt_status graph_model_step_submit_after(vkt_model *m, vkt_stream *const *before, uint32_t n);
+/* The same with the streams after[0..n_after) run after the step (which ends with a
+ * barrier over all its writes) and the submission ordered by timelines (gpu.h's
+ * gpu_submit_sync; NULL: none): replicas averaging on their shared device. Not in check
+ * mode (VKT_ERROR_INTERNAL). */
+struct gpu_submit_sync;
+vkt_status graph_model_step_submit_ext(vkt_model *m, vkt_stream *const *before, uint32_t n,
+                                       vkt_stream *const *after, uint32_t n_after,
+                                       const struct gpu_submit_sync *sync);
 /* Mark `index` of the running training step: 1 passed (or the step is over), 0 not yet,
  * -1 on an error (the model's message says it). */
 int graph_model_mark_passed(vkt_model *m, uint32_t index);

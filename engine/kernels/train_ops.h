@@ -87,4 +87,15 @@ void kt_ref_transpose(const float *x, float *y, uint32_t rows, uint32_t cols, fl
 void kt_ref_dropout(const float *x, uint64_t step, float *y, uint64_t n, float p, uint64_t seed,
                     uint64_t i_off, float beta);
 
+/* The replicas' gradient average on their shared device (reduce_avg.c): out[i] = the
+ * sum over q < k in order of w[q] * g[q][i], each product and sum rounded to float
+ * (shaders/push_reduce.h): the bits of the host's sum (parallel/reduce_sum.h). Views of
+ * buffers of any context on the stream's VkDevice; n elements each; out distinct from
+ * the inputs. One dispatch per REDUCE_AVG_INPUTS inputs. */
+vkt_status kt_reduce_avg(vkt_stream *s, vkt_view out, const vkt_view *g, const float *w,
+                         uint32_t k, uint64_t n);
+/* Its CPU reference: `s = 0.0f; for q: s += w[q] * g[q][i]; out[i] = s;`. */
+void kref_weighted_sum(float *out, const float *const *g, const float *w, uint32_t k,
+                       uint64_t n);
+
 #endif

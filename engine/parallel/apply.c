@@ -164,7 +164,10 @@ void apply_pending(replica *r, uint64_t step)
     r->sc.pending_step = step;
 }
 
-vkt_status apply_submit_step(replica *r)
+vkt_status apply_submit_step(replica *r) { return apply_submit_step_ext(r, NULL, 0, NULL); }
+
+vkt_status apply_submit_step_ext(replica *r, vkt_stream *const *after, uint32_t n_after,
+                                 const gpu_submit_sync *sync)
 {
     if (r->pending && r->sc.guard) { /* judged once the submission has run */
         r->sc.judge = 1;
@@ -173,7 +176,17 @@ vkt_status apply_submit_step(replica *r)
     /* in this submission: a failure of it fails the replica anyway */
     vkt_stream *before[2] = {r->pending ? r->apply : NULL, r->pull_pending ? r->pull : NULL};
     r->pending = r->pull_pending = 0;
-    return graph_model_step_submit_after(r->model, before, 2);
+    return graph_model_step_submit_ext(r->model, before, 2, after, n_after, sync);
+}
+
+/* The pending update alone: one submission (after what it waits for on the device, the
+ * device reducer's average) and one wait. */
+static vkt_status run_apply(replica *r)
+{
+    gpu_submit_sync sync = {&r->apply_wait, 1, NULL, 0};
+    vkt_status st = gpu_stream_submit_ext(r->apply, NULL, 0, NULL, 0,
+                                          r->apply_wait.t ? &sync : NULL);
+    return st == VKT_OK ? vkt_stream_wait(r->apply) : st;
 }
 
 vkt_status apply_flush_replica(replica *r)
@@ -181,7 +194,7 @@ vkt_status apply_flush_replica(replica *r)
     if (!r->pending)
         return VKT_OK;
     r->pending = 0;
-    vkt_status st = vkt_stream_run(r->apply);
+    vkt_status st = run_apply(r);
     if (st != VKT_OK)
         return replica_fail(r, st, "%s", vkt_context_errmsg(r->ctx));
     r->sc.judge = r->sc.guard;
@@ -197,7 +210,7 @@ vkt_status apply_flush(vkt_trainer *t)
         if (!r->pending)
             continue;
         r->pending = 0;
-        vkt_status st = vkt_stream_run(r->apply);
+        vkt_status st = run_apply(r);
         if (st != VKT_OK)
             return trainer_fail(t, st, "replica %u: %s", r->index, vkt_context_errmsg(r->ctx));
         r->sc.judge = r->sc.guard;

@@ -49,6 +49,10 @@ vkt_status apply_attach(vkt_trainer *t, replica *r, apply_at at);
 void apply_pending(replica *r, uint64_t step);
 /* Replica r's step submitted with its pending update ahead of it (one submission). */
 vkt_status apply_submit_step(replica *r);
+/* The same with after[0..n_after) run after the step and the submission ordered by
+ * `sync` (the device reducer's timelines: reduce_device.c). */
+vkt_status apply_submit_step_ext(replica *r, vkt_stream *const *after, uint32_t n_after,
+                                 const gpu_submit_sync *sync);
 /* Pending updates run now (each one submission and one wait): replica 0's alone inside a
  * progress callback, else every replica's (the workers idle). On failure t's message. */
 vkt_status apply_flush(vkt_trainer *t);

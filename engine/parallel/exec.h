@@ -37,6 +37,8 @@ enum {
     EXEC_STALENESS = 1u << 11, /* a staleness bound */
     EXEC_STATES = 1u << 12,    /* the graph has states (batch norm's running averages) */
     EXEC_SKIPS = 1u << 13,     /* fp16 loss scaling or skipping non-finite steps (apply.c) */
+    EXEC_SHARED = 1u << 14,    /* this process's replicas share one VkDevice with timelines
+                                  (known once their contexts exist), outside check mode */
 };
 
 typedef struct exec_facts {

@@ -98,6 +98,9 @@ static const refusal refusals[] = {
 static const exec_row rows[] = {
     {"pipeline stages", EXEC_PIPELINED, 0, &exec_pipe_ops, NULL, NULL, APPLY_IN_PIPELINE, 0},
     {"one replica", 0, EXEC_SEVERAL, &exec_replicas_ops, NULL, NULL, APPLY_IN_STEP, 0},
+    {"sync replicas averaged on their shared device", EXEC_SEVERAL | EXEC_SHARED,
+     EXEC_ASYNC | EXEC_WORLD, &exec_replicas_ops, &reduce_device_ops, NULL,
+     APPLY_NEXT_SUBMISSION, 1},
     {"sync replicas averaged by host threads", EXEC_SEVERAL, EXEC_ASYNC | EXEC_WORLD,
      &exec_replicas_ops, &reduce_host_ops, NULL, APPLY_NEXT_SUBMISSION, 1},
     {"sync replicas across ranks: MPI around the host sum", EXEC_SEVERAL | EXEC_WORLD,
@@ -108,6 +111,19 @@ static const exec_row rows[] = {
      EXEC_SEVERAL | EXEC_ASYNC | EXEC_WORLD, 0, &exec_replicas_ops, NULL, &exchange_ps_ops,
      APPLY_IN_STEP, 0},
 };
+
+/* Every replica of this process on replica 0's VkDevice (gpu_context_create_shared), which
+ * has timelines: the average can stay there (reduce_device.c). Check mode runs a step's
+ * parts on their own, so it averages on the host. */
+static int shared_device(const vkt_trainer *t)
+{
+    if (!t->rep || t->n_rep < 2 || !t->rep[0].ctx || !t->rep[0].ctx->timeline || t->opt.check)
+        return 0;
+    for (uint32_t i = 1; i < t->n_rep; i++)
+        if (!gpu_context_same_device(t->rep[0].ctx, t->rep[i].ctx))
+            return 0;
+    return 1;
+}
 
 static int matches(uint32_t has, uint32_t need, uint32_t deny)
 {
@@ -144,6 +160,7 @@ void exec_facts_of(const vkt_trainer *t, uint32_t replicas, exec_facts *out)
             h |= EXEC_STATES;
         }
     }
+    h |= shared_device(t) ? EXEC_SHARED : 0;
     f.has = h;
     *out = f;
 }

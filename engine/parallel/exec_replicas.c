@@ -53,15 +53,19 @@ static vkt_context *share_with(vkt_trainer *t, const uint32_t *dev, uint32_t n, 
     return mode == 1 || gpu_context_queue_count(c) >= on_device ? c : NULL;
 }
 
-static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device, vkt_context *share)
+static vkt_status create_context(vkt_trainer *t, replica *r, uint32_t device, vkt_context *share)
 {
     vkt_context_options co = {.device_index = device, .kernels = t->opt.kernels};
     vkt_status st = gpu_context_create_shared(t->inst, &co, share, &r->ctx);
-    if (st != VKT_OK)
-        return trainer_fail(t, st, "replica %u (device %u): %s", r->index, device,
-                            vkt_last_error());
+    return st == VKT_OK ? st : trainer_fail(t, st, "replica %u (device %u): %s", r->index,
+                                            device, vkt_last_error());
+}
+
+static vkt_status create_replica(vkt_trainer *t, replica *r)
+{
     vkt_model_options mo = {.batch = r->rows, .check = t->opt.check, .row_offset = r->row0};
-    if ((st = trainer_precision_on(t, r->ctx, &mo.precision)) != VKT_OK)
+    vkt_status st = trainer_precision_on(t, r->ctx, &mo.precision);
+    if (st != VKT_OK)
         return st;
     st = vkt_model_create(r->ctx, t->graph, t->loss, &mo, &r->model);
     if (st != VKT_OK)
@@ -74,7 +78,8 @@ static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device, vk
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u: optimizer: %s", r->index,
                             vkt_context_errmsg(r->ctx));
-    if (t->rd || t->xc) { /* gradients or parameters pass through host staging */
+    /* gradients or parameters pass through host staging (not the device reducer's) */
+    if ((t->rd && !t->rd->ops->on_device) || t->xc) {
         st = vkt_buffer_create(r->ctx, vkt_model_param_count(r->model) * 4, VKT_MEMORY_HOST,
                                &r->stage);
         if (st != VKT_OK)
@@ -87,15 +92,14 @@ static vkt_status create_replica(vkt_trainer *t, replica *r, uint32_t device, vk
     return exec_replica_attach(t, r);
 }
 
-/* The row for the world's replicas (its refusals first), and its reducer or exchange. */
+/* The row for the world's replicas (its refusals were checked first), now that their
+ * contexts exist (whether they share a device is a fact), and its reducer or exchange. */
 static vkt_status pick(vkt_trainer *t)
 {
     exec_facts f;
     exec_facts_of(t, t->world_rep, &f);
-    vkt_status st = exec_plan_refuse(t, &f);
-    if (st != VKT_OK)
-        return st;
     t->row = exec_plan_pick(&f);
+    vkt_status st = VKT_OK;
     if (t->row->reduce)
         st = t->row->reduce->create(t, t->world, &t->rd);
     if (st == VKT_OK && t->row->exchange)
@@ -109,8 +113,11 @@ static vkt_status replicas_create(vkt_trainer *t, const uint32_t *dev, uint32_t 
     t->world_rep = n; /* collective: every rank's replica count */
     vkt_status st = trainer_world_layout(t, n, sel);
     *laid_out = st == VKT_OK;
-    if (st == VKT_OK)
-        st = pick(t);
+    exec_facts f;
+    if (st == VKT_OK) {
+        exec_facts_of(t, t->world_rep, &f);
+        st = exec_plan_refuse(t, &f);
+    }
     if (st == VKT_OK && !(t->rep = calloc(n, sizeof *t->rep)))
         st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (st != VKT_OK)
@@ -132,7 +139,11 @@ static vkt_status replicas_create(vkt_trainer *t, const uint32_t *dev, uint32_t 
                           "one device share its VkDevice), 0 (never) or unset (where it has a "
                           "queue for each)", plat_getenv("VKT_SHARE_DEVICE"));
     for (uint32_t i = 0; st == VKT_OK && i < n; i++)
-        st = create_replica(t, &t->rep[i], dev[i], share_with(t, dev, n, i));
+        st = create_context(t, &t->rep[i], dev[i], share_with(t, dev, n, i));
+    if (st == VKT_OK)
+        st = pick(t);
+    for (uint32_t i = 0; st == VKT_OK && i < n; i++)
+        st = create_replica(t, &t->rep[i]);
     if (st == VKT_OK && t->rd) /* before the first recording, which places the marks */
         t->rd->overlap = t->opt.overlap > 0 ||
                          (t->opt.overlap == 0 &&
@@ -236,7 +247,9 @@ static int replicas_step(replica *r, uint64_t step)
     reducer *rd = t->rd;
     double t0 = plat_now();
     trainer_slow_down(r);
-    if (r->status == VKT_OK) {
+    if (rd && rd->ops->step) /* the reducer's own: in its turn, failed or not */
+        rd->ops->step(rd, r, step);
+    else if (r->status == VKT_OK) {
         if (!rd) /* the update in the step reads this step's hyperparameters */
             apply_set_step(r, step);
         if (rd && (rd->ops->submit_only || rd->overlap)) /* the exchange works while the

@@ -12,7 +12,10 @@
  *   world (reduce_world.c): MPI around the host reducer's sum: the local sum goes into the
  *         comm buffer bucket by bucket as the device completes them, one allreduce per
  *         bucket overlapping the rest of the backward, a tail carrying the loss, the stop
- *         and the failures, and the ranks' sum back into every stage.
+ *         and the failures, and the ranks' sum back into every stage;
+ *   device (reduce_device.c): replicas of this process sharing one VkDevice (VKT_SHARE_
+ *         DEVICE): the average is a kernel on that device, ordered by timelines after
+ *         every replica's backward, and each update reads it there: no host in the path.
  * One replica alone needs no reducer: its update is the end of its own step.
  */
 #ifndef VKT_PARALLEL_REDUCE_H
@@ -35,6 +38,12 @@ typedef struct reduce_ops {
     vkt_status (*start)(reducer *rd);
     /* The host threads that average (vkt_trainer_stats.average_threads). */
     uint32_t (*threads)(const reducer *rd);
+    /* The replica's step in place of the executor's (NULL: the executor's), called by
+     * every replica whatever its status (a failed replica still takes its turn). */
+    void (*step)(reducer *rd, replica *r, uint64_t step);
+    /* 1: the average never leaves the device: no host staging (the reducer points each
+     * replica's stage at the device buffer its update reads). */
+    int on_device;
     /* 1: the replica's step is only submitted before exchange, which waits for it
      * bucket by bucket (so does the host reducer's when reducer.overlap is set); 0: the
      * step is done (waited for) first. */
@@ -64,6 +73,7 @@ struct reducer {
 
 extern const reduce_ops reduce_host_ops;
 extern const reduce_ops reduce_world_ops;
+extern const reduce_ops reduce_device_ops;
 
 /* Floats in gradient bucket b (both reducers cut the gradients, in the order the backward
  * completes them, into buckets closed by a mark when they overlap): options.bucket_bytes

@@ -255,6 +255,8 @@ static int exchange_buckets(host_reducer *h, replica *r, uint64_t step)
         if (r->index == 0)
             t->avg_seconds += plat_now() - w1;
     }
+    if (!fail && r->index == 0) /* every stage read once */
+        t->avg_host_bytes += (uint64_t)t->n_rep * t->grad_count * 4;
     return fail;
 }
 
@@ -300,8 +302,10 @@ static int host_exchange(reducer *rd, replica *r, uint64_t step)
     if (r->index < reduce_pool_callers(pool)) /* the states have no gradient */
         reduce_pool_run(pool, r->index, reduce_chunk, t, t->grad_count);
     plat_barrier_wait(t->barrier, 0);
-    if (r->index == 0)
+    if (r->index == 0) {
         t->avg_seconds += plat_now() - t2;
+        t->avg_host_bytes += (uint64_t)t->n_rep * t->grad_count * 4; /* every stage read */
+    }
     return 0;
 }
 

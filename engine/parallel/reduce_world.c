@@ -358,8 +358,10 @@ static int world_exchange(reducer *rd, replica *r, uint64_t step)
     /* the world's sum back into every stage, a chunk per thread */
     move_span(x, 0, x->packed * r->index / t->n_rep, x->packed * (r->index + 1) / t->n_rep, 0);
     barrier(t, 0);
-    if (r->index == 0)
+    if (r->index == 0) {
         t->avg_seconds += plat_now() - t0;
+        t->avg_host_bytes += (uint64_t)t->n_rep * t->grad_count * 4; /* every stage read */
+    }
     return 0;
 }
 

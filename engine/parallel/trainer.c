@@ -119,7 +119,8 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
         return err_fail(NULL, st, "%s", msg);
     }
     t->stats.replicas = vkt_trainer_replicas(t);
-    t->stats.bytes_staged_per_step = t->rd || t->xc ? 2ull * t->n_rep * t->grad_count * 4 : 0;
+    t->stats.bytes_staged_per_step = (t->rd && !t->rd->ops->on_device) || t->xc
+                                         ? 2ull * t->n_rep * t->grad_count * 4 : 0;
     *out = t;
     return VKT_OK;
 }
@@ -372,7 +373,9 @@ vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
     }
     round_trips(t, out);
     out->average_threads = t->rd ? t->rd->ops->threads(t->rd) : 0;
-    out->stage_cached = t->rep && t->rep[0].stage ? gpu_buffer_host_cached(t->rep[0].stage)
-                                                  : -1;
+    out->stage_cached = t->rep && t->rep[0].stage && !(t->rd && t->rd->ops->on_device)
+                            ? gpu_buffer_host_cached(t->rep[0].stage) : -1;
+    out->reducer = t->rd ? t->rd->ops->name : NULL;
+    out->average_host_bytes = t->avg_host_bytes;
     return VKT_OK;
 }

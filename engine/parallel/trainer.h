@@ -72,6 +72,8 @@ typedef struct replica {
     vkt_buffer *upload;         /* async: host-visible, what the replica pulled (exchange.h) */
     vkt_stream *pull;           /*   upload -> parameters, ahead of the next step */
     int pull_pending;           /*   upload holds a pull its parameters have not taken */
+    gpu_sync apply_wait;        /* the device reducer: what the pending update waits for
+                                   on the device (its average); t NULL: nothing */
     eval_model eval[TRAINER_MAX_EVAL];
     uint32_t n_eval;
     /* per run */
@@ -135,6 +137,7 @@ struct vkt_trainer {
     void *progress_user;
     int stop;                   /* the progress callback asked to stop */
     double avg_seconds;
+    uint64_t avg_host_bytes;    /* gradient bytes the host read to average (stats) */
 
     int balanced;                  /* the split was re-made by measured speed */
 

@@ -515,6 +515,12 @@ typedef struct vkt_trainer_stats {
     uint32_t average_threads;     /* sync: host threads that sum the gradients (0: none) */
     int32_t stage_cached;         /* the replicas' host staging (N > 1) in host-cached memory
                                      (1: host reads at memory speed) or not (0); -1: none */
+    /* sync: who averages the gradients: "host" (host threads), "device" (a kernel on the
+     * VkDevice the replicas share: VKT_SHARE_DEVICE), "world" (MPI around the host sum);
+     * NULL: nothing is averaged (one replica, async, pipeline stages) */
+    const char *reducer;
+    uint64_t average_host_bytes;  /* sync: gradient bytes the host read to average them,
+                                     summed over steps (0 when the device averages) */
 } vkt_trainer_stats;
 
 VKT_API vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer,
