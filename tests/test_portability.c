@@ -102,6 +102,15 @@ static void test_device_plan(void)
     c.api_version = VK_API_VERSION_1_1;
     TH_OK(NULL, gpu_plan_device(&c, &p, msg));
     TH_CHECK(!p.timeline, "a Vulkan 1.1 device: no timelines (core in 1.2), still planned");
+    /* VK_EXT_external_memory_host: enabled where offered (its alignment carried) */
+    c = full_caps();
+    TH_OK(NULL, gpu_plan_device(&c, &p, msg));
+    TH_CHECK(!p.host_import && p.extension_count == 0, "no host import offered: none enabled");
+    c.host_import = 4096;
+    TH_OK(NULL, gpu_plan_device(&c, &p, msg));
+    TH_CHECK(p.host_import == 4096 && p.extension_count == 1 &&
+                 strcmp(p.extensions[0], "VK_EXT_external_memory_host") == 0,
+             "host import offered (alignment 4096): the extension enabled");
 
     /* refused, each with a message naming the device and what it lacks */
     c = full_caps();
@@ -132,7 +141,8 @@ static void test_real_device(void)
     TH_CHECK(c.subgroup_size == ctx->info.subgroup_size, "subgroup size %u", c.subgroup_size);
     TH_OK(NULL, gpu_plan_device(&c, &p, msg));
     TH_CHECK(p.storage_texel == ctx->storage_texel && p.subgroup_shuffle ==
-                 ctx->subgroup_shuffle && p.events == ctx->events && p.timeline == ctx->timeline,
+                 ctx->subgroup_shuffle && p.events == ctx->events && p.timeline == ctx->timeline &&
+                 p.host_import == ctx->host_import,
              "the context uses the plan (texel %d, shuffle %d, events %d, timeline %d)",
              p.storage_texel, p.subgroup_shuffle, p.events, p.timeline);
     printf("# %s: portability subset %d, events %d, storage texel %d, shuffle %d, timeline %d\n",

@@ -50,6 +50,7 @@ static gpu_counters counters(vkt_context *ctx)
 static int g_staged;
 static int g_cached; /* a host-visible coherent cached memory type is offered */
 static int g_timeline; /* the device has timeline semaphores */
+static int g_import; /* VKT_HOST_IMPORT=1 and the device imports host memory */
 static int g_share;  /* VKT_SHARE_DEVICE=1 (replicas on one device share its VkDevice) and
                         the device has timelines: sync replicas average on it */
 
@@ -71,6 +72,8 @@ static void probe_memory(void)
     const char *share = plat_getenv("VKT_SHARE_DEVICE");
     g_timeline = ctx->timeline;
     g_share = share && strcmp(share, "1") == 0 && ctx->timeline;
+    const char *imp = plat_getenv("VKT_HOST_IMPORT");
+    g_import = imp && strcmp(imp, "1") == 0 && ctx->host_import;
     printf("replicas on one device average %s\n", g_share ? "on it" : "through the host");
     printf("memory profile %s: device buffers %s, a host-cached type %s\n",
            vkt_memory_profile_name(vkt_context_memory_profile(ctx)),
@@ -355,7 +358,7 @@ static void test_config(const config *c, const vkt_dataset *d)
      * the host reads every replica's gradient each step. */
     int on_device = g_share && c->replicas > 1 && c->stages == 1;
     if (c->mode == VKT_PARALLEL_SYNC && c->replicas > 1 && c->stages == 1) {
-        const char *want = on_device ? "device" : "host";
+        const char *want = on_device ? "device" : g_import ? "host-import" : "host";
         TH_CHECK(s.reducer && strcmp(s.reducer, want) == 0, "%s: the %s reducer (%s)", c->what,
                  want, s.reducer ? s.reducer : "none");
         TH_CHECK(on_device ? b.host_bytes == 0 && a.host_bytes == 0
@@ -617,8 +620,8 @@ static void test_shared_device(const vkt_dataset *d)
             TH_OK(NULL, vkt_trainer_read_params(t, p[shared], np));
             vkt_trainer_destroy(t);
         }
-        TH_CHECK(red[0] && strcmp(red[0], "host") == 0 && red[1] &&
-                 strcmp(red[1], g_timeline ? "device" : "host") == 0,
+        TH_CHECK(red[0] && strncmp(red[0], "host", 4) == 0 && red[1] &&
+                 strncmp(red[1], g_timeline ? "device" : "host", 4) == 0,
                  "%u replicas: averaged by the %s, then by the %s", reps, red[0] ? red[0] : "-",
                  red[1] ? red[1] : "-");
         TH_CHECK(p[0] && p[1] && memcmp(p[0], p[1], np * 4) == 0, "%u sync replicas sharing "
@@ -635,6 +638,107 @@ static void test_shared_device(const vkt_dataset *d)
     TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_last_error(), "VKT_SHARE_DEVICE='yes'"),
              "a bad VKT_SHARE_DEVICE is refused, named (%s)", vkt_last_error());
     vkt_trainer_destroy(bad);
+    plat_setenv("VKT_SHARE_DEVICE", NULL);
+    vkt_graph_destroy(n.g);
+}
+
+/* One host allocation imported into two logical devices (VK_EXT_external_memory_host):
+ * each device writes its half, the host reads both; a misaligned range is refused. Then
+ * sync replicas on a device each whose stages are that allocation's regions
+ * (VKT_HOST_IMPORT=1) train to the bits of a buffer each, with the same round trips. */
+static void test_host_import(const vkt_dataset *d)
+{
+    vkt_context *c[2] = {NULL, NULL};
+    vkt_context_options o = {0};
+    TH_OK(NULL, vkt_context_create(th_instance, &o, &c[0]));
+    TH_OK(NULL, vkt_context_create(th_instance, &o, &c[1]));
+    if (!c[0] || !c[1] || !c[0]->host_import) {
+        printf("host memory import: not offered, skipped\n");
+        vkt_context_destroy(c[0]);
+        vkt_context_destroy(c[1]);
+        return;
+    }
+    uint64_t a = c[0]->host_import > c[1]->host_import ? c[0]->host_import : c[1]->host_import;
+    float *host = plat_aligned_alloc(a, 2 * a);
+    vkt_buffer *b[2] = {NULL, NULL};
+    for (int i = 0; host && i < 2; i++) {
+        TH_OK(c[i], gpu_buffer_import_host(c[i], (char *)host + i * a, a, &b[i]));
+        vkt_stream *s = th_stream(c[i], 0);
+        if (b[i]) {
+            TH_OK(c[i], vkt_fill(s, (vkt_view){b[i], 0}, a / 4, 1.0f + (float)i));
+            TH_OK(c[i], vkt_stream_run(s));
+        }
+        vkt_stream_destroy(s);
+    }
+    int ok = host != NULL;
+    for (uint64_t i = 0; ok && i < a / 2; i++)
+        ok = host[i] == (i < a / 4 ? 1.0f : 2.0f);
+    TH_CHECK(ok, "one host allocation imported into two VkDevices: each wrote its half");
+    vkt_buffer *bad = NULL;
+    if (host)
+        TH_STATUS(c[0], gpu_buffer_import_host(c[0], (char *)host + 4, a, &bad),
+                  VKT_ERROR_INVALID_ARGUMENT);
+    for (int i = 0; i < 2; i++) {
+        vkt_buffer_destroy(b[i]);
+        vkt_context_destroy(c[i]);
+    }
+    plat_aligned_free(host);
+
+    net n = make_net(0);
+    plat_setenv("VKT_SHARE_DEVICE", "0");
+    for (uint32_t reps = 2; reps <= 3; reps++) {
+        float *p[2] = {NULL, NULL};
+        uint64_t np = 0, trips[2][4] = {{0}};
+        const char *red[2] = {NULL, NULL};
+        for (int imp = 0; imp < 2; imp++) {
+            plat_setenv("VKT_HOST_IMPORT", imp ? "1" : "0");
+            uint32_t dev[3] = {0, 0, 0};
+            vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = reps};
+            to.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_ADAM, .lr = 0.01f};
+            vkt_trainer *t = NULL;
+            TH_CHECK(vkt_trainer_create(th_instance, n.g, n.loss, &to, &t) == VKT_OK,
+                     "create: %s", vkt_last_error());
+            if (!t)
+                break;
+            np = vkt_trainer_param_count(t);
+            p[imp] = malloc(np * 4);
+            vkt_trainer_stats s0, s1;
+            TH_OK(NULL, vkt_trainer_stats_get(t, &s0));
+            TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 5, 5, NULL, NULL));
+            TH_OK(NULL, vkt_trainer_stats_get(t, &s1));
+            red[imp] = s1.reducer;
+            trips[imp][0] = s1.submits - s0.submits;
+            trips[imp][1] = s1.fence_waits - s0.fence_waits;
+            trips[imp][2] = s1.sync_transfers - s0.sync_transfers;
+            trips[imp][3] = s1.average_host_bytes - s0.average_host_bytes;
+            TH_OK(NULL, vkt_trainer_read_params(t, p[imp], np));
+            vkt_trainer_destroy(t);
+        }
+        TH_CHECK(red[0] && strcmp(red[0], "host") == 0 && red[1] &&
+                 strcmp(red[1], "host-import") == 0, "%u replicas: the %s, then the %s reducer",
+                 reps, red[0] ? red[0] : "-", red[1] ? red[1] : "-");
+        TH_CHECK(p[0] && p[1] && memcmp(p[0], p[1], np * 4) == 0, "%u replicas: stages in one "
+                 "imported host allocation train to the bits of a buffer each", reps);
+        TH_CHECK(memcmp(trips[0], trips[1], sizeof trips[0]) == 0 && trips[1][3] > 0,
+                 "%u replicas: the same round trips and host bytes (%llu submits, %llu waits, "
+                 "%llu transfers, %llu bytes; imported: %llu, %llu, %llu, %llu)", reps,
+                 (unsigned long long)trips[0][0], (unsigned long long)trips[0][1],
+                 (unsigned long long)trips[0][2], (unsigned long long)trips[0][3],
+                 (unsigned long long)trips[1][0], (unsigned long long)trips[1][1],
+                 (unsigned long long)trips[1][2], (unsigned long long)trips[1][3]);
+        free(p[0]);
+        free(p[1]);
+    }
+    plat_setenv("VKT_HOST_IMPORT", "yes");
+    uint32_t dev[2] = {0, 0};
+    vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = 2};
+    to.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.05f};
+    vkt_trainer *badt = NULL;
+    vkt_status st = vkt_trainer_create(th_instance, n.g, n.loss, &to, &badt);
+    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_last_error(), "VKT_HOST_IMPORT='yes'"),
+             "a bad VKT_HOST_IMPORT is refused, named (%s)", vkt_last_error());
+    vkt_trainer_destroy(badt);
+    plat_setenv("VKT_HOST_IMPORT", NULL);
     plat_setenv("VKT_SHARE_DEVICE", NULL);
     vkt_graph_destroy(n.g);
 }
@@ -660,6 +764,7 @@ int main(void)
     if (env)
         snprintf(keep, sizeof keep, "%s", env);
     test_shared_device(d);
+    test_host_import(d);
     plat_setenv("VKT_SHARE_DEVICE", env ? keep : NULL);
     vkt_dataset_destroy(d);
     return th_finish();

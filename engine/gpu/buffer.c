@@ -133,6 +133,8 @@ void vkt_buffer_destroy(vkt_buffer *b)
         ctx->staging = NULL;
     unlink_buffer(ctx, b);
     vkDestroyBuffer(ctx->device, b->buffer, NULL);
+    if (b->imported)
+        vkFreeMemory(ctx->device, b->imported, NULL);
     gpu_memory_free(ctx, &b->alloc);
     free(b);
 }
@@ -146,6 +148,8 @@ void *vkt_buffer_map(vkt_buffer *b)
 
 int gpu_buffer_host_cached(const vkt_buffer *b)
 {
+    if (b->imported) /* the host's own memory */
+        return 1;
     const gpu_mem_type *t = &b->ctx->mem.types[b->alloc.block->type_index];
     return (t->flags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) != 0;
 }
@@ -230,4 +234,84 @@ vkt_status vkt_buffer_read(vkt_buffer *b, uint64_t offset, void *data, uint64_t 
         return VKT_OK;
     }
     return staged_copy(b, offset, data, bytes, 0);
+}
+
+/* The memory type for an import: one of the pointer's types the buffer can use,
+ * host-visible first. */
+static int import_type(const vkt_context *ctx, uint32_t bits, uint32_t *out)
+{
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t i = 0; i < ctx->mem_props.memoryTypeCount; i++) {
+            VkMemoryPropertyFlags f = ctx->mem_props.memoryTypes[i].propertyFlags;
+            if ((bits >> i & 1) && (pass || (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT))) {
+                *out = i;
+                return 1;
+            }
+        }
+    return 0;
+}
+
+vkt_status gpu_buffer_import_host(vkt_context *ctx, void *ptr, uint64_t bytes, vkt_buffer **out)
+{
+    *out = NULL;
+    uint64_t a = ctx->host_import;
+    if (!a)
+        return err_fail(ctx->errmsg, VKT_ERROR_STATE, "device '%s' cannot import host memory "
+                        "(VK_EXT_external_memory_host)", ctx->info.name);
+    if (!ptr || !bytes || (uintptr_t)ptr % a || bytes % a)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "gpu_buffer_import_host: %llu "
+                        "bytes at %p: both must be non-zero multiples of the device's %llu",
+                        (unsigned long long)bytes, ptr, (unsigned long long)a);
+    const VkExternalMemoryHandleTypeFlagBits h =
+        VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+    vkt_buffer *b = calloc(1, sizeof *b);
+    if (!b)
+        return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    b->ctx = ctx;
+    b->size = bytes;
+    b->kind = VKT_MEMORY_HOST;
+    b->mapped = ptr;
+    VkExternalMemoryBufferCreateInfo ext = {
+        .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, .handleTypes = h};
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .pNext = &ext,
+                             .size = bytes,
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkResult r = vkCreateBuffer(ctx->device, &bi, NULL, &b->buffer);
+    VkMemoryHostPointerPropertiesEXT hp = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+    if (r == VK_SUCCESS)
+        r = vkGetMemoryHostPointerPropertiesEXT(ctx->device, h, ptr, &hp);
+    VkMemoryRequirements req = {0};
+    uint32_t type = 0;
+    if (r == VK_SUCCESS) {
+        vkGetBufferMemoryRequirements(ctx->device, b->buffer, &req);
+        if (!import_type(ctx, hp.memoryTypeBits & req.memoryTypeBits, &type))
+            r = VK_ERROR_INVALID_EXTERNAL_HANDLE;
+    }
+    VkImportMemoryHostPointerInfoEXT imp = {
+        .sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+        .handleType = h, .pHostPointer = ptr};
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &imp,
+                               .allocationSize = bytes, .memoryTypeIndex = type};
+    if (r == VK_SUCCESS)
+        r = vkAllocateMemory(ctx->device, &ai, NULL, &b->imported);
+    if (r == VK_SUCCESS)
+        r = vkBindBufferMemory(ctx->device, b->buffer, b->imported, 0);
+    if (r != VK_SUCCESS) {
+        if (b->buffer)
+            vkDestroyBuffer(ctx->device, b->buffer, NULL);
+        if (b->imported)
+            vkFreeMemory(ctx->device, b->imported, NULL);
+        free(b);
+        return err_fail(ctx->errmsg, gpu_status_of(r), "importing %llu bytes of host memory "
+                        "into device '%s' failed: %s", (unsigned long long)bytes,
+                        ctx->info.name, gpu_result_name(r));
+    }
+    link_buffer(ctx, b);
+    *out = b;
+    return VKT_OK;
 }

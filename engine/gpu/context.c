@@ -249,6 +249,7 @@ vkt_status gpu_context_create_shared(vkt_instance *inst, const vkt_context_optio
         ctx->events = plan.events;
         /* the instance's API version (1.1 with an older loader) may leave them unloaded */
         ctx->timeline = plan.timeline && vkSignalSemaphore && vkGetSemaphoreCounterValue;
+        ctx->host_import = vkGetMemoryHostPointerPropertiesEXT ? plan.host_import : 0;
         if (share_with) { /* the same physical device and plan: its VkDevice */
             ctx->dev = share_with->dev;
             ctx->dev->refs++;

@@ -166,6 +166,8 @@ typedef struct gpu_device_caps {
     gpu_mat_shape mats[GPU_MAX_MAT_SHAPES];
     int host_visible_device_local;  /* a device-local + host-visible type on a big heap */
     int timeline;                   /* timelineSemaphore (Vulkan 1.2 core) */
+    uint32_t host_import;           /* VK_EXT_external_memory_host: its pointer alignment
+                                       (minImportedHostPointerAlignment); 0: not offered */
     int llvmpipe;                   /* Mesa's CPU driver (its shader loop limit) */
     char name_buf[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
     const char *extensions_buf[1];
@@ -173,7 +175,7 @@ typedef struct gpu_device_caps {
 
 /* The decision for one device: extensions to enable and which kernel paths run. */
 typedef struct gpu_device_plan {
-    const char *extensions[3];
+    const char *extensions[4];
     uint32_t extension_count;
     /* features enabled at creation (each where the device has it) */
     int storage16, float16, memory_model, cooperative_matrix, bfloat16;
@@ -183,6 +185,7 @@ typedef struct gpu_device_plan {
     int subgroup_shuffle;   /* basic + shuffle subgroup operations in compute shaders */
     int timeline;           /* timelineSemaphore (1.2) enabled: queues of one VkDevice
                                ordered without the host (sync.c) */
+    uint32_t host_import;   /* VK_EXT_external_memory_host enabled: the alignment; 0: off */
 } gpu_device_plan;
 
 /* Pure. Refuses (VKT_ERROR_NO_DEVICE, message naming the device and what it lacks) a
@@ -476,6 +479,7 @@ struct vkt_context {
     int subgroup_shuffle;         /* gpu_device_plan: subgroup shuffles in compute shaders */
     int events;                   /* gpu_device_plan: VkEvents usable (marks, mark.c) */
     int timeline;                 /* gpu_device_plan: timeline semaphores usable (sync.c) */
+    uint32_t host_import;         /* gpu_device_plan: host memory importable, alignment */
     VkCommandPool cmd_pool;
     VkPipelineCache pipeline_cache;
     char cache_path[1024];        /* "" when the file cache is off */
@@ -574,6 +578,7 @@ struct vkt_buffer {
     VkDeviceSize size;
     vkt_memory_kind kind;
     gpu_alloc alloc;
+    VkDeviceMemory imported;      /* host memory imported (gpu_buffer_import_host), not alloc */
     void *mapped;                 /* host pointer if the memory is host-visible */
     struct vkt_buffer *prev, *next;
 };
@@ -703,51 +708,12 @@ vkt_status gpu_context_create_shared(vkt_instance *inst, const vkt_context_optio
 int gpu_context_same_device(const vkt_context *a, const vkt_context *b);
 uint32_t gpu_context_queue_count(const vkt_context *ctx);
 
-/* ---- timelines (sync.c): queues of one VkDevice ordered without the host ------ */
-
-/* A timeline semaphore (Vulkan 1.2; ctx->timeline): a counter a submission raises when it
- * completes, which a submission on any queue of its VkDevice can wait for. Destroyed with
- * its context, or before. */
-typedef struct gpu_timeline {
-    vkt_context *ctx;
-    VkSemaphore sem;
-    struct gpu_timeline *prev, *next;
-} gpu_timeline;
-vkt_status gpu_timeline_create(vkt_context *ctx, uint64_t initial, gpu_timeline **out);
-void gpu_timeline_destroy(gpu_timeline *t);
-/* The host raises it: what a failed submission would have signalled (no wait hangs). */
-vkt_status gpu_timeline_signal(gpu_timeline *t, uint64_t value);
-/* Its value now (vkGetSemaphoreCounterValue); UINT64_MAX on an error. */
-uint64_t gpu_timeline_value(gpu_timeline *t);
-/* A timeline and a value to wait for (at least) or to signal. */
-typedef struct gpu_sync {
-    gpu_timeline *t;
-    uint64_t value;
-} gpu_sync;
-#define GPU_MAX_SYNC 32
-/* What one submission (one batch) waits for before any of its command buffers runs, and
- * signals once all of them completed. A wait must never come before its signal is
- * submitted on the same queue (one queue runs in order: it would never start). */
-typedef struct gpu_submit_sync {
-    const gpu_sync *wait;
-    uint32_t n_wait;
-    const gpu_sync *signal;
-    uint32_t n_signal;
-} gpu_submit_sync;
-
 /* One vkQueueSubmit (one round trip: a submission, later one fence wait) of the command
  * buffers of before[0..n) and then s's, under s's fence: the `before` streams (up to
  * GPU_MAX_CARRIED; NULL entries skipped) run first in submission order. Each must end its
  * recording with gpu_stream_barrier_all, so that s's commands see its writes. Until s is
  * waited for, waiting for (or resetting, destroying) a carried stream waits for s. */
 vkt_status gpu_stream_submit_after(vkt_stream *s, vkt_stream *const *before, uint32_t n);
-/* The same with after[0..n_after) run after s's commands (their recordings start where s's
- * ends: s must end with gpu_stream_barrier_all for them to see its writes; at most
- * GPU_MAX_CARRIED before and after together) and the batch ordered by `sync` (NULL:
- * none; needs ctx->timeline). A failed submission signals nothing. */
-vkt_status gpu_stream_submit_ext(vkt_stream *s, vkt_stream *const *before, uint32_t n,
-                                 vkt_stream *const *after, uint32_t n_after,
-                                 const gpu_submit_sync *sync);
 /* Records a barrier ordering every earlier command of the stream, and every write of it,
  * before every later command in submission order (this stream's, and those of command
  * buffers submitted after it). */
@@ -797,5 +763,8 @@ vkt_status gpu_check_view(vkt_context *ctx, const char *what, vkt_view v, uint64
 
 /* Largest workgroup count per dimension that every Vulkan device supports. */
 #define GPU_MAX_GROUPS 65535u
+
+/* timelines, ordered submissions, host memory imported (sync.c, buffer.c) */
+#include "gpu/sync.h"
 
 #endif /* VKT_GPU_H */

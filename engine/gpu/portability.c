@@ -85,6 +85,11 @@ vkt_status gpu_plan_device(const gpu_device_caps *caps, gpu_device_plan *out, ch
     /* replicas sharing a VkDevice average on it, ordered by timelines; without them (a
      * Vulkan 1.1 device) through the host as on separate devices */
     out->timeline = caps->timeline && caps->api_version >= VK_API_VERSION_1_2;
+    /* one host allocation imported into several devices (the host reducer's "import"
+     * stages); without it each stage is memory of its own device */
+    out->host_import = caps->host_import;
+    if (out->host_import)
+        out->extensions[out->extension_count++] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
     out->bfloat16 = caps->bfloat16 && caps->cooperative_matrix;
     if (out->cooperative_matrix)
         out->extensions[out->extension_count++] = GPU_KHR_COOPERATIVE_MATRIX_NAME;

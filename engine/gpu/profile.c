@@ -176,6 +176,14 @@ void gpu_query_profile_caps(VkPhysicalDevice phys, const VkExtensionProperties *
         query_mats(phys, caps);
     caps->host_visible_device_local = query_host_visible_device_local(phys);
     query_compute_units(phys, ext, n, caps);
+    if (has_ext(ext, n, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)) {
+        VkPhysicalDeviceExternalMemoryHostPropertiesEXT hp = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                          .pNext = &hp};
+        vkGetPhysicalDeviceProperties2(phys, &p2);
+        caps->host_import = (uint32_t)hp.minImportedHostPointerAlignment;
+    }
 }
 
 const char *gpu_cap_name(uint32_t cap)

@@ -80,8 +80,10 @@ static vkt_status create_replica(vkt_trainer *t, replica *r)
                             vkt_context_errmsg(r->ctx));
     /* gradients or parameters pass through host staging (not the device reducer's) */
     if ((t->rd && !t->rd->ops->on_device) || t->xc) {
-        st = vkt_buffer_create(r->ctx, vkt_model_param_count(r->model) * 4, VKT_MEMORY_HOST,
-                               &r->stage);
+        uint64_t bytes = vkt_model_param_count(r->model) * 4;
+        st = t->rd && t->rd->ops->make_stage
+                 ? t->rd->ops->make_stage(t->rd, r, bytes)
+                 : vkt_buffer_create(r->ctx, bytes, VKT_MEMORY_HOST, &r->stage);
         if (st != VKT_OK)
             return trainer_fail(t, st, "replica %u: staging: %s", r->index,
                                 vkt_context_errmsg(r->ctx));

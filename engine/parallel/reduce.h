@@ -41,6 +41,9 @@ typedef struct reduce_ops {
     /* The replica's step in place of the executor's (NULL: the executor's), called by
      * every replica whatever its status (a failed replica still takes its turn). */
     void (*step)(reducer *rd, replica *r, uint64_t step);
+    /* Replica r's host staging of `bytes` (NULL: a host buffer of its context): the
+     * host reducer's import variant gives each a region of one host allocation. */
+    vkt_status (*make_stage)(reducer *rd, replica *r, uint64_t bytes);
     /* 1: the average never leaves the device: no host staging (the reducer points each
      * replica's stage at the device buffer its update reads). */
     int on_device;
@@ -72,6 +75,11 @@ struct reducer {
 };
 
 extern const reduce_ops reduce_host_ops;
+/* The host reducer with its replicas' stages in one host allocation imported into every
+ * replica's device (VK_EXT_external_memory_host, VKT_HOST_IMPORT=1): each device writes its
+ * gradient copy-outs straight into the memory the threads sum; the same sum, the same
+ * bits. host_create picks it where every context can import. */
+extern const reduce_ops reduce_host_import_ops;
 extern const reduce_ops reduce_world_ops;
 extern const reduce_ops reduce_device_ops;
 

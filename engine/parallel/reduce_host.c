@@ -42,6 +42,9 @@ struct host_reducer {
     bucket_job *job;
     uint32_t n_buckets, cap_buckets;
     int laid_out;
+    /* the import variant: one host allocation, a region of `region` bytes per replica */
+    char *host;
+    uint64_t region;
     struct {
         uint32_t bucket;       /* recording: the bucket being filled, and its floats */
         uint64_t fill;
@@ -330,15 +333,53 @@ static int host_batch_unused(const reducer *rd)
     return 0;
 }
 
+/* VKT_HOST_IMPORT: 1 the stages in one imported host allocation where every replica's
+ * device can import host memory; 0, unset or empty: a host buffer per replica. -1: bad. */
+static int import_mode(void)
+{
+    const char *v = plat_getenv("VKT_HOST_IMPORT");
+    if (!v || !*v)
+        return 0;
+    return strcmp(v, "1") == 0 ? 1 : strcmp(v, "0") == 0 ? 0 : -1;
+}
+
 static vkt_status host_create(vkt_trainer *t, vkt_world *w, reducer **out)
 {
     (void)w;
+    int mode = import_mode();
+    if (mode < 0)
+        return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "VKT_HOST_IMPORT='%s': 1 (the "
+                            "replicas' staging in one host allocation imported into every "
+                            "device) or 0 (a buffer each)", plat_getenv("VKT_HOST_IMPORT"));
+    for (uint32_t q = 0; q < t->n_rep && mode; q++) /* the contexts exist (exec_replicas.c) */
+        mode = t->rep[q].ctx && t->rep[q].ctx->host_import;
     host_reducer *h = calloc(1, sizeof *h);
     if (!h)
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    h->base = (reducer){&reduce_host_ops, t, 0};
+    h->base = (reducer){mode ? &reduce_host_import_ops : &reduce_host_ops, t, 0};
     *out = &h->base;
     return VKT_OK;
+}
+
+/* Replica r's region of the one allocation (made at replica 0's call: every region the
+ * largest alignment of the devices, rounded up), imported into r's context. */
+static vkt_status import_stage(reducer *rd, replica *r, uint64_t bytes)
+{
+    host_reducer *h = of(rd);
+    vkt_trainer *t = rd->t;
+    if (!h->host) {
+        uint64_t a = 1;
+        for (uint32_t q = 0; q < t->n_rep; q++)
+            a = t->rep[q].ctx->host_import > a ? t->rep[q].ctx->host_import : a;
+        h->region = (bytes + a - 1) / a * a;
+        if (!(h->host = plat_aligned_alloc(a, h->region * t->n_rep)))
+            return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory (%llu bytes "
+                                "of staging)", (unsigned long long)(h->region * t->n_rep));
+    }
+    vkt_status st = gpu_buffer_import_host(r->ctx, h->host + h->region * r->index, h->region,
+                                           &r->stage);
+    return st == VKT_OK ? st : trainer_fail(t, st, "replica %u: %s", r->index,
+                                            vkt_context_errmsg(r->ctx));
 }
 
 static void host_destroy(reducer *rd)
@@ -349,6 +390,7 @@ static void host_destroy(reducer *rd)
     free(h->first);
     free(h->mark);
     free(h->job);
+    plat_aligned_free(h->host); /* after the contexts (replicas_destroy): every import gone */
     free(h);
 }
 
@@ -359,6 +401,22 @@ const reduce_ops reduce_host_ops = {
     .attach = host_attach,
     .start = host_start,
     .threads = host_threads,
+    .submit_only = 0,
+    .exchange = host_exchange,
+    .go_on = host_go_on,
+    .applied = NULL,
+    .mean_loss = host_mean_loss,
+    .batch_unused = host_batch_unused,
+};
+
+const reduce_ops reduce_host_import_ops = {
+    .name = "host-import",
+    .create = host_create,
+    .destroy = host_destroy,
+    .attach = host_attach,
+    .start = host_start,
+    .threads = host_threads,
+    .make_stage = import_stage,
     .submit_only = 0,
     .exchange = host_exchange,
     .go_on = host_go_on,

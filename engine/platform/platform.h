@@ -192,6 +192,10 @@ void plat_signals_release(void);
  * GetThreadTimes). */
 long plat_cpu_count(void);
 uint64_t plat_physical_memory(void);
+/* `bytes` of memory at a multiple of `alignment` (a power of two; host memory a device
+ * imports), NULL when out of memory; freed by plat_aligned_free (NULL: nothing). */
+void *plat_aligned_alloc(size_t alignment, size_t bytes);
+void plat_aligned_free(void *p);
 double plat_thread_cpu_time(void);
 /* Sets an environment variable of this process (value NULL removes it); what later
  * getenv / plat_getenv calls see, and on Win32 what DLLs loaded later (the Vulkan loader)

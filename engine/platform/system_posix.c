@@ -9,6 +9,15 @@
 #include <time.h>
 #include <unistd.h>
 
+void *plat_aligned_alloc(size_t alignment, size_t bytes)
+{
+    void *p = NULL;
+    return posix_memalign(&p, alignment < sizeof(void *) ? sizeof(void *) : alignment,
+                          bytes ? bytes : 1) == 0 ? p : NULL;
+}
+
+void plat_aligned_free(void *p) { free(p); }
+
 long plat_cpu_count(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -7,6 +7,13 @@
 #include <string.h>
 #include <windows.h>
 
+void *plat_aligned_alloc(size_t alignment, size_t bytes)
+{
+    return _aligned_malloc(bytes ? bytes : 1, alignment);
+}
+
+void plat_aligned_free(void *p) { _aligned_free(p); }
+
 long plat_cpu_count(void)
 {
     DWORD n = GetActiveProcessorCount(ALL_PROCESSOR_GROUPS);
