@@ -629,6 +629,30 @@ static void test_shared_device(const vkt_dataset *d)
         free(p[0]);
         free(p[1]);
     }
+    /* A lost device under the device reducer (the first fault injection of this process,
+     * so its count starts at 0; a fit of 2 sharing replicas submits exactly twice a step,
+     * replica 0 first): the 7th submission passes, the 8th (replica 1's, the one carrying
+     * the average) fails; later, every submission of a step fails. Either way the fit
+     * stops with the replica named and nothing waits forever (the host raises the
+     * timelines the missing work would have). */
+    if (g_timeline) {
+        plat_setenv("VKT_SHARE_DEVICE", "1");
+        const char *inject[2] = {"vkQueueSubmit:7", "vkQueueSubmit:14"};
+        for (int k = 0; k < 2; k++) {
+            vkt_trainer *t = sync2(&n);
+            if (!t)
+                break;
+            plat_setenv("VKT_FAULT_INJECT", inject[k]);
+            vkt_status st = vkt_trainer_fit(t, d, n.x, n.y, 8, 5, NULL, NULL);
+            plat_setenv("VKT_FAULT_INJECT", NULL);
+            printf("device reducer, %s: %s\n", inject[k], vkt_trainer_errmsg(t));
+            TH_CHECK(st == VKT_ERROR_DEVICE_LOST && strstr(vkt_trainer_errmsg(t), "replica ") &&
+                         strstr(vkt_trainer_errmsg(t), "VK_ERROR_DEVICE_LOST"),
+                     "device reducer, %s: the fit stops, naming the replica: %s (%s)", inject[k],
+                     vkt_status_name(st), vkt_trainer_errmsg(t));
+            vkt_trainer_destroy(t); /* waits for its queue: returns (no wait left hanging) */
+        }
+    }
     plat_setenv("VKT_SHARE_DEVICE", "yes");
     uint32_t dev[2] = {0, 0};
     vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = 2};
