@@ -102,6 +102,8 @@ static void test_one_rank(void)
     HAS(w->errmsg, "no other rank");
     TH_CHECK(world_try_recv(w, 3, f, 4, &src, &got) == VKT_ERROR_STATE && src == UINT32_MAX &&
              got == 0, "nothing to receive");
+    TH_CHECK(world_irecv(w, 0, 3, f, 4, &req) == VKT_ERROR_STATE && !req, "no rank to "
+             "receive from");
     double tv = -1, tm = -1;
     W_OK(w, vkt_world_bench_allreduce(w, 4096, 2, &tv, &tm));
     TH_CHECK(tv >= 0 && tm >= 0, "the benchmark runs on one rank");
@@ -312,6 +314,27 @@ static void test_point_to_point(vkt_world *w)
     TH_CHECK(world_isend(w, R, 7, out, 4, &req) == VKT_ERROR_INVALID_ARGUMENT, "bad rank");
     W_OK(w, world_try_recv(w, 8, in, 16, &src, &got));
     TH_CHECK(src == UINT32_MAX, "nothing left");
+    /* Receives posted ahead (world_irecv) match the sends of their tag in the order sent,
+     * whichever is waited for first; one waited for with nothing coming is polled with
+     * world_test first. */
+    uint32_t ahead[3][100];
+    world_req *rr[3] = {NULL}, *ss[3] = {NULL};
+    for (uint32_t k = 0; k < 3; k++)
+        W_OK(w, world_irecv(w, prev, 9, ahead[k], sizeof ahead[k], &rr[k]));
+    TH_CHECK(world_irecv(w, R, 9, in, 4, &req) == VKT_ERROR_INVALID_ARGUMENT, "bad source");
+    W_OK(w, world_barrier(w, "receives posted"));
+    for (uint32_t k = 0; k < 3; k++) {
+        for (uint32_t i = 0; i < 100; i++)
+            out[k * 100 + i] = w->rank * 7919 + k * 100 + i;
+        W_OK(w, world_isend(w, next, 9, out + k * 100, sizeof ahead[k], &ss[k]));
+    }
+    for (uint32_t k = 3; k-- > 0;) {
+        W_OK(w, world_wait(w, rr[k]));
+        TH_CHECK(ahead[k][0] == prev * 7919 + k * 100 && ahead[k][99] == prev * 7919 + k * 100 + 99,
+                 "posted receive %u: %u", k, ahead[k][0]);
+    }
+    for (uint32_t k = 0; k < 3; k++)
+        W_OK(w, world_wait(w, ss[k]));
     W_OK(w, world_barrier(w, "after the ring"));
 }
 

@@ -347,6 +347,20 @@ static void transport_messages(vkt_world *w, uint32_t rank, uint32_t R, rank_out
         st = world_try_recv(w, 6, &got, sizeof got, &src, &bytes);
     expect(o, st == VKT_ERROR_INTERNAL && strstr(w->errmsg, "exceeds"),
            "rank %u: a message too large: %s", rank, w->errmsg);
+    /* Receives posted ahead (world_irecv): three messages of one tag from prev, matched
+     * in the order sent, whichever completes first. */
+    uint32_t in[3] = {0}, out[3] = {rank * 10, rank * 10 + 1, rank * 10 + 2};
+    world_req *rr[3] = {NULL}, *ss[3] = {NULL};
+    for (uint32_t k = 0; k < 3; k++)
+        expect(o, world_irecv(w, prev, 9, &in[k], 4, &rr[k]) == VKT_OK, "rank %u: irecv: %s",
+               rank, w->errmsg);
+    for (uint32_t k = 0; k < 3; k++)
+        expect(o, world_isend(w, next, 9, &out[k], 4, &ss[k]) == VKT_OK, "rank %u: send", rank);
+    for (uint32_t k = 3; k-- > 0;)
+        expect(o, world_wait(w, rr[k]) == VKT_OK && in[k] == prev * 10 + k,
+               "rank %u: irecv %u got %u: %s", rank, k, in[k], w->errmsg);
+    for (uint32_t k = 0; k < 3; k++)
+        expect(o, world_wait(w, ss[k]) == VKT_OK, "rank %u: send done", rank);
 }
 
 /* The transport's checks; then the last rank misses a barrier, which the others' short

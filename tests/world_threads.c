@@ -60,14 +60,22 @@ typedef struct hub {
 
 struct world_impl {
     hub *hub;
+    struct world_req *posted;  /* world_irecv's receives not yet matched, in posting order */
     uint64_t seq;             /* collectives this rank started */
     uint64_t piece_bytes;     /* world_set_max_piece: kept, no piece limit applies here */
 };
 
 struct world_req {
-    coll *c;                  /* NULL: a send, complete when made */
+    coll *c;                  /* NULL: a send, complete when made, or a receive: */
     char what[96];
     uint64_t bytes;
+    int recv;                 /* world_irecv: complete when a message of tag from src */
+    uint32_t src;             /*   has been taken from this rank's mailbox into buf */
+    int tag;
+    void *buf;
+    int matched;              /*   1 done, -1 a size mismatch (error) */
+    char error[160];
+    struct world_req *next_posted;
 };
 
 /* ---- the hub ------------------------------------------------------------------- */
@@ -422,10 +430,91 @@ static int req_finish(vkt_world *w, world_req *req, char *error, size_t cap)
     return bad ? -1 : 1;
 }
 
+/* Lock held: matches this rank's posted receives, oldest first, with the oldest message
+ * of each one's tag from its source (MPI's matching order); the matched leave the list. */
+static void recv_progress(vkt_world *w)
+{
+    hub *h = w->impl->hub;
+    world_req **at = &w->impl->posted;
+    while (*at) {
+        world_req *req = *at;
+        msg *m, *prev = NULL;
+        for (m = h->head[w->rank]; m && (m->tag != req->tag || m->src != req->src);
+             m = m->next)
+            prev = m;
+        if (!m) {
+            at = &req->next_posted;
+            continue;
+        }
+        if (prev)
+            prev->next = m->next;
+        else
+            h->head[w->rank] = m->next;
+        if (h->tail[w->rank] == m)
+            h->tail[w->rank] = prev;
+        req->matched = 1;
+        if (m->bytes != req->bytes) {
+            snprintf(req->error, sizeof req->error, "receive: a message of %llu bytes (tag "
+                     "%d) from rank %u; %llu expected", (unsigned long long)m->bytes, m->tag,
+                     m->src, (unsigned long long)req->bytes);
+            req->matched = -1;
+        } else if (m->bytes)
+            memcpy(req->buf, m->data, m->bytes);
+        free(m);
+        *at = req->next_posted;
+    }
+}
+
+/* Lock held: 1 when req is matched, 0 not yet, -1 matched with an error (in `error`). */
+static int recv_take(vkt_world *w, world_req *req, char *error, size_t cap)
+{
+    recv_progress(w);
+    if (req->matched < 0)
+        snprintf(error, cap, "%s", req->error);
+    return req->matched;
+}
+
+/* A receive's wait: until its message is in the mailbox (the senders signal `done`) or
+ * the deadline. */
+static vkt_status recv_wait(vkt_world *w, world_req *req)
+{
+    hub *h = w->impl->hub;
+    double t0 = plat_now();
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    double s = (double)until.tv_sec + until.tv_nsec * 1e-9 + w->timeout;
+    until.tv_sec = (time_t)s;
+    until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
+    char error[512];
+    int r = 0, timed_out = 0;
+    pthread_mutex_lock(&h->lock);
+    while ((r = recv_take(w, req, error, sizeof error)) == 0 && !timed_out)
+        timed_out = pthread_cond_timedwait(&h->done, &h->lock, &until) == ETIMEDOUT;
+    pthread_mutex_unlock(&h->lock);
+    w->comm_seconds += plat_now() - t0;
+    if (r == 0)
+        return err_fail(w->errmsg, VKT_ERROR_TIMEOUT, "step %llu: %s did not complete in "
+                        "%.1f s: rank(s) %u have not arrived", (unsigned long long)w->step,
+                        req->what, w->timeout, req->src);
+    free(req);
+    return r > 0 ? VKT_OK : err_fail(w->errmsg, VKT_ERROR_INTERNAL, "%s", error);
+}
+
 int world_test(vkt_world *w, world_req *req)
 {
     if (!req)
         return 1;
+    if (req->recv) {
+        char error[512];
+        pthread_mutex_lock(&w->impl->hub->lock);
+        int r = recv_take(w, req, error, sizeof error);
+        pthread_mutex_unlock(&w->impl->hub->lock);
+        if (r != 0)
+            free(req);
+        if (r < 0)
+            err_fail(w->errmsg, VKT_ERROR_INTERNAL, "%s", error);
+        return r;
+    }
     if (!req->c) {
         free(req);
         return 1;
@@ -462,6 +551,8 @@ vkt_status world_wait(vkt_world *w, world_req *req)
 {
     if (!req)
         return VKT_OK;
+    if (req->recv)
+        return recv_wait(w, req);
     if (!req->c) {
         free(req);
         return VKT_OK;
@@ -634,6 +725,7 @@ vkt_status world_isend(vkt_world *w, uint32_t dst, int tag, const void *buf, uin
     else
         h->head[dst] = m;
     h->tail[dst] = m;
+    pthread_cond_broadcast(&h->done); /* a receive may wait for it */
     pthread_mutex_unlock(&h->lock);
     w->comm_bytes += bytes;
     *out = req;
@@ -679,5 +771,32 @@ vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32
     *out_src = m->src;
     *out_bytes = m->bytes;
     free(m);
+    return VKT_OK;
+}
+
+vkt_status world_irecv(vkt_world *w, uint32_t src, int tag, void *buf, uint64_t bytes,
+                       world_req **out)
+{
+    vkt_status st = world_check_send(w, src, tag, buf, bytes, out);
+    if (st == VKT_OK)
+        st = need_peers(w, "receive");
+    if (st != VKT_OK)
+        return st;
+    world_req *req = calloc(1, sizeof *req);
+    if (!req)
+        return err_fail(w->errmsg, VKT_ERROR_OUT_OF_MEMORY, "receive: out of host memory");
+    snprintf(req->what, sizeof req->what, "receive from rank %u", src);
+    req->recv = 1;
+    req->src = src;
+    req->tag = tag;
+    req->buf = buf;
+    req->bytes = bytes;
+    pthread_mutex_lock(&w->impl->hub->lock); /* posted last: matched after the earlier */
+    world_req **at = &w->impl->posted;
+    while (*at)
+        at = &(*at)->next_posted;
+    *at = req;
+    pthread_mutex_unlock(&w->impl->hub->lock);
+    *out = req;
     return VKT_OK;
 }

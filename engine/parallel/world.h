@@ -119,13 +119,20 @@ vkt_status world_isend(vkt_world *w, uint32_t dst, int tag, const void *buf, uin
                        world_req **out);
 vkt_status world_try_recv(vkt_world *w, int tag, void *buf, uint64_t cap, uint32_t *out_src,
                           uint64_t *out_bytes);
+/* A receive posted ahead (the pipeline's edges across ranks: exec_pipe_world.c): the
+ * next message of `tag` from rank src, of exactly `bytes` bytes, into buf (untouched by
+ * the caller until complete). Complete with world_test or world_wait, whose deadline and
+ * heartbeats name a silent sender. Between one pair of ranks, messages of one tag arrive
+ * in the order they were sent, so receives posted in order match sends made in order. */
+vkt_status world_irecv(vkt_world *w, uint32_t src, int tag, void *buf, uint64_t bytes,
+                       world_req **out);
 
 /* The plain blocking MPI_Allreduce (SUM, in place) of the allreduce benchmark's
  * reference; no deadline. One rank: nothing. */
 vkt_status world_allreduce_f32_plain(vkt_world *w, float *data, uint64_t n);
 
-/* world.c: the arguments of world_isend, checked alike by every transport (*out NULL
- * first). */
+/* world.c: the arguments of world_isend (and of world_irecv: dst is the source), checked
+ * alike by every transport (*out NULL first). */
 vkt_status world_check_send(vkt_world *w, uint32_t dst, int tag, const void *buf,
                             uint64_t bytes, world_req **out);
 

@@ -318,6 +318,31 @@ vkt_status world_isend(vkt_world *w, uint32_t dst, int tag, const void *buf, uin
     return VKT_OK;
 }
 
+vkt_status world_irecv(vkt_world *w, uint32_t src, int tag, void *buf, uint64_t bytes,
+                       world_req **out)
+{
+    vkt_status st = world_check_send(w, src, tag, buf, bytes, out);
+    if (st == VKT_OK)
+        st = need_peers(w, "receive");
+    if (st != VKT_OK)
+        return st;
+    if (bytes > INT_MAX)
+        return err_fail(w->errmsg, VKT_ERROR_LIMIT,
+                        "receive: %llu bytes in one message; at most %d",
+                        (unsigned long long)bytes, INT_MAX);
+    world_req *req = wmpi_req_new(w, 1, "receive");
+    if (!req)
+        return VKT_ERROR_OUT_OF_MEMORY;
+    int rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)src, tag, w->impl->p2p, &req->reqs[0]);
+    if (rc != MPI_SUCCESS) {
+        wmpi_req_free(req);
+        return wmpi_fail(w, rc, "MPI_Irecv", "receive");
+    }
+    req->bytes = bytes;
+    *out = req;
+    return VKT_OK;
+}
+
 /* Receives a matched message without blocking inside MPI (a large one arrives in
  * pieces only as the sender makes progress). */
 static vkt_status mrecv(vkt_world *w, MPI_Message *msg, void *buf, int count)
