@@ -431,19 +431,20 @@ static int req_finish(vkt_world *w, world_req *req, char *error, size_t cap)
 }
 
 /* Lock held: matches this rank's posted receives, oldest first, with the oldest message
- * of each one's tag from its source (MPI's matching order); the matched leave the list. */
-static void recv_progress(vkt_world *w)
+ * of each one's tag from its source (MPI's matching order); the matched leave the list.
+ * Returns req->matched: 1 matched, 0 not yet, -1 matched with an error (req->error). */
+static int recv_take(vkt_world *w, world_req *req)
 {
     hub *h = w->impl->hub;
     world_req **at = &w->impl->posted;
     while (*at) {
-        world_req *req = *at;
+        world_req *q = *at;
         msg *m, *prev = NULL;
-        for (m = h->head[w->rank]; m && (m->tag != req->tag || m->src != req->src);
+        for (m = h->head[w->rank]; m && (m->tag != q->tag || m->src != q->src);
              m = m->next)
             prev = m;
         if (!m) {
-            at = &req->next_posted;
+            at = &q->next_posted;
             continue;
         }
         if (prev)
@@ -452,26 +453,29 @@ static void recv_progress(vkt_world *w)
             h->head[w->rank] = m->next;
         if (h->tail[w->rank] == m)
             h->tail[w->rank] = prev;
-        req->matched = 1;
-        if (m->bytes != req->bytes) {
-            snprintf(req->error, sizeof req->error, "receive: a message of %llu bytes (tag "
+        q->matched = 1;
+        if (m->bytes != q->bytes) {
+            snprintf(q->error, sizeof q->error, "receive: a message of %llu bytes (tag "
                      "%d) from rank %u; %llu expected", (unsigned long long)m->bytes, m->tag,
-                     m->src, (unsigned long long)req->bytes);
-            req->matched = -1;
+                     m->src, (unsigned long long)q->bytes);
+            q->matched = -1;
         } else if (m->bytes)
-            memcpy(req->buf, m->data, m->bytes);
+            memcpy(q->buf, m->data, m->bytes);
         free(m);
-        *at = req->next_posted;
+        *at = q->next_posted;
     }
+    return req->matched;
 }
 
-/* Lock held: 1 when req is matched, 0 not yet, -1 matched with an error (in `error`). */
-static int recv_take(vkt_world *w, world_req *req, char *error, size_t cap)
+/* The wait's deadline, w->timeout from now, for pthread_cond_timedwait. */
+static struct timespec deadline(const vkt_world *w)
 {
-    recv_progress(w);
-    if (req->matched < 0)
-        snprintf(error, cap, "%s", req->error);
-    return req->matched;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    double s = (double)until.tv_sec + until.tv_nsec * 1e-9 + w->timeout;
+    until.tv_sec = (time_t)s;
+    until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
+    return until;
 }
 
 /* A receive's wait: until its message is in the mailbox (the senders signal `done`) or
@@ -480,15 +484,10 @@ static vkt_status recv_wait(vkt_world *w, world_req *req)
 {
     hub *h = w->impl->hub;
     double t0 = plat_now();
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    double s = (double)until.tv_sec + until.tv_nsec * 1e-9 + w->timeout;
-    until.tv_sec = (time_t)s;
-    until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
-    char error[512];
+    struct timespec until = deadline(w);
     int r = 0, timed_out = 0;
     pthread_mutex_lock(&h->lock);
-    while ((r = recv_take(w, req, error, sizeof error)) == 0 && !timed_out)
+    while ((r = recv_take(w, req)) == 0 && !timed_out)
         timed_out = pthread_cond_timedwait(&h->done, &h->lock, &until) == ETIMEDOUT;
     pthread_mutex_unlock(&h->lock);
     w->comm_seconds += plat_now() - t0;
@@ -496,8 +495,9 @@ static vkt_status recv_wait(vkt_world *w, world_req *req)
         return err_fail(w->errmsg, VKT_ERROR_TIMEOUT, "step %llu: %s did not complete in "
                         "%.1f s: rank(s) %u have not arrived", (unsigned long long)w->step,
                         req->what, w->timeout, req->src);
+    vkt_status st = r > 0 ? VKT_OK : err_fail(w->errmsg, VKT_ERROR_INTERNAL, "%s", req->error);
     free(req);
-    return r > 0 ? VKT_OK : err_fail(w->errmsg, VKT_ERROR_INTERNAL, "%s", error);
+    return st;
 }
 
 int world_test(vkt_world *w, world_req *req)
@@ -505,14 +505,13 @@ int world_test(vkt_world *w, world_req *req)
     if (!req)
         return 1;
     if (req->recv) {
-        char error[512];
         pthread_mutex_lock(&w->impl->hub->lock);
-        int r = recv_take(w, req, error, sizeof error);
+        int r = recv_take(w, req);
         pthread_mutex_unlock(&w->impl->hub->lock);
+        if (r < 0)
+            err_fail(w->errmsg, VKT_ERROR_INTERNAL, "%s", req->error);
         if (r != 0)
             free(req);
-        if (r < 0)
-            err_fail(w->errmsg, VKT_ERROR_INTERNAL, "%s", error);
         return r;
     }
     if (!req->c) {
@@ -559,11 +558,7 @@ vkt_status world_wait(vkt_world *w, world_req *req)
     }
     hub *h = w->impl->hub;
     double t0 = plat_now();
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    double s = (double)until.tv_sec + until.tv_nsec * 1e-9 + w->timeout;
-    until.tv_sec = (time_t)s;
-    until.tv_nsec = (long)((s - (double)until.tv_sec) * 1e9);
+    struct timespec until = deadline(w);
     char error[512], missing[256];
     int timed_out = 0, r = 0;
     pthread_mutex_lock(&h->lock);

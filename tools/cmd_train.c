@@ -143,7 +143,10 @@ static int on_step(void *user, uint64_t step, uint64_t total, float loss)
     /* Ctrl-C, SIGTERM or SIGHUP: stop after this step (every rank stops with the chief,
      * whose callback this is); run() saves the final checkpoint. */
     int stop = vkt_interrupted() != 0;
-    if (a->ckpt_dir && !final && !stop &&
+    /* Stages across ranks: the chief holds its stage only until the fit returns, so the
+     * checkpoints and evaluations are at the end (docs/distributed.md) */
+    int inside = !(vkt_world_size(a->world) > 1 && (a->pipeline > 1 || a->micro_batches > 1));
+    if (a->ckpt_dir && !final && !stop && inside &&
         ((a->save_every && step % a->save_every == 0) ||
          (a->save_secs > 0 && now - p->last_save >= a->save_secs)) &&
         !save_checkpoint(p, step))
@@ -160,7 +163,7 @@ static int on_step(void *user, uint64_t step, uint64_t total, float loss)
     if (stop)
         return 1;
     int show = !p->quiet && !p->tty;
-    if ((show || p->log->w) && step % p->per_epoch == 0 && !final) {
+    if ((show || p->log->w) && step % p->per_epoch == 0 && !final && inside) {
         vkt_eval_result ev;
         if (vkt_trainer_evaluate(p->tr, p->test, p->m->input, p->m->logits, &ev) == VKT_OK) {
             if (show)
@@ -230,10 +233,15 @@ static vkt_status split_stages(const train_args *a, vkt_instance *inst, const cl
 {
     vkt_context_options co = {.device_index = device};
     vkt_context *ctx = NULL;
-    if (a->split != VKT_SPLIT_COST_PARAMS && vkt_context_create(inst, &co, &ctx) != VKT_OK)
+    /* across ranks every rank splits alone and the trainer refuses splits that differ:
+     * `auto` balances parameter bytes there, the same on every rank (times vary) */
+    vkt_split_cost cost = (vkt_split_cost)a->split;
+    if (cost == VKT_SPLIT_COST_AUTO && vkt_world_size(a->world) > 1)
+        cost = VKT_SPLIT_COST_PARAMS;
+    if (cost != VKT_SPLIT_COST_PARAMS && vkt_context_create(inst, &co, &ctx) != VKT_OK)
         ctx = NULL; /* timed nowhere: parameter bytes, and the report says why */
-    vkt_split_options so = {.stages = a->pipeline, .cost = (vkt_split_cost)a->split,
-                            .context = ctx, .batch = rows};
+    vkt_split_options so = {.stages = a->pipeline, .cost = cost, .context = ctx,
+                            .batch = rows};
     vkt_split_report r;
     vkt_status st = vkt_graph_split(m->graph, m->loss, &so, &r);
     vkt_context_destroy(ctx);

@@ -118,14 +118,16 @@ const train_option train_options[] = {
     {"--pipeline", "P", TRAIN_OPT_INT, FIELD(pipeline), .lo = 1, .hi = VKT_MAX_STAGES,
      .idef = 1, .section = "model parallelism (docs/model_parallel.md)",
      .help = "split the model into P pipeline stages, balanced by measured op time (printed "
-             "at start); each copy's stages on P consecutive VKT_DEVICES entries"},
+             "at start); each copy's stages on P consecutive VKT_DEVICES entries; under "
+             "mpirun one stage per rank (the ranks a multiple of P)"},
     {"--micro-batches", "M", TRAIN_OPT_INT, FIELD(micro_batches), .lo = 1, .hi = 65536,
      GIVEN(micro_given), .help = "micro-batches per step flowing through the stages (the "
      "batch must divide by replicas x M)", .def_note = "4 with --pipeline, else 1"},
     {"--split", "auto|time|params", TRAIN_OPT_CHOICE, FIELD(split),
      CHOICES("auto", "time", "params"), VALUES(VKT_SPLIT_COST_AUTO, VKT_SPLIT_COST_TIME,
      VKT_SPLIT_COST_PARAMS), .sdef = "auto", .help = "what --pipeline balances: measured "
-     "time, parameter bytes (auto: time where the whole model fits one device)"},
+     "time, parameter bytes (auto: time where the whole model fits one device, parameter "
+     "bytes under mpirun, where every rank must split alike)"},
     {"--comm-timeout", "S", TRAIN_OPT_REAL, FIELD(comm_timeout), .lo = 0.001, .hi = 1e6,
      .rdef = 60, .section = "across processes (mpirun -np R vkt train ...; docs/distributed.md)",
      .help = "a rank more than S seconds late ends the job, naming it (exit code 3)"},

@@ -39,6 +39,7 @@ enum {
     EXEC_SKIPS = 1u << 13,     /* fp16 loss scaling or skipping non-finite steps (apply.c) */
     EXEC_SHARED = 1u << 14,    /* this process's replicas share one VkDevice with timelines
                                   (known once their contexts exist), outside check mode */
+    EXEC_UNEVEN = 1u << 15,    /* stages across ranks: the ranks not a multiple of them */
 };
 
 typedef struct exec_facts {
@@ -107,6 +108,9 @@ typedef struct exec_ops {
                           uint32_t rows, const vkt_tensor *output, float *out, int *handled);
     /* vkt_trainer_stage_stats_get (NULL: no stages). */
     vkt_status (*stage_stats)(vkt_trainer *t, uint32_t stage, vkt_pipeline_stage_stats *out);
+    /* After a fit or a step that succeeded (collective across ranks; NULL: nothing): what
+     * this process does not hold brought up to date (the stages of other ranks). */
+    vkt_status (*sync)(vkt_trainer *t);
 } exec_ops;
 
 extern const exec_ops exec_replicas_ops; /* exec_replicas.c */

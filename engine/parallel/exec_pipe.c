@@ -21,7 +21,12 @@ static vkt_status pipe_exec_create(vkt_trainer *t, const uint32_t *dev, uint32_t
     t->ex = pe;
     uint32_t P = f.stages;
     uint32_t D = n >= P ? n / P : 1;
-    if (n >= P && n % P != 0)
+    if (t->world) { /* a stage per rank (exec_plan.c refused R mod P != 0), on the device
+                       list's entry of its local rank */
+        D = t->ranks / P;
+        dev = &dev[t->world->local_rank % n];
+        n = 1;
+    } else if (n >= P && n % P != 0)
         return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_create: the device "
                             "list has %u entries; with %u stages it names P x D contexts (copy "
                             "d's stage s on entry d * P + s), so a multiple of %u", n, P, P);
@@ -29,12 +34,16 @@ static vkt_status pipe_exec_create(vkt_trainer *t, const uint32_t *dev, uint32_t
                        .stages = P, .copies = D, .devices = dev, .n_devices = n,
                        .optimizer = t->optim, .kernels = t->opt.kernels, .check = t->opt.check,
                        .precision = t->opt.precision,
-                       .fn = "vkt_trainer_create"};
+                       .fn = "vkt_trainer_create", .world = t->world};
     st = pipe_create(t->inst, t->graph, t->loss, &po, &pe->engine);
     if (st != VKT_OK)
         return trainer_fail(t, st, "%s", vkt_last_error());
     if ((st = pipe_layout_make(t)) != VKT_OK)
         return st;
+    t->split_hash = trainer_hash(pipe_split(pe->engine)->node_stage,
+                                 pipe_split(pe->engine)->nodes *
+                                     sizeof *pipe_split(pe->engine)->node_stage);
+    t->vote_in_step = t->world != NULL;
     if (!(t->rep = calloc(1, sizeof *t->rep)))
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     t->n_rep = 1;
@@ -51,8 +60,12 @@ static vkt_status exec_pipe_create(vkt_trainer *t, const uint32_t *dev, uint32_t
                                    vkt_status sel, int *laid_out)
 {
     vkt_status st = sel == VKT_OK ? pipe_exec_create(t, dev, n) : sel;
-    /* across ranks (refused today: exec_plan.c): the others learn it from this vote */
-    st = trainer_world_layout(t, n, st);
+    /* across ranks: every rank created its stage (a failure: the others learn it from this
+     * vote); one replica counted per copy (its stage 0's rank) */
+    uint32_t P = t->opt.stages ? t->opt.stages : graph_placed_stages(t->graph);
+    st = trainer_world_layout(t, t->world ? P && t->rank % P == 0 : n, st);
+    if (st == VKT_OK && t->world)
+        t->world_rep = pipe_copies(pipe_exec_of(t)->engine);
     *laid_out = st == VKT_OK;
     return st;
 }
@@ -62,8 +75,12 @@ static vkt_status exec_pipe_record(vkt_trainer *t)
 {
     vkt_pipeline *p = pipe_exec_of(t)->engine;
     vkt_model_stats ms;
-    for (uint32_t s = 0; s < pipe_split(p)->n_stages; s++) { /* copy 0 */
-        vkt_model *m = pipe_model(p, 0, s);
+    for (uint32_t s = 0; s < pipe_split(p)->n_stages; s++) { /* copy 0 (across ranks: this
+                                                                rank's stage) */
+        uint32_t c = pipe_holds(p, 0, s) ? 0 : pipe_local_copy(p, s);
+        if (c == UINT32_MAX)
+            continue;
+        vkt_model *m = pipe_model(p, c, s);
         vkt_status st = vkt_model_stats_get(m, &ms);
         if (st != VKT_OK)
             return trainer_from_model(t, m, st);
@@ -82,6 +99,7 @@ static void exec_pipe_destroy(vkt_trainer *t)
     pipe_exec_eval_free(t);
     vkt_pipeline_destroy(pe->engine); /* after the evaluation models on its contexts */
     pipe_layout_free(pe);
+    free(pe->opt_host);
     free(pe->feeds);
     free(pe);
     t->ex = NULL;
@@ -97,7 +115,11 @@ static vkt_context *exec_pipe_holder(const vkt_trainer *t, uint32_t i)
 {
     vkt_pipeline *p = pipe_exec_of(t)->engine;
     uint32_t P = pipe_split(p)->n_stages, D = pipe_copies(p);
-    return i < P * D ? pipe_context(p, i / P, i % P) : NULL;
+    if (pipe_world(p)) /* this rank's one stage */
+        for (uint32_t k = 0; k < P * D; k++)
+            if (pipe_holds(p, k / P, k % P) && i-- == 0)
+                return pipe_context(p, k / P, k % P);
+    return i < P * D && !pipe_world(p) ? pipe_context(p, i / P, i % P) : NULL;
 }
 
 /* The step reads the global batch's rows from the feeds itself: kept until then. */
@@ -125,19 +147,24 @@ static int exec_pipe_step(replica *r, uint64_t step)
 {
     pipe_exec *pe = pipe_exec_of(r->t);
     double t0 = plat_now(), loss = 0;
+    int stopped = 0;
     if (r->status == VKT_OK) {
+        /* across ranks the chief's stop travels in this step's tail */
+        pipe_set_stop(pe->engine, r->t->stop && trainer_is_chief(r->t));
         vkt_status st = pipe_step(pe->engine, pe->feeds_null ? NULL : pe->feeds, pe->n_feeds,
                                   step, &loss);
         if (st != VKT_OK)
             replica_fail(r, st, "%s", vkt_pipeline_errmsg(pe->engine));
+        else if ((stopped = pipe_stopped(pe->engine)) != 0)
+            trainer_unread_batch(r); /* nothing updated: a resumed run reads it again */
         else if (!isfinite(r->loss = (float)loss))
             replica_fail(r, VKT_ERROR_DIVERGED, "the loss is %g at step %llu: training "
                          "diverged (a smaller learning rate may help)", (double)r->loss,
                          (unsigned long long)step + 1);
     }
     r->stats.step_seconds += plat_now() - t0;
-    r->stats.steps += r->status == VKT_OK;
-    return r->status != VKT_OK;
+    r->stats.steps += r->status == VKT_OK && !stopped;
+    return r->status != VKT_OK || stopped;
 }
 
 static vkt_status exec_pipe_set_optimizer(vkt_trainer *t, const vkt_optimizer_options *o)
@@ -216,4 +243,5 @@ const exec_ops exec_pipe_ops = {
     .flush = NULL,
     .predict = pipe_exec_predict,
     .stage_stats = exec_pipe_stage_stats,
+    .sync = pipe_exec_sync,
 };

@@ -25,6 +25,9 @@ typedef struct pipe_exec {
     int feeds_null;            /*   given as NULL */
     struct pipe_eval *eval;    /* [TRAINER_MAX_EVAL] stage-wise evaluation chains */
     uint32_t n_eval;
+    void *opt_host;            /* across ranks: the optimizer blob (one unpipelined model's)
+                                  as of the last sync, for the stages of other ranks */
+    uint64_t opt_host_bytes;
 } pipe_exec;
 
 static inline pipe_exec *pipe_exec_of(const vkt_trainer *t) { return (pipe_exec *)t->ex; }
@@ -54,5 +57,11 @@ vkt_status pipe_exec_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_f
                              uint32_t rows, const vkt_tensor *output, float *out,
                              int *handled);
 void pipe_exec_eval_free(vkt_trainer *t);
+
+/* exec_pipe_world.c: across ranks, after a fit or a step (collective; alone: nothing):
+ * copy 0's stages' parameters and optimizer moments gathered into every rank's host
+ * copies (pe->host, pe->opt_host), so the chief reads, evaluates and saves the whole
+ * model as one process would. */
+vkt_status pipe_exec_sync(vkt_trainer *t);
 
 #endif

@@ -63,10 +63,19 @@ static vkt_status say_states(vkt_trainer *t, const exec_facts *f, const char *wh
                         "training with %u replicas: use sync mode", f->state, f->replicas);
 }
 
+/* Stages across ranks: one stage per rank, so R = P x D. */
+static vkt_status say_uneven(vkt_trainer *t, const exec_facts *f, const char *what)
+{
+    (void)what;
+    return trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "vkt_trainer_create: %u ranks do not "
+                        "split into pipelines of %u stages: across ranks each rank holds one "
+                        "stage, so the ranks must be a multiple of the stages (%u ranks, %u "
+                        "stages)", f->ranks, f->stages, f->ranks, f->stages);
+}
+
 static const refusal refusals[] = {
     /* the pipeline engine (its clipping and batch split: pipe_engine.c, pipe_create) */
-    {EXEC_PIPELINED | EXEC_WORLD, 0, "training across ranks (a world of several processes)",
-     say_pipeline},
+    {EXEC_PIPELINED | EXEC_WORLD | EXEC_UNEVEN, 0, "stages across ranks", say_uneven},
     {EXEC_PIPELINED | EXEC_NOT_SYNC, 0,
      "async mode (use sync: every copy of a stage applies the averaged gradient)",
      say_pipeline},
@@ -96,6 +105,8 @@ static const refusal refusals[] = {
 /* ---- ways of training: the first row matching is the trainer's ---- */
 
 static const exec_row rows[] = {
+    {"pipeline stages across ranks (a stage per rank, edges as messages)",
+     EXEC_PIPELINED | EXEC_WORLD, 0, &exec_pipe_ops, NULL, NULL, APPLY_IN_PIPELINE, 0},
     {"pipeline stages", EXEC_PIPELINED, 0, &exec_pipe_ops, NULL, NULL, APPLY_IN_PIPELINE, 0},
     {"one replica", 0, EXEC_SEVERAL, &exec_replicas_ops, NULL, NULL, APPLY_IN_STEP, 0},
     {"sync replicas averaged on their shared device", EXEC_SEVERAL | EXEC_SHARED,
@@ -140,6 +151,7 @@ void exec_facts_of(const vkt_trainer *t, uint32_t replicas, exec_facts *out)
     uint32_t h = 0;
     h |= f.stages > 1 || o->micro_batches > 1 ? EXEC_PIPELINED : 0;
     h |= t->world ? EXEC_WORLD : 0;
+    h |= t->world && f.stages && t->ranks % f.stages != 0 ? EXEC_UNEVEN : 0;
     h |= o->mode == VKT_PARALLEL_ASYNC ? EXEC_ASYNC : 0;
     h |= o->mode != VKT_PARALLEL_SYNC ? EXEC_NOT_SYNC : 0;
     h |= o->mode != VKT_PARALLEL_SYNC && o->mode != VKT_PARALLEL_ASYNC ? EXEC_BAD_MODE : 0;
@@ -178,5 +190,5 @@ const exec_row *exec_plan_pick(const exec_facts *f)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (matches(f->has, rows[i].need, rows[i].deny))
             return &rows[i];
-    return &rows[1]; /* not reached: the rows cover every fact set */
+    return &rows[2]; /* one replica; not reached: the rows cover every fact set */
 }

@@ -89,6 +89,8 @@ static int agree_to_go_on(replica *r)
 {
     vkt_trainer *t = r->t;
     int vote = r->status != VKT_OK || (r->index == 0 && t->stop);
+    if (t->vote_in_step) /* the step's tail carries the stop: every rank stops there */
+        return r->status == VKT_OK;
     return t->rd ? t->rd->ops->go_on(t->rd, r, vote) : !vote;
 }
 
@@ -202,6 +204,8 @@ vkt_status vkt_trainer_fit(vkt_trainer *t, const vkt_dataset *data, const vkt_te
         t->stats.steps += t->rep[0].stats.steps - done0;
     }
     t->steps += t->rep[0].stats.steps - done0;
+    if (st == VKT_OK && t->exec->sync) /* every rank: the parts others hold, up to date */
+        st = t->exec->sync(t);
     t->stats.step_seconds += plat_now() - t0;
     t->stats.host_cpu_seconds += plat_cpu_time() - c0;
     return st;

@@ -50,6 +50,15 @@ vkt_status pipe_layout_offset(const vkt_trainer *t, const vkt_tensor *p, uint64_
     return VKT_OK;
 }
 
+/* The copy of stage s this process holds, preferring `copy` (copies are equal), or
+ * UINT32_MAX: another rank holds it (its values are in the host copies, as of the last
+ * sync: exec_pipe_world.c). */
+static uint32_t copy_here(const vkt_trainer *t, uint32_t copy, uint32_t s)
+{
+    const vkt_pipeline *p = pipe_exec_of(t)->engine;
+    return pipe_holds(p, copy, s) ? copy : pipe_local_copy(p, s);
+}
+
 /* The stage holding parameter node id, or UINT32_MAX. */
 static uint32_t held_by(const vkt_trainer *t, uint32_t id)
 {
@@ -73,14 +82,22 @@ vkt_status pipe_layout_read(vkt_trainer *t, uint32_t copy, float *flat, uint64_t
     vkt_status st = check_count(t, "vkt_trainer_read_params", count);
     if (st != VKT_OK)
         return st;
+    if (t->live && pipe_world(pe->engine)) /* the host copies are as of the fit's start */
+        return trainer_fail(t, VKT_ERROR_STATE, "with pipeline stages across ranks the "
+                            "parameters are read (and checkpoints saved) after vkt_trainer_fit "
+                            "returns, not from its progress callback: the other stages' "
+                            "values are on their ranks until the fit ends");
     if (flat != pe->host) /* parameters no stage holds */
         memcpy(flat, pe->host, t->param_count * sizeof *flat);
     for (uint32_t i = 0; i < pe->nodes; i++) {
         graph_node_info p;
         if (pe->off[i] == UINT64_MAX || held_by(t, i) == UINT32_MAX)
             continue;
+        uint32_t c = copy_here(t, copy, held_by(t, i));
+        if (c == UINT32_MAX)
+            continue; /* another rank's stage: the host copy */
         graph_node_info_at(t->graph, i, &p);
-        st = pipe_read_param(pe->engine, copy, graph_node_at(t->graph, i), flat + pe->off[i],
+        st = pipe_read_param(pe->engine, c, graph_node_at(t->graph, i), flat + pe->off[i],
                              p.count);
         if (st != VKT_OK)
             return trainer_fail(t, st, "%s", vkt_pipeline_errmsg(pe->engine));
@@ -124,8 +141,9 @@ vkt_status pipe_layout_read_param(vkt_trainer *t, const vkt_tensor *param, float
                             "parameter of the trainer's graph", vkt_tensor_name(param));
     graph_node_info p;
     graph_node_info_at(t->graph, (uint32_t)graph_node_id(t->graph, param), &p);
-    if (held_by(t, p.id) != UINT32_MAX) {
-        vkt_status st = pipe_read_param(pe->engine, 0, param, out, count);
+    uint32_t c = held_by(t, p.id) == UINT32_MAX ? UINT32_MAX : copy_here(t, 0, held_by(t, p.id));
+    if (c != UINT32_MAX) {
+        vkt_status st = pipe_read_param(pe->engine, c, param, out, count);
         return st == VKT_OK ? st : trainer_fail(t, st, "%s", vkt_pipeline_errmsg(pe->engine));
     }
     if (count != p.count)
@@ -152,11 +170,13 @@ static uint32_t moments(vkt_trainer *t)
 {
     vkt_pipeline *p = pipe_exec_of(t)->engine;
     vkt_optimizer_options o = t->optim;
-    for (uint32_t s = 0; s < pipe_split(p)->n_stages; s++)
-        if (pipe_optimizer(p, 0, s)) { /* stages without parameters have none */
-            vkt_optimizer_get_options(pipe_optimizer(p, 0, s), &o);
+    for (uint32_t s = 0; s < pipe_split(p)->n_stages; s++) {
+        uint32_t c = copy_here(t, 0, s);
+        if (c != UINT32_MAX && pipe_optimizer(p, c, s)) { /* stages without parameters have none */
+            vkt_optimizer_get_options(pipe_optimizer(p, c, s), &o);
             break;
         }
+    }
     return optim_moments(&o);
 }
 
@@ -173,9 +193,10 @@ static vkt_status move_moments(vkt_trainer *t, uint32_t s, char *stage_blob, cha
     pipe_exec *pe = pipe_exec_of(t);
     const graph_split *sp = pipe_split(pe->engine);
     const graph_stage *gs = &sp->stage[s];
-    vkt_model *m = pipe_model(pe->engine, 0, s);
+    uint32_t c = copy_here(t, 0, s); /* the caller checked that there is one */
+    vkt_model *m = pipe_model(pe->engine, c, s);
     uint64_t hdr = optim_state_header_size(), N = t->grad_count;
-    uint64_t n_s = vkt_optimizer_size(pipe_optimizer(pe->engine, 0, s));
+    uint64_t n_s = vkt_optimizer_size(pipe_optimizer(pe->engine, c, s));
     uint32_t k = moments(t);
     for (uint32_t j = 0; j < gs->n_params; j++) {
         graph_node_info p;
@@ -197,20 +218,24 @@ static vkt_status move_moments(vkt_trainer *t, uint32_t s, char *stage_blob, cha
 vkt_status pipe_layout_read_opt(vkt_trainer *t, void *blob, uint64_t bytes)
 {
     vkt_pipeline *p = pipe_exec_of(t)->engine;
+    pipe_exec *pe = pipe_exec_of(t);
     uint32_t P = pipe_split(p)->n_stages;
     memset(blob, 0, bytes);
+    if (pe->opt_host && pe->opt_host_bytes == bytes) /* across ranks: others' stages */
+        memcpy(blob, pe->opt_host, bytes);
     vkt_status st = VKT_OK;
     int header = 0;
     for (uint32_t s = 0; s < P && st == VKT_OK; s++) {
-        vkt_optimizer *o = pipe_optimizer(p, 0, s);
+        uint32_t c = copy_here(t, 0, s);
+        vkt_optimizer *o = c == UINT32_MAX ? NULL : pipe_optimizer(p, c, s);
         if (!o)
-            continue; /* no trainable parameters */
+            continue; /* no trainable parameters, or another rank's */
         uint64_t size = vkt_optimizer_state_size(o);
         char *sb = malloc(size);
         if (!sb)
             return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         if ((st = vkt_optimizer_read_state(o, sb, size)) != VKT_OK)
-            trainer_fail(t, st, "stage %u: %s", s, vkt_context_errmsg(pipe_context(p, 0, s)));
+            trainer_fail(t, st, "stage %u: %s", s, vkt_context_errmsg(pipe_context(p, c, s)));
         if (st == VKT_OK && !header++) { /* the first header (kind, step) over N parameters */
             memcpy(blob, sb, optim_state_header_size());
             optim_state_set_count(blob, t->grad_count);
@@ -225,14 +250,15 @@ vkt_status pipe_layout_read_opt(vkt_trainer *t, void *blob, uint64_t bytes)
 vkt_status pipe_layout_write_opt(vkt_trainer *t, const char *path, const void *blob,
                                  uint64_t bytes)
 {
-    (void)bytes; /* checked against pipe_layout_opt_size by the caller */
+    pipe_exec *pe = pipe_exec_of(t);
     vkt_pipeline *p = pipe_exec_of(t)->engine;
     uint32_t P = pipe_split(p)->n_stages, D = pipe_copies(p);
     vkt_status st = VKT_OK;
     for (uint32_t s = 0; s < P && st == VKT_OK; s++) {
-        vkt_optimizer *o = pipe_optimizer(p, 0, s);
+        uint32_t c0 = copy_here(t, 0, s);
+        vkt_optimizer *o = c0 == UINT32_MAX ? NULL : pipe_optimizer(p, c0, s);
         if (!o)
-            continue; /* no trainable parameters */
+            continue; /* no trainable parameters, or another rank's (its rank writes it) */
         uint64_t size = vkt_optimizer_state_size(o);
         char *sb = calloc(1, size);
         if (!sb)
@@ -243,10 +269,13 @@ vkt_status pipe_layout_write_opt(vkt_trainer *t, const char *path, const void *b
         optim_state_set_count(sb, vkt_optimizer_size(o));
         st = move_moments(t, s, sb, (char *)blob, 0);
         for (uint32_t c = 0; c < D && st == VKT_OK; c++)
-            if ((st = vkt_optimizer_write_state(pipe_optimizer(p, c, s), sb, size)) != VKT_OK)
+            if (pipe_holds(p, c, s) &&
+                (st = vkt_optimizer_write_state(pipe_optimizer(p, c, s), sb, size)) != VKT_OK)
                 trainer_fail(t, st, "checkpoint '%s': stage %u: %s", path, s,
                              vkt_context_errmsg(pipe_context(p, c, s)));
         free(sb);
     }
+    if (st == VKT_OK && pe->opt_host && pe->opt_host_bytes == bytes) /* the others' stages */
+        memcpy(pe->opt_host, blob, bytes);
     return st;
 }

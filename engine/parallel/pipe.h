@@ -32,6 +32,11 @@ typedef struct pipe_options {
     int sequential;          /* one stage at a time (the bubble's baseline) */
     vkt_precision precision; /* resolved on each stage's context (vkt_context_precision) */
     const char *fn;          /* the public call, for messages */
+    /* Stages across ranks (NULL: every context in this process). With a world of R = P x D
+     * ranks, rank r holds context r only (copy r / P, stage r mod P) on devices[0]; the
+     * values and gradients that cross stages travel as messages (pipe_world.c), and one
+     * small allreduce per step (the tail) carries the loss, the stop vote and failures. */
+    vkt_world *world;
 } pipe_options;
 
 /* Splits the graph and makes the P x D contexts. On failure the thread's last error
@@ -43,6 +48,16 @@ vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
  * set to `step`; *out_loss: the batch's mean loss. The message: vkt_pipeline_errmsg. */
 vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_t step,
                      double *out_loss);
+
+/* Across ranks: the chief's stop vote for the next step (travels in its tail), and
+ * whether the last pipe_step stopped on it (then no context updated: the batch is unused). */
+void pipe_set_stop(vkt_pipeline *p, int stop);
+int pipe_stopped(const vkt_pipeline *p);
+/* Whether this process holds copy `copy`'s stage `stage` (always, without a world); the
+ * copy of stage s this process holds (UINT32_MAX: none; 0 without a world). */
+int pipe_holds(const vkt_pipeline *p, uint32_t copy, uint32_t stage);
+uint32_t pipe_local_copy(const vkt_pipeline *p, uint32_t stage);
+vkt_world *pipe_world(const vkt_pipeline *p);
 
 uint32_t pipe_copies(const vkt_pipeline *p);
 /* The split: which stage holds each node of the full graph, each stage's sub-graph. */

@@ -26,6 +26,7 @@ static vkt_status make_copy_edges(vkt_pipeline *p, uint32_t c)
             graph_node_info_at(p->graph, gs->send[j], &v);
             e->node = v.id;
             e->from = k;
+            e->copy = c;
             e->elems = v.count / p->split.batch * p->mb;
             s->send_edge[j] = p->n_edge++;
         }
@@ -124,12 +125,16 @@ static int wait_edges(pstage *s, uint32_t k, uint32_t n, edge_done_fn done)
 /* Every received value of micro-batch k is there. */
 int pipe_wait_values(pstage *s, uint32_t k)
 {
+    if (s->p->world)
+        return pipe_world_wait_values(s, k);
     return wait_edges(s, k, s->gs->n_recv, value_here);
 }
 
 /* Every gradient this stage sent for micro-batch k has been taken by its readers. */
 int pipe_wait_grads(pstage *s, uint32_t k)
 {
+    if (s->p->world)
+        return pipe_world_wait_grads(s, k);
     return wait_edges(s, k, s->gs->n_send, grad_taken);
 }
 
@@ -158,6 +163,11 @@ vkt_status pipe_send_values(pstage *s, uint32_t k)
         if (st != VKT_OK)
             return pipe_model_fail(s, st, "sending a value");
         s->sent += e->elems * 4;
+        if (p->world) { /* the edge's world kind: a message to each consumer's rank */
+            if ((st = pipe_world_send_value(s, j, k)) != VKT_OK)
+                return st;
+            continue;
+        }
         plat_monitor_lock(p->mon);
         e->ready[k] = 1;
         plat_monitor_broadcast(p->mon);
@@ -178,6 +188,11 @@ vkt_status pipe_send_grads(pstage *s, uint32_t k)
         if (st != VKT_OK)
             return pipe_model_fail(s, st, "gradient of a received value");
         s->sent += e->elems * 4;
+        if (p->world) { /* to the sender's rank */
+            if ((st = pipe_world_send_grad(s, j, k)) != VKT_OK)
+                return st;
+            continue;
+        }
         plat_monitor_lock(p->mon);
         e->pending[k]--;
         plat_monitor_broadcast(p->mon);

@@ -150,6 +150,7 @@ static vkt_status place_contexts(vkt_pipeline *p, const uint32_t *devices)
         s->row0 = s->copy * p->m * p->mb;
         s->device = devices[i % p->opt.n_devices];
         s->gs = &p->split.stage[s->index];
+        s->local = 1; /* across ranks: pipe_world_place keeps one */
         if (s->device >= n) {
             char name[64];
             stage_name(s, name, sizeof name);
@@ -171,6 +172,8 @@ vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
     p->graph = g;
     p->opt = *o;
     p->optim = o->optimizer;
+    p->world = o->world && o->world->size > 1 ? o->world : NULL;
+    p->remote_failed = UINT32_MAX;
     vkt_status st = check_options(p);
     if (st == VKT_OK) {
         char msg[VKT_ERRMSG_SIZE];
@@ -188,8 +191,11 @@ vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
         st = place_contexts(p, o->devices);
     if (st == VKT_OK)
         st = pipe_edges_make(p);
+    if (st == VKT_OK && p->world)
+        st = pipe_world_place(p);
     for (uint32_t i = 0; i < p->n_ctx && st == VKT_OK; i++)
-        st = create_stage(p, &p->st[i]);
+        if (p->st[i].local)
+            st = create_stage(p, &p->st[i]);
     if (st != VKT_OK) {
         err_fail(NULL, st, "%s", p->errmsg);
         vkt_pipeline_destroy(p);
@@ -218,7 +224,9 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
         free(s->send_edge);
         free(s->feed_row);
         free(s->feed_data);
+        pipe_world_free(s);
     }
+    free(p->stage_train);
     pipe_edges_free(p);
     free(p->st);
     graph_split_free(&p->split);
@@ -228,6 +236,22 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
 }
 
 uint32_t pipe_copies(const vkt_pipeline *p) { return p->D; }
+void pipe_set_stop(vkt_pipeline *p, int stop) { p->stop_vote = stop != 0; }
+int pipe_stopped(const vkt_pipeline *p) { return p->stopped; }
+vkt_world *pipe_world(const vkt_pipeline *p) { return p->world; }
+
+int pipe_holds(const vkt_pipeline *p, uint32_t copy, uint32_t stage)
+{
+    return copy < p->D && stage < p->P && p->st[copy * p->P + stage].local;
+}
+
+uint32_t pipe_local_copy(const vkt_pipeline *p, uint32_t stage)
+{
+    for (uint32_t c = 0; c < p->D; c++)
+        if (pipe_holds(p, c, stage))
+            return c;
+    return UINT32_MAX;
+}
 const graph_split *pipe_split(const vkt_pipeline *p) { return &p->split; }
 vkt_model *pipe_model(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->model; }
 vkt_optimizer *pipe_optimizer(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->opt; }
@@ -263,6 +287,9 @@ vkt_status pipe_read_param(vkt_pipeline *p, uint32_t copy, const vkt_tensor *t, 
     if (st != VKT_OK)
         return st;
     pstage *x = ctx_of(p, copy, s);
+    if (!x->local)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "read: copy %u's stage %u runs on rank "
+                         "%u", copy, s, copy * p->P + s);
     st = vkt_model_read(x->model, x->gs->map[id], out, count);
     return st == VKT_OK ? VKT_OK
                         : pipe_fail(p, st, "stage %u: %s", s, vkt_model_errmsg(x->model));
@@ -275,6 +302,8 @@ vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *t, const float *d
     vkt_status st = param_stage(p, t, "write", &s, &id);
     for (uint32_t c = 0; st == VKT_OK && c < p->D; c++) {
         pstage *x = ctx_of(p, c, s);
+        if (!x->local)
+            continue; /* its rank writes it */
         st = vkt_model_write(x->model, x->gs->map[id], data, count);
         if (st != VKT_OK)
             pipe_fail(p, st, "stage %u: %s", s, vkt_model_errmsg(x->model));
@@ -309,6 +338,11 @@ vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
         return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_stage_stats_get: stage %u of "
                          "%u", stage, p->P);
     pstage *s = &p->st[stage];
+    if (!s->local && p->world) /* the rank's own stage: the copy it holds */
+        s = &p->st[p->here];
+    if (s->index != stage)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "vkt_pipeline_stage_stats_get: stage %u "
+                         "runs on rank %u; this rank holds stage %u", stage, stage, s->index);
     vkt_model_stats ms;
     vkt_status st = vkt_model_stats_get(s->model, &ms);
     if (st != VKT_OK)

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "parallel/pipe.h"
+#include "parallel/world.h"
 #include "platform/platform.h"
 
 /* An edge: one value crossing stages, within one copy, in host slots. */
@@ -26,7 +27,19 @@ typedef struct pedge {
     float *grad;          /* [n_to][m][elems] */
     uint8_t *ready;       /* [m]: act[k] written */
     uint32_t *pending;    /* [m]: consumers that have not sent grad[.][k] yet */
+    uint32_t copy;        /* the copy it belongs to */
 } pedge;
+
+/* Across ranks (pipe_world.c), per local stage: the receives posted at the step's start
+ * (values: [n_recv][m]; gradients of sent values: [n_send][GRAPH_MAX_STAGES][m]) and the
+ * sends in flight, each message sent once per step (placeholders after a failure). */
+typedef struct pworld {
+    world_req **rv, **rg;
+    world_req **sends;
+    uint32_t n_sends, cap_sends;
+    uint8_t *sent_v;      /* [n_send][m] */
+    uint8_t *sent_g;      /* [n_recv][m] */
+} pworld;
 
 typedef struct pstage {
     struct vkt_pipeline *p;
@@ -51,6 +64,8 @@ typedef struct pstage {
     vkt_status status;
     char errmsg[VKT_ERRMSG_SIZE];
     plat_thread *thread;
+    int local;             /* this process runs it (always, without a world) */
+    pworld w;              /* across ranks */
 } pstage;
 
 struct vkt_pipeline {
@@ -73,6 +88,17 @@ struct vkt_pipeline {
     uint64_t steps, step;  /* public steps taken; the optimizers' step of this one */
     double step_seconds;
     char errmsg[VKT_ERRMSG_SIZE];
+    /* across ranks (pipe_world.c): NULL alone */
+    vkt_world *world;
+    uint32_t here;         /* the context this rank holds */
+    int stop_vote;         /* the chief's vote, into the tail */
+    int stopped;           /* the last step's tail said stop: nothing updated */
+    double world_loss;     /* the tail's sum of the last stages' losses */
+    uint32_t remote_failed;/* a rank whose tail slot said it failed (UINT32_MAX: none) */
+    int world_broken;      /* a wait on the world failed: no more calls on it */
+    uint64_t *stage_train; /* [P] every stage's trained count (the tail's segments with
+                              copies; learnt in the first step: creation has no collective,
+                              the trainer's layout vote follows it) */
 };
 
 static inline pstage *ctx_of(vkt_pipeline *p, uint32_t copy, uint32_t stage)
@@ -109,5 +135,26 @@ vkt_status pipe_send_grads(pstage *s, uint32_t k);
 /* Before s's backward of micro-batch k: the gradients of what it sent, summed over the
  * consumers in stage order, into its inputs. */
 vkt_status pipe_recv_grads(pstage *s, uint32_t k);
+
+/* ---- across ranks (pipe_world.c): one stage per rank, edges as messages ---- */
+
+/* The placement (R = P x D ranks), the local context; refusals with messages. */
+vkt_status pipe_world_place(vkt_pipeline *p);
+void pipe_world_free(pstage *s);
+/* The step's receives posted (before its first forward). */
+vkt_status pipe_world_begin(pstage *s);
+/* Until the values of micro-batch k / the gradients of what s sent for k arrived. */
+int pipe_world_wait_values(pstage *s, uint32_t k);
+int pipe_world_wait_grads(pstage *s, uint32_t k);
+/* Edge j's value of micro-batch k to its consumers' ranks / the gradient of received
+ * value j to its sender's rank. */
+vkt_status pipe_world_send_value(pstage *s, uint32_t j, uint32_t k);
+vkt_status pipe_world_send_grad(pstage *s, uint32_t j, uint32_t k);
+/* The step's end: after a failure, every message still owed sent (zeros) so no peer
+ * waits for it; every receive and send completed. Then the tail: 1 when every rank
+ * succeeded and nobody voted to stop (then s updates). */
+void pipe_world_end(pstage *s);
+
+int pipe_world_tail(pstage *s);
 
 #endif

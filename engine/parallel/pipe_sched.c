@@ -103,7 +103,9 @@ static vkt_status update(pstage *s)
         return VKT_OK; /* no trainable parameters */
     for (uint64_t i = 0; i < s->n_train; i++) {
         double g = 0;
-        for (uint32_t c = 0; c < p->D; c++)
+        if (p->world) /* the tail summed the copies (pipe_world.c) */
+            g = s->gacc[i];
+        for (uint32_t c = 0; c < p->D && !p->world; c++)
             g += ctx_of(p, c, s->index)->gacc[i];
         s->gtmp[i] = (float)g;
     }
@@ -149,7 +151,7 @@ static void stage_job(void *arg)
         plat_monitor_wait(p->mon);
     plat_monitor_unlock(p->mon);
     uint32_t w = P - 1 - s->index < m ? P - 1 - s->index : m;
-    vkt_status st = VKT_OK;
+    vkt_status st = p->world ? pipe_world_begin(s) : VKT_OK;
     for (uint32_t k = 0; k < w && st == VKT_OK; k++)
         st = forward(s, k);
     for (uint32_t k = w; k < m && st == VKT_OK; k++) {
@@ -161,6 +163,12 @@ static void stage_job(void *arg)
         st = backward(s, k);
     if (st != VKT_OK && s->status == VKT_OK)
         s->status = st; /* stopped by another stage's failure */
+    if (p->world) { /* across ranks: every message of the step, then the tail decides */
+        pipe_world_end(s);
+        if (pipe_world_tail(s))
+            update(s);
+        return;
+    }
     /* Every context updates, or none does (and after arrive every gacc is final). */
     if (arrive(p, s->status != VKT_OK) == 0)
         update(s);
@@ -172,7 +180,7 @@ static vkt_status check_feeds(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n
         return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: feeds is NULL", p->opt.fn);
     for (uint32_t i = 0; i < p->n_ctx; i++) {
         pstage *s = &p->st[i];
-        for (uint32_t j = 0; j < s->gs->n_feed; j++) {
+        for (uint32_t j = 0; s->local && j < s->gs->n_feed; j++) {
             const vkt_tensor *t = graph_node_at(p->graph, s->gs->feed[j]);
             s->feed_data[j] = NULL;
             for (uint32_t f = 0; f < n; f++)
@@ -195,8 +203,13 @@ static void reset_step(vkt_pipeline *p)
     p->go = 0;
     p->arrived = 0;
     p->votes = 0;
+    p->stopped = 0;
+    p->world_loss = 0;
+    p->remote_failed = UINT32_MAX;
     for (uint32_t i = 0; i < p->n_ctx; i++) {
         pstage *s = &p->st[i];
+        if (!s->local)
+            continue;
         memset(s->gacc, 0, s->n_train * sizeof *s->gacc);
         s->loss = 0;
         s->busy = 0;
@@ -223,6 +236,12 @@ static void run_sequential(vkt_pipeline *p)
 
 static void run_threads(vkt_pipeline *p)
 {
+    if (p->world) { /* this rank's one context, on the caller's thread (the one calling MPI) */
+        p->go = 1;
+        p->expected = 1;
+        stage_job(&p->st[p->here]);
+        return;
+    }
     uint32_t started = 0;
     for (; started < p->n_ctx; started++)
         if (plat_thread_start(&p->st[started].thread, stage_job, &p->st[started]) != 0)
@@ -263,8 +282,11 @@ vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_
     for (uint32_t k = 0; k < p->n_ctx; k++)
         if (p->st[k].status != VKT_OK)
             return pipe_fail(p, p->st[k].status, "stage %u failed", p->st[k].index);
-    double loss = 0;
-    for (uint32_t c = 0; c < p->D; c++)
+    if (p->world && p->remote_failed != UINT32_MAX)
+        return pipe_fail(p, VKT_ERROR_REMOTE, "rank %u failed at step %llu (its message is in "
+                         "its output)", p->remote_failed, (unsigned long long)step + 1);
+    double loss = p->world_loss; /* across ranks: the tail's sum */
+    for (uint32_t c = 0; c < p->D && !p->world; c++)
         loss += ctx_of(p, c, p->P - 1)->loss;
     if (out_loss)
         *out_loss = loss;

@@ -255,6 +255,8 @@ vkt_status vkt_trainer_step(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_fe
     t->n_feeds = n_feeds;
     t->stop = 0;
     vkt_status st = trainer_run_all(t, trainer_job_feeds);
+    if (st == VKT_OK && t->exec->sync) /* every rank: the parts others hold, up to date */
+        st = t->exec->sync(t);
     if (st != VKT_OK)
         return st;
     double loss = trainer_mean_loss(t);

@@ -140,6 +140,9 @@ struct vkt_trainer {
     uint64_t avg_host_bytes;    /* gradient bytes the host read to average (stats) */
 
     int balanced;                  /* the split was re-made by measured speed */
+    int vote_in_step;              /* across ranks, the chief's stop travels in the next
+                                      step (stages across ranks), not before it */
+    uint64_t split_hash;           /* stages: where every node runs (the ranks agree on it) */
 
     /* checkpoints (trainer_checkpoint.c) */
     int live;                      /* inside a progress callback of a run: */

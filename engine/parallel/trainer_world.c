@@ -3,7 +3,7 @@
  * initial parameters to every rank. Each is one small collective that every rank reaches
  * whatever happened locally before it, so a rank that failed makes the others fail
  * (VKT_ERROR_REMOTE naming it) instead of leaving them waiting. */
-#include "trainer.h"
+#include "parallel/exec.h" /* the executor's read_flat and write_flat */
 
 #include "core/hash.h"
 
@@ -123,7 +123,8 @@ enum { SIG_PARAMS, SIG_COUNT, SIG_BATCH, SIG_GRAPH, SIG_MODE, SIG_OPTIMIZER, SIG
        SIG_LR, SIG_MOMENTUM, SIG_WEIGHT_DECAY, SIG_CLIP, SIG_BETA1, SIG_BETA2, SIG_EPS,
        SIG_GRAD_SCALE, SIG_SCHEDULE, SIG_STEP_SIZE, SIG_GAMMA, SIG_WARMUP, SIG_TOTAL,
        SIG_MIN_LR, SIG_STALENESS, SIG_BUCKET, SIG_SCALE_LR, SIG_SCALE_WARMUP, SIG_CHECK,
-       SIG_GUARD, SIG_PRECISION, SIG_LOSS_SCALE, SIG_SCALE_INTERVAL, SIG_SKIPS, SIG_N };
+       SIG_GUARD, SIG_PRECISION, SIG_LOSS_SCALE, SIG_SCALE_INTERVAL, SIG_SKIPS, SIG_STAGES,
+       SIG_MICRO, SIG_SPLIT, SIG_N };
 enum { SHOW_HASH, SHOW_NUMBER, SHOW_FLOAT, SHOW_OPTIMIZER, SHOW_SCHEDULE };
 static const struct {
     const char *name;
@@ -164,6 +165,9 @@ static const struct {
     [SIG_SCALE_INTERVAL] = {"the loss scale's growth interval (loss_scale_interval)",
                             SHOW_NUMBER},
     [SIG_SKIPS] = {"the non-finite steps skipped in a row (--skip-nonfinite)", SHOW_NUMBER},
+    [SIG_STAGES] = {"the pipeline stages (--pipeline)", SHOW_NUMBER},
+    [SIG_MICRO] = {"the micro-batches (--micro-batches)", SHOW_NUMBER},
+    [SIG_SPLIT] = {"the split of the model into stages (--split)", SHOW_HASH},
 };
 
 static uint64_t float_bits(float f)
@@ -210,6 +214,9 @@ static void signature(const vkt_trainer *t, uint64_t *sig)
     sig[SIG_LOSS_SCALE] = float_bits(t->opt.loss_scale);
     sig[SIG_SCALE_INTERVAL] = t->opt.loss_scale_interval;
     sig[SIG_SKIPS] = t->opt.nonfinite_skips;
+    sig[SIG_STAGES] = t->opt.stages;
+    sig[SIG_MICRO] = t->opt.micro_batches;
+    sig[SIG_SPLIT] = t->split_hash; /* 0 without stages */
 }
 
 /* The first fact on which the ranks differ, or -1. */
@@ -247,24 +254,22 @@ static vkt_status refuse_difference(vkt_trainer *t, const char *what, uint64_t l
                         "every rank with the same command and data", what, values);
 }
 
-/* The chief's parameters (and states) into every replica of every rank. */
+/* The chief's parameters (and states) into every replica (or stage) of every rank, in
+ * one unpipelined model's layout (the executor's read_flat and write_flat). */
 static vkt_status broadcast_params(vkt_trainer *t)
 {
     float *p = malloc((t->param_count ? t->param_count : 1) * sizeof *p);
     if (!p)
         return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    vkt_status st = vkt_model_read_params(t->rep[0].model, p, t->param_count);
-    if (st != VKT_OK)
-        st = trainer_from_model(t, t->rep[0].model, st);
+    vkt_status st = t->exec->read_flat(t, 0, p, t->param_count);
     /* a local failure here cannot be voted on (the collective below is under way on the
      * others): the deadline ends it */
     if (st == VKT_OK &&
         (st = world_bcast(t->world, p, t->param_count * sizeof *p, "the initial parameters")) !=
             VKT_OK)
         trainer_fail(t, st, "%s", vkt_world_errmsg(t->world));
-    for (uint32_t i = 0; st == VKT_OK && i < t->n_rep; i++)
-        if ((st = vkt_model_write_params(t->rep[i].model, p, t->param_count)) != VKT_OK)
-            trainer_from_model(t, t->rep[i].model, st);
+    if (st == VKT_OK)
+        st = t->exec->write_flat(t, p, t->param_count);
     free(p);
     return st;
 }

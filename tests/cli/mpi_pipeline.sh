@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# vkt train --pipeline across processes (docs/distributed.md, "Pipeline stages across
+# ranks"): a stage per rank, activations and gradients as MPI messages.
+#  - `mpirun -np 2 vkt train --pipeline 2 --steps 40` prints the result line of
+#    `vkt train --pipeline 2 --steps 40` in one process (accuracy and test loss to 4
+#    digits); 4 ranks (2 copies of 2 stages) equal `--pipeline 2 --replicas 2`;
+#  - a checkpoint saved by 2 ranks at step 20 is byte-identical to the one process's,
+#    and resumes to 40 in 2 ranks, in one process with --pipeline 2 and in one plain
+#    process, each with the uninterrupted run's test loss to 4 digits;
+#  - `-np 3 --pipeline 2` is refused on creation, the message naming both numbers;
+#  - rank 1 killed (SIGKILL) mid-run: the job ends within 10 s, nothing is left; rank 1
+#    stopped (SIGSTOP): the chief's receive gives up after --comm-timeout 3 and the job
+#    ends with status 3 naming rank 1.
+# --split params everywhere: the default split measures the stages' time, which differs
+# from run to run (the ranks agree on theirs: a split that differs is refused).
+# Usage: mpi_pipeline.sh BIN_DIR  (ctest gives it the environment; VKT_MPIEXEC names the
+# launcher, default mpirun)
+set -u
+name=mpi_pipeline
+bin=$1/vkt
+root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/tests/mpi/common.sh"
+common=(--pipeline 2 --split params --schedule constant)
+
+# 1. Two ranks, one stage each, against the pipeline in one process.
+out=$(mpi 240 -np 2 --tag-output "$bin" train "${common[@]}" --steps 40 2>&1); rc=$?
+check "mpirun -np 2 vkt train --pipeline 2: exit 0" "[[ $rc -eq 0 ]]" "$out"
+ref=$(timeout -k 5 240 "$bin" train "${common[@]}" --steps 40 2>&1); rc=$?
+check "vkt train --pipeline 2 in one process: exit 0" "[[ $rc -eq 0 ]]" "$ref"
+echo "measured: 2 ranks: test_loss $(val test_loss "$out"), $(val samples_per_s "$out") samples/s;" \
+     "one process: test_loss $(val test_loss "$ref"), $(val samples_per_s "$ref") samples/s"
+for k in test_loss test_accuracy; do
+    check "$k: 2 ranks $(val $k "$out") = one process $(val $k "$ref")" \
+          "[[ -n '$(val $k "$out")' && '$(val $k "$out")' == '$(val $k "$ref")' ]]"
+done
+check "the result line says stages=2 ranks=2, from rank 0 only" \
+      "[[ \$(grep -c 'result: ' <<<\"\$out\") -eq 1 ]] && grep -Eq '^\\[[0-9]+,0\\]<stdout>: ?result: .* stages=2 micro_batches=4 ranks=2\$' <<<\"\$out\"" "$out"
+l_m=$(grep -o 'step 40/40  loss [0-9.]*' <<<"$out") l_r=$(grep -o 'step 40/40  loss [0-9.]*' <<<"$ref")
+check "the last step's loss: '$l_m' = '$l_r'" "[[ -n '$l_m' && '$l_m' == '$l_r' ]]"
+
+# 4 ranks: 2 copies of 2 stages (the copies' gradients summed in the step's tail).
+out=$(mpi 240 -np 4 "$bin" train "${common[@]}" --steps 20 --quiet 2>&1); rc=$?
+ref=$(timeout -k 5 240 "$bin" train "${common[@]}" --replicas 2 --steps 20 --quiet 2>&1)
+check "4 ranks (2 copies x 2 stages): exit 0, replicas=2 ranks=4" \
+      "[[ $rc -eq 0 ]] && grep -Eq '^result: .* replicas=2 mode=sync stages=2 micro_batches=4 ranks=4\$' <<<\"\$out\"" "$out"
+check "4 ranks' test loss $(val test_loss "$out") = --replicas 2's $(val test_loss "$ref")" \
+      "[[ -n '$(val test_loss "$out")' && '$(val test_loss "$out")' == '$(val test_loss "$ref")' ]]"
+
+# 2. Checkpoints: saved by 2 ranks at the end of a run, resumed anywhere.
+A=$tmp/a B=$tmp/b
+out=$(mpi 240 -np 2 "$bin" train "${common[@]}" --steps 20 --quiet --checkpoint-dir "$A" 2>&1); rc=$?
+check "2 ranks save ckpt-20.vkt" "[[ $rc -eq 0 && -f $A/ckpt-20.vkt ]]" "$out"
+timeout -k 5 240 "$bin" train "${common[@]}" --steps 20 --quiet --checkpoint-dir "$B" >/dev/null 2>&1
+check "the same bytes as one process's checkpoint" "cmp -s '$A/ckpt-20.vkt' '$B/ckpt-20.vkt'"
+cp -r "$A" "$tmp/c"; cp -r "$A" "$tmp/d"
+full=$(timeout -k 5 240 "$bin" train "${common[@]}" --steps 40 --quiet 2>&1)
+want=$(val test_loss "$full")
+out=$(mpi 240 -np 2 "$bin" train "${common[@]}" --steps 40 --checkpoint-dir "$A" 2>&1); rc=$?
+check "2 ranks resume from step 20: exit 0, test loss $(val test_loss "$out") = uninterrupted $want" \
+      "[[ $rc -eq 0 && -n '$want' && '$(val test_loss "$out")' == '$want' ]] && grep -q '^resumed from step 20\$' <<<\"\$out\"" "$out"
+out=$(timeout -k 5 240 "$bin" train "${common[@]}" --steps 40 --checkpoint-dir "$tmp/c" 2>&1)
+check "one process --pipeline 2 resumes it: test loss $(val test_loss "$out") = $want" \
+      "[[ '$(val test_loss "$out")' == '$want' ]] && grep -q '^resumed from step 20\$' <<<\"\$out\"" "$out"
+out=$(timeout -k 5 240 "$bin" train --schedule constant --steps 40 --checkpoint-dir "$tmp/d" 2>&1)
+check "one plain process resumes it: test loss $(val test_loss "$out") = $want" \
+      "[[ '$(val test_loss "$out")' == '$want' ]] && grep -q '^resumed from step 20\$' <<<\"\$out\"" "$out"
+
+# 3. Ranks that are not a multiple of the stages.
+out=$(mpi 120 -np 3 "$bin" train "${common[@]}" --steps 4 2>&1); rc=$?
+check "-np 3 --pipeline 2: refused ($rc), naming 3 ranks and 2 stages" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]] && grep -q 'VKT_ERROR_INVALID_ARGUMENT: vkt_trainer_create: 3 ranks do not split into pipelines of 2 stages' <<<\"\$out\"" "$out"
+check "no process left" gone
+
+# 4. A rank killed, a rank stopped. The job's progress lines (every 2 s off a terminal)
+# say it is training; its checkpoint folder marks its processes.
+C=$tmp/k
+mpi 300 -np 2 "$bin" train "${common[@]}" --steps 100000 --checkpoint-dir "$C" >"$tmp/k.out" 2>&1 &
+job=$!
+for ((i = 0; i < 600; i++)); do grep -q '^step ' "$tmp/k.out" && break; sleep 0.1; done
+victim=$(rank_pid 1 "$C")
+check "the job trains and rank 1 is found (pid ${victim:-none})" "[[ -n '$victim' ]]" "$(cat "$tmp/k.out")"
+t0=$(now)
+[[ -n $victim ]] && kill -KILL "$victim"
+wait "$job"; rc=$?
+t=$(since "$t0")
+check "rank 1 killed: mpirun exits $rc != 0 within 10 s ($t s)" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 10" "$(cat "$tmp/k.out")"
+check "no process left" gone
+
+C=$tmp/s
+mpi 300 -np 2 "$bin" train "${common[@]}" --steps 100000 --checkpoint-dir "$C" --comm-timeout 3 \
+    >"$tmp/s.out" 2>&1 &
+job=$!
+for ((i = 0; i < 600; i++)); do grep -q '^step ' "$tmp/s.out" && break; sleep 0.1; done
+victim=$(rank_pid 1 "$C")
+check "the job trains and rank 1 is found (pid ${victim:-none})" "[[ -n '$victim' ]]" "$(cat "$tmp/s.out")"
+t0=$(now)
+[[ -n $victim ]] && kill -STOP "$victim"
+wait "$job"; rc=$?
+t=$(since "$t0")
+out=$(cat "$tmp/s.out")
+check "rank 1 stopped: exit status 3 within 3 + 10 s ($rc, $t s)" "[[ $rc -eq 3 ]] && le $t 13" "$out"
+check "the chief reports the timeout, naming rank 1" \
+      "grep -qE 'vkt: rank 0: training failed at step [0-9]+: VKT_ERROR_TIMEOUT: .*did not complete in 3 s: rank\\(s\\) 1 (have not arrived|stopped answering)' <<<\"\$out\"" "$out"
+check "every process gone" gone
+finish
