@@ -66,6 +66,7 @@ typedef struct par_run {
     uint32_t avg_threads;                    /* sync: host threads summing */
     int stage_cached;                        /* the staging's memory is host-cached */
     int shared;                              /* VKT_SHARE_DEVICE=1: one VkDevice */
+    int import;                              /* VKT_HOST_IMPORT=1: staging imported */
     const char *reducer;                     /* who averaged (vkt_trainer_stats) */
     double host_mb;                          /* gradient MB the host read per step */
 } par_run;
@@ -163,9 +164,15 @@ static int run_one(vkt_instance *inst, const cli_model *m, const vkt_dataset *tr
     char keep[16] = "";
     if (env)
         snprintf(keep, sizeof keep, "%s", env);
+    const char *ienv = plat_getenv("VKT_HOST_IMPORT");
+    char ikeep[16] = "";
+    if (ienv)
+        snprintf(ikeep, sizeof ikeep, "%s", ienv);
     plat_setenv("VKT_SHARE_DEVICE", r->shared ? "1" : "0");
+    plat_setenv("VKT_HOST_IMPORT", r->import ? "1" : "0");
     vkt_status st = vkt_trainer_create(inst, m->graph, m->loss, &to, &tr);
     plat_setenv("VKT_SHARE_DEVICE", env ? keep : NULL);
+    plat_setenv("VKT_HOST_IMPORT", ienv ? ikeep : NULL);
     if (st != VKT_OK)
         return cli_fail("bench parallel: cannot create the trainer", st, vkt_last_error());
     const uint64_t seed = 1;
@@ -371,7 +378,7 @@ static void print_wait_table(const par_run *runs, uint32_t count, uint32_t batch
 static void print_shared(const par_run *runs, uint32_t count, uint32_t batch, double base)
 {
     printf("\n4. sync replicas sharing one VkDevice (VKT_SHARE_DEVICE=1) or a VkDevice each\n");
-    printf("%-12s %8s %8s %10s %9s %7s %10s %9s %14s %12s\n", "VkDevice", "replicas",
+    printf("%-12s %8s %11s %10s %9s %7s %10s %9s %14s %12s\n", "VkDevice", "replicas",
            "reducer", "samples/s", "ms/step", "vs 1", "busy ms", "exposed", "S/F/T",
            "host MB read");
     for (uint32_t k = 0; k < count; k++) {
@@ -380,23 +387,27 @@ static void print_shared(const par_run *runs, uint32_t count, uint32_t batch, do
         char trips[48];
         snprintf(trips, sizeof trips, "%.2f/%.2f/%.2f", r->submits, r->fence_waits,
                  r->transfers);
-        printf("%-12s %8u %8s %10.0f %9.2f %6.2fx %10.2f %9.3f %14s %12.3f\n",
+        printf("%-12s %8u %11s %10.0f %9.2f %6.2fx %10.2f %9.3f %14s %12.3f\n",
                r->shared ? "shared" : "one each", r->n, r->reducer ? r->reducer : "-", sps,
                per_step_ms(r->seconds, r->steps), base > 0 ? sps / base : 0,
                mean_of(r->busy, r->rep_steps, 0, r->n), 1e3 * r->exposed_s, trips, r->host_mb);
     }
-    printf("(reducer: who averages, the host's threads or a kernel on the shared device "
-           "ordered by timelines;\n host MB read: gradient bytes the host read per step to "
+    printf("(reducer: who averages, the host's threads (host-import: the staging in one host "
+           "allocation every device\n imported, VKT_HOST_IMPORT=1) or a kernel on the shared "
+           "device ordered by timelines;\n host MB read: gradient bytes the host read per step to "
            "average them; on lavapipe one queue serves\n every replica sharing the device, so "
            "they take turns: no concurrency, the path is what is measured)\n");
 }
 
 /* The configurations, in the order each round runs them: 0-5 throughput, 6-9 the rest
- * of the waiting table, 10-11 sync replicas sharing one VkDevice. */
-#define N_CONF 12
+ * of the waiting table, 10-11 sync replicas sharing one VkDevice, 12 two on a VkDevice
+ * each with their staging imported. */
+#define N_CONF 13
 static par_run conf_of(int k, uint32_t staleness, char *bounded_label)
 {
     static const uint32_t ns[3] = {1, 2, 4};
+    if (k == 12)
+        return (par_run){.label = "sync", .mode = VKT_PARALLEL_SYNC, .n = 2, .import = 1};
     if (k >= 10)
         return (par_run){.label = "sync", .mode = VKT_PARALLEL_SYNC, .n = k == 10 ? 2 : 4,
                          .shared = 1};
@@ -535,8 +546,8 @@ static int bench(const bench_args *a, vkt_instance *inst)
     /* the waiting table: not slowed (throughput rows), slowed, for each kind */
     par_run wt[6] = {best[2], best[6], best[5], best[7], best[8], best[9]};
     print_wait_table(wt, 6, a->batch, a);
-    par_run sh[4] = {best[1], best[10], best[2], best[11]};
-    print_shared(sh, 4, a->batch, samples_per_s(&best[0], a->batch));
+    par_run sh[5] = {best[1], best[12], best[10], best[2], best[11]};
+    print_shared(sh, 5, a->batch, samples_per_s(&best[0], a->batch));
     printf("result: sync4_samples_per_s=%.1f async4_samples_per_s=%.1f avg_gbps=%.2f "
            "memcpy_gbps=%.2f avg2_vs_memcpy=%.3f avg4_vs_memcpy=%.3f "
            "sync2_fence_waits_per_step=%.2f sync2_exposed_ms=%.3f\n",

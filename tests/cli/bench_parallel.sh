@@ -43,9 +43,10 @@ check "the averaging table says the stages are host-cached (lavapipe's only memo
 check "the averaging's ratios to memcpy, with the threads that summed (1 to 8)" \
   "grep -Eq '^sync averaging vs a memcpy of the same bytes: ${num}x with 2 replicas, ${num}x with 4' <<<\"\$out\" &&
    [[ \$(grep -Ec '^sync averaging, [24] replicas \\(([1-8]) threads\\)' <<<\"\$out\") -eq 2 ]]"
-check "shared VkDevice table: 2 and 4 sync replicas averaged by the host (one VkDevice each, gradient bytes read) and on the device (shared: none read), 1 submit and 1 wait per replica and step on each" \
+check "shared VkDevice table: 2 and 4 sync replicas averaged by the host (one VkDevice each, gradient bytes read) and on the device (shared: none read), 2 with their staging imported (host-import), 1 submit and 1 wait per replica and step on each" \
   "[[ \$(grep -Ec '^one each +[24] +host +[0-9]+ +$num +${num}x +$num +$num +1\\.00/1\\.00/0\\.00 +0*[1-9][0-9]*\\.[0-9]+\$' <<<\"\$out\") -eq 2 ]] &&
-   [[ \$(grep -Ec '^shared +[24] +device +[0-9]+ +$num +${num}x +$num +$num +1\\.00/1\\.00/0\\.00 +0\\.000\$' <<<\"\$out\") -eq 2 ]]"
+   [[ \$(grep -Ec '^shared +[24] +device +[0-9]+ +$num +${num}x +$num +$num +1\\.00/1\\.00/0\\.00 +0\\.000\$' <<<\"\$out\") -eq 2 ]] &&
+   grep -Eq '^one each +2 +host-import +[0-9]+ +$num +${num}x +$num +$num +1\\.00/1\\.00/0\\.00 +0*[1-9][0-9]*\\.[0-9]+\$' <<<\"\$out\""
 
 out=$(LP_NUM_THREADS=1 "$bin" bench parallel --batch 16 --steps 2 --warmup 0 --slow-ms 1 --rounds 1 2>&1); rc=$?
 check "--batch 16: rows per replica 16, 8 and 4, the model line names the batch" \
