@@ -135,7 +135,7 @@ static vkt_status record_next_submission(vkt_trainer *t, replica *r)
     vkt_status st = r->apply ? vkt_stream_reset(r->apply)
                              : vkt_stream_create(r->ctx, NULL, &r->apply);
     if (st == VKT_OK)
-        st = vkt_stream_copy(r->apply, r->stage, 0, g.buffer, 0, n * 4);
+        st = vkt_stream_copy(r->apply, r->avg_in ? r->avg_in : r->stage, 0, g.buffer, 0, n * 4);
     if (st == VKT_OK)
         st = vkt_optimizer_record(r->opt, r->apply, p, g);
     if (st == VKT_OK)

@@ -77,8 +77,9 @@ struct reducer {
 extern const reduce_ops reduce_host_ops;
 /* The host reducer with its replicas' stages in one host allocation imported into every
  * replica's device (VK_EXT_external_memory_host, VKT_HOST_IMPORT=1): each device writes its
- * gradient copy-outs straight into the memory the threads sum; the same sum, the same
- * bits. host_create picks it where every context can import. */
+ * gradient copy-outs straight into the memory the threads sum, and the sum is written
+ * once, into a last region every device imported too (replica.avg_in), which each update
+ * reads; the same sum, the same bits. host_create picks it where every context imports. */
 extern const reduce_ops reduce_host_import_ops;
 extern const reduce_ops reduce_world_ops;
 extern const reduce_ops reduce_device_ops;

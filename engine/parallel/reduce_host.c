@@ -42,8 +42,9 @@ struct host_reducer {
     bucket_job *job;
     uint32_t n_buckets, cap_buckets;
     int laid_out;
-    /* the import variant: one host allocation, a region of `region` bytes per replica */
-    char *host;
+    /* the import variant: one host allocation, a region of `region` bytes per replica
+     * (its gradient copy-outs) and the last, avg, for the average they all read */
+    char *host, *avg;
     uint64_t region;
     struct {
         uint32_t bucket;       /* recording: the bucket being filled, and its floats */
@@ -187,7 +188,11 @@ static void reduce_chunk(void *user, uint64_t c0, uint64_t c1)
         stage[q] = t->rep[q].stage_host + c0;
         w[q] = t->rep[q].weight;
     }
-    reduce_sum(stage, t->n_rep, (const float *const *)stage, w, t->n_rep, c1 - c0);
+    /* the import variant: written once, into the region every replica's update reads */
+    float *avg = t->rd && t->rd->ops == &reduce_host_import_ops
+                     ? (float *)((host_reducer *)t->rd)->avg + c0 : NULL;
+    reduce_sum(avg ? &avg : stage, avg ? 1 : t->n_rep, (const float *const *)stage, w,
+               t->n_rep, c1 - c0);
 }
 
 /* Elements [c0, c1) of bucket b (in the packed order): the stage ranges they cover, each
@@ -372,12 +377,17 @@ static vkt_status import_stage(reducer *rd, replica *r, uint64_t bytes)
         for (uint32_t q = 0; q < t->n_rep; q++)
             a = t->rep[q].ctx->host_import > a ? t->rep[q].ctx->host_import : a;
         h->region = (bytes + a - 1) / a * a;
-        if (!(h->host = plat_aligned_alloc(a, h->region * t->n_rep)))
+        uint64_t total = h->region * (t->n_rep + 1);
+        if (!(h->host = plat_aligned_alloc(a, total)))
             return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory (%llu bytes "
-                                "of staging)", (unsigned long long)(h->region * t->n_rep));
+                                "of staging)", (unsigned long long)total);
+        h->avg = h->host + h->region * t->n_rep;
+        memset(h->avg, 0, h->region); /* alignment gaps: never summed, copied in as zeros */
     }
     vkt_status st = gpu_buffer_import_host(r->ctx, h->host + h->region * r->index, h->region,
                                            &r->stage);
+    if (st == VKT_OK)
+        st = gpu_buffer_import_host(r->ctx, h->avg, h->region, &r->avg_in);
     return st == VKT_OK ? st : trainer_fail(t, st, "replica %u: %s", r->index,
                                             vkt_context_errmsg(r->ctx));
 }

@@ -72,6 +72,8 @@ typedef struct replica {
     vkt_buffer *upload;         /* async: host-visible, what the replica pulled (exchange.h) */
     vkt_stream *pull;           /*   upload -> parameters, ahead of the next step */
     int pull_pending;           /*   upload holds a pull its parameters have not taken */
+    vkt_buffer *avg_in;         /* the host reducer's import variant: where the average is
+                                   (every replica's import of one region); NULL: stage */
     gpu_sync apply_wait;        /* the device reducer: what the pending update waits for
                                    on the device (its average); t NULL: nothing */
     eval_model eval[TRAINER_MAX_EVAL];
