@@ -148,6 +148,7 @@ static int exec_pipe_step(replica *r, uint64_t step)
     pipe_exec *pe = pipe_exec_of(r->t);
     double t0 = plat_now(), loss = 0;
     int stopped = 0;
+    pe->gen++; /* the parameters change */
     if (r->status == VKT_OK) {
         /* across ranks the chief's stop travels in this step's tail */
         pipe_set_stop(pe->engine, r->t->stop && trainer_is_chief(r->t));

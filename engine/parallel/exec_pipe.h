@@ -28,6 +28,14 @@ typedef struct pipe_exec {
     void *opt_host;            /* across ranks: the optimizer blob (one unpipelined model's)
                                   as of the last sync, for the stages of other ranks */
     uint64_t opt_host_bytes;
+    uint64_t gen;              /* bumped whenever the parameters may change (a step, a write,
+                                  a sync): across ranks an evaluation model loaded at this
+                                  generation is not loaded again (sampling text calls it per
+                                  character) */
+    struct {
+        vkt_model *m;
+        uint64_t gen;
+    } loaded[TRAINER_MAX_EVAL];
 } pipe_exec;
 
 static inline pipe_exec *pipe_exec_of(const vkt_trainer *t) { return (pipe_exec *)t->ex; }
@@ -63,5 +71,10 @@ void pipe_exec_eval_free(vkt_trainer *t);
  * copies (pe->host, pe->opt_host), so the chief reads, evaluates and saves the whole
  * model as one process would. */
 vkt_status pipe_exec_sync(vkt_trainer *t);
+/* vkt_trainer_predict across ranks: the whole graph on this rank's context with the host
+ * copies' parameters, in chunks of the training batch's rows (not the facade's 500: a
+ * text sampler predicts one row at a time, and attention's arrays grow with the rows). */
+vkt_status pipe_world_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
+                              uint32_t rows, const vkt_tensor *output, float *out);
 
 #endif

@@ -159,8 +159,8 @@ vkt_status pipe_exec_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_f
 {
     vkt_status st = VKT_OK;
     if (pipe_world(pipe_exec_of(t)->engine)) { /* across ranks the stages are not all here: */
-        *handled = 0;                           /* the whole graph, on the synced copies */
-        return VKT_OK;
+        *handled = 1;                           /* the whole graph, on the synced copies */
+        return pipe_world_predict(t, feeds, n_feeds, rows, output, out);
     }
     pipe_eval *e = chain(t, output, &st);
     *handled = e != NULL || st != VKT_OK;

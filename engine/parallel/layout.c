@@ -116,6 +116,7 @@ vkt_status pipe_layout_write(vkt_trainer *t, const float *flat, uint64_t count)
         return st;
     if (flat != pe->host)
         memcpy(pe->host, flat, t->param_count * sizeof *flat);
+    pe->gen++;
     for (uint32_t i = 0; i < pe->nodes; i++) {
         graph_node_info p;
         if (pe->off[i] == UINT64_MAX || held_by(t, i) == UINT32_MAX)
@@ -157,9 +158,18 @@ vkt_status pipe_layout_read_param(vkt_trainer *t, const vkt_tensor *param, float
 vkt_status pipe_layout_load_eval(vkt_trainer *t, vkt_model *m)
 {
     pipe_exec *pe = pipe_exec_of(t);
+    uint32_t k = 0, world = pipe_world(pe->engine) != NULL;
+    while (world && k < TRAINER_MAX_EVAL && pe->loaded[k].m && pe->loaded[k].m != m)
+        k++; /* its slot (the trainer keeps its evaluation models until destroyed) */
+    if (world && k < TRAINER_MAX_EVAL && pe->loaded[k].m == m && pe->loaded[k].gen == pe->gen)
+        return VKT_OK; /* loaded since the parameters last changed */
     vkt_status st = pipe_layout_read(t, 0, pe->host, t->param_count);
     if (st == VKT_OK && (st = vkt_model_write_params(m, pe->host, t->param_count)) != VKT_OK)
         trainer_fail(t, st, "evaluation model: %s", vkt_model_errmsg(m));
+    if (st == VKT_OK && world && k < TRAINER_MAX_EVAL) {
+        pe->loaded[k].m = m;
+        pe->loaded[k].gen = pe->gen;
+    }
     return st;
 }
 

@@ -3,7 +3,8 @@
 # ranks"): a stage per rank, activations and gradients as MPI messages.
 #  - `mpirun -np 2 vkt train --pipeline 2 --steps 40` prints the result line of
 #    `vkt train --pipeline 2 --steps 40` in one process (accuracy and test loss to 4
-#    digits); 4 ranks (2 copies of 2 stages) equal `--pipeline 2 --replicas 2`;
+#    digits); 4 ranks (2 copies of 2 stages) equal `--pipeline 2 --replicas 2`; the char
+#    LM's validation and training losses equal one process's;
 #  - a checkpoint saved by 2 ranks at step 20 is byte-identical to the one process's,
 #    and resumes to 40 in 2 ranks, in one process with --pipeline 2 and in one plain
 #    process, each with the uninterrupted run's test loss to 4 digits;
@@ -45,6 +46,15 @@ check "4 ranks (2 copies x 2 stages): exit 0, replicas=2 ranks=4" \
       "[[ $rc -eq 0 ]] && grep -Eq '^result: .* replicas=2 mode=sync stages=2 micro_batches=4 ranks=4\$' <<<\"\$out\"" "$out"
 check "4 ranks' test loss $(val test_loss "$out") = --replicas 2's $(val test_loss "$ref")" \
       "[[ -n '$(val test_loss "$out")' && '$(val test_loss "$out")' == '$(val test_loss "$ref")' ]]"
+
+# The char LM (vkt_trainer_step per step, its evaluation and sampling through the
+# chief's whole graph at the batch's rows): its losses equal one process's.
+out=$(mpi 240 -np 2 "$bin" train --model charlm --layers 2 --steps 10 "${common[@]}" 2>&1); rc=$?
+ref=$(timeout -k 5 240 "$bin" train --model charlm --layers 2 --steps 10 "${common[@]}" 2>&1)
+for k in val_loss train_loss; do
+    check "charlm $k: 2 ranks $(val $k "$out") = one process $(val $k "$ref")" \
+          "[[ $rc -eq 0 && -n '$(val $k "$out")' && '$(val $k "$out")' == '$(val $k "$ref")' ]]" "$out"
+done
 
 # 2. Checkpoints: saved by 2 ranks at the end of a run, resumed anywhere.
 A=$tmp/a B=$tmp/b
