@@ -17,7 +17,11 @@
  *    every rank;
  *  - 2 ranks x 2 replicas: sync steps and an async fit with bound 0;
  *  - the transport itself: every collective, two allreduces in flight completed out of
- *    order, a ring of messages, a message too large, a late rank named by a timeout. */
+ *    order, a ring of messages, a message too large, receives posted ahead, a late rank
+ *    named by a timeout;
+ *  - pipeline stages across 2 ranks (pipe_world.c: a stage per rank, edges as messages):
+ *    both ranks bitwise equal, and equal bit for bit to the 2-stage pipeline in one
+ *    process. */
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -59,6 +63,7 @@ struct job {
     uint32_t ranks, replicas;
     uint32_t bucket_bytes, staleness;
     int overlap;
+    uint32_t stages;         /* pipeline stages (0: none), 2 micro-batches */
     vkt_world *worlds[MAX_RANKS];
     rank_out out[MAX_RANKS];
 };
@@ -90,7 +95,7 @@ static void expect(rank_out *o, int cond, const char *fmt, ...)
     va_end(ap);
 }
 
-static vkt_status make_net(net *n)
+static vkt_status make_net(net *n, uint32_t stages)
 {
     vkt_graph_options go = {.seed = 77};
     *n = (net){0};
@@ -108,6 +113,9 @@ static vkt_status make_net(net *n)
     vkt_tensor *logits = vkt_linear(n->g, h, vkt_param(n->g, "w2", &w2, &gl),
                                     vkt_param(n->g, "b2", &b2, &small));
     n->loss = vkt_softmax_cross_entropy(n->g, logits, n->y);
+    vkt_split_options so = {.stages = stages, .cost = VKT_SPLIT_COST_PARAMS};
+    if (stages && vkt_graph_status(n->g) == VKT_OK) /* the same split on every rank */
+        return vkt_graph_split(n->g, n->loss, &so, NULL);
     return vkt_graph_status(n->g);
 }
 
@@ -116,10 +124,13 @@ static vkt_trainer *make_trainer(const job *j, net *n, vkt_world *w, vkt_paralle
 {
     static const uint32_t dev[4] = {0, 0, 0, 0};
     vkt_trainer_options opt = {.batch = BATCH, .devices = dev,
-                               .device_count = w ? j->replicas : 1, .world = w, .mode = mode,
+                               .device_count = j->stages ? (w ? 1 : j->stages)
+                                                         : w ? j->replicas : 1,
+                               .world = w, .mode = mode,
                                .bounded_staleness = bounded, .staleness = j->staleness,
-                               .check_identical = w && mode == VKT_PARALLEL_SYNC,
-                               .bucket_bytes = j->bucket_bytes, .overlap = j->overlap};
+                               .check_identical = w && mode == VKT_PARALLEL_SYNC && !j->stages,
+                               .bucket_bytes = j->bucket_bytes, .overlap = j->overlap,
+                               .stages = j->stages, .micro_batches = j->stages ? 2 : 0};
     opt.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.2f};
     vkt_trainer *t = NULL;
     vkt_status st = vkt_trainer_create(th_instance, n->g, n->loss, &opt, &t);
@@ -142,7 +153,7 @@ static void read_params(vkt_trainer *t, float **out, rank_out *o)
 static void rank_steps(job *j, vkt_world *w, rank_out *o)
 {
     net n;
-    vkt_status st = make_net(&n);
+    vkt_status st = make_net(&n, j->stages);
     note(o, st, "graph", vkt_last_error());
     vkt_trainer *t = st == VKT_OK ? make_trainer(j, &n, w, VKT_PARALLEL_SYNC, 0, o) : NULL;
     for (int s = 0; t && s < STEPS && o->st == VKT_OK; s++) {
@@ -188,7 +199,7 @@ static void fit_once(job *j, vkt_world *w, const vkt_dataset *d, vkt_parallel_mo
                      int bounded, int cb, float **params, rank_out *o)
 {
     net n;
-    vkt_status st = make_net(&n);
+    vkt_status st = make_net(&n, j->stages);
     note(o, st, "graph", vkt_last_error());
     vkt_trainer *t = st == VKT_OK ? make_trainer(j, &n, w, mode, bounded, o) : NULL;
     if (t && o->st == VKT_OK) {
@@ -249,7 +260,7 @@ static void rank_async_stop(job *j, uint32_t rank, rank_out *o)
 static void rank_sync_failure(job *j, uint32_t rank, rank_out *o)
 {
     net n;
-    vkt_status st = make_net(&n);
+    vkt_status st = make_net(&n, j->stages);
     note(o, st, "graph", vkt_last_error());
     vkt_trainer *t = st == VKT_OK ? make_trainer(j, &n, j->worlds[rank], VKT_PARALLEL_SYNC, 0,
                                                  o) : NULL;
@@ -472,6 +483,23 @@ static void test_sync_steps(uint32_t ranks, uint32_t replicas, uint32_t bucket_b
     job_free(&j);
 }
 
+/* A stage per rank against the same pipeline in one process, bit for bit. */
+static void test_pipeline_ranks(void)
+{
+    job j = {.ranks = 2, .replicas = 1, .stages = 2};
+    if (run_ranks(&j, rank_sync_steps, "pipeline stages across ranks")) {
+        TH_CHECK(all_equal(&j, 0), "pipeline: both ranks bitwise equal after %d steps", STEPS);
+        job one = {.replicas = 1, .stages = 2};
+        rank_steps(&one, NULL, &one.out[0]);
+        TH_CHECK(one.out[0].st == VKT_OK && one.out[0].np == j.out[0].np &&
+                     memcmp(one.out[0].params, j.out[0].params, j.out[0].np * 4) == 0,
+                 "pipeline: the ranks' parameters equal one process's bit for bit (%s)",
+                 one.out[0].msg);
+        free(one.out[0].params);
+    }
+    job_free(&j);
+}
+
 static void test_sync_async(uint32_t ranks, uint32_t replicas)
 {
     job j = {.ranks = ranks, .replicas = replicas};
@@ -583,5 +611,6 @@ int main(void)
     test_async_stop(3, 1);
     test_sync_steps(2, 2, 0, 0);
     test_sync_async(2, 2);
+    test_pipeline_ranks();
     return th_finish();
 }
