@@ -421,6 +421,11 @@ static int run(const train_args *a, vkt_instance *inst)
     if (p.step0 >= total && vkt_world_is_chief(a->world)) /* then evaluates and reports */
         printf("nothing to train: the checkpoint is at step %llu of %llu\n",
                (unsigned long long)p.step0, (unsigned long long)total);
+    if (a->ckpt_dir && (a->save_every || a->save_secs > 0) && vkt_world_size(a->world) > 1 &&
+        (a->pipeline > 1 || a->micro_batches > 1) && vkt_world_is_chief(a->world) && !a->quiet)
+        fprintf(stderr, "vkt: warning: --save-every / --save-secs: with pipeline stages across "
+                "ranks the checkpoint is saved at the end of the run and on a signal only "
+                "(docs/distributed.md)\n");
     if (total > p.step0)
         st = vkt_trainer_fit(tr, train, m.input, m.labels, total - p.step0, a->seed, on_step,
                              &p);

@@ -8,6 +8,7 @@
 #  - a checkpoint saved by 2 ranks at step 20 is byte-identical to the one process's,
 #    and resumes to 40 in 2 ranks, in one process with --pipeline 2 and in one plain
 #    process, each with the uninterrupted run's test loss to 4 digits;
+#    the chief warns once that periodic saves wait for the run's end (one process: no);
 #  - `-np 3 --pipeline 2` is refused on creation, the message naming both numbers;
 #  - rank 1 killed (SIGKILL) mid-run: the job ends within 10 s, nothing is left; rank 1
 #    stopped (SIGSTOP): the chief's receive gives up after --comm-timeout 3 and the job
@@ -68,7 +69,10 @@ want=$(val test_loss "$full")
 out=$(mpi 240 -np 2 "$bin" train "${common[@]}" --steps 40 --checkpoint-dir "$A" 2>&1); rc=$?
 check "2 ranks resume from step 20: exit 0, test loss $(val test_loss "$out") = uninterrupted $want" \
       "[[ $rc -eq 0 && -n '$want' && '$(val test_loss "$out")' == '$want' ]] && grep -q '^resumed from step 20\$' <<<\"\$out\"" "$out"
+check "the chief warns, once, that periodic saves (--save-secs 60 by default) wait for the end" \
+      "[[ \$(grep -c 'warning: --save-every / --save-secs: with pipeline stages across ranks the checkpoint is saved at the end' <<<\"\$out\") -eq 1 ]]" "$out"
 out=$(timeout -k 5 240 "$bin" train "${common[@]}" --steps 40 --checkpoint-dir "$tmp/c" 2>&1)
+check "one process gives no such warning" "! grep -q 'warning: --save-every' <<<\"\$out\"" "$out"
 check "one process --pipeline 2 resumes it: test loss $(val test_loss "$out") = $want" \
       "[[ '$(val test_loss "$out")' == '$want' ]] && grep -q '^resumed from step 20\$' <<<\"\$out\"" "$out"
 out=$(timeout -k 5 240 "$bin" train --schedule constant --steps 40 --checkpoint-dir "$tmp/d" 2>&1)
