@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "platform/platform.h"
 
 static void usage(FILE *f)
 {
@@ -66,6 +67,17 @@ vkt_instance *cli_instance(void)
     }
     return inst;
 }
+
+#if defined(__ELF__)
+/* Which termination signals vkt was started with ignored (nohup), noted before any shared
+ * library's constructor runs: the .preinit_array of an executable runs ahead of them all
+ * (the ELF gABI), and on Debian 13 one of them (UCX's libucs, through Open MPI 5's libmpi)
+ * replaces an ignored SIGHUP with a handler of its own. The training loop keeps such a
+ * signal ignored (platform.h, plat_signals_note_start). */
+static void note_start_signals(void) { plat_signals_note_start(); }
+__attribute__((used, section(".preinit_array"))) static void (*const preinit_signals)(void) =
+    note_start_signals;
+#endif
 
 int main(int argc, char **argv)
 {

@@ -172,7 +172,14 @@ void plat_sleep(double seconds);
  * A signal ignored when it is called stays ignored. Idempotent; returns 0 on success.
  * plat_signals_pending: the first request's signal number, 0 if none (any thread may ask).
  * plat_signals_release: restores the handlers found by plat_signals_catch and forgets the
- * request. plat_signal_name: "SIGINT", "SIGTERM", "SIGHUP", else "a signal". */
+ * request. plat_signal_name: "SIGINT", "SIGTERM", "SIGHUP", else "a signal".
+ * plat_signals_note_start records which of those signals the process was started with
+ * ignored (nohup, a script's background job), for plat_signals_catch to keep them ignored
+ * even if something replaced that since: a shared library's constructor may, and those run
+ * before main (Debian 13's Open MPI 5 loads UCX, whose libucs puts its debug handler on
+ * SIGHUP). An executable calls it from its .preinit_array, which runs before every shared
+ * library's constructor (tools/vkt.c); without that call only what main finds counts. A
+ * no-op on Win32. */
 #ifdef SIGHUP
 #define PLAT_SIGHUP SIGHUP
 #else
@@ -180,6 +187,7 @@ void plat_sleep(double seconds);
 #endif
 const char *plat_signal_name(int sig);
 int plat_signals_catch(void);
+void plat_signals_note_start(void);
 int plat_signals_pending(void);
 void plat_signals_release(void);
 

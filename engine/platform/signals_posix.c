@@ -21,6 +21,15 @@ static const int caught[] = {SIGINT, SIGTERM, SIGHUP};
 #define N_CAUGHT (sizeof caught / sizeof caught[0])
 static struct sigaction previous[N_CAUGHT]; /* restored by plat_signals_release */
 static int replaced[N_CAUGHT];              /* 0: the signal was ignored and stays so */
+static int ignored_at_start[N_CAUGHT];      /* plat_signals_note_start's finding */
+
+void plat_signals_note_start(void)
+{
+    for (size_t i = 0; i < N_CAUGHT; i++) {
+        struct sigaction now;
+        ignored_at_start[i] = sigaction(caught[i], NULL, &now) == 0 && now.sa_handler == SIG_IGN;
+    }
+}
 
 static void on_signal(int sig)
 {
@@ -54,8 +63,16 @@ int plat_signals_catch(void)
         if (sigaction(caught[i], NULL, &previous[i]) != 0)
             return -1;
         /* A signal ignored at start stays ignored (a background job of a script, nohup):
-         * whoever started us chose that. */
-        replaced[i] = previous[i].sa_handler != SIG_IGN;
+         * whoever started us chose that, also when a library's constructor has put a
+         * handler of its own there since (plat_signals_note_start). */
+        replaced[i] = previous[i].sa_handler != SIG_IGN && !ignored_at_start[i];
+        if (!replaced[i] && previous[i].sa_handler != SIG_IGN) {
+            struct sigaction ign;
+            memset(&ign, 0, sizeof ign);
+            ign.sa_handler = SIG_IGN;
+            sigemptyset(&ign.sa_mask);
+            sigaction(caught[i], &ign, NULL);
+        }
         if (replaced[i] && sigaction(caught[i], &sa, NULL) != 0) {
             while (i-- > 0)
                 if (replaced[i])

@@ -39,6 +39,8 @@ int plat_signals_catch(void)
     return 0;
 }
 
+void plat_signals_note_start(void) {} /* no library replaces a console handler */
+
 int plat_signals_pending(void) { return atomic_load(&pending); }
 
 const char *plat_signal_name(int sig)
