@@ -338,3 +338,33 @@ uint32_t th_model_staged_copies(const vkt_model *m, int training)
         n += (m->rb_val[i] != UINT64_MAX) + (training && m->rb_grad[i] != UINT64_MAX);
     return n;
 }
+
+th_half th_half_new(vkt_context *ctx, vkt_dtype t, uint64_t n, uint64_t skip, float lo,
+                    float hi)
+{
+    uint64_t floats = (skip + n + 1) / 2;
+    th_half x = {th_buf_create(ctx, floats), n, skip, calloc(floats * 2, 2), calloc(n, 8),
+                 calloc(n, 8)};
+    float *f = th_alloc_floats(n), *back = th_alloc_floats(n);
+    th_fill_uniform(f, n, lo, hi);
+    vkt_convert(VKT_DTYPE_FP32, f, t, x.bits + skip, n);
+    vkt_convert(t, x.bits + skip, VKT_DTYPE_FP32, back, n);
+    for (uint64_t i = 0; i < n; i++)
+        x.exact[i] = f[i], x.stored[i] = back[i];
+    th_buf_write(&x.b, (const float *)x.bits);
+    free(f);
+    free(back);
+    return x;
+}
+
+vkt_view th_half_view(const th_half *x)
+{
+    vkt_view v = th_view(&x->b);
+    return (vkt_view){v.buffer, v.offset * 2 + x->skip};
+}
+
+void th_half_free(th_half *x)
+{
+    th_buf_destroy(&x->b);
+    free(x->bits), free(x->exact), free(x->stored);
+}

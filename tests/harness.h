@@ -105,6 +105,23 @@ int th_compare(const char *what, const float *got, const float *want, uint64_t n
  * the readback buffer (graph/model.h). 0 where the arena and inputs are host-mapped. */
 uint32_t th_model_staged_copies(const vkt_model *m, int training);
 
+/* A 16-bit tensor (fp16 or bf16) in a guarded buffer, starting `skip` elements in (an odd
+ * skip: a view not on a 4-byte boundary): n values drawn uniformly in [lo, hi), their 16-bit
+ * bits as written to the buffer, the unrounded fp32 draws and the 16-bit values widened
+ * (what a kernel reads), for checking a kernel both ways. th_half_view: the 16-bit view
+ * (offset in 16-bit elements). */
+typedef struct th_half {
+    th_buf b;
+    uint64_t n, skip;
+    uint16_t *bits;  /* the buffer's contents, skip + n (+ pad) elements */
+    double *exact;   /* the unrounded fp32 inputs */
+    double *stored;  /* the 16-bit values, widened */
+} th_half;
+th_half th_half_new(vkt_context *ctx, vkt_dtype t, uint64_t n, uint64_t skip, float lo,
+                    float hi);
+vkt_view th_half_view(const th_half *x);
+void th_half_free(th_half *x);
+
 /* Allocation helpers that fail the test cleanly instead of returning NULL. */
 float *th_alloc_floats(uint64_t n);
 

@@ -37,44 +37,6 @@ static vkt_context *ctx;
 static vkt_stream *s;
 static const char *label;
 
-/* A 16-bit tensor in a guarded buffer, starting `skip` elements in, and its values. */
-typedef struct t16 {
-    th_buf b;
-    uint64_t n, skip;
-    uint16_t *bits;
-    double *exact;  /* the unrounded fp32 inputs */
-    double *stored; /* the 16-bit values, widened */
-} t16;
-
-static t16 t16_new(vkt_dtype t, uint64_t n, uint64_t skip, float lo, float hi)
-{
-    uint64_t floats = (skip + n + 1) / 2;
-    t16 x = {th_buf_create(ctx, floats), n, skip, calloc(floats * 2, 2), calloc(n, 8),
-             calloc(n, 8)};
-    float *f = th_alloc_floats(n), *back = th_alloc_floats(n);
-    th_fill_uniform(f, n, lo, hi);
-    vkt_convert(VKT_DTYPE_FP32, f, t, x.bits + skip, n);
-    vkt_convert(t, x.bits + skip, VKT_DTYPE_FP32, back, n);
-    for (uint64_t i = 0; i < n; i++)
-        x.exact[i] = f[i], x.stored[i] = back[i];
-    th_buf_write(&x.b, (const float *)x.bits);
-    free(f);
-    free(back);
-    return x;
-}
-
-static vkt_view t16_view(const t16 *x)
-{
-    vkt_view v = th_view(&x->b);
-    return (vkt_view){v.buffer, v.offset * 2 + x->skip};
-}
-
-static void t16_free(t16 *x)
-{
-    th_buf_destroy(&x->b);
-    free(x->bits), free(x->exact), free(x->stored);
-}
-
 static double *dalloc(uint64_t n)
 {
     return calloc(n ? n : 1, sizeof(double));
@@ -180,7 +142,8 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
         return;
     double p = type == VKT_DTYPE_FP16 ? ldexp(1.0, -11) : ldexp(1.0, -8);
     uint64_t seed = 0xA77E10000ull + t, step = 5;
-    t16 qkv = t16_new(type, nq, skip, -2, 2), dy = t16_new(type, ny, skip, -1, 1);
+    th_half qkv = th_half_new(ctx, type, nq, skip, -2, 2);
+    th_half dy = th_half_new(ctx, type, ny, skip, -1, 1);
     th_buf y = th_buf_create(ctx, ny), saved = th_buf_create(ctx, np);
     th_buf ws = th_buf_create(ctx, nw), dq = th_buf_create(ctx, nq), ctrl = th_buf_create(ctx, 2);
     uint32_t st2[2] = {(uint32_t)step, 0};
@@ -193,10 +156,10 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
     snprintf(what, sizeof what, "%s b=%u t=%u heads=%u d=%u p_drop=%.2f skip=%llu",
              vkt_dtype_name(type), b, t, H, d, (double)sh.p_drop, (unsigned long long)skip);
     TH_OK(ctx, vkt_stream_reset(s));
-    TH_OK(ctx, ka_attention_lowp(s, type, t16_view(&qkv), th_view(&y), th_view(&saved),
+    TH_OK(ctx, ka_attention_lowp(s, type, th_half_view(&qkv), th_view(&y), th_view(&saved),
                                  th_view(&ctrl), b, t, H, d, sh.p_drop, seed, 0));
-    TH_OK(ctx, ka_attention_backward_lowp(s, type, t16_view(&qkv), th_view(&y),
-                                          th_view(&saved), th_view(&ctrl), t16_view(&dy),
+    TH_OK(ctx, ka_attention_backward_lowp(s, type, th_half_view(&qkv), th_view(&y),
+                                          th_view(&saved), th_view(&ctrl), th_half_view(&dy),
                                           th_view(&dq), 0.0f, th_view(&ws), b, t, H, d,
                                           sh.p_drop, seed, 0));
     if (!TH_OK(ctx, vkt_stream_run(s)))
@@ -238,8 +201,8 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
         for (uint64_t i = 0; i < nq; i++)
             gs[i] += init[i];
         TH_OK(ctx, vkt_stream_reset(s));
-        TH_OK(ctx, ka_attention_backward_lowp(s, type, t16_view(&qkv), th_view(&y),
-                                              th_view(&saved), th_view(&ctrl), t16_view(&dy),
+        TH_OK(ctx, ka_attention_backward_lowp(s, type, th_half_view(&qkv), th_view(&y),
+                                              th_view(&saved), th_view(&ctrl), th_half_view(&dy),
                                               th_view(&dq), 1.0f, th_view(&ws), b, t, H, d,
                                               sh.p_drop, seed, 0));
         if (TH_OK(ctx, vkt_stream_run(s))) {
@@ -252,7 +215,7 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
     }
 out:
     free(init);
-    t16_free(&qkv), t16_free(&dy);
+    th_half_free(&qkv), th_half_free(&dy);
     th_buf_destroy(&y), th_buf_destroy(&saved), th_buf_destroy(&ws), th_buf_destroy(&dq);
     th_buf_destroy(&ctrl);
 }
@@ -264,13 +227,14 @@ static void check_errors(void)
     uint64_t nq = (uint64_t)b * t * 3 * H * d, ny = (uint64_t)b * t * H * d;
     uint64_t np = ka_attention_lowp_saved_elems(ctx, b, t, H, d);
     uint64_t nw = ka_attention_lowp_workspace_elems(ctx, b, t, H, d);
-    t16 qkv = t16_new(VKT_DTYPE_FP16, nq, 0, -1, 1), dy = t16_new(VKT_DTYPE_FP16, ny, 0, -1, 1);
+    th_half qkv = th_half_new(ctx, VKT_DTYPE_FP16, nq, 0, -1, 1);
+    th_half dy = th_half_new(ctx, VKT_DTYPE_FP16, ny, 0, -1, 1);
     th_buf y = th_buf_create(ctx, ny), saved = th_buf_create(ctx, np);
     th_buf ws = th_buf_create(ctx, nw), dq = th_buf_create(ctx, nq);
     /* views one element short of their buffers' ends (past the guards) */
     vkt_view small = {saved.buffer, saved.offset + saved.guard + 1};
     vkt_view wsmall = {ws.buffer, ws.offset + ws.guard + 1};
-    vkt_view none = {NULL, 0}, q = t16_view(&qkv), g = t16_view(&dy);
+    vkt_view none = {NULL, 0}, q = th_half_view(&qkv), g = th_half_view(&dy);
     TH_OK(ctx, vkt_stream_reset(s));
     TH_STATUS(ctx, ka_attention_lowp(s, VKT_DTYPE_FP32, q, th_view(&y), th_view(&saved), none,
                                      b, t, H, d, 0.0f, 0, 0),
@@ -295,7 +259,7 @@ static void check_errors(void)
               VKT_ERROR_INVALID_ARGUMENT);
     TH_CHECK(strstr(vkt_context_errmsg(ctx), "qkv"), "%s: qkv past its buffer: %s", label,
              vkt_context_errmsg(ctx));
-    t16_free(&qkv), t16_free(&dy);
+    th_half_free(&qkv), th_half_free(&dy);
     th_buf_destroy(&y), th_buf_destroy(&saved), th_buf_destroy(&ws), th_buf_destroy(&dq);
 }
 

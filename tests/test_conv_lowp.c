@@ -35,44 +35,6 @@ static vkt_context *ctx;
 static vkt_stream *s;
 static const char *label;
 
-/* A 16-bit tensor in a guarded buffer, starting `skip` elements in, and its values. */
-typedef struct t16 {
-    th_buf b;
-    uint64_t n, skip;
-    uint16_t *bits;  /* the buffer's contents, skip + n (+ pad) elements */
-    double *exact;   /* the unrounded fp32 inputs */
-    double *stored;  /* the 16-bit values, widened */
-} t16;
-
-static t16 t16_new(vkt_dtype t, uint64_t n, uint64_t skip, float lo, float hi)
-{
-    uint64_t floats = (skip + n + 1) / 2;
-    t16 x = {th_buf_create(ctx, floats), n, skip, calloc(floats * 2, 2), calloc(n, 8),
-             calloc(n, 8)};
-    float *f = th_alloc_floats(n), *back = th_alloc_floats(n);
-    th_fill_uniform(f, n, lo, hi);
-    vkt_convert(VKT_DTYPE_FP32, f, t, x.bits + skip, n);
-    vkt_convert(t, x.bits + skip, VKT_DTYPE_FP32, back, n);
-    for (uint64_t i = 0; i < n; i++)
-        x.exact[i] = f[i], x.stored[i] = back[i];
-    th_buf_write(&x.b, (const float *)x.bits);
-    free(f);
-    free(back);
-    return x;
-}
-
-static vkt_view t16_view(const t16 *x)
-{
-    vkt_view v = th_view(&x->b);
-    return (vkt_view){v.buffer, v.offset * 2 + x->skip};
-}
-
-static void t16_free(t16 *x)
-{
-    th_buf_destroy(&x->b);
-    free(x->bits), free(x->exact), free(x->stored);
-}
-
 /* An fp32 output and its initial contents. */
 typedef struct t32 {
     th_buf b;
@@ -149,8 +111,8 @@ static void check(vkt_dtype t, const geom *ge)
     uint64_t nx = (uint64_t)g.n * g.c * g.h * g.w, ny = (uint64_t)g.n * g.oc * g.oh * g.ow;
     uint64_t nw = (uint64_t)g.oc * (g.c / g.groups) * g.kh * g.kw;
     uint64_t skip = ge->odd ? 1 : 0;
-    t16 x = t16_new(t, nx, skip, -1, 1), w = t16_new(t, nw, skip, -1, 1);
-    t16 dy = t16_new(t, ny, skip, -1, 1);
+    th_half x = th_half_new(ctx, t, nx, skip, -1, 1), w = th_half_new(ctx, t, nw, skip, -1, 1);
+    th_half dy = th_half_new(ctx, t, ny, skip, -1, 1);
     t32 bias = t32_new(g.oc, 0), y = t32_new(ny, 1), dx = t32_new(nx, 0), dw = t32_new(nw, 1);
     t32 db = t32_new(g.oc, 1);
     uint64_t wn = kc_conv_lowp_workspace_elems(ctx, &g);
@@ -158,9 +120,10 @@ static void check(vkt_dtype t, const geom *ge)
     vkt_view vb = th_view(&bias.b), vy = th_view(&y.b), vdx = th_view(&dx.b);
     vkt_view vdw = th_view(&dw.b), vdb = th_view(&db.b);
     TH_OK(ctx, vkt_stream_reset(s));
-    TH_OK(ctx, kc_conv2d_lowp(s, &g, t, t16_view(&x), t16_view(&w), ge->bias ? &vb : NULL,
-                              ge->relu, vy, th_view(&ws), wn));
-    TH_OK(ctx, kc_conv2d_backward_lowp(s, &g, t, t16_view(&x), t16_view(&w), t16_view(&dy),
+    TH_OK(ctx, kc_conv2d_lowp(s, &g, t, th_half_view(&x), th_half_view(&w),
+                              ge->bias ? &vb : NULL, ge->relu, vy, th_view(&ws), wn));
+    TH_OK(ctx, kc_conv2d_backward_lowp(s, &g, t, th_half_view(&x), th_half_view(&w),
+                                       th_half_view(&dy),
                                        ge->relu ? &vy : NULL, &vdx, 1.0f, &vdw, 0.0f,
                                        ge->bias ? &vdb : NULL, 0.0f, th_view(&ws), wn));
     if (!TH_OK(ctx, vkt_stream_run(s)))
@@ -184,7 +147,8 @@ static void check(vkt_dtype t, const geom *ge)
                 ys[i] = ys[i] > 0 ? ys[i] : 0.0;
                 ye[i] = ye[i] > 0 ? ye[i] : 0.0;
             }
-        uint64_t k_y = (uint64_t)(g.c / g.groups) * g.kh * g.kw, k_x = (uint64_t)(g.oc / g.groups) * g.kh * g.kw;
+        uint64_t k_y = (uint64_t)(g.c / g.groups) * g.kh * g.kw;
+        uint64_t k_x = (uint64_t)(g.oc / g.groups) * g.kh * g.kw;
         uint64_t k_w = (uint64_t)g.n * g.oh * g.ow;
         expect("y", &y, ys, ye, yS, yQ, NULL, k_y, p);
         /* the backward: dy masked by the device's relu output */
@@ -215,7 +179,7 @@ static void check(vkt_dtype t, const geom *ge)
         free(dya), free(ys), free(ye), free(yS), free(yQ);
     }
 out:
-    t16_free(&x), t16_free(&w), t16_free(&dy);
+    th_half_free(&x), th_half_free(&w), th_half_free(&dy);
     th_buf_destroy(&ws);
     th_buf_destroy(&bias.b), th_buf_destroy(&y.b), th_buf_destroy(&dx.b);
     th_buf_destroy(&dw.b), th_buf_destroy(&db.b);
