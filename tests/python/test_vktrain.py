@@ -232,6 +232,9 @@ class Training(unittest.TestCase):
             out.append(([t.step({x: X, y: Y}) for X, Y in steps], t.read_params()))
             if replicas == 2:
                 np.testing.assert_array_equal(t.read_params(0), t.read_params(1))
+                s = t.stats()  # sync: who averaged, and what the host read to do so
+                self.assertIn(s["reducer"], ("host", "device"))
+                self.assertEqual(s["average_host_bytes"] > 0, s["reducer"] == "host")
         np.testing.assert_allclose(out[0][0], out[1][0], rtol=1e-6)
         np.testing.assert_allclose(out[0][1], out[1][1], rtol=1e-5, atol=1e-6)
 
@@ -250,6 +253,7 @@ class Training(unittest.TestCase):
         self.assertEqual(s["replicas"], 2)
         self.assertGreater(s["updates"], 0)
         self.assertLessEqual(s["staleness_max"], (2 - 1) * (2 * 2 + 1))  # docs/async.md
+        self.assertIsNone(s["reducer"])  # async: nothing is averaged (vkt_trainer_stats)
         self.assertLess(after.loss, before.loss)
 
     def test_pipeline_equals_one_model(self):
