@@ -143,25 +143,5 @@ vkt_status pipe_exec_sync(vkt_trainer *t)
 vkt_status pipe_world_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
                               uint32_t rows, const vkt_tensor *output, float *out)
 {
-    uint32_t B = t->opt.batch;
-    vkt_model *m = NULL;
-    uint64_t row_bytes = 0;
-    vkt_status st = trainer_eval_model(t, output, B, &m);
-    if (st == VKT_OK)
-        st = trainer_row_bytes(t->errmsg, m, output, &row_bytes);
-    float *chunk = NULL;
-    if (st == VKT_OK && !(chunk = malloc(B * row_bytes)))
-        st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    for (uint32_t row0 = 0; st == VKT_OK && row0 < rows; row0 += B) {
-        uint32_t n = rows - row0 < B ? rows - row0 : B;
-        st = trainer_feed(t->errmsg, m, feeds, n_feeds, row0, n, B);
-        if (st == VKT_OK && (st = vkt_model_forward(m)) != VKT_OK)
-            st = trainer_from_model(t, m, st);
-        if (st == VKT_OK && (st = vkt_model_read(m, output, chunk, B * row_bytes / 4)) != VKT_OK)
-            st = trainer_from_model(t, m, st);
-        if (st == VKT_OK)
-            memcpy((char *)out + (uint64_t)row0 * row_bytes, chunk, n * row_bytes);
-    }
-    free(chunk);
-    return st;
+    return trainer_predict_chunks(t, feeds, n_feeds, rows, output, out, t->opt.batch);
 }

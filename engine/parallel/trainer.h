@@ -289,6 +289,11 @@ vkt_status trainer_input_row_bytes(vkt_trainer *t, const vkt_tensor *input, uint
  * 0 (sharing its parameters), made on first use and cached. */
 vkt_status trainer_eval_model(vkt_trainer *t, const vkt_tensor *output, uint32_t batch,
                               vkt_model **out);
+/* vkt_trainer_predict's work on that model: `rows` rows of `output` into out, `batch`
+ * rows a forward (the last chunk padded). */
+vkt_status trainer_predict_chunks(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
+                                  uint32_t rows, const vkt_tensor *output, float *out,
+                                  uint32_t batch);
 /* -log softmax(z)[label] over `classes` logits, in double; *argmax (may be NULL) gets the
  * largest logit's class. */
 double trainer_nll(const float *z, uint32_t classes, uint32_t label, uint32_t *argmax);

@@ -56,21 +56,28 @@ vkt_status vkt_trainer_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n
         if (handled)
             return ps;
     }
+    return trainer_predict_chunks(t, feeds, n_feeds, rows, output, out, TRAINER_EVAL_BATCH);
+}
+
+vkt_status trainer_predict_chunks(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
+                                  uint32_t rows, const vkt_tensor *output, float *out,
+                                  uint32_t batch)
+{
     vkt_model *m = NULL;
-    vkt_status st = trainer_eval_model(t, output, TRAINER_EVAL_BATCH, &m);
+    vkt_status st = trainer_eval_model(t, output, batch, &m);
     uint64_t row_bytes = 0;
     if (st == VKT_OK)
         st = trainer_row_bytes(t->errmsg, m, output, &row_bytes);
     float *chunk = NULL;
-    if (st == VKT_OK && !(chunk = malloc(TRAINER_EVAL_BATCH * row_bytes)))
+    if (st == VKT_OK && !(chunk = malloc(batch * row_bytes)))
         st = trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    for (uint32_t row0 = 0; st == VKT_OK && row0 < rows; row0 += TRAINER_EVAL_BATCH) {
-        uint32_t n = rows - row0 < TRAINER_EVAL_BATCH ? rows - row0 : TRAINER_EVAL_BATCH;
-        st = trainer_feed(t->errmsg, m, feeds, n_feeds, row0, n, TRAINER_EVAL_BATCH);
+    for (uint32_t row0 = 0; st == VKT_OK && row0 < rows; row0 += batch) {
+        uint32_t n = rows - row0 < batch ? rows - row0 : batch;
+        st = trainer_feed(t->errmsg, m, feeds, n_feeds, row0, n, batch);
         if (st == VKT_OK && (st = vkt_model_forward(m)) != VKT_OK)
             st = trainer_from_model(t, m, st);
         if (st == VKT_OK &&
-            (st = vkt_model_read(m, output, chunk, TRAINER_EVAL_BATCH * row_bytes / 4)) != VKT_OK)
+            (st = vkt_model_read(m, output, chunk, batch * row_bytes / 4)) != VKT_OK)
             st = trainer_from_model(t, m, st);
         if (st == VKT_OK)
             memcpy((char *)out + (uint64_t)row0 * row_bytes, chunk, n * row_bytes);
