@@ -132,6 +132,13 @@ static int save_checkpoint(progress *p, uint64_t step)
     return 1;
 }
 
+/* Pipeline stages across ranks: the chief holds its stage only until the fit returns, so
+ * the checkpoints and evaluations are at the end (docs/distributed.md). */
+static int stages_across_ranks(const train_args *a)
+{
+    return vkt_world_size(a->world) > 1 && (a->pipeline > 1 || a->micro_batches > 1);
+}
+
 /* Called after every global step: the progress line, in place on a terminal, and a
  * test evaluation after every epoch (as plain lines when not on a terminal). */
 static int on_step(void *user, uint64_t step, uint64_t total, float loss)
@@ -143,9 +150,7 @@ static int on_step(void *user, uint64_t step, uint64_t total, float loss)
     /* Ctrl-C, SIGTERM or SIGHUP: stop after this step (every rank stops with the chief,
      * whose callback this is); run() saves the final checkpoint. */
     int stop = vkt_interrupted() != 0;
-    /* Stages across ranks: the chief holds its stage only until the fit returns, so the
-     * checkpoints and evaluations are at the end (docs/distributed.md) */
-    int inside = !(vkt_world_size(a->world) > 1 && (a->pipeline > 1 || a->micro_batches > 1));
+    int inside = !stages_across_ranks(a);
     if (a->ckpt_dir && !final && !stop && inside &&
         ((a->save_every && step % a->save_every == 0) ||
          (a->save_secs > 0 && now - p->last_save >= a->save_secs)) &&
@@ -421,8 +426,8 @@ static int run(const train_args *a, vkt_instance *inst)
     if (p.step0 >= total && vkt_world_is_chief(a->world)) /* then evaluates and reports */
         printf("nothing to train: the checkpoint is at step %llu of %llu\n",
                (unsigned long long)p.step0, (unsigned long long)total);
-    if (a->ckpt_dir && (a->save_every || a->save_secs > 0) && vkt_world_size(a->world) > 1 &&
-        (a->pipeline > 1 || a->micro_batches > 1) && vkt_world_is_chief(a->world) && !a->quiet)
+    if (a->ckpt_dir && (a->save_every || a->save_secs > 0) && stages_across_ranks(a) &&
+        vkt_world_is_chief(a->world) && !a->quiet)
         fprintf(stderr, "vkt: warning: --save-every / --save-secs: with pipeline stages across "
                 "ranks the checkpoint is saved at the end of the run and on a signal only "
                 "(docs/distributed.md)\n");
