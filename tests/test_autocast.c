@@ -29,8 +29,8 @@
  * bit unchanged, the scale halves each skip until the gradients fit, then training
  * recovers (the loss falls) and the scale grows again every interval; a limit of 3 skips
  * in a row stops it with VKT_ERROR_DIVERGED; fp32 with nonfinite_skips skips a step fed
- * a NaN and goes on, without it stops as before; pipeline stages and async replicas refuse
- * fp16. */
+ * a NaN and goes on, without it stops as before. Pipeline stages and async replicas:
+ * test_scaler_parallel.c. */
 #include "harness.h"
 #include "gpu/gpu.h"
 #include "kernels/ref.h"
@@ -602,21 +602,6 @@ static void scaler(void)
                  vkt_status_name(st), vkt_trainer_errmsg(t));
         vkt_trainer_destroy(t);
     }
-    /* refused: pipeline stages, async replicas */
-    uint32_t two[2] = {0, 0};
-    vkt_trainer_options o = {.batch = 16, .precision = VKT_PRECISION_FP16, .micro_batches = 2};
-    vkt_trainer *u = NULL;
-    TH_CHECK(vkt_trainer_create(th_instance, n.g, n.loss, &o, &u) ==
-                     VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_last_error(), "loss scaling"),
-             "fp16 with pipeline micro-batches refused: %s", vkt_last_error());
-    vkt_trainer_destroy(u);
-    u = NULL;
-    o = (vkt_trainer_options){.batch = 16, .precision = VKT_PRECISION_FP16,
-                              .mode = VKT_PARALLEL_ASYNC, .devices = two, .device_count = 2};
-    TH_CHECK(vkt_trainer_create(th_instance, n.g, n.loss, &o, &u) ==
-                     VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_last_error(), "sync mode only"),
-             "fp16 with async replicas refused: %s", vkt_last_error());
-    vkt_trainer_destroy(u);
     vkt_graph_destroy(n.g);
 }
 

@@ -4,7 +4,9 @@
  * two doublings) and resumed in a fresh trainer (created with the default start scale,
  * so what it goes on with comes from the file) continues as the run that saved and went
  * on: after 40 steps the same skip count, the same scale and the same parameters bit for
- * bit, with one replica and with two sync replicas (each replica restored). The run that
+ * bit, with one replica, with two sync replicas (each replica restored) and with 2
+ * pipeline stages x 2 micro-batches (the driver's one scaler; across 2 ranks a stage per
+ * rank, every rank judging alike from the step's tail). The run that
  * saved equals one that never saved (one replica: the update is judged in its own step).
  *
  * Other precisions and older files: the fp16 file resumed in fp32 without skipping
@@ -46,8 +48,10 @@ static void make_mlp(mlp *n)
     vkt_init he = {VKT_INIT_GLOROT, 0, 0, 0};
     n->x = vkt_input(n->g, "x", &xs);
     n->y = vkt_input_labels(n->g, "y", 16);
+    vkt_graph_set_stage(n->g, 0); /* placed on 2 stages, used where a trainer asks */
     vkt_tensor *h = vkt_relu(n->g, vkt_linear(n->g, n->x, vkt_param(n->g, "w1", &w1s, &he),
                                               vkt_param(n->g, "b1", &b1s, NULL)));
+    vkt_graph_set_stage(n->g, 1);
     vkt_tensor *z = vkt_linear(n->g, h, vkt_param(n->g, "w2", &w2s, &he), NULL);
     n->loss = vkt_softmax_cross_entropy(n->g, z, n->y);
     for (int i = 0; i < 16; i++) {
@@ -57,13 +61,17 @@ static void make_mlp(mlp *n)
     }
 }
 
+static uint32_t stages_; /* 2: the trainers are 2 stages x 2 micro-batches (reps 1) */
+
 static vkt_trainer *make(mlp *n, vkt_precision p, float scale, uint32_t skips, uint32_t reps)
 {
     uint32_t devs[2] = {0, 0};
     vkt_trainer_options o = {.batch = 16, .precision = p, .loss_scale = scale,
                              .loss_scale_interval = 4, .nonfinite_skips = skips,
                              .devices = reps > 1 ? devs : NULL, .device_count = reps,
-                             .world = world, .check_identical = world ? 1 : 0};
+                             .world = world, .check_identical = world && !stages_ ? 1 : 0,
+                             .stages = stages_ ? stages_ : 1,
+                             .micro_batches = stages_ ? 2 : 0};
     o.optimizer.kind = VKT_OPTIMIZER_ADAM;
     o.optimizer.lr = 0.01f;
     vkt_trainer *t = NULL;
@@ -105,7 +113,11 @@ static int same(const outcome *a, const outcome *b, uint64_t count)
 static void resumes_alike(mlp *n, uint32_t reps, const char *dir)
 {
     static const uint32_t at[2] = {12, 27};
-    char path[600];
+    char path[600], what[64];
+    if (stages_)
+        snprintf(what, sizeof what, "%u stages x 2 micro-batches", stages_);
+    else
+        snprintf(what, sizeof what, "%u replica(s)", reps);
     snprintf(path, sizeof path, "%s/ckpt", dir);
     for (int i = 0; i < 2; i++) {
         vkt_trainer *a = make(n, VKT_PRECISION_FP16, SCALE_2_40, 0, reps);
@@ -124,17 +136,17 @@ static void resumes_alike(mlp *n, uint32_t reps, const char *dir)
         if (b && TH_OK(NULL, vkt_trainer_restore(b, from))) {
             vkt_trainer_skipped(b, &s0, &sc0);
             TH_CHECK(s0 > 0 && sc0 != 65536.0f && vkt_trainer_step_count(b) == at[i],
-                     "%u replica(s): the file of step %u carries %llu skips and scale %g", reps,
-                     at[i], (unsigned long long)s0, (double)sc0);
+                     "%s: the file of step %u carries %llu skips and scale %g", what, at[i],
+                     (unsigned long long)s0, (double)sc0);
             train(n, b, at[i], STEPS, 0, NULL, &wb);
             TH_CHECK(same(&wa, &wb, count),
-                     "%u replica(s), saved at step %u and resumed: %llu skipped, scale %g, "
-                     "parameters %s; the run that went on: %llu, %g", reps, at[i],
+                     "%s, saved at step %u and resumed: %llu skipped, scale %g, "
+                     "parameters %s; the run that went on: %llu, %g", what, at[i],
                      (unsigned long long)wb.skipped, (double)wb.scale,
                      wb.params && !memcmp(wa.params, wb.params, count * 4) ? "equal" : "differ",
                      (unsigned long long)wa.skipped, (double)wa.scale);
-            printf("%u replica(s): saved at step %u (%llu skipped, scale %g), resumed to step %u:"
-                   " %llu skipped, scale %g, as the run that went on\n", reps, at[i],
+            printf("%s: saved at step %u (%llu skipped, scale %g), resumed to step %u:"
+                   " %llu skipped, scale %g, as the run that went on\n", what, at[i],
                    (unsigned long long)s0, (double)sc0, STEPS, (unsigned long long)wb.skipped,
                    (double)wb.scale);
         }
@@ -286,6 +298,10 @@ int main(int argc, char **argv)
         vkt_world_broadcast(world, dir, sizeof dir);
     }
     resumes_alike(&n, 1, dir);
+    stages_ = 2; /* across 2 ranks: a stage each, the verdict in the tail */
+    if (!world || vkt_world_size(world) == 2)
+        resumes_alike(&n, 1, dir);
+    stages_ = 0;
     if (!world) {
         resumes_alike(&n, 2, dir);
         across_precisions(&n, dir);

@@ -29,8 +29,8 @@ static vkt_status scaler_setup(vkt_trainer *t, replica *r)
     loss_scaler *sc = &r->sc;
     if (sc->ready)
         return VKT_OK;
-    vkt_dtype d = VKT_DTYPE_FP32;
-    vkt_status st = trainer_precision_on(t, r->ctx, &d);
+    vkt_dtype d = VKT_DTYPE_FP32; /* a pipeline's driver holds no context: its first stage's */
+    vkt_status st = trainer_precision_on(t, r->ctx ? r->ctx : trainer_holder_context(t, 0), &d);
     if (st != VKT_OK)
         return st;
     *sc = (loss_scaler){.ready = 1, .scaling = d == VKT_DTYPE_FP16};
@@ -40,7 +40,7 @@ static vkt_status scaler_setup(vkt_trainer *t, replica *r)
     if (sc->scaling)
         sc->interval = t->opt.loss_scale_interval ? t->opt.loss_scale_interval : SCALE_INTERVAL;
     scaler_start(t, sc);
-    if (sc->guard && (st = optim_guard_nonfinite(r->opt)) != VKT_OK)
+    if (sc->guard && r->opt && (st = optim_guard_nonfinite(r->opt)) != VKT_OK)
         return trainer_fail(t, st, "replica %u: %s", r->index, vkt_context_errmsg(r->ctx));
     return VKT_OK;
 }
@@ -53,15 +53,11 @@ void apply_seed(replica *r)
     graph_model_set_loss_scale(r->model, r->sc.scale);
 }
 
-vkt_status apply_judge(replica *r)
+/* The verdict on step sc->judge_step: skipped (not applied) or applied. */
+static vkt_status judge(replica *r, int skipped)
 {
     loss_scaler *sc = &r->sc;
-    if (!sc->judge)
-        return VKT_OK;
-    sc->judge = 0;
-    if (r->status != VKT_OK)
-        return r->status;
-    if (!optim_skipped(r->opt)) {
+    if (!skipped) {
         sc->in_a_row = 0;
         if (sc->scaling && ++sc->clean >= sc->interval) {
             sc->clean = 0;
@@ -84,6 +80,24 @@ vkt_status apply_judge(replica *r)
                             sc->scaling ? " at loss scale " : "", sc->scaling ? (double)was : 0.0,
                             (unsigned long long)sc->skipped, sc->limit);
     return VKT_OK;
+}
+
+vkt_status apply_judge(replica *r)
+{
+    loss_scaler *sc = &r->sc;
+    if (!sc->judge)
+        return VKT_OK;
+    sc->judge = 0;
+    if (r->status != VKT_OK)
+        return r->status;
+    return judge(r, optim_skipped(r->opt));
+}
+
+vkt_status apply_judge_skipped(replica *r, uint64_t step, int skipped)
+{
+    r->sc.judge = 0;
+    r->sc.judge_step = step;
+    return r->status != VKT_OK ? r->status : judge(r, skipped);
 }
 
 void apply_restore_scaler(vkt_trainer *t, const ckpt *k)
@@ -149,7 +163,7 @@ static vkt_status record_next_submission(vkt_trainer *t, replica *r)
 vkt_status apply_attach(vkt_trainer *t, replica *r, apply_at at)
 {
     vkt_status st = scaler_setup(t, r);
-    if (st != VKT_OK)
+    if (st != VKT_OK || at == APPLY_IN_PIPELINE) /* the engine's stages apply (pipe.h) */
         return st;
     if (at == APPLY_NEXT_SUBMISSION)
         return record_next_submission(t, r);

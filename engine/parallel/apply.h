@@ -11,7 +11,9 @@
  *                          it cost two; the update of an agreed step is *pending* until
  *                          then;
  *   APPLY_IN_PIPELINE      the pipeline engine's: each stage applies the sum over its
- *                          copies (pipe.h).
+ *                          copies (pipe.h); the driver's scaler sets the engine's scale
+ *                          before each step (pipe_set_scaler) and judges the engine's
+ *                          verdict after it (apply_judge_skipped), once per step.
  *
  * A pending update belongs to a step every replica (and rank) agreed to apply: it is never
  * dropped, only run later. Whatever reads or changes a replica's parameters, optimizer
@@ -42,7 +44,8 @@ typedef enum apply_at { APPLY_IN_STEP, APPLY_NEXT_SUBMISSION, APPLY_IN_PIPELINE 
 vkt_optimizer_options apply_options(const vkt_trainer *t, const vkt_optimizer_options *base,
                                     const replica *r);
 /* Records where r's update runs (the row's place): the step's epilogue, or the stream of
- * the next submission (recorded again after balancing rebuilt the model). */
+ * the next submission (recorded again after balancing rebuilt the model); its scaler.
+ * APPLY_IN_PIPELINE: the scaler alone (the pipeline's one driver; its stages apply). */
 vkt_status apply_attach(vkt_trainer *t, replica *r, apply_at at);
 /* APPLY_NEXT_SUBMISSION: step `step`'s average is in r's stage and agreed: its update
  * (with that step's hyperparameters, set now) is pending. */
@@ -64,6 +67,9 @@ void apply_seed(replica *r);
  * gradients) is counted and halves the fp16 loss scale; clean steps double it every
  * interval; past the limit of skips in a row, VKT_ERROR_DIVERGED (r's status). */
 vkt_status apply_judge(replica *r);
+/* The verdict on step `step` learnt elsewhere (the pipeline's vote: skipped when any
+ * stage's gradient was not finite), judged as apply_judge does. */
+vkt_status apply_judge_skipped(replica *r, uint64_t step, int skipped);
 /* After a restore wrote the parameters (nothing pending): every replica's scaler from
  * checkpoint k's SCAL section (docs/checkpoint.md). The skip counts go on when this run
  * skips non-finite steps; the scale and its clean steps when both runs scale (fp16); a

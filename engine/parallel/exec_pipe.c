@@ -52,6 +52,8 @@ static vkt_status pipe_exec_create(vkt_trainer *t, const uint32_t *dev, uint32_t
     r->t = t;
     r->rows = t->opt.batch;
     r->weight = 1.0f;
+    if ((st = apply_attach(t, r, APPLY_IN_PIPELINE)) != VKT_OK) /* fp16's scaler */
+        return st;
     /* every copy starts from the whole graph's initial values (and equal to each other) */
     return pipe_layout_write(t, pe->host, t->param_count);
 }
@@ -152,13 +154,17 @@ static int exec_pipe_step(replica *r, uint64_t step)
     if (r->status == VKT_OK) {
         /* across ranks the chief's stop travels in this step's tail */
         pipe_set_stop(pe->engine, r->t->stop && trainer_is_chief(r->t));
+        pipe_set_scaler(pe->engine, r->sc.guard, r->sc.scale); /* fp16: the seed, the divisor */
         vkt_status st = pipe_step(pe->engine, pe->feeds_null ? NULL : pe->feeds, pe->n_feeds,
                                   step, &loss);
         if (st != VKT_OK)
             replica_fail(r, st, "%s", vkt_pipeline_errmsg(pe->engine));
         else if ((stopped = pipe_stopped(pe->engine)) != 0)
             trainer_unread_batch(r); /* nothing updated: a resumed run reads it again */
-        else if (!isfinite(r->loss = (float)loss))
+        else if (r->sc.guard) { /* every stage skipped, or none: counted once */
+            r->loss = (float)loss;
+            apply_judge_skipped(r, step, pipe_skipped(pe->engine));
+        } else if (!isfinite(r->loss = (float)loss))
             replica_fail(r, VKT_ERROR_DIVERGED, "the loss is %g at step %llu: training "
                          "diverged (a smaller learning rate may help)", (double)r->loss,
                          (unsigned long long)step + 1);

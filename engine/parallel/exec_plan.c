@@ -85,8 +85,6 @@ static const refusal refusals[] = {
      say_pipeline},
     {EXEC_PIPELINED | EXEC_SLOW, 0, "an artificially slowed replica (slow_seconds)",
      say_pipeline},
-    {EXEC_PIPELINED | EXEC_SKIPS, 0, "fp16's loss scaling or skipping non-finite steps "
-     "(precision fp16, nonfinite_skips; bf16 needs no scaling)", say_pipeline},
     /* replicas, once the ranks counted them */
     {EXEC_WORLD | EXEC_BALANCE, EXEC_PIPELINED,
      "balancing the batch by replica speed (balance_after, --balance)", say_ranks},

@@ -53,6 +53,15 @@ vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_
  * whether the last pipe_step stopped on it (then no context updated: the batch is unused). */
 void pipe_set_stop(vkt_pipeline *p, int stop);
 int pipe_stopped(const vkt_pipeline *p);
+/* fp16's loss scale and the skipping of non-finite steps (the trainer's scaler, apply.c),
+ * for the next steps: the last stages' backward starts from `scale` instead of 1 (the
+ * scaled gradients then cross the edges to the stages before), and each stage applies
+ * its gradient divided by it. guard: after the step's last backward every stage judges
+ * its summed gradient (gacc) on the host, and the contexts vote at the step's end (the
+ * barrier; across ranks, the tail): one non-finite value anywhere and no stage applies.
+ * pipe_skipped: whether the last pipe_step was skipped so. */
+void pipe_set_scaler(vkt_pipeline *p, int guard, float scale);
+int pipe_skipped(const vkt_pipeline *p);
 /* Whether this process holds copy `copy`'s stage `stage` (always, without a world); the
  * copy of stage s this process holds (UINT32_MAX: none; 0 without a world). */
 int pipe_holds(const vkt_pipeline *p, uint32_t copy, uint32_t stage);

@@ -174,6 +174,7 @@ vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
     p->optim = o->optimizer;
     p->world = o->world && o->world->size > 1 ? o->world : NULL;
     p->remote_failed = UINT32_MAX;
+    p->scale = 1.0f;
     vkt_status st = check_options(p);
     if (st == VKT_OK) {
         char msg[VKT_ERRMSG_SIZE];
@@ -238,6 +239,18 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
 uint32_t pipe_copies(const vkt_pipeline *p) { return p->D; }
 void pipe_set_stop(vkt_pipeline *p, int stop) { p->stop_vote = stop != 0; }
 int pipe_stopped(const vkt_pipeline *p) { return p->stopped; }
+int pipe_skipped(const vkt_pipeline *p) { return p->overflow; }
+
+void pipe_set_scaler(vkt_pipeline *p, int guard, float scale)
+{
+    p->guard = guard != 0;
+    p->scale = scale > 0 ? scale : 1.0f;
+    for (uint32_t c = 0; c < p->D; c++) { /* the last stages' seed, in their control block */
+        pstage *s = ctx_of(p, c, p->P - 1);
+        if (s->local)
+            graph_model_set_loss_scale(s->model, p->scale);
+    }
+}
 vkt_world *pipe_world(const vkt_pipeline *p) { return p->world; }
 
 int pipe_holds(const vkt_pipeline *p, uint32_t copy, uint32_t stage)

@@ -65,6 +65,7 @@ typedef struct pstage {
     char errmsg[VKT_ERRMSG_SIZE];
     plat_thread *thread;
     int local;             /* this process runs it (always, without a world) */
+    int nonfinite;         /* guarded: its gacc of the step has a non-finite value */
     pworld w;              /* across ranks */
 } pstage;
 
@@ -84,6 +85,9 @@ struct vkt_pipeline {
     int go;                /* under mon: the step's threads may start working */
     uint32_t expected, arrived; /* under mon: the step's end (arrive) */
     int votes;             /*   and whether any context voted to stop there */
+    int guard;             /* the step is skipped if any gradient is not finite */
+    float scale;           /* the loss scale the last stages seed their backward with */
+    int overflow;          /* under mon: some context's gradient was not finite: skipped */
     uint32_t first_failed; /* under mon: the context that failed first (n_ctx: none) */
     uint64_t steps, step;  /* public steps taken; the optimizers' step of this one */
     double step_seconds;

@@ -11,7 +11,10 @@
  * The last stage's F(k) is its whole step (forward, loss, backward). Gradients of each
  * micro-batch are read to the host and summed in double with weight rows_k / batch;
  * after every context passed the barrier with no failure, each writes the sum over the
- * copies of its stage and runs its optimizer (recorded once into `apply`). */
+ * copies of its stage and runs its optimizer (recorded once into `apply`). Guarded (fp16's
+ * loss scaling, nonfinite_skips): each context judges its sum at the barrier, and a
+ * non-finite value anywhere skips every update; else the sum is divided by the scale. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,13 +104,14 @@ static vkt_status update(pstage *s)
     vkt_pipeline *p = s->p;
     if (!s->opt)
         return VKT_OK; /* no trainable parameters */
+    double unscale = 1.0 / p->scale; /* fp16: the last stages seeded the backward with it */
     for (uint64_t i = 0; i < s->n_train; i++) {
         double g = 0;
         if (p->world) /* the tail summed the copies (pipe_world.c) */
             g = s->gacc[i];
         for (uint32_t c = 0; c < p->D && !p->world; c++)
             g += ctx_of(p, c, s->index)->gacc[i];
-        s->gtmp[i] = (float)g;
+        s->gtmp[i] = (float)(g * unscale);
     }
     for (uint64_t i = s->n_train; i < s->n_params; i++)
         s->gtmp[i] = 0.0f;
@@ -124,20 +128,34 @@ static vkt_status update(pstage *s)
     return VKT_OK;
 }
 
+/* Guarded (pipe_set_scaler): whether s's gradient of the step, once its last backward
+ * summed it, has a non-finite value (then so has the sum over the copies, in double). */
+static void judge(pstage *s)
+{
+    s->nonfinite = 0;
+    for (uint64_t i = 0; s->p->guard && s->status == VKT_OK && i < s->n_train; i++)
+        if (!isfinite(s->gacc[i])) {
+            s->nonfinite = 1;
+            return;
+        }
+}
+
 /* The end of a step for the contexts whose threads run (p->expected of them): each
- * arrives with its vote and waits for all; returns 1 if any voted to stop. (Not a
+ * arrives with its vote (to stop; its gradient not finite) and waits for all; returns 1
+ * if every context updates: none voted to stop and every gradient is finite. (Not a
  * plat_barrier: when some threads could not start, fewer arrive.) */
-static int arrive(vkt_pipeline *p, int vote)
+static int arrive(vkt_pipeline *p, int vote, int nonfinite)
 {
     plat_monitor_lock(p->mon);
     p->votes |= vote != 0;
+    p->overflow |= nonfinite != 0;
     p->arrived++;
     plat_monitor_broadcast(p->mon);
     while (p->arrived < p->expected)
         plat_monitor_wait(p->mon);
-    int stop = p->votes;
+    int go = !p->votes && !p->overflow;
     plat_monitor_unlock(p->mon);
-    return stop;
+    return go;
 }
 
 /* 1F1B order for one stage of one copy (the header comment). */
@@ -163,6 +181,7 @@ static void stage_job(void *arg)
         st = backward(s, k);
     if (st != VKT_OK && s->status == VKT_OK)
         s->status = st; /* stopped by another stage's failure */
+    judge(s);
     if (p->world) { /* across ranks: every message of the step, then the tail decides */
         pipe_world_end(s);
         if (pipe_world_tail(s))
@@ -170,7 +189,7 @@ static void stage_job(void *arg)
         return;
     }
     /* Every context updates, or none does (and after arrive every gacc is final). */
-    if (arrive(p, s->status != VKT_OK) == 0)
+    if (arrive(p, s->status != VKT_OK, s->nonfinite))
         update(s);
 }
 
@@ -203,6 +222,7 @@ static void reset_step(vkt_pipeline *p)
     p->go = 0;
     p->arrived = 0;
     p->votes = 0;
+    p->overflow = 0;
     p->stopped = 0;
     p->world_loss = 0;
     p->remote_failed = UINT32_MAX;
@@ -230,7 +250,11 @@ static void run_sequential(vkt_pipeline *p)
             for (uint32_t s = p->P - 1; s-- > 0 && r == VKT_OK;)
                 r = backward(ctx_of(p, c, s), k);
         }
-    for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK; i++)
+    for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK; i++) {
+        judge(&p->st[i]);
+        p->overflow |= p->st[i].nonfinite;
+    }
+    for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK && !p->overflow; i++)
         r = update(&p->st[i]);
 }
 

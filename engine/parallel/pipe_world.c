@@ -13,7 +13,7 @@
  * Every rank sends every message of the step once, even after a failure (then zeros), so
  * no peer waits for one that never comes; a wait that fails (deadline, a rank gone) marks
  * the world broken and the stage stops communicating: its message names the rank.
- * After the 1F1B order, one allreduce (the tail) sums [loss, stop, fail[R]] and, with
+ * After the 1F1B order, one allreduce (the tail) sums [loss, stop, overflow, fail[R]] and, with
  * D > 1, every stage's gradient over its copies; every rank decides the same from it.
  * One thread calls MPI in each rank: the rank's one stage thread during a step, the
  * caller's thread otherwise (MPI_THREAD_SERIALIZED). */
@@ -27,7 +27,8 @@
 #define TAG_MAX 32767   /* MPI guarantees at least this upper bound */
 #define TAIL_LOSS 0
 #define TAIL_STOP 1
-#define TAIL_FAIL 2
+#define TAIL_OVERFLOW 2 /* guarded: stages whose gradient is not finite (pipe_set_scaler) */
+#define TAIL_FAIL 3
 
 static uint32_t rank_of(const vkt_pipeline *p, uint32_t copy, uint32_t stage)
 {
@@ -264,6 +265,7 @@ int pipe_world_tail(pstage *s)
     int failed = s->status != VKT_OK;
     v[TAIL_LOSS] = failed ? 0.0 : s->loss;
     v[TAIL_STOP] = p->stop_vote;
+    v[TAIL_OVERFLOW] = !failed && s->nonfinite;
     v[TAIL_FAIL + w->rank] = failed;
     if (p->D > 1 && !failed) { /* stage s's segment: this copy's weighted gradient */
         uint64_t at = TAIL_FAIL + w->size;
@@ -280,11 +282,12 @@ int pipe_world_tail(pstage *s)
     }
     p->world_loss = v[TAIL_LOSS];
     p->stopped = v[TAIL_STOP] > 0;
+    p->overflow = v[TAIL_OVERFLOW] > 0; /* every stage skips, or none */
     p->remote_failed = UINT32_MAX;
     for (uint32_t r = 0; r < w->size && p->remote_failed == UINT32_MAX; r++)
         if (v[TAIL_FAIL + r] > 0 && r != w->rank)
             p->remote_failed = r;
-    int go = !failed && p->remote_failed == UINT32_MAX && !p->stopped;
+    int go = !failed && p->remote_failed == UINT32_MAX && !p->stopped && !p->overflow;
     if (go && p->D > 1) { /* the sum over the copies replaces this copy's */
         uint64_t at = TAIL_FAIL + w->size;
         for (uint32_t k = 0; k < s->index; k++)
