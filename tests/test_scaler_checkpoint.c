@@ -15,7 +15,8 @@
  * run without skipping writes) resumed in fp16 starts the scaler afresh, also in a
  * trainer whose scaler had moved; a section whose scale is NaN is VKT_ERROR_FORMAT.
  *
- * With --mpi (under mpirun, R ranks, each feeding the same global batch): the resumes
+ * With --mpi (under mpirun, R ranks, each feeding the same global batch): fp16 with async
+ * replicas across ranks (the parameter server) is refused naming it; the resumes
  * across ranks, the chief alone reading the file (the others pass a path that does not
  * exist) and every rank going on as the run that saved; check_identical compares the ranks'
  * parameters every step. */
@@ -302,6 +303,16 @@ int main(int argc, char **argv)
     if (!world || vkt_world_size(world) == 2)
         resumes_alike(&n, 1, dir);
     stages_ = 0;
+    if (world) { /* async replicas across ranks (the parameter server): refused for now */
+        vkt_trainer_options o = {.batch = 16, .precision = VKT_PRECISION_FP16,
+                                 .mode = VKT_PARALLEL_ASYNC, .world = world, .stages = 1};
+        vkt_trainer *u = NULL;
+        vkt_status st = vkt_trainer_create(th_instance, n.g, n.loss, &o, &u);
+        TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_last_error(), "not across ranks"),
+                 "fp16 with async replicas across ranks refused (%s): %s", vkt_status_name(st),
+                 vkt_last_error());
+        vkt_trainer_destroy(u);
+    }
     if (!world) {
         resumes_alike(&n, 2, dir);
         across_precisions(&n, dir);

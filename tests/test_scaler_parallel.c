@@ -17,7 +17,9 @@
  * update, which adds nothing to the master; vkt_trainer_skipped reports the replicas'
  * skips summed and the smallest scale; each skip halves its replica's scale, so the
  * summed count is at least what one replica needs (the first step's overflow is seen by
- * both), and the run recovers. The limit stops an async run with VKT_ERROR_DIVERGED. */
+ * both), and the run recovers. The limit stops an async run with VKT_ERROR_DIVERGED. A
+ * checkpoint keeps the summary (the sum, the smallest scale): every replica of the
+ * resumed run starts from it (async_checkpoint). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,7 +223,7 @@ static void limit(mlp *n, layout l)
             goto out;
         st = vkt_trainer_fit(t, ds, n->x, n->y, 20, 1, NULL, NULL);
         vkt_dataset_destroy(ds);
-        k = 4;
+        k = 4; /* a replica's 4th step: the message says so */
     } else
         for (; k < 6 && st == VKT_OK; k++)
             st = vkt_trainer_step(t, f, 2, NULL);
@@ -302,6 +304,54 @@ out:
     vkt_trainer_destroy(one);
 }
 
+/* Async replicas through a checkpoint: saved in the middle of the skipping, the file
+ * holds the replicas' skips summed and the smallest scale; a fresh async trainer (default
+ * start scale) restored reports them, and every replica goes on from that scale: the next
+ * step skips on both (2 more, the scale halved again), as the run that went on, with the
+ * same parameters (still the initial ones: nothing applied yet). */
+static void async_checkpoint(mlp *n)
+{
+    char dir[512], path[600];
+    th_temp_dir("scaler_async", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/ckpt", dir);
+    vkt_trainer *a = make(n, ASYNC, VKT_PRECISION_FP16, SCALE_2_40, 0, 1);
+    vkt_trainer *b = make(n, ASYNC, VKT_PRECISION_FP16, 0, 0, 1);
+    vkt_dataset *ds = NULL;
+    if (!a || !b || !TH_OK(NULL, vkt_dataset_create(16, 12, 5, n->X, n->Y, &ds)))
+        goto out;
+    uint64_t sa = 0, sb = 0, count = vkt_trainer_param_count(a);
+    float ca = 0, cb = 0;
+    TH_OK(NULL, vkt_trainer_fit(a, ds, n->x, n->y, 9, 1, NULL, NULL)); /* to 2^31 */
+    TH_OK(NULL, vkt_trainer_save(a, path));
+    vkt_trainer_skipped(a, &sa, &ca);
+    if (TH_OK(NULL, vkt_trainer_restore(b, path))) {
+        vkt_trainer_skipped(b, &sb, &cb);
+        TH_CHECK(sa == 18 && ca == SCALE_2_40 / 512 && sb == sa && cb == ca,
+                 "async, saved after 9 steps of 2 replicas: %llu skips, scale %g; restored: "
+                 "%llu, %g", (unsigned long long)sa, (double)ca, (unsigned long long)sb,
+                 (double)cb);
+        TH_OK(NULL, vkt_trainer_fit(a, ds, n->x, n->y, 1, 1, NULL, NULL));
+        TH_OK(NULL, vkt_trainer_fit(b, ds, n->x, n->y, 1, 1, NULL, NULL));
+        vkt_trainer_skipped(a, &sa, &ca);
+        vkt_trainer_skipped(b, &sb, &cb);
+        float *pa = th_alloc_floats(count), *pb = th_alloc_floats(count);
+        vkt_trainer_read_params(a, pa, count);
+        vkt_trainer_read_params(b, pb, count);
+        TH_CHECK(sb == 20 && cb == SCALE_2_40 / 1024 && sa == sb && ca == cb &&
+                     !memcmp(pa, pb, count * sizeof *pa),
+                 "resumed, each replica from the file's scale: %llu skips, scale %g; the run "
+                 "that went on: %llu, %g; parameters %s", (unsigned long long)sb, (double)cb,
+                 (unsigned long long)sa, (double)ca, memcmp(pa, pb, count * 4) ? "differ" : "equal");
+        free(pa);
+        free(pb);
+    }
+out:
+    vkt_dataset_destroy(ds);
+    vkt_trainer_destroy(a);
+    vkt_trainer_destroy(b);
+    th_remove_tree(dir);
+}
+
 int main(void)
 {
     th_init("test_scaler_parallel");
@@ -311,7 +361,9 @@ int main(void)
     pipeline(&n, 2);
     limit(&n, PIPELINE);
     nan_step(&n);
-    (void)async;
+    async(&n);
+    limit(&n, ASYNC);
+    async_checkpoint(&n);
     vkt_graph_destroy(n.g);
     return th_finish();
 }

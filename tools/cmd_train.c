@@ -322,15 +322,22 @@ const char *train_precision_text(const vkt_trainer *tr, char *buf, size_t size)
     return buf;
 }
 
-void train_print_skipped(const vkt_trainer *tr)
+void train_print_skipped(const vkt_trainer *tr, int async)
 {
     uint64_t skipped = 0;
     float scale = 1.0f;
     if (vkt_trainer_skipped(tr, &skipped, &scale) != VKT_OK || (skipped == 0 && scale == 1.0f))
         return;
-    printf("skipped %llu of %llu steps (non-finite gradients, never applied); loss scale %g\n",
-           (unsigned long long)skipped, (unsigned long long)vkt_trainer_step_count(tr),
-           (double)scale);
+    uint32_t replicas = vkt_trainer_world_replicas(tr);
+    if (async && replicas > 1) /* each replica its own scaler: the sum, the smallest scale */
+        printf("skipped %llu of %llu updates of %u async replicas (non-finite gradients, never "
+               "applied); loss scale %g (the smallest)\n", (unsigned long long)skipped,
+               (unsigned long long)vkt_trainer_step_count(tr) * replicas, replicas,
+               (double)scale);
+    else
+        printf("skipped %llu of %llu steps (non-finite gradients, never applied); loss scale "
+               "%g\n", (unsigned long long)skipped,
+               (unsigned long long)vkt_trainer_step_count(tr), (double)scale);
 }
 
 /* --checkpoint-dir: restores the newest valid checkpoint, if there is one. Corrupt newer
@@ -490,7 +497,7 @@ static int run(const train_args *a, vkt_instance *inst)
     if (!a->quiet && ts.step_seconds > 0) /* the loader's prefetch thread hides loading */
         printf("data wait: %.1f%% of step time\n",
                100.0 * ts.data_wait_seconds / ts.step_seconds);
-    train_print_skipped(tr);
+    train_print_skipped(tr, a->async);
     printf("result: test_accuracy=%.4f test_loss=%.4f steps=%llu samples_per_s=%.1f "
            "seconds=%.1f replicas=%u mode=%s", ev.accuracy, ev.loss,
            (unsigned long long)vkt_trainer_step_count(tr),

@@ -270,7 +270,7 @@ static int run(lm_run *r, vkt_instance *inst)
         return cli_fail("sampling failed", st, vkt_trainer_errmsg(r->tr));
     train_print_stages(a, r->tr);
     uint64_t steps = vkt_trainer_step_count(r->tr) - first;
-    train_print_skipped(r->tr);
+    train_print_skipped(r->tr, a->async);
     printf("result: val_loss=%.4f train_loss=%.4f steps=%llu samples_per_s=%.1f seconds=%.1f "
            "replicas=%u mode=%s", val, trn, (unsigned long long)vkt_trainer_step_count(r->tr),
            seconds > 0 ? (double)steps * a->batch / seconds : 0.0, cli_now() - t_start,

@@ -142,8 +142,9 @@ int train_optimizer_options(const train_args *a, uint64_t total, vkt_optimizer_o
  * run in and why (vkt_trainer_precision), for the start line. */
 const char *train_precision_text(const vkt_trainer *tr, char *buf, size_t size);
 /* "skipped 20 of 200 steps (non-finite gradients); loss scale 1048576", before the result
- * line, when a step was skipped or the loss is scaled (fp16). */
-void train_print_skipped(const vkt_trainer *tr);
+ * line, when a step was skipped or the loss is scaled (fp16); async replicas: "of N
+ * updates of R async replicas", the replicas' skips summed and the smallest scale. */
+void train_print_skipped(const vkt_trainer *tr, int async);
 vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
                               const vkt_optimizer_options *oo, vkt_trainer **out);
 /* With --pipeline or --micro-batches (and not --quiet): each stage's ops, device memory

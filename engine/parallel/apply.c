@@ -100,6 +100,21 @@ vkt_status apply_judge_skipped(replica *r, uint64_t step, int skipped)
     return r->status != VKT_OK ? r->status : judge(r, skipped);
 }
 
+loss_scaler apply_scaler(const vkt_trainer *t)
+{
+    loss_scaler s = t->rep[0].sc;
+    if (!t->xc) /* one replica, a pipeline's driver, or sync replicas that decide alike */
+        return s;
+    for (uint32_t i = 1; i < t->n_rep; i++) { /* async: each replica's own */
+        const loss_scaler *o = &t->rep[i].sc;
+        s.skipped += o->skipped;
+        s.scale = o->scale < s.scale ? o->scale : s.scale;
+        s.clean = o->clean < s.clean ? o->clean : s.clean;
+        s.in_a_row = o->in_a_row > s.in_a_row ? o->in_a_row : s.in_a_row;
+    }
+    return s;
+}
+
 void apply_restore_scaler(vkt_trainer *t, const ckpt *k)
 {
     for (uint32_t i = 0; i < t->n_rep; i++) {
@@ -109,7 +124,9 @@ void apply_restore_scaler(vkt_trainer *t, const ckpt *k)
         scaler_start(t, sc); /* a checkpoint without SCAL: as a run starts */
         if (!k->has_scal)
             continue;
-        sc->skipped = k->scal_skipped;
+        /* async: the file's count is the replicas' sum, kept once (by replica 0) so the
+         * sum goes on; every replica starts from the rest (apply_scaler) */
+        sc->skipped = t->xc && i > 0 ? 0 : k->scal_skipped;
         sc->in_a_row = k->scal_in_a_row;
         if (sc->scaling && k->scal_scaling) { /* fp16 then and now: its scale goes on */
             sc->scale = sc->seeded = (float)k->scal_scale;
@@ -242,9 +259,9 @@ void apply_set_step(replica *r, uint64_t step)
         /* the update divides out the scale its gradient was made with: in the step, the
          * one the step is about to be seeded with; after the average, the one it was */
         float s = t->rd ? r->sc.seeded : r->sc.scale;
-        vkt_optimizer_options o;
+        vkt_optimizer_options o, base = apply_options(t, &t->optim, r); /* async: x weight */
         vkt_optimizer_get_options(r->opt, &o);
-        o.grad_scale = (t->optim.grad_scale > 0 ? t->optim.grad_scale : 1.0f) / s;
+        o.grad_scale = (base.grad_scale > 0 ? base.grad_scale : 1.0f) / s;
         vkt_optimizer_set_options(r->opt, &o);
     }
     if (!t->rd && r->sc.guard) { /* the update runs in this step: judged after it */

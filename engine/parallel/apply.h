@@ -70,8 +70,15 @@ vkt_status apply_judge(replica *r);
 /* The verdict on step `step` learnt elsewhere (the pipeline's vote: skipped when any
  * stage's gradient was not finite), judged as apply_judge does. */
 vkt_status apply_judge_skipped(replica *r, uint64_t step, int skipped);
+/* The scaler the trainer reports (vkt_trainer_skipped) and saves (SCAL): replica 0's
+ * where every replica decides alike (sync) or there is one; async replicas each have
+ * their own (an overflow is a property of the replica's gradient, and its skipped update
+ * adds nothing to the master): their skips summed, the smallest scale and clean count,
+ * the most skips in a row. */
+loss_scaler apply_scaler(const vkt_trainer *t);
 /* After a restore wrote the parameters (nothing pending): every replica's scaler from
- * checkpoint k's SCAL section (docs/checkpoint.md). The skip counts go on when this run
+ * checkpoint k's SCAL section (docs/checkpoint.md); async: the skip count to replica 0
+ * alone (the sum goes on), the scale and counts in a row to every replica. The skip counts go on when this run
  * skips non-finite steps; the scale and its clean steps when both runs scale (fp16); a
  * checkpoint without the section starts the scaler as a run starts; a run that skips
  * nothing ignores it. */

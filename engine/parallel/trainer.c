@@ -171,7 +171,8 @@ vkt_status vkt_trainer_skipped(const vkt_trainer *t, uint64_t *skipped, float *s
     if (!t || !t->rep)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_trainer_skipped: not a created trainer");
-    const loss_scaler *sc = &t->rep[0].sc; /* every replica decides alike */
+    loss_scaler all = apply_scaler(t); /* sync: replica 0's; async: the replicas' summary */
+    const loss_scaler *sc = &all;
     if (skipped)
         *skipped = sc->skipped;
     if (scale && sc->scaling)

@@ -167,7 +167,8 @@ static void encode(vkt_trainer *t, const snapshot *s, ckpt_buf *b)
     ckpt_put_f64(b, t->guard_rms);
     ckpt_put_u64(b, t->guard_step);
     ckpt_end_section(b, at);
-    const loss_scaler *sc = &t->rep[0].sc; /* every replica decides alike */
+    loss_scaler all = apply_scaler(t); /* sync: replica 0's; async: the replicas' summary */
+    const loss_scaler *sc = &all;
     if (sc->guard) { /* the scaler and skip counts go on with the run */
         at = ckpt_begin_section(b, "SCAL");
         ckpt_put_u32(b, (uint32_t)sc->scaling);

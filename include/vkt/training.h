@@ -243,8 +243,10 @@ typedef struct vkt_trainer_options {
      * whose loss is not finite) is skipped, its update never applied, at most this many
      * steps in a row; one more stops training with VKT_ERROR_DIVERGED naming the count. 0:
      * 32 under fp16's loss scaling, else none: a non-finite loss stops training at once, as
-     * it always did. Loss scaling and skipping are refused (VKT_ERROR_INVALID_ARGUMENT)
-     * with async mode and with pipeline stages for now. */
+     * it always did. Pipeline stages skip together (one verdict over every stage's
+     * gradient); async replicas each scale and skip their own updates (vkt_trainer_skipped:
+     * the sum, the smallest scale). Refused (VKT_ERROR_INVALID_ARGUMENT) with async
+     * replicas across ranks for now. */
     uint32_t nonfinite_skips;
 } vkt_trainer_options;
 
@@ -392,7 +394,8 @@ VKT_API vkt_status vkt_trainer_precision(const vkt_trainer *trainer, vkt_dtype *
                                          char *why /* OUT */, size_t why_size);
 /* The steps skipped so far for non-finite gradients (fp16 overflows under loss scaling,
  * options.nonfinite_skips), and the loss scale the next step starts from (1 without
- * scaling); either pointer may be NULL. Checkpoints carry the scaler: a run resumed in fp16
+ * scaling); either pointer may be NULL. Async replicas: their skipped updates summed and
+ * the smallest of their scales. Checkpoints carry the scaler: a run resumed in fp16
  * goes on with the saved scale and counts (docs/checkpoint.md, SCAL). */
 VKT_API vkt_status vkt_trainer_skipped(const vkt_trainer *trainer,
                                        uint64_t *out_skipped /* OUT */,

@@ -39,6 +39,9 @@ check "--skip-nonfinite -1: exit 2 naming it ($out)" "[[ $rc -eq 2 ]] && grep -q
 out=$("$bin" train --steps 5 --hidden 16 --precision fp16 --pipeline 2 2>&1); rc=$?
 check "fp16 with 2 pipeline stages trains, reporting its skips and scale ($out)" "[[ $rc -eq 0 ]] && grep -Eq '^skipped [0-9]+ of 5 steps \(non-finite gradients, never applied\); loss scale [0-9]+\$' <<<\"\$out\" && grep -q '^result: test_accuracy=.* stages=2 ' <<<\"\$out\""
 
+out=$("$bin" train --steps 5 --hidden 16 --precision fp16 --replicas 2 --mode async 2>&1); rc=$?
+check "fp16 with 2 async replicas trains, reporting the replicas' skips summed and the smallest scale ($out)" "[[ $rc -eq 0 ]] && grep -Eq '^skipped [0-9]+ of 10 updates of 2 async replicas \(non-finite gradients, never applied\); loss scale [0-9]+ \(the smallest\)\$' <<<\"\$out\" && grep -q '^result: .* mode=async' <<<\"\$out\""
+
 # checkpoints hold fp32 masters: a run saved in fp16 goes on in bf16, then in fp32
 ck=$tmp/ck
 out=$("$bin" train --steps 10 --save-every 10 --hidden 16 --precision fp16 --checkpoint-dir "$ck" 2>&1); rc=$?
