@@ -3,6 +3,7 @@
  * it trusts a byte, so garbage gives VKT_ERROR_FORMAT and a reason, never a crash. */
 #include "io/checkpoint.h"
 
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,10 +201,11 @@ static vkt_status parse_scal(cursor *c, ckpt *k, char *why, size_t ws)
     memcpy(&k->scal_scale, &bits, 8);
     if (k->scal_scaling > 1)
         return io_bad(why, ws, "section SCAL: scaling flag %u is not 0 or 1", k->scal_scaling);
-    /* the scaler keeps it in [1, 2^32] (1 without scaling); NaN fails too */
-    if (!(k->scal_scale >= 1.0 && k->scal_scale <= 4294967296.0))
-        return io_bad(why, ws, "section SCAL: the loss scale %g is not within [1, 2^32]",
-                   k->scal_scale);
+    /* at least 1 (1 without scaling) and an fp32 value: growth stops at 2^32, but a run may
+     * start above it (loss_scale 2^40) and save while it halves; NaN and inf fail */
+    if (!(k->scal_scale >= 1.0 && k->scal_scale <= FLT_MAX))
+        return io_bad(why, ws, "section SCAL: the loss scale %g is not a finite fp32 value of "
+                      "at least 1", k->scal_scale);
     if (k->scal_in_a_row > k->scal_skipped)
         return io_bad(why, ws, "section SCAL: %u skipped steps in a row but %llu in all",
                    k->scal_in_a_row, (unsigned long long)k->scal_skipped);
