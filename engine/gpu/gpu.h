@@ -301,7 +301,7 @@ typedef enum gpu_family { GPU_FAMILIES(GPU_FAMILY_ENUM) GPU_FAMILY_COUNT } gpu_f
     X(GEMM_F16_COOPMAT) X(GEMM_F16_WIDEN) X(GEMM_F16_FLOAT) X(GEMM_F16_HALF)         \
     X(GEMM_BF16_COOPMAT) X(GEMM_BF16_WIDEN) X(GEMM_BF16_FLOAT)                       \
     X(CONV_IMPLICIT) X(CONV_IM2COL)                                                  \
-    X(CONV_LOWP_IMPLICIT) X(CONV_LOWP_WIDEN)                                         \
+    X(CONV_LOWP_COOPMAT) X(CONV_LOWP_IMPLICIT) X(CONV_LOWP_WIDEN) X(CONV_LOWP_FRAG)   \
     X(ATTENTION_SHUFFLE) X(ATTENTION_FLASH) X(ATTENTION_ROWS)                        \
     X(ATTENTION_LOWP_FLASH) X(ATTENTION_LOWP_WIDEN)                                  \
     X(ROWS_THREAD) X(ROWS_SPREAD)                                                    \
