@@ -18,6 +18,8 @@
  *                 fp32 accumulator matrices.
  * Only the multiplication differs, so lavapipe, which runs the first two, checks the
  * loads, staging, fragment indexing and epilogue the cooperative-matrix kernels share.
+ * The fragment half (accumulators, multiply, store_fragments) is lowp_frag.glsl, shared
+ * with the convolution on this tiling (conv_frag.glsl).
  *
  * A workgroup computes a BM x BN tile of C: (BM / WM) x (BN / WN) warps of SG lanes, warp
  * w taking the WM x WN block at rows (w % (BM / WM)) WM, columns (w / (BM / WM)) WN, as
