@@ -714,6 +714,9 @@ uint32_t gpu_context_queue_count(const vkt_context *ctx);
  * recording with gpu_stream_barrier_all, so that s's commands see its writes. Until s is
  * waited for, waiting for (or resetting, destroying) a carried stream waits for s. */
 vkt_status gpu_stream_submit_after(vkt_stream *s, vkt_stream *const *before, uint32_t n);
+/* Records a fill of bytes [offset, offset + bytes) of b with zeros (vkCmdFillBuffer: a
+ * transfer, no kernel; offset and bytes multiples of 4), ordered like a copy. */
+vkt_status gpu_stream_fill_zero(vkt_stream *s, vkt_buffer *b, uint64_t offset, uint64_t bytes);
 /* Records a barrier ordering every earlier command of the stream, and every write of it,
  * before every later command in submission order (this stream's, and those of command
  * buffers submitted after it). */
