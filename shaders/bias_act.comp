@@ -5,32 +5,64 @@
  * common.glsl (SCALE with alpha 1 is the identity). Grid-stride over all elements, as
  * vec4s when VEC4 (every view 16-byte aligned, cols a multiple of 4: lavapipe pays per
  * invocation, so four elements each cost little more than one).
+ * PRE16 (an autocast product's saved pre-activation, kernels/train_ops.h kt_bias_act_keep16):
+ * Y holds the product on entry; Y = f(Y + b) and P = Y + b rounded to fp16 or bf16
+ * (shaders/dtype.h), two elements a 4-byte word, each word written whole by one thread
+ * (P's offset, in 16-bit elements, is even; the half past an odd count is zero).
  */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
 #include "common.glsl"
 #include "spec.h"
+#include "dtype.h"
 
 layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_BIAS_ACT_OP) const uint OP = 0;
 layout(constant_id = SPEC_BIAS_ACT_HAS_BIAS) const bool HAS_BIAS = true;
 layout(constant_id = SPEC_BIAS_ACT_SEPARATE_Y) const bool SEPARATE_Y = false;
 layout(constant_id = SPEC_BIAS_ACT_VEC4) const bool VEC4 = false;
+layout(constant_id = SPEC_BIAS_ACT_PRE16) const uint PRE16 = 0;
 
 layout(push_constant) uniform Push { push_bias_act p; };
 layout(std430, set = 0, binding = 0) readonly buffer B { float b[]; };
 layout(std430, set = 0, binding = 0) readonly buffer B4 { vec4 b4[]; };
 layout(std430, set = 0, binding = 1) buffer P { float pre[]; };
 layout(std430, set = 0, binding = 1) buffer P4 { vec4 pre4[]; };
-layout(std430, set = 0, binding = 2) writeonly buffer Y { float y[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer P16 { uint pre16[]; }; /* PRE16 */
+layout(std430, set = 0, binding = 2) buffer Y { float y[]; };
 layout(std430, set = 0, binding = 2) writeonly buffer Y4 { vec4 y4[]; };
 
 float f(float v) { return act_f(OP, p.alpha, v); }
 
+/* Elements 2j and 2j + 1 (PRE16): the product in Y plus the bias. */
+uint keep16(uint j, uint n)
+{
+    uint w = 0u;
+    for (uint k = 0u; k < 2u; k++) {
+        uint i = 2u * j + k;
+        if (i >= n)
+            break;
+        float v = y[p.y_off + i];
+        if (HAS_BIAS)
+            v += b[p.b_off + i % p.cols];
+        y[p.y_off + i] = f(v);
+        uint bits = floatBitsToUint(v);
+        uint h = PRE16 == DTYPE_BF16 ? dtype_f32_to_bf16(bits) : dtype_f32_to_f16(bits);
+        w |= (h & 0xffffu) << (16u * k);
+    }
+    return w;
+}
+
 void main()
 {
     uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    if (PRE16 != 0u) {
+        uint n = p.rows * p.cols, words = (n + 1u) / 2u;
+        for (uint j = gl_GlobalInvocationID.x; j < words; j += stride)
+            pre16[p.p_off / 2u + j] = keep16(j, n);
+        return;
+    }
     if (VEC4) {
         uint n4 = p.rows * p.cols / 4, c4 = p.cols / 4;
         uint po = p.p_off / 4, bo = p.b_off / 4, yo = p.y_off / 4;

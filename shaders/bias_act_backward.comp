@@ -10,12 +10,15 @@
  * column, or a quad of columns when VEC4): the RP threads of a unit walk every RP-th row,
  * then add their partial sums in a fixed order in shared memory (deterministic). RP is
  * chosen on the host so that no thread loops past the device's loop budget.
+ * V16: V is stored in fp16 or bf16, two elements a 4-byte word (an autocast product's
+ * saved pre-activation), widened exactly (shaders/dtype.h); never with VEC4.
  */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "push.h"
 #include "common.glsl"
 #include "spec.h"
+#include "dtype.h"
 
 layout(local_size_x_id = SPEC_WG) in;
 layout(constant_id = SPEC_BIAS_ACT_BACKWARD_OP) const uint OP = 0;
@@ -25,10 +28,12 @@ layout(constant_id = SPEC_BIAS_ACT_BACKWARD_WRITE_DZ) const bool WRITE_DZ = true
 layout(constant_id = SPEC_BIAS_ACT_BACKWARD_VEC4) const bool VEC4 = false;
 layout(constant_id = SPEC_BIAS_ACT_BACKWARD_ACCUM) const bool ACCUM = false;   /* beta != 0 */
 layout(constant_id = SPEC_BIAS_ACT_BACKWARD_RP) const uint RP = 4;
+layout(constant_id = SPEC_BIAS_ACT_BACKWARD_V16) const uint V16 = 0;
 
 layout(push_constant) uniform Push { push_bias_act p; };
 layout(std430, set = 0, binding = 0) readonly buffer V { float v[]; };
 layout(std430, set = 0, binding = 0) readonly buffer V4 { vec4 v4[]; };
+layout(std430, set = 0, binding = 0) readonly buffer V16W { uint v16[]; };
 layout(std430, set = 0, binding = 1) readonly buffer DY { float dy[]; };
 layout(std430, set = 0, binding = 1) readonly buffer DY4 { vec4 dy4[]; };
 layout(std430, set = 0, binding = 2) buffer DZ { float dz[]; };
@@ -40,9 +45,17 @@ shared vec4 part[gl_WorkGroupSize.x];
 
 float d(float x) { return FROM_Y ? act_df_from_y(OP, p.alpha, x) : act_df(OP, p.alpha, x); }
 
+float v_at(uint i)
+{
+    if (V16 == 0u)
+        return v[p.v_off + i];
+    uint e = p.v_off + i, w = v16[e / 2u], h = (e & 1u) != 0u ? w >> 16 : w & 0xffffu;
+    return V16 == DTYPE_BF16 ? dtype_bf16_value(h) : dtype_f16_value(h);
+}
+
 float dz_at(uint i)
 {
-    float g = dy[p.dy_off + i] * d(v[p.v_off + i]);
+    float g = dy[p.dy_off + i] * d(v_at(i));
     if (WRITE_DZ)
         dz[p.dz_off + i] = ACCUM ? g + p.beta * dz[p.dz_off + i] : g;
     return g;

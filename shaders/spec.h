@@ -64,7 +64,8 @@
 #define SPEC_BIAS_ACT_HAS_BIAS 2
 #define SPEC_BIAS_ACT_SEPARATE_Y 3
 #define SPEC_BIAS_ACT_VEC4 4
-#define SPEC_BIAS_ACT_COUNT 5
+#define SPEC_BIAS_ACT_PRE16 5     /* 0, or the dtype.h code of a 16-bit pre-activation */
+#define SPEC_BIAS_ACT_COUNT 6
 
 /* bias_act_backward.comp (kernels/train_ops.c) */
 #define SPEC_BIAS_ACT_BACKWARD_OP 1
@@ -74,7 +75,8 @@
 #define SPEC_BIAS_ACT_BACKWARD_VEC4 5
 #define SPEC_BIAS_ACT_BACKWARD_ACCUM 6  /* beta != 0 */
 #define SPEC_BIAS_ACT_BACKWARD_RP 7     /* row phases of the VEC4 bias path */
-#define SPEC_BIAS_ACT_BACKWARD_COUNT 8
+#define SPEC_BIAS_ACT_BACKWARD_V16 8    /* 0, or the dtype.h code of a 16-bit V */
+#define SPEC_BIAS_ACT_BACKWARD_COUNT 9
 
 /* binary.comp (kernels/binary.c) */
 #define SPEC_BINARY_OP 1          /* vkt_binary_op */
@@ -113,21 +115,6 @@
 #define SPEC_CONV_IMPLICIT_TM 11
 #define SPEC_CONV_IMPLICIT_TN 12
 #define SPEC_CONV_IMPLICIT_COUNT 13
-
-/* conv_frag.glsl: conv_frag.comp, conv_coopmat_f16.comp, conv_coopmat_bf16.comp
- * (kernels/conv_implicit.c, the plan kc_conv_frag_plan): the window (SPEC_CONV_KH..DW),
- * the pass and BM, BN, BK at conv_implicit's places, then gemm_lowp.glsl's fragments: a
- * workgroup of 2 x 2 warps of SG lanes, each warp BM / 2 x BN / 2 of C as fragments of
- * TM x TN, multiplying TM x TK by TK x TN at a time (the cooperative-matrix shape) */
-#define SPEC_CONV_FRAG_PASS 7
-#define SPEC_CONV_FRAG_BM 8
-#define SPEC_CONV_FRAG_BN 9
-#define SPEC_CONV_FRAG_BK 10
-#define SPEC_CONV_FRAG_TM 11
-#define SPEC_CONV_FRAG_TN 12
-#define SPEC_CONV_FRAG_TK 13
-#define SPEC_CONV_FRAG_SG 14
-#define SPEC_CONV_FRAG_COUNT 15
 
 /* conv_reduce.comp (kernels/conv_implicit.c): the workgroup only */
 #define SPEC_CONV_REDUCE_COUNT 1

@@ -33,6 +33,7 @@
  * test_scaler_parallel.c. */
 #include "harness.h"
 #include "gpu/gpu.h"
+#include "graph/model.h"
 #include "kernels/ref.h"
 
 #include <math.h>
@@ -269,6 +270,116 @@ static const acase k_cases[] = {
     {"linear+relu 29x17 -> 31, bias, x an activation", {29}, 1, 17, 31, 1, 1, 1, 0},
     {"matmul 17x29 x 29x13 twice, x an activation", {17}, 1, 29, 13, 0, 0, 1, 1},
 };
+
+/* The fused linear's saved pre-activation z (gelu cannot take f' from its output) is
+ * kept in the product's 16-bit type (kt_bias_act_keep16), 2 bytes an element: that value
+ * is 16-bit in the plan, the forward's y = gelu(z) matches the reference from the rounded
+ * operands, and the gradients match dz = round(T gelu'(round(z))) taken through the
+ * rounded operands (db from the unrounded dz, fp32), within one 16-bit step of dz per
+ * term (the device's fp32 gelu' may round dz the other way) plus the fp32 sums' error. */
+static void gelu_keeps_z16(vkt_context *ctx, vkt_dtype t)
+{
+    const uint32_t rows = 37, k = 19, n = 61;
+    char what[96];
+    snprintf(what, sizeof what, "linear+gelu %ux%u -> %u, z kept in %s", rows, k, n,
+             vkt_dtype_name(t));
+    vkt_graph *g = NULL;
+    vkt_graph_options go = {11};
+    if (!TH_OK(ctx, vkt_graph_create(&go, &g)))
+        return;
+    vkt_shape xs = {2, {rows, k}}, ws = {2, {k, n}}, bs = {1, {n}}, ys = {2, {rows, n}};
+    vkt_init uni = {VKT_INIT_UNIFORM, -1.0f, 1.0f, 0};
+    vkt_tensor *x = vkt_param(g, "X", &xs, &uni), *w = vkt_param(g, "W", &ws, &uni);
+    vkt_tensor *b = vkt_param(g, "b", &bs, &uni), *tt = vkt_input(g, "T", &ys);
+    vkt_tensor *y = vkt_gelu(g, vkt_linear(g, x, w, b));
+    vkt_keep(g, y);
+    vkt_tensor *loss = vkt_sum(g, vkt_mul(g, y, tt), -1);
+    vkt_model_options mo = {.precision = t};
+    vkt_model *m = NULL;
+    if (!TH_OK(ctx, vkt_model_create(ctx, g, loss, &mo, &m))) {
+        vkt_graph_destroy(g);
+        return;
+    }
+    uint32_t found = 0;
+    for (uint32_t i = 0; i < m->n; i++)
+        if (m->node[i].aux >= 0 && m->t[i]->op == GOP_LINEAR_ACT) {
+            found++;
+            TH_CHECK(m->val[m->node[i].aux].dtype == t &&
+                         m->val[m->node[i].aux].count == ((uint64_t)rows * n * 2 + 3) / 4,
+                     "%s: z is a value of type %d and %llu words", what,
+                     (int)m->val[m->node[i].aux].dtype,
+                     (unsigned long long)m->val[m->node[i].aux].count);
+        }
+    TH_CHECK(found == 1, "%s: %u fused linears save z", what, found);
+    uint64_t nx = (uint64_t)rows * k, nw = (uint64_t)k * n, ny = (uint64_t)rows * n;
+    float *X = th_alloc_floats(nx), *W = th_alloc_floats(nw), *B = th_alloc_floats(n);
+    float *T = th_alloc_floats(ny), *Xr = th_alloc_floats(nx), *Wr = th_alloc_floats(nw);
+    float *dz = th_alloc_floats(ny), *got = th_alloc_floats(nx > nw ? (nx > ny ? nx : ny)
+                                                                  : (nw > ny ? nw : ny));
+    th_fill_uniform(X, nx, -1, 1);
+    th_fill_uniform(W, nw, -1, 1);
+    th_fill_uniform(B, n, -1, 1);
+    fill_exact(T, ny);
+    TH_OK(ctx, vkt_model_write(m, x, X, nx));
+    TH_OK(ctx, vkt_model_write(m, w, W, nw));
+    TH_OK(ctx, vkt_model_write(m, b, B, n));
+    TH_OK(ctx, vkt_model_set_input(m, tt, T, ny));
+    if (!TH_OK(ctx, vkt_model_forward_backward(m)))
+        TH_CHECK(0, "%s: %s", what, vkt_model_errmsg(m));
+    rounded(t, X, Xr, nx);
+    rounded(t, W, Wr, nw);
+    uint64_t most = nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny);
+    double *want = calloc(most, sizeof *want), *mag = calloc(most, sizeof *mag);
+    double *tol = calloc(most, sizeof *tol), *z = calloc(ny, sizeof *z);
+    double *zmag = calloc(ny, sizeof *zmag), *dzmag = calloc(most, sizeof *dzmag);
+    double *scratch = calloc(most, sizeof *scratch);
+    TH_CHECK(want && mag && tol && z && zmag && dzmag && scratch, "out of memory");
+    /* y = gelu(z), z = r(X) r(W) + b */
+    prod(rows, n, k, Xr, k, 1, Wr, n, 1, z, zmag);
+    double step = t == VKT_DTYPE_BF16 ? 1.0 / 128 : 1.0 / 1024; /* one 16-bit step, relative */
+    for (uint64_t i = 0; i < ny; i++) {
+        z[i] += B[i % n], zmag[i] += fabs(B[i % n]);
+        want[i] = kref_unary_f(VKT_UNARY_GELU, 0, (float)z[i]);
+        tol[i] = 1.2 * (k + 4) * U32 * zmag[i] + 1e-6 * fabs(want[i]) + 1e-7;
+        float zr = kdt_round(t, (float)z[i]);
+        double g = T[i] * (double)kref_unary_df(VKT_UNARY_GELU, 0, zr);
+        scratch[i] = g; /* unrounded dz: db sums it */
+        dz[i] = kdt_round(t, (float)g);
+    }
+    TH_OK(ctx, vkt_model_read(m, y, got, ny));
+    char w2[160];
+    snprintf(w2, sizeof w2, "%s: y", what);
+    compare(w2, got, want, want, tol, ny);
+    /* db = column sums of the unrounded dz (fp32, from the 16-bit z) */
+    double *db = calloc(n, sizeof *db), *dbm = calloc(n, sizeof *dbm);
+    for (uint64_t i = 0; i < ny; i++)
+        db[i % n] += scratch[i], dbm[i % n] += fabs(scratch[i]);
+    for (uint32_t j = 0; j < n; j++)
+        tol[j] = (rows + 4) * U32 * dbm[j] + 1e-5 * dbm[j] + 1e-7;
+    TH_OK(ctx, vkt_model_read_grad(m, b, got, n));
+    snprintf(w2, sizeof w2, "%s: db", what);
+    compare(w2, got, db, db, tol, n);
+    /* dW = r(X)^T dz: each term within one step of dz */
+    memset(want, 0, nw * sizeof *want), memset(mag, 0, nw * sizeof *mag);
+    prod(k, n, rows, Xr, 1, k, dz, n, 1, want, mag);
+    for (uint64_t i = 0; i < nw; i++)
+        tol[i] = (rows + 4) * U32 * mag[i] + step * mag[i] + 1e-7;
+    TH_OK(ctx, vkt_model_read_grad(m, w, got, nw));
+    snprintf(w2, sizeof w2, "%s: dW", what);
+    compare(w2, got, want, want, tol, nw);
+    /* dX = dz r(W)^T */
+    memset(want, 0, nx * sizeof *want), memset(mag, 0, nx * sizeof *mag);
+    prod(rows, k, n, dz, n, 1, Wr, 1, n, want, mag);
+    for (uint64_t i = 0; i < nx; i++)
+        tol[i] = (n + 6) * U32 * mag[i] + step * mag[i] + 1e-7;
+    TH_OK(ctx, vkt_model_read_grad(m, x, got, nx));
+    snprintf(w2, sizeof w2, "%s: dX", what);
+    compare(w2, got, want, want, tol, nx);
+    free(db), free(dbm), free(want), free(mag), free(tol), free(z), free(zmag), free(dzmag);
+    free(scratch), free(X), free(W), free(B), free(T), free(Xr), free(Wr), free(dz), free(got);
+    vkt_model_destroy(m);
+    vkt_graph_destroy(g);
+}
 
 /* Check mode compares with the fp32 reference: it runs the products in fp32. A precision
  * outside vkt_dtype is refused naming it. */
@@ -615,6 +726,8 @@ int main(void)
         for (int t = VKT_DTYPE_FP16; t <= VKT_DTYPE_BF16; t++)
             for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
                 run_case(ctx, &k_cases[i], (vkt_dtype)t);
+        for (int t = VKT_DTYPE_FP16; t <= VKT_DTYPE_BF16; t++)
+            gelu_keeps_z16(ctx, (vkt_dtype)t);
         if (st == 0) {
             check_mode_and_errors(ctx);
             precisions(ctx);

@@ -107,7 +107,7 @@ static void test_bias_act_backward(vkt_stream *s)
                 kb dy = kb_new((uint64_t)r * c, -1, 1), dz = kb_new((uint64_t)r * c, -1, 1);
                 kb db = kb_new(c, -1, 1);
                 vkt_view dzv = th_view(&dz.b), dbv = th_view(&db.b);
-                TH_OK(g_ctx, kt_bias_act_backward(s, op, alpha, from_y, th_view(&v.b),
+                TH_OK(g_ctx, kt_bias_act_backward(s, op, alpha, from_y, VKT_DTYPE_FP32, th_view(&v.b),
                                                   th_view(&dy.b), &dzv, beta,
                                                   mode & 4 ? &dbv : NULL, beta, r, c));
                 run(s);
@@ -127,14 +127,16 @@ static void test_bias_act_backward(vkt_stream *s)
     /* In place over dy, bias gradient only. */
     kb y = kb_new(13 * 7, 0.01f, 0.99f), dy = kb_new(13 * 7, -1, 1), db = kb_new(7, 0, 0);
     vkt_view dyv = th_view(&dy.b), dbv = th_view(&db.b);
-    TH_OK(g_ctx, kt_bias_act_backward(s, VKT_UNARY_SIGMOID, 0, 1, th_view(&y.b), dyv, &dyv, 0,
+    TH_OK(g_ctx, kt_bias_act_backward(s, VKT_UNARY_SIGMOID, 0, 1, VKT_DTYPE_FP32, th_view(&y.b), dyv,
+                                      &dyv, 0,
                                       &dbv, 0, 13, 7));
     run(s);
     kt_ref_bias_act_backward(VKT_UNARY_SIGMOID, 0, 1, y.host, dy.host, dy.host, 0, db.host, 0, 13,
                              7);
     kb_expect(&dy, dy.host, "bias_act_backward in place", 1e-5f, 1e-6f);
     kb_expect(&db, db.host, "bias_act_backward in place db", 1e-4f, 1e-5f);
-    TH_OK(g_ctx, kt_bias_act_backward(s, VKT_UNARY_SCALE, 1, 1, dyv, dyv, NULL, 0, &dbv, 0, 13,
+    TH_OK(g_ctx, kt_bias_act_backward(s, VKT_UNARY_SCALE, 1, 1, VKT_DTYPE_FP32, dyv, dyv, NULL, 0,
+                                      &dbv, 0, 13,
                                       7));
     run(s);
     kt_ref_bias_act_backward(VKT_UNARY_SCALE, 1, 1, dy.host, dy.host, NULL, 0, db.host, 0, 13, 7);
@@ -142,6 +144,106 @@ static void test_bias_act_backward(vkt_stream *s)
     kb_free(&y);
     kb_free(&dy);
     kb_free(&db);
+}
+
+/* kt_bias_act_keep16: y = f(product + b) as kt_bias_act's, and the pre-activation's
+ * 16-bit bits exactly as the reference rounds them (the same fp32 sum, the same integer
+ * rounding of shaders/dtype.h); at an even skip with its padding half zeroed and nothing
+ * before it touched; an odd offset refused. Then kt_bias_act_backward reading those 16
+ * bits (and 16-bit values at odd offsets) against the fp32 reference on the widened
+ * values. */
+static void test_bias_act_keep16(vkt_stream *s)
+{
+    const uint32_t shapes[][2] = {{1, 1}, {1, 37}, {13, 7}, {64, 10}, {3, 260}, {70001, 3}};
+    const vkt_unary_op ops[] = {VKT_UNARY_GELU, VKT_UNARY_SILU, VKT_UNARY_LEAKY_RELU,
+                                VKT_UNARY_SCALE};
+    const vkt_dtype types[] = {VKT_DTYPE_FP16, VKT_DTYPE_BF16};
+    for (unsigned si = 0; si < 6; si++)
+        for (unsigned oi = 0; oi < 4; oi++)
+            for (int mode = 0; mode < 8; mode++) { /* bit 0: bias, bit 1: bf16, bit 2: skip 2 */
+                uint32_t r = shapes[si][0], c = shapes[si][1];
+                uint64_t n = (uint64_t)r * c, skip = mode & 4 ? 2 : 0;
+                if (n > 1000 && oi > 0)
+                    continue;
+                vkt_unary_op op = ops[oi];
+                vkt_dtype type = types[(mode >> 1) & 1];
+                float alpha = op == VKT_UNARY_SCALE ? 1.0f : -0.1f;
+                kb y = kb_new(n, -300, 300), b = kb_new(c, -1, 1);
+                th_half pre = th_half_new(g_ctx, type, n, skip, -1, 1);
+                vkt_view bv = th_view(&b.b);
+                TH_OK(g_ctx, kt_bias_act_keep16(s, op, alpha, type, th_view(&y.b),
+                                                mode & 1 ? &bv : NULL, th_half_view(&pre), r, c));
+                run(s);
+                uint16_t *want = calloc(n, 2);
+                TH_CHECK(want != NULL, "out of memory");
+                kt_ref_bias_act_keep16(op, alpha, type, y.host, mode & 1 ? b.host : NULL, want,
+                                       r, c);
+                char what[96];
+                snprintf(what, sizeof what, "bias_act_keep16 %s %s %ux%u mode %d",
+                         vkt_unary_op_name(op), vkt_dtype_name(type), r, c, mode);
+                kb_expect(&y, y.host, what, 1e-5f, 1e-6f);
+                uint64_t words = (skip + n + 1) / 2;
+                uint16_t *got = calloc(words * 2, 2);
+                TH_CHECK(got != NULL, "out of memory");
+                th_buf_read(&pre.b, (float *)got);
+                uint64_t bad = 0;
+                for (uint64_t i = 0; i < skip; i++)
+                    bad += got[i] != pre.bits[i];
+                for (uint64_t i = 0; i < n; i++)
+                    bad += got[skip + i] != want[i];
+                if ((skip + n) % 2)
+                    bad += got[skip + n] != 0;
+                TH_CHECK(bad == 0, "%s: %llu 16-bit elements differ", what,
+                             (unsigned long long)bad);
+                th_buf_guards_ok(&pre.b, what);
+                free(got);
+                free(want);
+                kb_free(&y);
+                kb_free(&b);
+                th_half_free(&pre);
+            }
+    kb y = kb_new(12, -1, 1);
+    th_half odd = th_half_new(g_ctx, VKT_DTYPE_BF16, 12, 1, -1, 1);
+    TH_CHECK(kt_bias_act_keep16(s, VKT_UNARY_GELU, 0, VKT_DTYPE_BF16, th_view(&y.b), NULL,
+                                th_half_view(&odd), 3, 4) == VKT_ERROR_INVALID_ARGUMENT,
+             "an odd 16-bit offset is refused");
+    TH_CHECK(kt_bias_act_keep16(s, VKT_UNARY_GELU, 0, VKT_DTYPE_FP32, th_view(&y.b), NULL,
+                                th_view(&y.b), 3, 4) == VKT_ERROR_INVALID_ARGUMENT,
+             "an fp32 pre-activation type is refused");
+    TH_OK(g_ctx, vkt_stream_reset(s));
+    kb_free(&y);
+    th_half_free(&odd);
+
+    const uint32_t bshapes[][2] = {{1, 1}, {1, 29}, {17, 5}, {131, 264}, {70001, 3}};
+    for (unsigned si = 0; si < 5; si++)
+        for (int mode = 0; mode < 16; mode++) { /* bits: bf16, odd skip, beta 1, db */
+            uint32_t r = bshapes[si][0], c = bshapes[si][1];
+            uint64_t n = (uint64_t)r * c;
+            vkt_dtype type = mode & 1 ? VKT_DTYPE_BF16 : VKT_DTYPE_FP16;
+            float beta = mode & 4 ? 1.0f : 0.0f;
+            th_half v = th_half_new(g_ctx, type, n, mode & 2 ? 3 : 0, -3, 3);
+            kb dy = kb_new(n, -1, 1), dz = kb_new(n, -1, 1), db = kb_new(c, -1, 1);
+            vkt_view dzv = th_view(&dz.b), dbv = th_view(&db.b);
+            TH_OK(g_ctx, kt_bias_act_backward(s, VKT_UNARY_GELU, 0, 0, type, th_half_view(&v),
+                                              th_view(&dy.b), &dzv, beta,
+                                              mode & 8 ? &dbv : NULL, beta, r, c));
+            run(s);
+            float *wide = th_alloc_floats(n);
+            for (uint64_t i = 0; i < n; i++)
+                wide[i] = (float)v.stored[i];
+            kt_ref_bias_act_backward(VKT_UNARY_GELU, 0, 0, wide, dy.host, dz.host, beta,
+                                     mode & 8 ? db.host : NULL, beta, r, c);
+            char what[96];
+            snprintf(what, sizeof what, "bias_act_backward 16-bit v %s %ux%u mode %d",
+                     vkt_dtype_name(type), r, c, mode);
+            kb_expect(&dz, dz.host, what, 1e-5f, 1e-6f);
+            kb_expect(&db, db.host, what, 1e-4f, 1e-5f + 3e-8f * (float)r);
+            free(wide);
+            th_half_free(&v);
+            kb_free(&dy);
+            kb_free(&dz);
+            kb_free(&db);
+        }
 }
 
 static void test_sce(vkt_stream *s)
@@ -516,6 +618,7 @@ int main(void)
     for (g_aligned = 0; g_aligned < 2; g_aligned++) {
         test_bias_act(s);
         test_bias_act_backward(s);
+        test_bias_act_keep16(s);
         test_sce(s);
         test_mse(s);
         test_copies(s);

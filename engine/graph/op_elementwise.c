@@ -176,7 +176,7 @@ static vkt_status bwd_unary(const op_rec *r)
 {
     const vkt_tensor *t = r->t;
     vkt_view dx = op_dx(r->m, t, 0);
-    return kt_bias_act_backward(r->s, t->p.unary.op, t->p.unary.alpha, 0,
+    return kt_bias_act_backward(r->s, t->p.unary.op, t->p.unary.alpha, 0, VKT_DTYPE_FP32,
                                 op_in_val(r->m, t, 0), op_dy(r), &dx,
                                 op_beta(r->m, t->id, 0), NULL, 0.0f, 1,
                                 (uint32_t)r->m->count[t->id]);

@@ -189,11 +189,12 @@ static vkt_status bwd_linear(const op_rec *r)
         vkt_view v = model_view(m, from_y ? nd->val : nd->aux);
         if (nd->tmp >= 0)
             dz = model_view(m, nd->tmp);
-        st = kt_bias_act_backward(r->s, op, r->t->p.unary.alpha, from_y, v, dy, &dz, 0.0f,
+        vkt_dtype vt = from_y ? VKT_DTYPE_FP32 : m->val[nd->aux].dtype;
+        st = kt_bias_act_backward(r->s, op, r->t->p.unary.alpha, from_y, vt, v, dy, &dz, 0.0f,
                                   bias ? &db : NULL, beta_b, rows, cols);
     } else if (bias) {
-        st = kt_bias_act_backward(r->s, VKT_UNARY_SCALE, 1.0f, 1, dy, dy, NULL, 0.0f, &db,
-                                  beta_b, rows, cols);
+        st = kt_bias_act_backward(r->s, VKT_UNARY_SCALE, 1.0f, 1, VKT_DTYPE_FP32, dy, dy, NULL,
+                                  0.0f, &db, beta_b, rows, cols);
     }
     return st == VKT_OK ? product_grads(r, lin, dz) : st;
 }
@@ -329,7 +330,8 @@ static const char *linear_act_name(const vkt_tensor *t)
 }
 
 /* The pre-activation z is saved (aux) where the backward cannot take f' from the output
- * y (gelu, silu, leaky relu with a negative slope). */
+ * y (gelu, silu, leaky relu with a negative slope); an autocast product saves it in its
+ * 16-bit type (OPF_AUX_AUTOCAST), as a 16-bit product output would be. */
 static vkt_status linear_act_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *aux,
                                     uint64_t *tmp)
 {
@@ -341,12 +343,34 @@ static vkt_status linear_act_arrays(vkt_model *m, const vkt_tensor *t, uint64_t 
     return VKT_OK;
 }
 
+/* A 16-bit pre-activation (an autocast product's aux, autodiff.c's make_array): the
+ * product goes into y, and one kernel adds the bias, applies f in place and keeps the
+ * rounded sum (kt_bias_act_keep16), so the saved z costs 2 bytes an element. */
+static vkt_status linear_act_keep16(const op_rec *r, vkt_view y, int32_t aux)
+{
+    const vkt_model *m = r->m;
+    const vkt_tensor *lin = r->t;
+    uint32_t rows, k, cols = op_in_shape(m, lin, 1)->dims[1];
+    model_rows_cols(op_in_shape(m, lin, 0), &rows, &k);
+    vkt_view x, w;
+    vkt_status st = operands(r, lin, &x, &w);
+    if (st == VKT_OK)
+        st = gemm(r->s, lin->dtype, 0, 0, x, w, y, rows, k, cols, 0.0f);
+    if (st != VKT_OK)
+        return st;
+    vkt_view b = lin->n_in == 3 ? op_in_val(m, lin, 2) : y;
+    return kt_bias_act_keep16(r->s, lin->p.unary.op, lin->p.unary.alpha, m->val[aux].dtype, y,
+                              lin->n_in == 3 ? &b : NULL, model_view(m, aux), rows, cols);
+}
+
 static vkt_status fwd_linear_act(const op_rec *r)
 {
     const mnode *nd = op_node(r);
     vkt_view y = op_out_val(r);
     vkt_unary_op op = r->t->p.unary.op;
     float alpha = r->t->p.unary.alpha;
+    if (nd->aux >= 0 && r->m->val[nd->aux].dtype != VKT_DTYPE_FP32)
+        return linear_act_keep16(r, y, nd->aux);
     if (nd->aux >= 0)
         return op_linear_act(r, r->t, op, alpha, model_view(r->m, nd->aux), &y);
     return op_linear_act(r, r->t, op, alpha, y, NULL);
@@ -382,8 +406,8 @@ static void ref_linear_act_bwd(const graph_ref_args *a)
 
 const graph_op_def graph_op_linear_act = {
     .name = "linear_act", .fn = "vkt_linear", .name_of = linear_act_name,
-    .flags = OPF_SLOTS_REVERSED | OPF_FUSED | OPF_AUTOCAST, .min_in = 2, .max_in = 3,
-    .in_names = names_xwb,
+    .flags = OPF_SLOTS_REVERSED | OPF_FUSED | OPF_AUTOCAST | OPF_AUX_AUTOCAST, .min_in = 2,
+    .max_in = 3, .in_names = names_xwb,
     .shape = shape_linear, .batch_major = rows_of_a, .arrays = linear_act_arrays,
     .forward = fwd_linear_act, .backward = bwd_linear, .backward_access = product_access,
     .ref_forward = ref_linear_act, .ref_backward = ref_linear_act_bwd, .grad_rtol = 1e-5,

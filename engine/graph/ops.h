@@ -96,8 +96,10 @@ enum {
                                    rewrite runs in 16 bits (autocast.c) */
     OPF_AUTOCAST_DB = 1u << 11, /* an autocast op whose bias gradient also reads the 16-bit
                                    output gradient (conv2d: db is a column of dw's pass) */
-    OPF_AUTOCAST_X = 1u << 12   /* an autocast op of one 16-bit operand, input 0 (attention's
+    OPF_AUTOCAST_X = 1u << 12,  /* an autocast op of one 16-bit operand, input 0 (attention's
                                    qkv): no lp_w */
+    OPF_AUX_AUTOCAST = 1u << 13 /* its aux array takes the autocast type (a fused linear's
+                                   saved pre-activation: 2 bytes an element in bf16/fp16) */
 };
 
 struct vkt_model;

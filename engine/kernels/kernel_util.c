@@ -149,6 +149,19 @@ uint32_t ku_shift(const vkt_context *ctx, vkt_view v, uint64_t first)
     return gpu_arg_shift(ctx, (v.offset + first) * 4, GPU_BIND_STORAGE);
 }
 
+gpu_arg ku_arg16(vkt_view v, uint64_t count, int write)
+{
+    uint64_t first = v.offset * 2 / 4 * 4, end = (v.offset + count) * 2;
+    gpu_arg a = {v.buffer, first, (end + 3) / 4 * 4 - first, write};
+    return a;
+}
+
+uint32_t ku_shift16(const vkt_context *ctx, vkt_view v)
+{
+    return gpu_arg_shift_bytes(ctx, v.offset * 2 / 4 * 4, GPU_BIND_STORAGE) / 2 +
+           (uint32_t)(v.offset % 2);
+}
+
 vkt_status ku_check_shape(char *errmsg, const char *fn, const char *what, const vkt_shape *s)
 {
     if (!s)

@@ -63,10 +63,15 @@ uint32_t ku_vec4_split(const vkt_context *ctx, const vkt_view *views, uint32_t n
  * aligned and its shift is a multiple of 4 elements. */
 int ku_vec4_aligned(const vkt_context *ctx, vkt_view v);
 
-/* The dispatch argument of elements [first, first + count) of a view. */
 /* A view of `count` 16-bit elements (its offset counts 2-byte elements) inside its buffer:
  * gpu_check_view's checks for 2 bytes. */
 vkt_status ku_check_view16(vkt_context *ctx, const char *what, vkt_view v, uint64_t count);
+/* The dispatch argument of `count` 16-bit elements from a view's offset (in 2-byte
+ * elements), widened to whole 4-byte words (a shader reading or writing them as pairs in
+ * uints), and the shift in 2-byte elements for the push constants. */
+gpu_arg ku_arg16(vkt_view v, uint64_t count, int write);
+uint32_t ku_shift16(const vkt_context *ctx, vkt_view v);
+/* The dispatch argument of elements [first, first + count) of a view. */
 gpu_arg ku_arg(vkt_view v, uint64_t first, uint64_t count, int write);
 /* The element shift to pass in the push constants for that argument. */
 uint32_t ku_shift(const vkt_context *ctx, vkt_view v, uint64_t first);

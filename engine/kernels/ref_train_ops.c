@@ -3,9 +3,11 @@
 #include "kernels/train_ops.h"
 #include "activation.h"
 #include "dropout_hash.h"
+#include "dtype.h"
 #include "kernels/ref.h"
 
 #include <math.h>
+#include <string.h>
 
 static float out_with(float v, float beta, float old)
 {
@@ -24,6 +26,19 @@ void kt_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias
         } else {
             pre[i] = f;
         }
+    }
+}
+
+void kt_ref_bias_act_keep16(vkt_unary_op op, float alpha, vkt_dtype type, float *y,
+                            const float *bias, uint16_t *pre16, uint32_t rows, uint32_t cols)
+{
+    for (uint64_t i = 0; i < (uint64_t)rows * cols; i++) {
+        float v = bias ? y[i] + bias[i % cols] : y[i];
+        uint32_t bits;
+        memcpy(&bits, &v, 4);
+        y[i] = kref_unary_f(op, alpha, v);
+        pre16[i] = (uint16_t)(type == VKT_DTYPE_BF16 ? dtype_f32_to_bf16(bits)
+                                                     : dtype_f32_to_f16(bits));
     }
 }
 

@@ -148,6 +148,45 @@ vkt_status kt_bias_act(vkt_stream *s, vkt_unary_op op, float alpha, vkt_view pre
                groups_1d(ctx, vec4 ? n / 4 : n));
 }
 
+vkt_status kt_bias_act_keep16(vkt_stream *s, vkt_unary_op op, float alpha, vkt_dtype type,
+                              vkt_view y, const vkt_view *bias, vkt_view pre, uint32_t rows,
+                              uint32_t cols)
+{
+    const char *fn = "kt_bias_act_keep16";
+    uint64_t n = (uint64_t)rows * cols;
+    vkt_status st = check(s, fn, n);
+    if (st != VKT_OK)
+        return st;
+    vkt_context *ctx = s->ctx;
+    if (vkt_dtype_size(type) != 2)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: the pre-activation's type must be fp16 or bf16 (got %d)", fn,
+                        (int)type);
+    if (pre.offset % 2 != 0)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: pre starts at 16-bit element %llu; an even offset (a 4-byte "
+                        "boundary) is required", fn, (unsigned long long)pre.offset);
+    vkt_view v[2] = {bias ? *bias : y, y};
+    uint64_t c[2] = {bias ? cols : n, n};
+    const char *names[2] = {"bias", "y"};
+    char what[64];
+    snprintf(what, sizeof what, "%s: pre", fn);
+    if ((st = views_ok(ctx, v, c, names, 2)) != VKT_OK ||
+        (st = ku_check_view16(ctx, what, pre, n + n % 2)) != VKT_OK)
+        return st;
+    struct push_bias_act p = {
+        .rows = rows, .cols = cols, .alpha = alpha,
+        .b_off = ku_shift(ctx, v[0], 0), .p_off = ku_shift16(ctx, pre),
+        .y_off = ku_shift(ctx, y, 0)};
+    gpu_arg args[3] = {ku_arg(v[0], 0, c[0], 0), ku_arg16(pre, n, 1), ku_arg(y, 0, n, 1)};
+    uint32_t spec[SPEC_BIAS_ACT_COUNT] = {
+        [SPEC_WG] = ku_workgroup_size(ctx), [SPEC_BIAS_ACT_OP] = (uint32_t)op,
+        [SPEC_BIAS_ACT_HAS_BIAS] = bias != NULL, [SPEC_BIAS_ACT_SEPARATE_Y] = 1,
+        [SPEC_BIAS_ACT_PRE16] = (uint32_t)type};
+    return run(s, &k_bias_act, spec, SPEC_BIAS_ACT_COUNT, args, &p,
+               groups_1d(ctx, (n + 1) / 2));
+}
+
 /* The bias gradient's grid: `units` columns (or column quads), `rp` threads per unit
  * walking every rp-th row; rp grows until every thread stays within the loop budget. */
 static vkt_status bias_grid(vkt_context *ctx, uint32_t rows, uint32_t units, uint32_t wg,
@@ -173,8 +212,9 @@ static vkt_status bias_grid(vkt_context *ctx, uint32_t rows, uint32_t units, uin
 }
 
 vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int from_y,
-                                vkt_view v, vkt_view dy, const vkt_view *dz, float beta,
-                                const vkt_view *db, float beta_b, uint32_t rows, uint32_t cols)
+                                vkt_dtype v_type, vkt_view v, vkt_view dy, const vkt_view *dz,
+                                float beta, const vkt_view *db, float beta_b, uint32_t rows,
+                                uint32_t cols)
 {
     uint64_t n = (uint64_t)rows * cols;
     vkt_status st = check(s, "kt_bias_act_backward", n);
@@ -188,22 +228,30 @@ vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int
         return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
                         "kt_bias_act_backward: the derivative of %s does not follow from "
                         "its output", vkt_unary_op_name(op));
-    vkt_view vv[4] = {v, dy, dz ? *dz : dy, db ? *db : dy};
+    int v16 = v_type != VKT_DTYPE_FP32;
+    if (v16 && (vkt_dtype_size(v_type) != 2 || from_y))
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "kt_bias_act_backward: v's type %d is not fp32, fp16 or bf16, or "
+                        "a 16-bit v is an output (only pre-activations are kept in 16 bits)",
+                        (int)v_type);
+    /* vv[0] stands in for v in the fp32 checks when v is 16-bit (checked on its own) */
+    vkt_view vv[4] = {v16 ? dy : v, dy, dz ? *dz : dy, db ? *db : dy};
     uint64_t c[4] = {n, n, n, db ? cols : n};
     const char *names[4] = {"v", "dy", "dz", "db"};
-    if ((st = views_ok(ctx, vv, c, names, 4)) != VKT_OK)
+    if ((st = views_ok(ctx, vv, c, names, 4)) != VKT_OK ||
+        (v16 && (st = ku_check_view16(ctx, "kt_bias_act_backward: v", v, n)) != VKT_OK))
         return st;
     struct push_bias_act p = {
         .rows = rows, .cols = cols, .alpha = alpha, .beta = beta, .beta_b = beta_b,
-        .v_off = ku_shift(ctx, v, 0), .dy_off = ku_shift(ctx, dy, 0),
+        .v_off = v16 ? ku_shift16(ctx, v) : ku_shift(ctx, v, 0), .dy_off = ku_shift(ctx, dy, 0),
         .dz_off = ku_shift(ctx, vv[2], 0), .db_off = ku_shift(ctx, vv[3], 0)};
     int in_place = dz && dz->buffer == dy.buffer && dz->offset == dy.offset;
     /* In place, dy's binding is the written one; declaring it read too would be the same
      * range, which one command may touch both ways. */
-    gpu_arg args[4] = {ku_arg(v, 0, n, 0), ku_arg(dy, 0, n, in_place),
+    gpu_arg args[4] = {v16 ? ku_arg16(v, n, 0) : ku_arg(v, 0, n, 0), ku_arg(dy, 0, n, in_place),
                        ku_arg(vv[2], 0, n, dz != NULL), ku_arg(vv[3], 0, c[3], db != NULL)};
     uint32_t wg = ku_workgroup_size(ctx), rp = 1, groups = 1;
-    int vec4 = (db ? cols % 4 == 0 : n % 4 == 0) && all_vec4(ctx, vv, 4);
+    int vec4 = !v16 && (db ? cols % 4 == 0 : n % 4 == 0) && all_vec4(ctx, vv, 4);
     if (db) {
         st = bias_grid(ctx, rows, vec4 ? cols / 4 : cols, wg, &rp, &groups);
         if (st != VKT_OK)
@@ -217,7 +265,8 @@ vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int
         [SPEC_BIAS_ACT_BACKWARD_FROM_Y] = from_y != 0,
         [SPEC_BIAS_ACT_BACKWARD_WRITE_DZ] = dz != NULL,
         [SPEC_BIAS_ACT_BACKWARD_VEC4] = (uint32_t)vec4,
-        [SPEC_BIAS_ACT_BACKWARD_ACCUM] = beta != 0.0f, [SPEC_BIAS_ACT_BACKWARD_RP] = rp};
+        [SPEC_BIAS_ACT_BACKWARD_ACCUM] = beta != 0.0f, [SPEC_BIAS_ACT_BACKWARD_RP] = rp,
+        [SPEC_BIAS_ACT_BACKWARD_V16] = v16 ? (uint32_t)v_type : 0};
     return run(s, &k_bias_act_backward, spec, SPEC_BIAS_ACT_BACKWARD_COUNT, args, &p, groups);
 }
 

@@ -18,13 +18,23 @@
  * pre-activation. f is a unary op (SCALE with alpha 1: no activation). */
 vkt_status kt_bias_act(vkt_stream *s, vkt_unary_op op, float alpha, vkt_view pre,
                        const vkt_view *bias, const vkt_view *y, uint32_t rows, uint32_t cols);
+/* An autocast product's bias and activation, keeping its pre-activation in 16 bits:
+ * y[rows, cols] holds the product; y = f(y + bias) and pre = y + bias rounded to `type`
+ * (fp16 or bf16, as vkt_convert rounds), `pre` a view of 16-bit elements at an even
+ * offset; with an odd count the 16 bits after it (the rest of its last 4-byte word) are
+ * zeroed. The fp32 sum feeds f, so y is kt_bias_act's y. */
+vkt_status kt_bias_act_keep16(vkt_stream *s, vkt_unary_op op, float alpha, vkt_dtype type,
+                              vkt_view y, const vkt_view *bias, vkt_view pre, uint32_t rows,
+                              uint32_t cols);
 /* dz = f'(.) * dy (+ beta dz) and db = column sums of it (+ beta_b db). `v` is the
  * pre-activation, or the output y when from_y (relu, leaky relu with alpha >= 0, tanh,
- * sigmoid, scale). dz may be NULL (only db wanted) or equal dy (in place, beta 0); db
- * may be NULL (no bias). */
+ * sigmoid, scale), stored as `v_type` (fp32, or kt_bias_act_keep16's 16 bits: a view of
+ * 16-bit elements, widened exactly). dz may be NULL (only db wanted) or equal dy (in
+ * place, beta 0); db may be NULL (no bias). */
 vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int from_y,
-                                vkt_view v, vkt_view dy, const vkt_view *dz, float beta,
-                                const vkt_view *db, float beta_b, uint32_t rows, uint32_t cols);
+                                vkt_dtype v_type, vkt_view v, vkt_view dy, const vkt_view *dz,
+                                float beta, const vkt_view *db, float beta_b, uint32_t rows,
+                                uint32_t cols);
 /* Whether f' can be computed from the output (see kt_bias_act_backward). */
 int kt_act_grad_from_y(vkt_unary_op op, float alpha);
 
@@ -67,6 +77,9 @@ vkt_status kt_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint
 
 void kt_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias, float *y,
                      uint32_t rows, uint32_t cols);
+/* pre16: the 16-bit bits of each pre-activation (kt_bias_act_keep16), y updated. */
+void kt_ref_bias_act_keep16(vkt_unary_op op, float alpha, vkt_dtype type, float *y,
+                            const float *bias, uint16_t *pre16, uint32_t rows, uint32_t cols);
 void kt_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const float *v,
                               const float *dy, float *dz, float beta, float *db, float beta_b,
                               uint32_t rows, uint32_t cols);
