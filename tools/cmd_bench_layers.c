@@ -3,7 +3,10 @@
  * charlm`), at their example sizes or those given (--batch; the transformer's --width,
  * --layers, --heads, --context: bench/gpu.sh times the attention at long contexts and
  * wide heads so), from vkt_model_profile, beside the measured wall time of a whole step
- * (vkt_model_forward_backward; no optimizer) and the planned memory (vkt_model_stats). */
+ * (vkt_model_forward_backward; no optimizer) and the planned memory (vkt_model_stats).
+ * --plan-only prints the planned memory alone, without running a step: what a shape too
+ * slow to run here (the issue's char LM at batch 64 on lavapipe) would take, with the
+ * kernel variants the device (or VKT_KERNELS) chooses. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@ typedef struct layers_args {
     uint32_t batch;        /* 0: the model's example batch (CNN 64, char LM 32) */
     cli_lm_shape lm_shape; /* vocab 75: the shipped text's characters */
     vkt_dtype precision;   /* --precision: the models' autocast type (fp32: none) */
+    int plan_only;         /* --plan-only: the memory line, no step run */
 } layers_args;
 
 /* Random inputs: pixels in [0,1) or token ids < vocab, labels < classes. */
@@ -97,7 +101,7 @@ static int bench_model(vkt_instance *inst, const char *title, cli_model *cm, uin
     if (st == VKT_OK)
         st = feed_random(m, cm, classes, ids);
     double t0 = 0;
-    for (uint32_t i = 0; st == VKT_OK && i <= a->steps; i++) {
+    for (uint32_t i = 0; st == VKT_OK && !a->plan_only && i <= a->steps; i++) {
         if (i == 1)
             t0 = cli_now(); /* the first step records the command buffer */
         st = vkt_model_forward_backward(m);
@@ -106,10 +110,13 @@ static int bench_model(vkt_instance *inst, const char *title, cli_model *cm, uin
     vkt_model_stats ms = {0};
     if (st == VKT_OK)
         st = vkt_model_stats_get(m, &ms);
-    if (st == VKT_OK)
+    if (st == VKT_OK && !a->plan_only)
         st = vkt_model_profile(m, a->runs, t, MAX_STEPS, &n);
     if (st == VKT_OK) {
-        print_table(title, t, n, wall_ms);
+        if (a->plan_only)
+            printf("%s: planned, not run\n", title);
+        else
+            print_table(title, t, n, wall_ms);
         printf("  memory: parameters %.2f MB, activations %.2f MB planned (%.2f MB without "
                "reuse); %u dispatches per step\n", ms.param_bytes / 1e6,
                ms.activation_bytes / 1e6, ms.activation_no_reuse_bytes / 1e6,
@@ -128,7 +135,7 @@ static int layers_usage(void)
 {
     fprintf(stderr, "usage: vkt bench layers [--model cnn|charlm] [--runs N] [--steps N] "
             "[--batch B]\n"
-            "                        [--precision fp32|fp16|bf16]\n"
+            "                        [--precision fp32|fp16|bf16] [--plan-only]\n"
             "                        [--width N] [--layers N] [--heads N] [--context N] "
             "(charlm)\n");
     return 2;
@@ -180,6 +187,8 @@ int cmd_bench_layers(int argc, char **argv)
                 return 2;
             }
             i++;
+        } else if (strcmp(o, "--plan-only") == 0) {
+            a.plan_only = 1;
         } else if (strcmp(o, "--model") == 0 && i + 1 < argc) {
             const char *v = argv[++i];
             a.cnn = strcmp(v, "cnn") == 0;

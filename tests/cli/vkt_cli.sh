@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The vkt command as a user runs it: devices table, device selection errors, quick GEMM
 # benchmarks (square sizes, the MLP shapes, one or several shapes) with their correctness
-# checks, vkt bench layers at a given transformer shape (bench/gpu.sh's attention runs)
-# and its option errors, and missing-Vulkan handling.
+# checks, vkt bench layers at a given transformer shape (bench/gpu.sh's attention runs), its
+# --plan-only and its option errors, and missing-Vulkan handling.
 # Usage: vkt_cli.sh BIN_DIR
 set -u
 bin=$1/vkt
@@ -28,6 +28,8 @@ out=$("$bin" bench layers --model charlm --width 64 --heads 5 2>&1); rc=$?
 check "bench layers --heads 5 --width 64: exit 2 naming both" "[[ $rc -eq 2 ]] && grep -q -- '--heads (5) must divide --width (64)' <<<\"\$out\""
 out=$("$bin" bench layers --model cnn --batch 4 --runs 2 --steps 1 --precision bf16 2>&1); rc=$?
 check "bench layers --precision bf16: the CNN autocast (conv2d rows), its planned memory" "[[ $rc -eq 0 ]] && grep -q 'conv2d' <<<\"\$out\" && grep -q 'memory: parameters' <<<\"\$out\""
+out=$("$bin" bench layers --model charlm --plan-only --precision bf16 --layers 1 2>&1); rc=$?
+check "bench layers --plan-only: the planned memory, no step run (no op rows)" "[[ $rc -eq 0 ]] && grep -q '^charlm (batch 32, context 64, width 64, 1 layer, 4 heads): planned, not run\$' <<<\"\$out\" && grep -Eq '^  memory: parameters [0-9.]+ MB, activations [0-9.]+ MB planned' <<<\"\$out\" && ! grep -q '^  linear ' <<<\"\$out\""
 out=$("$bin" bench layers --precision fp8 2>&1); rc=$?
 check "bench layers --precision fp8: exit 2 naming the option" "[[ $rc -eq 2 ]] && grep -q -- '--precision takes fp32, fp16 or bf16' <<<\"\$out\""
 out=$("$bin" bench layers --width 64 2>&1); rc=$?
