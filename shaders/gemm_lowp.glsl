@@ -18,6 +18,8 @@
  *                 fp32 accumulator matrices.
  * Only the multiplication differs, so lavapipe, which runs the first two, checks the
  * loads, staging, fragment indexing and epilogue the cooperative-matrix kernels share.
+ * The fragment half (accumulators, multiply, store_fragments) is lowp_frag.glsl, shared
+ * with the convolution on this tiling (conv_frag.glsl).
  *
  * A workgroup computes a BM x BN tile of C: (BM / WM) x (BN / WN) warps of SG lanes, warp
  * w taking the WM x WN block at rows (w % (BM / WM)) WM, columns (w / (BM / WM)) WN, as
@@ -216,96 +218,7 @@ void store_c(uint r, uint c, float v)
                                                         : dtype_f32_to_f16(floatBitsToUint(o)));
 }
 
-#if defined(LOWP_COOPMAT)
-#define ACC_T coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
-ACC_T acc[FM * FN];
-
-void zero_acc()
-{
-    [[unroll]] for (uint f = 0u; f < FM * FN; f++)
-        acc[f] = ACC_T(0.0);
-}
-
-/* The slab in shared buffer `buf` into the warp's accumulators. */
-void multiply(uint buf, uint wm0, uint wn0, uint lane)
-{
-    uint a0 = buf * BM * LDS, b0 = buf * BN * LDS;
-    coopmat<LOWP_ELEM, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[FM];
-    coopmat<LOWP_ELEM, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb;
-    [[unroll]] for (uint kk = 0u; kk < BK; kk += TK) {
-        [[unroll]] for (uint i = 0u; i < FM; i++)
-            coopMatLoad(fa[i], As, a0 + (wm0 + i * TM) * LDS + kk, LDS,
-                        gl_CooperativeMatrixLayoutRowMajor);
-        [[unroll]] for (uint j = 0u; j < FN; j++) {
-            coopMatLoad(fb, Bs, b0 + (wn0 + j * TN) * LDS + kk, LDS,
-                        gl_CooperativeMatrixLayoutColumnMajor);
-            [[unroll]] for (uint i = 0u; i < FM; i++)
-                acc[i * FN + j] = coopMatMulAdd(fa[i], fb, acc[i * FN + j]);
-        }
-    }
-}
-
-/* Fragment f's element e of this lane (idx = e * SG + lane), through the warp's slice of
- * Cs. */
-void store_fragments(uint warp, uint lane, uint r0, uint c0)
-{
-    uint base = warp * TM * TN;
-    [[unroll]] for (uint i = 0u; i < FM; i++)
-        [[unroll]] for (uint j = 0u; j < FN; j++) {
-            coopMatStore(acc[i * FN + j], Cs, base, TN, gl_CooperativeMatrixLayoutRowMajor);
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-            [[unroll]] for (uint e = 0u; e < PER_LANE; e++) {
-                uint idx = e * SG + lane;
-                store_c(r0 + i * TM + idx / TN, c0 + j * TN + idx % TN, Cs[base + idx]);
-            }
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-        }
-}
-#else
-float acc[FM * FN * PER_LANE]; /* [fragment][element of this lane] */
-
-void zero_acc()
-{
-    [[unroll]] for (uint f = 0u; f < FM * FN * PER_LANE; f++)
-        acc[f] = 0.0;
-}
-
-void multiply(uint buf, uint wm0, uint wn0, uint lane)
-{
-    uint a0 = buf * BM * LDS, b0 = buf * BN * LDS;
-    [[unroll]] for (uint i = 0u; i < FM; i++)
-        [[unroll]] for (uint j = 0u; j < FN; j++)
-            [[unroll]] for (uint e = 0u; e < PER_LANE; e++) {
-                uint idx = e * SG + lane;
-                uint ar = a0 + (wm0 + i * TM + idx / TN) * LDS;
-                uint br = b0 + (wn0 + j * TN + idx % TN) * LDS;
-#if defined(LOWP_HALF)
-                float16_t s = float16_t(0.0);
-                [[unroll]] for (uint kk = 0u; kk < BK; kk++)
-                    s = fma(As[ar + kk], Bs[br + kk], s);
-                acc[(i * FN + j) * PER_LANE + e] += float(s);
-#else
-                float s = acc[(i * FN + j) * PER_LANE + e];
-                [[unroll]] for (uint kk = 0u; kk < BK; kk++)
-                    s = fma(As[ar + kk], Bs[br + kk], s);
-                acc[(i * FN + j) * PER_LANE + e] = s;
-#endif
-            }
-}
-
-void store_fragments(uint warp, uint lane, uint r0, uint c0)
-{
-    [[unroll]] for (uint i = 0u; i < FM; i++)
-        [[unroll]] for (uint j = 0u; j < FN; j++)
-            [[unroll]] for (uint e = 0u; e < PER_LANE; e++) {
-                uint idx = e * SG + lane;
-                store_c(r0 + i * TM + idx / TN, c0 + j * TN + idx % TN,
-                        acc[(i * FN + j) * PER_LANE + e]);
-            }
-}
-#endif
+#include "lowp_frag.glsl"
 
 void main()
 {

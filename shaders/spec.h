@@ -116,6 +116,21 @@
 #define SPEC_CONV_IMPLICIT_TN 12
 #define SPEC_CONV_IMPLICIT_COUNT 13
 
+/* conv_frag.glsl: conv_frag.comp, conv_coopmat_f16.comp, conv_coopmat_bf16.comp
+ * (kernels/conv_implicit.c, the plan kc_conv_frag_plan): the window (SPEC_CONV_KH..DW),
+ * the pass and BM, BN, BK at conv_implicit's places, then gemm_lowp.glsl's fragments: a
+ * workgroup of 2 x 2 warps of SG lanes, each warp BM / 2 x BN / 2 of C as fragments of
+ * TM x TN, multiplying TM x TK by TK x TN at a time (the cooperative-matrix shape) */
+#define SPEC_CONV_FRAG_PASS 7
+#define SPEC_CONV_FRAG_BM 8
+#define SPEC_CONV_FRAG_BN 9
+#define SPEC_CONV_FRAG_BK 10
+#define SPEC_CONV_FRAG_TM 11
+#define SPEC_CONV_FRAG_TN 12
+#define SPEC_CONV_FRAG_TK 13
+#define SPEC_CONV_FRAG_SG 14
+#define SPEC_CONV_FRAG_COUNT 15
+
 /* conv_reduce.comp (kernels/conv_implicit.c): the workgroup only */
 #define SPEC_CONV_REDUCE_COUNT 1
 

@@ -1,8 +1,22 @@
 /* test_conv_lowp.c - convolution of 16-bit operands (kc_conv2d_lowp, kc_conv2d_backward_lowp)
  * against the double references (kc_ref_conv2d*), for every variant of the conv_lowp family
- * and both types: conv_lowp_widen over each fp32 convolution (conv_im2col, the cpu
- * style's; conv_implicit, the gpu style's), conv_lowp_implicit with its planned tiles and
- * with a forced narrow tile and a split weight gradient.
+ * and both types, in parts (`--part`, harness.h):
+ *   widen     conv_lowp_widen over each fp32 convolution (conv_im2col, the cpu style's;
+ *             conv_implicit, the gpu style's);
+ *   implicit  conv_lowp_implicit with its planned tiles and with a forced narrow tile and
+ *             a split weight gradient;
+ *   frag      conv_lowp_frag, the cooperative-matrix tiling with fp32 multiply-adds
+ *             (conv_frag.comp), planned and with the weight gradient split: every device
+ *             with 16-bit storage runs it, so lavapipe checks the gathers, staging, fragment
+ *             indexing and stores conv_lowp_coopmat shares;
+ *   coopmat   conv_lowp_coopmat where the device has cooperative matrices (Mesa 26's
+ *             lavapipe: .ci/run sets VKT_TEST_LOWP_ROWS=conv_lowp_coopmat there, and the
+ *             part then fails unless it ran); elsewhere it says it was skipped and why. Its
+ *             fp16 runs conv_coopmat_f16 (the matrix instruction); bf16 conv_coopmat_bf16
+ *             where the device has bf16 matrices, else conv_frag;
+ *   plans     without a device: the variant chosen and the plans of the fragment tiling on
+ *             stated devices (an H100's matrix shapes, lavapipe 26's 8x8x8);
+ *   errors    an fp32 type, a short workspace, a view past its buffer.
  *
  * Tolerances, per output, from the precision (u = 2^-24, fp32's unit roundoff; p = 2^-11
  * for fp16, 2^-8 for bf16, half an ulp of the 16-bit type; K the terms summed: c/groups kh
@@ -22,10 +36,12 @@
  * Geometries: strided, padded, dilated and grouped, with and without bias, 1x1, a K of
  * several hundred, a batch whose y plane is not a multiple of 4, a 16-bit view starting at
  * an odd element; dx added to (beta 1) and written over NaNs (beta 0); a fused relu's
- * mask. Errors: an fp32 type, a short workspace, a view past its buffer. */
+ * mask. The cooperative-matrix kernel doubles the (K + 2) u S of (1): hardware may truncate
+ * its sums (as test_gemm_lowp allows). */
 #include "harness.h"
 #include "gpu/gpu.h"
 #include "kernels/conv.h"
+#include "spec.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +50,7 @@
 static vkt_context *ctx;
 static vkt_stream *s;
 static const char *label;
+static double acc_ulps = 1.0; /* fp32 roundings per addition the kernel may make (above) */
 
 /* An fp32 output and its initial contents. */
 typedef struct t32 {
@@ -75,7 +92,8 @@ static void expect(const char *what, t32 *y, const double *ref_s, const double *
     uint64_t bad1 = 0, bad2 = 0, first = 0;
     double max1 = 0.0, max2 = 0.0, detail[3] = {0, 0, 0};
     for (uint64_t i = 0; i < y->n; i++) {
-        double b = base ? base[i] : 0.0, tol1 = (K + 2) * u * (S[i] + fabs(b)) + 1e-30;
+        double b = base ? base[i] : 0.0;
+        double tol1 = acc_ulps * (K + 2) * u * (S[i] + fabs(b)) + 1e-30;
         double e1 = fabs(got[i] - (ref_s[i] + b)), e2 = fabs(got[i] - (ref_e[i] + b));
         double tol2 = 6.0 * sig * sqrt(Q[i]) + tol1;
         if (!(e1 <= tol1) && !bad1++)
@@ -203,6 +221,7 @@ static void check_all(const char *filter, const char *name, gpu_variant want, in
     vkt_context *c = th_context_filter(filter);
     if (!c)
         return;
+    acc_ulps = want == GPU_V_CONV_LOWP_COOPMAT ? 2.0 : 1.0;
     ctx = c;
     s = th_stream(ctx, 0);
     TH_CHECK(ctx->kv[GPU_FAMILY_CONV_LOWP] == want, "%s: the filter chose %s", filter,
@@ -253,15 +272,169 @@ static void check_errors(void)
     th_context_release(ctx);
 }
 
-int main(void)
+/* conv_lowp_coopmat where the device runs it; else skipped, saying why (and failing when
+ * VKT_TEST_LOWP_ROWS names it, or when anything but cooperative matrices is missing). */
+static void check_coopmat(void)
+{
+    const gpu_variant_row *row = gpu_variant_row_of(GPU_V_CONV_LOWP_COOPMAT);
+    const char *only = getenv("VKT_TEST_LOWP_ROWS");
+    int required = only && strstr(only, row->name);
+    vkt_context *probe = th_context(VKT_KERNELS_AUTO);
+    char why[256];
+    int runs = gpu_variant_runs(row, &probe->profile, why, sizeof why);
+    if (!runs) {
+        printf("  %s: skipped, not on '%s' (it lacks %s)\n", row->name, probe->profile.name,
+               why);
+        TH_CHECK(!required, "%s is required (VKT_TEST_LOWP_ROWS) but '%s' lacks %s",
+                 row->name, probe->profile.name, why);
+        TH_CHECK(strstr(why, "cooperative") != NULL,
+                 "%s: only cooperative matrices may be missing (it lacks %s)", row->name, why);
+        th_context_release(probe);
+        return;
+    }
+    const gpu_mat_shape *m = gpu_mat_for(&probe->profile, GPU_MAT_F16);
+    printf("  %s: f16 matrices %ux%ux%u, subgroups of %u; bf16 through %s\n", row->name, m->m,
+           m->n, m->k, probe->profile.subgroup_size,
+           gpu_mat_for(&probe->profile, GPU_MAT_BF16) &&
+                   (probe->profile.caps & GPU_CAP_BFLOAT16)
+               ? "conv_coopmat_bf16"
+               : "conv_frag (no bf16 matrices)");
+    th_context_release(probe);
+    check_all("conv_lowp_coopmat", "conv_lowp_coopmat", GPU_V_CONV_LOWP_COOPMAT, 0);
+    check_all("conv_lowp_coopmat", "conv_lowp_coopmat (split)", GPU_V_CONV_LOWP_COOPMAT, 1);
+}
+
+/* ---- without a device ----------------------------------------------------------------- */
+
+static const gpu_mat_shape k_h100_f16 = {16, 16, 16, GPU_COMPONENT_F16, GPU_COMPONENT_F16,
+                                         GPU_COMPONENT_F32, GPU_COMPONENT_F32};
+static const gpu_mat_shape k_h100_bf16 = {16, 16, 16, GPU_COMPONENT_BF16, GPU_COMPONENT_BF16,
+                                          GPU_COMPONENT_F32, GPU_COMPONENT_F32};
+
+/* The kernels' SPIR-V (the prebuilt modules too) against their descriptions, the choice
+ * of conv_lowp_coopmat on stated devices and the fragment plans there: the tile fits, the
+ * warps and the load assignment divide evenly, the grid covers C, the weight gradient
+ * splits to fill the compute units. */
+static void check_plans(void)
+{
+    uint32_t nk;
+    const gpu_kernel *ks = kc_conv_frag_kernels(&nk);
+    for (uint32_t i = 0; i < nk; i++) {
+        char msg[VKT_ERRMSG_SIZE] = "";
+        TH_CHECK(gpu_kernel_check(&ks[i], SPEC_CONV_FRAG_COUNT, msg) == VKT_OK,
+                 "%s: the SPIR-V agrees with its description: %s", ks[i].name, msg);
+    }
+    gpu_profile h100, plain, lvp26;
+    gpu_variant c[GPU_FAMILY_COUNT];
+    gpu_profile_stated(VKT_DEVICE_TYPE_DISCRETE_GPU, 132, 48 * 1024, 32, &h100);
+    plain = h100;
+    gpu_profile_add_mat(&h100, (gpu_mat_shape){16, 8, 16, 0, 0, 1, 1});
+    gpu_profile_add_mat(&h100, k_h100_f16);
+    gpu_profile_add_mat(&h100, (gpu_mat_shape){16, 8, 8, 0, 0, 1, 1});
+    gpu_profile_add_mat(&h100, k_h100_bf16);
+    h100.caps |= GPU_CAP_BFLOAT16;
+    TH_OK(NULL, gpu_choose_variants(&h100, NULL, c, NULL));
+    TH_CHECK(c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_COOPMAT,
+             "H100 with cooperative matrices: conv_lowp_coopmat chosen (%s)",
+             gpu_variant_row_of(c[GPU_FAMILY_CONV_LOWP])->name);
+    TH_OK(NULL, gpu_choose_variants(&plain, NULL, c, NULL));
+    TH_CHECK(c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_IMPLICIT,
+             "without cooperative matrices: conv_lowp_implicit (%s)",
+             gpu_variant_row_of(c[GPU_FAMILY_CONV_LOWP])->name);
+    char why[256];
+    TH_CHECK(!gpu_variant_runs(gpu_variant_row_of(GPU_V_CONV_LOWP_COOPMAT), &plain, why,
+                               sizeof why) && strstr(why, "cooperative matrices"),
+             "conv_lowp_coopmat without them: lacks '%s'", why);
+    gpu_profile_stated(VKT_DEVICE_TYPE_CPU, 2, 32 * 1024, 8, &lvp26);
+    gpu_profile_add_mat(&lvp26, (gpu_mat_shape){8, 8, 8, 0, 0, 1, 1});
+    TH_OK(NULL, gpu_choose_variants(&lvp26, NULL, c, NULL));
+    TH_CHECK(c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_WIDEN &&
+                 gpu_variant_runs(gpu_variant_row_of(GPU_V_CONV_LOWP_COOPMAT), &lvp26, NULL, 0),
+             "lavapipe 26 (CPU style) runs conv_lowp_widen unless told, and can run "
+             "conv_lowp_coopmat (%s)", gpu_variant_row_of(c[GPU_FAMILY_CONV_LOWP])->name);
+    /* the benchmark CNN's second convolution at batch 64 (16 -> 32 channels, 3x3 on 14x14),
+     * a grouped one, and a 1x1 over many channels */
+    kc_conv geo[3] = {
+        {.n = 64, .c = 16, .h = 14, .w = 14, .oc = 32, .kh = 3, .kw = 3, .stride_h = 1,
+         .stride_w = 1, .pad_h = 1, .pad_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1},
+        {.n = 8, .c = 64, .h = 9, .w = 7, .oc = 96, .kh = 3, .kw = 3, .stride_h = 2,
+         .stride_w = 2, .pad_h = 1, .pad_w = 1, .dil_h = 1, .dil_w = 1, .groups = 4},
+        {.n = 32, .c = 512, .h = 7, .w = 7, .oc = 512, .kh = 1, .kw = 1, .stride_h = 1,
+         .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1}};
+    struct {
+        const char *name;
+        const gpu_profile *p;
+        const gpu_mat_shape *mat;
+        uint32_t tm, sg;
+    } devs[] = {{"H100 f16 16x16x16", &h100, gpu_mat_for(&h100, GPU_MAT_F16), 16, 32},
+                {"H100 bf16", &h100, gpu_mat_for(&h100, GPU_MAT_BF16), 16, 32},
+                {"H100 16x8x8", &h100, &(gpu_mat_shape){16, 8, 8, 0, 0, 1, 1}, 16, 32},
+                {"lavapipe 26 8x8x8", &lvp26, gpu_mat_for(&lvp26, GPU_MAT_F16), 8, 8},
+                {"conv_frag on a GPU", &plain, NULL, 16, 32},
+                {"conv_frag on lavapipe", &lvp26, NULL, 8, 8}};
+    for (size_t d = 0; d < sizeof devs / sizeof devs[0]; d++)
+        for (int gi = 0; gi < 3; gi++) {
+            kc_conv g = geo[gi];
+            TH_OK(NULL, kc_conv_init(&g, NULL, 0));
+            for (int pass = 0; pass < 3; pass++) {
+                kc_conv_plan pl;
+                int ok = kc_conv_frag_plan(devs[d].p, &g, g.n, pass, 1, 1, devs[d].mat, 0, &pl);
+                if (!TH_CHECK(ok, "%s geometry %d pass %d: a plan", devs[d].name, gi, pass))
+                    continue;
+                TH_CHECK(pl.tm == devs[d].tm && pl.sg == devs[d].sg && pl.bm == 2 * pl.wm &&
+                             pl.bn == 2 * pl.wn && pl.wm % pl.tm == 0 && pl.wn % pl.tn == 0 &&
+                             pl.bk % pl.tk == 0 && pl.threads == 4 * pl.sg &&
+                             pl.threads % pl.bk == 0 && pl.threads % pl.bn == 0 &&
+                             (pl.bm * pl.bk) % pl.threads == 0 &&
+                             (pl.bn * pl.bk) % pl.threads == 0 &&
+                             pl.shared_bytes <= devs[d].p->shared_memory,
+                         "%s geometry %d pass %d: tile %ux%ux%u, warps %ux%u, fragments "
+                         "%ux%ux%u of %u lanes, %u threads, %u bytes", devs[d].name, gi, pass,
+                         pl.bm, pl.bn, pl.bk, pl.wm, pl.wn, pl.tm, pl.tn, pl.tk, pl.sg,
+                         pl.threads, pl.shared_bytes);
+                TH_CHECK(pl.col_tiles * pl.bn >= pl.n && pl.row_tiles * pl.bm >= pl.m &&
+                             pl.z == g.groups * pl.splits &&
+                             (uint64_t)pl.k_chunk * pl.splits >= pl.k &&
+                             (uint64_t)pl.k_chunk * (pl.splits - 1) < pl.k,
+                         "%s geometry %d pass %d: the grid covers C and K (%llu x %u x %u, "
+                         "%u splits of %u)", devs[d].name, gi, pass,
+                         (unsigned long long)pl.col_tiles, pl.row_tiles, pl.z, pl.splits,
+                         pl.k_chunk);
+                if (pass == (int)CONV_PASS_WEIGHT && devs[d].p == &h100 && gi == 0)
+                    TH_CHECK(pl.splits > 1 && kc_conv_plan_workgroups(&pl) >= 132,
+                             "%s: the CNN's weight gradient (%llu x %llu, K %llu) splits to "
+                             "fill 132 compute units: %u splits, %llu workgroups",
+                             devs[d].name, (unsigned long long)pl.m, (unsigned long long)pl.n,
+                             (unsigned long long)pl.k, pl.splits,
+                             (unsigned long long)kc_conv_plan_workgroups(&pl));
+            }
+        }
+}
+
+int main(int argc, char **argv)
 {
     th_init("test_conv_lowp");
+    th_parts(argc, argv);
     th_seed(2211);
-    check_all("cpu", "conv_lowp_widen over conv_im2col", GPU_V_CONV_LOWP_WIDEN, 0);
-    check_all("gpu,conv_lowp_widen", "conv_lowp_widen over conv_implicit",
-              GPU_V_CONV_LOWP_WIDEN, 0);
-    check_all("gpu", "conv_lowp_implicit", GPU_V_CONV_LOWP_IMPLICIT, 0);
-    check_all("gpu", "conv_lowp_implicit (narrow tile, split)", GPU_V_CONV_LOWP_IMPLICIT, 1);
-    check_errors();
+    if (th_part("plans"))
+        check_plans();
+    if (th_part("widen")) {
+        check_all("cpu", "conv_lowp_widen over conv_im2col", GPU_V_CONV_LOWP_WIDEN, 0);
+        check_all("gpu,conv_lowp_widen", "conv_lowp_widen over conv_implicit",
+                  GPU_V_CONV_LOWP_WIDEN, 0);
+    }
+    if (th_part("implicit")) {
+        check_all("gpu", "conv_lowp_implicit", GPU_V_CONV_LOWP_IMPLICIT, 0);
+        check_all("gpu", "conv_lowp_implicit (narrow tile, split)", GPU_V_CONV_LOWP_IMPLICIT,
+                  1);
+    }
+    if (th_part("frag")) {
+        check_all("conv_lowp_frag", "conv_lowp_frag", GPU_V_CONV_LOWP_FRAG, 0);
+        check_all("conv_lowp_frag", "conv_lowp_frag (split)", GPU_V_CONV_LOWP_FRAG, 1);
+    }
+    if (th_part("coopmat"))
+        check_coopmat();
+    if (th_part("errors"))
+        check_errors();
     return th_finish();
 }

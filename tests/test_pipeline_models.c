@@ -461,7 +461,7 @@ static void test_readback(void)
         if (prof[k] == VKT_MEMORY_PROFILE_REBAR && st == VKT_ERROR_NO_DEVICE)
             break;
         TH_OK(NULL, st);
-        TH_OK(NULL, graph_model_create(ctx[k], g, loss, NULL, gin, 1, &m[k]));
+        TH_OK(NULL, graph_model_create(ctx[k], g, loss, NULL, gin, 1, 0, &m[k]));
         if (!m[k])
             goto out;
         TH_OK(NULL, vkt_model_set_input(m[k], x, X, XB * XF));

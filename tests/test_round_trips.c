@@ -15,8 +15,8 @@
  *      N = 2 async replicas, per update: 1 S, 1 F / the same (the pull opens the step's
  *        submission; it was 2 S, 2 F, 1 T staged, a transfer of its own);
  *      a P = 2 pipeline of m micro-batches, per step over both stages: 3m + 2 S and F /
- *        5m + 4 S and F, 2m + 2 T (each stage reads its gradient back per micro-batch
- *        and writes the sum once).
+ *        3m + 6 S and F, 4 T (a stage sums its micro-batches on its device and reads the
+ *        sum back once: grad_reads 1; it was m, and 5m + 4 S and F, 2m + 2 T).
  *    Per step = the difference between a fit of 2k steps and one of k steps, so what a
  *    run costs once (async's master read and write-back) falls out; that per-run part is
  *    checked too;
@@ -272,11 +272,10 @@ static const config configs[] = {
 /* pipe_sched.c, per step over the two stages: a non-last stage runs m forwards
  * (vkt_model_forward) and m recomputing forward-backwards, the last stage m forward-
  * backwards, and each its update (vkt_stream_run(apply)): (2m + 1) + (m + 1). Sent values
- * and input gradients travel inside the steps; where device access is staged, each
- * stage's after_backward reads its gradient back (vkt_model_read_grads) per micro-batch
- * and update writes the sum (vkt_model_write_grads): 2 (m + 1) transfers more. */
+ * and input gradients travel inside the steps, and the zeroing of the gradient sum; where
+ * device access is staged, each stage reads its sum back (vkt_model_read_grads) after its
+ * last micro-batch and update writes it: 2 x 2 = 4 transfers (`add` in test_config). */
 static double pipeline_per_step(uint32_t m) { return 3.0 * m + 2; }
-static double pipeline_staged(uint32_t m) { return 2.0 * m + 2; }
 
 typedef struct delta {
     double s, f, t, exposed, wall;
@@ -340,13 +339,19 @@ static void test_config(const config *c, const vkt_dataset *d)
     /* per holder and step (async: per update, every replica makes `steps` of them) */
     double per = (double)holders * K;
     double ds = (b.s - a.s) / per, df = (b.f - a.f) / per, dt = (b.t - a.t) / per;
-    double add = g_staged ? c->stages > 1 ? pipeline_staged(c->micro) / holders : c->staged : 0;
+    double add = g_staged ? c->stages > 1 ? 4.0 / holders : c->staged : 0;
     double ws = (c->stages > 1 ? pipeline_per_step(c->micro) / holders : c->s) + add;
     double wf = (c->stages > 1 ? pipeline_per_step(c->micro) / holders : c->f) + add;
     double wt = c->t + add;
     TH_CHECK(ds == ws && df == wf && dt == wt,
              "%s: %.3g submits, %.3g fence waits, %.3g transfers per holder and step "
              "(expected %.3g, %.3g, %.3g)", c->what, ds, df, dt, ws, wf, wt);
+    for (uint32_t k = 0; c->stages > 1 && k < c->stages; k++) { /* once, after the last */
+        vkt_pipeline_stage_stats ps;
+        TH_OK(NULL, vkt_trainer_stage_stats_get(tr, k, &ps));
+        TH_CHECK(ps.grad_reads == 1, "%s: stage %u read its gradient back %llu times in a "
+                 "step (expected 1)", c->what, k, (unsigned long long)ps.grad_reads);
+    }
     double run_s = a.s - ds * per, run_f = a.f - df * per, run_t = a.t - dt * per;
     double want_run = g_staged ? c->per_run : 0;
     TH_CHECK(run_s == want_run && run_f == want_run && run_t == want_run,

@@ -301,7 +301,7 @@ typedef enum gpu_family { GPU_FAMILIES(GPU_FAMILY_ENUM) GPU_FAMILY_COUNT } gpu_f
     X(GEMM_F16_COOPMAT) X(GEMM_F16_WIDEN) X(GEMM_F16_FLOAT) X(GEMM_F16_HALF)         \
     X(GEMM_BF16_COOPMAT) X(GEMM_BF16_WIDEN) X(GEMM_BF16_FLOAT)                       \
     X(CONV_IMPLICIT) X(CONV_IM2COL)                                                  \
-    X(CONV_LOWP_IMPLICIT) X(CONV_LOWP_WIDEN)                                         \
+    X(CONV_LOWP_COOPMAT) X(CONV_LOWP_IMPLICIT) X(CONV_LOWP_WIDEN) X(CONV_LOWP_FRAG)   \
     X(ATTENTION_SHUFFLE) X(ATTENTION_FLASH) X(ATTENTION_ROWS)                        \
     X(ATTENTION_LOWP_FLASH) X(ATTENTION_LOWP_WIDEN)                                  \
     X(ROWS_THREAD) X(ROWS_SPREAD)                                                    \
@@ -714,6 +714,9 @@ uint32_t gpu_context_queue_count(const vkt_context *ctx);
  * recording with gpu_stream_barrier_all, so that s's commands see its writes. Until s is
  * waited for, waiting for (or resetting, destroying) a carried stream waits for s. */
 vkt_status gpu_stream_submit_after(vkt_stream *s, vkt_stream *const *before, uint32_t n);
+/* Records a fill of bytes [offset, offset + bytes) of b with zeros (vkCmdFillBuffer: a
+ * transfer, no kernel; offset and bytes multiples of 4), ordered like a copy. */
+vkt_status gpu_stream_fill_zero(vkt_stream *s, vkt_buffer *b, uint64_t offset, uint64_t bytes);
 /* Records a barrier ordering every earlier command of the stream, and every write of it,
  * before every later command in submission order (this stream's, and those of command
  * buffers submitted after it). */

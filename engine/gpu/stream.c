@@ -353,6 +353,29 @@ vkt_status vkt_stream_copy(vkt_stream *s, vkt_buffer *src, uint64_t src_offset, 
     return VKT_OK;
 }
 
+vkt_status gpu_stream_fill_zero(vkt_stream *s, vkt_buffer *b, uint64_t offset, uint64_t bytes)
+{
+    vkt_context *ctx = s->ctx;
+    if (bytes == 0)
+        return VKT_OK;
+    if (offset % 4 || bytes % 4 || offset > b->size || bytes > b->size - offset)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "gpu_stream_fill_zero: %llu "
+                        "bytes at offset %llu of a %llu-byte buffer (4-byte units)",
+                        (unsigned long long)bytes, (unsigned long long)offset,
+                        (unsigned long long)b->size);
+    vkt_status st = gpu_stream_begin(s);
+    if (st != VKT_OK)
+        return st;
+    gpu_range r = {b->buffer, offset, offset + bytes};
+    int w = 1;
+    st = gpu_stream_access(s, &r, &w, 1);
+    if (st != VKT_OK)
+        return st;
+    vkCmdFillBuffer(s->cmd, b->buffer, offset, bytes, 0);
+    s->has_commands = 1;
+    return VKT_OK;
+}
+
 /* Last command of every recording: device writes made visible to the host, which
  * reads results through mapped memory after the fence. */
 static vkt_status end_recording(vkt_stream *s)

@@ -74,8 +74,18 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
                            "im2col into GEMMs, col2im, texel reads (im2col.comp, "
                            "col2im.comp, conv_move.comp)"},
     /* 16-bit x, w and dy, fp32 accumulation, bias, relu mask and outputs (kernels/conv_lowp.c):
+     * conv_implicit's gathers on the 16-bit GEMM's warp tiling with cooperative matrices,
      * conv_implicit's tiles loading 16-bit operands, or (lavapipe's) the operands widened
-     * into the workspace and the context's fp32 convolution. */
+     * into the workspace and the context's fp32 convolution. conv_lowp_frag is the
+     * cooperative-matrix row's kernel with fp32 multiply-adds for the matrix instruction,
+     * chosen only by name: lavapipe without cooperative matrices checks that tiling. */
+    [GPU_V_CONV_LOWP_COOPMAT] = {GPU_FAMILY_CONV_LOWP, "conv_lowp_coopmat", GPU,
+                                 S16 | GPU_CAP_FLOAT16 | COOPMAT, 1, 0, 0,
+                                 "conv_implicit's gathers on gemm_f16_coopmat's warp tiles, "
+                                 "fragments multiplied on VK_KHR_cooperative_matrix into fp32 "
+                                 "(conv_coopmat_f16.comp; bf16: conv_coopmat_bf16.comp where "
+                                 "the device has bf16 matrices, else conv_frag.comp)",
+                                 GPU_MAT_F16},
     [GPU_V_CONV_LOWP_IMPLICIT] = {GPU_FAMILY_CONV_LOWP, "conv_lowp_implicit", GPU, S16, 1,
                                   5120, 16, "conv_implicit's implicit GEMM with x, w and dy "
                                   "read from 16-bit storage, widened exactly as loaded, fp32 "
@@ -83,6 +93,9 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     [GPU_V_CONV_LOWP_WIDEN] = {GPU_FAMILY_CONV_LOWP, "conv_lowp_widen", CPU | GPU, S16, 1, 0,
                                64, "x, w and dy widened exactly to fp32 in the workspace "
                                "(cast.comp), the context's fp32 convolution: lavapipe's"},
+    [GPU_V_CONV_LOWP_FRAG] = {GPU_FAMILY_CONV_LOWP, "conv_lowp_frag", 0, S16, 1, 0, 32,
+                              "conv_lowp_coopmat's tiles with fp32 multiply-adds for the "
+                              "matrix instruction (conv_frag.comp); by name only"},
     [GPU_V_ATTENTION_SHUFFLE] = {GPU_FAMILY_ATTENTION, "attention_shuffle", CPU, SHUFFLE, 8,
                                  0, 8, "8 query rows per 8-lane workgroup, row pairs "
                                  "through subgroup shuffles (attention.comp)"},

@@ -3,7 +3,8 @@
  * the schedule (forward by level, backward in reverse), the values (forward results,
  * gradients, saved and scratch arrays) and whether each gradient contribution writes or
  * adds (the first contribution to a gradient writes, later ones add: uses of a tensor
- * sum without a zero-fill). */
+ * sum without a zero-fill; in an accumulating model every contribution to a parameter's
+ * gradient adds, GRAPH_MODEL_ACCUMULATE). */
 #include "graph/model.h"
 #include "kernels/train_ops.h"
 
@@ -93,6 +94,8 @@ static void rewrite_loss(vkt_model *m, vkt_tensor *f)
     const mnode *z = &m->node[m->loss->in[0]->id];
     if (!d->loss_fused || !z->needs_grad || z->uses != 1 || z->fused_into >= 0)
         return;
+    if (m->accumulate && m->loss->in[0]->op == GOP_PARAM)
+        return; /* the fused forward writes the gradient: accumulating, it must add */
     *f = *m->loss;
     f->op = d->loss_fused;
     m->t[m->loss->id] = f;
@@ -346,6 +349,9 @@ static vkt_status make_acc_flags(vkt_model *m)
         return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (m->loss && (GRAPH_DEF(m->t[m->loss->id])->flags & OPF_GRAD_IN_FORWARD))
         written[model_root(m, m->node[m->loss->in[0]->id].grad)] = 1; /* by the forward */
+    for (uint32_t v = 0; m->accumulate && v < m->n_val; v++)
+        if (m->val[v].space == MS_GRADS) /* accumulating: every contribution adds */
+            written[model_root(m, v)] = 1;
     for (uint32_t s = m->n_fwd_steps; s < m->n_steps; s++) {
         uint32_t i = m->steps[s].node;
         mnode *nd = &m->node[i];

@@ -250,6 +250,9 @@ static vkt_status check_grads(ck *c)
             st = model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "VKT_CHECK: out of host memory");
             break;
         }
+        const mval *g = &m->val[model_root(m, m->node[i].grad)];
+        for (uint64_t j = 0; m->check_prior && g->space == MS_GRADS && j < n; j++)
+            ref[j] += m->check_prior[g->offset + j]; /* accumulating: added to what was there */
         const float *dev = device_floats(c, m->node[i].grad);
         if (differs(ref, dev, n, &at))
             st = report(c, "the gradient written by the backward", m->t[i], ref, dev, n,

@@ -270,7 +270,7 @@ static int env_check(void)
 vkt_status vkt_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
                             const vkt_model_options *options, vkt_model **out)
 {
-    return graph_model_create(ctx, g, loss, options, NULL, 0, out);
+    return graph_model_create(ctx, g, loss, options, NULL, 0, 0, out);
 }
 
 /* grad_inputs must be vkt_input nodes of g, and the model must train. */
@@ -291,7 +291,7 @@ static vkt_status check_grad_inputs(vkt_graph *g, vkt_tensor *loss, const vkt_mo
 vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
                               const vkt_model_options *options,
                               const vkt_tensor *const *grad_inputs, uint32_t n_grad_inputs,
-                              vkt_model **out)
+                              uint32_t flags, vkt_model **out)
 {
     if (!out)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_create: out is NULL");
@@ -319,6 +319,7 @@ vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     m->check = o.check || env_check();
     m->no_reuse = o.no_memory_reuse;
     m->no_fusion = o.no_fusion;
+    m->accumulate = (flags & GRAPH_MODEL_ACCUMULATE) != 0;
     /* check mode compares every op with its fp32 reference: it runs unautocast */
     m->precision = m->check ? VKT_DTYPE_FP32 : o.precision;
     m->param_owner = o.share_params ? (o.share_params->param_owner ? o.share_params->param_owner
@@ -363,6 +364,8 @@ void vkt_model_destroy(vkt_model *m)
     vkt_stream_destroy(m->train);
     vkt_stream_destroy(m->eval);
     vkt_stream_destroy(m->hooks_stream);
+    vkt_stream_destroy(m->zero);
+    free(m->check_prior);
     if (!m->param_owner)
         vkt_buffer_destroy(m->params);
     vkt_buffer_destroy(m->grads);

@@ -83,6 +83,14 @@ struct vkt_model {
     vkt_tensor *loss;         /* NULL: no loss */
     int training;             /* has a backward */
     int check, no_reuse, no_fusion;
+    /* GRAPH_MODEL_ACCUMULATE: every backward adds into the parameters' gradients (no
+     * contribution writes them), so successive steps sum there until zero_grads; with
+     * zero_pending the next training run first fills the gradient buffer with zeros, in
+     * its own submission (`zero`, recorded once). check_prior: check mode's host copy of
+     * the gradients before the run, which the reference adds to (check.c). */
+    int accumulate, zero_pending;
+    vkt_stream *zero;
+    float *check_prior;
     vkt_dtype precision;      /* autocast: the matrix products' type (fp32: none) */
     vkt_model *param_owner;   /* the model whose parameter buffer this one uses */
     /* Per node, or NULL: inputs whose gradient the backward computes into the arena and

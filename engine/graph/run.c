@@ -174,17 +174,73 @@ static vkt_status run_hooks(vkt_model *m)
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
 
+void graph_model_zero_grads(vkt_model *m)
+{
+    if (m && m->training)
+        m->zero_pending = 1;
+}
+
+/* The stream that zeroes the gradient buffer (graph_model_zero_grads), recorded once and
+ * submitted ahead of a training step (ending with the barrier gpu_stream_submit_after
+ * asks of it); NULL when no zeroing is pending. */
+static vkt_status zero_before(vkt_model *m, vkt_stream **out)
+{
+    *out = NULL;
+    if (!m->zero_pending)
+        return VKT_OK;
+    vkt_status st = VKT_OK;
+    if (!m->zero) {
+        st = vkt_stream_create(m->ctx, NULL, &m->zero);
+        if (st == VKT_OK)
+            st = gpu_stream_fill_zero(m->zero, m->grads, 0, m->grads->size);
+        if (st == VKT_OK)
+            st = gpu_stream_barrier_all(m->zero);
+        if (st != VKT_OK) {
+            vkt_stream_destroy(m->zero);
+            m->zero = NULL;
+            return model_ctx_fail(m, st);
+        }
+    }
+    *out = m->zero;
+    return VKT_OK;
+}
+
+/* Check mode of an accumulating model: the zeroing on its own, then the gradients before
+ * the run into check_prior (what the backward adds to: check.c adds it to the
+ * reference). */
+static vkt_status check_prior(vkt_model *m, vkt_stream *zero)
+{
+    vkt_status st = zero ? vkt_stream_run(zero) : VKT_OK;
+    if (st == VKT_OK && !m->check_prior && !(m->check_prior = malloc(m->grads->size)))
+        return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (st == VKT_OK)
+        st = vkt_buffer_read(m->grads, 0, m->check_prior, m->grads->size);
+    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+}
+
 static vkt_status run(vkt_model *m, int training)
 {
     vkt_status st = ensure_recorded(m, training);
+    vkt_stream *zero = NULL;
+    if (st == VKT_OK && training)
+        st = zero_before(m, &zero);
+    if (st == VKT_OK && training && m->check && m->accumulate) {
+        st = check_prior(m, zero);
+        zero = NULL;
+    }
     if (st != VKT_OK)
         return st;
     uint32_t *ctrl = m->ctrl->mapped;
     ctrl[CTRL_STEP] = (uint32_t)m->step;
     ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
-    st = vkt_stream_run(training ? m->train : m->eval);
+    vkt_stream *s = training ? m->train : m->eval;
+    st = zero ? gpu_stream_submit_after(s, &zero, 1) : vkt_stream_submit(s);
+    if (st == VKT_OK)
+        st = vkt_stream_wait(s);
     if (st != VKT_OK)
         return model_ctx_fail(m, st);
+    if (training)
+        m->zero_pending = 0;
     if (m->check)
         st = model_check(m, training);
     if (st == VKT_OK && m->check && training && (m->n_hooks || m->grad_ready))
@@ -213,13 +269,28 @@ vkt_status graph_model_step_submit_ext(vkt_model *m, vkt_stream *const *before, 
         return vkt_model_forward_backward(m);
     }
     vkt_status st = ensure_recorded(m, 1);
+    vkt_stream *zero = NULL, *first[GPU_MAX_CARRIED];
+    if (st == VKT_OK)
+        st = zero_before(m, &zero);
     if (st != VKT_OK)
         return st;
+    if (zero) { /* the zeroing first, in the same submission */
+        if (n + 1 > GPU_MAX_CARRIED)
+            return model_fail(m, VKT_ERROR_INTERNAL, "graph_model_step_submit_ext: %u streams "
+                              "before the step and the zeroing of the gradients", n);
+        first[0] = zero;
+        for (uint32_t i = 0; i < n; i++)
+            first[i + 1] = before[i];
+        before = first;
+        n++;
+    }
     uint32_t *ctrl = m->ctrl->mapped;
     ctrl[CTRL_STEP] = (uint32_t)m->step;
     ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
     m->step++;
     st = gpu_stream_submit_ext(m->train, before, n, after, n_after, sync);
+    if (st == VKT_OK)
+        m->zero_pending = 0;
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
 

@@ -77,7 +77,15 @@ typedef vkt_status (*graph_grad_fn)(vkt_stream *stream, void *user, uint64_t off
 vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
                               const vkt_model_options *options,
                               const vkt_tensor *const *grad_inputs, uint32_t n,
-                              vkt_model **out);
+                              uint32_t flags, vkt_model **out);
+/* graph_model_create's flags. ACCUMULATE: the backward adds every contribution into the
+ * parameters' gradients (none writes them), so the gradients of successive training steps
+ * sum in the gradient buffer (fp32, in step order) until graph_model_zero_grads: a
+ * pipeline stage sums its micro-batches there and reads the sum once per step. */
+#define GRAPH_MODEL_ACCUMULATE 1u
+/* The next training step starts from zero gradients: its submission first fills the
+ * gradient buffer with zeros (vkCmdFillBuffer, no round trip of its own). */
+void graph_model_zero_grads(vkt_model *m);
 /* The gradient the backward starts from, dloss/dloss: 1 unless set (fp16's dynamic loss
  * scaling multiplies every gradient by s; the optimizer divides it out). A model of
  * precision fp16 does not fuse its loss with its backward so that its backward reads it;

@@ -175,7 +175,7 @@ vkt_status kc_begin_call(kc_conv_call *c, vkt_stream *s, const char *fn, const k
                          const kc_named_view *v, int n, vkt_view ws, uint64_t ws_elems)
 {
     *c = (kc_conv_call){.s = s, .ctx = s->ctx, .fn = fn, .g = g, .d = kc_dims_of(g),
-                        .lp = VKT_DTYPE_FP32};
+                        .lp = VKT_DTYPE_FP32, .lv = GPU_V_NONE};
     return check_views(c, v, n, ws, ws_elems);
 }
 

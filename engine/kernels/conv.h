@@ -29,7 +29,9 @@
 #include "push_conv.h"
 #include "vkt.h"
 
-struct gpu_profile; /* gpu/gpu.h */
+struct gpu_profile;   /* gpu/gpu.h */
+struct gpu_mat_shape; /* gpu/gpu.h */
+struct gpu_kernel;    /* gpu/gpu.h */
 
 /* NCHW convolution. x [n, c, h, w], weight [oc, c / groups, kh, kw] (PyTorch's layout),
  * bias [oc], y [n, oc, oh, ow], oh = (h + 2 pad_h - dil_h (kh - 1) - 1) / stride_h + 1 (same
@@ -100,6 +102,8 @@ typedef struct kc_conv_plan {
     uint32_t bias_col;        /* the weight gradient: db's column, else UINT32_MAX */
     uint32_t tile;            /* its row in kc_conv_tiles */
     uint32_t bm, bn, bk, tm, tn, threads, shared_bytes;
+    uint32_t wm, wn, tk, sg;  /* kc_conv_frag_plan: a warp's block (bm / 2 x bn / 2), the
+                                 fragments' K, lanes per warp */
     uint64_t col_tiles;       /* workgroups along n (x; dispatched 65535 at a time) */
     uint32_t row_tiles;       /* along m (y) */
     uint32_t z;               /* along z: groups x splits */
@@ -121,6 +125,22 @@ int kc_conv_plan_with(const struct gpu_profile *p, const kc_conv *g, uint32_t nc
                       int want_dw, int want_db, uint32_t tile, uint32_t splits,
                       kc_conv_plan *out);
 uint64_t kc_conv_plan_workgroups(const kc_conv_plan *pl);
+/* The plan of conv_frag.glsl's tiling (conv_lowp_frag, conv_lowp_coopmat) for `pass`:
+ * fragments of the cooperative-matrix shape `mat` (NULL: the fp32-arithmetic twin without
+ * one, 8 x 8 x 8 on 8-lane warps for the CPU style, 16 x 16 x 16 on 32 for the GPU's),
+ * 2 x 2 warps of the subgroup size, each of 4 x 4 fragments (2 x 2 for the CPU style) up
+ * to 64 x 64, fewer while the tiles leave compute units idle, do not fit the device or
+ * break the load assignment (THREADS a multiple of BK and BN); K in slabs of 2 TK (4 TK
+ * for TK < 16). The weight gradient splits K as conv_implicit's does, into about as many
+ * parts as fill the compute units (`splits` > 0: about that many, the tests'), within the
+ * loop budget. 0 when nothing fits (or a pass other than the weight gradient would run
+ * past the loop budget). */
+/* conv_frag.glsl's kernels (conv_frag, conv_coopmat_f16, conv_coopmat_bf16), for the
+ * tests' check of their SPIR-V against these descriptions. */
+const struct gpu_kernel *kc_conv_frag_kernels(uint32_t *count);
+int kc_conv_frag_plan(const struct gpu_profile *p, const kc_conv *g, uint32_t nc, int pass,
+                      int want_dw, int want_db, const struct gpu_mat_shape *mat,
+                      uint32_t splits, kc_conv_plan *out);
 /* Tests: every conv_implicit dispatch after this uses tile row `tile` and about `splits`
  * splits (kc_conv_plan_with); tile < 0 returns to the planned choice. */
 void kc_conv_implicit_force(int tile, uint32_t splits);

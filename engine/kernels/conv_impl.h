@@ -40,6 +40,8 @@ typedef struct kc_conv_call {
     vkt_view rows, cols;  /* conv_im2col: the two workspace matrices (16-byte aligned) */
     vkt_dtype lp;         /* conv_implicit: the operands' type (x, w, dy; views in its
                              elements): fp32, or fp16 / bf16 (conv_lowp_implicit) */
+    gpu_variant lv;       /* with fp16 / bf16: the conv_lowp variant (conv_lowp_implicit,
+                             conv_lowp_coopmat or conv_lowp_frag: its kernel and tiling) */
 } kc_conv_call;
 
 /* A view a call checks: `count` elements of `size` bytes (4 or 2); v NULL: not used. */

@@ -1,6 +1,10 @@
 /* conv_implicit.c - the conv_implicit variant of 2-D convolution (conv.h; entry points and
  * checks in conv.c): each pass is one implicit GEMM, shaders/conv_implicit.comp, with the
- * tile and split of its plan (conv_plan.c); a split weight gradient's partial sums go to
+ * tile and split of its plan (conv_plan.c); on 16-bit operands conv_implicit_lowp.comp
+ * (conv_lowp_implicit), or the warp tiling of conv_frag.glsl with the plan of
+ * kc_conv_frag_plan: conv_coopmat_f16 / _bf16 (conv_lowp_coopmat, prebuilt:
+ * docs/toolchain.md) or conv_frag (conv_lowp_frag, and conv_lowp_coopmat's bf16 where the
+ * device has no bf16 matrices). A split weight gradient's partial sums go to
  * the stream's scratch memory and shaders/conv_reduce.comp adds them. No workspace: the
  * shader gathers x (or dy) inside its tile loads. Where a tensor of the whole batch would
  * pass what one binding may span, the batch goes in chunks of samples (the weight
@@ -14,6 +18,9 @@
 #include "conv_implicit.spv.h"
 #include "conv_implicit_lowp.spv.h"
 #include "conv_reduce.spv.h"
+#include "conv_coopmat_bf16.spv.h"
+#include "conv_coopmat_f16.spv.h"
+#include "conv_frag.spv.h"
 
 #define S GPU_BIND_STORAGE
 /* Bindings: the gathered operand (x, or dy for dx), the other (w, or dy for dw), the
@@ -26,6 +33,26 @@ static const gpu_kernel k_implicit_lowp = {"conv_implicit_lowp", spv_conv_implic
                                            sizeof spv_conv_implicit_lowp, 5, {S, S, S, S, S},
                                            sizeof(struct push_conv_gemm),
                                            SPEC_CONV_IMPLICIT_COUNT};
+/* conv_frag.glsl's warp tiling, the same bindings (the operands 16-bit). */
+#define FRAG_KERNEL(name)                                                                    \
+    {#name, spv_##name, sizeof spv_##name, 5, {S, S, S, S, S}, sizeof(struct push_conv_gemm), \
+     SPEC_CONV_FRAG_COUNT}
+_Static_assert(SPEC_CONV_FRAG_PASS == SPEC_CONV_IMPLICIT_PASS &&
+                   SPEC_CONV_FRAG_BM == SPEC_CONV_IMPLICIT_BM &&
+                   SPEC_CONV_FRAG_COUNT >= SPEC_CONV_IMPLICIT_COUNT,
+               "the pass and tile where conv_implicit's are; spec[] holds both");
+static const gpu_kernel k_frag_kernels[3] = {
+    FRAG_KERNEL(conv_frag), FRAG_KERNEL(conv_coopmat_f16), FRAG_KERNEL(conv_coopmat_bf16)};
+#undef FRAG_KERNEL
+#define k_frag k_frag_kernels[0]
+#define k_coopmat_f16 k_frag_kernels[1]
+#define k_coopmat_bf16 k_frag_kernels[2]
+
+const gpu_kernel *kc_conv_frag_kernels(uint32_t *count)
+{
+    *count = 3;
+    return k_frag_kernels;
+}
 /* Bindings: the partial sums, dw, db. */
 static const gpu_kernel k_reduce = {"conv_reduce", spv_conv_reduce, sizeof spv_conv_reduce, 3,
                                     {S, S, S}, sizeof(struct push_conv_gemm),
@@ -84,11 +111,46 @@ static gpu_arg unused_arg(const kc_conv_call *c, vkt_view gather)
     return (gpu_arg){gather.buffer, gather.offset * op_size(c) / 4 * 4, 4, 0};
 }
 
+/* The cooperative-matrix shape of conv_frag.glsl's tiling for this call, NULL for the
+ * fp32-arithmetic kernel (conv_frag.comp); *k: the kernel. */
+static const gpu_mat_shape *frag_kernel(const kc_conv_call *c, const gpu_kernel **k)
+{
+    const gpu_profile *p = &c->ctx->profile;
+    if (c->lv == GPU_V_CONV_LOWP_COOPMAT) {
+        int bf = c->lp == VKT_DTYPE_BF16;
+        const gpu_mat_shape *m = gpu_mat_for(p, bf ? GPU_MAT_BF16 : GPU_MAT_F16);
+        if (m && (!bf || (p->caps & GPU_CAP_BFLOAT16))) {
+            *k = bf ? &k_coopmat_bf16 : &k_coopmat_f16;
+            return m;
+        }
+    }
+    *k = &k_frag;
+    return NULL;
+}
+
+static int frag_tiling(const kc_conv_call *c)
+{
+    return c->lv == GPU_V_CONV_LOWP_COOPMAT || c->lv == GPU_V_CONV_LOWP_FRAG;
+}
+
 /* The plan of a pass (or the tests' forced tile), VKT_ERROR_LIMIT when none fits. */
 static vkt_status plan(kc_conv_call *c, const pass_io *io, kc_conv_plan *pl)
 {
     const gpu_profile *p = &c->ctx->profile;
     int want_db = io->db != NULL;
+    if (frag_tiling(c)) {
+        const gpu_kernel *k;
+        const gpu_mat_shape *mat = frag_kernel(c, &k);
+        if (!kc_conv_frag_plan(p, c->g, io->nc, io->pass, io->want_dw, want_db, mat,
+                               g_force_tile >= 0 ? g_force_splits : 0, pl))
+            return err_fail(c->ctx->errmsg, VKT_ERROR_LIMIT,
+                            "%s: no tile of %s fits '%s' for this convolution (%u bytes of "
+                            "shared memory, %u invocations per workgroup, its shader loops "
+                            "stop after %llu iterations)", c->fn, k->name, p->name,
+                            p->shared_memory, p->max_invocations,
+                            (unsigned long long)p->loop_budget);
+        return VKT_OK;
+    }
     int ok = g_force_tile >= 0
                  ? kc_conv_plan_with(p, c->g, io->nc, io->pass, io->want_dw, want_db,
                                      (uint32_t)g_force_tile, g_force_splits, pl)
@@ -114,9 +176,15 @@ static vkt_status split_memory(kc_conv_call *c, const pass_io *io, kc_conv_plan 
     if (pl->splits <= 1)
         return VKT_OK;
     kc_conv_plan one;
-    int needed = !kc_conv_plan_with(&c->ctx->profile, c->g, io->nc, io->pass, io->want_dw,
-                                    io->db != NULL, pl->tile, 1, &one) ||
-                 one.splits > 1;
+    const gpu_kernel *k;
+    int needed = frag_tiling(c)
+                     ? !kc_conv_frag_plan(&c->ctx->profile, c->g, io->nc, io->pass,
+                                          io->want_dw, io->db != NULL, frag_kernel(c, &k), 1,
+                                          &one) ||
+                           one.splits > 1
+                     : !kc_conv_plan_with(&c->ctx->profile, c->g, io->nc, io->pass,
+                                          io->want_dw, io->db != NULL, pl->tile, 1, &one) ||
+                           one.splits > 1;
     char saved[VKT_ERRMSG_SIZE];
     memcpy(saved, c->ctx->errmsg, sizeof saved);
     uint64_t limit = c->ctx->mem.limit;
@@ -198,20 +266,27 @@ static vkt_status run_pass(kc_conv_call *c, const pass_io *io)
         io->aux ? ku_arg(*io->aux, 0, io->n_aux, 0) : unused_arg(c, io->gather),
         io->db && !split ? ku_arg(*io->db, 0, g->oc, 1) : unused_arg(c, io->gather)};
     const gpu_kernel *k = c->lp == VKT_DTYPE_FP32 ? &k_implicit : &k_implicit_lowp;
-    uint32_t spec[SPEC_CONV_IMPLICIT_COUNT] = {
+    /* the window and the pass at the same places in both kernels' constants */
+    uint32_t spec[SPEC_CONV_FRAG_COUNT] = {
         [SPEC_WG] = pl.threads, [SPEC_CONV_KH] = g->kh, [SPEC_CONV_KW] = g->kw,
         [SPEC_CONV_SH] = g->stride_h, [SPEC_CONV_SW] = g->stride_w, [SPEC_CONV_DH] = g->dil_h,
         [SPEC_CONV_DW] = g->dil_w, [SPEC_CONV_IMPLICIT_PASS] = (uint32_t)io->pass,
         [SPEC_CONV_IMPLICIT_BM] = pl.bm, [SPEC_CONV_IMPLICIT_BN] = pl.bn,
         [SPEC_CONV_IMPLICIT_BK] = pl.bk, [SPEC_CONV_IMPLICIT_TM] = pl.tm,
         [SPEC_CONV_IMPLICIT_TN] = pl.tn};
+    if (frag_tiling(c)) {
+        frag_kernel(c, &k);
+        spec[SPEC_CONV_FRAG_BM] = pl.bm, spec[SPEC_CONV_FRAG_BN] = pl.bn;
+        spec[SPEC_CONV_FRAG_BK] = pl.bk, spec[SPEC_CONV_FRAG_TM] = pl.tm;
+        spec[SPEC_CONV_FRAG_TN] = pl.tn, spec[SPEC_CONV_FRAG_TK] = pl.tk;
+        spec[SPEC_CONV_FRAG_SG] = pl.sg;
+    }
     for (uint64_t t0 = 0; t0 < pl.col_tiles; t0 += GPU_MAX_GROUPS) {
         uint64_t left = pl.col_tiles - t0;
         uint32_t groups[3] = {(uint32_t)(left < GPU_MAX_GROUPS ? left : GPU_MAX_GROUPS),
                               pl.row_tiles, pl.z};
         push.tile0 = (uint32_t)t0;
-        if ((st = gpu_dispatch(c->s, k, spec, SPEC_CONV_IMPLICIT_COUNT, args, &push,
-                               groups)) != VKT_OK)
+        if ((st = gpu_dispatch(c->s, k, spec, k->n_spec, args, &push, groups)) != VKT_OK)
             return st;
     }
     return split ? reduce(c, io, &pl, ws, push) : VKT_OK;

@@ -1,5 +1,8 @@
 /* conv_lowp.c - 2-D convolution of 16-bit operands (conv.h: kc_conv2d_lowp and its
  * backward) in the context's conv_lowp variant (engine/gpu/variants.c):
+ *  - conv_lowp_coopmat, conv_lowp_frag: conv_implicit.c's passes on conv_frag.glsl's warp
+ *    tiles (shaders/conv_coopmat_*.comp, the matrix instruction; conv_frag.comp, fp32
+ *    multiply-adds);
  *  - conv_lowp_implicit: conv_implicit.c's passes with x, w and dy bound as 16-bit
  *    elements (shaders/conv_implicit_lowp.comp widens them exactly as it loads them);
  *  - conv_lowp_widen: x, w and dy widened exactly into the workspace by
@@ -21,9 +24,16 @@ static gpu_variant lowp_variant(const vkt_context *ctx)
     return ctx ? ctx->kv[GPU_FAMILY_CONV_LOWP] : GPU_V_NONE;
 }
 
+/* The variants that run conv_implicit.c's passes on the 16-bit operands as stored. */
+static int implicit(gpu_variant v)
+{
+    return v == GPU_V_CONV_LOWP_IMPLICIT || v == GPU_V_CONV_LOWP_COOPMAT ||
+           v == GPU_V_CONV_LOWP_FRAG;
+}
+
 int kc_conv_lowp_uses_workspace(const vkt_context *ctx)
 {
-    return lowp_variant(ctx) != GPU_V_CONV_LOWP_IMPLICIT;
+    return !implicit(lowp_variant(ctx));
 }
 
 /* The fp32 convolution's workspace inside conv_lowp_widen's: chunks of what one binding
@@ -115,8 +125,9 @@ vkt_status kc_conv2d_lowp(vkt_stream *s, const kc_conv *g, vkt_dtype t, vkt_view
                         "%s: the workspace has %llu elements; conv_lowp_widen needs %llu "
                         "(kc_conv_lowp_workspace_elems)", fn,
                         (unsigned long long)workspace_elems, (unsigned long long)need);
-    if (lowp_variant(s->ctx) == GPU_V_CONV_LOWP_IMPLICIT) {
+    if (implicit(lowp_variant(s->ctx))) {
         c.lp = t;
+        c.lv = lowp_variant(s->ctx);
         return kc_implicit_forward(&c, x, w, bias, relu, y);
     }
     widened o = widen_layout(&c, workspace);
@@ -155,8 +166,9 @@ vkt_status kc_conv2d_backward_lowp(vkt_stream *s, const kc_conv *g, vkt_dtype t,
                         "%s: the workspace has %llu elements; conv_lowp_widen needs %llu "
                         "(kc_conv_lowp_workspace_elems)", fn,
                         (unsigned long long)workspace_elems, (unsigned long long)need);
-    if (lowp_variant(s->ctx) == GPU_V_CONV_LOWP_IMPLICIT) {
+    if (implicit(lowp_variant(s->ctx))) {
         c.lp = t;
+        c.lv = lowp_variant(s->ctx);
         kc_conv_grads a = {.x = x, .w = w, .dy = dy, .relu_y = relu_y, .dx = dx, .dw = dw,
                            .db = db, .beta_x = beta_x, .beta_w = beta_w, .beta_b = beta_b};
         return kc_implicit_backward(&c, &a);

@@ -143,12 +143,13 @@ static int tile_fits(const gpu_profile *p, const kc_conv_tile *t)
 }
 
 /* Splits the loop budget needs (llvmpipe ends a shader's loops after about 65535
- * iterations: a workgroup walks at most budget / 4 slabs), and the most the pass allows
- * (the weight pass only: the others' K is c kh kw or oc kh kw, short). */
-static void split_range(const gpu_profile *p, const kc_conv_tile *t, const kc_conv_plan *pl,
-                        uint32_t groups, uint32_t *lo, uint32_t *hi)
+ * iterations: a workgroup walks at most `walk` slabs of bk, budget / 4 for conv_implicit's
+ * tiles), and the most the pass allows (the weight pass only: the others' K is c kh kw or
+ * oc kh kw, short). */
+static void split_range_walk(uint32_t bk, uint64_t walk, const kc_conv_plan *pl,
+                             uint32_t groups, uint32_t *lo, uint32_t *hi)
 {
-    uint64_t slabs = ceil_div(pl->k, t->bk), walk = p->loop_budget / 4;
+    uint64_t slabs = ceil_div(pl->k, bk);
     uint64_t need = slabs > walk ? ceil_div(slabs, walk) : 1, most = 1;
     if (pl->pass == (int)CONV_PASS_WEIGHT) {
         most = pl->k / MIN_SPLIT_K;
@@ -161,6 +162,12 @@ static void split_range(const gpu_profile *p, const kc_conv_tile *t, const kc_co
     }
     *lo = (uint32_t)(need > UINT32_MAX ? UINT32_MAX : need);
     *hi = (uint32_t)(most < 1 ? 1 : most);
+}
+
+static void split_range(const gpu_profile *p, const kc_conv_tile *t, const kc_conv_plan *pl,
+                        uint32_t groups, uint32_t *lo, uint32_t *hi)
+{
+    split_range_walk(t->bk, p->loop_budget / 4, pl, groups, lo, hi);
 }
 
 int kc_conv_plan_with(const gpu_profile *p, const kc_conv *g, uint32_t nc, int pass,
@@ -238,4 +245,101 @@ int kc_conv_implicit_plan(const gpu_profile *p, const kc_conv *g, uint32_t nc, i
         }
     }
     return found;
+}
+
+/* ---- conv_frag.glsl's tiling: conv_lowp_frag, conv_lowp_coopmat --------------------- */
+
+/* Shared memory of a fragment tile: As and Bs twice, rows of bk + pad elements (16-bit
+ * padded by 8 for the matrix loads' alignment, or fp32 padded by 1), and for cooperative
+ * matrices a TM x TN fp32 slice per warp (conv_frag.glsl). */
+static uint32_t frag_shared(const kc_conv_plan *t, int coop)
+{
+    uint32_t warps = (t->bm / t->wm) * (t->bn / t->wn);
+    return coop ? 2 * (t->bm + t->bn) * (t->bk + 8) * 2 + warps * t->tm * t->tn * 4
+                : 2 * (t->bm + t->bn) * (t->bk + 1) * 4;
+}
+
+/* Loop iterations an invocation runs per slab if nothing is unrolled: the gathers and
+ * their stores into shared memory, the multiplication (cooperative: one per fragment pair
+ * and K step; else per fragment element and k). */
+static uint64_t frag_slab_loops(const kc_conv_plan *t, int coop)
+{
+    uint64_t loads = ((uint64_t)t->bm + t->bn) * t->bk / t->threads;
+    uint64_t frags = (uint64_t)(t->wm / t->tm) * (t->wn / t->tn);
+    uint64_t mul = coop ? frags * (t->bk / t->tk) : frags * (t->tm * t->tn / t->sg) * t->bk;
+    return 2 * loads + mul + 1;
+}
+
+/* 2 x 2 warps of f x f fragments. */
+static void frag_tile(kc_conv_plan *t, uint32_t f)
+{
+    t->wm = f * t->tm, t->wn = f * t->tn;
+    t->bm = 2 * t->wm, t->bn = 2 * t->wn;
+    t->threads = 4 * t->sg;
+}
+
+/* The device takes the tile, and the load assignment divides evenly (conv_gather.glsl's
+ * fetch: each thread a fixed k of A, a fixed column or k of B). */
+static int frag_fits(const gpu_profile *p, const kc_conv_plan *t, int coop)
+{
+    return t->threads % t->bk == 0 && t->threads % t->bn == 0 &&
+           (t->bm * t->bk) % t->threads == 0 && (t->bn * t->bk) % t->threads == 0 &&
+           (t->tm * t->tn) % t->sg == 0 && t->threads <= p->max_invocations &&
+           frag_shared(t, coop) <= p->shared_memory;
+}
+
+int kc_conv_frag_plan(const gpu_profile *p, const kc_conv *g, uint32_t nc, int pass,
+                      int want_dw, int want_db, const gpu_mat_shape *mat, uint32_t splits,
+                      kc_conv_plan *out)
+{
+    kc_conv_plan pl = {0};
+    double unique;
+    pass_shape(g, nc, pass, want_dw, want_db, &pl, &unique);
+    if (pl.n == 0)
+        return 0;
+    int coop = mat != NULL, cpu = p->style == VKT_KERNELS_CPU;
+    if (coop)
+        pl.tm = mat->m, pl.tn = mat->n, pl.tk = mat->k, pl.sg = p->subgroup_size;
+    else
+        pl.tm = pl.tn = pl.tk = cpu ? 8 : 16, pl.sg = cpu ? 8 : 32;
+    if (pl.sg == 0)
+        return 0;
+    pl.bk = pl.tk >= 16 ? 2 * pl.tk : 4 * pl.tk;
+    uint32_t f = cpu ? 2 : 4;
+    while (f > 1 && (f * pl.tm > 64 || f * pl.tn > 64))
+        f /= 2;
+    frag_tile(&pl, f);
+    while (f > 1 && (ceil_div(pl.m, pl.bm) * ceil_div(pl.n, pl.bn) * g->groups <
+                         p->compute_units ||
+                     !frag_fits(p, &pl, coop))) {
+        f /= 2;
+        frag_tile(&pl, f);
+    }
+    while (pl.bk > pl.tk && !frag_fits(p, &pl, coop))
+        pl.bk /= 2;
+    if (!frag_fits(p, &pl, coop))
+        return 0;
+    uint64_t walk = p->loop_budget / frag_slab_loops(&pl, coop);
+    if (walk == 0)
+        return 0;
+    uint32_t lo, hi;
+    split_range_walk(pl.bk, walk, &pl, g->groups, &lo, &hi);
+    if (lo > hi)
+        return 0;
+    uint64_t tiles = ceil_div(pl.m, pl.bm) * ceil_div(pl.n, pl.bn) * g->groups;
+    uint64_t want = splits              ? splits
+                    : tiles < p->compute_units ? ceil_div(p->compute_units, tiles)
+                                               : 1;
+    want = want < lo ? lo : want > hi ? hi : want;
+    uint64_t slabs = ceil_div(pl.k, pl.bk), per = ceil_div(slabs, want);
+    pl.splits = (uint32_t)ceil_div(slabs, per); /* every split non-empty */
+    pl.k_chunk = pl.splits > 1 ? (uint32_t)(per * pl.bk) : (uint32_t)pl.k;
+    pl.tile = UINT32_MAX; /* no row of kc_conv_tiles */
+    pl.shared_bytes = frag_shared(&pl, coop);
+    pl.col_tiles = ceil_div(pl.n, pl.bn);
+    pl.row_tiles = (uint32_t)ceil_div(pl.m, pl.bm);
+    pl.z = g->groups * pl.splits;
+    pl.workspace = pl.splits > 1 ? (uint64_t)pl.splits * g->oc * pl.n : 0;
+    *out = pl;
+    return 1;
 }

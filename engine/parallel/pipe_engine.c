@@ -102,7 +102,8 @@ static vkt_status create_stage(vkt_pipeline *p, pstage *s)
     vkt_model_options mo = {.batch = p->mb, .check = p->opt.check};
     st = vkt_context_precision(s->ctx, p->opt.precision, &mo.precision, NULL, 0);
     if (st == VKT_OK)
-        st = graph_model_create(s->ctx, gs->g, gs->loss, &mo, gin, gs->n_recv, &s->model);
+        st = graph_model_create(s->ctx, gs->g, gs->loss, &mo, gin, gs->n_recv,
+                                GRAPH_MODEL_ACCUMULATE, &s->model);
     free(gin);
     if (st != VKT_OK)
         return pipe_fail(p, st, "%s: %s", name, vkt_last_error());
@@ -369,6 +370,7 @@ vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
     out->activation_bytes = ms.activation_bytes;
     out->sent_bytes = s->sent;
     out->busy_seconds = s->busy;
+    out->grad_reads = s->grad_reads;
     vkt_memory_stats mem;
     if (vkt_context_memory_stats(s->ctx, &mem) == VKT_OK)
         out->device_bytes = mem.device_local_bytes;

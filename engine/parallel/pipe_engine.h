@@ -53,6 +53,7 @@ typedef struct pstage {
     uint64_t n_params, n_train;
     double *gacc;          /* [n_train] the weighted sum over micro-batches */
     float *gtmp;           /* [n_params] */
+    uint64_t grad_reads;   /* gradient readbacks this step (1: after the last backward) */
     float *gsum;           /* scratch: a sent value's gradient summed over consumers */
     uint32_t *recv_edge, *recv_slot; /* per received value: its edge and consumer slot */
     uint32_t *send_edge;   /* per sent value: its edge */

@@ -8,12 +8,15 @@
  * in-flight state is the host copies of its received values: P-s micro-batches of them
  * (pipe_edge.c). One failure stops all P x D threads.
  *
- * The last stage's F(k) is its whole step (forward, loss, backward). Gradients of each
- * micro-batch are read to the host and summed in double with weight rows_k / batch;
+ * The last stage's F(k) is its whole step (forward, loss, backward). Each stage's model
+ * adds the gradients of its micro-batches into its gradient buffer (fp32 on the device,
+ * in micro-batch order; zeroed in the submission of the step's first backward), and
+ * after its last backward reads that sum back once, weighted by 1 / (m D) in double;
  * after every context passed the barrier with no failure, each writes the sum over the
- * copies of its stage and runs its optimizer (recorded once into `apply`). Guarded (fp16's
- * loss scaling, nonfinite_skips): each context judges its sum at the barrier, and a
- * non-finite value anywhere skips every update; else the sum is divided by the scale. */
+ * copies of its stage (double, copy order) and runs its optimizer (recorded once into
+ * `apply`). Guarded (fp16's loss scaling, nonfinite_skips): each context judges its sum
+ * at the barrier, and a non-finite value anywhere skips every update; else the sum is
+ * divided by the scale. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,20 +38,23 @@ static vkt_status set_inputs(pstage *s, uint32_t k)
     return pipe_recv_values(s, k);
 }
 
-/* After a backward: gradients of received values back to their senders, and the
- * parameters' gradients into the weighted sum. */
+/* After a backward: gradients of received values back to their senders. The parameters'
+ * gradients sum over the micro-batches on the device (the stage's model accumulates:
+ * GRAPH_MODEL_ACCUMULATE, zeroed by the step's first backward); after the last one
+ * (backwards run in micro-batch order) the sum is read back once, weighted. */
 static vkt_status after_backward(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     vkt_status st = pipe_send_grads(s, k);
-    if (st != VKT_OK)
+    if (st != VKT_OK || k + 1 < p->m)
         return st;
     st = vkt_model_read_grads(s->model, s->gtmp, s->n_params);
     if (st != VKT_OK)
         return pipe_model_fail(s, st, "gradients");
+    s->grad_reads++;
     double w = 1.0 / ((double)p->m * p->D); /* rows_k / batch: equal micro-batches */
     for (uint64_t i = 0; i < s->n_train; i++)
-        s->gacc[i] += w * s->gtmp[i];
+        s->gacc[i] = w * s->gtmp[i];
     return VKT_OK;
 }
 
@@ -231,6 +237,8 @@ static void reset_step(vkt_pipeline *p)
         if (!s->local)
             continue;
         memset(s->gacc, 0, s->n_train * sizeof *s->gacc);
+        graph_model_zero_grads(s->model); /* the device sum starts over */
+        s->grad_reads = 0;
         s->loss = 0;
         s->busy = 0;
         s->sent = 0;

@@ -363,6 +363,8 @@ typedef struct vkt_pipeline_stage_stats {
     double busy_seconds;       /* last step: time in its forwards, backwards and update */
     uint64_t device_bytes;     /* device-local memory its context holds (all of the above,
                                   staging and block slack: vkt_memory_stats) */
+    uint64_t grad_reads;       /* last step: times its gradient was read to the host (1: the
+                                  micro-batches sum on its device) */
 } vkt_pipeline_stage_stats;
 VKT_API vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *pipeline, uint32_t stage,
                                                 vkt_pipeline_stage_stats *out /* OUT */);

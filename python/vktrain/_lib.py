@@ -162,7 +162,8 @@ class PipelineStageStats(Structure):
     _fields_ = [("device", c_uint32), ("ops", c_uint32), ("param_bytes", c_uint64),
                 ("grad_bytes", c_uint64), ("optimizer_bytes", c_uint64),
                 ("activation_bytes", c_uint64), ("sent_bytes", c_uint64),
-                ("busy_seconds", c_double), ("device_bytes", c_uint64)]
+                ("busy_seconds", c_double), ("device_bytes", c_uint64),
+                ("grad_reads", c_uint64)]
 
 
 class SplitOptions(Structure):
