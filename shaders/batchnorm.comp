@@ -6,8 +6,9 @@
  * walk every wg-th of the channel's n * hw elements. TRAIN: one pass for the batch
  * statistics (each thread's count, mean and sum of squared deviations, merged pairwise in
  * a fixed tree in shared memory, so the results do not depend on timing); thread 0 writes
- * stats and moves the running averages (running_var gets the unbiased variance,
- * var * unbias); a second pass normalizes. Two passes over x in all: lavapipe's cost is
+ * stats and, when p.update is set, moves the running averages (running_var gets the
+ * unbiased variance, var * unbias; a pipeline stage's first forward leaves them, its
+ * recomputation moves them); a second pass normalizes. Two passes over x in all: lavapipe's cost is
  * per element loaded. Not TRAIN (inference): y from running_mean/var, nothing
  * else written. VEC4: elements go in fours (hw a multiple of 4, x and y 16-byte aligned).
  * Each element is read and written by the same thread after the sums: y may equal x.
@@ -122,8 +123,10 @@ void main()
                 st[p.s_off + 2 * ch] = mean;
                 st[p.s_off + 2 * ch + 1] = rstd;
                 float mo = p.momentum;
-                rm[p.rm_off + ch] = (1.0 - mo) * rm[p.rm_off + ch] + mo * mean;
-                rv[p.rv_off + ch] = (1.0 - mo) * rv[p.rv_off + ch] + mo * (var * p.unbias);
+                if (p.update != 0u) {
+                    rm[p.rm_off + ch] = (1.0 - mo) * rm[p.rm_off + ch] + mo * mean;
+                    rv[p.rv_off + ch] = (1.0 - mo) * rv[p.rv_off + ch] + mo * (var * p.unbias);
+                }
             }
         } else {
             mean = rm[p.rm_off + ch];

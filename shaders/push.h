@@ -196,17 +196,19 @@ struct push_block {
     VKT_U32 x_off, y_off;
 };
 
-/* Dropout: y = x * (hash(key(seed, step), i_off + i) >= threshold ? scale : 0) (+ beta * y);
- * step (two uint32, low first) is read from the control buffer at c_off so that the
- * recorded command buffer needs no change per step. i_off: the index in the whole batch
- * of element 0 (low 32 bits; i_off + i wraps modulo 2^32: dropout_hash.h). */
+/* Dropout: y = x * (hash(key(seed, step), idx0 + i) >= threshold ? scale : 0) (+ beta * y),
+ * idx0 = i_off + row0 * row_units: the index in the whole batch of element 0 (low 32 bits;
+ * the sums wrap modulo 2^32: dropout_hash.h). step (two uint32, low first) and row0 (the
+ * global row of the run's batch row 0) are read from the control block (ctrl.h) at c_off
+ * and c_off + CTRL_ROW0 - CTRL_STEP, so the recorded command buffer needs no change per
+ * step or per micro-batch. row_units: elements per batch row (0: not keyed by rows). */
 struct push_dropout {
     VKT_U32 n;
     VKT_U32 threshold;
     VKT_F32 scale, beta;
     VKT_U32 seed_lo, seed_hi;
     VKT_U32 x_off, c_off, y_off;
-    VKT_U32 i_off;
+    VKT_U32 i_off, row_units;
 };
 
 #ifndef VULKAN

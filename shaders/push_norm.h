@@ -22,6 +22,7 @@ struct push_layernorm {
     VKT_U32 row_groups;              /* backward: workgroups of the dx role */
     VKT_U32 x_off, g_off, b_off, y_off, s_off;
     VKT_U32 dy_off, dx_off, dg_off, db_off;
+    VKT_U32 update;                  /* training: 1 moves the running averages, 0 not */
 };
 
 /* RMS normalization over the last axis of x[rows, cols]; rstd[rows] = 1 / sqrt(mean of
@@ -46,6 +47,7 @@ struct push_batchnorm {
     VKT_F32 beta_x, beta_g, beta_b;  /* backward */
     VKT_U32 x_off, g_off, b_off, y_off, s_off, rm_off, rv_off;
     VKT_U32 dy_off, dx_off, dg_off, db_off;
+    VKT_U32 update;                  /* training: 1 moves the running averages, 0 not */
 };
 
 /* Embedding: forward y[n, dim] = table[ids[i]]; backward dtable[vocab, dim] = sum of the

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctrl.h"
 #include "kernels/train_ops.h"
 #include "graph/graph.h"
 #include "harness.h"
@@ -400,19 +401,27 @@ static vkt_view tail_view(const kb *x, uint64_t k)
 static void test_dropout_kernel(vkt_stream *s)
 {
     enum { N = 100003, K = 40001 };
-    kb x = kb_new(N, 0.5f, 1.5f), y = kb_new(N, -1, 1), ctrl = kb_new(2, 0, 0);
+    kb x = kb_new(N, 0.5f, 1.5f), y = kb_new(N, -1, 1), ctrl = kb_new(CTRL_KEY_WORDS, 0, 0);
     float p = 0.3f;
     uint64_t seed = 0x1234567890ull;
-    const uint64_t steps[4] = {0, 5, 0x300000007ull, 5};
-    /* the global index of element 0: the whole batch, a later part, one past 2^32, one
-     * that wraps 2^32 inside the tensor */
-    const uint64_t offs[4] = {0, 777, 0x500000003ull, 0xFFFFFF00ull};
-    for (int k = 0; k < 4; k++) {
-        uint32_t words[2] = {(uint32_t)steps[k], (uint32_t)(steps[k] >> 32)};
-        uint64_t st = steps[k], off = offs[k];
-        TH_OK(g_ctx, vkt_buffer_write(ctrl.b.buffer, ctrl.b.offset * 4, words, 8));
+    enum { CASES = 6 };
+    const uint64_t steps[CASES] = {0, 5, 0x300000007ull, 5, 9, 11};
+    /* the global index of element 0, i_off + row0 * row_units (row0 read from ctrl, as a
+     * pipeline stage's micro-batch row base): the whole batch, a later part, one past
+     * 2^32, one that wraps 2^32 inside the tensor; then a row base alone, and a row base
+     * whose product wraps 2^32 inside the tensor */
+    const uint64_t offs[CASES] = {0, 777, 0x500000003ull, 0xFFFFFF00ull, 0, 5};
+    const uint32_t row0s[CASES] = {0, 3, 0, 0, 37, 2};
+    const uint64_t units[CASES] = {0, 1000, 0, 1, 2711, 0x7FFFFF80ull};
+    for (int k = 0; k < CASES; k++) {
+        uint32_t words[CTRL_KEY_WORDS] = {0};
+        words[0] = (uint32_t)steps[k];
+        words[1] = (uint32_t)(steps[k] >> 32);
+        words[CTRL_ROW0 - CTRL_STEP] = row0s[k];
+        uint64_t st = steps[k], off = offs[k] + row0s[k] * units[k];
+        TH_OK(g_ctx, vkt_buffer_write(ctrl.b.buffer, ctrl.b.offset * 4, words, sizeof words));
         TH_OK(g_ctx, kt_dropout(s, th_view(&x.b), th_view(&ctrl.b), th_view(&y.b), N, p, seed,
-                                off, 0.0f));
+                                offs[k], units[k], 0.0f));
         run(s);
         kt_ref_dropout(x.host, st, y.host, N, p, seed, off, 0.0f);
         char what[96];
@@ -429,10 +438,12 @@ static void test_dropout_kernel(vkt_stream *s)
      * the whole batch's output (step 5 still in ctrl); keyed from 0 it would not. */
     float *whole = th_alloc_floats(N);
     kt_ref_dropout(x.host, 5, whole, N, p, seed, 0, 0.0f);
+    uint32_t words[CTRL_KEY_WORDS] = {5, 0};
+    TH_OK(g_ctx, vkt_buffer_write(ctrl.b.buffer, ctrl.b.offset * 4, words, sizeof words));
     TH_OK(g_ctx, kt_dropout(s, th_view(&x.b), th_view(&ctrl.b), th_view(&y.b), K, p, seed, 0,
-                            0.0f));
+                            0, 0.0f));
     TH_OK(g_ctx, kt_dropout(s, tail_view(&x, K), th_view(&ctrl.b), tail_view(&y, K), N - K, p,
-                            seed, K, 0.0f));
+                            seed, K, 0, 0.0f));
     run(s);
     kb_expect(&y, whole, "dropout in two parts keyed by the global index", 0, 0);
     kt_ref_dropout(x.host + K, 5, y.host, N - K, p, seed, 0, 0.0f);

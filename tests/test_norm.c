@@ -665,6 +665,29 @@ static void test_batchnorm_shape(uint32_t n, uint32_t c, uint32_t hw)
     TH_CHECK(!memcmp(st.h, st_before, 8ull * c) && !memcmp(rm.h, rm_before, 4ull * c) &&
                  !memcmp(rv.h, rv_before, 4ull * c),
              "batchnorm inference %ux%ux%u: stats and running values untouched", n, c, hw);
+    /* Training that keeps the running averages (a pipeline stage's first forward): y and
+     * stats of the batch, the running values bit for bit as they were. */
+    TH_OK(g_ctx, kn_batchnorm(g_s, tv(&x), tv(&g), tv(&b), tv(&y), tv(&st), tv(&rm), tv(&rv),
+                              n, c, hw, eps, mom, KN_BN_TRAIN_KEEP));
+    run();
+    kn_ref_batchnorm(xd, gd, bd, yd, rmd2, rvd2, n, c, hw, eps, mom, KN_BN_TRAIN_KEEP);
+    snprintf(what, sizeof what, "batchnorm training, running kept, %ux%ux%u aligned %d: y", n,
+             c, hw, g_aligned);
+    expect(&y, yd, what, 1e-4f, 5e-5f);
+    double *sd_keep = bn_stats(x.h, n, c, hw, eps);
+    snprintf(what, sizeof what, "batchnorm training, running kept, %ux%ux%u aligned %d: stats",
+             n, c, hw, g_aligned);
+    expect(&st, sd_keep, what, 1e-4f, 1e-5f);
+    free(sd_keep);
+    th_buf_read(&rm.b, rm.h);
+    th_buf_read(&rv.b, rv.h);
+    int ref_kept = 1;
+    for (uint32_t ch = 0; ch < c; ch++)
+        ref_kept &= rmd2[ch] == (double)rm_before[ch] && rvd2[ch] == (double)rv_before[ch];
+    TH_CHECK(!memcmp(rm.h, rm_before, 4ull * c) && !memcmp(rv.h, rv_before, 4ull * c) &&
+                 ref_kept,
+             "batchnorm training with running kept %ux%ux%u: running values untouched (device "
+             "and reference)", n, c, hw);
     free(st_before);
     free(rm_before);
     free(rv_before);
@@ -919,6 +942,8 @@ static void test_errors(void)
                  "kn_batchnorm", "momentum");
     EXPECT_ERROR(kn_batchnorm(g_s, sm, w3, w3, w1, w2, w4, w3, 2, 3, 5, 1e-5f, 0.1f, 1), BAD,
                  "kn_batchnorm", "x");
+    EXPECT_ERROR(kn_batchnorm(g_s, v, w3, w3, w1, w2, w4, w3, 2, 3, 5, 1e-5f, 0.1f, 3), BAD,
+                 "kn_batchnorm", "training is 3");
     EXPECT_ERROR(kn_batchnorm_backward(g_s, v, w3, w2, w1, NULL, 0, NULL, 0, NULL, 0, none, 2, 3,
                                        5),
                  BAD, "kn_batchnorm_backward", "none of");

@@ -6,7 +6,10 @@
  *    batches: losses within 1e-5 relative over 50 steps, parameters at the end;
  *  - a value read by two later stages (a skip connection from stage 0 to stages 1 and 2)
  *    sends its gradients back from both;
- *  - each stage holds only its own parameters (bytes per stage). */
+ *  - each stage holds only its own parameters (bytes per stage);
+ *  - dropout on 2 stages (m = 1, 4) equals one unsplit model, batch norm on 2 stages
+ *    equals 1 stage with the same 4 micro-batches (losses, parameters, running averages
+ *    after 10 steps), though each sending stage runs its forward twice. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,16 +138,17 @@ static void test_placement_errors(void)
     net s = {.g = g, .loss = loss};
     expect_refused(&s, 2, 1, NULL, VKT_ERROR_INVALID_ARGUMENT, "parameter 'shared' is read on "
                    "stages 0 and 1", "shared parameter");
-    /* dropout (its forward would run twice) */
+    /* attention dropout (its masks are keyed by rows recorded once, not per micro-batch) */
     vkt_graph_destroy(g);
     vkt_graph_create(NULL, &g);
-    x = vkt_input(g, "x", &xs);
-    h = vkt_dropout(g, vkt_matmul(g, x, vkt_param(g, "w", &ws, NULL)), 0.5f);
+    vkt_shape qs = {3, {BATCH, 4, 3 * H}};
+    x = vkt_input(g, "x", &qs);
+    h = vkt_causal_attention(g, x, 2, 0.1f);
     vkt_graph_set_stage(g, 1);
-    loss = vkt_mean(g, h, -1);
+    loss = vkt_mean(g, vkt_reshape(g, h, &(vkt_shape){2, {BATCH, 4 * H}}), -1);
     s = (net){.g = g, .loss = loss};
-    expect_refused(&s, 2, 1, NULL, VKT_ERROR_INVALID_ARGUMENT, "dropout is not supported",
-                   "dropout");
+    expect_refused(&s, 2, 1, NULL, VKT_ERROR_INVALID_ARGUMENT, "attention dropout is not "
+                   "supported", "attention dropout");
     /* a crossing value that is not [batch, ...] rows */
     vkt_graph_destroy(g);
     vkt_graph_create(NULL, &g);
@@ -240,6 +244,207 @@ static void test_equivalence(uint32_t s0, uint32_t s1, uint32_t s2, uint32_t sta
     vkt_graph_destroy(b.g);
 }
 
+/* ---- dropout and batch norm across stages ----
+ * A sending stage runs a training forward for micro-batch k and recomputes it with the
+ * backward: both must draw the masks one model draws for those global rows at that step,
+ * and batch norm's running averages must move once per micro-batch. */
+
+enum { XSTEPS = 10, XMAX = 12 };
+
+typedef struct xnet {
+    vkt_graph *g;
+    vkt_tensor *x, *y, *loss;
+    vkt_tensor *t[XMAX]; /* parameters and states compared at the end */
+    int state[XMAX];     /* t[k] is a state (a running average) */
+    uint32_t n;
+} xnet;
+
+/* One of the two things compared: a trainer (one unsplit model) or a pipeline. */
+typedef struct runner {
+    vkt_trainer *t;
+    vkt_pipeline *p;
+} runner;
+
+static vkt_status runner_step(runner *r, const vkt_feed *f, float *loss)
+{
+    return r->t ? vkt_trainer_step(r->t, f, 2, loss) : vkt_pipeline_step(r->p, f, 2, loss);
+}
+
+static vkt_status runner_read(runner *r, const vkt_tensor *t, float *out, uint64_t n)
+{
+    return r->t ? vkt_trainer_read(r->t, t, out, n) : vkt_pipeline_read(r->p, t, out, n);
+}
+
+static const char *runner_errmsg(const runner *r)
+{
+    return r->t ? vkt_trainer_errmsg(r->t) : vkt_pipeline_errmsg(r->p);
+}
+
+static vkt_tensor *xparam(xnet *n, const char *name, uint32_t d0, uint32_t d1, int state,
+                          float value)
+{
+    vkt_shape s = d1 ? (vkt_shape){2, {d0, d1}} : (vkt_shape){1, {d0}};
+    vkt_init he = {.kind = VKT_INIT_HE}, c = {.kind = VKT_INIT_CONSTANT, .a = value};
+    vkt_tensor *t = state ? vkt_state(n->g, name, &s, &c)
+                          : vkt_param(n->g, name, &s, d1 ? &he : &c);
+    n->state[n->n] = state;
+    n->t[n->n++] = t;
+    return t;
+}
+
+/* x [B,F] -> linear, relu, dropout 0.5 on stage 0 -> linear, dropout 0.3 on stage s1 ->
+ * linear + CE on s1 (dropout on the sending stage and on the last one). */
+static xnet make_dropout_net(uint32_t s1)
+{
+    xnet n = {0};
+    vkt_graph_options go = {.seed = 41};
+    vkt_graph_create(&go, &n.g);
+    vkt_shape xs = {2, {BATCH, F}};
+    n.x = vkt_input(n.g, "x", &xs);
+    n.y = vkt_input_labels(n.g, "y", BATCH);
+    vkt_tensor *h = vkt_relu(n.g, vkt_linear(n.g, n.x, xparam(&n, "w1", F, H, 0, 0),
+                                             xparam(&n, "b1", H, 0, 0, 0.05f)));
+    h = vkt_dropout(n.g, h, 0.5f);
+    vkt_graph_set_stage(n.g, s1);
+    h = vkt_dropout(n.g, vkt_linear(n.g, h, xparam(&n, "w2", H, H, 0, 0),
+                                    xparam(&n, "b2", H, 0, 0, 0.05f)), 0.3f);
+    vkt_tensor *z = vkt_linear(n.g, vkt_relu(n.g, h), xparam(&n, "w3", H, C, 0, 0),
+                               xparam(&n, "b3", C, 0, 0, 0));
+    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
+    return n;
+}
+
+/* x [B,F] -> linear, batch norm, relu on stage 0 -> linear, batch norm, relu, linear + CE
+ * on stage s1. The running averages are states, compared like the parameters. */
+static xnet make_bn_net(uint32_t s1)
+{
+    xnet n = {0};
+    vkt_graph_options go = {.seed = 43};
+    vkt_graph_create(&go, &n.g);
+    vkt_shape xs = {2, {BATCH, F}};
+    n.x = vkt_input(n.g, "x", &xs);
+    n.y = vkt_input_labels(n.g, "y", BATCH);
+    vkt_tensor *h = vkt_matmul(n.g, n.x, xparam(&n, "w1", F, H, 0, 0));
+    h = vkt_relu(n.g, vkt_batch_norm(n.g, h, xparam(&n, "g1", H, 0, 0, 1),
+                                     xparam(&n, "be1", H, 0, 0, 0), xparam(&n, "rm1", H, 0, 1, 0),
+                                     xparam(&n, "rv1", H, 0, 1, 1), 0, 0.2f));
+    vkt_graph_set_stage(n.g, s1);
+    h = vkt_matmul(n.g, h, xparam(&n, "w2", H, H, 0, 0));
+    h = vkt_relu(n.g, vkt_batch_norm(n.g, h, xparam(&n, "g2", H, 0, 0, 1),
+                                     xparam(&n, "be2", H, 0, 0, 0), xparam(&n, "rm2", H, 0, 1, 0),
+                                     xparam(&n, "rv2", H, 0, 1, 1), 0, 0.2f));
+    vkt_tensor *z = vkt_linear(n.g, h, xparam(&n, "w3", H, C, 0, 0),
+                               xparam(&n, "b3", C, 0, 0, 0));
+    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
+    return n;
+}
+
+static vkt_status make_runner(xnet *n, uint32_t stages, uint32_t m, runner *r)
+{
+    vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .momentum = 0.9f};
+    uint32_t dev[VKT_MAX_STAGES] = {0};
+    memset(r, 0, sizeof *r);
+    if (!stages) { /* one unsplit model */
+        vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = 1,
+                                  .optimizer = oo};
+        return vkt_trainer_create(th_instance, n->g, n->loss, &to, &r->t);
+    }
+    vkt_pipeline_options po = {.batch = BATCH, .micro_batches = m, .stages = stages,
+                               .devices = dev, .optimizer = oo};
+    return vkt_pipeline_create(th_instance, n->g, n->loss, &po, &r->p);
+}
+
+static void free_runner(runner *r)
+{
+    vkt_pipeline_destroy(r->p);
+    vkt_trainer_destroy(r->t);
+}
+
+/* XSTEPS steps of a and b on the same batches: losses within 1e-5 relative, then every
+ * compared tensor; states must have left their constant start (0 or 1), so the check
+ * compares something. */
+static void compare_runs(const char *what, xnet *na, runner *a, xnet *nb, runner *b)
+{
+    float *x = th_alloc_floats(BATCH * F);
+    int32_t *y = malloc(BATCH * sizeof *y);
+    double worst = 0;
+    vkt_status st = VKT_OK;
+    for (int step = 0; step < XSTEPS && st == VKT_OK; step++) {
+        random_batch(x, y);
+        vkt_feed fa[2] = {{na->x, x}, {na->y, y}}, fb[2] = {{nb->y, y}, {nb->x, x}};
+        float la = 0, lb = 0;
+        st = runner_step(a, fa, &la);
+        TH_CHECK(st == VKT_OK, "%s: step %d: %s", what, step, runner_errmsg(a));
+        if (st == VKT_OK)
+            st = runner_step(b, fb, &lb);
+        TH_CHECK(st == VKT_OK, "%s: step %d: %s", what, step, runner_errmsg(b));
+        double rel = fabs((double)la - lb) / fmax(fabs((double)la), 1e-30);
+        worst = fmax(worst, rel);
+    }
+    TH_CHECK(st == VKT_OK && worst <= 1e-5, "%s: worst loss difference %.3g relative", what,
+             worst);
+    for (uint32_t k = 0; k < na->n && st == VKT_OK; k++) {
+        vkt_shape sh = vkt_tensor_shape(na->t[k]);
+        uint64_t cnt = sh.ndim == 2 ? (uint64_t)sh.dims[0] * sh.dims[1] : sh.dims[0];
+        float *pa = th_alloc_floats(cnt), *pb = th_alloc_floats(cnt);
+        TH_CHECK(runner_read(a, na->t[k], pa, cnt) == VKT_OK, "read: %s", runner_errmsg(a));
+        TH_CHECK(runner_read(b, nb->t[k], pb, cnt) == VKT_OK, "read: %s", runner_errmsg(b));
+        char name[96];
+        snprintf(name, sizeof name, "%s: %s", what, vkt_tensor_name(na->t[k]));
+        th_compare(name, pb, pa, cnt, 1e-4f, 1e-5f);
+        if (na->state[k]) {
+            int moved = 0;
+            for (uint64_t i = 0; i < cnt; i++)
+                moved |= pa[i] != 0.0f && pa[i] != 1.0f;
+            TH_CHECK(moved, "%s: %s moved during training", what, vkt_tensor_name(na->t[k]));
+        }
+        free(pa);
+        free(pb);
+    }
+    printf("  %s: worst loss difference %.3g relative over %d steps\n", what, worst, XSTEPS);
+    free(x);
+    free(y);
+}
+
+/* Dropout on both stages of a 2-stage pipeline (m = 1 and 4) equals one unsplit model:
+ * the masks of micro-batch k are those of its global rows, in both of its forwards. */
+static void test_dropout_stages(uint32_t m)
+{
+    xnet a = make_dropout_net(0), b = make_dropout_net(1);
+    runner ra, rb;
+    TH_CHECK(make_runner(&a, 0, 0, &ra) == VKT_OK, "trainer: %s", vkt_last_error());
+    TH_CHECK(make_runner(&b, 2, m, &rb) == VKT_OK, "pipeline with dropout, m %u: %s", m,
+             vkt_last_error());
+    char what[64];
+    snprintf(what, sizeof what, "dropout, 2 stages, m %u vs one model", m);
+    if (ra.t && rb.p)
+        compare_runs(what, &a, &ra, &b, &rb);
+    free_runner(&ra);
+    free_runner(&rb);
+    vkt_graph_destroy(a.g);
+    vkt_graph_destroy(b.g);
+}
+
+/* Batch norm, 2 stages and 4 micro-batches, equals 1 stage with the same micro-batches:
+ * statistics per micro-batch, and running averages moved once per micro-batch (the
+ * recomputation in the backward does not move them a second time). */
+static void test_batchnorm_stages(void)
+{
+    xnet a = make_bn_net(0), b = make_bn_net(1);
+    runner ra, rb;
+    TH_CHECK(make_runner(&a, 1, 4, &ra) == VKT_OK, "1 stage: %s", vkt_last_error());
+    TH_CHECK(make_runner(&b, 2, 4, &rb) == VKT_OK, "2 stages with batch norm: %s",
+             vkt_last_error());
+    if (ra.p && rb.p)
+        compare_runs("batch norm, 2 stages vs 1, m 4", &a, &ra, &b, &rb);
+    free_runner(&ra);
+    free_runner(&rb);
+    vkt_graph_destroy(a.g);
+    vkt_graph_destroy(b.g);
+}
+
 static void test_step_errors(void)
 {
     net n = make_net(0, 1, 1, 0);
@@ -281,5 +486,8 @@ int main(void)
     test_equivalence(0, 1, 2, 3, 2, 0, 0);
     test_equivalence(0, 1, 2, 3, 4, 0, 1);
     test_equivalence(0, 1, 2, 3, 3, 1, 0);
+    test_dropout_stages(1);
+    test_dropout_stages(4);
+    test_batchnorm_stages();
     return th_finish();
 }

@@ -264,7 +264,7 @@ static vkt_status check_grads(ck *c)
     return st;
 }
 
-vkt_status model_check(vkt_model *m, int training)
+vkt_status model_check(vkt_model *m, int training, int backward)
 {
     ck c;
     memset(&c, 0, sizeof c);
@@ -273,7 +273,7 @@ vkt_status model_check(vkt_model *m, int training)
     vkt_status st = read_space(&c, MS_ARENA, m->snap);
     if (st == VKT_OK)
         st = read_space(&c, MS_PARAMS, m->params);
-    if (st == VKT_OK && training)
+    if (st == VKT_OK && backward)
         st = read_space(&c, MS_GRADS, m->grads);
     if (st == VKT_OK)
         st = read_space(&c, MS_INPUTS, m->inputs);
@@ -281,7 +281,7 @@ vkt_status model_check(vkt_model *m, int training)
         st = read_space(&c, MS_CTRL, m->ctrl);
     if (st == VKT_OK)
         st = check_forward(&c);
-    if (st == VKT_OK && training)
+    if (st == VKT_OK && backward)
         st = check_grads(&c);
     ck_free(&c);
     return st;

@@ -363,6 +363,7 @@ void vkt_model_destroy(vkt_model *m)
         return;
     vkt_stream_destroy(m->train);
     vkt_stream_destroy(m->eval);
+    vkt_stream_destroy(m->train_fwd);
     vkt_stream_destroy(m->hooks_stream);
     vkt_stream_destroy(m->zero);
     free(m->check_prior);
@@ -399,6 +400,11 @@ uint32_t vkt_model_batch(const vkt_model *m) { return m ? m->batch : 0; }
 uint64_t model_row_shift(const vkt_model *m, uint32_t node, uint64_t units)
 {
     return graph_row_shift(m->batch_major[node], m->row_offset, m->batch, units);
+}
+
+uint64_t model_row_units(const vkt_model *m, uint32_t node, uint64_t units)
+{
+    return graph_row_shift(m->batch_major[node], 1, m->batch, units);
 }
 
 vkt_status vkt_model_shape(const vkt_model *m, const vkt_tensor *t, vkt_shape *out)

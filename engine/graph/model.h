@@ -21,11 +21,8 @@ typedef enum mspace {
     MS_CTRL    /* the host-visible control block (step counter, constant 1) */
 } mspace;
 
-/* Control block, in 4-byte elements. */
-#define CTRL_STEP 0 /* uint64 step: low word, then high */
-#define CTRL_ONE 2  /* 1.0f: the gradient of the loss with respect to itself */
-#define CTRL_LOSS 3 /* the loss copied out, when the arena is not host-visible */
-#define CTRL_ELEMS 4
+/* Control block: its layout is shared with the shaders (shaders/ctrl.h). */
+#include "ctrl.h"
 
 #define ALIGN_ELEMS GRAPH_FLAT_ALIGN /* offsets of planned values: 64 bytes */
 
@@ -137,6 +134,8 @@ struct vkt_model {
     int loss_staged;          /* the loss is copied into the control block */
 
     vkt_stream *train, *eval;
+    vkt_stream *train_fwd;    /* the training forward alone (graph_model_forward_train) */
+    int train_fwd_recorded;
     vkt_stream *hooks_stream; /* check mode: the epilogue hooks, run after the check */
     int train_recorded, eval_recorded;
     vkt_stream_stats train_stats, eval_stats;
@@ -225,11 +224,20 @@ vkt_status plan_watch_end(plan_watch *w, vkt_stream *s);
 vkt_status graph_model_debug_drop_access(vkt_model *m, const vkt_tensor *t);
 
 /* record.c */
+/* `training` of model_record_forward: 0 evaluation, 1 training, or a training forward
+ * whose states stay as they are (op_rec.keep_state). */
+#define MODEL_FWD_TRAIN_KEEP_STATE 2
 vkt_status model_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int training);
 vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node);
 
+/* run.c: writes the step and the row base (row_offset) into the control block before a
+ * run. */
+void model_write_ctrl(vkt_model *m);
+
 /* check.c: compares every op of the last run with its CPU reference. */
-vkt_status model_check(vkt_model *m, int training);
+/* Check mode after a run: its forward values (dropout drawn when training) and, after
+ * a backward, its gradients against the references. */
+vkt_status model_check(vkt_model *m, int training, int backward);
 
 /* A shape seen as [outer, dims[axis], inner]. */
 void model_axis3(const vkt_shape *s, uint32_t axis, uint32_t *outer, uint32_t *len,
@@ -239,5 +247,9 @@ void model_rows_cols(const vkt_shape *s, uint32_t *rows, uint32_t *cols);
 /* The global index of the first of a node's `units` (its elements, or attention's
  * sequences) for dropout keys: graph_row_shift at the model's batch and row_offset. */
 uint64_t model_row_shift(const vkt_model *m, uint32_t node, uint64_t units);
+/* A node's `units` per batch row (0: not batch-major): what dropout multiplies the
+ * control block's row base by (CTRL_ROW0, written from row_offset before every run), so
+ * a recorded step serves any row base (a pipeline stage's micro-batches). */
+uint64_t model_row_units(const vkt_model *m, uint32_t node, uint64_t units);
 
 #endif

@@ -220,7 +220,8 @@ static vkt_status fwd_dropout(const op_rec *r)
     if (!r->training || t->p.dropout.p == 0.0f) /* evaluation: the identity */
         return kt_axpby(r->s, 1.0f, op_in_val(r->m, t, 0), 0.0f, op_out_val(r), n);
     return kt_dropout(r->s, op_in_val(r->m, t, 0), op_ctrl_step(r->m), op_out_val(r), n,
-                      t->p.dropout.p, t->p.dropout.seed, model_row_shift(r->m, t->id, n), 0.0f);
+                      t->p.dropout.p, t->p.dropout.seed, 0, model_row_units(r->m, t->id, n),
+                      0.0f);
 }
 
 static vkt_status bwd_dropout(const op_rec *r)
@@ -228,7 +229,7 @@ static vkt_status bwd_dropout(const op_rec *r)
     const vkt_tensor *t = r->t;
     uint64_t n = r->m->count[t->id];
     return kt_dropout(r->s, op_dy(r), op_ctrl_step(r->m), op_dx(r->m, t, 0), n, t->p.dropout.p,
-                      t->p.dropout.seed, model_row_shift(r->m, t->id, n),
+                      t->p.dropout.seed, 0, model_row_units(r->m, t->id, n),
                       op_beta(r->m, t->id, 0));
 }
 

@@ -188,7 +188,9 @@ static vkt_status fwd_batchnorm(const op_rec *r)
     return kn_batchnorm(r->s, op_in_val(m, t, 0), op_in_val(m, t, 1), op_in_val(m, t, 2), y,
                         op_view_or(m, op_node(r)->aux, y), op_in_val(m, t, 3),
                         op_in_val(m, t, 4), b, c, hw, t->p.batchnorm.eps,
-                        t->p.batchnorm.momentum, r->training);
+                        t->p.batchnorm.momentum,
+                        !r->training ? KN_BN_EVAL
+                        : r->keep_state ? KN_BN_TRAIN_KEEP : KN_BN_TRAIN);
 }
 
 static vkt_status bwd_batchnorm(const op_rec *r)

@@ -112,6 +112,9 @@ typedef struct op_rec {
     vkt_stream *s;
     const vkt_tensor *t;
     int training;
+    int keep_state; /* a training forward that leaves the states (batch norm's running
+                       averages) as they are: a pipeline stage's forward, whose backward
+                       recomputes it and moves them (model.h, PASS_TRAIN_FWD) */
 } op_rec;
 
 typedef struct graph_op_def {

@@ -62,9 +62,7 @@ vkt_status vkt_model_profile(vkt_model *m, uint32_t runs, vkt_op_timing *out, ui
         snprintf(out[k].op, sizeof out[k].op, "%s", graph_op_name(node));
         snprintf(out[k].name, sizeof out[k].name, "%s", node->name);
     }
-    uint32_t *ctrl = m->ctrl->mapped;
-    ctrl[CTRL_STEP] = (uint32_t)m->step;
-    ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
+    model_write_ctrl(m);
     for (uint32_t r = 0; r < runs && st == VKT_OK; r++) {
         uint32_t got = 0;
         st = vkt_stream_run(s);

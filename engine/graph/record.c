@@ -28,7 +28,7 @@ vkt_status model_record_forward(vkt_model *m, vkt_stream *s, uint32_t node, int 
     if (!d || !d->forward)
         return model_fail(m, VKT_ERROR_INTERNAL, "internal error: op %s has no forward",
                           graph_op_name(t));
-    op_rec r = {m, s, t, training};
+    op_rec r = {m, s, t, training != 0, training == MODEL_FWD_TRAIN_KEEP_STATE};
     return d->forward(&r);
 }
 
@@ -39,6 +39,6 @@ vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node)
     if (!d || !d->backward)
         return model_fail(m, VKT_ERROR_INTERNAL, "internal error: op %s has no backward",
                           graph_op_name(t));
-    op_rec r = {m, s, t, 1};
+    op_rec r = {m, s, t, 1, 0};
     return d->backward(&r);
 }

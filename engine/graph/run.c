@@ -96,9 +96,36 @@ static vkt_status record_readback(vkt_model *m, vkt_stream *s, int training)
     return st;
 }
 
-static vkt_status record(vkt_model *m, vkt_stream *s, int training)
+/* What a model runs: its recorded streams, one row each. */
+typedef enum model_pass { PASS_TRAIN, PASS_EVAL, PASS_TRAIN_FWD } model_pass;
+static const struct pass_def {
+    int backward; /* the whole training step (backward, gradient hooks, epilogue) */
+    int forward;  /* model_record_forward's mode */
+} passes[] = {
+    [PASS_TRAIN] = {1, 1},
+    [PASS_EVAL] = {0, 0},
+    /* A pipeline stage's forward that sends its values on: training values (dropout
+     * drawn, batch norm from the batch), with the states untouched since the backward's
+     * recomputation (a PASS_TRAIN) moves them: once per micro-batch. */
+    [PASS_TRAIN_FWD] = {0, MODEL_FWD_TRAIN_KEEP_STATE},
+};
+
+static vkt_stream **pass_stream(vkt_model *m, model_pass pass)
+{
+    return pass == PASS_TRAIN ? &m->train : pass == PASS_EVAL ? &m->eval : &m->train_fwd;
+}
+
+static int *pass_recorded(vkt_model *m, model_pass pass)
+{
+    return pass == PASS_TRAIN  ? &m->train_recorded
+           : pass == PASS_EVAL ? &m->eval_recorded
+                               : &m->train_fwd_recorded;
+}
+
+static vkt_status record(vkt_model *m, vkt_stream *s, model_pass pass)
 {
     vkt_status st = VKT_OK;
+    int training = passes[pass].backward;
     m->errmsg[0] = 0;
     if (m->inputs_staged)
         st = vkt_stream_copy(s, m->staging, 0, m->inputs, 0, m->inputs->size);
@@ -114,7 +141,7 @@ static vkt_status record(vkt_model *m, vkt_stream *s, int training)
         plan_watch w;
         plan_watch_begin(&w, m, s, i);
         st = step->backward ? model_record_backward(m, s, step->node)
-                            : model_record_forward(m, s, step->node, training);
+                            : model_record_forward(m, s, step->node, passes[pass].forward);
         vkt_status plan_st = plan_watch_end(&w, s);
         if (st == VKT_OK)
             st = plan_st;
@@ -144,18 +171,32 @@ static vkt_status record(vkt_model *m, vkt_stream *s, int training)
         vkt_stream_reset(s);
         return st;
     }
+    if (pass == PASS_TRAIN_FWD)
+        return VKT_OK; /* vkt_model_stats reports the step and the evaluation forward */
     return vkt_stream_stats_get(s, training ? &m->train_stats : &m->eval_stats);
 }
 
-static vkt_status ensure_recorded(vkt_model *m, int training)
+static vkt_status ensure_recorded(vkt_model *m, model_pass pass)
 {
-    int *done = training ? &m->train_recorded : &m->eval_recorded;
+    int *done = pass_recorded(m, pass);
     if (*done)
         return VKT_OK;
-    vkt_status st = record(m, training ? m->train : m->eval, training);
+    vkt_stream **s = pass_stream(m, pass);
+    vkt_status st = *s ? VKT_OK : vkt_stream_create(m->ctx, NULL, s);
+    if (st != VKT_OK)
+        return model_ctx_fail(m, st);
+    st = record(m, *s, pass);
     if (st == VKT_OK)
         *done = 1;
     return st;
+}
+
+void model_write_ctrl(vkt_model *m)
+{
+    uint32_t *ctrl = m->ctrl->mapped;
+    ctrl[CTRL_STEP] = (uint32_t)m->step;
+    ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
+    ctrl[CTRL_ROW0] = m->row_offset;
 }
 
 /* Check mode: the epilogue hooks in a stream of their own, recorded once. */
@@ -218,9 +259,10 @@ static vkt_status check_prior(vkt_model *m, vkt_stream *zero)
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
 
-static vkt_status run(vkt_model *m, int training)
+static vkt_status run(vkt_model *m, model_pass pass)
 {
-    vkt_status st = ensure_recorded(m, training);
+    vkt_status st = ensure_recorded(m, pass);
+    int training = passes[pass].backward;
     vkt_stream *zero = NULL;
     if (st == VKT_OK && training)
         st = zero_before(m, &zero);
@@ -230,10 +272,8 @@ static vkt_status run(vkt_model *m, int training)
     }
     if (st != VKT_OK)
         return st;
-    uint32_t *ctrl = m->ctrl->mapped;
-    ctrl[CTRL_STEP] = (uint32_t)m->step;
-    ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
-    vkt_stream *s = training ? m->train : m->eval;
+    model_write_ctrl(m);
+    vkt_stream *s = *pass_stream(m, pass);
     st = zero ? gpu_stream_submit_after(s, &zero, 1) : vkt_stream_submit(s);
     if (st == VKT_OK)
         st = vkt_stream_wait(s);
@@ -242,7 +282,7 @@ static vkt_status run(vkt_model *m, int training)
     if (training)
         m->zero_pending = 0;
     if (m->check)
-        st = model_check(m, training);
+        st = model_check(m, passes[pass].forward != 0, training);
     if (st == VKT_OK && m->check && training && (m->n_hooks || m->grad_ready))
         st = run_hooks(m);
     return st;
@@ -268,7 +308,7 @@ vkt_status graph_model_step_submit_ext(vkt_model *m, vkt_stream *const *before, 
         }
         return vkt_model_forward_backward(m);
     }
-    vkt_status st = ensure_recorded(m, 1);
+    vkt_status st = ensure_recorded(m, PASS_TRAIN);
     vkt_stream *zero = NULL, *first[GPU_MAX_CARRIED];
     if (st == VKT_OK)
         st = zero_before(m, &zero);
@@ -284,9 +324,7 @@ vkt_status graph_model_step_submit_ext(vkt_model *m, vkt_stream *const *before, 
         before = first;
         n++;
     }
-    uint32_t *ctrl = m->ctrl->mapped;
-    ctrl[CTRL_STEP] = (uint32_t)m->step;
-    ctrl[CTRL_STEP + 1] = (uint32_t)(m->step >> 32);
+    model_write_ctrl(m);
     m->step++;
     st = gpu_stream_submit_ext(m->train, before, n, after, n_after, sync);
     if (st == VKT_OK)
@@ -318,7 +356,7 @@ vkt_status vkt_model_forward_backward(vkt_model *m)
     if (!m->training)
         return model_fail(m, VKT_ERROR_STATE, "vkt_model_forward_backward: the model is "
                           "forward-only (no loss, or options.forward_only)");
-    vkt_status st = run(m, 1);
+    vkt_status st = run(m, PASS_TRAIN);
     m->step++;
     return st;
 }
@@ -327,7 +365,23 @@ vkt_status vkt_model_forward(vkt_model *m)
 {
     if (!m)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_model_forward: model is NULL");
-    return run(m, 0);
+    return run(m, PASS_EVAL);
+}
+
+vkt_status graph_model_forward_train(vkt_model *m)
+{
+    if (!m)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_forward_train: NULL");
+    if (!m->training)
+        return model_fail(m, VKT_ERROR_STATE, "graph_model_forward_train: the model is "
+                          "forward-only");
+    return run(m, PASS_TRAIN_FWD);
+}
+
+void graph_model_set_row_offset(vkt_model *m, uint32_t row)
+{
+    if (m)
+        m->row_offset = row;
 }
 
 uint64_t vkt_model_step_index(const vkt_model *m) { return m ? m->step : 0; }
@@ -344,9 +398,9 @@ vkt_status vkt_model_stats_get(vkt_model *m, vkt_model_stats *out)
         return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "vkt_model_stats_get: NULL argument");
     memset(out, 0, sizeof *out);
-    vkt_status st = m->training ? ensure_recorded(m, 1) : VKT_OK;
+    vkt_status st = m->training ? ensure_recorded(m, PASS_TRAIN) : VKT_OK;
     if (st == VKT_OK)
-        st = ensure_recorded(m, 0);
+        st = ensure_recorded(m, PASS_EVAL);
     if (st != VKT_OK)
         return st;
     out->param_count = m->param_elems;
@@ -394,7 +448,7 @@ vkt_status graph_model_train_stream(vkt_model *m, vkt_stream **out)
     *out = NULL;
     if (!m->training)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_train_stream: forward-only model");
-    vkt_status st = ensure_recorded(m, 1);
+    vkt_status st = ensure_recorded(m, PASS_TRAIN);
     if (st == VKT_OK)
         *out = m->train;
     return st;
@@ -405,7 +459,7 @@ vkt_status graph_model_debug_corrupt(vkt_model *m, const vkt_tensor *t)
     if (!m || !t || t->graph != m->g || t->id >= m->n || m->node[t->id].fpos < 0)
         return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "graph_model_debug_corrupt: not a computed tensor of this model");
-    if (m->train_recorded || m->eval_recorded)
+    if (m->train_recorded || m->eval_recorded || m->train_fwd_recorded)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_debug_corrupt: already recorded");
     m->corrupt_node = (int32_t)t->id;
     return VKT_OK;
@@ -416,7 +470,7 @@ vkt_status graph_model_debug_drop_access(vkt_model *m, const vkt_tensor *t)
     if (!m || !t || t->graph != m->g || t->id >= m->n)
         return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "graph_model_debug_drop_access: not a tensor of this model");
-    if (m->train_recorded || m->eval_recorded)
+    if (m->train_recorded || m->eval_recorded || m->train_fwd_recorded)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_debug_drop_access: already recorded");
     m->debug_drop_access = (int32_t)t->id;
     return VKT_OK;

@@ -131,6 +131,19 @@ struct gpu_submit_sync;
 vkt_status graph_model_step_submit_ext(vkt_model *m, vkt_stream *const *before, uint32_t n,
                                        vkt_stream *const *after, uint32_t n_after,
                                        const struct gpu_submit_sync *sync);
+/* The training forward alone (no loss gradient, no backward, no epilogue), recorded on
+ * first use: dropout drawn and batch normalization from the batch's statistics, as in
+ * the training step, but states (batch norm's running averages) left as they are. A
+ * pipeline stage runs it to send its values on, and its backward recomputes it in the
+ * training step, which draws the same masks and moves the running averages: once per
+ * micro-batch. The kept values are readable afterwards, as after vkt_model_forward. */
+vkt_status graph_model_forward_train(vkt_model *m);
+/* The global batch row of the model's row 0 from the next run on (dropout keys: element
+ * i of a batch-major value draws the mask of the global index row * row elements + i);
+ * it starts as vkt_model_options.row_offset. The control block carries it (shaders/
+ * ctrl.h), so a recorded step serves every micro-batch. Attention dropout reads the
+ * value recorded with the step: the pipeline refuses it. */
+void graph_model_set_row_offset(vkt_model *m, uint32_t row);
 /* Mark `index` of the running training step: 1 passed (or the step is over), 0 not yet,
  * -1 on an error (the model's message says it). */
 int graph_model_mark_passed(vkt_model *m, uint32_t index);

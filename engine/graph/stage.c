@@ -72,10 +72,6 @@ void graph_split_free(graph_split *s)
 
 const char *graph_stage_unsupported(const vkt_tensor *t)
 {
-    if (t->op == GOP_DROPOUT)
-        return "dropout";
-    if (t->op == GOP_BATCHNORM)
-        return "batch normalization";
     if (t->op == GOP_ATTENTION && t->p.attention.dropout > 0)
         return "attention dropout";
     return NULL;
@@ -101,8 +97,8 @@ static vkt_status place(graph_split *s, const vkt_tensor *loss, const uint8_t *a
         const char *why = graph_stage_unsupported(t);
         if (why && P > 1)
             return fail(msg, size, VKT_ERROR_INVALID_ARGUMENT, "op '%s': %s is not supported in a "
-                        "pipeline yet (a stage's forward runs twice: once to send its values, "
-                        "again with the backward)", t->name, why);
+                        "pipeline yet (a stage's forward runs twice, and attention keys its "
+                        "masks by rows recorded once, not by the micro-batch)", t->name, why);
         s->node_stage[i] = t->stage;
         s->stage[t->stage].ops++;
     }

@@ -12,9 +12,12 @@
  *    read on two stages, e.g. tied weights, is refused);
  *  - a value crossing stages is batch-major with the batch first ([B, ...]), so a
  *    micro-batch of it is a block of rows;
- *  - no op whose training forward differs from its evaluation forward (dropout, batch
- *    normalization, attention dropout) yet: a sending stage computes its values with an
- *    evaluation forward and again, with the backward, once the gradient comes back.
+ *  - no attention dropout yet. A sending stage computes its values with a training
+ *    forward and again, with the backward, once the gradient comes back: dropout reads
+ *    its step and row base from the control block, so both runs draw the same masks
+ *    (those of one model over the whole batch), and batch norm's running averages move
+ *    in the second run only (runtime.h: graph_model_forward_train). Attention's
+ *    dropout offset is recorded with the step, so it would not follow the micro-batch.
  *
  * Stage s's sub-graph holds copies of its ops (same names, parameters with the same
  * initial values), a vkt_input for every value it receives (its gradient is what it

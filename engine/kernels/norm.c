@@ -531,13 +531,18 @@ vkt_status kn_batchnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta
         (st = check_float(ctx, fn, "eps", eps, 1)) != VKT_OK ||
         (st = check_float(ctx, fn, "momentum", momentum, 0)) != VKT_OK)
         return st;
-    training = training != 0;
+    if (training != KN_BN_EVAL && training != KN_BN_TRAIN && training != KN_BN_TRAIN_KEEP)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: training is %d; 0, 1 "
+                        "or 2 (KN_BN_EVAL, KN_BN_TRAIN, KN_BN_TRAIN_KEEP) expected", fn,
+                        training);
+    int update = training == KN_BN_TRAIN;
+    training = training != KN_BN_EVAL;
     uint64_t total = (uint64_t)n * c * hw;
     /* In inference, stats is not checked and not bound: x stands in for it (read,
      * never accessed), and the running values are only read. */
     nv v[7] = {{"x", x, total, 0}, {"gamma", gamma, c, 0}, {"beta", beta, c, 0},
-               {"y", y, total, 1}, {"running_mean", running_mean, c, training},
-               {"running_var", running_var, c, training},
+               {"y", y, total, 1}, {"running_mean", running_mean, c, update},
+               {"running_var", running_var, c, update},
                {"stats", training ? stats : x, training ? 2ull * c : total, training}};
     const int in_place[2] = {3, 0};
     if ((st = check_views(ctx, fn, v, training ? 7 : 6, in_place)) != VKT_OK)
@@ -555,7 +560,7 @@ vkt_status kn_batchnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta
         .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
         .b_off = ku_shift(ctx, beta, 0), .y_off = ku_shift(ctx, y, 0),
         .s_off = ku_shift(ctx, v[6].v, 0), .rm_off = ku_shift(ctx, running_mean, 0),
-        .rv_off = ku_shift(ctx, running_var, 0)};
+        .rv_off = ku_shift(ctx, running_var, 0), .update = (uint32_t)update};
     /* bindings: x, gamma, beta, y, stats, running_mean, running_var */
     static const uint32_t order[7] = {0, 1, 2, 3, 6, 4, 5};
     gpu_arg args[7];

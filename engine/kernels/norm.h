@@ -95,10 +95,14 @@ vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_vi
  * them, stats [c, 2] receives (mean, rstd), and the running averages (running_mean,
  * running_var [c], read-write) become (1 - momentum) * running + momentum * batch value,
  * with the UNBIASED variance (n*hw/(n*hw-1)) for running_var (PyTorch's convention;
- * n*hw = 1: the biased one). training 0: y uses running_mean/var, stats and running values
- * are not touched (stats is then not checked and may be any view). eps >= 0.
+ * n*hw = 1: the biased one). training 0 (KN_BN_EVAL): y uses running_mean/var, stats and
+ * running values are not touched (stats is then not checked and may be any view).
+ * KN_BN_TRAIN_KEEP: as training, but the running averages are left as they are (a
+ * pipeline stage's forward, which its backward recomputes). eps >= 0.
  * One workgroup per channel walks all n*hw of its elements: channels longer than the
  * loop budget allows (about 10 million elements on lavapipe) fail with VKT_ERROR_LIMIT. */
+/* kn_batchnorm's and kn_ref_batchnorm's `training`. */
+enum { KN_BN_EVAL = 0, KN_BN_TRAIN = 1, KN_BN_TRAIN_KEEP = 2 };
 vkt_status kn_batchnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta, vkt_view y,
                         vkt_view stats, vkt_view running_mean, vkt_view running_var,
                         uint32_t n, uint32_t c, uint32_t hw, float eps, float momentum,

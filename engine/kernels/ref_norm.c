@@ -157,8 +157,10 @@ void kn_ref_batchnorm(const double *x, const double *gamma, const double *beta, 
         if (training) {
             moments(x, &s, &mean, &var);
             double unbiased = s.m > 1 ? var * (double)s.m / (double)(s.m - 1) : var;
-            running_mean[ch] = (1.0 - momentum) * running_mean[ch] + momentum * mean;
-            running_var[ch] = (1.0 - momentum) * running_var[ch] + momentum * unbiased;
+            if (training == KN_BN_TRAIN) { /* KN_BN_TRAIN_KEEP leaves them */
+                running_mean[ch] = (1.0 - momentum) * running_mean[ch] + momentum * mean;
+                running_var[ch] = (1.0 - momentum) * running_var[ch] + momentum * unbiased;
+            }
         } else {
             mean = running_mean[ch];
             var = running_var[ch];

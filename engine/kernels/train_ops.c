@@ -3,6 +3,7 @@
 #include "kernels/train_ops.h"
 #include "kernels/kernel_util.h"
 #include "activation.h"
+#include "ctrl.h"
 #include "dropout_hash.h"
 #include "push.h"
 #include "spec.h"
@@ -437,14 +438,14 @@ vkt_status kt_transpose(vkt_stream *s, vkt_view x, vkt_view y, uint32_t rows, ui
 }
 
 vkt_status kt_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint64_t n,
-                      float pr, uint64_t seed, uint64_t i_off, float beta)
+                      float pr, uint64_t seed, uint64_t i_off, uint64_t row_units, float beta)
 {
     vkt_status st = check(s, "kt_dropout", n);
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = s->ctx;
     vkt_view v[3] = {x, ctrl, y};
-    uint64_t c[3] = {n, 2, n};
+    uint64_t c[3] = {n, CTRL_KEY_WORDS, n};
     const char *names[3] = {"x", "ctrl", "y"};
     if ((st = views_ok(ctx, v, c, names, 3)) != VKT_OK)
         return st;
@@ -453,8 +454,10 @@ vkt_status kt_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint
         .scale = (float)(1.0 / (1.0 - (double)pr)), .beta = beta,
         .seed_lo = (uint32_t)seed, .seed_hi = (uint32_t)(seed >> 32),
         .x_off = ku_shift(ctx, x, 0), .c_off = ku_shift(ctx, ctrl, 0),
-        .y_off = ku_shift(ctx, y, 0), .i_off = (uint32_t)i_off};
-    gpu_arg args[3] = {ku_arg(x, 0, n, 0), ku_arg(ctrl, 0, 2, 0), ku_arg(y, 0, n, 1)};
+        .y_off = ku_shift(ctx, y, 0), .i_off = (uint32_t)i_off,
+        .row_units = (uint32_t)row_units};
+    gpu_arg args[3] = {ku_arg(x, 0, n, 0), ku_arg(ctrl, 0, CTRL_KEY_WORDS, 0),
+                       ku_arg(y, 0, n, 1)};
     uint32_t spec[SPEC_WG_ONLY_COUNT] = {[SPEC_WG] = ku_workgroup_size(ctx)};
     return run(s, &k_dropout, spec, SPEC_WG_ONLY_COUNT, args, &p, groups_1d(ctx, n));
 }

@@ -67,11 +67,13 @@ vkt_status kt_broadcast(vkt_stream *s, vkt_view x, vkt_view y, uint32_t outer, u
 /* y[cols, rows] = alpha x[rows, cols]^T (+ beta y). */
 vkt_status kt_transpose(vkt_stream *s, vkt_view x, vkt_view y, uint32_t rows, uint32_t cols,
                         float alpha, float beta);
-/* y = x * dropout factor (+ beta y); the step is the uint64 at ctrl (low word first),
- * read by the device at run time. Element i draws the mask of index i_off + i (its index
- * in the whole batch, low 32 bits: shaders/dropout_hash.h). */
+/* y = x * dropout factor (+ beta y). ctrl views a control block at CTRL_STEP
+ * (shaders/ctrl.h, CTRL_KEY_WORDS words): the step, the uint64 there (low word first),
+ * and row0, the uint32 at CTRL_ROW0, are read by the device at run time. Element i draws
+ * the mask of index i_off + row0 * row_units + i (its index in the whole batch, low 32
+ * bits: shaders/dropout_hash.h). */
 vkt_status kt_dropout(vkt_stream *s, vkt_view x, vkt_view ctrl, vkt_view y, uint64_t n,
-                      float p, uint64_t seed, uint64_t i_off, float beta);
+                      float p, uint64_t seed, uint64_t i_off, uint64_t row_units, float beta);
 
 /* ---- fp32 references (ref_train_ops.c), same arguments with host pointers ---- */
 

@@ -182,8 +182,8 @@ static vkt_status exec_pipe_set_optimizer(vkt_trainer *t, const vkt_optimizer_op
                                             vkt_pipeline_errmsg(p));
 }
 
-/* A pipeline has no dropout (graph/stage.h): one step index per step, as one model's;
- * its optimizers' step is set before each update. */
+/* A pipeline's dropout draws with the step index pipe_step gets (pipe_sched.c): one per
+ * step, as one model's; its optimizers' step is set before each update. */
 static uint64_t exec_pipe_dropout_step(const vkt_trainer *t) { return t->steps; }
 
 static void exec_pipe_set_position(vkt_trainer *t, uint64_t step, uint64_t dropout_step)

@@ -8,6 +8,13 @@
  * in-flight state is the host copies of its received values: P-s micro-batches of them
  * (pipe_edge.c). One failure stops all P x D threads.
  *
+ * F is a training forward (graph_model_forward_train) and B recomputes it, so both must
+ * compute the same values: every run of micro-batch k draws dropout with the step's index
+ * and the micro-batch's global rows (the control block's step and row base), the masks
+ * of one model over the whole batch; batch norm normalizes by the micro-batch's
+ * statistics, and only B (the training step) moves its running averages: once per
+ * micro-batch, as a one-stage pipeline with the same micro-batches does.
+ *
  * The last stage's F(k) is its whole step (forward, loss, backward). Each stage's model
  * adds the gradients of its micro-batches into its gradient buffer (fp32 on the device,
  * in micro-batch order; zeroed in the submission of the step's first backward), and
@@ -23,12 +30,15 @@
 
 #include "parallel/pipe_engine.h"
 
-/* The stage's inputs for micro-batch k: fed rows and received values. */
+/* The stage's inputs for micro-batch k: fed rows, received values, and its dropout keys
+ * (the step, the global row of its first row). */
 static vkt_status set_inputs(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
     uint64_t row = s->row0 + (uint64_t)k * p->mb; /* the micro-batch's first global row */
+    vkt_model_set_step_index(s->model, p->step);
+    graph_model_set_row_offset(s->model, (uint32_t)row);
     for (uint32_t j = 0; j < gs->n_feed; j++) {
         uint64_t n = s->feed_row[j] * p->mb;
         const char *data = (const char *)s->feed_data[j] + row * s->feed_row[j] * 4; /* 4-byte elements */
@@ -68,7 +78,7 @@ static vkt_status forward(pstage *s, uint32_t k)
         return st;
     double t0 = plat_now();
     int last = s->index == p->P - 1;
-    st = last ? vkt_model_forward_backward(s->model) : vkt_model_forward(s->model);
+    st = last ? vkt_model_forward_backward(s->model) : graph_model_forward_train(s->model);
     s->busy += plat_now() - t0;
     if (st != VKT_OK)
         return pipe_model_fail(s, st, last ? "forward and backward" : "forward");

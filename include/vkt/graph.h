@@ -174,7 +174,8 @@ VKT_API vkt_tensor *vkt_split(vkt_graph *graph, vkt_tensor *x, uint32_t axis, co
  * options.row_offset = r, element i of a tensor laid out by batch row (n elements at the
  * model's batch B) is keyed as element r * n / B + i (modulo 2^32), and attention
  * dropout's sequence b as sequence r + b. So replicas that split a batch by rows (on any
- * number of ranks) draw exactly the masks one model on the whole batch draws. Tensors
+ * number of ranks) draw exactly the masks one model on the whole batch draws, and so do
+ * a pipeline's micro-batches on every stage (dropout, not attention dropout). Tensors
  * not laid out by row (parameters, losses, reductions over the batch) are keyed by their
  * own indices, the same in every replica. */
 VKT_API vkt_tensor *vkt_dropout(vkt_graph *graph, vkt_tensor *x, float p);
@@ -221,7 +222,9 @@ VKT_API vkt_tensor *vkt_rms_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *ga
  * averages. gamma, beta: vkt_param [C]; running_mean, running_var: vkt_state [C], which
  * the caller should initialize to 0 and 1 (VKT_INIT_CONSTANT 1; NULL gives zeros). With
  * several sync replicas each keeps the statistics of its own rows (no cross-replica
- * batch norm); a checkpoint saves replica 0's. eps 0: 1e-5; momentum 0: 0.1. */
+ * batch norm); a checkpoint saves replica 0's. In a pipeline (micro-batches) each
+ * micro-batch is normalized by its own statistics and moves the running averages once,
+ * in micro-batch order, whatever the stage count. eps 0: 1e-5; momentum 0: 0.1. */
 VKT_API vkt_tensor *vkt_batch_norm(vkt_graph *graph, vkt_tensor *x, vkt_tensor *gamma,
                                    vkt_tensor *beta, vkt_tensor *running_mean,
                                    vkt_tensor *running_var, float eps, float momentum);
