@@ -20,6 +20,7 @@
 
 #include "graph/model.h" /* white box: graph_model_create's flags */
 #include "harness.h"
+#include "platform/platform.h" /* plat_setenv: mingw has no setenv */
 
 enum { MAX_FEEDS = 4 };
 
@@ -312,7 +313,8 @@ int main(void)
             run_case(cpu, &built[i], precisions[p], "cpu");
         check_mode(cpu, &built[i]);
     }
-    setenv("VKT_COMPUTE_UNITS", "132", 0); /* plan the GPU kernels as for an H100 */
+    if (!getenv("VKT_COMPUTE_UNITS")) /* plan the GPU kernels as for an H100 */
+        plat_setenv("VKT_COMPUTE_UNITS", "132");
     vkt_context *gpu = th_context(VKT_KERNELS_GPU);
     for (uint32_t i = 0; i < N_CASES; i++)
         for (uint32_t p = 0; p < 3; p++)
