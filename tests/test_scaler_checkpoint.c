@@ -15,8 +15,9 @@
  * run without skipping writes) resumed in fp16 starts the scaler afresh, also in a
  * trainer whose scaler had moved; a section whose scale is NaN is VKT_ERROR_FORMAT.
  *
- * With --mpi (under mpirun, R ranks, each feeding the same global batch): fp16 with async
- * replicas across ranks (the parameter server) is refused naming it; the resumes
+ * With --mpi (under mpirun, R ranks, each feeding the same global batch): async replicas
+ * across ranks (the parameter server) report the world's skips on every rank and resume
+ * (async_across); the resumes
  * across ranks, the chief alone reading the file (the others pass a path that does not
  * exist) and every rank going on as the run that saved; check_identical compares the ranks'
  * parameters every step. */
@@ -277,6 +278,69 @@ static void across_precisions(mlp *n, const char *dir)
     vkt_trainer_destroy(a);
 }
 
+/* Async replicas across ranks (the parameter server, a replica per rank): each has its
+ * own scaler; every rank reports the world's (its own replica's, the others' as of their
+ * last push: the skips summed, the smallest scale). Saved mid-skipping by the chief and
+ * restored on every rank, every replica goes on from the file's scale: the next step
+ * skips on each (the sum grows by the ranks), as the run that went on, with the same
+ * parameters (still the initial ones). */
+static void async_across(mlp *n, const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/async", dir);
+    uint32_t R = vkt_world_size(world);
+    vkt_trainer *t[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        vkt_trainer_options o = {.batch = 16, .precision = VKT_PRECISION_FP16,
+                                 .loss_scale = i ? 0 : SCALE_2_40, .loss_scale_interval = 4,
+                                 .mode = VKT_PARALLEL_ASYNC, .world = world, .stages = 1};
+        o.optimizer.kind = VKT_OPTIMIZER_ADAM;
+        o.optimizer.lr = 0.01f;
+        TH_CHECK(vkt_trainer_create(th_instance, n->g, n->loss, &o, &t[i]) == VKT_OK,
+                 "async across %u ranks in fp16: %s", R, vkt_last_error());
+    }
+    vkt_dataset *ds = NULL;
+    if (!t[0] || !t[1] || !TH_OK(NULL, vkt_dataset_create(16, 12, 5, n->X, n->Y, &ds)))
+        goto out;
+    uint64_t sa = 0, sb = 0, count = vkt_trainer_param_count(t[0]);
+    float ca = 0, cb = 0;
+    TH_OK(NULL, vkt_trainer_fit(t[0], ds, n->x, n->y, 6, 1, NULL, NULL));
+    vkt_trainer_skipped(t[0], &sa, &ca);
+    TH_CHECK(sa == 6 * R && ca == SCALE_2_40 / 64, "async across %u ranks: every replica's 6 "
+             "updates skipped, rank %u reports %llu in all, scale %g", R, rank_,
+             (unsigned long long)sa, (double)ca);
+    TH_OK(NULL, vkt_trainer_save(t[0], path));
+    const char *from = rank_ == 0 ? path : "/nonexistent/elsewhere.vkt";
+    if (TH_OK(NULL, vkt_trainer_restore(t[1], from))) {
+        vkt_trainer_skipped(t[1], &sb, &cb);
+        TH_CHECK(sb == sa && cb == ca, "restored on rank %u: %llu skips, scale %g", rank_,
+                 (unsigned long long)sb, (double)cb);
+        TH_OK(NULL, vkt_trainer_fit(t[0], ds, n->x, n->y, 1, 1, NULL, NULL));
+        TH_OK(NULL, vkt_trainer_fit(t[1], ds, n->x, n->y, 1, 1, NULL, NULL));
+        vkt_trainer_skipped(t[0], &sa, &ca);
+        vkt_trainer_skipped(t[1], &sb, &cb);
+        float *pa = th_alloc_floats(count), *pb = th_alloc_floats(count);
+        vkt_trainer_read_params(t[0], pa, count);
+        vkt_trainer_read_params(t[1], pb, count);
+        TH_CHECK(sb == 7 * R && cb == SCALE_2_40 / 128 && sa == sb && ca == cb &&
+                     !memcmp(pa, pb, count * sizeof *pa),
+                 "resumed on rank %u, every replica from the file's scale: %llu skips, scale "
+                 "%g; the run that went on: %llu, %g; parameters %s", rank_,
+                 (unsigned long long)sb, (double)cb, (unsigned long long)sa, (double)ca,
+                 memcmp(pa, pb, count * 4) ? "differ" : "equal");
+        if (rank_ == 0)
+            printf("async across %u ranks: saved at 6 steps (%u skips, scale 2^34), resumed: "
+                   "%llu skips, scale %g, as the run that went on\n", R, 6 * R,
+                   (unsigned long long)sb, (double)cb);
+        free(pa);
+        free(pb);
+    }
+out:
+    vkt_dataset_destroy(ds);
+    vkt_trainer_destroy(t[0]);
+    vkt_trainer_destroy(t[1]);
+}
+
 int main(int argc, char **argv)
 {
     int mpi = argc > 1 && strcmp(argv[1], "--mpi") == 0;
@@ -303,16 +367,8 @@ int main(int argc, char **argv)
     if (!world || vkt_world_size(world) == 2)
         resumes_alike(&n, 1, dir);
     stages_ = 0;
-    if (world) { /* async replicas across ranks (the parameter server): refused for now */
-        vkt_trainer_options o = {.batch = 16, .precision = VKT_PRECISION_FP16,
-                                 .mode = VKT_PARALLEL_ASYNC, .world = world, .stages = 1};
-        vkt_trainer *u = NULL;
-        vkt_status st = vkt_trainer_create(th_instance, n.g, n.loss, &o, &u);
-        TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_last_error(), "not across ranks"),
-                 "fp16 with async replicas across ranks refused (%s): %s", vkt_status_name(st),
-                 vkt_last_error());
-        vkt_trainer_destroy(u);
-    }
+    if (world)
+        async_across(&n, dir);
     if (!world) {
         resumes_alike(&n, 2, dir);
         across_precisions(&n, dir);

@@ -2,6 +2,7 @@
  * step, or after the reducer's average in its next submission; flushes; each step's
  * learning rate and position. */
 #include "parallel/apply.h"
+#include "parallel/exchange.h"
 #include "io/checkpoint.h"
 #include "optim/optim.h"
 
@@ -54,7 +55,22 @@ void apply_seed(replica *r)
 }
 
 /* The verdict on step sc->judge_step: skipped (not applied) or applied. */
+static vkt_status judge_locked(replica *r, int skipped);
+
+/* Async replicas' scalers are read by the others' threads (apply_scaler): under the
+ * trainer's monitor. */
 static vkt_status judge(replica *r, int skipped)
+{
+    plat_monitor *mon = r->t->xc ? r->t->mon : NULL;
+    if (mon)
+        plat_monitor_lock(mon);
+    vkt_status st = judge_locked(r, skipped);
+    if (mon)
+        plat_monitor_unlock(mon);
+    return st;
+}
+
+static vkt_status judge_locked(replica *r, int skipped)
 {
     loss_scaler *sc = &r->sc;
     if (!skipped) {
@@ -105,13 +121,28 @@ loss_scaler apply_scaler(const vkt_trainer *t)
     loss_scaler s = t->rep[0].sc;
     if (!t->xc) /* one replica, a pipeline's driver, or sync replicas that decide alike */
         return s;
-    for (uint32_t i = 1; i < t->n_rep; i++) { /* async: each replica's own */
-        const loss_scaler *o = &t->rep[i].sc;
-        s.skipped += o->skipped;
-        s.scale = o->scale < s.scale ? o->scale : s.scale;
-        s.clean = o->clean < s.clean ? o->clean : s.clean;
-        s.in_a_row = o->in_a_row > s.in_a_row ? o->in_a_row : s.in_a_row;
+    exchange *x = t->xc;
+    int first = 1;
+    if (t->mon) /* the replicas judge on their threads (apply_judge) */
+        plat_monitor_lock(t->mon);
+    for (uint32_t g = 0; g < t->world_rep; g++) { /* async: each replica's own */
+        loss_scaler o;
+        if (g >= t->rep_base && g - t->rep_base < t->n_rep)
+            o = t->rep[g - t->rep_base].sc;
+        else if (!x->ops->scaler_get || !x->ops->scaler_get(x, g, &o))
+            continue; /* another rank's replica that has not pushed yet */
+        if (first) {
+            s = o;
+            first = 0;
+            continue;
+        }
+        s.skipped += o.skipped;
+        s.scale = o.scale < s.scale ? o.scale : s.scale;
+        s.clean = o.clean < s.clean ? o.clean : s.clean;
+        s.in_a_row = o.in_a_row > s.in_a_row ? o.in_a_row : s.in_a_row;
     }
+    if (t->mon)
+        plat_monitor_unlock(t->mon);
     return s;
 }
 
@@ -124,14 +155,21 @@ void apply_restore_scaler(vkt_trainer *t, const ckpt *k)
         scaler_start(t, sc); /* a checkpoint without SCAL: as a run starts */
         if (!k->has_scal)
             continue;
-        /* async: the file's count is the replicas' sum, kept once (by replica 0) so the
-         * sum goes on; every replica starts from the rest (apply_scaler) */
-        sc->skipped = t->xc && i > 0 ? 0 : k->scal_skipped;
+        /* async: the file's count is the replicas' sum, kept once (by global replica 0)
+         * so the sum goes on; every replica starts from the rest (apply_scaler) */
+        sc->skipped = t->xc && t->rep_base + i > 0 ? 0 : k->scal_skipped;
         sc->in_a_row = k->scal_in_a_row;
         if (sc->scaling && k->scal_scaling) { /* fp16 then and now: its scale goes on */
             sc->scale = sc->seeded = (float)k->scal_scale;
             sc->clean = k->scal_clean;
         }
+    }
+    /* across ranks (ps): the other ranks' replicas restored alike, as this rank's 1.. are */
+    exchange *x = t->xc;
+    for (uint32_t g = 0; x && x->ops->scaler_set && t->rep[0].sc.guard && g < t->world_rep; g++) {
+        loss_scaler sc = t->rep[t->n_rep > 1 ? 1 : 0].sc;
+        sc.skipped = g == 0 && k->has_scal ? k->scal_skipped : 0;
+        x->ops->scaler_set(x, g, &sc);
     }
 }
 

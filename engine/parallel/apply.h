@@ -74,7 +74,8 @@ vkt_status apply_judge_skipped(replica *r, uint64_t step, int skipped);
  * where every replica decides alike (sync) or there is one; async replicas each have
  * their own (an overflow is a property of the replica's gradient, and its skipped update
  * adds nothing to the master): their skips summed, the smallest scale and clean count,
- * the most skips in a row. */
+ * the most skips in a row, over the world's replicas (another rank's as of its last push:
+ * exchange_ops.scaler_get). */
 loss_scaler apply_scaler(const vkt_trainer *t);
 /* After a restore wrote the parameters (nothing pending): every replica's scaler from
  * checkpoint k's SCAL section (docs/checkpoint.md); async: the skip count to replica 0

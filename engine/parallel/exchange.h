@@ -37,6 +37,10 @@ typedef struct exchange_ops {
     /* During a fit (the chief's progress callback): the shared parameters now, for a
      * checkpoint. */
     vkt_status (*snapshot)(exchange *x, float *flat);
+    /* Optional (ps): global replica g's loss scaler as of its last push (1) or unknown (0),
+     * for the replicas of other ranks (apply_scaler); set sets it (a restore). */
+    int (*scaler_get)(exchange *x, uint32_t g, loss_scaler *out);
+    void (*scaler_set)(exchange *x, uint32_t g, const loss_scaler *sc);
 } exchange_ops;
 
 struct exchange {

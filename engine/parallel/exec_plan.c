@@ -95,10 +95,6 @@ static const refusal refusals[] = {
      say_plain},
     {EXEC_ASYNC | EXEC_SEVERAL | EXEC_STATES, EXEC_PIPELINED,
      "states with async replicas", say_states},
-    {EXEC_ASYNC | EXEC_SEVERAL | EXEC_SKIPS | EXEC_WORLD, EXEC_PIPELINED,
-     "fp16's loss scaling and skipping non-finite steps (precision fp16, nonfinite_skips) "
-     "with async replicas work within one process, not across ranks (the parameter server) "
-     "for now: each replica's scaler lives in its rank (bf16 needs no scaling)", say_plain},
 };
 
 /* ---- ways of training: the first row matching is the trainer's ---- */

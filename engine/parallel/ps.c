@@ -34,6 +34,10 @@ typedef struct ps_msg {
     uint32_t type, g;      /* request type, global replica */
     uint64_t k, aux;       /* step; reply: staleness (push), shard version (pull) */
     uint32_t outcome, rank;/* reply: OUT_*; the rank that failed */
+    /* a push: the replica's loss scaler after its step (apply_scaler reads every one) */
+    uint64_t sc_skipped;
+    float sc_scale;
+    uint32_t sc_clean, sc_in_a_row, sc_pad;
 } ps_msg;
 
 typedef struct deferred {
@@ -90,11 +94,16 @@ struct ps {
     uint64_t bytes0;                    /* the world's comm_bytes at the start */
 };
 
-/* The exchange: the world, and the state of the fit under way. */
+/* The exchange: the world, and the state of the fit under way; every global replica's
+ * loss scaler as of its last push this shard served (every push reaches every shard), so
+ * each rank reports the world's (apply_scaler), across fits. */
 typedef struct ps_exchange {
     exchange base;
     vkt_world *w;
     struct ps *run;
+    plat_monitor *sc_mon;  /* the communication thread writes, the trainer's threads read */
+    loss_scaler *sc;       /* [world replicas] */
+    uint8_t *sc_known;
 } ps_exchange;
 
 static ps_exchange *of(exchange *x) { return (ps_exchange *)x; }
@@ -290,8 +299,36 @@ static void serve_deferred(struct ps *ps)
     }
 }
 
+static void ps_scaler_set(exchange *x, uint32_t g, const loss_scaler *sc)
+{
+    ps_exchange *px = of(x);
+    plat_monitor_lock(px->sc_mon);
+    px->sc[g] = *sc;
+    px->sc_known[g] = 1;
+    plat_monitor_unlock(px->sc_mon);
+}
+
+static int ps_scaler_get(exchange *x, uint32_t g, loss_scaler *out)
+{
+    ps_exchange *px = of(x);
+    plat_monitor_lock(px->sc_mon);
+    int known = px->sc_known[g];
+    if (known)
+        *out = px->sc[g];
+    plat_monitor_unlock(px->sc_mon);
+    return known;
+}
+
 static void serve(struct ps *ps, uint32_t src, const ps_msg *m, const float *data)
 {
+    if (m->type == PS_PUSH && ps->t->rep[0].sc.guard) {
+        loss_scaler sc = ps->t->rep[0].sc; /* the settings; the state from the push */
+        sc.skipped = m->sc_skipped;
+        sc.scale = m->sc_scale;
+        sc.clean = m->sc_clean;
+        sc.in_a_row = m->sc_in_a_row;
+        ps_scaler_set(ps->x, m->g, &sc);
+    }
     switch (m->type) {
     case PS_PULL:
         if (ps->failed || ps->stopped || pull_allowed(ps, m->k))
@@ -333,6 +370,10 @@ static void scatter(struct ps *ps, uint32_t type, uint32_t g, uint64_t k, const 
 {
     for (uint32_t j = 0; j < ps->R; j++) {
         ps_msg m = {.type = type, .g = g, .k = k, .rank = ps->me};
+        if (type == PS_PUSH) /* its replica waits for the replies: its scaler holds still */
+            m = (ps_msg){.type = type, .g = g, .k = k, .rank = ps->me,
+                         .sc_skipped = r->sc.skipped, .sc_scale = r->sc.scale,
+                         .sc_clean = r->sc.clean, .sc_in_a_row = r->sc.in_a_row};
         const float *data = NULL;
         uint64_t n = 0;
         float *delta = NULL;
@@ -715,6 +756,10 @@ static void ps_destroy(exchange *x)
         return;
     ps_free(of(x)->run); /* a fit that never ended (its thread is gone) */
     exchange_free_pulled(x);
+    if (of(x)->sc_mon)
+        plat_monitor_destroy(of(x)->sc_mon);
+    free(of(x)->sc);
+    free(of(x)->sc_known);
     free(x);
 }
 
@@ -727,6 +772,12 @@ static vkt_status ps_create(vkt_trainer *t, vkt_world *w, exchange **out)
     px->base.t = t;
     px->w = w;
     *out = &px->base;
+    uint32_t G = vkt_world_size(w) * TRAINER_MAX_REPLICAS; /* world_rep is not known yet */
+    px->sc_mon = plat_monitor_create();
+    px->sc = calloc(G, sizeof *px->sc);
+    px->sc_known = calloc(G, 1);
+    if (!px->sc_mon || !px->sc || !px->sc_known)
+        return trainer_fail(t, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     return VKT_OK;
 }
 
@@ -738,4 +789,6 @@ const exchange_ops exchange_ps_ops = {
     .job = ps_job,
     .end = ps_end,
     .snapshot = ps_snapshot,
+    .scaler_get = ps_scaler_get,
+    .scaler_set = ps_scaler_set,
 };

@@ -245,8 +245,7 @@ typedef struct vkt_trainer_options {
      * 32 under fp16's loss scaling, else none: a non-finite loss stops training at once, as
      * it always did. Pipeline stages skip together (one verdict over every stage's
      * gradient); async replicas each scale and skip their own updates (vkt_trainer_skipped:
-     * the sum, the smallest scale). Refused (VKT_ERROR_INVALID_ARGUMENT) with async
-     * replicas across ranks for now. */
+     * the sum, the smallest scale; across ranks the others' as of their last push). */
     uint32_t nonfinite_skips;
 } vkt_trainer_options;
 
