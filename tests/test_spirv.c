@@ -50,15 +50,19 @@ static void check_descriptions(void)
     k.bind[1] = GPU_BIND_TEXEL_R;
     expect_mismatch("a binding of another kind", &k, k.n_spec, "binding 1 is described as a "
                     "uniform texel buffer", "declares a storage buffer");
+    /* the counts in the messages follow shaders/spec.h's SPEC_BIAS_ACT_COUNT */
+    char ids[64], gives[64], fewer[64];
+    snprintf(ids, sizeof ids, "constant_id 0-%d", SPEC_BIAS_ACT_COUNT - 1);
+    snprintf(gives, sizeof gives, "gives specialization constants 0-%d", SPEC_BIAS_ACT_COUNT);
+    snprintf(fewer, sizeof fewer, "the dispatch gives %d", SPEC_BIAS_ACT_COUNT - 1);
     k = k_bias_act;
     k.n_spec = SPEC_BIAS_ACT_COUNT - 1;
-    expect_mismatch("a constant too few", &k, k.n_spec, "'bias_act'", "constant_id 0-4");
+    expect_mismatch("a constant too few", &k, k.n_spec, "'bias_act'", ids);
     k = k_bias_act;
     k.n_spec = SPEC_BIAS_ACT_COUNT + 1;
-    expect_mismatch("a constant too many", &k, k.n_spec, "gives specialization constants 0-5",
-                    NULL);
+    expect_mismatch("a constant too many", &k, k.n_spec, gives, NULL);
     expect_mismatch("a dispatch giving fewer than described", &k_bias_act,
-                    SPEC_BIAS_ACT_COUNT - 1, "the dispatch gives 4", NULL);
+                    SPEC_BIAS_ACT_COUNT - 1, fewer, NULL);
 
     /* Texel formats: gemm_cpu declares r32f and rgba32f views of A, B and the C it reads
      * (binding 3); C (binding 2) is a storage buffer. */
