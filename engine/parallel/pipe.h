@@ -7,8 +7,9 @@
  *
  * A step: copy d takes rows [d B/D, (d+1) B/D) of the global batch and cuts them into m
  * equal micro-batches that flow through its stages (1F1B, pipe_sched.c's header). Each
- * stage adds its micro-batch gradients on the host in double with weight 1/(D m) (the
- * rows' share of the batch). After a barrier of all P x D threads where each votes,
+ * stage's model sums its micro-batch gradients on its device (GRAPH_MODEL_ACCUMULATE);
+ * after its last backward the stage reads the sum back once and weights it by 1/(D m) (the
+ * rows' share of the batch) in double on the host. After a barrier of all P x D threads where each votes,
  * every context of stage s writes sum over copies (in copy order) of those sums into its
  * gradient buffer and runs its optimizer: the copies of a stage apply the same bits and
  * stay identical. Any failure: no context updates and the step returns the message of
