@@ -13,7 +13,9 @@
  * that run's; 2 data-parallel copies of the 2 stages (4 contexts, each voting at the
  * barrier) skip and recover as 1 copy with 2 micro-batches does (26 skips, the same
  * loss). A limit of 3 skips in a row stops the 4th with VKT_ERROR_DIVERGED; in fp32
- * with nonfinite_skips a step fed a NaN is skipped by every stage and the next applies.
+ * with nonfinite_skips a step fed a NaN is skipped by every stage and the next applies,
+ * and so is a step whose gradient is finite but whose squares pass fp32's range, as one
+ * replica skips it (huge_step).
  *
  * Async replicas (2, one process): each replica has its own scaler and skips its own
  * update, which adds nothing to the master; vkt_trainer_skipped reports the replicas'
@@ -270,6 +272,45 @@ static void nan_step(mlp *n)
     vkt_trainer_destroy(t);
 }
 
+/* fp32 with nonfinite_skips: a step whose gradient is finite but whose squares pass
+ * fp32's range (an input of 1e25: dW1 ~ 1e25) is skipped by one replica (its guarded
+ * optimizer sums the squares, optim_update.comp), so by the pipeline's stages too: the
+ * same count, every parameter unchanged (else Adam's second moment holds an infinity
+ * from then on); and the next step applies. */
+static void huge_step(mlp *n)
+{
+    float Xbig[16 * 12];
+    memcpy(Xbig, n->X, sizeof Xbig);
+    Xbig[7] = 1e25f;
+    vkt_feed f[2] = {{n->x, n->X}, {n->y, n->Y}}, fbig[2] = {{n->x, Xbig}, {n->y, n->Y}};
+    for (int l = ONE; l <= PIPELINE; l++) {
+        vkt_trainer *t = make(n, (layout)l, VKT_PRECISION_FP32, 0, 2, 2);
+        if (!t)
+            continue;
+        uint64_t count = vkt_trainer_param_count(t), skipped = 0;
+        float *before = th_alloc_floats(count), *after = th_alloc_floats(count), scale = 0;
+        TH_OK(NULL, vkt_trainer_step(t, f, 2, NULL));
+        TH_OK(NULL, vkt_trainer_read_params(t, before, count));
+        TH_OK(NULL, vkt_trainer_step(t, fbig, 2, NULL));
+        TH_OK(NULL, vkt_trainer_read_params(t, after, count));
+        vkt_trainer_skipped(t, &skipped, &scale);
+        TH_CHECK(skipped == 1 && !memcmp(before, after, count * sizeof *after),
+                 "%s fp32: the step whose gradient's squares overflow fp32 skipped (%llu "
+                 "skipped), the parameters unchanged", layout_name[l],
+                 (unsigned long long)skipped);
+        TH_OK(NULL, vkt_trainer_step(t, f, 2, NULL));
+        TH_OK(NULL, vkt_trainer_read_params(t, after, count));
+        int moved = memcmp(before, after, count * sizeof *after) != 0, finite = 1;
+        for (uint64_t i = 0; i < count; i++)
+            finite &= isfinite(after[i]) != 0;
+        TH_CHECK(moved && finite, "%s: and the next one applies, every parameter finite",
+                 layout_name[l]);
+        free(before);
+        free(after);
+        vkt_trainer_destroy(t);
+    }
+}
+
 static void async(mlp *n)
 {
     vkt_trainer *t = make(n, ASYNC, VKT_PRECISION_FP16, SCALE_2_40, 0, 1);
@@ -375,6 +416,7 @@ int main(void)
     copies_ = 1;
     limit(&n, PIPELINE);
     nan_step(&n);
+    huge_step(&n);
     async(&n);
     limit(&n, ASYNC);
     async_checkpoint(&n);

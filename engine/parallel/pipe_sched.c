@@ -22,8 +22,10 @@
  * after every context passed the barrier with no failure, each writes the sum over the
  * copies of its stage (double, copy order) and runs its optimizer (recorded once into
  * `apply`). Guarded (fp16's loss scaling, nonfinite_skips): each context judges its sum
- * at the barrier, and a non-finite value anywhere skips every update; else the sum is
- * divided by the scale. */
+ * at the barrier, and a non-finite value anywhere (or squares past fp32's range, as one
+ * model's guarded optimizer judges) skips every update; else the sum is divided by the
+ * scale. */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,15 +147,22 @@ static vkt_status update(pstage *s)
 }
 
 /* Guarded (pipe_set_scaler): whether s's gradient of the step, once its last backward
- * summed it, has a non-finite value (then so has the sum over the copies, in double). */
+ * summed it, has a non-finite value (then so has the sum over the copies, in double), or
+ * squares whose sum passes fp32's range: the verdict of one model's guarded optimizer,
+ * which sums them in fp32 (optim_update.comp), so that a stage never applies what one
+ * replica would skip (Adam's second moment would hold an infinity from then on). */
 static void judge(pstage *s)
 {
     s->nonfinite = 0;
-    for (uint64_t i = 0; s->p->guard && s->status == VKT_OK && i < s->n_train; i++)
+    double squares = 0;
+    for (uint64_t i = 0; s->p->guard && s->status == VKT_OK && i < s->n_train; i++) {
         if (!isfinite(s->gacc[i])) {
             s->nonfinite = 1;
             return;
         }
+        squares += s->gacc[i] * s->gacc[i];
+    }
+    s->nonfinite = squares > FLT_MAX;
 }
 
 /* The end of a step for the contexts whose threads run (p->expected of them): each
