@@ -42,6 +42,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#include "ctrl.h"
 #include "dropout_hash.h"
 #include "push_attention.h"
 #include "spec.h"
@@ -80,7 +81,15 @@ uint drop_key;
 vec4 buf[ROUNDS]; /* SHUFFLE: this lane's chunks of the current row pair */
 uint pair_a, pair_b; /* without SHUFFLE: where the pair starts */
 
-bool kept(uint idx) { return dropout_kept(drop_key, p.drop_off + idx, p.threshold); }
+uint drop_base; /* the mask index of element 0: drop_off + the row base's (drop_row) */
+bool kept(uint idx) { return dropout_kept(drop_key, drop_base + idx, p.threshold); }
+
+/* The mask index of element 0 from the push constants and the control block's row base. */
+uint drop_base_of()
+{
+    uint row0 = p.drop_row != 0u ? ctrl[p.c_off + uint(CTRL_ROW0 - CTRL_STEP)] : 0u;
+    return p.drop_off + row0 * p.drop_row;
+}
 
 /* Chunk c of the pair (a[0..D), b[0..D)): element offsets a and b are in qkv, except b
  * in dy for PASS 2. */
@@ -181,6 +190,7 @@ void main()
     if (drop) {
         uint step_lo = ctrl[p.c_off], step_hi = ctrl[p.c_off + 1u];
         drop_key = dropout_key(step_lo, step_hi, p.seed_lo, p.seed_hi);
+        drop_base = drop_base_of();
     }
 
     if (PASS == 0u) {

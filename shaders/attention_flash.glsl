@@ -52,6 +52,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#include "ctrl.h"
 #include "dropout_hash.h"
 #include "push_attention.h"
 #include "spec.h"
@@ -105,7 +106,15 @@ shared float sd[TILE];
 uint lane;       /* g: 0 .. LANES - 1 */
 uint drop_key;
 
-bool kept(uint idx) { return dropout_kept(drop_key, p.drop_off + idx, p.threshold); }
+uint drop_base; /* the mask index of element 0: drop_off + the row base's (drop_row) */
+bool kept(uint idx) { return dropout_kept(drop_key, drop_base + idx, p.threshold); }
+
+/* The mask index of element 0 from the push constants and the control block's row base. */
+uint drop_base_of()
+{
+    uint row0 = p.drop_row != 0u ? ctrl[p.c_off + uint(CTRL_ROW0 - CTRL_STEP)] : 0u;
+    return p.drop_off + row0 * p.drop_row;
+}
 
 /* The sum over the lane group. */
 float group_sum(float x)
@@ -252,8 +261,10 @@ void main()
     uint r0 = blk * BLOCK;                       /* first row of the block */
     uint first = r0 + (tid / LANES) * ROWS;      /* this lane group's first row */
     bool drop = p.dropout != 0u;
-    if (drop)
+    if (drop) {
         drop_key = dropout_key(ctrl[p.c_off], ctrl[p.c_off + 1u], p.seed_lo, p.seed_hi);
+        drop_base = drop_base_of();
+    }
 
     if (PASS == 0u) {
         vec4 q[ROWS][CPL], acc[ROWS][CPL];

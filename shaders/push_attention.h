@@ -36,6 +36,9 @@ struct push_attention {
     VKT_U32 drop_off;              /* dropout: b0 * heads * t * t (mod 2^32), b0 the global
                                       index of sequence 0: added to the mask index */
     VKT_U32 dy_off;                /* attention_flash.comp's backward: dy */
+    VKT_U32 drop_row;              /* dropout: heads * t * t times the sequences per row of
+                                      the control block's row base (ctrl.h, CTRL_ROW0, read
+                                      at run time), added to drop_off (0: not read) */
 };
 
 #ifndef VULKAN

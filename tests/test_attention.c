@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "dropout_hash.h"
+#include "ctrl.h"
 #include "harness.h"
 #include "kernels/attention.h"
 
@@ -243,8 +244,11 @@ static void expect_saved(tb *saved, const double *xq, shape sh, const char *what
 }
 
 /* Forward, then backward with beta 0 (dqkv full of NaN) and beta 1 (random dqkv); the
- * sequences are keyed for dropout as the global ones from b0 on. */
-static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step, uint64_t b0)
+ * sequences are keyed for dropout as the global ones from b0 on. row0 > 0: b0 reaches the
+ * device as the control block's row base row0 (read at run time, as a pipeline stage's
+ * micro-batch) times b_row 2, plus the rest as the call's b0. */
+static void check_case_rows(vkt_stream *s, shape sh, float pd, uint64_t step, uint64_t b0,
+                            uint32_t row0)
 {
     uint32_t b = sh.b, t = sh.t, H = sh.heads, d = sh.d;
     uint64_t nq = (uint64_t)b * t * 3 * H * d, ny = (uint64_t)b * t * H * d;
@@ -252,14 +256,18 @@ static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step, uint64_
     uint64_t nw = ka_attention_workspace_elems(g_ctx, b, t, H, d);
     uint64_t seed = 0xA77E000000ull + t;
     tb qkv = tb_new(nq, -2, 2), y = tb_new(ny, -1, 1), saved = tb_new(np, -1, 1);
-    tb ctrl = tb_new(2, 0, 0), dy = tb_new(ny, -1, 1), dqkv = tb_new(nq, -1, 1);
+    tb ctrl = tb_new(CTRL_KEY_WORDS, 0, 0), dy = tb_new(ny, -1, 1), dqkv = tb_new(nq, -1, 1);
     tb ws = tb_new(nw, -1, 1);
     set_step(&ctrl, step);
+    TH_OK(g_ctx, vkt_buffer_write(ctrl.b.buffer, (ctrl.b.offset + CTRL_ROW0 - CTRL_STEP) * 4,
+                                  &row0, 4));
+    uint64_t b_row = row0 ? 2 : 0, b_fix = b0 - b_row * row0; /* b0 = b_fix + row0 b_row */
     char what[160];
-    snprintf(what, sizeof what, "b=%u t=%u heads=%u d=%u p_drop=%.2f b0=%llu aligned=%d %s", b,
-             t, H, d, (double)pd, (unsigned long long)b0, g_aligned, g_variant);
+    snprintf(what, sizeof what, "b=%u t=%u heads=%u d=%u p_drop=%.2f b0=%llu (row base %u) "
+             "aligned=%d %s", b, t, H, d, (double)pd, (unsigned long long)b0, row0, g_aligned,
+             g_variant);
     TH_OK(g_ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&saved.b),
-                              th_view(&ctrl.b), b, t, H, d, pd, seed, b0));
+                              th_view(&ctrl.b), b, t, H, d, pd, seed, b_fix, b_row));
     run(s);
     double *xq = to_double(qkv.h, nq), *xdy = to_double(dy.h, ny);
     double *ry = malloc(ny * sizeof *ry), *rg = calloc(nq, sizeof *rg);
@@ -276,7 +284,7 @@ static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step, uint64_
     th_buf_write(&dqkv.b, dqkv.h);
     TH_OK(g_ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&y.b), th_view(&saved.b),
                                        th_view(&ctrl.b), th_view(&dy.b), th_view(&dqkv.b), 0.0f,
-                                       th_view(&ws.b), b, t, H, d, pd, seed, b0));
+                                       th_view(&ws.b), b, t, H, d, pd, seed, b_fix, b_row));
     run(s);
     ka_ref_attention_backward(xq, xdy, rg, b, t, H, d, pd, seed, b0, step);
     /* a gradient element sums up to 2 t products of size ~1 */
@@ -291,7 +299,7 @@ static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step, uint64_
         rg[i] += dqkv.h[i];
     TH_OK(g_ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&y.b), th_view(&saved.b),
                                        th_view(&ctrl.b), th_view(&dy.b), th_view(&dqkv.b), 1.0f,
-                                       th_view(&ws.b), b, t, H, d, pd, seed, b0));
+                                       th_view(&ws.b), b, t, H, d, pd, seed, b_fix, b_row));
     run(s);
     snprintf(w2, sizeof w2, "attention backward beta 1 %s", what);
     expect(&dqkv, rg, w2, 1e-4f, atol);
@@ -306,6 +314,11 @@ static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step, uint64_
     tb_free(&dy);
     tb_free(&dqkv);
     tb_free(&ws);
+}
+
+static void check_case(vkt_stream *s, shape sh, float pd, uint64_t step, uint64_t b0)
+{
+    check_case_rows(s, sh, pd, step, b0, 0);
 }
 
 /* Each head width compiles its own pipelines, slowly on lavapipe: the odd-offset (scalar
@@ -332,6 +345,10 @@ static void test_device(vkt_stream *s)
         /* part of a split batch: from sequence 5 on, and where b0 heads t t wraps 2^32 */
         if (shapes[i].d <= 16 || i % 2)
             check_case(s, shapes[i], 0.25f, 3 + i, i % 2 ? 5 : 3000000000ull);
+        /* the same offsets through the control block's row base (read at run time) */
+        if (i < 3)
+            check_case_rows(s, shapes[i], 0.25f, 3 + i, i % 2 ? 5 : 3000000001ull,
+                            i % 2 ? 2 : 1500000000u);
     }
     /* the typical size of a small character-level transformer */
     if (g_aligned)
@@ -357,7 +374,7 @@ static void test_dropout_mask(vkt_stream *s)
     th_buf_write(&qkv.b, qkv.h);
     /* One recorded stream, replayed with a new step in ctrl each time. */
     TH_OK(g_ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&saved.b),
-                              th_view(&ctrl.b), B, T, H, T, pd, seed, 0));
+                              th_view(&ctrl.b), B, T, H, T, pd, seed, 0, 0));
     const uint64_t steps[3] = {7, 8, 7};
     float *got[3];
     for (int k = 0; k < 3; k++) {
@@ -418,10 +435,10 @@ static void test_repeatable(vkt_stream *s)
     uint64_t n_out = ny + nq + saved.b.n;
     for (int k = 0; k < 3; k++) {
         TH_OK(g_ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&saved.b),
-                                  th_view(&ctrl.b), b, t, H, d, 0.2f, 5, 0));
+                                  th_view(&ctrl.b), b, t, H, d, 0.2f, 5, 0, 0));
         TH_OK(g_ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&y.b), th_view(&saved.b),
                                            th_view(&ctrl.b), th_view(&dy.b), th_view(&dqkv.b),
-                                           0.0f, th_view(&ws.b), b, t, H, d, 0.2f, 5, 0));
+                                           0.0f, th_view(&ws.b), b, t, H, d, 0.2f, 5, 0, 0));
         run(s);
         float *out = th_alloc_floats(n_out);
         th_buf_read(&y.b, out);
@@ -507,17 +524,17 @@ static void test_errors(vkt_stream *s)
     vkt_view none = {NULL, 0};
 #define FWD_FAILS(want, ...)                                                                \
     do {                                                                                    \
-        TH_STATUS(g_ctx, ka_attention(__VA_ARGS__), want);                                  \
+        TH_STATUS(g_ctx, ka_attention(__VA_ARGS__, 0), want);                                  \
         TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "ka_attention"), "message: %s",          \
                  vkt_context_errmsg(g_ctx));                                                \
     } while (0)
 #define BWD_FAILS(want, ...)                                                                \
     do {                                                                                    \
-        TH_STATUS(g_ctx, ka_attention_backward(__VA_ARGS__), want);                         \
+        TH_STATUS(g_ctx, ka_attention_backward(__VA_ARGS__, 0), want);                         \
         TH_CHECK(strstr(vkt_context_errmsg(g_ctx), "ka_attention_backward"), "message: %s", \
                  vkt_context_errmsg(g_ctx));                                                \
     } while (0)
-    TH_STATUS(NULL, ka_attention(NULL, q, yv, pv, cv, b, t, H, d, 0, 1, 0),
+    TH_STATUS(NULL, ka_attention(NULL, q, yv, pv, cv, b, t, H, d, 0, 1, 0, 0),
               VKT_ERROR_INVALID_ARGUMENT);
     FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, 0, t, H, d, 0, 1, 0);
     FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, 0, H, d, 0, 1, 0);
@@ -538,7 +555,7 @@ static void test_errors(vkt_stream *s)
     FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, b, t, H, d + 8, 0, 1, 0);
     /* dropout needs ctrl; without dropout it may be absent */
     FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, none, b, t, H, d, 0.5f, 1, 0);
-    TH_OK(g_ctx, ka_attention(s, q, yv, pv, none, b, t, H, d, 0, 1, 0));
+    TH_OK(g_ctx, ka_attention(s, q, yv, pv, none, b, t, H, d, 0, 1, 0, 0));
     /* an output over an input */
     vkt_view over = {qkv.b.buffer, qkv.b.offset + 3};
     FWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, over, pv, cv, b, t, H, d, 0, 1, 0);
@@ -556,7 +573,7 @@ static void test_errors(vkt_stream *s)
                  vkt_context_errmsg(g_ctx));
     } else {
         TH_OK(g_ctx, ka_attention_backward(s, q, y_in_dqkv, pv, cv, dv, gv, 0, wv, b, t, H, d, 0,
-                                           1, 0));
+                                           1, 0, 0));
         TH_OK(g_ctx, vkt_stream_reset(s));
     }
     BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, dv, gv, NAN, wv, b, t, H, d, 0, 1, 0);
@@ -566,7 +583,7 @@ static void test_errors(vkt_stream *s)
     vkt_view short_ws = {ws.b.buffer, ws.b.offset + ws.b.guard + 2}; /* past the buffer */
     BWD_FAILS(VKT_ERROR_INVALID_ARGUMENT, s, q, yv, pv, cv, dv, gv, 0, short_ws, b, t, H, d, 0,
               1, 0);
-    TH_OK(g_ctx, ka_attention_backward(s, q, yv, pv, cv, dv, gv, 0, wv, b, t, H, d, 0.5f, 1, 0));
+    TH_OK(g_ctx, ka_attention_backward(s, q, yv, pv, cv, dv, gv, 0, wv, b, t, H, d, 0.5f, 1, 0, 0));
     TH_OK(g_ctx, vkt_stream_reset(s));
     TH_CHECK(ka_attention_max_t(g_ctx, 0) == 0 && ka_attention_max_t(g_ctx, KA_MAX_D + 1) == 0,
              "no t for unsupported widths");

@@ -157,11 +157,11 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
              vkt_dtype_name(type), b, t, H, d, (double)sh.p_drop, (unsigned long long)skip);
     TH_OK(ctx, vkt_stream_reset(s));
     TH_OK(ctx, ka_attention_lowp(s, type, th_half_view(&qkv), th_view(&y), th_view(&saved),
-                                 th_view(&ctrl), b, t, H, d, sh.p_drop, seed, 0));
+                                 th_view(&ctrl), b, t, H, d, sh.p_drop, seed, 0, 0));
     TH_OK(ctx, ka_attention_backward_lowp(s, type, th_half_view(&qkv), th_view(&y),
                                           th_view(&saved), th_view(&ctrl), th_half_view(&dy),
                                           th_view(&dq), 0.0f, th_view(&ws), b, t, H, d,
-                                          sh.p_drop, seed, 0));
+                                          sh.p_drop, seed, 0, 0));
     if (!TH_OK(ctx, vkt_stream_run(s)))
         goto out;
     {
@@ -204,7 +204,7 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
         TH_OK(ctx, ka_attention_backward_lowp(s, type, th_half_view(&qkv), th_view(&y),
                                               th_view(&saved), th_view(&ctrl), th_half_view(&dy),
                                               th_view(&dq), 1.0f, th_view(&ws), b, t, H, d,
-                                              sh.p_drop, seed, 0));
+                                              sh.p_drop, seed, 0, 0));
         if (TH_OK(ctx, vkt_stream_run(s))) {
             snprintf(w2, sizeof w2, "dqkv (beta 1) %s", what);
             expect_stored(w2, &dq, gs, 1e-4, gtol);
@@ -237,25 +237,25 @@ static void check_errors(void)
     vkt_view none = {NULL, 0}, q = th_half_view(&qkv), g = th_half_view(&dy);
     TH_OK(ctx, vkt_stream_reset(s));
     TH_STATUS(ctx, ka_attention_lowp(s, VKT_DTYPE_FP32, q, th_view(&y), th_view(&saved), none,
-                                     b, t, H, d, 0.0f, 0, 0),
+                                     b, t, H, d, 0.0f, 0, 0, 0),
               VKT_ERROR_INVALID_ARGUMENT);
     TH_CHECK(strstr(vkt_context_errmsg(ctx), "ka_attention_lowp") &&
                  strstr(vkt_context_errmsg(ctx), "not fp16 or bf16"),
              "%s: an fp32 type: %s", label, vkt_context_errmsg(ctx));
     TH_STATUS(ctx, ka_attention_lowp(s, VKT_DTYPE_FP16, q, th_view(&y), small, none,
-                                     b, t, H, d, 0.0f, 0, 0),
+                                     b, t, H, d, 0.0f, 0, 0, 0),
               VKT_ERROR_INVALID_ARGUMENT);
     TH_CHECK(strstr(vkt_context_errmsg(ctx), "saved"), "%s: a short saved array: %s", label,
              vkt_context_errmsg(ctx));
     TH_STATUS(ctx, ka_attention_backward_lowp(s, VKT_DTYPE_FP16, q, th_view(&y),
                                               th_view(&saved), none, g, th_view(&dq), 0.0f,
-                                              wsmall, b, t, H, d, 0.0f, 0, 0),
+                                              wsmall, b, t, H, d, 0.0f, 0, 0, 0),
               VKT_ERROR_INVALID_ARGUMENT);
     TH_CHECK(strstr(vkt_context_errmsg(ctx), "workspace"), "%s: a short workspace: %s", label,
              vkt_context_errmsg(ctx));
     vkt_view past = {q.buffer, q.offset + 2 * nq + 4096};
     TH_STATUS(ctx, ka_attention_lowp(s, VKT_DTYPE_BF16, past, th_view(&y), th_view(&saved),
-                                     none, b, t, H, d, 0.0f, 0, 0),
+                                     none, b, t, H, d, 0.0f, 0, 0, 0),
               VKT_ERROR_INVALID_ARGUMENT);
     TH_CHECK(strstr(vkt_context_errmsg(ctx), "qkv"), "%s: qkv past its buffer: %s", label,
              vkt_context_errmsg(ctx));

@@ -7,7 +7,8 @@
  *  - a value read by two later stages (a skip connection from stage 0 to stages 1 and 2)
  *    sends its gradients back from both;
  *  - each stage holds only its own parameters (bytes per stage);
- *  - dropout on 2 stages (m = 1, 4) equals one unsplit model, batch norm on 2 stages
+ *  - dropout on 2 stages (m = 1, 4) and attention dropout (m = 4) equal one unsplit
+ *    model, batch norm on 2 stages
  *    equals 1 stage with the same 4 micro-batches (losses, parameters, running averages
  *    after 10 steps), though each sending stage runs its forward twice. */
 #include <math.h>
@@ -138,17 +139,6 @@ static void test_placement_errors(void)
     net s = {.g = g, .loss = loss};
     expect_refused(&s, 2, 1, NULL, VKT_ERROR_INVALID_ARGUMENT, "parameter 'shared' is read on "
                    "stages 0 and 1", "shared parameter");
-    /* attention dropout (its masks are keyed by rows recorded once, not per micro-batch) */
-    vkt_graph_destroy(g);
-    vkt_graph_create(NULL, &g);
-    vkt_shape qs = {3, {BATCH, 4, 3 * H}};
-    x = vkt_input(g, "x", &qs);
-    h = vkt_causal_attention(g, x, 2, 0.1f);
-    vkt_graph_set_stage(g, 1);
-    loss = vkt_mean(g, vkt_reshape(g, h, &(vkt_shape){2, {BATCH, 4 * H}}), -1);
-    s = (net){.g = g, .loss = loss};
-    expect_refused(&s, 2, 1, NULL, VKT_ERROR_INVALID_ARGUMENT, "attention dropout is not "
-                   "supported", "attention dropout");
     /* a crossing value that is not [batch, ...] rows */
     vkt_graph_destroy(g);
     vkt_graph_create(NULL, &g);
@@ -315,6 +305,28 @@ static xnet make_dropout_net(uint32_t s1)
     return n;
 }
 
+/* x [B,TT,F] -> linear to qkv, attention with dropout 0.3 on stage 0 -> the rows
+ * flattened, linear + CE on stage s1. */
+enum { TT = 4, AW = 8 };
+static xnet make_attention_net(uint32_t s1)
+{
+    xnet n = {0};
+    vkt_graph_options go = {.seed = 47};
+    vkt_graph_create(&go, &n.g);
+    vkt_shape xs = {3, {BATCH, TT, F}}, flat = {2, {0, TT * AW}}; /* 0: the batch */
+    n.x = vkt_input(n.g, "x", &xs);
+    n.y = vkt_input_labels(n.g, "y", BATCH);
+    vkt_tensor *h = vkt_linear(n.g, n.x, xparam(&n, "wqkv", F, 3 * AW, 0, 0),
+                               xparam(&n, "bqkv", 3 * AW, 0, 0, 0.05f));
+    h = vkt_causal_attention(n.g, h, 2, 0.3f);
+    vkt_graph_set_stage(n.g, s1);
+    vkt_tensor *z = vkt_linear(n.g, vkt_reshape(n.g, h, &flat),
+                               xparam(&n, "wo", TT * AW, C, 0, 0), xparam(&n, "bo", C, 0, 0, 0));
+    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
+    return n;
+}
+
 /* x [B,F] -> linear, batch norm, relu on stage 0 -> linear, batch norm, relu, linear + CE
  * on stage s1. The running averages are states, compared like the parameters. */
 static xnet make_bn_net(uint32_t s1)
@@ -367,12 +379,15 @@ static void free_runner(runner *r)
  * compares something. */
 static void compare_runs(const char *what, xnet *na, runner *a, xnet *nb, runner *b)
 {
-    float *x = th_alloc_floats(BATCH * F);
+    vkt_shape xs = vkt_tensor_shape(na->x);
+    uint32_t tt = xs.ndim == 3 ? xs.dims[1] : 1; /* attention's sequences: TT rows each */
+    float *x = th_alloc_floats(BATCH * F * tt);
     int32_t *y = malloc(BATCH * sizeof *y);
     double worst = 0;
     vkt_status st = VKT_OK;
     for (int step = 0; step < XSTEPS && st == VKT_OK; step++) {
         random_batch(x, y);
+        th_fill_uniform(x, (uint64_t)BATCH * F * tt, -1, 1);
         vkt_feed fa[2] = {{na->x, x}, {na->y, y}}, fb[2] = {{nb->y, y}, {nb->x, x}};
         float la = 0, lb = 0;
         st = runner_step(a, fa, &la);
@@ -409,16 +424,19 @@ static void compare_runs(const char *what, xnet *na, runner *a, xnet *nb, runner
 }
 
 /* Dropout on both stages of a 2-stage pipeline (m = 1 and 4) equals one unsplit model:
- * the masks of micro-batch k are those of its global rows, in both of its forwards. */
-static void test_dropout_stages(uint32_t m)
+ * the masks of micro-batch k are those of its global rows, in both of its forwards.
+ * attention: attention dropout on the sending stage instead. */
+static void test_dropout_stages(uint32_t m, int attention)
 {
-    xnet a = make_dropout_net(0), b = make_dropout_net(1);
+    xnet a = attention ? make_attention_net(0) : make_dropout_net(0);
+    xnet b = attention ? make_attention_net(1) : make_dropout_net(1);
     runner ra, rb;
     TH_CHECK(make_runner(&a, 0, 0, &ra) == VKT_OK, "trainer: %s", vkt_last_error());
     TH_CHECK(make_runner(&b, 2, m, &rb) == VKT_OK, "pipeline with dropout, m %u: %s", m,
              vkt_last_error());
     char what[64];
-    snprintf(what, sizeof what, "dropout, 2 stages, m %u vs one model", m);
+    snprintf(what, sizeof what, "%sdropout, 2 stages, m %u vs one model",
+             attention ? "attention " : "", m);
     if (ra.t && rb.p)
         compare_runs(what, &a, &ra, &b, &rb);
     free_runner(&ra);
@@ -486,8 +504,9 @@ int main(void)
     test_equivalence(0, 1, 2, 3, 2, 0, 0);
     test_equivalence(0, 1, 2, 3, 4, 0, 1);
     test_equivalence(0, 1, 2, 3, 3, 1, 0);
-    test_dropout_stages(1);
-    test_dropout_stages(4);
+    test_dropout_stages(1, 0);
+    test_dropout_stages(4, 0);
+    test_dropout_stages(4, 1);
     test_batchnorm_stages();
     return th_finish();
 }

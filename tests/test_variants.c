@@ -272,10 +272,10 @@ static void check_attention(void)
     vkt_view none = {NULL, 0};
     TH_OK(ctx, vkt_stream_reset(s));
     TH_OK(ctx, ka_attention(s, th_view(&qkv.b), th_view(&y.b), th_view(&saved.b), none, b, t,
-                            heads, d, 0.0f, 0, 0));
+                            heads, d, 0.0f, 0, 0, 0));
     TH_OK(ctx, ka_attention_backward(s, th_view(&qkv.b), th_view(&y.b), th_view(&saved.b), none,
                                      th_view(&dy.b), th_view(&dqkv.b), 0.0f, th_view(&ws.b), b,
-                                     t, heads, d, 0.0f, 0, 0));
+                                     t, heads, d, 0.0f, 0, 0, 0));
     if (run()) {
         double *ry = calloc(ny, sizeof *ry), *rp = calloc(np, sizeof *rp);
         double *rdq = calloc(nq, sizeof *rdq);
@@ -309,11 +309,11 @@ static void check_attention_lowp(void)
     vkt_view none = {NULL, 0};
     TH_OK(ctx, vkt_stream_reset(s));
     TH_OK(ctx, ka_attention_lowp(s, VKT_DTYPE_FP16, view16(&q16), th_view(&y.b),
-                                 th_view(&saved.b), none, b, t, heads, d, 0.0f, 0, 0));
+                                 th_view(&saved.b), none, b, t, heads, d, 0.0f, 0, 0, 0));
     TH_OK(ctx, ka_attention_backward_lowp(s, VKT_DTYPE_FP16, view16(&q16), th_view(&y.b),
                                           th_view(&saved.b), none, view16(&dy16),
                                           th_view(&dqkv.b), 0.0f, th_view(&ws.b), b, t, heads,
-                                          d, 0.0f, 0, 0));
+                                          d, 0.0f, 0, 0, 0));
     if (run()) {
         double *ry = calloc(ny, sizeof *ry), *rdq = calloc(nq, sizeof *rdq);
         ka_ref_attention(qkv.d, ry, b, t, heads, d, 0.0f, 0, 0, 0);

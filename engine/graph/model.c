@@ -397,11 +397,6 @@ const char *vkt_model_errmsg(const vkt_model *m) { return m ? m->errmsg : "model
 
 uint32_t vkt_model_batch(const vkt_model *m) { return m ? m->batch : 0; }
 
-uint64_t model_row_shift(const vkt_model *m, uint32_t node, uint64_t units)
-{
-    return graph_row_shift(m->batch_major[node], m->row_offset, m->batch, units);
-}
-
 uint64_t model_row_units(const vkt_model *m, uint32_t node, uint64_t units)
 {
     return graph_row_shift(m->batch_major[node], 1, m->batch, units);

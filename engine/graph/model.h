@@ -244,12 +244,10 @@ void model_axis3(const vkt_shape *s, uint32_t axis, uint32_t *outer, uint32_t *l
                  uint32_t *inner);
 /* Rows and columns of a node's shape seen as [rows, last dim]. */
 void model_rows_cols(const vkt_shape *s, uint32_t *rows, uint32_t *cols);
-/* The global index of the first of a node's `units` (its elements, or attention's
- * sequences) for dropout keys: graph_row_shift at the model's batch and row_offset. */
-uint64_t model_row_shift(const vkt_model *m, uint32_t node, uint64_t units);
-/* A node's `units` per batch row (0: not batch-major): what dropout multiplies the
- * control block's row base by (CTRL_ROW0, written from row_offset before every run), so
- * a recorded step serves any row base (a pipeline stage's micro-batches). */
+/* A node's `units` (its elements, or attention's sequences) per batch row, 0 when it is
+ * not batch-major (graph_row_shift at row 1): what dropout multiplies the control
+ * block's row base by (CTRL_ROW0, written from row_offset before every run), so one
+ * recorded step serves any row base (a pipeline stage's micro-batches). */
 uint64_t model_row_units(const vkt_model *m, uint32_t node, uint64_t units);
 
 #endif

@@ -104,17 +104,19 @@ static vkt_status fwd_attention(const op_rec *r)
     layer_attn_dims(t, op_in_shape(m, t, 0), &b, &tt, &h, &d);
     vkt_view y = op_out_val(r), saved = op_view_or(m, op_node(r)->aux, y);
     float p_drop = r->training ? t->p.attention.dropout : 0.0f;
-    uint64_t b0 = model_row_shift(m, t->id, b);
+    /* sequences keyed from the control block's row base (one recorded step serves every
+     * pipeline micro-batch) */
+    uint64_t b_row = model_row_units(m, t->id, b);
     if (t->dtype == VKT_DTYPE_FP32)
         return ka_attention(r->s, op_in_val(m, t, 0), y, saved, op_ctrl_step(m), b, tt, h, d,
-                            p_drop, t->p.attention.seed, b0);
+                            p_drop, t->p.attention.seed, 0, b_row);
     /* autocast: qkv rounded into lp_x, which the backward reads again */
     const mnode *nd = op_node(r);
     vkt_status st = op_cast16(r, t, op_in_val(m, t, 0), op_in_shape(m, t, 0), nd->lp_x);
     return st != VKT_OK ? st
                         : ka_attention_lowp(r->s, t->dtype, model_view(m, nd->lp_x), y, saved,
                                             op_ctrl_step(m), b, tt, h, d, p_drop,
-                                            t->p.attention.seed, b0);
+                                            t->p.attention.seed, 0, b_row);
 }
 
 static vkt_status bwd_attention(const op_rec *r)
@@ -132,8 +134,8 @@ static vkt_status bwd_attention(const op_rec *r)
                                      op_view_or(m, nd->aux, dy), op_ctrl_step(m), dy,
                                      op_dx(m, t, 0), op_beta(m, t->id, 0),
                                      op_view_or(m, nd->tmp, dy), b, tt, h, d,
-                                     t->p.attention.dropout, t->p.attention.seed,
-                                     model_row_shift(m, t->id, b));
+                                     t->p.attention.dropout, t->p.attention.seed, 0,
+                                     model_row_units(m, t->id, b));
     /* autocast: dy rounded into lp_dz; the forward's 16-bit qkv */
     vkt_status st = op_cast16(r, t, dy, &m->shape[t->id], nd->lp_dz);
     return st != VKT_OK
@@ -143,8 +145,8 @@ static vkt_status bwd_attention(const op_rec *r)
                                             op_ctrl_step(m), model_view(m, nd->lp_dz),
                                             op_dx(m, t, 0), op_beta(m, t->id, 0),
                                             op_view_or(m, nd->tmp, dy), b, tt, h, d,
-                                            t->p.attention.dropout, t->p.attention.seed,
-                                            model_row_shift(m, t->id, b));
+                                            t->p.attention.dropout, t->p.attention.seed, 0,
+                                            model_row_units(m, t->id, b));
 }
 
 static void ref_attention(const graph_ref_args *a)

@@ -141,8 +141,7 @@ vkt_status graph_model_forward_train(vkt_model *m);
 /* The global batch row of the model's row 0 from the next run on (dropout keys: element
  * i of a batch-major value draws the mask of the global index row * row elements + i);
  * it starts as vkt_model_options.row_offset. The control block carries it (shaders/
- * ctrl.h), so a recorded step serves every micro-batch. Attention dropout reads the
- * value recorded with the step: the pipeline refuses it. */
+ * ctrl.h), so a recorded step serves every micro-batch (dropout and attention dropout). */
 void graph_model_set_row_offset(vkt_model *m, uint32_t row);
 /* Mark `index` of the running training step: 1 passed (or the step is over), 0 not yet,
  * -1 on an error (the model's message says it). */

@@ -294,16 +294,9 @@ static vkt_status check_args(const vkt_graph *g, const vkt_tensor *loss,
     return VKT_OK;
 }
 
-/* Ops that cannot be cut into stages: the first one named. */
+/* Enough ops for the stages. */
 static vkt_status check_ops(const split_plan *p, uint32_t P)
 {
-    for (uint32_t k = 0; P > 1 && k < p->n; k++) {
-        const vkt_tensor *t = p->g->nodes[p->node[k]];
-        const char *why = graph_stage_unsupported(t);
-        if (why)
-            return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_split: op '%s': %s "
-                            "is not supported in a pipeline yet", t->name, why);
-    }
     if (p->n < P)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_split: %u stages but the "
                         "loss depends on only %u op(s)", P, p->n);

@@ -70,13 +70,6 @@ void graph_split_free(graph_split *s)
     memset(s, 0, sizeof *s);
 }
 
-const char *graph_stage_unsupported(const vkt_tensor *t)
-{
-    if (t->op == GOP_ATTENTION && t->p.attention.dropout > 0)
-        return "attention dropout";
-    return NULL;
-}
-
 /* Stage of every node (UINT32_MAX: unused), with the placement rules checked. */
 static vkt_status place(graph_split *s, const vkt_tensor *loss, const uint8_t *active,
                         char *msg, size_t size)
@@ -94,11 +87,6 @@ static vkt_status place(graph_split *s, const vkt_tensor *loss, const uint8_t *a
             return fail(msg, size, VKT_ERROR_INVALID_ARGUMENT, "op '%s' (%s) is on stage %u; "
                         "the pipeline has %u stage(s) (0..%u)", t->name, graph_op_name(t),
                         t->stage, P, P - 1);
-        const char *why = graph_stage_unsupported(t);
-        if (why && P > 1)
-            return fail(msg, size, VKT_ERROR_INVALID_ARGUMENT, "op '%s': %s is not supported in a "
-                        "pipeline yet (a stage's forward runs twice, and attention keys its "
-                        "masks by rows recorded once, not by the micro-batch)", t->name, why);
         s->node_stage[i] = t->stage;
         s->stage[t->stage].ops++;
     }

@@ -12,12 +12,12 @@
  *    read on two stages, e.g. tied weights, is refused);
  *  - a value crossing stages is batch-major with the batch first ([B, ...]), so a
  *    micro-batch of it is a block of rows;
- *  - no attention dropout yet. A sending stage computes its values with a training
- *    forward and again, with the backward, once the gradient comes back: dropout reads
- *    its step and row base from the control block, so both runs draw the same masks
- *    (those of one model over the whole batch), and batch norm's running averages move
- *    in the second run only (runtime.h: graph_model_forward_train). Attention's
- *    dropout offset is recorded with the step, so it would not follow the micro-batch.
+ *  - every op may go on any stage, dropout and batch normalization included. A sending
+ *    stage computes its values with a training forward and again, with the backward,
+ *    once the gradient comes back: dropout and attention dropout read their step and
+ *    row base from the control block, so both runs draw the same masks (those of one
+ *    model over the whole batch), and batch norm's running averages move in the second
+ *    run only (runtime.h: graph_model_forward_train).
  *
  * Stage s's sub-graph holds copies of its ops (same names, parameters with the same
  * initial values), a vkt_input for every value it receives (its gradient is what it
@@ -33,8 +33,5 @@
 
 #include "graph/graph.h"
 #include "graph/runtime.h" /* graph_stage, graph_split, graph_split_stages */
-
-/* Why op t cannot go into a pipeline of several stages yet (NULL: it can). */
-const char *graph_stage_unsupported(const vkt_tensor *t);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "kernels/attention_impl.h"
 #include "kernels/kernel_util.h"
+#include "ctrl.h"
 #include "dropout_hash.h"
 
 /* One row per attention variant: its dispatch code. */
@@ -179,10 +180,10 @@ vkt_status ka_check(vkt_stream *s, ka_call *c)
 
 void ka_setup(ka_call *c, const char *fn, vkt_view qkv, vkt_view y, vkt_view saved,
               vkt_view ctrl, uint32_t b, uint32_t t, uint32_t heads, uint32_t d, float p_drop,
-              uint64_t seed, uint64_t b0)
+              uint64_t seed, uint64_t b0, uint64_t b_row)
 {
     *c = (ka_call){.fn = fn, .b = b, .t = t, .heads = heads, .d = d, .p_drop = p_drop,
-                   .seed = seed, .b0 = b0};
+                   .seed = seed, .b0 = b0, .b_row = b_row};
     uint64_t rows = (uint64_t)b * t;
     for (int i = 0; i < KA_SLOTS; i++) {
         c->view[i] = qkv;
@@ -195,7 +196,7 @@ void ka_setup(ka_call *c, const char *fn, vkt_view qkv, vkt_view y, vkt_view sav
     c->view[KA_SAVED] = saved;
     if (p_drop != 0.0f || ctrl.buffer) {
         c->view[KA_CTRL] = ctrl;
-        c->count[KA_CTRL] = 2;
+        c->count[KA_CTRL] = b_row ? CTRL_KEY_WORDS : 2; /* the step, then the row base */
         c->used[KA_CTRL] = 1;
     }
 }
@@ -237,8 +238,10 @@ struct push_attention ka_push(const ka_call *c, const ka_pass *pass)
         .qkv_off = shift(c, KA_QKV), .y_off = shift(c, KA_Y), .p_off = shift(c, KA_SAVED),
         .c_off = shift(c, KA_CTRL), .dqkv_off = shift(c, KA_DQKV), .ws_off = shift(c, KA_WS),
         .dy_off = shift(c, KA_DY),
-        /* sequence bb keyed as b0 + bb: its mask indices move by b0 heads t t (mod 2^32) */
-        .drop_off = (uint32_t)(c->b0 * c->heads * c->t * c->t)};
+        /* sequence bb keyed as b0 + row0 b_row + bb (row0 read from ctrl): its mask
+         * indices move by that times heads t t (mod 2^32) */
+        .drop_off = (uint32_t)(c->b0 * c->heads * c->t * c->t),
+        .drop_row = (uint32_t)(c->b_row * c->heads * c->t * c->t)};
 }
 
 gpu_arg ka_arg(const ka_call *c, int slot)
@@ -250,10 +253,10 @@ gpu_arg ka_arg(const ka_call *c, int slot)
 
 vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved, vkt_view ctrl,
                         uint32_t b, uint32_t t, uint32_t heads, uint32_t d, float p_drop,
-                        uint64_t seed, uint64_t b0)
+                        uint64_t seed, uint64_t b0, uint64_t b_row)
 {
     ka_call c;
-    ka_setup(&c, "ka_attention", qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0);
+    ka_setup(&c, "ka_attention", qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0, b_row);
     vkt_status st = ka_check(s, &c);
     return st != VKT_OK ? st : ka_run(s, &c, 0);
 }
@@ -261,11 +264,11 @@ vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved,
 vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved,
                                  vkt_view ctrl, vkt_view dy, vkt_view dqkv, float beta,
                                  vkt_view workspace, uint32_t b, uint32_t t, uint32_t heads,
-                                 uint32_t d, float p_drop, uint64_t seed, uint64_t b0)
+                                 uint32_t d, float p_drop, uint64_t seed, uint64_t b0, uint64_t b_row)
 {
     ka_call c;
     ka_setup(&c, "ka_attention_backward", qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed,
-             b0);
+             b0, b_row);
     ka_setup_backward(&c, dy, dqkv, beta, workspace);
     vkt_status st = ka_check(s, &c);
     return st != VKT_OK ? st : ka_run(s, &c, 1);

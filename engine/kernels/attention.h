@@ -23,15 +23,19 @@
  *   ctrl  [2]                    the step, a uint64 (low word first) read by the device
  *                                at run time, so a recorded stream replayed every step
  *                                draws a new dropout mask; unused (may be a NULL
- *                                buffer) when p_drop is 0
+ *                                buffer) when p_drop is 0. With b_row > 0, a control
+ *                                block of CTRL_KEY_WORDS (shaders/ctrl.h): the row base
+ *                                row0 at CTRL_ROW0 is read at run time too
  *
  * Dropout: element (bb, h, i, j) of the attention matrix is kept iff
  * dropout_kept(dropout_key64(seed, step),
- * (((b0 + bb) * heads + h) * t + i) * t + j, dropout_threshold(p_drop))
+ * (((b0 + row0 b_row + bb) * heads + h) * t + i) * t + j, dropout_threshold(p_drop))
  * (shaders/dropout_hash.h, shared with the shaders; the index's low 32 bits), on every
  * variant; kept values are scaled by 1 / (1 - p_drop). b0 is the global index of
  * sequence 0 when these b sequences are part of a larger batch split over several
- * models (0: the whole batch), so the parts draw the masks the whole batch would.
+ * models (0: the whole batch), so the parts draw the masks the whole batch would; row0
+ * b_row moves it by the control block's row base at run time (a pipeline stage's
+ * micro-batch, one recorded step for all; b_row 0: none).
  *
  * Limits: d <= KA_MAX_D; every tensor below 2^31 elements; on devices whose shader loops
  * stop early (lavapipe: 65535 iterations per invocation) t is bounded by
@@ -110,7 +114,7 @@ uint64_t ka_attention_workspace_elems(const vkt_context *ctx, uint32_t b, uint32
  * Writes y and saved (ka_attention_saved_elems elements). 0 <= p_drop < 1. */
 vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved, vkt_view ctrl,
                         uint32_t b, uint32_t t, uint32_t heads, uint32_t d, float p_drop,
-                        uint64_t seed, uint64_t b0);
+                        uint64_t seed, uint64_t b0, uint64_t b_row);
 
 /* dqkv [b, t, 3 heads d] = gradient + beta * dqkv (beta 0 writes all of it without
  * reading it: old contents may be NaN) from dy [b, t, heads d], and qkv, y and saved
@@ -120,7 +124,7 @@ vkt_status ka_attention(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved,
 vkt_status ka_attention_backward(vkt_stream *s, vkt_view qkv, vkt_view y, vkt_view saved,
                                  vkt_view ctrl, vkt_view dy, vkt_view dqkv, float beta,
                                  vkt_view workspace, uint32_t b, uint32_t t, uint32_t heads,
-                                 uint32_t d, float p_drop, uint64_t seed, uint64_t b0);
+                                 uint32_t d, float p_drop, uint64_t seed, uint64_t b0, uint64_t b_row);
 
 /* The largest t the calls accept for head width d on the context's device (UINT32_MAX
  * where shader loops are unbounded); 0 if d is 0 or above KA_MAX_D. */
@@ -143,12 +147,12 @@ uint64_t ka_attention_lowp_workspace_elems(const vkt_context *ctx, uint32_t b, u
 vkt_status ka_attention_lowp(vkt_stream *s, vkt_dtype type, vkt_view qkv, vkt_view y,
                              vkt_view saved, vkt_view ctrl, uint32_t b, uint32_t t,
                              uint32_t heads, uint32_t d, float p_drop, uint64_t seed,
-                             uint64_t b0);
+                             uint64_t b0, uint64_t b_row);
 vkt_status ka_attention_backward_lowp(vkt_stream *s, vkt_dtype type, vkt_view qkv, vkt_view y,
                                       vkt_view saved, vkt_view ctrl, vkt_view dy,
                                       vkt_view dqkv, float beta, vkt_view workspace,
                                       uint32_t b, uint32_t t, uint32_t heads, uint32_t d,
-                                      float p_drop, uint64_t seed, uint64_t b0);
+                                      float p_drop, uint64_t seed, uint64_t b0, uint64_t b_row);
 
 /* ---- double references (ref_attention.c): direct definitions ---- */
 

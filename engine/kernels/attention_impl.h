@@ -17,6 +17,7 @@ typedef struct ka_call {
     uint32_t b, t, heads, d;
     float p_drop, beta;     /* beta: the backward's */
     uint64_t seed, b0;
+    uint64_t b_row;         /* sequences per control-block row (ctrl.h CTRL_ROW0; 0: none) */
     vkt_dtype lp;           /* FP32, or the 16-bit type of qkv and dy (ka_attention_lowp) */
     ka_plan plan;           /* ka_attention_plan for the context's variant */
     vkt_view view[KA_SLOTS];
@@ -32,7 +33,7 @@ uint32_t ka_size(const ka_call *c, int slot);
  * then, for a backward, its slots. */
 void ka_setup(ka_call *c, const char *fn, vkt_view qkv, vkt_view y, vkt_view saved,
               vkt_view ctrl, uint32_t b, uint32_t t, uint32_t heads, uint32_t d, float p_drop,
-              uint64_t seed, uint64_t b0);
+              uint64_t seed, uint64_t b0, uint64_t b_row);
 void ka_setup_backward(ka_call *c, vkt_view dy, vkt_view dqkv, float beta, vkt_view workspace);
 /* Checks a call and plans it (for the attention_lowp variant when c->lp is 16-bit). */
 vkt_status ka_check(vkt_stream *s, ka_call *c);

@@ -109,7 +109,7 @@ static vkt_status widen(vkt_stream *s, const char *fn, const char *name, vkt_dty
 vkt_status ka_attention_lowp(vkt_stream *s, vkt_dtype type, vkt_view qkv, vkt_view y,
                              vkt_view saved, vkt_view ctrl, uint32_t b, uint32_t t,
                              uint32_t heads, uint32_t d, float p_drop, uint64_t seed,
-                             uint64_t b0)
+                             uint64_t b0, uint64_t b_row)
 {
     const char *fn = "ka_attention_lowp";
     vkt_status st = check_lowp(s, fn, type);
@@ -117,7 +117,7 @@ vkt_status ka_attention_lowp(vkt_stream *s, vkt_dtype type, vkt_view qkv, vkt_vi
         return st;
     if (lowp_variant(s->ctx) == GPU_V_ATTENTION_LOWP_FLASH) {
         ka_call c;
-        ka_setup(&c, fn, qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0);
+        ka_setup(&c, fn, qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0, b_row);
         c.lp = type;
         st = ka_check(s, &c);
         return st != VKT_OK ? st : ka_run(s, &c, 0);
@@ -125,19 +125,19 @@ vkt_status ka_attention_lowp(vkt_stream *s, vkt_dtype type, vkt_view qkv, vkt_vi
     uint64_t head = ka_attention_saved_elems(s->ctx, b, t, heads, d);
     uint64_t total = ka_attention_lowp_saved_elems(s->ctx, b, t, heads, d);
     if (total == 0) /* b, t, heads or d 0, or d too wide: ka_attention says which */
-        return ka_attention(s, qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0);
+        return ka_attention(s, qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0, b_row);
     vkt_view wide;
     st = widen(s, fn, "qkv", type, qkv, saved, "saved", head, total, (uint64_t)b * t,
                3ull * heads * d, &wide);
     return st != VKT_OK ? st
-                        : ka_attention(s, wide, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0);
+                        : ka_attention(s, wide, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0, b_row);
 }
 
 vkt_status ka_attention_backward_lowp(vkt_stream *s, vkt_dtype type, vkt_view qkv, vkt_view y,
                                       vkt_view saved, vkt_view ctrl, vkt_view dy,
                                       vkt_view dqkv, float beta, vkt_view workspace,
                                       uint32_t b, uint32_t t, uint32_t heads, uint32_t d,
-                                      float p_drop, uint64_t seed, uint64_t b0)
+                                      float p_drop, uint64_t seed, uint64_t b0, uint64_t b_row)
 {
     const char *fn = "ka_attention_backward_lowp";
     vkt_status st = check_lowp(s, fn, type);
@@ -145,7 +145,7 @@ vkt_status ka_attention_backward_lowp(vkt_stream *s, vkt_dtype type, vkt_view qk
         return st;
     if (lowp_variant(s->ctx) == GPU_V_ATTENTION_LOWP_FLASH) {
         ka_call c;
-        ka_setup(&c, fn, qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0);
+        ka_setup(&c, fn, qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0, b_row);
         ka_setup_backward(&c, dy, dqkv, beta, workspace);
         c.lp = type;
         st = ka_check(s, &c);
@@ -154,7 +154,7 @@ vkt_status ka_attention_backward_lowp(vkt_stream *s, vkt_dtype type, vkt_view qk
     uint64_t total = ka_attention_lowp_workspace_elems(s->ctx, b, t, heads, d);
     if (total == 0)
         return ka_attention_backward(s, qkv, y, saved, ctrl, dy, dqkv, beta, workspace, b, t,
-                                     heads, d, p_drop, seed, b0);
+                                     heads, d, p_drop, seed, b0, b_row);
     /* qkv's fp32 copy is the forward's, in saved's tail; the 16-bit qkv is checked only */
     uint64_t rows = (uint64_t)b * t, hd = (uint64_t)heads * d;
     char what[96];
@@ -171,5 +171,5 @@ vkt_status ka_attention_backward_lowp(vkt_stream *s, vkt_dtype type, vkt_view qk
                ka_attention_workspace_elems(s->ctx, b, t, heads, d), total, rows, hd, &wide_dy);
     return st != VKT_OK ? st
                         : ka_attention_backward(s, wide_qkv, y, saved, ctrl, wide_dy, dqkv, beta,
-                                                workspace, b, t, heads, d, p_drop, seed, b0);
+                                                workspace, b, t, heads, d, p_drop, seed, b0, b_row);
 }

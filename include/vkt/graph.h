@@ -175,7 +175,7 @@ VKT_API vkt_tensor *vkt_split(vkt_graph *graph, vkt_tensor *x, uint32_t axis, co
  * model's batch B) is keyed as element r * n / B + i (modulo 2^32), and attention
  * dropout's sequence b as sequence r + b. So replicas that split a batch by rows (on any
  * number of ranks) draw exactly the masks one model on the whole batch draws, and so do
- * a pipeline's micro-batches on every stage (dropout, not attention dropout). Tensors
+ * a pipeline's micro-batches on every stage. Tensors
  * not laid out by row (parameters, losses, reductions over the batch) are keyed by their
  * own indices, the same in every replica. */
 VKT_API vkt_tensor *vkt_dropout(vkt_graph *graph, vkt_tensor *x, float p);
