@@ -210,6 +210,59 @@ static void test_async(void)
     vkt_dataset_destroy(d);
 }
 
+/* Async fp16 replicas each judge their own scaler on their own thread; the progress
+ * callback (replica 0's thread, where a checkpoint is saved) reads the world's summary
+ * meanwhile (vkt_trainer_skipped, apply_scaler): the count never falls, both replicas'
+ * first updates skip (from 2^40), and the last one seen is the final one. Under
+ * ThreadSanitizer (test_parallel.tsan) the read must not race with the replicas' steps. */
+typedef struct seen {
+    vkt_trainer *t;
+    uint64_t last, calls;
+    int fell;
+} seen;
+
+static int skipped_progress(void *user, uint64_t step, uint64_t total, float loss)
+{
+    (void)step, (void)total, (void)loss;
+    seen *s = user;
+    uint64_t k = 0;
+    float scale = 0;
+    vkt_trainer_skipped(s->t, &k, &scale);
+    s->fell |= k < s->last;
+    s->last = k;
+    s->calls++;
+    return 0;
+}
+
+static void test_async_scaler_progress(void)
+{
+    vkt_dataset *d = synthetic(120);
+    net n = make_net(12);
+    uint32_t dev[2] = {0, 0};
+    vkt_trainer_options o = {.batch = 12, .devices = dev, .device_count = 2,
+                             .mode = VKT_PARALLEL_ASYNC, .precision = VKT_PRECISION_FP16,
+                             .loss_scale = 1099511627776.0f /* 2^40 */};
+    o.optimizer.kind = VKT_OPTIMIZER_ADAM;
+    o.optimizer.lr = 0.01f;
+    vkt_trainer *t = NULL;
+    seen s = {0};
+    if (TH_CHECK(vkt_trainer_create(th_instance, n.g, n.loss, &o, &t) == VKT_OK,
+                 "async fp16 trainer: %s", vkt_last_error())) {
+        s.t = t;
+        TH_OK(NULL, vkt_trainer_fit(t, d, n.x, n.y, 20, 3, skipped_progress, &s));
+        uint64_t k = 0;
+        float scale = 0;
+        vkt_trainer_skipped(t, &k, &scale);
+        TH_CHECK(s.calls > 0 && !s.fell && k >= 2 && s.last <= k && scale < 1099511627776.0f,
+                 "async fp16: the progress callback saw the skips grow (%llu calls, last "
+                 "%llu, fell %d), %llu in all, scale %g", (unsigned long long)s.calls,
+                 (unsigned long long)s.last, s.fell, (unsigned long long)k, (double)scale);
+    }
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+    vkt_dataset_destroy(d);
+}
+
 /* A replica slowed 4x gets fewer rows after calibration; the run still equals one
  * replica on the same batches, and replicas stay identical. */
 static void test_balance(void)
@@ -348,6 +401,7 @@ int main(void)
     test_sync_equivalence(4, 12);
     test_sync_equivalence(3, 10); /* uneven: 3 + 3 + 4 rows */
     test_async();
+    test_async_scaler_progress();
     test_balance();
     test_lr_scaling();
     test_failures();

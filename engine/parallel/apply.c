@@ -126,10 +126,14 @@ loss_scaler apply_scaler(const vkt_trainer *t)
     if (t->mon) /* the replicas judge on their threads (apply_judge) */
         plat_monitor_lock(t->mon);
     for (uint32_t g = 0; g < t->world_rep; g++) { /* async: each replica's own */
-        loss_scaler o;
-        if (g >= t->rep_base && g - t->rep_base < t->n_rep)
-            o = t->rep[g - t->rep_base].sc;
-        else if (!x->ops->scaler_get || !x->ops->scaler_get(x, g, &o))
+        loss_scaler o = t->rep[0].sc; /* the settings, alike on every replica */
+        if (g >= t->rep_base && g - t->rep_base < t->n_rep) {
+            /* the counts judge() writes under the monitor, never the whole struct: the
+             * rest (seeded, judge, judge_step) its replica's thread writes without it */
+            const loss_scaler *q = &t->rep[g - t->rep_base].sc;
+            o.skipped = q->skipped, o.scale = q->scale;
+            o.clean = q->clean, o.in_a_row = q->in_a_row;
+        } else if (!x->ops->scaler_get || !x->ops->scaler_get(x, g, &o))
             continue; /* another rank's replica that has not pushed yet */
         if (first) {
             s = o;
