@@ -42,6 +42,21 @@
 #define SPEC_FLASH_BF16 7         /* attention_flash_lowp.comp: qkv and dy bf16 (else fp16) */
 #define SPEC_FLASH_LOWP_COUNT 8
 
+/* attention_frag.glsl: attention_frag.comp, attention_coopmat_f16.comp,
+ * attention_coopmat_bf16.comp (kernels/attention_cm.c, plan ka_frag_plan): a workgroup of
+ * WARPS warps of SG lanes takes WARPS TM query rows; keys in tiles of BN; rows padded from
+ * D to DP; fragments TM x TN, multiplying TM x TK by TK x TN (the cooperative-matrix shape) */
+#define SPEC_ATTN_FRAG_D 1
+#define SPEC_ATTN_FRAG_DP 2
+#define SPEC_ATTN_FRAG_BN 3
+#define SPEC_ATTN_FRAG_TM 4
+#define SPEC_ATTN_FRAG_TN 5
+#define SPEC_ATTN_FRAG_TK 6
+#define SPEC_ATTN_FRAG_SG 7
+#define SPEC_ATTN_FRAG_WARPS 8
+#define SPEC_ATTN_FRAG_BF16 9
+#define SPEC_ATTN_FRAG_COUNT 10
+
 /* axpby.comp (kernels/train_ops.c) */
 #define SPEC_AXPBY_ACCUM 1        /* beta != 0 */
 #define SPEC_AXPBY_VEC4 2

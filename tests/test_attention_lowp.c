@@ -1,9 +1,26 @@
 /* test_attention_lowp.c - causal attention of 16-bit q, k, v (ka_attention_lowp and its
  * backward, engine/kernels/attention_lowp.c) against the double references
- * (ka_ref_attention*), for every variant of the attention_lowp family and both types:
- * attention_lowp_flash planned for lavapipe (cpu style: one lane a row) and as for a GPU
- * (lane groups and shuffles), attention_lowp_widen over each fp32 attention
- * (attention_shuffle, attention_rows, attention_flash).
+ * (ka_ref_attention*), for every variant of the attention_lowp family and both types, in
+ * parts (`--part`, harness.h):
+ *   flash    attention_lowp_flash planned for lavapipe (cpu style: one lane a row) and as
+ *            for a GPU (lane groups and shuffles);
+ *   widen    attention_lowp_widen over each fp32 attention (attention_shuffle,
+ *            attention_rows, attention_flash);
+ *   frag     attention_lowp_frag, the cooperative-matrix forward tiling with fp32
+ *            multiply-adds (attention_frag.comp), and attention_lowp_flash's backward:
+ *            every device with 16-bit storage runs it, so lavapipe checks the staging,
+ *            fragment indexing, softmax and stores attention_lowp_coopmat shares;
+ *   coopmat  attention_lowp_coopmat where the device has cooperative matrices (Mesa 26's
+ *            lavapipe: .ci/run sets VKT_TEST_LOWP_ROWS=attention_lowp_coopmat there, and
+ *            the part then fails unless it ran); elsewhere it says it was skipped and why.
+ *            Its fp16 runs attention_coopmat_f16 (the matrix instruction); bf16
+ *            attention_coopmat_bf16 where the device has bf16 matrices, else
+ *            attention_frag;
+ *   plans    without a device: the variant chosen and the fragment plans on stated
+ *            devices (an H100's matrix shapes, lavapipe 26's 8x8x8), and the kernels'
+ *            SPIR-V against their descriptions.
+ * Each device part ends with the errors (an fp32 type, short arrays, a view past its
+ * buffer).
  *
  * Tolerances, from the precision (p = 2^-11 for fp16, 2^-8 for bf16: half an ulp, the
  * relative rounding of each 16-bit input; u = 2^-24):
@@ -16,9 +33,19 @@
  *      score by at most 2 p S_ij (S_ij = sum_c |q_ic k_jc| / sqrt(d)), each probability
  *      by p_ij (ds_ij - sum_k p_ik ds_ik), so y_i by at most 4 p max_j S_ij max_j |v_j -
  *      y_i|; the bound is (1.1 times, for the second order) their sum plus (1)'s;
+ *  (1') frag and coopmat round the probabilities multiplying v to the 16-bit type (the
+ *      matrix instruction's operand): y moves by at most sum_j |dP_ij| |v_j| / l_i <=
+ *      2p max |v| drop_scale (2p: a rounding of the device's conversion toward zero
+ *      would be covered too), added to y's tolerances; the backward (attention_lowp_flash's)
+ *      reads that y through D_i = dy_i . y_i, whose error E_i = dy_i . (y_i - ref) is
+ *      measured, and moves dq_i by at most |E_i| max |k| / sqrt(d) and dk_j by at most
+ *      sum_i p_ij |E_i| max |q| / sqrt(d) <= t max E max |q| / sqrt(d): 4 t max E / sqrt(d)
+ *      (|q|, |k| <= 2) is added to dqkv's;
  *  (3) the rounding shows: the largest error of y and of dqkv against the unrounded
  *      reference is more than 4 times the largest against the stored values (a kernel
- *      that read unrounded values, or the wrong 16-bit type, fails here or in (1)).
+ *      that read unrounded values, or the wrong 16-bit type, fails here or in (1)); not
+ *      for frag and coopmat, whose (1') errors are of the inputs' rounding's size (the
+ *      wrong type still fails (1)).
  * Shapes: t 7, 13, 37, 67 (off every block and tile), head widths 3, 5 (scalar rows), 8 and
  * 32, 1 to 3 heads, b 1 and 2, dropout on and off, 16-bit views starting at an odd element;
  * dqkv with beta 0 over NaNs and beta 1. The reference backward itself is checked against
@@ -27,6 +54,7 @@
 #include "harness.h"
 #include "gpu/gpu.h"
 #include "kernels/attention.h"
+#include "spec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +64,7 @@
 static vkt_context *ctx;
 static vkt_stream *s;
 static const char *label;
+static int rounds_p; /* the variant rounds the probabilities (1') */
 
 static double *dalloc(uint64_t n)
 {
@@ -174,11 +203,30 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
                                   step);
         char w2[200];
         double ytol = 1e-5 * (1.0 + t / 256.0), gtol = 2e-6 * (t + 4);
+        float *yg = read_back(&y), *gg = read_back(&dq);
+        if (rounds_p) { /* (1') */
+            double vmax = 0.0, emax = 0.0;
+            for (uint64_t r = 0; r < (uint64_t)b * t; r++)
+                for (uint64_t c = 0; c < 3ull * H * d; c++)
+                    if (c >= 2ull * H * d && fabs(qkv.stored[r * 3 * H * d + c]) > vmax)
+                        vmax = fabs(qkv.stored[r * 3 * H * d + c]);
+            for (uint64_t r = 0; r < (uint64_t)b * t; r++)
+                for (uint32_t h = 0; h < H; h++) {
+                    double e = 0.0;
+                    for (uint32_t c = 0; c < d; c++) {
+                        uint64_t o = r * H * d + (uint64_t)h * d + c;
+                        e += dy.stored[o] * (yg[o] - ys[o]);
+                    }
+                    emax = fabs(e) > emax ? fabs(e) : emax;
+                }
+            ytol += 2.0 * p * vmax / (1.0 - sh.p_drop);
+            gtol += 4.0 * t * emax / sqrt((double)d);
+        }
         snprintf(w2, sizeof w2, "y %s", what);
         expect_stored(w2, &y, ys, 1e-4, ytol);
-        float *yg = read_back(&y), *gg = read_back(&dq);
         expect_y_exact(yg, ye, qkv.exact, b, t, H, d, p, 1e-4 + ytol, w2);
-        expect_rounding_shows(w2, yg, ys, ye, ny);
+        if (!rounds_p) /* (1') outweighs the inputs' rounding in (3)'s ratio */
+            expect_rounding_shows(w2, yg, ys, ye, ny);
         ka_plan pl = ka_attention_plan_for(ctx, b, t, H, d);
         if (ka_attention_lowp_saved_elems(ctx, b, t, H, d) == (uint64_t)b * H * t ||
             pl.saved == KA_SAVED_LSE) { /* the row logsumexps lead saved */
@@ -194,7 +242,8 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
         }
         snprintf(w2, sizeof w2, "dqkv (beta 0 over NaN) %s", what);
         expect_stored(w2, &dq, gs, 1e-4, gtol);
-        expect_rounding_shows(w2, gg, gs, ge, nq);
+        if (!rounds_p)
+            expect_rounding_shows(w2, gg, gs, ge, nq);
         /* beta 1 adds to what is there */
         th_fill_uniform(init, nq, -1, 1);
         th_buf_write(&dq, init);
@@ -263,27 +312,15 @@ static void check_errors(void)
     th_buf_destroy(&y), th_buf_destroy(&saved), th_buf_destroy(&ws), th_buf_destroy(&dq);
 }
 
-int main(void)
+/* Every shape and both types on the variant the filter forces. */
+static void check_run(const char *filter, gpu_variant v)
 {
-    th_init("test_attention_lowp");
-    /* filter, the variant it forces */
-    const struct {
-        const char *filter;
-        gpu_variant v;
-    } runs[] = {
-        {"attention_lowp_flash", GPU_V_ATTENTION_LOWP_FLASH},
-        {"gpu,attention_lowp_flash", GPU_V_ATTENTION_LOWP_FLASH},
-        {"attention_lowp_widen,attention_shuffle", GPU_V_ATTENTION_LOWP_WIDEN},
-        {"attention_lowp_widen,attention_rows", GPU_V_ATTENTION_LOWP_WIDEN},
-        {"attention_lowp_widen,attention_flash", GPU_V_ATTENTION_LOWP_WIDEN},
-    };
+    ctx = th_context_filter(filter);
+    label = filter;
+    rounds_p = v == GPU_V_ATTENTION_LOWP_COOPMAT || v == GPU_V_ATTENTION_LOWP_FRAG;
     const shape shapes[] = {{2, 7, 3, 3, 0.0f}, {1, 13, 2, 5, 0.25f}, {2, 67, 1, 8, 0.0f},
-                            {1, 37, 2, 32, 0.1f}};
-    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
-        ctx = th_context_filter(runs[r].filter);
-        label = runs[r].filter;
-        if (!TH_CHECK(ctx->kv[GPU_FAMILY_ATTENTION_LOWP] == runs[r].v, "%s forced", label))
-            continue;
+                            {1, 37, 2, 32, 0.1f}, {1, 29, 1, 20, 0.0f}};
+    if (TH_CHECK(ctx->kv[GPU_FAMILY_ATTENTION_LOWP] == v, "%s forced", label)) {
         s = th_stream(ctx, 0);
         for (int ti = 0; ti < 2; ti++) {
             vkt_dtype type = ti ? VKT_DTYPE_BF16 : VKT_DTYPE_FP16;
@@ -292,8 +329,158 @@ int main(void)
         }
         check_errors();
         vkt_stream_destroy(s);
-        th_context_release(ctx);
         printf("  %s: checked\n", label);
     }
+    th_context_release(ctx);
+}
+
+/* attention_lowp_coopmat where the device runs it; else skipped, saying why (and failing
+ * when VKT_TEST_LOWP_ROWS names it, or when anything but cooperative matrices is
+ * missing). */
+static void check_coopmat(void)
+{
+    const gpu_variant_row *row = gpu_variant_row_of(GPU_V_ATTENTION_LOWP_COOPMAT);
+    const char *only = getenv("VKT_TEST_LOWP_ROWS");
+    int required = only && strstr(only, row->name);
+    vkt_context *probe = th_context(VKT_KERNELS_AUTO);
+    char why[256];
+    int runs = gpu_variant_runs(row, &probe->profile, why, sizeof why);
+    if (!runs) {
+        printf("  %s: skipped, not on '%s' (it lacks %s)\n", row->name, probe->profile.name,
+               why);
+        TH_CHECK(!required, "%s is required (VKT_TEST_LOWP_ROWS) but '%s' lacks %s",
+                 row->name, probe->profile.name, why);
+        TH_CHECK(strstr(why, "cooperative") != NULL,
+                 "%s: only cooperative matrices may be missing (it lacks %s)", row->name, why);
+        th_context_release(probe);
+        return;
+    }
+    const gpu_mat_shape *m = gpu_mat_for(&probe->profile, GPU_MAT_F16);
+    printf("  %s: f16 matrices %ux%ux%u, subgroups of %u; bf16 through %s\n", row->name,
+           m->m, m->n, m->k, probe->profile.subgroup_size,
+           gpu_mat_for(&probe->profile, GPU_MAT_BF16) &&
+                   (probe->profile.caps & GPU_CAP_BFLOAT16)
+               ? "attention_coopmat_bf16"
+               : "attention_frag (no bf16 matrices)");
+    th_context_release(probe);
+    check_run("attention_lowp_coopmat", GPU_V_ATTENTION_LOWP_COOPMAT);
+}
+
+/* ---- without a device ----------------------------------------------------------------- */
+
+/* The kernels' SPIR-V (the prebuilt modules too) against their descriptions; the choice
+ * of attention_lowp_coopmat on stated devices; the fragment plans there: the fragments
+ * divide the warps' rows, the padded width and the key tile, the tile fits, the grid
+ * covers every row block. */
+static void check_plans(void)
+{
+    uint32_t nk;
+    const gpu_kernel *ks = ka_frag_kernels(&nk);
+    for (uint32_t i = 0; i < nk; i++) {
+        char msg[VKT_ERRMSG_SIZE] = "";
+        TH_CHECK(gpu_kernel_check(&ks[i], SPEC_ATTN_FRAG_COUNT, msg) == VKT_OK,
+                 "%s: the SPIR-V agrees with its description: %s", ks[i].name, msg);
+    }
+    gpu_profile h100, plain, lvp26;
+    gpu_variant c[GPU_FAMILY_COUNT];
+    gpu_profile_stated(VKT_DEVICE_TYPE_DISCRETE_GPU, 132, 48 * 1024, 32, &h100);
+    plain = h100;
+    gpu_profile_add_mat(&h100, (gpu_mat_shape){16, 8, 16, 0, 0, 1, 1});
+    gpu_profile_add_mat(&h100, (gpu_mat_shape){16, 16, 16, GPU_COMPONENT_F16, GPU_COMPONENT_F16,
+                                                GPU_COMPONENT_F32, GPU_COMPONENT_F32});
+    gpu_profile_add_mat(&h100, (gpu_mat_shape){16, 16, 16, GPU_COMPONENT_BF16,
+                                                GPU_COMPONENT_BF16, GPU_COMPONENT_F32,
+                                                GPU_COMPONENT_F32});
+    h100.caps |= GPU_CAP_BFLOAT16;
+    TH_OK(NULL, gpu_choose_variants(&h100, NULL, c, NULL));
+    TH_CHECK(c[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_COOPMAT,
+             "H100 with cooperative matrices: attention_lowp_coopmat chosen (%s)",
+             gpu_variant_row_of(c[GPU_FAMILY_ATTENTION_LOWP])->name);
+    TH_OK(NULL, gpu_choose_variants(&plain, NULL, c, NULL));
+    TH_CHECK(c[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_FLASH,
+             "without cooperative matrices: attention_lowp_flash (%s)",
+             gpu_variant_row_of(c[GPU_FAMILY_ATTENTION_LOWP])->name);
+    char why[256];
+    TH_CHECK(!gpu_variant_runs(gpu_variant_row_of(GPU_V_ATTENTION_LOWP_COOPMAT), &plain, why,
+                               sizeof why) && strstr(why, "cooperative matrices"),
+             "attention_lowp_coopmat without them: lacks '%s'", why);
+    gpu_profile_stated(VKT_DEVICE_TYPE_CPU, 2, 32 * 1024, 8, &lvp26);
+    gpu_profile_add_mat(&lvp26, (gpu_mat_shape){8, 8, 8, 0, 0, 1, 1});
+    lvp26.loop_budget = 60000; /* llvmpipe's (profile.c) */
+    TH_OK(NULL, gpu_choose_variants(&lvp26, NULL, c, NULL));
+    TH_CHECK(c[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_WIDEN &&
+                 gpu_variant_runs(gpu_variant_row_of(GPU_V_ATTENTION_LOWP_COOPMAT), &lvp26,
+                                  NULL, 0),
+             "lavapipe 26 (CPU style) runs attention_lowp_widen unless told, and can run "
+             "attention_lowp_coopmat (%s)",
+             gpu_variant_row_of(c[GPU_FAMILY_ATTENTION_LOWP])->name);
+    struct {
+        const char *name;
+        const gpu_profile *p;
+        const gpu_mat_shape *mat;
+        uint32_t tm, sg;
+    } devs[] = {{"H100 f16 16x16x16", &h100, gpu_mat_for(&h100, GPU_MAT_F16), 16, 32},
+                {"H100 16x8x16", &h100, &(gpu_mat_shape){16, 8, 16, 0, 0, 1, 1}, 16, 32},
+                {"lavapipe 26 8x8x8", &lvp26, gpu_mat_for(&lvp26, GPU_MAT_F16), 8, 8},
+                {"attention_frag", &lvp26, NULL, 8, 8}};
+    const uint32_t dims[][4] = {{64, 1024, 12, 64}, {1, 7, 1, 3}, {2, 67, 3, 128},
+                                {8, 256, 4, 20}};
+    for (size_t k = 0; k < sizeof devs / sizeof devs[0]; k++)
+        for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+            uint32_t b = dims[i][0], t = dims[i][1], H = dims[i][2], d = dims[i][3];
+            ka_frag_plan pl;
+            int ok = ka_frag_plan_make(devs[k].p, devs[k].mat, b, t, H, d, &pl);
+            if (devs[k].p == &lvp26 && t == 1024) {
+                /* lavapipe's loop budget: that forward runs attention_lowp_flash's */
+                TH_CHECK(!ok, "%s b=%u t=%u d=%u: no plan past the loop budget",
+                         devs[k].name, b, t, d);
+                continue;
+            }
+            if (!TH_CHECK(ok, "%s b=%u t=%u heads=%u d=%u: a plan", devs[k].name, b, t, H, d))
+                continue;
+            uint32_t q = pl.tn > pl.tk ? pl.tn : pl.tk;
+            TH_CHECK(pl.tm == devs[k].tm && pl.sg == devs[k].sg && pl.bm == pl.warps * pl.tm &&
+                         pl.threads == pl.warps * pl.sg && pl.threads >= pl.bm &&
+                         (pl.tm * pl.tn) % pl.sg == 0 && pl.dp >= d && pl.dp < d + q &&
+                         pl.dp % pl.tn == 0 && pl.dp % pl.tk == 0 && pl.bn % pl.tn == 0 &&
+                         pl.bn % pl.tk == 0 && pl.shared_bytes <= devs[k].p->shared_memory &&
+                         pl.threads <= devs[k].p->max_invocations,
+                     "%s b=%u t=%u d=%u: %u warps of %u lanes, fragments %ux%ux%u, %u rows, "
+                     "keys by %u, width %u, %u bytes", devs[k].name, b, t, d, pl.warps, pl.sg,
+                     pl.tm, pl.tn, pl.tk, pl.bm, pl.bn, pl.dp, pl.shared_bytes);
+            TH_CHECK((uint64_t)pl.blocks_per_head * pl.bm >= t &&
+                         (uint64_t)(pl.blocks_per_head - 1) * pl.bm < t &&
+                         pl.blocks == (uint64_t)b * H * pl.blocks_per_head &&
+                         (uint64_t)pl.groups[0] * pl.groups[1] >= pl.blocks,
+                     "%s b=%u t=%u d=%u: the grid covers the %llu blocks (%u x %u)",
+                     devs[k].name, b, t, d, (unsigned long long)pl.blocks, pl.groups[0],
+                     pl.groups[1]);
+        }
+    /* the character LM's attention on the H100: 4 warps of 16 rows */
+    ka_frag_plan pl;
+    TH_CHECK(ka_frag_plan_make(&h100, gpu_mat_for(&h100, GPU_MAT_F16), 64, 1024, 12, 64, &pl) &&
+                 pl.warps == 4 && pl.bm == 64,
+             "H100 b=64 t=1024 d=64: 4 warps, 64 rows a workgroup (%u, %u)", pl.warps, pl.bm);
+}
+
+int main(int argc, char **argv)
+{
+    th_init("test_attention_lowp");
+    th_parts(argc, argv);
+    if (th_part("plans"))
+        check_plans();
+    if (th_part("flash")) {
+        check_run("attention_lowp_flash", GPU_V_ATTENTION_LOWP_FLASH);
+        check_run("gpu,attention_lowp_flash", GPU_V_ATTENTION_LOWP_FLASH);
+    }
+    if (th_part("widen")) {
+        check_run("attention_lowp_widen,attention_shuffle", GPU_V_ATTENTION_LOWP_WIDEN);
+        check_run("attention_lowp_widen,attention_rows", GPU_V_ATTENTION_LOWP_WIDEN);
+        check_run("attention_lowp_widen,attention_flash", GPU_V_ATTENTION_LOWP_WIDEN);
+    }
+    if (th_part("frag"))
+        check_run("attention_lowp_frag", GPU_V_ATTENTION_LOWP_FRAG);
+    if (th_part("coopmat"))
+        check_coopmat();
     return th_finish();
 }

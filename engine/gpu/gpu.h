@@ -303,7 +303,8 @@ typedef enum gpu_family { GPU_FAMILIES(GPU_FAMILY_ENUM) GPU_FAMILY_COUNT } gpu_f
     X(CONV_IMPLICIT) X(CONV_IM2COL)                                                  \
     X(CONV_LOWP_COOPMAT) X(CONV_LOWP_IMPLICIT) X(CONV_LOWP_WIDEN) X(CONV_LOWP_FRAG)   \
     X(ATTENTION_SHUFFLE) X(ATTENTION_FLASH) X(ATTENTION_ROWS)                        \
-    X(ATTENTION_LOWP_FLASH) X(ATTENTION_LOWP_WIDEN)                                  \
+    X(ATTENTION_LOWP_COOPMAT) X(ATTENTION_LOWP_FLASH) X(ATTENTION_LOWP_WIDEN)        \
+    X(ATTENTION_LOWP_FRAG)                                                           \
     X(ROWS_THREAD) X(ROWS_SPREAD)                                                    \
     X(ELEMENTWISE_VEC4)                                                              \
     X(POOL_TEXEL) X(POOL_STORAGE)                                                    \

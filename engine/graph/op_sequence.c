@@ -187,7 +187,7 @@ static void attention_reads(const vkt_model *m, const vkt_tensor *t, acc_list *l
         plan_add(l, nd->lp_dz, 1, 0);
         plan_add(l, nd->lp_x, 0, 0);
         plan_add(l, nd->aux, 0, 0);
-        lse = lse || m->ctx->kv[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_FLASH;
+        lse = lse || ka_attention_lowp_fused(m->ctx);
     }
     if (lse)
         plan_add(l, nd->val, 0, 0);

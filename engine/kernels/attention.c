@@ -24,6 +24,8 @@ static const ka_impl k_impls[] = {
     {GPU_V_ATTENTION_FLASH, ka_flash_forward, ka_flash_backward},
     {GPU_V_ATTENTION_ROWS, ka_rows_forward, ka_rows_backward},
     {GPU_V_ATTENTION_LOWP_FLASH, ka_flash_forward, ka_flash_backward},
+    {GPU_V_ATTENTION_LOWP_COOPMAT, ka_cm_forward, ka_flash_backward},
+    {GPU_V_ATTENTION_LOWP_FRAG, ka_cm_forward, ka_flash_backward},
 };
 
 static const ka_impl *impl_of(gpu_variant v)
@@ -61,14 +63,14 @@ static ka_plan plan_of(const vkt_context *ctx, uint32_t b, uint32_t t, uint32_t 
     return ka_attention_plan_for(ctx, b, t, heads, d);
 }
 
-/* A call's plan: the fp32 one, or attention_lowp_flash's (a 16-bit call reaches
- * ka_check only in that variant: attention_lowp.c). */
+/* A call's plan: the fp32 one, or the fused attention_lowp variant's (a 16-bit call
+ * reaches ka_check only in those: attention_lowp.c), whose tiles are attention_flash's. */
 static ka_plan call_plan(const ka_call *c)
 {
     if (c->lp == VKT_DTYPE_FP32)
         return plan_of(c->ctx, c->b, c->t, c->heads, c->d);
-    return ka_attention_plan(&c->ctx->profile, GPU_V_ATTENTION_LOWP_FLASH, c->b, c->t,
-                             c->heads, c->d);
+    return ka_attention_plan(&c->ctx->profile, c->ctx->kv[GPU_FAMILY_ATTENTION_LOWP], c->b,
+                             c->t, c->heads, c->d);
 }
 
 uint64_t ka_attention_saved_elems(const vkt_context *ctx, uint32_t b, uint32_t t,

@@ -154,6 +154,33 @@ vkt_status ka_attention_backward_lowp(vkt_stream *s, vkt_dtype type, vkt_view qk
                                       uint32_t b, uint32_t t, uint32_t heads, uint32_t d,
                                       float p_drop, uint64_t seed, uint64_t b0, uint64_t b_row);
 
+/* 1 when the context's attention_lowp variant is a fused one (attention_lowp_coopmat,
+ * _frag, _flash): its saved array holds the row logsumexps [b, heads, t] first. */
+int ka_attention_lowp_fused(const vkt_context *ctx);
+
+/* ---- attention_lowp_coopmat / _frag's forward (attention_cm.c) ----
+ * The plan of shaders/attention_frag.glsl for fragments of the cooperative-matrix shape
+ * `mat` (NULL: attention_frag.comp's fp32 arithmetic on 8 x 8 x 8 fragments, 8-lane
+ * warps): warps of the device's subgroup size (4, fewer while the shared memory or the
+ * invocations do not fit or the blocks leave compute units idle), each TM query rows;
+ * keys in tiles of BN = 2 max(TN, TK); the head width padded to DP, a multiple of
+ * max(TN, TK). 0 when nothing fits (or the loops pass the loop budget): the call then
+ * runs attention_lowp_flash's forward. Pure. */
+typedef struct ka_frag_plan {
+    uint32_t tm, tn, tk, sg;   /* the fragments; lanes per warp */
+    uint32_t warps, bm, bn, dp, threads, shared_bytes;
+    uint32_t blocks_per_head;  /* ceil(t / bm) */
+    uint64_t blocks;           /* b heads blocks_per_head: one workgroup each */
+    uint32_t groups[3];
+} ka_frag_plan;
+struct gpu_mat_shape; /* gpu/gpu.h */
+struct gpu_kernel;    /* gpu/gpu.h */
+int ka_frag_plan_make(const struct gpu_profile *p, const struct gpu_mat_shape *mat,
+                      uint32_t b, uint32_t t, uint32_t heads, uint32_t d, ka_frag_plan *out);
+/* attention_frag.glsl's kernels (attention_frag, attention_coopmat_f16, _bf16), for the
+ * tests' check of their SPIR-V against these descriptions. */
+const struct gpu_kernel *ka_frag_kernels(uint32_t *count);
+
 /* ---- double references (ref_attention.c): direct definitions ---- */
 
 /* y [b, t, heads d] (overwritten) from qkv, dropout drawn for `step`. */

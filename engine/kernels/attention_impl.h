@@ -52,5 +52,7 @@ vkt_status ka_rows_forward(vkt_stream *s, const ka_call *c);
 vkt_status ka_rows_backward(vkt_stream *s, const ka_call *c);
 vkt_status ka_flash_forward(vkt_stream *s, const ka_call *c);
 vkt_status ka_flash_backward(vkt_stream *s, const ka_call *c);
+/* attention_lowp_coopmat / _frag (attention_cm.c): the forward; the backward is flash's */
+vkt_status ka_cm_forward(vkt_stream *s, const ka_call *c);
 
 #endif

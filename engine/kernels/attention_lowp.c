@@ -1,13 +1,18 @@
 /* attention_lowp.c - causal attention of 16-bit q, k, v (attention.h: ka_attention_lowp
  * and its backward) in the context's attention_lowp variant (engine/gpu/variants.c):
+ *  - attention_lowp_coopmat, attention_lowp_frag: the forward's products on warps of
+ *    fragments (attention_cm.c, shaders/attention_frag.glsl: the matrix instruction, or
+ *    fp32 multiply-adds), the backward attention_lowp_flash's;
  *  - attention_lowp_flash: attention_flash.c's passes with qkv and dy bound as 16-bit
  *    elements (shaders/attention_flash_lowp.comp widens them exactly as it loads them);
  *  - attention_lowp_widen: qkv widened exactly into the tail of the saved array and dy
  *    into the tail of the workspace by shaders/cast.comp, then the context's fp32
  *    attention (attention.c) on the copies; the variant lavapipe runs, as conv_lowp_widen
  *    is its 16-bit convolution.
- * Either way every score, softmax statistic (row maximum, sum, logsumexp), sum, y and
- * gradient is fp32: only the inputs were rounded. */
+ * Every score, softmax statistic (row maximum, sum, logsumexp), sum, y and gradient is
+ * fp32: only the inputs were rounded, and in the coopmat and frag forwards the
+ * probabilities multiplying v (rounded to the 16-bit type, the matrix instruction's
+ * operand). */
 #include "kernels/attention_impl.h"
 #include "kernels/cast.h"
 #include "kernels/kernel_util.h"
@@ -24,6 +29,19 @@ static gpu_variant lowp_variant(const vkt_context *ctx)
     return ctx ? ctx->kv[GPU_FAMILY_ATTENTION_LOWP] : GPU_V_NONE;
 }
 
+/* The variants that run attention_flash.c's passes (the forward of coopmat and frag:
+ * attention_cm.c) on the 16-bit rows as stored. */
+static int fused(gpu_variant v)
+{
+    return v == GPU_V_ATTENTION_LOWP_FLASH || v == GPU_V_ATTENTION_LOWP_COOPMAT ||
+           v == GPU_V_ATTENTION_LOWP_FRAG;
+}
+
+int ka_attention_lowp_fused(const vkt_context *ctx)
+{
+    return fused(lowp_variant(ctx));
+}
+
 /* The fp32 arrays of the call: attention_lowp_flash's own (its plan is attention_flash's),
  * or the fp32 attention's followed by the widened copy (widen: qkv in saved, dy in the
  * workspace). */
@@ -31,7 +49,7 @@ static uint64_t elems(const vkt_context *ctx, uint32_t b, uint32_t t, uint32_t h
                       uint32_t d, int workspace)
 {
     gpu_variant v = lowp_variant(ctx);
-    if (v == GPU_V_ATTENTION_LOWP_FLASH) {
+    if (fused(v)) {
         ka_plan p = ka_attention_plan(&ctx->profile, v, b, t, heads, d);
         return workspace ? p.workspace_elems : p.saved_elems;
     }
@@ -115,7 +133,7 @@ vkt_status ka_attention_lowp(vkt_stream *s, vkt_dtype type, vkt_view qkv, vkt_vi
     vkt_status st = check_lowp(s, fn, type);
     if (st != VKT_OK)
         return st;
-    if (lowp_variant(s->ctx) == GPU_V_ATTENTION_LOWP_FLASH) {
+    if (fused(lowp_variant(s->ctx))) {
         ka_call c;
         ka_setup(&c, fn, qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0, b_row);
         c.lp = type;
@@ -143,7 +161,7 @@ vkt_status ka_attention_backward_lowp(vkt_stream *s, vkt_dtype type, vkt_view qk
     vkt_status st = check_lowp(s, fn, type);
     if (st != VKT_OK)
         return st;
-    if (lowp_variant(s->ctx) == GPU_V_ATTENTION_LOWP_FLASH) {
+    if (fused(lowp_variant(s->ctx))) {
         ka_call c;
         ka_setup(&c, fn, qkv, y, saved, ctrl, b, t, heads, d, p_drop, seed, b0, b_row);
         ka_setup_backward(&c, dy, dqkv, beta, workspace);

@@ -184,6 +184,8 @@ ka_plan ka_attention_plan(const gpu_profile *p, gpu_variant variant, uint32_t b,
     switch (variant) {
     case GPU_V_ATTENTION_FLASH:
     case GPU_V_ATTENTION_LOWP_FLASH: /* the same tiles on 16-bit rows */
+    case GPU_V_ATTENTION_LOWP_COOPMAT: /* their backward (the forward: attention_cm.c) */
+    case GPU_V_ATTENTION_LOWP_FRAG:
         plan_flash(p, b, t, heads, d, &plan);
         break;
     case GPU_V_ATTENTION_SHUFFLE: plan_rows(p, 1, b, t, heads, d, &plan); break;
