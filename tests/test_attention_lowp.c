@@ -46,8 +46,8 @@
  *      that read unrounded values, or the wrong 16-bit type, fails here or in (1)); not
  *      for frag and coopmat, whose (1') errors are of the inputs' rounding's size (the
  *      wrong type still fails (1)).
- * Shapes: t 7, 13, 37, 67 (off every block and tile), head widths 3, 5 (scalar rows), 8 and
- * 32, 1 to 3 heads, b 1 and 2, dropout on and off, 16-bit views starting at an odd element;
+ * Shapes: t 7, 13, 29, 37, 67 (off every block and tile), head widths 3, 5 (scalar rows),
+ * 8, 20 (padded to 24 by the fragment tiling) and 32, 1 to 3 heads, b 1 and 2, dropout on and off, 16-bit views starting at an odd element;
  * dqkv with beta 0 over NaNs and beta 1. The reference backward itself is checked against
  * central differences by test_attention. Errors: an fp32 type, a short saved array or
  * workspace, a view past its buffer. */
