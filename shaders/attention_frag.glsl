@@ -33,6 +33,7 @@
  * V row-major.
  */
 #extension GL_EXT_control_flow_attributes : require
+#include "ctrl.h"
 #include "dropout_hash.h"
 #include "dtype.h"
 #include "push_attention.h"
@@ -195,6 +196,12 @@ void main()
     bool drop = p.dropout != 0u;
     uint drop_key = drop ? dropout_key(ctrl[p.c_off], ctrl[p.c_off + 1u], p.seed_lo, p.seed_hi)
                          : 0u;
+    /* the mask index of element 0: drop_off, plus the control block's row base times
+     * drop_row (read at run time: a pipeline micro-batch's, a replica's rows), as
+     * attention_flash keys it, so that its backward draws the same masks */
+    uint drop_base = p.drop_off;
+    if (drop && p.drop_row != 0u)
+        drop_base += ctrl[p.c_off + uint(CTRL_ROW0 - CTRL_STEP)] * p.drop_row;
 
     stage(tid, seq, hcol, r0, BM, 0u, 0u);
     for (uint e = tid; e < BM * DP; e += THREADS)
@@ -224,7 +231,7 @@ void main()
                 uint j = j0 + k;
                 float e = j <= row && j < t ? exp(Ss[tid * BN + k] * p.scale - mn) : 0.0;
                 sum += e;
-                float w = drop ? (dropout_kept(drop_key, p.drop_off + (plane + row) * t + j,
+                float w = drop ? (dropout_kept(drop_key, drop_base + (plane + row) * t + j,
                                                p.threshold) ? e * p.drop_scale : 0.0)
                                : e;
                 Ps[tid * LDP + k] = SH_T(round16(w));

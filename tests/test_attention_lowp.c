@@ -54,6 +54,7 @@
 #include "harness.h"
 #include "gpu/gpu.h"
 #include "kernels/attention.h"
+#include "ctrl.h"
 #include "spec.h"
 
 #include <math.h>
@@ -312,6 +313,41 @@ static void check_errors(void)
     th_buf_destroy(&y), th_buf_destroy(&saved), th_buf_destroy(&ws), th_buf_destroy(&dq);
 }
 
+/* The control block's row base (a pipeline micro-batch's, a replica's row_offset: row0
+ * b_row sequences read at run time, shaders/ctrl.h) keys the dropout masks as the same
+ * offset given as b0 does: the forward's y bit for bit equal either way. */
+static void check_row_base(vkt_dtype type)
+{
+    const uint32_t b = 2, t = 13, H = 2, d = 8;
+    const float pd = 0.3f;
+    uint64_t nq = (uint64_t)b * t * 3 * H * d, ny = (uint64_t)b * t * H * d;
+    uint64_t np = ka_attention_lowp_saved_elems(ctx, b, t, H, d), seed = 0xB0B0ull;
+    th_half qkv = th_half_new(ctx, type, nq, 0, -2, 2);
+    th_buf y1 = th_buf_create(ctx, ny), y2 = th_buf_create(ctx, ny);
+    th_buf saved = th_buf_create(ctx, np), ctrl = th_buf_create(ctx, CTRL_KEY_WORDS);
+    uint32_t words[CTRL_KEY_WORDS] = {0};
+    words[CTRL_STEP] = 7;
+    words[CTRL_ROW0 - CTRL_STEP] = 3; /* row0 3, b_row 2: sequences from 6 on */
+    TH_OK(ctx, vkt_buffer_write(ctrl.buffer, ctrl.offset * 4, words, sizeof words));
+    TH_OK(ctx, vkt_stream_reset(s));
+    TH_OK(ctx, ka_attention_lowp(s, type, th_half_view(&qkv), th_view(&y1), th_view(&saved),
+                                 th_view(&ctrl), b, t, H, d, pd, seed, 6, 0));
+    TH_OK(ctx, vkt_stream_run(s));
+    TH_OK(ctx, vkt_stream_reset(s));
+    TH_OK(ctx, ka_attention_lowp(s, type, th_half_view(&qkv), th_view(&y2), th_view(&saved),
+                                 th_view(&ctrl), b, t, H, d, pd, seed, 0, 2));
+    TH_OK(ctx, vkt_stream_run(s));
+    float *a = th_alloc_floats(ny), *c = th_alloc_floats(ny);
+    th_buf_read(&y1, a);
+    th_buf_read(&y2, c);
+    TH_CHECK(!memcmp(a, c, ny * sizeof *a), "%s %s: y with b0 6 equals y with the control "
+             "block's row base 3 x b_row 2 (dropout %.1f)", label, vkt_dtype_name(type),
+             (double)pd);
+    free(a), free(c);
+    th_half_free(&qkv);
+    th_buf_destroy(&y1), th_buf_destroy(&y2), th_buf_destroy(&saved), th_buf_destroy(&ctrl);
+}
+
 /* Every shape and both types on the variant the filter forces. */
 static void check_run(const char *filter, gpu_variant v)
 {
@@ -326,6 +362,7 @@ static void check_run(const char *filter, gpu_variant v)
             vkt_dtype type = ti ? VKT_DTYPE_BF16 : VKT_DTYPE_FP16;
             for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
                 check(type, shapes[i], i % 2);
+            check_row_base(type);
         }
         check_errors();
         vkt_stream_destroy(s);
