@@ -4,6 +4,8 @@
  *  - 10 steps of an MLP cut into 2 stages, 2 micro-batches, momentum: every rank's loss
  *    of every step equals, bit for bit, the same pipeline in one process (D copies on
  *    the device list), and so do the parameters after the steps (read on every rank);
+ *    again with clipping by the global norm (the stages' squares summed across ranks),
+ *    whose losses differ from the unclipped run's;
  *  - the chief's progress callback asks to stop after step 3 of a fit: every rank stops
  *    there (the stop travels in the next step's tail), and the next fit goes on from the
  *    data where it stopped: 3 + 7 steps equal 10 uninterrupted ones, bit for bit;
@@ -11,6 +13,7 @@
  *    in one process with these parameters, bit for bit;
  *  - ranks that are not a multiple of the stages (P = R + 1) are refused on every rank,
  *    naming both numbers. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,8 @@ typedef struct net {
 
 static vkt_world *world;
 static uint32_t R = 1, rank_;
+static float g_clip;                /* the optimizers' clip_norm (0: none) */
+static float g_unclipped[STEPS];    /* the losses of the run without clipping */
 
 /* x -> linear relu linear relu linear -> cross entropy, placed on `stages` stages by
  * parameter bytes (the same on every rank). */
@@ -62,7 +67,7 @@ static vkt_trainer *make(net *n, uint32_t stages, vkt_world *w, uint32_t copies,
                              .device_count = w ? 1 : stages * copies, .world = w,
                              .stages = stages, .micro_batches = 2};
     o.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f,
-                                          .momentum = 0.9f};
+                                          .momentum = 0.9f, .clip_norm = g_clip};
     vkt_trainer *t = NULL;
     vkt_status st = vkt_trainer_create(th_instance, n->g, n->loss, &o, &t);
     if (out_st)
@@ -107,8 +112,9 @@ static uint32_t copies(void) { return R % 2 == 0 ? R / 2 : 1; }
 
 /* The ranks against one process: losses and parameters, bit for bit; then a checkpoint
  * of the ranks restored into a plain trainer. */
-static void test_equal_to_one_process(void)
+static void test_equal_to_one_process(float clip)
 {
+    g_clip = clip;
     net a = make_net(2), b = make_net(2);
     vkt_trainer *t = make(&a, 2, world, 1, NULL);
     vkt_trainer *ref = make(&b, 2, NULL, copies(), NULL);
@@ -124,6 +130,15 @@ static void test_equal_to_one_process(void)
                  rank_, k, (double)lw[k], (double)lr[k]);
     TH_CHECK(lw[STEPS - 1] < lw[0], "rank %u: it trains (%g -> %g)", rank_, (double)lw[0],
              (double)lw[STEPS - 1]);
+    double apart = 0;
+    for (uint32_t k = 0; k < STEPS; k++) {
+        double d = fabs((double)lw[k] - g_unclipped[k]) / fabs((double)g_unclipped[k] + 1e-30);
+        apart = d > apart ? d : apart;
+        if (clip == 0)
+            g_unclipped[k] = lw[k];
+    }
+    TH_CHECK(clip == 0 || apart > 1e-3, "rank %u: clip %g: the losses stay within %.3g of the "
+             "unclipped run's: the clipping did nothing", rank_, (double)clip, apart);
     uint64_t np = vkt_trainer_param_count(t);
     float *pw = params_of(t), *pr = params_of(ref);
     TH_CHECK(memcmp(pw, pr, np * 4) == 0, "rank %u: the parameters after %u steps equal one "
@@ -261,7 +276,9 @@ int main(int argc, char **argv)
         vkt_world_finalize(w);
         return 1;
     }
-    test_equal_to_one_process();
+    test_equal_to_one_process(0);
+    test_equal_to_one_process(0.3f);
+    g_clip = 0;
     test_stop();
     test_uneven();
     int rc = th_finish();

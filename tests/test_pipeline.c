@@ -122,10 +122,13 @@ static void test_placement_errors(void)
                    "empty stage");
     expect_refused(&n, 3, 5, NULL, VKT_ERROR_SHAPE, "12 rows does not split into 5",
                    "uneven micro-batches");
-    vkt_optimizer_options clip = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .clip_norm = 1};
-    expect_refused(&n, 3, 1, &clip, VKT_ERROR_INVALID_ARGUMENT, "clipping", "clip_norm");
     expect_refused(&n, VKT_MAX_STAGES + 1, 1, NULL, VKT_ERROR_INVALID_ARGUMENT, "stages; 1 to",
                    "too many stages");
+    vkt_graph_destroy(n.g);
+    /* clipping runs over every stage (test_equivalence); a bad norm is still refused */
+    n = make_net(0, 1, 2, 0);
+    vkt_optimizer_options clip = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .clip_norm = -1};
+    expect_refused(&n, 3, 1, &clip, VKT_ERROR_INVALID_ARGUMENT, "clip_norm", "clip_norm -1");
     vkt_graph_destroy(n.g);
 
     /* a parameter read on two stages */
@@ -160,20 +163,28 @@ static void random_batch(float *x, int32_t *y)
 }
 
 /* STEPS steps of a pipeline (placement s0, s1, s2 on `stages` stages, m micro-batches)
- * against one unpipelined model on the same batches. */
+ * against one unpipelined model on the same batches. With clip > 0 both clip by the
+ * global norm (the pipeline over every stage's squares, the model in its optimizer), and
+ * a third, unclipped model shows that the clipping changed the training. */
 static void test_equivalence(uint32_t s0, uint32_t s1, uint32_t s2, uint32_t stages, uint32_t m,
-                             int skip, int sequential)
+                             int skip, int sequential, float clip)
 {
-    vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .momentum = 0.9f};
+    vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .momentum = 0.9f,
+                                .clip_norm = clip};
     net a = make_net(0, 0, 0, skip), b = make_net(s0, s1, s2, skip);
     uint32_t dev[VKT_MAX_STAGES] = {0};
     vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = 1, .optimizer = oo};
     vkt_pipeline_options po = {.batch = BATCH, .micro_batches = m, .stages = stages,
                                .devices = dev, .optimizer = oo, .sequential = sequential};
-    vkt_trainer *t = NULL;
+    vkt_trainer *t = NULL, *u = NULL;
     vkt_pipeline *p = NULL;
     vkt_status st = vkt_trainer_create(th_instance, a.g, a.loss, &to, &t);
     TH_CHECK(st == VKT_OK, "trainer: %s", vkt_last_error());
+    vkt_trainer_options uo = to;
+    uo.optimizer.clip_norm = 0;
+    if (clip > 0)
+        TH_OK(NULL, vkt_trainer_create(th_instance, a.g, a.loss, &uo, &u));
+    double unclipped = 0; /* the largest relative loss difference to the unclipped model */
     st = vkt_pipeline_create(th_instance, b.g, b.loss, &po, &p);
     TH_CHECK(st == VKT_OK, "pipeline (%u stages, m %u): %s", stages, m, vkt_last_error());
     float *x = th_alloc_floats(BATCH * F);
@@ -185,6 +196,10 @@ static void test_equivalence(uint32_t s0, uint32_t s1, uint32_t s2, uint32_t sta
         float la = 0, lb = 0;
         st = vkt_trainer_step(t, fa, 2, &la);
         TH_CHECK(st == VKT_OK, "trainer step: %s", vkt_trainer_errmsg(t));
+        float lu = 0;
+        if (u && vkt_trainer_step(u, fa, 2, &lu) == VKT_OK &&
+            fabs((double)la - lu) / fmax(fabs((double)lu), 1e-30) > unclipped)
+            unclipped = fabs((double)la - lu) / fmax(fabs((double)lu), 1e-30);
         st = vkt_pipeline_step(p, fb, 2, &lb);
         TH_CHECK(st == VKT_OK, "pipeline step %d: %s", step, vkt_pipeline_errmsg(p));
         if (st != VKT_OK)
@@ -193,9 +208,11 @@ static void test_equivalence(uint32_t s0, uint32_t s1, uint32_t s2, uint32_t sta
         if (rel > worst)
             worst = rel;
     }
-    TH_CHECK(worst <= 1e-5, "%u stages (%u,%u,%u%s), m %u%s: worst loss difference %.3g "
-             "relative", stages, s0, s1, s2, skip ? ", skip" : "", m,
-             sequential ? ", sequential" : "", worst);
+    TH_CHECK(worst <= 1e-5, "%u stages (%u,%u,%u%s), m %u%s, clip %g: worst loss difference "
+             "%.3g relative", stages, s0, s1, s2, skip ? ", skip" : "", m,
+             sequential ? ", sequential" : "", clip, worst);
+    TH_CHECK(clip == 0 || unclipped > 1e-3, "clip %g: the clipped losses stay within %.3g of "
+             "the unclipped ones: the clipping did nothing", clip, unclipped);
     for (int k = 0; t && p && k < 3; k++) {
         vkt_shape sh = vkt_tensor_shape(a.w[k]);
         uint64_t cnt = (uint64_t)sh.dims[0] * sh.dims[1];
@@ -223,13 +240,15 @@ static void test_equivalence(uint32_t s0, uint32_t s1, uint32_t s2, uint32_t sta
                  "%llu", (unsigned long long)total,
                  (unsigned long long)vkt_trainer_param_count(t) * 4);
     }
-    printf("  %u stages (%u,%u,%u%s), m %u%s: worst loss difference %.3g relative over %d "
-           "steps\n", stages, s0, s1, s2, skip ? ", skip" : "", m,
-           sequential ? ", sequential" : "", worst, STEPS);
+    printf("  %u stages (%u,%u,%u%s), m %u%s, clip %g: worst loss difference %.3g relative "
+           "over %d steps (%.3g from the unclipped model)\n", stages, s0, s1, s2,
+           skip ? ", skip" : "", m, sequential ? ", sequential" : "", clip, worst, STEPS,
+           unclipped);
     free(x);
     free(y);
     vkt_pipeline_destroy(p);
     vkt_trainer_destroy(t);
+    vkt_trainer_destroy(u);
     vkt_graph_destroy(a.g);
     vkt_graph_destroy(b.g);
 }
@@ -496,14 +515,17 @@ int main(void)
     test_placement_api();
     test_placement_errors();
     test_step_errors();
-    test_equivalence(0, 0, 0, 1, 1, 0, 0);
-    test_equivalence(0, 0, 0, 1, 4, 0, 0);
-    test_equivalence(0, 1, 1, 2, 1, 0, 0);
-    test_equivalence(0, 1, 1, 2, 4, 0, 0);
-    test_equivalence(0, 0, 1, 2, 6, 0, 0);
-    test_equivalence(0, 1, 2, 3, 2, 0, 0);
-    test_equivalence(0, 1, 2, 3, 4, 0, 1);
-    test_equivalence(0, 1, 2, 3, 3, 1, 0);
+    test_equivalence(0, 0, 0, 1, 1, 0, 0, 0);
+    test_equivalence(0, 0, 0, 1, 4, 0, 0, 0);
+    test_equivalence(0, 1, 1, 2, 1, 0, 0, 0);
+    test_equivalence(0, 1, 1, 2, 4, 0, 0, 0);
+    test_equivalence(0, 0, 1, 2, 6, 0, 0, 0);
+    test_equivalence(0, 1, 2, 3, 2, 0, 0, 0);
+    test_equivalence(0, 1, 2, 3, 4, 0, 1, 0);
+    test_equivalence(0, 1, 2, 3, 3, 1, 0, 0);
+    test_equivalence(0, 0, 0, 1, 4, 0, 0, 0.05f);
+    test_equivalence(0, 1, 2, 3, 2, 0, 0, 0.05f);
+    test_equivalence(0, 1, 2, 3, 4, 0, 1, 0.05f);
     test_dropout_stages(1, 0);
     test_dropout_stages(4, 0);
     test_dropout_stages(4, 1);

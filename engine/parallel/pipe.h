@@ -82,7 +82,8 @@ vkt_status pipe_read_param(vkt_pipeline *p, uint32_t copy, const vkt_tensor *par
                            float *out, uint64_t count);
 vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *param, const float *data,
                             uint64_t count);
-/* New hyperparameters for every context (clipping refused with P > 1). */
+/* New hyperparameters for every context (clipping by the norm over every stage is the
+ * pipeline's: the contexts' optimizers get clip_norm 0). */
 vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o);
 
 #endif

@@ -58,8 +58,12 @@ static vkt_status record_apply(vkt_pipeline *p, pstage *s)
     s->n_train = n;
     s->n_params = vkt_model_param_count(s->model);
     /* a stage without trainable parameters (the loss alone, say) has nothing to update */
+    vkt_optimizer_options oo = p->optim;
+    /* the pipeline clips by the norm over every stage (pipe_sched.c); a bad value still
+     * reaches the optimizer's checks */
+    oo.clip_norm = oo.clip_norm > 0 ? 0.0f : oo.clip_norm;
     if (st == VKT_OK && n)
-        st = vkt_optimizer_create(s->ctx, &p->optim, n, &s->opt);
+        st = vkt_optimizer_create(s->ctx, &oo, n, &s->opt);
     if (st == VKT_OK && n)
         st = vkt_stream_create(s->ctx, NULL, &s->apply);
     if (st == VKT_OK && n)
@@ -133,9 +137,6 @@ static vkt_status check_options(vkt_pipeline *p)
     p->n_ctx = p->P * p->D;
     if (!o->devices || o->n_devices == 0)
         return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: no device list", o->fn);
-    if (p->optim.clip_norm > 0 && p->P > 1)
-        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: gradient clipping (a global norm "
-                         "over every stage) is not supported in a pipeline yet", o->fn);
     return VKT_OK;
 }
 
@@ -327,13 +328,12 @@ vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *t, const float *d
 
 vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o)
 {
-    if (o->clip_norm > 0 && p->P > 1)
-        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "gradient clipping (a global norm over "
-                         "every stage) is not supported in a pipeline yet");
+    vkt_optimizer_options oo = *o;
+    oo.clip_norm = oo.clip_norm > 0 ? 0.0f : oo.clip_norm; /* clipped over every stage here */
     for (uint32_t i = 0; i < p->n_ctx; i++) {
         if (!p->st[i].opt)
             continue;
-        vkt_status st = vkt_optimizer_set_options(p->st[i].opt, o);
+        vkt_status st = vkt_optimizer_set_options(p->st[i].opt, &oo);
         if (st != VKT_OK)
             return pipe_fail(p, st, "stage %u: %s", p->st[i].index,
                              vkt_context_errmsg(p->st[i].ctx));

@@ -67,6 +67,7 @@ typedef struct pstage {
     plat_thread *thread;
     int local;             /* this process runs it (always, without a world) */
     int nonfinite;         /* guarded: its gacc of the step has a non-finite value */
+    double squares;        /* clipping: its stage's squares of the step (copy 0's; else 0) */
     pworld w;              /* across ranks */
 } pstage;
 
@@ -89,6 +90,10 @@ struct vkt_pipeline {
     int guard;             /* the step is skipped if any gradient is not finite */
     float scale;           /* the loss scale the last stages seed their backward with */
     int overflow;          /* under mon: some context's gradient was not finite: skipped */
+    /* Clipping by the global norm (optim.clip_norm > 0): the stages' optimizers do not clip
+     * (each sees its own part); every context adds its stage's squares (copy 0's: the
+     * copies' sums are equal) and all scale by min(1, clip / (norm + 1e-6)) (pipe_sched.c). */
+    uint32_t clip_arrived; /* under mon: contexts that left their squares (pstage.squares) */
     uint32_t first_failed; /* under mon: the context that failed first (n_ctx: none) */
     uint64_t steps, step;  /* public steps taken; the optimizers' step of this one */
     double step_seconds;
@@ -161,5 +166,8 @@ vkt_status pipe_world_send_grad(pstage *s, uint32_t j, uint32_t k);
 void pipe_world_end(pstage *s);
 
 int pipe_world_tail(pstage *s);
+/* Clipping across ranks, after a tail that said update: *squares (this rank's stage's,
+ * 0 from copies past the first) summed over every rank, in one more allreduce. */
+vkt_status pipe_world_squares(pstage *s, double *squares);
 
 #endif

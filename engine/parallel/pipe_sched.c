@@ -24,7 +24,8 @@
  * `apply`). Guarded (fp16's loss scaling, nonfinite_skips): each context judges its sum
  * at the barrier, and a non-finite value anywhere (or squares past fp32's range, as one
  * model's guarded optimizer judges) skips every update; else the sum is divided by the
- * scale. */
+ * scale. Clipping (clip_norm > 0): the stages' squares meet once more (update) and every
+ * stage scales by the factor of their global norm. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -116,13 +117,13 @@ static vkt_status backward(pstage *s, uint32_t k)
 }
 
 /* The gradient summed over the copies of the stage (in copy order, so every copy
- * writes the same bits) into the stage's model, then its optimizer. */
-static vkt_status update(pstage *s)
+ * computes the same bits) into gtmp; returns its squares' sum when clipping (0 from the
+ * copies past the first, whose sums are the same). */
+static double stage_gradient(pstage *s)
 {
     vkt_pipeline *p = s->p;
-    if (!s->opt)
-        return VKT_OK; /* no trainable parameters */
     double unscale = 1.0 / p->scale; /* fp16: the last stages seeded the backward with it */
+    double squares = 0;
     for (uint64_t i = 0; i < s->n_train; i++) {
         double g = 0;
         if (p->world) /* the tail summed the copies (pipe_world.c) */
@@ -130,9 +131,48 @@ static vkt_status update(pstage *s)
         for (uint32_t c = 0; c < p->D && !p->world; c++)
             g += ctx_of(p, c, s->index)->gacc[i];
         s->gtmp[i] = (float)(g * unscale);
+        squares += (double)s->gtmp[i] * s->gtmp[i];
     }
     for (uint64_t i = s->n_train; i < s->n_params; i++)
         s->gtmp[i] = 0.0f;
+    return s->copy == 0 ? squares : 0.0;
+}
+
+/* Clipping's factor from the squares of every stage: min(1, clip / (norm + 1e-6)), the
+ * optimizer's (optim_update.comp), from a norm summed in double. */
+static double clip_factor(const vkt_pipeline *p, double squares)
+{
+    double c = p->optim.clip_norm / (sqrt(squares) + 1e-6);
+    return c < 1.0 ? c : 1.0;
+}
+
+/* In-process threads: every context leaves its stage's squares and waits for the others
+ * (all pass here or none: after arrive); returns their sum in context order, so every
+ * run sums alike. */
+static double squares_of_all(pstage *s, double mine)
+{
+    vkt_pipeline *p = s->p;
+    plat_monitor_lock(p->mon);
+    s->squares = mine;
+    p->clip_arrived++;
+    plat_monitor_broadcast(p->mon);
+    while (p->clip_arrived < p->expected)
+        plat_monitor_wait(p->mon);
+    double all = 0;
+    for (uint32_t i = 0; i < p->n_ctx; i++)
+        all += p->st[i].squares;
+    plat_monitor_unlock(p->mon);
+    return all;
+}
+
+/* gtmp (times the clipping factor) into the stage's model, then its optimizer. */
+static vkt_status apply_gradient(pstage *s, double factor)
+{
+    vkt_pipeline *p = s->p;
+    if (!s->opt)
+        return VKT_OK; /* no trainable parameters */
+    for (uint64_t i = 0; factor != 1.0 && i < s->n_train; i++)
+        s->gtmp[i] = (float)(s->gtmp[i] * factor);
     double t0 = plat_now();
     vkt_status st = vkt_model_write_grads(s->model, s->gtmp, s->n_params);
     if (st != VKT_OK)
@@ -144,6 +184,26 @@ static vkt_status update(pstage *s)
     if (st != VKT_OK)
         return pipe_stage_fail(s, st, "optimizer", vkt_context_errmsg(s->ctx));
     return VKT_OK;
+}
+
+/* One context's update, its stage's gradient clipped by the norm over every stage (the
+ * squares: across ranks in one more allreduce, pipe_world_squares; in-process at a
+ * second meeting of the threads). */
+static vkt_status update(pstage *s)
+{
+    vkt_pipeline *p = s->p;
+    double squares = stage_gradient(s), factor = 1.0;
+    if (p->optim.clip_norm > 0) {
+        if (p->world) {
+            vkt_status st = pipe_world_squares(s, &squares);
+            if (st != VKT_OK)
+                return st;
+        } else {
+            squares = squares_of_all(s, squares);
+        }
+        factor = clip_factor(p, squares);
+    }
+    return apply_gradient(s, factor);
 }
 
 /* Guarded (pipe_set_scaler): whether s's gradient of the step, once its last backward
@@ -248,6 +308,7 @@ static void reset_step(vkt_pipeline *p)
     p->arrived = 0;
     p->votes = 0;
     p->overflow = 0;
+    p->clip_arrived = 0;
     p->stopped = 0;
     p->world_loss = 0;
     p->remote_failed = UINT32_MAX;
@@ -258,6 +319,7 @@ static void reset_step(vkt_pipeline *p)
         memset(s->gacc, 0, s->n_train * sizeof *s->gacc);
         graph_model_zero_grads(s->model); /* the device sum starts over */
         s->grad_reads = 0;
+        s->squares = 0;
         s->loss = 0;
         s->busy = 0;
         s->sent = 0;
@@ -281,8 +343,12 @@ static void run_sequential(vkt_pipeline *p)
         judge(&p->st[i]);
         p->overflow |= p->st[i].nonfinite;
     }
+    double squares = 0;
     for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK && !p->overflow; i++)
-        r = update(&p->st[i]);
+        squares += stage_gradient(&p->st[i]);
+    double factor = p->optim.clip_norm > 0 ? clip_factor(p, squares) : 1.0;
+    for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK && !p->overflow; i++)
+        r = apply_gradient(&p->st[i], factor);
 }
 
 static void run_threads(vkt_pipeline *p)

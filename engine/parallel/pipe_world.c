@@ -297,3 +297,11 @@ int pipe_world_tail(pstage *s)
     free(v);
     return go;
 }
+
+vkt_status pipe_world_squares(pstage *s, double *squares)
+{
+    vkt_world *w = s->p->world;
+    w->step = s->p->step + 1;
+    vkt_status st = world_allreduce_f64(w, squares, 1, WORLD_SUM, "the gradient's norm");
+    return st != VKT_OK ? world_broken(s, st, "clipping's norm") : VKT_OK;
+}

@@ -265,12 +265,14 @@ typedef struct vkt_feed {
  * Values crossing stages go through host memory forward, their gradients backward. A
  * step cuts the global batch into m equal micro-batches that flow through the stages,
  * one thread per stage, in the one-forward-one-backward order (1F1B); the gradients of
- * the micro-batches are summed (weighted rows / batch) on the host, then every stage
- * applies one optimizer update: the same step as one model on the whole batch, up to
- * the order of float sums. Stages that send values recompute their forward with the
- * backward (so a stage keeps one micro-batch of activations), which is why dropout and
- * batch normalization are refused for now. Gradient clipping (a global norm) is refused
- * too. The instance and graph must outlive the pipeline. vkt_trainer runs the same engine
+ * the micro-batches are summed on each stage's device and read back once per step
+ * (weighted rows / batch), then every stage applies one optimizer update: the same step
+ * as one model on the whole batch, up to the order of float sums. Stages that send
+ * values recompute their forward with the backward (so a stage keeps one micro-batch of
+ * activations); both forwards draw dropout's masks of the micro-batch's global rows, and
+ * batch normalization normalizes by each micro-batch's statistics, its running averages
+ * moved once per micro-batch. Gradient clipping takes the global norm over every stage.
+ * The instance and graph must outlive the pipeline. vkt_trainer runs the same engine
  * (options.stages, micro_batches) with data-parallel copies, fit and checkpoints. */
 /* Automatic placement (vkt train --pipeline P): cuts the ops the loss depends on, in the
  * order they were built, into P consecutive groups and moves each op to its group's stage

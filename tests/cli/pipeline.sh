@@ -71,7 +71,7 @@ check "a bad VKT_DEVICE_MEMORY_LIMIT: exit 1 naming it" \
     "[[ $rc -eq 1 ]] && grep -q \"VKT_DEVICE_MEMORY_LIMIT='lots'\" <<<\"\$out\""
 
 # Refusals
-for bad in "--pipeline 0" "--pipeline 17" "--pipeline 2 --mode async" "--pipeline 2 --clip 1" \
+for bad in "--pipeline 0" "--pipeline 17" "--pipeline 2 --mode async" \
            "--micro-batches 0" "--pipeline 2 --split fastest"; do
     out=$("$bin" train $bad --steps 1 2>&1); rc=$?
     check "'$bad': exit 2 with a message" "[[ $rc -eq 2 ]] && grep -q '^vkt train: ' <<<\"\$out\""
@@ -107,6 +107,13 @@ two=$("$bin" train $lmd --pipeline 2 --micro-batches 4 2>&1); rc2=$?
 v1=$(field val_loss "$one") v2=$(field val_loss "$two")
 check "charlm --dropout 0.1 on 2 stages: exit 0 and the unsplit validation loss ($v1, $v2)" \
     "[[ $rc1 -eq 0 && $rc2 -eq 0 ]] && close '$v2' '$v1' 1e-4 && grep -q 'stages=2 micro_batches=4' <<<\"\$two\""
+# Clipping by the global norm over every stage (before: exit 2, "--pipeline without
+# --clip"): 2 stages x 4 reach the unsplit clipped run's test loss, which clipping moved
+clip=$("$bin" train --clip 0.5 --steps 20 --quiet 2>&1); rc1=$?
+ctwo=$("$bin" train --clip 0.5 --steps 20 --pipeline 2 2>&1); rc2=$?
+c1=$(field test_loss "$clip") c2=$(field test_loss "$ctwo")
+check "--pipeline 2 --clip 0.5: exit 0, the unsplit clipped test loss ($c2, $c1; unclipped $p0)" \
+    "[[ $rc1 -eq 0 && $rc2 -eq 0 ]] && grep -q 'stages=2 micro_batches=4' <<<\"\$ctwo\" && close '$c2' '$c1' 1e-4 && ! close '$c1' '$p0' 1e-3"
 out=$("$bin" train --pipeline 2 --batch 30 --steps 1 2>&1); rc=$?
 check "a batch that does not divide into micro-batches: exit 1 with a message" \
     "[[ $rc -eq 1 ]] && grep -q 'cannot create the trainer' <<<\"\$out\""
