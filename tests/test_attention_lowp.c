@@ -175,9 +175,14 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
     th_half qkv = th_half_new(ctx, type, nq, skip, -2, 2);
     th_half dy = th_half_new(ctx, type, ny, skip, -1, 1);
     th_buf y = th_buf_create(ctx, ny), saved = th_buf_create(ctx, np);
-    th_buf ws = th_buf_create(ctx, nw), dq = th_buf_create(ctx, nq), ctrl = th_buf_create(ctx, 2);
-    uint32_t st2[2] = {(uint32_t)step, 0};
-    TH_OK(ctx, vkt_buffer_write(ctrl.buffer, ctrl.offset * 4, st2, 8));
+    th_buf ws = th_buf_create(ctx, nw), dq = th_buf_create(ctx, nq), ctrl = th_buf_create(ctx, CTRL_KEY_WORDS);
+    /* with dropout: sequences keyed from b0 3 plus the control block's row base 5 times
+     * b_row 2 (the pipeline's micro-batches), so the reference's b0 is 13 */
+    uint64_t b0 = sh.p_drop > 0.0f ? 3 : 0, b_row = sh.p_drop > 0.0f ? 2 : 0, row0 = 5;
+    uint32_t st2[CTRL_KEY_WORDS] = {(uint32_t)step, 0};
+    st2[CTRL_ROW0 - CTRL_STEP] = (uint32_t)row0;
+    uint64_t rb0 = b0 + row0 * b_row;
+    TH_OK(ctx, vkt_buffer_write(ctrl.buffer, ctrl.offset * 4, st2, sizeof st2));
     float *init = th_alloc_floats(nq);
     for (uint64_t i = 0; i < nq; i++)
         init[i] = NAN;
@@ -187,20 +192,20 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
              vkt_dtype_name(type), b, t, H, d, (double)sh.p_drop, (unsigned long long)skip);
     TH_OK(ctx, vkt_stream_reset(s));
     TH_OK(ctx, ka_attention_lowp(s, type, th_half_view(&qkv), th_view(&y), th_view(&saved),
-                                 th_view(&ctrl), b, t, H, d, sh.p_drop, seed, 0, 0));
+                                 th_view(&ctrl), b, t, H, d, sh.p_drop, seed, b0, b_row));
     TH_OK(ctx, ka_attention_backward_lowp(s, type, th_half_view(&qkv), th_view(&y),
                                           th_view(&saved), th_view(&ctrl), th_half_view(&dy),
                                           th_view(&dq), 0.0f, th_view(&ws), b, t, H, d,
-                                          sh.p_drop, seed, 0, 0));
+                                          sh.p_drop, seed, b0, b_row));
     if (!TH_OK(ctx, vkt_stream_run(s)))
         goto out;
     {
         double *ys = dalloc(ny), *ye = dalloc(ny), *gs = dalloc(nq), *ge = dalloc(nq);
-        ka_ref_attention(qkv.stored, ys, b, t, H, d, sh.p_drop, seed, 0, step);
-        ka_ref_attention(qkv.exact, ye, b, t, H, d, sh.p_drop, seed, 0, step);
-        ka_ref_attention_backward(qkv.stored, dy.stored, gs, b, t, H, d, sh.p_drop, seed, 0,
+        ka_ref_attention(qkv.stored, ys, b, t, H, d, sh.p_drop, seed, rb0, step);
+        ka_ref_attention(qkv.exact, ye, b, t, H, d, sh.p_drop, seed, rb0, step);
+        ka_ref_attention_backward(qkv.stored, dy.stored, gs, b, t, H, d, sh.p_drop, seed, rb0,
                                   step);
-        ka_ref_attention_backward(qkv.exact, dy.exact, ge, b, t, H, d, sh.p_drop, seed, 0,
+        ka_ref_attention_backward(qkv.exact, dy.exact, ge, b, t, H, d, sh.p_drop, seed, rb0,
                                   step);
         char w2[200];
         double ytol = 1e-5 * (1.0 + t / 256.0), gtol = 2e-6 * (t + 4);
@@ -254,7 +259,7 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
         TH_OK(ctx, ka_attention_backward_lowp(s, type, th_half_view(&qkv), th_view(&y),
                                               th_view(&saved), th_view(&ctrl), th_half_view(&dy),
                                               th_view(&dq), 1.0f, th_view(&ws), b, t, H, d,
-                                              sh.p_drop, seed, 0, 0));
+                                              sh.p_drop, seed, b0, b_row));
         if (TH_OK(ctx, vkt_stream_run(s))) {
             snprintf(w2, sizeof w2, "dqkv (beta 1) %s", what);
             expect_stored(w2, &dq, gs, 1e-4, gtol);
