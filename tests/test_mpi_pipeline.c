@@ -5,7 +5,11 @@
  *    of every step equals, bit for bit, the same pipeline in one process (D copies on
  *    the device list), and so do the parameters after the steps (read on every rank);
  *    again with clipping by the global norm (the stages' squares summed across ranks),
- *    whose losses differ from the unclipped run's;
+ *    whose losses differ from the unclipped run's. Unclipped with 2 ranks (D = 1) the
+ *    one-process reference takes the direct route (its optimizers scale the device sum by
+ *    1/m in fp32, pipe_engine.h's pipe_route) and the ranks the host route (1/m in double,
+ *    rounded to float): m = 2 makes that weight a power of two, exact either way, so the
+ *    two routes must agree bit for bit (4 ranks, D = 2: both take the host route);
  *  - the chief's progress callback asks to stop after step 3 of a fit: every rank stops
  *    there (the stop travels in the next step's tail), and the next fit goes on from the
  *    data where it stopped: 3 + 7 steps equal 10 uninterrupted ones, bit for bit;
@@ -65,7 +69,7 @@ static vkt_trainer *make(net *n, uint32_t stages, vkt_world *w, uint32_t copies,
     uint32_t dev[16] = {0};
     vkt_trainer_options o = {.batch = BATCH, .devices = dev,
                              .device_count = w ? 1 : stages * copies, .world = w,
-                             .stages = stages, .micro_batches = 2};
+                             .stages = stages, .micro_batches = 2}; /* a power of 2: the header */
     o.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f,
                                           .momentum = 0.9f, .clip_norm = g_clip};
     vkt_trainer *t = NULL;

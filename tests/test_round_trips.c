@@ -15,8 +15,11 @@
  *      N = 2 async replicas, per update: 1 S, 1 F / the same (the pull opens the step's
  *        submission; it was 2 S, 2 F, 1 T staged, a transfer of its own);
  *      a P = 2 pipeline of m micro-batches, per step over both stages: 3m + 2 S and F /
- *        3m + 6 S and F, 4 T (a stage sums its micro-batches on its device and reads the
- *        sum back once: grad_reads 1; it was m, and 5m + 4 S and F, 2m + 2 T).
+ *        with plain SGD the same, 0 T (a stage sums its micro-batches on its device and
+ *        its optimizer applies that sum there: grad_reads and grad_writes 0); with
+ *        clipping or fp16 3m + 6 S and F, 4 T (the sum read back once and written back
+ *        once: grad_reads and grad_writes 1; before the device sum it was m reads, and
+ *        5m + 4 S and F, 2m + 2 T).
  *    Per step = the difference between a fit of 2k steps and one of k steps, so what a
  *    run costs once (async's master read and write-back) falls out; that per-run part is
  *    checked too;
@@ -242,40 +245,50 @@ typedef struct config {
     double per_run;            /* transfers (each a submit and a wait) a fit costs once,
                                   whatever its steps, where device access is staged */
     int exposes;               /* 1: the devices wait for the host inside a step */
+    float clip;                /* the optimizer's clip_norm (pipelines: by the global norm) */
+    vkt_precision precision;   /* fp16: loss scaling, the skips' guard */
 } config;
 
 static const config configs[] = {
     /* trainer.c:trainer_forward_backward: graph_model_step_submit (the step with the
      * update as its epilogue) and graph_model_step_wait; inputs and the loss travel
      * inside the step where they are not mapped (graph/model.c: inputs_staged). */
-    {"1 replica, fit", 1, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1},
+    {"1 replica, fit", 1, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1, 0, 0},
     /* vkt_trainer_step: the same step, one submission per call, so nothing is exposed
      * (the time between calls is the caller's). */
-    {"1 replica, vkt_trainer_step", 1, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0},
+    {"1 replica, vkt_trainer_step", 1, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0, 0, 0},
     /* exec_replicas.c:replicas_step: the previous step's update (apply.c's stream) and
      * this step's forward and backward (gradients copied into the host staging) in one
      * submission (apply_submit_step), then the host reducer's average. Inside a fit the
      * devices wait while the host averages; across vkt_trainer_step calls that time is
      * between the calls (the caller's), so nothing is exposed. */
-    {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1},
-    {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1},
-    {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0},
+    {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1, 0, 0},
+    {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1, 0, 0},
+    {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0, 0, 0},
     /* exchange_master.c:one_update: the pull (the master into the replica's host-visible
      * upload buffer, whose copy into the parameters opens the step's submission:
      * exchange.h; it was a staged transfer of its own where the parameters are not
      * mapped) and trainer_forward_backward. Per run: the master's begin reads replica 0's
      * parameters, its end writes the master into each replica: 1 + 2 transfers where
      * staged. */
-    {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 0, 3, 1},
+    {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 0, 3, 1, 0, 0},
 };
 
 /* pipe_sched.c, per step over the two stages: a non-last stage runs m forwards
  * (vkt_model_forward) and m recomputing forward-backwards, the last stage m forward-
  * backwards, and each its update (vkt_stream_run(apply)): (2m + 1) + (m + 1). Sent values
- * and input gradients travel inside the steps, and the zeroing of the gradient sum; where
- * device access is staged, each stage reads its sum back (vkt_model_read_grads) after its
- * last micro-batch and update writes it: 2 x 2 = 4 transfers (`add` in test_config). */
+ * and input gradients travel inside the steps, and the zeroing of the gradient sum. Where
+ * the host's sum is needed (clipping by the global norm, fp16's loss scale and guard: the
+ * host route, pipe_engine.h's pipe_route) each stage reads its sum back
+ * (vkt_model_read_grads) after its last micro-batch and update writes it: grad_reads and
+ * grad_writes 1, and where device access is staged 2 x 2 = 4 transfers (`add` in
+ * test_config); otherwise (plain SGD: the direct route) the optimizer applies the sum
+ * where it is: 0 reads, 0 writes, no transfer. */
 static double pipeline_per_step(uint32_t m) { return 3.0 * m + 2; }
+static int pipeline_host_route(const config *c)
+{
+    return c->clip > 0 || c->precision == VKT_PRECISION_FP16;
+}
 
 typedef struct delta {
     double s, f, t, exposed, wall;
@@ -318,9 +331,9 @@ static void test_config(const config *c, const vkt_dataset *d)
     uint32_t dev[8] = {0};
     vkt_trainer_options o = {.batch = BATCH, .devices = dev, .device_count = c->replicas,
                              .mode = c->mode, .stages = c->stages,
-                             .micro_batches = c->micro};
+                             .micro_batches = c->micro, .precision = c->precision};
     o.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.05f,
-                                          .momentum = 0.9f};
+                                          .momentum = 0.9f, .clip_norm = c->clip};
     if (c->stages > 1)
         o.device_count = c->stages;
     vkt_trainer *tr = NULL;
@@ -339,7 +352,8 @@ static void test_config(const config *c, const vkt_dataset *d)
     /* per holder and step (async: per update, every replica makes `steps` of them) */
     double per = (double)holders * K;
     double ds = (b.s - a.s) / per, df = (b.f - a.f) / per, dt = (b.t - a.t) / per;
-    double add = g_staged ? c->stages > 1 ? 4.0 / holders : c->staged : 0;
+    int host = c->stages > 1 && pipeline_host_route(c); /* a stage's reads and writes */
+    double add = g_staged ? c->stages > 1 ? 4.0 * host / holders : c->staged : 0;
     double ws = (c->stages > 1 ? pipeline_per_step(c->micro) / holders : c->s) + add;
     double wf = (c->stages > 1 ? pipeline_per_step(c->micro) / holders : c->f) + add;
     double wt = c->t + add;
@@ -349,8 +363,10 @@ static void test_config(const config *c, const vkt_dataset *d)
     for (uint32_t k = 0; c->stages > 1 && k < c->stages; k++) { /* once, after the last */
         vkt_pipeline_stage_stats ps;
         TH_OK(NULL, vkt_trainer_stage_stats_get(tr, k, &ps));
-        TH_CHECK(ps.grad_reads == 1, "%s: stage %u read its gradient back %llu times in a "
-                 "step (expected 1)", c->what, k, (unsigned long long)ps.grad_reads);
+        TH_CHECK(ps.grad_reads == (uint64_t)host && ps.grad_writes == (uint64_t)host,
+                 "%s: stage %u read its gradient back %llu times and wrote it %llu times in a "
+                 "step (expected %d)", c->what, k, (unsigned long long)ps.grad_reads,
+                 (unsigned long long)ps.grad_writes, host);
     }
     double run_s = a.s - ds * per, run_f = a.f - df * per, run_t = a.t - dt * per;
     double want_run = g_staged ? c->per_run : 0;
@@ -780,12 +796,19 @@ int main(void)
     vkt_dataset *d = synthetic(240);
     for (size_t i = 0; i < sizeof configs / sizeof *configs; i++)
         test_config(&configs[i], d);
-    for (uint32_t m = 2; m <= 4; m += 2) {
+    for (uint32_t m = 2; m <= 4; m += 2) { /* plain SGD: the direct route */
         char what[64];
         snprintf(what, sizeof what, "2 pipeline stages, %u micro-batches, fit", m);
-        config c = {what, 1, 2, m, VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1};
+        config c = {what, 1, 2, m, VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, 0};
         test_config(&c, d);
     }
+    /* the host route: clipping by the global norm; fp16 (loss scale, guard) */
+    config clipped = {"2 pipeline stages, 4 micro-batches, clipping, fit", 1, 2, 4,
+                      VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 1.0f, 0};
+    test_config(&clipped, d);
+    config half = {"2 pipeline stages, 4 micro-batches, fp16, fit", 1, 2, 4,
+                   VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, VKT_PRECISION_FP16};
+    test_config(&half, d);
     test_flush_from_callback(d);
     test_overlap(d);
     const char *env = plat_getenv("VKT_SHARE_DEVICE"); /* restored after the test */

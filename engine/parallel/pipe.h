@@ -7,13 +7,17 @@
  *
  * A step: copy d takes rows [d B/D, (d+1) B/D) of the global batch and cuts them into m
  * equal micro-batches that flow through its stages (1F1B, pipe_sched.c's header). Each
- * stage's model sums its micro-batch gradients on its device (GRAPH_MODEL_ACCUMULATE);
- * after its last backward the stage reads the sum back once and weights it by 1/(D m) (the
- * rows' share of the batch) in double on the host. After a barrier of all P x D threads where each votes,
- * every context of stage s writes sum over copies (in copy order) of those sums into its
- * gradient buffer and runs its optimizer: the copies of a stage apply the same bits and
- * stay identical. Any failure: no context updates and the step returns the message of
- * the first stage that failed.
+ * stage's model sums its micro-batch gradients on its device (GRAPH_MODEL_ACCUMULATE).
+ * Where nothing needs the host's sum (D = 1, no world, no loss scale or guard, no
+ * clipping: the direct route, pipe_engine.h's pipe_route) it stays there and the stage's
+ * optimizer applies it with grad_scale times 1/m: no gradient read or written by the host.
+ * Otherwise (the host route), after its last backward the stage reads the sum back once
+ * and weights it by 1/(D m) (the rows' share of the batch) in double on the host, and
+ * after the barrier every context of stage s writes the sum over copies (in copy order)
+ * of those sums into its gradient buffer and runs its optimizer: the copies of a stage
+ * apply the same bits and stay identical. Either way all P x D threads meet at a barrier
+ * where each votes, and after it every context updates or none does: any failure, and the
+ * step returns the message of the first stage that failed.
  */
 #ifndef VKT_PARALLEL_PIPE_H
 #define VKT_PARALLEL_PIPE_H
@@ -60,6 +64,8 @@ int pipe_stopped(const vkt_pipeline *p);
  * its gradient divided by it. guard: after the step's last backward every stage judges
  * its summed gradient (gacc) on the host, and the contexts vote at the step's end (the
  * barrier; across ranks, the tail): one non-finite value anywhere and no stage applies.
+ * A guard or a scale other than 1 takes the host route (and guard 0 with scale 1 may
+ * leave it); a failure to change route fails the next pipe_step with its message.
  * pipe_skipped: whether the last pipe_step was skipped so. */
 void pipe_set_scaler(vkt_pipeline *p, int guard, float scale);
 int pipe_skipped(const vkt_pipeline *p);
@@ -83,7 +89,8 @@ vkt_status pipe_read_param(vkt_pipeline *p, uint32_t copy, const vkt_tensor *par
 vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *param, const float *data,
                             uint64_t count);
 /* New hyperparameters for every context (clipping by the norm over every stage is the
- * pipeline's: the contexts' optimizers get clip_norm 0). */
+ * pipeline's: the contexts' optimizers get clip_norm 0; clip_norm > 0 takes the host
+ * route, and the direct route's optimizers get grad_scale times 1/m). */
 vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o);
 
 #endif

@@ -58,10 +58,7 @@ static vkt_status record_apply(vkt_pipeline *p, pstage *s)
     s->n_train = n;
     s->n_params = vkt_model_param_count(s->model);
     /* a stage without trainable parameters (the loss alone, say) has nothing to update */
-    vkt_optimizer_options oo = p->optim;
-    /* the pipeline clips by the norm over every stage (pipe_sched.c); a bad value still
-     * reaches the optimizer's checks */
-    oo.clip_norm = oo.clip_norm > 0 ? 0.0f : oo.clip_norm;
+    vkt_optimizer_options oo = pipe_stage_optim(p);
     if (st == VKT_OK && n)
         st = vkt_optimizer_create(s->ctx, &oo, n, &s->opt);
     if (st == VKT_OK && n)
@@ -196,6 +193,7 @@ vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
         st = pipe_edges_make(p);
     if (st == VKT_OK && p->world)
         st = pipe_world_place(p);
+    p->route = pipe_route_pick(p); /* before the optimizers: their grad_scale */
     for (uint32_t i = 0; i < p->n_ctx && st == VKT_OK; i++)
         if (p->st[i].local)
             st = create_stage(p, &p->st[i]);
@@ -252,6 +250,7 @@ void pipe_set_scaler(vkt_pipeline *p, int guard, float scale)
         if (s->local)
             graph_model_set_loss_scale(s->model, p->scale);
     }
+    p->route_status = pipe_route_set(p, 0); /* a failure fails the next steps */
 }
 vkt_world *pipe_world(const vkt_pipeline *p) { return p->world; }
 
@@ -326,20 +325,46 @@ vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *t, const float *d
     return st;
 }
 
-vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o)
+vkt_optimizer_options pipe_stage_optim(const vkt_pipeline *p)
 {
-    vkt_optimizer_options oo = *o;
-    oo.clip_norm = oo.clip_norm > 0 ? 0.0f : oo.clip_norm; /* clipped over every stage here */
+    vkt_optimizer_options oo = p->optim;
+    /* the pipeline clips by the norm over every stage (pipe_sched.c); a bad value (and a
+     * bad grad_scale) still reaches the optimizer's checks */
+    oo.clip_norm = oo.clip_norm > 0 ? 0.0f : oo.clip_norm;
+    if (p->route->weight && oo.grad_scale >= 0) /* the device sum of m micro-batch means */
+        oo.grad_scale = (float)((oo.grad_scale > 0 ? oo.grad_scale : 1.0) / p->m);
+    return oo;
+}
+
+vkt_status pipe_route_set(vkt_pipeline *p, int force)
+{
+    const pipe_route *r = pipe_route_pick(p);
+    if (r == p->route && !force)
+        return VKT_OK;
+    p->route = r;
+    vkt_optimizer_options oo = pipe_stage_optim(p);
     for (uint32_t i = 0; i < p->n_ctx; i++) {
         if (!p->st[i].opt)
-            continue;
+            continue; /* no trainable parameters, or another rank's */
         vkt_status st = vkt_optimizer_set_options(p->st[i].opt, &oo);
         if (st != VKT_OK)
             return pipe_fail(p, st, "stage %u: %s", p->st[i].index,
                              vkt_context_errmsg(p->st[i].ctx));
     }
-    p->optim = *o;
     return VKT_OK;
+}
+
+vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o)
+{
+    vkt_optimizer_options was = p->optim;
+    const pipe_route *route = p->route;
+    p->optim = *o; /* clip_norm may change the route */
+    vkt_status st = pipe_route_set(p, 1);
+    if (st != VKT_OK) { /* refused: the options and route stay */
+        p->optim = was;
+        p->route = route;
+    }
+    return st;
 }
 
 vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
@@ -371,6 +396,7 @@ vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
     out->sent_bytes = s->sent;
     out->busy_seconds = s->busy;
     out->grad_reads = s->grad_reads;
+    out->grad_writes = s->grad_writes;
     vkt_memory_stats mem;
     if (vkt_context_memory_stats(s->ctx, &mem) == VKT_OK)
         out->device_bytes = mem.device_local_bytes;

@@ -53,7 +53,9 @@ typedef struct pstage {
     uint64_t n_params, n_train;
     double *gacc;          /* [n_train] the weighted sum over micro-batches */
     float *gtmp;           /* [n_params] */
-    uint64_t grad_reads;   /* gradient readbacks this step (1: after the last backward) */
+    uint64_t grad_reads;   /* gradient readbacks this step (host route: 1, after the last
+                              backward; direct: 0) */
+    uint64_t grad_writes;  /* gradient write-backs this step (host route: 1; direct: 0) */
     float *gsum;           /* scratch: a sent value's gradient summed over consumers */
     uint32_t *recv_edge, *recv_slot; /* per received value: its edge and consumer slot */
     uint32_t *send_edge;   /* per sent value: its edge */
@@ -70,6 +72,23 @@ typedef struct pstage {
     double squares;        /* clipping: its stage's squares of the step (copy 0's; else 0) */
     pworld w;              /* across ranks */
 } pstage;
+
+/* How a stage's gradient, summed over its micro-batches on its device, reaches its
+ * optimizer (pipe_sched.c's pipe_routes, one row picked by pipe_route_pick):
+ *  host: read back once after the last backward (`collect`), summed over the copies in
+ *    double (`gather`, which returns the squares for clipping), judged (guard), divided by
+ *    the loss scale, clipped, and written back (`hand`); the optimizers' grad_scale is the
+ *    caller's (the 1 / (m D) weight is on the host);
+ *  direct: nothing leaves the device; the optimizer applies the device sum with grad_scale
+ *    times 1/m (`weight`: the sum holds m micro-batches' mean gradients). Picked where
+ *    nothing needs the host's sum: one copy, no world, no guard, scale 1, no clipping. */
+typedef struct pipe_route {
+    const char *name;
+    vkt_status (*collect)(pstage *s);            /* after the step's last backward */
+    double (*gather)(pstage *s);                 /* before the update: squares (clipping) */
+    vkt_status (*hand)(pstage *s, double factor); /* the gradient into the model */
+    int weight;                                  /* 1: grad_scale gets 1/m */
+} pipe_route;
 
 struct vkt_pipeline {
     vkt_instance *inst;
@@ -95,6 +114,9 @@ struct vkt_pipeline {
      * copies' sums are equal) and all scale by min(1, clip / (norm + 1e-6)) (pipe_sched.c). */
     uint32_t clip_arrived; /* under mon: contexts that left their squares (pstage.squares) */
     uint32_t first_failed; /* under mon: the context that failed first (n_ctx: none) */
+    const pipe_route *route; /* pipe_route_pick's row: at creation, and whenever
+                              pipe_set_optimizer or pipe_set_scaler changes its inputs */
+    vkt_status route_status; /* a failed change of route (its message in errmsg): steps fail */
     uint64_t steps, step;  /* public steps taken; the optimizers' step of this one */
     double step_seconds;
     char errmsg[VKT_ERRMSG_SIZE];
@@ -123,6 +145,18 @@ vkt_status pipe_fail(vkt_pipeline *p, vkt_status st, const char *fmt, ...)
  * others are woken to stop. mfail: with its model's message. */
 vkt_status pipe_stage_fail(pstage *s, vkt_status st, const char *what, const char *msg);
 vkt_status pipe_model_fail(pstage *s, vkt_status st, const char *what);
+
+/* ---- the gradient's route (pipe_sched.c picks the row, pipe_engine.c sets it) ---- */
+
+/* The row p's options call for (pipe_route's comment: direct where nothing needs the
+ * host's sum, else host). */
+const pipe_route *pipe_route_pick(const vkt_pipeline *p);
+/* p->route := pipe_route_pick(p); when the row changes (or force), every local stage's
+ * optimizer gets its options for it (pipe_stage_optim). */
+vkt_status pipe_route_set(vkt_pipeline *p, int force);
+/* The stage optimizers' options for p->route: the caller's, clip_norm 0 (the pipeline
+ * clips by the norm over every stage), grad_scale times 1/m on the direct route. */
+vkt_optimizer_options pipe_stage_optim(const vkt_pipeline *p);
 
 /* ---- edges (pipe_edge.c): the crossing values of every copy in host slots ---- */
 

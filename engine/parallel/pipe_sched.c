@@ -17,15 +17,19 @@
  *
  * The last stage's F(k) is its whole step (forward, loss, backward). Each stage's model
  * adds the gradients of its micro-batches into its gradient buffer (fp32 on the device,
- * in micro-batch order; zeroed in the submission of the step's first backward), and
- * after its last backward reads that sum back once, weighted by 1 / (m D) in double;
- * after every context passed the barrier with no failure, each writes the sum over the
- * copies of its stage (double, copy order) and runs its optimizer (recorded once into
- * `apply`). Guarded (fp16's loss scaling, nonfinite_skips): each context judges its sum
- * at the barrier, and a non-finite value anywhere (or squares past fp32's range, as one
- * model's guarded optimizer judges) skips every update; else the sum is divided by the
- * scale. Clipping (clip_norm > 0): the stages' squares meet once more (update) and every
- * stage scales by the factor of their global norm. */
+ * in micro-batch order; zeroed in the submission of the step's first backward). The
+ * route (pipe_engine.h's pipe_route, one row of `routes` below, picked by
+ * pipe_route_pick) says what happens to that sum. direct (D = 1, no world, no guard,
+ * scale 1, no clipping): nothing; after the barrier each context runs its optimizer,
+ * whose grad_scale carries the 1/m. host: after its last backward the stage reads the sum
+ * back once, weighted by 1 / (m D) in double; after every context passed the barrier with
+ * no failure, each writes the sum over the copies of its stage (double, copy order) and
+ * runs its optimizer (recorded once into `apply`). Both routes: every context updates or
+ * none does. Guarded (fp16's loss scaling, nonfinite_skips; the host route): each context
+ * judges its sum at the barrier, and a non-finite value anywhere (or squares past fp32's
+ * range, as one model's guarded optimizer judges) skips every update; else the sum is
+ * divided by the scale. Clipping (clip_norm > 0; the host route): the stages' squares
+ * meet once more (update) and every stage scales by the factor of their global norm. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -54,21 +58,14 @@ static vkt_status set_inputs(pstage *s, uint32_t k)
 /* After a backward: gradients of received values back to their senders. The parameters'
  * gradients sum over the micro-batches on the device (the stage's model accumulates:
  * GRAPH_MODEL_ACCUMULATE, zeroed by the step's first backward); after the last one
- * (backwards run in micro-batch order) the sum is read back once, weighted. */
+ * (backwards run in micro-batch order) the route collects the sum (host: reads it back). */
 static vkt_status after_backward(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     vkt_status st = pipe_send_grads(s, k);
     if (st != VKT_OK || k + 1 < p->m)
         return st;
-    st = vkt_model_read_grads(s->model, s->gtmp, s->n_params);
-    if (st != VKT_OK)
-        return pipe_model_fail(s, st, "gradients");
-    s->grad_reads++;
-    double w = 1.0 / ((double)p->m * p->D); /* rows_k / batch: equal micro-batches */
-    for (uint64_t i = 0; i < s->n_train; i++)
-        s->gacc[i] = w * s->gtmp[i];
-    return VKT_OK;
+    return p->route->collect(s);
 }
 
 static vkt_status forward(pstage *s, uint32_t k)
@@ -165,18 +162,78 @@ static double squares_of_all(pstage *s, double mine)
     return all;
 }
 
-/* gtmp (times the clipping factor) into the stage's model, then its optimizer. */
+/* ---- the gradient's routes (pipe_engine.h's pipe_route) ---- */
+
+/* host: the device sum read back once, weighted 1 / (m D) in double. */
+static vkt_status read_sum(pstage *s)
+{
+    vkt_pipeline *p = s->p;
+    vkt_status st = vkt_model_read_grads(s->model, s->gtmp, s->n_params);
+    if (st != VKT_OK)
+        return pipe_model_fail(s, st, "gradients");
+    s->grad_reads++;
+    double w = 1.0 / ((double)p->m * p->D); /* rows_k / batch: equal micro-batches */
+    for (uint64_t i = 0; i < s->n_train; i++)
+        s->gacc[i] = w * s->gtmp[i];
+    return VKT_OK;
+}
+
+/* host: gtmp (times the clipping factor) into the stage's model. */
+static vkt_status write_sum(pstage *s, double factor)
+{
+    for (uint64_t i = 0; factor != 1.0 && i < s->n_train; i++)
+        s->gtmp[i] = (float)(s->gtmp[i] * factor);
+    vkt_status st = vkt_model_write_grads(s->model, s->gtmp, s->n_params);
+    if (st != VKT_OK)
+        return pipe_model_fail(s, st, "writing gradients");
+    s->grad_writes++;
+    return VKT_OK;
+}
+
+/* direct: the sum stays in the model's gradient buffer, where the optimizer reads it
+ * (its grad_scale carries the 1/m: pipe_stage_optim); nothing to clip (clip_norm 0). */
+static vkt_status on_device(pstage *s)
+{
+    (void)s;
+    return VKT_OK;
+}
+static double no_squares(pstage *s)
+{
+    (void)s;
+    return 0.0;
+}
+static vkt_status in_place(pstage *s, double factor)
+{
+    (void)s;
+    (void)factor;
+    return VKT_OK;
+}
+
+enum { ROUTE_HOST, ROUTE_DIRECT };
+static const pipe_route routes[] = {
+    [ROUTE_HOST] = {"host", read_sum, stage_gradient, write_sum, 0},
+    [ROUTE_DIRECT] = {"direct", on_device, no_squares, in_place, 1},
+};
+
+/* Direct where nothing needs the host's sum: no copies to sum, no rank to meet, no
+ * verdict on the values, no scale to divide by, no norm to clip by. */
+const pipe_route *pipe_route_pick(const vkt_pipeline *p)
+{
+    int direct = p->D == 1 && !p->world && !p->guard && p->scale == 1.0f &&
+                 !(p->optim.clip_norm > 0);
+    return &routes[direct ? ROUTE_DIRECT : ROUTE_HOST];
+}
+
+/* The stage's gradient into its model (the route's hand), then its optimizer. */
 static vkt_status apply_gradient(pstage *s, double factor)
 {
     vkt_pipeline *p = s->p;
     if (!s->opt)
         return VKT_OK; /* no trainable parameters */
-    for (uint64_t i = 0; factor != 1.0 && i < s->n_train; i++)
-        s->gtmp[i] = (float)(s->gtmp[i] * factor);
     double t0 = plat_now();
-    vkt_status st = vkt_model_write_grads(s->model, s->gtmp, s->n_params);
+    vkt_status st = p->route->hand(s, factor);
     if (st != VKT_OK)
-        return pipe_model_fail(s, st, "writing gradients");
+        return st; /* its message is on the stage */
     st = vkt_optimizer_set_step(s->opt, p->step);
     if (st == VKT_OK)
         st = vkt_stream_run(s->apply);
@@ -192,7 +249,7 @@ static vkt_status apply_gradient(pstage *s, double factor)
 static vkt_status update(pstage *s)
 {
     vkt_pipeline *p = s->p;
-    double squares = stage_gradient(s), factor = 1.0;
+    double squares = p->route->gather(s), factor = 1.0;
     if (p->optim.clip_norm > 0) {
         if (p->world) {
             vkt_status st = pipe_world_squares(s, &squares);
@@ -319,6 +376,7 @@ static void reset_step(vkt_pipeline *p)
         memset(s->gacc, 0, s->n_train * sizeof *s->gacc);
         graph_model_zero_grads(s->model); /* the device sum starts over */
         s->grad_reads = 0;
+        s->grad_writes = 0;
         s->squares = 0;
         s->loss = 0;
         s->busy = 0;
@@ -345,7 +403,7 @@ static void run_sequential(vkt_pipeline *p)
     }
     double squares = 0;
     for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK && !p->overflow; i++)
-        squares += stage_gradient(&p->st[i]);
+        squares += p->route->gather(&p->st[i]);
     double factor = p->optim.clip_norm > 0 ? clip_factor(p, squares) : 1.0;
     for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK && !p->overflow; i++)
         r = apply_gradient(&p->st[i], factor);
@@ -379,6 +437,8 @@ static void run_threads(vkt_pipeline *p)
 vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_t step,
                      double *out_loss)
 {
+    if (p->route_status != VKT_OK)
+        return p->route_status; /* pipe_set_scaler's change of route failed: its message */
     vkt_status st = check_feeds(p, feeds, n);
     if (st != VKT_OK)
         return st;

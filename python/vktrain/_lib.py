@@ -163,7 +163,7 @@ class PipelineStageStats(Structure):
                 ("grad_bytes", c_uint64), ("optimizer_bytes", c_uint64),
                 ("activation_bytes", c_uint64), ("sent_bytes", c_uint64),
                 ("busy_seconds", c_double), ("device_bytes", c_uint64),
-                ("grad_reads", c_uint64)]
+                ("grad_reads", c_uint64), ("grad_writes", c_uint64)]
 
 
 class SplitOptions(Structure):

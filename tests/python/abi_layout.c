@@ -59,7 +59,7 @@ int main(void)
         F(stage_cached) F(reducer) F(average_host_bytes) END
     BEGIN(vkt_pipeline_stage_stats) F(device) F(ops) F(param_bytes) F(grad_bytes)
         F(optimizer_bytes) F(activation_bytes) F(sent_bytes) F(busy_seconds)
-        F(device_bytes) F(grad_reads) END
+        F(device_bytes) F(grad_reads) F(grad_writes) END
     BEGIN(vkt_split_options) F(stages) F(cost) F(context) F(batch) F(runs) F(tolerance) END
     BEGIN(vkt_split_stage) F(ops) F(first) F(last) F(cost) F(param_bytes) F(send_bytes) END
     BEGIN(vkt_split_report) F(stages) F(cost) F(note) F(imbalance) F(stage) END
