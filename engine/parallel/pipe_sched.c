@@ -146,15 +146,22 @@ static double clip_factor(const vkt_pipeline *p, double squares)
 /* In-process threads: every context leaves its stage's squares and waits for the others
  * (all pass here or none: after arrive); returns their sum in context order, so every
  * run sums alike. */
+/* Under p->mon: counts one more context at a meeting of the step's threads and waits
+ * until all `expected` came (arrive, squares_of_all). */
+static void meet(vkt_pipeline *p, uint32_t *count)
+{
+    (*count)++;
+    plat_monitor_broadcast(p->mon);
+    while (*count < p->expected)
+        plat_monitor_wait(p->mon);
+}
+
 static double squares_of_all(pstage *s, double mine)
 {
     vkt_pipeline *p = s->p;
     plat_monitor_lock(p->mon);
     s->squares = mine;
-    p->clip_arrived++;
-    plat_monitor_broadcast(p->mon);
-    while (p->clip_arrived < p->expected)
-        plat_monitor_wait(p->mon);
+    meet(p, &p->clip_arrived);
     double all = 0;
     for (uint32_t i = 0; i < p->n_ctx; i++)
         all += p->st[i].squares;
@@ -291,10 +298,7 @@ static int arrive(vkt_pipeline *p, int vote, int nonfinite)
     plat_monitor_lock(p->mon);
     p->votes |= vote != 0;
     p->overflow |= nonfinite != 0;
-    p->arrived++;
-    plat_monitor_broadcast(p->mon);
-    while (p->arrived < p->expected)
-        plat_monitor_wait(p->mon);
+    meet(p, &p->arrived);
     int go = !p->votes && !p->overflow;
     plat_monitor_unlock(p->mon);
     return go;

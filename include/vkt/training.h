@@ -264,10 +264,9 @@ typedef struct vkt_feed {
  * context holding only its parameters, gradients, optimizer state and activations.
  * Values crossing stages go through host memory forward, their gradients backward. A
  * step cuts the global batch into m equal micro-batches that flow through the stages,
- * one thread per stage, in the one-forward-one-backward order (1F1B); the gradients of
- * the micro-batches are summed on each stage's device and read back once per step
- * (weighted rows / batch), then every stage applies one optimizer update: the same step
- * as one model on the whole batch, up to the order of float sums. Stages that send
+ * one thread per stage, in the one-forward-one-backward order (1F1B); each stage sums
+ * its micro-batches' gradients on its device, then applies one optimizer update: the
+ * same step as one model on the whole batch, up to the order of float sums. Stages that send
  * values recompute their forward with the backward (so a stage keeps one micro-batch of
  * activations); both forwards draw dropout's masks of the micro-batch's global rows, and
  * batch normalization normalizes by each micro-batch's statistics, its running averages

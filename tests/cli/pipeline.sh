@@ -94,11 +94,18 @@ check "VKT_DEVICES=0 --pipeline 2 --replicas 2: the short list repeats" "[[ $rc 
 # Dropout across stages (before: exit 1, "dropout is not supported in a pipeline yet"):
 # every forward of a micro-batch draws the masks of its global rows, so 2 stages x 4
 # micro-batches reach the unsplit run's test loss, which dropout moved from the plain one
-drop=$("$bin" train --dropout 0.2 --steps 20 --quiet 2>&1); rc1=$?
-dtwo=$("$bin" train --dropout 0.2 --steps 20 --pipeline 2 2>&1); rc2=$?
-d1=$(field test_loss "$drop") d2=$(field test_loss "$dtwo") p0=$(field test_loss "$plain")
-check "--pipeline 2 --dropout 0.2: exit 0, the unsplit dropout test loss ($d2, $d1; without dropout $p0)" \
-    "[[ $rc1 -eq 0 && $rc2 -eq 0 ]] && grep -q 'stages=2 micro_batches=4' <<<\"\$dtwo\" && close '$d2' '$d1' 1e-4 && ! close '$d1' '$p0' 1e-3"
+p0=$(field test_loss "$plain")
+# OPTION on 2 stages x 4 micro-batches (20 steps): exit 0 and the unsplit run's test loss,
+# which OPTION moved from the plain one ($p0)
+unsplit_with() {
+    local one two rc1 rc2 l1 l2
+    one=$("$bin" train $1 --steps 20 --quiet 2>&1); rc1=$?
+    two=$("$bin" train $1 --steps 20 --pipeline 2 2>&1); rc2=$?
+    l1=$(field test_loss "$one") l2=$(field test_loss "$two")
+    check "--pipeline 2 $1: exit 0, the unsplit test loss ($l2, $l1; without it $p0)" \
+        "[[ $rc1 -eq 0 && $rc2 -eq 0 ]] && grep -q 'stages=2 micro_batches=4' <<<\"\$two\" && close '$l2' '$l1' 1e-4 && ! close '$l1' '$p0' 1e-3"
+}
+unsplit_with "--dropout 0.2"
 # The character model's dropout (attention dropout and residual dropout) on 2 stages x 4
 # (before: exit 1, "attention dropout is not supported in a pipeline yet")
 lmd="--model charlm --layers 2 --dropout 0.1 --steps 5 --eval-every 0 --sample 0 --quiet"
@@ -108,12 +115,8 @@ v1=$(field val_loss "$one") v2=$(field val_loss "$two")
 check "charlm --dropout 0.1 on 2 stages: exit 0 and the unsplit validation loss ($v1, $v2)" \
     "[[ $rc1 -eq 0 && $rc2 -eq 0 ]] && close '$v2' '$v1' 1e-4 && grep -q 'stages=2 micro_batches=4' <<<\"\$two\""
 # Clipping by the global norm over every stage (before: exit 2, "--pipeline without
-# --clip"): 2 stages x 4 reach the unsplit clipped run's test loss, which clipping moved
-clip=$("$bin" train --clip 0.5 --steps 20 --quiet 2>&1); rc1=$?
-ctwo=$("$bin" train --clip 0.5 --steps 20 --pipeline 2 2>&1); rc2=$?
-c1=$(field test_loss "$clip") c2=$(field test_loss "$ctwo")
-check "--pipeline 2 --clip 0.5: exit 0, the unsplit clipped test loss ($c2, $c1; unclipped $p0)" \
-    "[[ $rc1 -eq 0 && $rc2 -eq 0 ]] && grep -q 'stages=2 micro_batches=4' <<<\"\$ctwo\" && close '$c2' '$c1' 1e-4 && ! close '$c1' '$p0' 1e-3"
+# --clip"): the same with clipping
+unsplit_with "--clip 0.5"
 out=$("$bin" train --pipeline 2 --batch 30 --steps 1 2>&1); rc=$?
 check "a batch that does not divide into micro-batches: exit 1 with a message" \
     "[[ $rc -eq 1 ]] && grep -q 'cannot create the trainer' <<<\"\$out\""
