@@ -32,6 +32,7 @@
  * a NaN and goes on, without it stops as before. Pipeline stages and async replicas:
  * test_scaler_parallel.c. */
 #include "harness.h"
+#include "scaler_mlp.h"
 #include "gpu/gpu.h"
 #include "graph/model.h"
 #include "kernels/ref.h"
@@ -484,28 +485,7 @@ static void precisions(vkt_context *ctx)
 }
 
 /* A small MLP trained in fp16; its checkpoint resumes in fp32 and bf16. */
-typedef struct mlp {
-    vkt_graph *g;
-    vkt_tensor *x, *y, *loss;
-} mlp;
-
-static mlp make_mlp(void)
-{
-    mlp n = {0};
-    vkt_graph_options go = {.seed = 11};
-    vkt_graph_create(&go, &n.g);
-    vkt_shape xs = {2, {16, 12}}, w1s = {2, {12, 20}}, b1s = {1, {20}}, w2s = {2, {20, 5}};
-    vkt_init he = {VKT_INIT_GLOROT, 0, 0, 0};
-    n.x = vkt_input(n.g, "x", &xs);
-    n.y = vkt_input_labels(n.g, "y", 16);
-    vkt_tensor *h = vkt_relu(n.g, vkt_linear(n.g, n.x, vkt_param(n.g, "w1", &w1s, &he),
-                                             vkt_param(n.g, "b1", &b1s, NULL)));
-    vkt_tensor *z = vkt_linear(n.g, h, vkt_param(n.g, "w2", &w2s, &he), NULL);
-    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
-    return n;
-}
-
-static vkt_trainer *trainer_in(mlp *n, vkt_precision p, vkt_dtype want)
+static vkt_trainer *trainer_in(scaler_mlp *n, vkt_precision p, vkt_dtype want)
 {
     vkt_trainer_options o = {.batch = 16, .precision = p};
     o.optimizer.kind = VKT_OPTIMIZER_ADAM;
@@ -523,15 +503,9 @@ static vkt_trainer *trainer_in(mlp *n, vkt_precision p, vkt_dtype want)
 
 static void trainer_resumes(void)
 {
-    mlp n = make_mlp();
-    float X[16 * 12];
-    int32_t Y[16];
-    for (int i = 0; i < 16; i++) {
-        Y[i] = i % 5;
-        for (int j = 0; j < 12; j++)
-            X[i * 12 + j] = (j % 5 == Y[i] ? 1.0f : 0.0f) + th_rand_uniform(-0.3f, 0.3f);
-    }
-    vkt_feed f[2] = {{n.x, X}, {n.y, Y}};
+    scaler_mlp n;
+    scaler_mlp_make(&n);
+    vkt_feed f[2] = {{n.x, n.X}, {n.y, n.Y}};
     vkt_trainer *t = trainer_in(&n, VKT_PRECISION_FP16, VKT_DTYPE_FP16);
     if (!t) {
         vkt_graph_destroy(n.g);
@@ -572,8 +546,8 @@ static void trainer_resumes(void)
     vkt_graph_destroy(n.g);
 }
 
-static vkt_trainer *scaled_trainer(mlp *n, vkt_precision p, float scale, uint32_t interval,
-                                   uint32_t skips)
+static vkt_trainer *scaled_trainer(scaler_mlp *n, vkt_precision p, float scale,
+                                   uint32_t interval, uint32_t skips)
 {
     vkt_trainer_options o = {.batch = 16, .precision = p, .loss_scale = scale,
                              .loss_scale_interval = interval, .nonfinite_skips = skips};
@@ -587,17 +561,9 @@ static vkt_trainer *scaled_trainer(mlp *n, vkt_precision p, float scale, uint32_
 
 static void scaler(void)
 {
-    mlp n = make_mlp();
-    float X[16 * 12], Xnan[16 * 12];
-    int32_t Y[16];
-    for (int i = 0; i < 16; i++) {
-        Y[i] = i % 5;
-        for (int j = 0; j < 12; j++)
-            X[i * 12 + j] = (j % 5 == Y[i] ? 1.0f : 0.0f) + th_rand_uniform(-0.3f, 0.3f);
-    }
-    memcpy(Xnan, X, sizeof X);
-    Xnan[7] = NAN;
-    vkt_feed f[2] = {{n.x, X}, {n.y, Y}}, fnan[2] = {{n.x, Xnan}, {n.y, Y}};
+    scaler_mlp n;
+    scaler_mlp_make(&n);
+    vkt_feed f[2] = {{n.x, n.X}, {n.y, n.Y}}, fnan[2] = {{n.x, n.Xnan}, {n.y, n.Y}};
     vkt_trainer *t = scaled_trainer(&n, VKT_PRECISION_FP16, 1099511627776.0f /* 2^40 */, 4, 0);
     if (t) {
         uint64_t count = vkt_trainer_param_count(t), skipped = 0;
@@ -687,24 +653,9 @@ static void scaler(void)
     }
     /* fp32: a NaN step skipped with nonfinite_skips, fatal without */
     t = scaled_trainer(&n, VKT_PRECISION_FP32, 0, 0, 2);
-    if (t) {
-        uint64_t count = vkt_trainer_param_count(t), skipped = 0;
-        float *before = th_alloc_floats(count), *after = th_alloc_floats(count), scale = 0;
-        TH_OK(NULL, vkt_trainer_step(t, f, 2, NULL));
-        TH_OK(NULL, vkt_trainer_read_params(t, before, count));
-        TH_OK(NULL, vkt_trainer_step(t, fnan, 2, NULL));
-        TH_OK(NULL, vkt_trainer_read_params(t, after, count));
-        TH_OK(NULL, vkt_trainer_skipped(t, &skipped, &scale));
-        TH_CHECK(skipped == 1 && scale == 1.0f && !memcmp(before, after, count * sizeof *after),
-                 "fp32: the NaN step skipped (%llu), parameters unchanged, scale 1 (%g)",
-                 (unsigned long long)skipped, (double)scale);
-        TH_OK(NULL, vkt_trainer_step(t, f, 2, NULL));
-        TH_OK(NULL, vkt_trainer_read_params(t, after, count));
-        TH_CHECK(memcmp(before, after, count * sizeof *after) != 0, "and the next one applies");
-        free(before);
-        free(after);
-        vkt_trainer_destroy(t);
-    }
+    if (t)
+        scaler_mlp_nan_step(t, &n, "one replica");
+    vkt_trainer_destroy(t);
     t = scaled_trainer(&n, VKT_PRECISION_FP32, 0, 0, 0);
     if (t) {
         vkt_status st = vkt_trainer_step(t, fnan, 2, NULL);

@@ -27,6 +27,7 @@
 #include <zlib.h>
 
 #include "harness.h"
+#include "scaler_mlp.h"
 #include "platform/platform.h"
 
 static vkt_world *world; /* --mpi: the ranks' world; else NULL */
@@ -35,37 +36,9 @@ static uint32_t rank_;
 #define SCALE_2_40 1099511627776.0f
 #define STEPS 40u
 
-typedef struct mlp {
-    vkt_graph *g;
-    vkt_tensor *x, *y, *loss;
-    float X[16 * 12];
-    int32_t Y[16];
-} mlp;
-
-static void make_mlp(mlp *n)
-{
-    vkt_graph_options go = {.seed = 11};
-    vkt_graph_create(&go, &n->g);
-    vkt_shape xs = {2, {16, 12}}, w1s = {2, {12, 20}}, b1s = {1, {20}}, w2s = {2, {20, 5}};
-    vkt_init he = {VKT_INIT_GLOROT, 0, 0, 0};
-    n->x = vkt_input(n->g, "x", &xs);
-    n->y = vkt_input_labels(n->g, "y", 16);
-    vkt_graph_set_stage(n->g, 0); /* placed on 2 stages, used where a trainer asks */
-    vkt_tensor *h = vkt_relu(n->g, vkt_linear(n->g, n->x, vkt_param(n->g, "w1", &w1s, &he),
-                                              vkt_param(n->g, "b1", &b1s, NULL)));
-    vkt_graph_set_stage(n->g, 1);
-    vkt_tensor *z = vkt_linear(n->g, h, vkt_param(n->g, "w2", &w2s, &he), NULL);
-    n->loss = vkt_softmax_cross_entropy(n->g, z, n->y);
-    for (int i = 0; i < 16; i++) {
-        n->Y[i] = i % 5;
-        for (int j = 0; j < 12; j++)
-            n->X[i * 12 + j] = (j % 5 == n->Y[i] ? 1.0f : 0.0f) + th_rand_uniform(-0.3f, 0.3f);
-    }
-}
-
 static uint32_t stages_; /* 2: the trainers are 2 stages x 2 micro-batches (reps 1) */
 
-static vkt_trainer *make(mlp *n, vkt_precision p, float scale, uint32_t skips, uint32_t reps)
+static vkt_trainer *make(scaler_mlp *n, vkt_precision p, float scale, uint32_t skips, uint32_t reps)
 {
     uint32_t devs[2] = {0, 0};
     vkt_trainer_options o = {.batch = 16, .precision = p, .loss_scale = scale,
@@ -90,7 +63,7 @@ typedef struct outcome {
 
 /* Steps from..to-1 of t; with `save`, saves at step `save` (after it, so the file holds
  * step save's state) and goes on; the outcome at the end. */
-static void train(mlp *n, vkt_trainer *t, uint32_t from, uint32_t to, uint32_t save,
+static void train(scaler_mlp *n, vkt_trainer *t, uint32_t from, uint32_t to, uint32_t save,
                   const char *path, outcome *out)
 {
     vkt_feed f[2] = {{n->x, n->X}, {n->y, n->Y}};
@@ -112,7 +85,7 @@ static int same(const outcome *a, const outcome *b, uint64_t count)
 }
 
 /* Saved at step k and resumed: as the run that saved and went on. */
-static void resumes_alike(mlp *n, uint32_t reps, const char *dir)
+static void resumes_alike(scaler_mlp *n, uint32_t reps, const char *dir)
 {
     static const uint32_t at[2] = {12, 27};
     char path[600], what[64];
@@ -212,7 +185,7 @@ static int rewrite(const char *from, const char *to, int drop)
     return ok;
 }
 
-static void across_precisions(mlp *n, const char *dir)
+static void across_precisions(scaler_mlp *n, const char *dir)
 {
     char path[600], old[600], bad[600];
     snprintf(path, sizeof path, "%s/fp16", dir);
@@ -284,7 +257,7 @@ static void across_precisions(mlp *n, const char *dir)
  * restored on every rank, every replica goes on from the file's scale: the next step
  * skips on each (the sum grows by the ranks), as the run that went on, with the same
  * parameters (still the initial ones). */
-static void async_across(mlp *n, const char *dir)
+static void async_across(scaler_mlp *n, const char *dir)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/async", dir);
@@ -353,8 +326,8 @@ int main(int argc, char **argv)
         rank_ = vkt_world_rank(world);
     }
     th_init("test_scaler_checkpoint");
-    mlp n = {0};
-    make_mlp(&n); /* th_init seeds alike on every rank: the same batch */
+    scaler_mlp n = {0};
+    scaler_mlp_make(&n); /* th_init seeds alike on every rank: the same batch */
     char dir[512];
     th_temp_dir("scaler_ckpt", dir, sizeof dir);
     if (world) { /* the chief's folder is where every rank saves (the chief writes) */

@@ -29,47 +29,16 @@
 #include <string.h>
 
 #include "harness.h"
+#include "scaler_mlp.h"
 
 #define SCALE_2_40 1099511627776.0f
-
-typedef struct mlp {
-    vkt_graph *g;
-    vkt_tensor *x, *y, *z, *loss, *w1, *w2;
-    float X[16 * 12], Xnan[16 * 12];
-    int32_t Y[16];
-} mlp;
-
-static void make_mlp(mlp *n)
-{
-    vkt_graph_options go = {.seed = 11};
-    vkt_graph_create(&go, &n->g);
-    vkt_shape xs = {2, {16, 12}}, w1s = {2, {12, 20}}, b1s = {1, {20}}, w2s = {2, {20, 5}};
-    vkt_init he = {VKT_INIT_GLOROT, 0, 0, 0};
-    n->x = vkt_input(n->g, "x", &xs);
-    n->y = vkt_input_labels(n->g, "y", 16);
-    n->w1 = vkt_param(n->g, "w1", &w1s, &he);
-    n->w2 = vkt_param(n->g, "w2", &w2s, &he);
-    vkt_graph_set_stage(n->g, 0); /* placed: 2 stages where a trainer asks for them */
-    vkt_tensor *h = vkt_relu(n->g, vkt_linear(n->g, n->x, n->w1,
-                                              vkt_param(n->g, "b1", &b1s, NULL)));
-    vkt_graph_set_stage(n->g, 1);
-    n->z = vkt_linear(n->g, h, n->w2, NULL);
-    n->loss = vkt_softmax_cross_entropy(n->g, n->z, n->y);
-    for (int i = 0; i < 16; i++) {
-        n->Y[i] = i % 5;
-        for (int j = 0; j < 12; j++)
-            n->X[i * 12 + j] = (j % 5 == n->Y[i] ? 1.0f : 0.0f) + th_rand_uniform(-0.3f, 0.3f);
-    }
-    memcpy(n->Xnan, n->X, sizeof n->X);
-    n->Xnan[7] = NAN;
-}
 
 typedef enum layout { ONE, PIPELINE, ASYNC } layout;
 static const char *const layout_name[] = {"one replica", "2 stages", "2 async replicas"};
 
 static uint32_t copies_ = 1; /* pipeline copies (data parallel) */
 
-static vkt_trainer *make(mlp *n, layout l, vkt_precision p, float scale, uint32_t skips,
+static vkt_trainer *make(scaler_mlp *n, layout l, vkt_precision p, float scale, uint32_t skips,
                          uint32_t micro)
 {
     uint32_t two[2] = {0, 0};
@@ -118,7 +87,7 @@ typedef struct trace {
 
 /* RUN steps on the batch, the skip count and scale after each; with `together`, that
  * both stages' parameters changed or neither at each step. */
-static int run(mlp *n, vkt_trainer *t, trace *tr, int together)
+static int run(scaler_mlp *n, vkt_trainer *t, trace *tr, int together)
 {
     vkt_feed f[2] = {{n->x, n->X}, {n->y, n->Y}};
     float w1[W1], w2[W2];
@@ -149,8 +118,9 @@ static int run(mlp *n, vkt_trainer *t, trace *tr, int together)
  * loss (8 rows), its fp16 gradient up to twice the whole batch's before the host sums
  * them with weight 1/2: it overflows at a scale the whole batch's fits, so the schedules
  * agree through one replica's first skipping and may part by a halving (measured: 21
- * skips in a row against 20, 26 in all against 25); compared up to the first step whose skip or scale differs. */
-static void pipeline(mlp *n, uint32_t micro)
+ * skips in a row against 20, 26 in all against 25); compared up to the first step whose
+ * skip or scale differs. */
+static void pipeline(scaler_mlp *n, uint32_t micro)
 {
     vkt_trainer *p = make(n, PIPELINE, VKT_PRECISION_FP16, SCALE_2_40, 0, micro);
     vkt_trainer *u = make(n, ONE, VKT_PRECISION_FP16, SCALE_2_40, 0, 1);
@@ -207,7 +177,8 @@ static void pipeline(mlp *n, uint32_t micro)
                      (unsigned long long)b.skipped[RUN - 1]);
         printf("%u cop%s of 2 stages x %u micro-batch(es) from 2^40: %llu skipped (one replica "
                "%llu), scale %g (%g), loss %.4f -> %.4f; the same verdicts as one replica to step "
-               "%d, the parameters there within %.2e\n", copies_, copies_ > 1 ? "ies" : "y", micro, (unsigned long long)a.skipped[RUN - 1],
+               "%d, the parameters there within %.2e\n", copies_, copies_ > 1 ? "ies" : "y", micro,
+               (unsigned long long)a.skipped[RUN - 1],
                (unsigned long long)b.skipped[RUN - 1], (double)a.scale[RUN - 1],
                (double)b.scale[RUN - 1], a.loss[0], a.loss[RUN - 1], same, worst);
     }
@@ -220,7 +191,7 @@ static void pipeline(mlp *n, uint32_t micro)
 }
 
 /* The 4th skip in a row with a limit of 3 stops the run. */
-static void limit(mlp *n, layout l)
+static void limit(scaler_mlp *n, layout l)
 {
     vkt_trainer *t = make(n, l, VKT_PRECISION_FP16, SCALE_2_40, 3, 2);
     if (!t)
@@ -248,27 +219,11 @@ out:
 }
 
 /* fp32 with nonfinite_skips: a NaN step skipped by every stage, the next applies. */
-static void nan_step(mlp *n)
+static void nan_step(scaler_mlp *n)
 {
     vkt_trainer *t = make(n, PIPELINE, VKT_PRECISION_FP32, 0, 2, 2);
-    if (!t)
-        return;
-    vkt_feed f[2] = {{n->x, n->X}, {n->y, n->Y}}, fnan[2] = {{n->x, n->Xnan}, {n->y, n->Y}};
-    uint64_t count = vkt_trainer_param_count(t), skipped = 0;
-    float *before = th_alloc_floats(count), *after = th_alloc_floats(count), scale = 0;
-    TH_OK(NULL, vkt_trainer_step(t, f, 2, NULL));
-    TH_OK(NULL, vkt_trainer_read_params(t, before, count));
-    TH_OK(NULL, vkt_trainer_step(t, fnan, 2, NULL));
-    TH_OK(NULL, vkt_trainer_read_params(t, after, count));
-    vkt_trainer_skipped(t, &skipped, &scale);
-    TH_CHECK(skipped == 1 && scale == 1.0f && !memcmp(before, after, count * sizeof *after),
-             "pipeline fp32: the NaN step skipped (%llu) by every stage, scale %g",
-             (unsigned long long)skipped, (double)scale);
-    TH_OK(NULL, vkt_trainer_step(t, f, 2, NULL));
-    TH_OK(NULL, vkt_trainer_read_params(t, after, count));
-    TH_CHECK(memcmp(before, after, count * sizeof *after) != 0, "and the next one applies");
-    free(before);
-    free(after);
+    if (t)
+        scaler_mlp_nan_step(t, n, "pipeline");
     vkt_trainer_destroy(t);
 }
 
@@ -277,7 +232,7 @@ static void nan_step(mlp *n)
  * optimizer sums the squares, optim_update.comp), so by the pipeline's stages too: the
  * same count, every parameter unchanged (else Adam's second moment holds an infinity
  * from then on); and the next step applies. */
-static void huge_step(mlp *n)
+static void huge_step(scaler_mlp *n)
 {
     float Xbig[16 * 12];
     memcpy(Xbig, n->X, sizeof Xbig);
@@ -311,7 +266,7 @@ static void huge_step(mlp *n)
     }
 }
 
-static void async(mlp *n)
+static void async(scaler_mlp *n)
 {
     vkt_trainer *t = make(n, ASYNC, VKT_PRECISION_FP16, SCALE_2_40, 0, 1);
     vkt_trainer *one = make(n, ONE, VKT_PRECISION_FP16, SCALE_2_40, 0, 1);
@@ -361,7 +316,7 @@ out:
  * step skips on both (2 more, the scale halved again), as the run that went on, with the
  * same parameters (still the initial ones: nothing applied yet). The saved scale, 2^34,
  * is above where growth stops (2^32): a run started higher saves and resumes too. */
-static void async_checkpoint(mlp *n)
+static void async_checkpoint(scaler_mlp *n)
 {
     char dir[512], path[600];
     th_temp_dir("scaler_async", dir, sizeof dir);
@@ -393,7 +348,8 @@ static void async_checkpoint(mlp *n)
                      !memcmp(pa, pb, count * sizeof *pa),
                  "resumed, each replica from the file's scale: %llu skips, scale %g; the run "
                  "that went on: %llu, %g; parameters %s", (unsigned long long)sb, (double)cb,
-                 (unsigned long long)sa, (double)ca, memcmp(pa, pb, count * 4) ? "differ" : "equal");
+                 (unsigned long long)sa, (double)ca,
+                 memcmp(pa, pb, count * 4) ? "differ" : "equal");
         free(pa);
         free(pb);
     }
@@ -407,8 +363,8 @@ out:
 int main(void)
 {
     th_init("test_scaler_parallel");
-    mlp n = {0};
-    make_mlp(&n);
+    scaler_mlp n = {0};
+    scaler_mlp_make(&n);
     pipeline(&n, 1);
     pipeline(&n, 2);
     copies_ = 2; /* 2 x 2 contexts: each votes at the barrier */
