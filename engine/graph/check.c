@@ -264,8 +264,9 @@ static vkt_status check_grads(ck *c)
     return st;
 }
 
-vkt_status model_check(vkt_model *m, int training, int backward)
+vkt_status model_check(vkt_model *m, int training, int parts)
 {
+    int backward = (parts & MODEL_CHECK_BWD) != 0;
     ck c;
     memset(&c, 0, sizeof c);
     c.m = m;
@@ -279,7 +280,7 @@ vkt_status model_check(vkt_model *m, int training, int backward)
         st = read_space(&c, MS_INPUTS, m->inputs);
     if (st == VKT_OK)
         st = read_space(&c, MS_CTRL, m->ctrl);
-    if (st == VKT_OK)
+    if (st == VKT_OK && (parts & MODEL_CHECK_FWD))
         st = check_forward(&c);
     if (st == VKT_OK && backward)
         st = check_grads(&c);

@@ -202,7 +202,9 @@ static vkt_status make_buffers(vkt_model *m)
         if (st == VKT_OK)
             st = init_params(m);
     }
-    if (st == VKT_OK && m->training) {
+    if (st == VKT_OK && m->grad_owner) {
+        m->grads = m->grad_owner->grads; /* a slot model (GRAPH_MODEL_SHARE_GRADS) */
+    } else if (st == VKT_OK && m->training) {
         st = make_buffer(m, m->param_elems, GPU_USE_DEVICE, &m->grads);
         if (st == VKT_OK) /* gradients of parameters the loss does not reach stay 0 */
             st = zero_buffer(m, m->grads);
@@ -273,6 +275,21 @@ vkt_status vkt_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     return graph_model_create(ctx, g, loss, options, NULL, 0, 0, out);
 }
 
+/* A slot model (GRAPH_MODEL_SHARE_GRADS): share_params is a training model of the same
+ * flags, and this one trains. */
+static vkt_status check_slot(vkt_tensor *loss, const vkt_model_options *o, uint32_t flags)
+{
+    if (!(flags & GRAPH_MODEL_SHARE_GRADS))
+        return VKT_OK;
+    const vkt_model *sh = o ? o->share_params : NULL;
+    if (!sh || !sh->training || !loss || o->forward_only ||
+        (flags & GRAPH_MODEL_ACCUMULATE) != (sh->accumulate ? GRAPH_MODEL_ACCUMULATE : 0u))
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_create: sharing "
+                        "gradients needs share_params, a training model of the same flags, "
+                        "and a training model");
+    return VKT_OK;
+}
+
 /* grad_inputs must be vkt_input nodes of g, and the model must train. */
 static vkt_status check_grad_inputs(vkt_graph *g, vkt_tensor *loss, const vkt_model_options *o,
                                     const vkt_tensor *const *in, uint32_t n)
@@ -299,6 +316,8 @@ vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     vkt_status st = check_args(ctx, g, loss, options);
     if (st == VKT_OK)
         st = check_grad_inputs(g, loss, options, grad_inputs, n_grad_inputs);
+    if (st == VKT_OK)
+        st = check_slot(loss, options, flags);
     if (st != VKT_OK)
         return st;
     vkt_model_options o;
@@ -325,6 +344,9 @@ vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
     m->param_owner = o.share_params ? (o.share_params->param_owner ? o.share_params->param_owner
                                                                    : o.share_params)
                                     : NULL;
+    if (flags & GRAPH_MODEL_SHARE_GRADS)
+        m->grad_owner = o.share_params->grad_owner ? o.share_params->grad_owner
+                                                   : o.share_params;
     m->corrupt_node = -1;
     m->debug_drop_access = -1;
     m->shape = calloc(m->n, sizeof *m->shape);
@@ -364,12 +386,15 @@ void vkt_model_destroy(vkt_model *m)
     vkt_stream_destroy(m->train);
     vkt_stream_destroy(m->eval);
     vkt_stream_destroy(m->train_fwd);
+    vkt_stream_destroy(m->half[0]);
+    vkt_stream_destroy(m->half[1]);
     vkt_stream_destroy(m->hooks_stream);
     vkt_stream_destroy(m->zero);
     free(m->check_prior);
     if (!m->param_owner)
         vkt_buffer_destroy(m->params);
-    vkt_buffer_destroy(m->grads);
+    if (!m->grad_owner)
+        vkt_buffer_destroy(m->grads);
     vkt_buffer_destroy(m->arena);
     vkt_buffer_destroy(m->snap);
     free(m->snap_off);

@@ -90,6 +90,8 @@ struct vkt_model {
     float *check_prior;
     vkt_dtype precision;      /* autocast: the matrix products' type (fp32: none) */
     vkt_model *param_owner;   /* the model whose parameter buffer this one uses */
+    vkt_model *grad_owner;    /* GRAPH_MODEL_SHARE_GRADS: the model whose gradient buffer
+                                 (and zero_pending) this one uses; NULL: its own */
     /* Per node, or NULL: inputs whose gradient the backward computes into the arena and
      * keeps readable (a pipeline stage sends it back to the stage that produced the
      * input: graph_model_create, graph_model_read_input_grad). */
@@ -138,6 +140,9 @@ struct vkt_model {
     int train_fwd_recorded;
     vkt_stream *hooks_stream; /* check mode: the epilogue hooks, run after the check */
     int train_recorded, eval_recorded;
+    vkt_stream *half[2];      /* the training step's forward and backward halves */
+    int half_recorded[2];
+    int half_pending;         /* step_forward ran and nothing since: step_backward may */
     vkt_stream_stats train_stats, eval_stats;
     uint64_t step;
     model_hook hooks[MODEL_MAX_HOOKS];
@@ -235,9 +240,11 @@ vkt_status model_record_backward(vkt_model *m, vkt_stream *s, uint32_t node);
 void model_write_ctrl(vkt_model *m);
 
 /* check.c: compares every op of the last run with its CPU reference. */
-/* Check mode after a run: its forward values (dropout drawn when training) and, after
- * a backward, its gradients against the references. */
-vkt_status model_check(vkt_model *m, int training, int backward);
+/* Check mode after a run: its forward values (dropout drawn when training;
+ * MODEL_CHECK_FWD) and, after a backward, its gradients (MODEL_CHECK_BWD) against the
+ * references. */
+enum { MODEL_CHECK_FWD = 1, MODEL_CHECK_BWD = 2 }; /* model_check's parts */
+vkt_status model_check(vkt_model *m, int training, int parts);
 
 /* A shape seen as [outer, dims[axis], inner]. */
 void model_axis3(const vkt_shape *s, uint32_t axis, uint32_t *outer, uint32_t *len,

@@ -1,7 +1,8 @@
-/* run.c - recording a model's two streams once (the training step: inputs in, forward,
- * loss, backward, epilogue hooks such as the optimizer; the evaluation forward) and
- * replaying them. The step counter that seeds dropout lives in the host-visible control
- * block, so replays need no re-recording. Barriers come from the stream: only where a
+/* run.c - recording a model's streams once (the training step: inputs in, forward,
+ * loss, backward, epilogue hooks such as the optimizer; the evaluation forward; the
+ * training forward alone; the training step's two halves) and replaying them. The step
+ * counter that seeds dropout lives in the host-visible control block, so replays need no
+ * re-recording. Barriers come from the stream: only where a
  * command touches memory an earlier one wrote, so independent branches get none. */
 #include "graph/model.h"
 
@@ -76,13 +77,14 @@ static vkt_status snapshot(vkt_model *m, vkt_stream *s, const plan_watch *w)
     return VKT_OK;
 }
 
-/* The kept values (and, after a training run, the input gradients) into the host-visible
- * readback buffer, at the end of the run's own submission (model.h). */
-static vkt_status record_readback(vkt_model *m, vkt_stream *s, int training)
+/* The kept values (values: after a run of the forward) and the input gradients (training:
+ * after a run of the backward) into the host-visible readback buffer, at the end of the
+ * run's own submission (model.h). */
+static vkt_status record_readback(vkt_model *m, vkt_stream *s, int values, int training)
 {
     vkt_status st = VKT_OK;
     for (uint32_t i = 0; m->readback && i < m->n && st == VKT_OK; i++) {
-        if (m->rb_val[i] != UINT64_MAX) {
+        if (values && m->rb_val[i] != UINT64_MAX) {
             vkt_view v = model_view(m, m->node[i].val);
             st = vkt_stream_copy(s, v.buffer, v.offset * 4, m->readback, m->rb_val[i] * 4,
                                  m->count[i] * 4);
@@ -97,51 +99,76 @@ static vkt_status record_readback(vkt_model *m, vkt_stream *s, int training)
 }
 
 /* What a model runs: its recorded streams, one row each. */
-typedef enum model_pass { PASS_TRAIN, PASS_EVAL, PASS_TRAIN_FWD } model_pass;
+typedef enum model_pass { PASS_TRAIN, PASS_EVAL, PASS_TRAIN_FWD, PASS_FWD_HALF, PASS_BWD_HALF }
+    model_pass;
 static const struct pass_def {
-    int backward; /* the whole training step (backward, gradient hooks, epilogue) */
-    int forward;  /* model_record_forward's mode */
+    int fwd;      /* records the forward steps, in model_record_forward's mode `forward` */
+    int forward;
+    int backward; /* records the backward steps, the gradient hooks and the epilogue */
+    int zero;     /* the pending zeroing of the gradients goes in ahead of it */
+    int loss;     /* the loss is copied into the control block (loss_staged) */
+    int check;    /* check mode's parts (model_check) */
 } passes[] = {
-    [PASS_TRAIN] = {1, 1},
-    [PASS_EVAL] = {0, 0},
+    [PASS_TRAIN] = {1, 1, 1, 1, 1, MODEL_CHECK_FWD | MODEL_CHECK_BWD},
+    [PASS_EVAL] = {1, 0, 0, 0, 1, MODEL_CHECK_FWD},
     /* A pipeline stage's forward that sends its values on: training values (dropout
      * drawn, batch norm from the batch), with the states untouched since the backward's
      * recomputation (a PASS_TRAIN) moves them: once per micro-batch. */
-    [PASS_TRAIN_FWD] = {0, MODEL_FWD_TRAIN_KEEP_STATE},
+    [PASS_TRAIN_FWD] = {1, MODEL_FWD_TRAIN_KEEP_STATE, 0, 0, 1, MODEL_CHECK_FWD},
+    /* The training step cut between its forward and backward steps (graph_model_step_
+     * forward and _backward): the same commands as PASS_TRAIN, in two submissions. */
+    [PASS_FWD_HALF] = {1, 1, 0, 1, 1, MODEL_CHECK_FWD},
+    [PASS_BWD_HALF] = {0, 0, 1, 0, 0, MODEL_CHECK_BWD},
 };
 
 static vkt_stream **pass_stream(vkt_model *m, model_pass pass)
 {
-    return pass == PASS_TRAIN ? &m->train : pass == PASS_EVAL ? &m->eval : &m->train_fwd;
+    switch (pass) {
+    case PASS_TRAIN: return &m->train;
+    case PASS_EVAL: return &m->eval;
+    case PASS_TRAIN_FWD: return &m->train_fwd;
+    default: return &m->half[pass - PASS_FWD_HALF];
+    }
 }
 
 static int *pass_recorded(vkt_model *m, model_pass pass)
 {
-    return pass == PASS_TRAIN  ? &m->train_recorded
-           : pass == PASS_EVAL ? &m->eval_recorded
-                               : &m->train_fwd_recorded;
+    switch (pass) {
+    case PASS_TRAIN: return &m->train_recorded;
+    case PASS_EVAL: return &m->eval_recorded;
+    case PASS_TRAIN_FWD: return &m->train_fwd_recorded;
+    default: return &m->half_recorded[pass - PASS_FWD_HALF];
+    }
+}
+
+/* The model whose gradient buffer m uses (a slot's owner: GRAPH_MODEL_SHARE_GRADS): its
+ * zero_pending is the one of every model sharing the buffer. */
+static vkt_model *grad_home(vkt_model *m)
+{
+    return m->grad_owner ? m->grad_owner : m;
 }
 
 static vkt_status record(vkt_model *m, vkt_stream *s, model_pass pass)
 {
     vkt_status st = VKT_OK;
-    int training = passes[pass].backward;
+    const struct pass_def *d = &passes[pass];
+    int training = d->backward;
     m->errmsg[0] = 0;
     if (m->inputs_staged)
         st = vkt_stream_copy(s, m->staging, 0, m->inputs, 0, m->inputs->size);
-    uint32_t n_steps = training ? m->n_steps : m->n_fwd_steps;
+    uint32_t from = d->fwd ? 0 : m->n_fwd_steps, to = training ? m->n_steps : m->n_fwd_steps;
     int32_t *last = NULL;
     int ready = training && m->grad_ready && !m->check;
     if (ready && !(last = malloc(m->n * sizeof *last)))
         st = model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     if (ready && st == VKT_OK)
         st = grad_last_writers(m, last);
-    for (uint32_t i = 0; i < n_steps && st == VKT_OK; i++) {
+    for (uint32_t i = from; i < to && st == VKT_OK; i++) {
         const mstep *step = &m->steps[i];
         plan_watch w;
         plan_watch_begin(&w, m, s, i);
         st = step->backward ? model_record_backward(m, s, step->node)
-                            : model_record_forward(m, s, step->node, passes[pass].forward);
+                            : model_record_forward(m, s, step->node, d->forward);
         vkt_status plan_st = plan_watch_end(&w, s);
         if (st == VKT_OK)
             st = plan_st;
@@ -159,19 +186,19 @@ static vkt_status record(vkt_model *m, vkt_stream *s, model_pass pass)
      * from its own stream, so the check sees the parameters the step used. */
     for (uint32_t h = 0; training && !m->check && h < m->n_hooks && st == VKT_OK; h++)
         st = m->hooks[h].fn(s, m->hooks[h].user);
-    if (st == VKT_OK && m->loss && m->loss_staged) {
+    if (st == VKT_OK && d->loss && m->loss && m->loss_staged) {
         vkt_view l = model_view(m, m->node[m->loss->id].val);
         st = vkt_stream_copy(s, l.buffer, l.offset * 4, m->ctrl, CTRL_LOSS * 4, 4);
     }
     if (st == VKT_OK)
-        st = record_readback(m, s, training);
+        st = record_readback(m, s, d->fwd, training);
     if (st != VKT_OK) {
         if (!m->errmsg[0]) /* a kernel's message, kept by the context */
             model_ctx_fail(m, st);
         vkt_stream_reset(s);
         return st;
     }
-    if (pass == PASS_TRAIN_FWD)
+    if (pass != PASS_TRAIN && pass != PASS_EVAL)
         return VKT_OK; /* vkt_model_stats reports the step and the evaluation forward */
     return vkt_stream_stats_get(s, training ? &m->train_stats : &m->eval_stats);
 }
@@ -218,7 +245,7 @@ static vkt_status run_hooks(vkt_model *m)
 void graph_model_zero_grads(vkt_model *m)
 {
     if (m && m->training)
-        m->zero_pending = 1;
+        grad_home(m)->zero_pending = 1;
 }
 
 /* The stream that zeroes the gradient buffer (graph_model_zero_grads), recorded once and
@@ -227,7 +254,7 @@ void graph_model_zero_grads(vkt_model *m)
 static vkt_status zero_before(vkt_model *m, vkt_stream **out)
 {
     *out = NULL;
-    if (!m->zero_pending)
+    if (!grad_home(m)->zero_pending)
         return VKT_OK;
     vkt_status st = VKT_OK;
     if (!m->zero) {
@@ -261,10 +288,12 @@ static vkt_status check_prior(vkt_model *m, vkt_stream *zero)
 
 static vkt_status run(vkt_model *m, model_pass pass)
 {
+    m->half_pending = 0; /* any run ends a step cut in halves (PASS_FWD_HALF sets it) */
     vkt_status st = ensure_recorded(m, pass);
-    int training = passes[pass].backward;
+    const struct pass_def *d = &passes[pass];
+    int training = d->backward;
     vkt_stream *zero = NULL;
-    if (st == VKT_OK && training)
+    if (st == VKT_OK && d->zero)
         st = zero_before(m, &zero);
     if (st == VKT_OK && training && m->check && m->accumulate) {
         st = check_prior(m, zero);
@@ -279,10 +308,10 @@ static vkt_status run(vkt_model *m, model_pass pass)
         st = vkt_stream_wait(s);
     if (st != VKT_OK)
         return model_ctx_fail(m, st);
-    if (training)
-        m->zero_pending = 0;
+    if (d->zero)
+        grad_home(m)->zero_pending = 0;
     if (m->check)
-        st = model_check(m, passes[pass].forward != 0, training);
+        st = model_check(m, d->fwd ? d->forward != 0 : 1, d->check);
     if (st == VKT_OK && m->check && training && (m->n_hooks || m->grad_ready))
         st = run_hooks(m);
     return st;
@@ -326,9 +355,10 @@ vkt_status graph_model_step_submit_ext(vkt_model *m, vkt_stream *const *before, 
     }
     model_write_ctrl(m);
     m->step++;
+    m->half_pending = 0;
     st = gpu_stream_submit_ext(m->train, before, n, after, n_after, sync);
     if (st == VKT_OK)
-        m->zero_pending = 0;
+        grad_home(m)->zero_pending = 0;
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
 
@@ -376,6 +406,31 @@ vkt_status graph_model_forward_train(vkt_model *m)
         return model_fail(m, VKT_ERROR_STATE, "graph_model_forward_train: the model is "
                           "forward-only");
     return run(m, PASS_TRAIN_FWD);
+}
+
+vkt_status graph_model_step_forward(vkt_model *m)
+{
+    if (!m)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_step_forward: NULL");
+    if (!m->training)
+        return model_fail(m, VKT_ERROR_STATE, "graph_model_step_forward: the model is "
+                          "forward-only");
+    vkt_status st = run(m, PASS_FWD_HALF);
+    m->half_pending = st == VKT_OK;
+    return st;
+}
+
+vkt_status graph_model_step_backward(vkt_model *m)
+{
+    if (!m)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_step_backward: NULL");
+    if (!m->half_pending)
+        return model_fail(m, VKT_ERROR_STATE, "graph_model_step_backward: no forward half "
+                          "to continue (graph_model_step_forward, with no other run of the "
+                          "model since)");
+    vkt_status st = run(m, PASS_BWD_HALF);
+    m->step++;
+    return st;
 }
 
 void graph_model_set_row_offset(vkt_model *m, uint32_t row)
@@ -431,7 +486,7 @@ vkt_status graph_model_add_epilogue(vkt_model *m, graph_record_fn fn, void *user
 {
     if (!m || !fn)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_add_epilogue: NULL");
-    if (m->train_recorded)
+    if (m->train_recorded || m->half_recorded[1])
         return model_fail(m, VKT_ERROR_STATE, "graph_model_add_epilogue: the training step is "
                           "already recorded (add epilogues before the first step)");
     if (m->n_hooks == MODEL_MAX_HOOKS)
@@ -459,7 +514,8 @@ vkt_status graph_model_debug_corrupt(vkt_model *m, const vkt_tensor *t)
     if (!m || !t || t->graph != m->g || t->id >= m->n || m->node[t->id].fpos < 0)
         return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "graph_model_debug_corrupt: not a computed tensor of this model");
-    if (m->train_recorded || m->eval_recorded || m->train_fwd_recorded)
+    if (m->train_recorded || m->eval_recorded || m->train_fwd_recorded || m->half_recorded[0] ||
+        m->half_recorded[1])
         return model_fail(m, VKT_ERROR_STATE, "graph_model_debug_corrupt: already recorded");
     m->corrupt_node = (int32_t)t->id;
     return VKT_OK;
@@ -470,7 +526,8 @@ vkt_status graph_model_debug_drop_access(vkt_model *m, const vkt_tensor *t)
     if (!m || !t || t->graph != m->g || t->id >= m->n)
         return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
                         "graph_model_debug_drop_access: not a tensor of this model");
-    if (m->train_recorded || m->eval_recorded || m->train_fwd_recorded)
+    if (m->train_recorded || m->eval_recorded || m->train_fwd_recorded || m->half_recorded[0] ||
+        m->half_recorded[1])
         return model_fail(m, VKT_ERROR_STATE, "graph_model_debug_drop_access: already recorded");
     m->debug_drop_access = (int32_t)t->id;
     return VKT_OK;
@@ -480,7 +537,7 @@ vkt_status graph_model_on_grad_ready(vkt_model *m, graph_grad_fn fn, void *user)
 {
     if (!m || !fn)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "graph_model_on_grad_ready: NULL");
-    if (m->train_recorded)
+    if (m->train_recorded || m->half_recorded[1])
         return model_fail(m, VKT_ERROR_STATE, "graph_model_on_grad_ready: the training step "
                           "is already recorded");
     m->grad_ready = fn;

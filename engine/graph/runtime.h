@@ -83,6 +83,15 @@ vkt_status graph_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
  * sum in the gradient buffer (fp32, in step order) until graph_model_zero_grads: a
  * pipeline stage sums its micro-batches there and reads the sum once per step. */
 #define GRAPH_MODEL_ACCUMULATE 1u
+/* SHARE_GRADS (with options.share_params, a training model of the same graph and
+ * context, created with the same flags): a "slot" model. It shares that model's parameter
+ * buffer (states included) and also its gradient buffer and its pending zeroing
+ * (graph_model_zero_grads on either zeroes the one buffer), and has its own activation
+ * arena, inputs and control block. Several slots of one model hold several training steps
+ * in flight (graph_model_step_forward on each, then graph_model_step_backward in any
+ * order), their gradients summing into the one buffer (ACCUMULATE). The owner must
+ * outlive its slots. */
+#define GRAPH_MODEL_SHARE_GRADS 2u
 /* The next training step starts from zero gradients: its submission first fills the
  * gradient buffer with zeros (vkCmdFillBuffer, no round trip of its own). */
 void graph_model_zero_grads(vkt_model *m);
@@ -143,6 +152,19 @@ vkt_status graph_model_forward_train(vkt_model *m);
  * it starts as vkt_model_options.row_offset. The control block carries it (shaders/
  * ctrl.h), so a recorded step serves every micro-batch (dropout and attention dropout). */
 void graph_model_set_row_offset(vkt_model *m, uint32_t row);
+/* The training step (vkt_model_forward_backward) in two halves, each a submission waited
+ * for. step_forward: the inputs, the zeroing of the gradients if pending, the forward and
+ * the loss, in training mode as the whole step (dropout drawn, batch norm's running
+ * averages moved); the loss and kept values are readable afterwards. step_backward: the
+ * inputs again (so inputs set in between, e.g. the gradient a pipeline stage receives for
+ * its surrogate loss, are seen), the backward from the loss gradient, the gradient hooks
+ * and the epilogue; input gradients are readable afterwards; the step index advances. The
+ * plan's lifetimes hold across the cut (the halves are the step's forward and backward
+ * steps; no fused kernel spans both); nothing else may run on the model in between: any
+ * other run makes step_backward fail with VKT_ERROR_STATE. Together they compute the
+ * whole step's bits. */
+vkt_status graph_model_step_forward(vkt_model *m);
+vkt_status graph_model_step_backward(vkt_model *m);
 /* Mark `index` of the running training step: 1 passed (or the step is over), 0 not yet,
  * -1 on an error (the model's message says it). */
 int graph_model_mark_passed(vkt_model *m, uint32_t index);
