@@ -120,6 +120,46 @@ static uint32_t split_gemms(const uint32_t (*shapes)[3], uint32_t n)
     return extra;
 }
 
+/* vkt_model_plan_peak on the MLP below: the groups add up to the live bytes, which fit in
+ * the arena, largest first; a smaller capacity gets the same first groups. The peak is in
+ * the second layer's backward: the first layer's relu output (128 x 256, which its
+ * backward reads again) is live, and gradients flow there. */
+static void check_plan_peak(vkt_model *m, const vkt_model_stats *st)
+{
+    vkt_plan_peak pk, pk2;
+    vkt_plan_group g[32], g2[2];
+    TH_OK(g_ctx, vkt_model_plan_peak(m, &pk, g, 32));
+    uint64_t sum = 0;
+    int sorted = 1, relu_out = 0, grads = 0;
+    for (uint32_t k = 0; k < pk.groups && k < 32; k++) {
+        printf("  peak at %s of '%s': %-14s %-9s %s %u values %llu bytes\n",
+               pk.backward ? "backward" : "forward", pk.name, g[k].op, g[k].role,
+               vkt_dtype_name(g[k].dtype), g[k].values, (unsigned long long)g[k].bytes);
+        sum += g[k].bytes;
+        sorted &= k == 0 || g[k].bytes <= g[k - 1].bytes;
+        relu_out |= strcmp(g[k].op, "linear+relu") == 0 && strcmp(g[k].role, "output") == 0 &&
+                    g[k].dtype == VKT_DTYPE_FP32 && g[k].bytes >= 128 * 256 * 4;
+        grads |= strcmp(g[k].role, "gradient") == 0;
+    }
+    TH_CHECK(pk.groups > 0 && pk.groups <= 32 && sum == pk.live_bytes && sorted,
+             "%u groups, largest first, summing to the live %llu bytes (%llu)", pk.groups,
+             (unsigned long long)pk.live_bytes, (unsigned long long)sum);
+    TH_CHECK(pk.live_bytes <= st->activation_bytes && pk.name[0], "the peak (%llu bytes, at "
+             "'%s') fits in the arena (%llu)", (unsigned long long)pk.live_bytes, pk.name,
+             (unsigned long long)st->activation_bytes);
+    TH_CHECK(relu_out && grads && pk.backward, "at a backward, the first relu output (128 x 256 "
+             "fp32) and gradients are live at the peak");
+    TH_OK(g_ctx, vkt_model_plan_peak(m, &pk2, g2, 2));
+    TH_CHECK(pk2.groups == pk.groups && pk2.live_bytes == pk.live_bytes &&
+                 memcmp(g2, g, sizeof g2) == 0, "capacity 2: the same two largest groups");
+    TH_OK(g_ctx, vkt_model_plan_peak(m, &pk2, NULL, 0));
+    TH_CHECK(pk2.groups == pk.groups, "capacity 0 counts the groups (%u)", pk2.groups);
+    TH_CHECK(vkt_model_plan_peak(m, NULL, g, 32) == VKT_ERROR_INVALID_ARGUMENT &&
+                 vkt_model_plan_peak(m, &pk2, NULL, 3) == VKT_ERROR_INVALID_ARGUMENT &&
+                 vkt_model_plan_peak(NULL, &pk2, g, 32) == VKT_ERROR_INVALID_ARGUMENT,
+             "NULL arguments: VKT_ERROR_INVALID_ARGUMENT");
+}
+
 /* The 784-256-128-10 MLP at batch 128: plan figures, dispatches, replay. */
 static void test_plan_and_replay(void)
 {
@@ -152,6 +192,8 @@ static void test_plan_and_replay(void)
              "split GEMMs)", 15 + step_split, st.step_dispatches, step_split);
     TH_CHECK(st.forward_dispatches == 7 + fwd_split, "%u dispatches per forward (got %u)",
              7 + fwd_split, st.forward_dispatches);
+
+    check_plan_peak(m, &st);
 
     set_batch(m, &n, 128, 784, 10);
     vkt_stream *s = NULL;

@@ -85,6 +85,29 @@ static void print_table(const char *title, const vkt_op_timing *t, uint32_t n, d
     fflush(stdout);
 }
 
+/* --plan-only: what the arena holds at its peak, by op, role and type (vkt_model_plan_peak). */
+static int print_peak(vkt_model *m)
+{
+    vkt_plan_peak pk;
+    vkt_plan_group g[64];
+    vkt_status st = vkt_model_plan_peak(m, &pk, g, 64);
+    if (st != VKT_OK)
+        return cli_fail("plan peak", st, vkt_model_errmsg(m));
+    printf("  peak: %.2f MB live at the %s of '%s', by op, role and type:\n",
+           pk.live_bytes / 1e6, pk.backward ? "backward" : "forward", pk.name);
+    uint64_t rest = 0;
+    for (uint32_t k = 0; k < pk.groups; k++) {
+        if (k < 64)
+            printf("    %-26s %-10s %-5s %5u values %10.2f MB\n", g[k].op, g[k].role,
+                   vkt_dtype_name(g[k].dtype), g[k].values, g[k].bytes / 1e6);
+        else
+            rest++;
+    }
+    if (rest)
+        printf("    (%llu smaller groups)\n", (unsigned long long)rest);
+    return 0;
+}
+
 static int bench_model(vkt_instance *inst, const char *title, cli_model *cm, uint32_t classes,
                        int ids, const layers_args *a)
 {
@@ -121,7 +144,7 @@ static int bench_model(vkt_instance *inst, const char *title, cli_model *cm, uin
                "reuse); %u dispatches per step\n", ms.param_bytes / 1e6,
                ms.activation_bytes / 1e6, ms.activation_no_reuse_bytes / 1e6,
                ms.step_dispatches);
-        rc = 0;
+        rc = a->plan_only ? print_peak(m) : 0;
     } else {
         cli_fail(title, st, m ? vkt_model_errmsg(m) : vkt_last_error());
     }

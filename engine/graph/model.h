@@ -188,7 +188,9 @@ uint32_t model_slot(const vkt_tensor *src, uint32_t j);
  * (lp_dz). */
 vkt_status model_autocast(vkt_model *m);
 vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward);
-/* plan.c: liveness and offsets of the arena values. */
+/* plan.c: liveness and offsets of the arena values. Positions count dispatches within
+ * steps, PLAN_PHASES per step (a linear's backward has three dispatches). */
+#define PLAN_PHASES 3
 vkt_status model_plan(vkt_model *m);
 /* An access list being built for the plan: value, write flag, and the phase of the step
  * (the dispatch within it) that makes the access. More accesses than cap is an error

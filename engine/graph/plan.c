@@ -12,8 +12,6 @@
 
 #include <stdlib.h>
 
-#define PLAN_PHASES 3 /* positions per step: a linear's backward has three dispatches */
-
 void plan_add(acc_list *l, int32_t v, int w, int phase)
 {
     if (v < 0)

@@ -382,6 +382,29 @@ typedef struct vkt_op_timing {
 VKT_API vkt_status vkt_model_profile(vkt_model *model, uint32_t runs, vkt_op_timing *out /* OUT */,
                                      uint32_t capacity, uint32_t *out_count /* OUT */);
 
+/* What the activation arena holds at its peak: the position in the training step (or the
+ * forward) where the live values sum to most, and those values grouped by the op of the
+ * node that owns them, their role there and their element type, largest first. Roles:
+ * "output", "gradient" (of a non-parameter), "saved" (for the backward: softmax
+ * probabilities, a pre-activation), "scratch", and an autocast product's 16-bit copies
+ * "16-bit x", "16-bit w", "16-bit dy". The lifetimes are the plan's with or without memory
+ * reuse. */
+typedef struct vkt_plan_group {
+    char op[VKT_OP_NAME_SIZE]; /* "linear+gelu", "layer_norm" */
+    char role[16];
+    vkt_dtype dtype;
+    uint32_t values;
+    uint64_t bytes;            /* as planned: each value rounded up to 64 bytes */
+} vkt_plan_group;
+typedef struct vkt_plan_peak {
+    uint64_t live_bytes;       /* the values live there (the arena may be larger: gaps) */
+    char name[VKT_NAME_SIZE];  /* the tensor whose step is there */
+    int backward;              /* that step is its backward */
+    uint32_t groups;           /* groups in all; out receives the first `capacity` */
+} vkt_plan_peak;
+VKT_API vkt_status vkt_model_plan_peak(vkt_model *model, vkt_plan_peak *peak /* OUT */,
+                                       vkt_plan_group *out /* OUT */, uint32_t capacity);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,6 +30,13 @@ out=$("$bin" bench layers --model cnn --batch 4 --runs 2 --steps 1 --precision b
 check "bench layers --precision bf16: the CNN autocast (conv2d rows), its planned memory" "[[ $rc -eq 0 ]] && grep -q 'conv2d' <<<\"\$out\" && grep -q 'memory: parameters' <<<\"\$out\""
 out=$("$bin" bench layers --model charlm --plan-only --precision bf16 --layers 1 2>&1); rc=$?
 check "bench layers --plan-only: the planned memory, no step run (no op rows)" "[[ $rc -eq 0 ]] && grep -q '^charlm (batch 32, context 64, width 64, 1 layer, 4 heads): planned, not run\$' <<<\"\$out\" && grep -Eq '^  memory: parameters [0-9.]+ MB, activations [0-9.]+ MB planned' <<<\"\$out\" && ! grep -q '^  linear ' <<<\"\$out\""
+# The peak's breakdown: its rows add up to the live bytes (to their printed rounding), which
+# fit in the arena; the bf16 plan holds the products' 16-bit operands, the fp32 one none.
+peak_sums() { awk '/^  memory:/ {arena = $6} /^  peak:/ {live = $2} /^    .* values +[0-9.]+ MB$/ {sum += $(NF-1); rows++}
+  END {d = sum - live; if (d < 0) d = -d; exit !(rows > 0 && live > 0 && live <= arena + 0.005 && d <= 0.005 * rows + 0.005)}'; }
+check "bench layers --plan-only bf16: the peak by op, role and type, rows summing to it" "grep -Eq \"^  peak: [0-9.]+ MB live at the (forward|backward) of '[^']+', by op, role and type:\\\$\" <<<\"\$out\" && peak_sums <<<\"\$out\" && grep -Eq '^    linear +16-bit x +bf16 +[0-9]+ values +[0-9.]+ MB\$' <<<\"\$out\" && grep -Eq '^    layer_norm +saved +fp32 ' <<<\"\$out\""
+out=$("$bin" bench layers --model charlm --plan-only --layers 2 --batch 5 --context 19 2>&1); rc=$?
+check "bench layers --plan-only fp32: the peak's rows sum to it, no 16-bit values" "[[ $rc -eq 0 ]] && peak_sums <<<\"\$out\" && grep -Eq '^    add +output +fp32 ' <<<\"\$out\" && ! grep -Eq ' (bf16|fp16) +[0-9]+ values' <<<\"\$out\""
 out=$("$bin" bench layers --precision fp8 2>&1); rc=$?
 check "bench layers --precision fp8: exit 2 naming the option" "[[ $rc -eq 2 ]] && grep -q -- '--precision takes fp32, fp16 or bf16' <<<\"\$out\""
 out=$("$bin" bench layers --width 64 2>&1); rc=$?
