@@ -322,6 +322,17 @@ const char *train_precision_text(const vkt_trainer *tr, char *buf, size_t size)
     return buf;
 }
 
+const char *train_mode_text(const vkt_trainer *tr, uint32_t replicas, int async)
+{
+    vkt_trainer_stats st;
+    if (replicas < 2 || !async)
+        return "sync";
+    if (vkt_trainer_stats_get(tr, &st) == VKT_OK && st.exchange &&
+        strcmp(st.exchange, "device") == 0)
+        return "async on their shared device's master";
+    return "async";
+}
+
 void train_print_skipped(const vkt_trainer *tr, int async)
 {
     uint64_t skipped = 0;
@@ -413,7 +424,8 @@ static int run(const train_args *a, vkt_instance *inst)
     if (!a->quiet)
         printf("training %s on %u samples (%u test), batch %u, %llu steps, %u replica(s) %s%s, "
                "device: %s, %s\n", a->model, vkt_dataset_count(train), vkt_dataset_count(test),
-               a->batch, (unsigned long long)total, replicas, mode,
+               a->batch, (unsigned long long)total, replicas,
+               train_mode_text(tr, replicas, a->async),
                ranks > 1 ? " over several ranks" : "", info.name,
                train_precision_text(tr, prec, sizeof prec));
     double t0 = cli_now();

@@ -228,7 +228,8 @@ static int run(lm_run *r, vkt_instance *inst)
                "device: %s, %s\n", a->layers, a->heads, a->width, a->context, shape.vocab,
                (unsigned long long)vkt_text_length(r->text, 0),
                (unsigned long long)vkt_text_length(r->text, 1), a->batch,
-               (unsigned long long)total, replicas, mode, info.name,
+               (unsigned long long)total, replicas,
+               train_mode_text(r->tr, replicas, a->async), info.name,
                train_precision_text(r->tr, prec, sizeof prec));
     train_log log = {0};
     double seconds = 0;

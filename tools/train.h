@@ -145,6 +145,9 @@ const char *train_precision_text(const vkt_trainer *tr, char *buf, size_t size);
  * line, when a step was skipped or the loss is scaled (fp16); async replicas: "of N
  * updates of R async replicas", the replicas' skips summed and the smallest scale. */
 void train_print_skipped(const vkt_trainer *tr, int async);
+/* The start line's mode: "sync", "async", or "async on their shared device's master"
+ * (the device exchange: replicas sharing one VkDevice, VKT_SHARE_DEVICE). */
+const char *train_mode_text(const vkt_trainer *tr, uint32_t replicas, int async);
 vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli_model *m,
                               const vkt_optimizer_options *oo, vkt_trainer **out);
 /* With --pipeline or --micro-batches (and not --quiet): each stage's ops, device memory

@@ -7,8 +7,12 @@
  *   master (exchange_master.c): one process; a host master of relaxed atomics
  *          (Hogwild!-style: lost updates allowed, docs/async.md), gates on a monitor;
  *   ps     (ps.c): across ranks; the master sharded over the ranks, served by one
- *          communication thread per rank (docs/distributed.md).
- * Both see a replica's new parameters in its stage (its step's epilogue copies them
+ *          communication thread per rank (docs/distributed.md);
+ *   device (exchange_device.c): replicas of this process sharing one VkDevice
+ *          (VKT_SHARE_DEVICE): the master is a buffer on that device; each replica's step
+ *          submission pulls it first and pushes its change last, ordered by a timeline;
+ *          no parameter reaches the host during a fit.
+ * The host exchanges (master, ps) see a replica's new parameters in its stage (its step's epilogue copies them
  * there, exchange_attach) and what it pulled in pulled[r]: the mapping of a host-visible
  * upload buffer that the replica's pull stream copies into its parameters ahead of its
  * next step, in the step's submission (exchange_pulled; apply_submit_step). So an update
@@ -27,6 +31,10 @@ typedef struct exchange_ops {
     /* w: the world (NULL for the master of one process) */
     vkt_status (*create)(vkt_trainer *t, vkt_world *w, exchange **out);
     void (*destroy)(exchange *x);
+    /* A replica's model and buffers (exchange_attach for the host exchanges). */
+    vkt_status (*attach)(exchange *x, replica *r);
+    /* 1: the parameters never leave the device: no host staging (exec_replicas.c). */
+    int on_device;
     /* A fit's start: the shared parameters from replica 0's (all replicas start equal). */
     vkt_status (*begin)(exchange *x);
     /* Replica r's job in a fit: run_steps updates (pull, step, push) until done, stopped
@@ -51,6 +59,7 @@ struct exchange {
 
 extern const exchange_ops exchange_master_ops;
 extern const exchange_ops exchange_ps_ops;
+extern const exchange_ops exchange_device_ops;
 
 /* A replica's model and buffers for either exchange: its step's epilogue copies the
  * updated parameters into its stage; its upload buffer (pulled[r], mapped) and the pull
@@ -62,5 +71,15 @@ void exchange_pulled(replica *r);
 /* The shared part of destroy: forgets the pulled arrays (the replicas' contexts own
  * their buffers). */
 void exchange_free_pulled(exchange *x);
+
+/* The staleness statistics (exchange_master.c): a replica's log of each update's staleness
+ * (master updates between its pull and its push), then over every replica of the process
+ * into t->stats (staleness_mean, p99, max, updates); free forgets the logs. */
+typedef struct exchange_stale {
+    uint64_t *v, n, cap;
+} exchange_stale;
+void exchange_stale_add(exchange_stale *s, uint64_t v);
+void exchange_stale_stats(vkt_trainer *t, exchange_stale *logs);
+void exchange_stale_free(exchange_stale *logs);
 
 #endif

@@ -14,10 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct stale_log { /* a replica's staleness of each update */
-    uint64_t *v, n, cap;
-} stale_log;
-
 typedef struct master {
     exchange base;
     _Atomic float *master;
@@ -25,7 +21,7 @@ typedef struct master {
     uint64_t *pulls, *pushes;      /* per replica, under the trainer's monitor */
     plat_monitor *push_lock;       /* bounded staleness: pushes one at a time */
     int failed;                    /* under the monitor: a replica failed, the others stop */
-    stale_log stale[TRAINER_MAX_REPLICAS];
+    exchange_stale stale[TRAINER_MAX_REPLICAS];
 } master;
 
 static master *of(exchange *x) { return (master *)x; }
@@ -66,6 +62,54 @@ vkt_status exchange_attach(exchange *x, replica *r)
 }
 
 void exchange_pulled(replica *r) { r->pull_pending = 1; }
+
+void exchange_stale_add(exchange_stale *s, uint64_t v)
+{
+    if (s->n == s->cap) {
+        uint64_t cap = s->cap ? 2 * s->cap : 1024;
+        uint64_t *nv = realloc(s->v, cap * sizeof *nv);
+        if (!nv)
+            return; /* staleness statistics only */
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n++] = v;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void exchange_stale_stats(vkt_trainer *t, exchange_stale *logs)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < t->n_rep; i++)
+        n += logs[i].n;
+    uint64_t *all = n ? malloc(n * sizeof *all) : NULL;
+    if (!all)
+        return;
+    uint64_t k = 0;
+    double sum = 0;
+    for (uint32_t i = 0; i < t->n_rep; i++)
+        for (uint64_t j = 0; j < logs[i].n; j++)
+            sum += (double)(all[k++] = logs[i].v[j]);
+    qsort(all, n, sizeof *all, cmp_u64);
+    t->stats.staleness_mean = sum / (double)n;
+    t->stats.staleness_p99 = all[(uint64_t)((double)(n - 1) * 0.99)];
+    t->stats.staleness_max = all[n - 1];
+    t->stats.updates = n;
+    free(all);
+}
+
+void exchange_stale_free(exchange_stale *logs)
+{
+    for (uint32_t i = 0; i < TRAINER_MAX_REPLICAS; i++) {
+        free(logs[i].v);
+        logs[i] = (exchange_stale){0};
+    }
+}
 
 void exchange_free_pulled(exchange *x)
 {
@@ -183,16 +227,7 @@ static void push(master *ms, replica *r, uint64_t version_at_pull)
     if (t->opt.bounded_staleness)
         plat_monitor_unlock(ms->push_lock);
     uint64_t v = atomic_fetch_add(&ms->version, 1);
-    stale_log *st = &ms->stale[r->index];
-    if (st->n == st->cap) {
-        uint64_t cap = st->cap ? 2 * st->cap : 1024;
-        uint64_t *s = realloc(st->v, cap * sizeof *s);
-        if (!s)
-            return; /* staleness statistics only */
-        st->v = s;
-        st->cap = cap;
-    }
-    st->v[st->n++] = v - version_at_pull;
+    exchange_stale_add(&ms->stale[r->index], v - version_at_pull);
 }
 
 static void one_update(master *ms, replica *r, uint64_t k)
@@ -214,6 +249,9 @@ static void one_update(master *ms, replica *r, uint64_t k)
         return;
     push(ms, r, v0);
     count(r, ms->pushes);
+    plat_monitor_lock(t->mon); /* the pull's copy out of the master, the push's reads */
+    t->xc_host_bytes += 2 * t->param_count * 4;
+    plat_monitor_unlock(t->mon);
     r->stats.steps++;
 }
 
@@ -242,39 +280,11 @@ static void master_job(exchange *x, replica *r)
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void staleness_stats(master *ms)
-{
-    vkt_trainer *t = ms->base.t;
-    uint64_t n = 0;
-    for (uint32_t i = 0; i < t->n_rep; i++)
-        n += ms->stale[i].n;
-    uint64_t *all = n ? malloc(n * sizeof *all) : NULL;
-    if (!all)
-        return;
-    uint64_t k = 0;
-    double sum = 0;
-    for (uint32_t i = 0; i < t->n_rep; i++)
-        for (uint64_t j = 0; j < ms->stale[i].n; j++)
-            sum += (double)(all[k++] = ms->stale[i].v[j]);
-    qsort(all, n, sizeof *all, cmp_u64);
-    t->stats.staleness_mean = sum / (double)n;
-    t->stats.staleness_p99 = all[(uint64_t)((double)(n - 1) * 0.99)];
-    t->stats.staleness_max = all[n - 1];
-    t->stats.updates = n;
-    free(all);
-}
-
 static vkt_status master_end(exchange *x)
 {
     master *ms = of(x);
     vkt_trainer *t = x->t;
-    staleness_stats(ms);
+    exchange_stale_stats(t, ms->stale);
     float *p = x->pulled[0];
     for (uint64_t i = 0; i < t->param_count; i++)
         p[i] = atomic_load_explicit(&ms->master[i], memory_order_relaxed);
@@ -300,8 +310,7 @@ static void master_destroy(exchange *x)
     if (!ms)
         return;
     exchange_free_pulled(x);
-    for (uint32_t i = 0; i < TRAINER_MAX_REPLICAS; i++)
-        free(ms->stale[i].v);
+    exchange_stale_free(ms->stale);
     free((void *)ms->master);
     plat_monitor_destroy(ms->push_lock);
     free(ms->pulls);
@@ -324,6 +333,7 @@ static vkt_status master_create(vkt_trainer *t, vkt_world *w, exchange **out)
 const exchange_ops exchange_master_ops = {
     .name = "master",
     .create = master_create,
+    .attach = exchange_attach,
     .destroy = master_destroy,
     .begin = master_begin,
     .job = master_job,

@@ -111,6 +111,8 @@ static const exec_row rows[] = {
      &exec_replicas_ops, &reduce_host_ops, NULL, APPLY_NEXT_SUBMISSION, 1},
     {"sync replicas across ranks: MPI around the host sum", EXEC_SEVERAL | EXEC_WORLD,
      EXEC_ASYNC, &exec_replicas_ops, &reduce_world_ops, NULL, APPLY_NEXT_SUBMISSION, 0},
+    {"async replicas on their shared device's master", EXEC_SEVERAL | EXEC_ASYNC | EXEC_SHARED,
+     EXEC_WORLD, &exec_replicas_ops, NULL, &exchange_device_ops, APPLY_IN_STEP, 0},
     {"async replicas on a host master", EXEC_SEVERAL | EXEC_ASYNC, EXEC_WORLD,
      &exec_replicas_ops, NULL, &exchange_master_ops, APPLY_IN_STEP, 0},
     {"async replicas across ranks on a sharded parameter server",
@@ -119,8 +121,8 @@ static const exec_row rows[] = {
 };
 
 /* Every replica of this process on replica 0's VkDevice (gpu_context_create_shared), which
- * has timelines: the average can stay there (reduce_device.c). Check mode runs a step's
- * parts on their own, so it averages on the host. */
+ * has timelines: the average (reduce_device.c) or the async master (exchange_device.c) can
+ * stay there. Check mode runs a step's parts on their own, so it goes through the host. */
 static int shared_device(const vkt_trainer *t)
 {
     if (!t->rep || t->n_rep < 2 || !t->rep[0].ctx || !t->rep[0].ctx->timeline || t->opt.check)

@@ -16,7 +16,7 @@ vkt_status exec_replica_attach(vkt_trainer *t, replica *r)
     if (row->apply == APPLY_IN_STEP) /* first: the parameters go out after the update */
         st = apply_attach(t, r, APPLY_IN_STEP);
     if (st == VKT_OK && t->xc)
-        st = exchange_attach(t->xc, r);
+        st = t->xc->ops->attach(t->xc, r);
     if (st == VKT_OK && t->rd)
         st = t->rd->ops->attach(t->rd, r);
     if (st == VKT_OK && row->apply == APPLY_NEXT_SUBMISSION)
@@ -78,8 +78,9 @@ static vkt_status create_replica(vkt_trainer *t, replica *r)
     if (st != VKT_OK)
         return trainer_fail(t, st, "replica %u: optimizer: %s", r->index,
                             vkt_context_errmsg(r->ctx));
-    /* gradients or parameters pass through host staging (not the device reducer's) */
-    if ((t->rd && !t->rd->ops->on_device) || t->xc) {
+    /* gradients or parameters pass through host staging (not the device reducer's nor
+     * the device exchange's) */
+    if ((t->rd && !t->rd->ops->on_device) || (t->xc && !t->xc->ops->on_device)) {
         uint64_t bytes = vkt_model_param_count(r->model) * 4;
         st = t->rd && t->rd->ops->make_stage
                  ? t->rd->ops->make_stage(t->rd, r, bytes)

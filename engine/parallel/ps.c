@@ -784,6 +784,7 @@ static vkt_status ps_create(vkt_trainer *t, vkt_world *w, exchange **out)
 const exchange_ops exchange_ps_ops = {
     .name = "ps",
     .create = ps_create,
+    .attach = exchange_attach,
     .destroy = ps_destroy,
     .begin = ps_begin,
     .job = ps_job,

@@ -119,7 +119,8 @@ vkt_status vkt_trainer_create(vkt_instance *inst, vkt_graph *graph, vkt_tensor *
         return err_fail(NULL, st, "%s", msg);
     }
     t->stats.replicas = vkt_trainer_replicas(t);
-    t->stats.bytes_staged_per_step = (t->rd && !t->rd->ops->on_device) || t->xc
+    t->stats.bytes_staged_per_step = (t->rd && !t->rd->ops->on_device) ||
+                                             (t->xc && !t->xc->ops->on_device)
                                          ? 2ull * t->n_rep * t->grad_count * 4 : 0;
     *out = t;
     return VKT_OK;
@@ -380,5 +381,11 @@ vkt_status vkt_trainer_stats_get(const vkt_trainer *t, vkt_trainer_stats *out)
                             ? gpu_buffer_host_cached(t->rep[0].stage) : -1;
     out->reducer = t->rd ? t->rd->ops->name : NULL;
     out->average_host_bytes = t->avg_host_bytes;
+    out->exchange = t->xc ? t->xc->ops->name : NULL;
+    if (t->mon) /* the replicas' threads count it during a fit */
+        plat_monitor_lock(t->mon);
+    out->exchange_host_bytes = t->xc_host_bytes;
+    if (t->mon)
+        plat_monitor_unlock(t->mon);
     return VKT_OK;
 }

@@ -140,6 +140,8 @@ struct vkt_trainer {
     int stop;                   /* the progress callback asked to stop */
     double avg_seconds;
     uint64_t avg_host_bytes;    /* gradient bytes the host read to average (stats) */
+    uint64_t xc_host_bytes;     /* async: parameter bytes the host moved to exchange them
+                                   (stats; under mon during a fit) */
 
     int balanced;                  /* the split was re-made by measured speed */
     int vote_in_step;              /* across ranks, the chief's stop travels in the next

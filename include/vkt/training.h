@@ -498,9 +498,8 @@ typedef struct vkt_trainer_stats {
     /* async: staleness of each update = master updates between its read and its write */
     double staleness_mean;
     uint64_t staleness_p99, staleness_max, updates;
-    /* fit: the largest replica's data_wait_seconds; over step_seconds it is the fraction
-     * of step time the training loop waited for data */
-    double data_wait_seconds;
+    double data_wait_seconds;     /* fit: the largest replica's (over step_seconds: the
+                                     fraction of step time spent waiting for data) */
     vkt_replica_stats replica[VKT_MAX_REPLICAS]; /* this rank's replicas */
     /* across processes: this rank and the world's size; replicas over all ranks */
     uint32_t rank, ranks, world_replicas;
@@ -524,12 +523,13 @@ typedef struct vkt_trainer_stats {
     uint32_t average_threads;     /* sync: host threads that sum the gradients (0: none) */
     int32_t stage_cached;         /* the replicas' host staging (N > 1) in host-cached memory
                                      (1: host reads at memory speed) or not (0); -1: none */
-    /* sync: who averages the gradients: "host" (host threads), "device" (a kernel on the
-     * VkDevice the replicas share: VKT_SHARE_DEVICE), "world" (MPI around the host sum);
-     * NULL: nothing is averaged (one replica, async, pipeline stages) */
+    /* sync: who averages: "host" (host threads), "device" (a kernel on the VkDevice the
+     * replicas share: VKT_SHARE_DEVICE), "world" (MPI around the host sum); else NULL */
     const char *reducer;
     uint64_t average_host_bytes;  /* sync: gradient bytes the host read to average them,
                                      summed over steps (0 when the device averages) */
+    const char *exchange;         /* async: the master: "master" (host), "ps", "device" */
+    uint64_t exchange_host_bytes; /*   parameter bytes the host moved for it (device, ps: 0) */
 } vkt_trainer_stats;
 
 VKT_API vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer,

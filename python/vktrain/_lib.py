@@ -155,7 +155,8 @@ class TrainerStats(Structure):
                 ("fence_waits", c_uint64), ("sync_transfers", c_uint64),
                 ("exposed_seconds", c_double), ("average_threads", c_uint32),
                 ("stage_cached", c_int32), ("reducer", c_char_p),
-                ("average_host_bytes", c_uint64)]
+                ("average_host_bytes", c_uint64), ("exchange", c_char_p),
+                ("exchange_host_bytes", c_uint64)]
 
 
 class PipelineStageStats(Structure):

@@ -311,7 +311,8 @@ class Trainer(Handle):
         s = TrainerStats()
         self._check(lib.vkt_trainer_stats_get(self._handle(), byref(s)))
         d = {k: getattr(s, k) for k, _ in TrainerStats._fields_ if k != "replica"}
-        d["reducer"] = d["reducer"].decode() if d["reducer"] is not None else None
+        for k in ("reducer", "exchange"):
+            d[k] = d[k].decode() if d[k] is not None else None
         d["replica"] = [{k: getattr(r, k) for k, _ in r._fields_}
                         for r in s.replica[:s.replicas]]
         return d

@@ -25,6 +25,8 @@ check "async accuracy $a_a within 0.01 of sync $a_s" "awk -v s=$a_s -v a=$a_a 'B
 
 out=$("$bin" train --replicas 3 --mode async --staleness 0 --steps 40 --quiet 2>&1); rc=$?
 check "async with --staleness 0 runs" "[[ $rc -eq 0 ]] && grep -q 'mode=async' <<<\"\$out\""
+out=$(VKT_SHARE_DEVICE=1 "$bin" train --replicas 2 --mode async --steps 40 2>&1); rc=$?
+check "async replicas sharing the device listed twice: the master on it (start line), staleness reported" "[[ $rc -eq 0 ]] && grep -q 'replica(s) async on their shared device.s master' <<<\"\$out\" && grep -Eq '^result: .* replicas=2 mode=async staleness_mean=' <<<\"\$out\""
 out=$(VKT_DEVICES=0,0 "$bin" train --steps 20 --quiet 2>&1); rc=$?
 check "VKT_DEVICES=0,0 gives 2 replicas" "[[ $rc -eq 0 ]] && grep -q 'replicas=2 mode=sync' <<<\"\$out\""
 out=$("$bin" train --replicas 8 --batch 4 --steps 5 2>&1); rc=$?

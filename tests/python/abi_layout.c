@@ -56,7 +56,8 @@ int main(void)
         F(staleness_max) F(updates) F(data_wait_seconds) F(replica) F(rank) F(ranks)
         F(world_replicas) F(comm_seconds) F(comm_exposed_seconds) F(comm_bytes) F(holders)
         F(submits) F(fence_waits) F(sync_transfers) F(exposed_seconds) F(average_threads)
-        F(stage_cached) F(reducer) F(average_host_bytes) END
+        F(stage_cached) F(reducer) F(average_host_bytes) F(exchange) F(exchange_host_bytes)
+        END
     BEGIN(vkt_pipeline_stage_stats) F(device) F(ops) F(param_bytes) F(grad_bytes)
         F(optimizer_bytes) F(activation_bytes) F(sent_bytes) F(busy_seconds)
         F(device_bytes) F(grad_reads) F(grad_writes) END
