@@ -20,9 +20,13 @@
  *     and without one replica slowed by --slow-ms per step (options.slow_replica /
  *     slow_seconds), in sync, async, and async with a staleness bound.
  *
+ *  4. sync replicas sharing one VkDevice (the device reducer) or a VkDevice each;
+ *  5. async replicas sharing one VkDevice (the master on it) or a VkDevice each.
+ *
  * Last line: result: sync4_samples_per_s=<x> async4_samples_per_s=<y> avg_gbps=<z>
  *                    memcpy_gbps=<w> avg2_vs_memcpy=<r2> avg4_vs_memcpy=<r4>
  *                    sync2_fence_waits_per_step=<f> sync2_exposed_ms=<e>
+ *                    async4_shared_samples_per_s=<a>
  * (avg_gbps and memcpy_gbps with 4 replicas; r2, r4 the averaging's GB/s over the memcpy's
  * with 2 and 4; the last two per replica and step, 2 sync replicas)
  * On a CPU device (lavapipe) every replica shares the same cores: the figures show the
@@ -69,6 +73,8 @@ typedef struct par_run {
     int import;                              /* VKT_HOST_IMPORT=1: staging imported */
     const char *reducer;                     /* who averaged (vkt_trainer_stats) */
     double host_mb;                          /* gradient MB the host read per step */
+    const char *exchange;                    /* async: where the master is */
+    double xc_mb;                            /*   parameter MB the host moved per step */
 } par_run;
 
 static void usage(FILE *f)
@@ -205,6 +211,9 @@ static int run_one(vkt_instance *inst, const cli_model *m, const vkt_dataset *tr
     r->reducer = s1.reducer;
     r->host_mb = r->steps ? (double)(s1.average_host_bytes - s0.average_host_bytes) / 1e6 /
                                 (double)r->steps : 0;
+    r->exchange = s1.exchange;
+    r->xc_mb = r->steps ? (double)(s1.exchange_host_bytes - s0.exchange_host_bytes) / 1e6 /
+                              (double)r->steps : 0;
     double per = (double)s1.holders * (double)r->steps; /* holder-steps of the timed fit */
     if (per > 0) {
         r->submits = (double)(s1.submits - s0.submits) / per;
@@ -399,13 +408,46 @@ static void print_shared(const par_run *runs, uint32_t count, uint32_t batch, do
            "they take turns: no concurrency, the path is what is measured)\n");
 }
 
+/* Async replicas on one device listed twice and 4 times, each on a VkDevice of its own
+ * (the host master) and sharing one (VKT_SHARE_DEVICE=1: the master on the device where
+ * it has timelines): where the master is, and the parameter bytes the host moves for it. */
+static void print_async_shared(const par_run *runs, uint32_t count, uint32_t batch, double base)
+{
+    printf("\n5. async replicas sharing one VkDevice (VKT_SHARE_DEVICE=1) or a VkDevice each\n");
+    printf("%-12s %8s %9s %10s %9s %7s %10s %9s %14s %10s %13s\n", "VkDevice", "replicas",
+           "master", "samples/s", "ms/step", "vs 1", "busy ms", "wait ms", "S/F/T", "stale",
+           "host MB moved");
+    for (uint32_t k = 0; k < count; k++) {
+        const par_run *r = &runs[k];
+        double sps = samples_per_s(r, batch);
+        char trips[48], stale[32];
+        snprintf(trips, sizeof trips, "%.2f/%.2f/%.2f", r->submits, r->fence_waits,
+                 r->transfers);
+        snprintf(stale, sizeof stale, "%.2f/%llu", r->stale_mean,
+                 (unsigned long long)r->stale_max);
+        printf("%-12s %8u %9s %10.0f %9.2f %6.2fx %10.2f %9.2f %14s %10s %13.3f\n",
+               r->shared ? "shared" : "one each", r->n, r->exchange ? r->exchange : "-", sps,
+               per_step_ms(r->seconds, r->steps), base > 0 ? sps / base : 0,
+               mean_of(r->busy, r->rep_steps, 0, r->n), mean_of(r->wait, r->rep_steps, 0, r->n),
+               trips, stale, r->xc_mb);
+    }
+    printf("(master: the host's (relaxed atomics; each update pulls it into an upload buffer "
+           "and pushes the\n change read from a host stage) or a buffer on the shared device "
+           "(the pull and the push inside\n the step's submission, ordered by a timeline); "
+           "host MB moved: parameter bytes the host copied\n per step for it; S/F/T per update, "
+           "the device master's begin and end included (one each a fit))\n");
+}
+
 /* The configurations, in the order each round runs them: 0-5 throughput, 6-9 the rest
  * of the waiting table, 10-11 sync replicas sharing one VkDevice, 12 two on a VkDevice
- * each with their staging imported. */
-#define N_CONF 13
+ * each with their staging imported, 13-14 async replicas sharing one VkDevice. */
+#define N_CONF 15
 static par_run conf_of(int k, uint32_t staleness, char *bounded_label)
 {
     static const uint32_t ns[3] = {1, 2, 4};
+    if (k >= 13)
+        return (par_run){.label = "async", .mode = VKT_PARALLEL_ASYNC, .n = k == 13 ? 2 : 4,
+                         .shared = 1};
     if (k == 12)
         return (par_run){.label = "sync", .mode = VKT_PARALLEL_SYNC, .n = 2, .import = 1};
     if (k >= 10)
@@ -548,11 +590,15 @@ static int bench(const bench_args *a, vkt_instance *inst)
     print_wait_table(wt, 6, a->batch, a);
     par_run sh[5] = {best[1], best[12], best[10], best[2], best[11]};
     print_shared(sh, 5, a->batch, samples_per_s(&best[0], a->batch));
+    par_run as[4] = {best[4], best[13], best[5], best[14]};
+    print_async_shared(as, 4, a->batch, samples_per_s(&best[0], a->batch));
     printf("result: sync4_samples_per_s=%.1f async4_samples_per_s=%.1f avg_gbps=%.2f "
            "memcpy_gbps=%.2f avg2_vs_memcpy=%.3f avg4_vs_memcpy=%.3f "
-           "sync2_fence_waits_per_step=%.2f sync2_exposed_ms=%.3f\n",
+           "sync2_fence_waits_per_step=%.2f sync2_exposed_ms=%.3f "
+           "async4_shared_samples_per_s=%.1f\n",
            samples_per_s(&best[2], a->batch), samples_per_s(&best[5], a->batch), avg[4], copy[4],
-           ratio[2], ratio[4], best[1].fence_waits, 1e3 * best[1].exposed_s);
+           ratio[2], ratio[4], best[1].fence_waits, 1e3 * best[1].exposed_s,
+           samples_per_s(&best[14], a->batch));
     rc = 0;
 done:
     vkt_graph_destroy(m.graph);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `vkt bench parallel` as a user runs it, quickly: a few steps per configuration, the
-# three tables (throughput, averaging bandwidth, waiting for a slowed replica) and a
+# tables (throughput, averaging bandwidth, waiting for a slowed replica, sync and async
+# replicas sharing one VkDevice) and a
 # well-formed result line; option errors. No timing thresholds: the figures belong to
 # bench/README.md, not here.
 # Usage: bench_parallel.sh BIN_DIR   (VKT_DATA_DIR set by ctest)
@@ -35,7 +36,7 @@ check "averaging table: MB/step, ms and GB/s on every row (and a 64 MiB memcpy)"
 check "waiting table: sync, async and bounded async, slowed and not, 4 wait figures each" \
   "[[ \$(grep -Ec '^(sync|async|async s<=1) +4 +(no|\\+2ms) +[0-9]+ +$num( +$num){4} +$num +$num\$' <<<\"\$out\") -eq 6 ]]"
 check "the last line is the result line" \
-  "tail -1 <<<\"\$out\" | grep -Eq '^result: sync4_samples_per_s=$num async4_samples_per_s=$num avg_gbps=$num memcpy_gbps=$num avg2_vs_memcpy=$num avg4_vs_memcpy=$num sync2_fence_waits_per_step=$num sync2_exposed_ms=$num\$'"
+  "tail -1 <<<\"\$out\" | grep -Eq '^result: sync4_samples_per_s=$num async4_samples_per_s=$num avg_gbps=$num memcpy_gbps=$num avg2_vs_memcpy=$num avg4_vs_memcpy=$num sync2_fence_waits_per_step=$num sync2_exposed_ms=$num async4_shared_samples_per_s=$num\$'"
 check "the result's figures are positive; 1 fence wait per sync replica and step" \
   "tail -1 <<<\"\$out\" | awk -F'[= ]' '{ exit !(\$3 > 0 && \$5 > 0 && \$7 > 0 && \$9 > 0 && \$11 > 0 && \$13 > 0 && \$15 == 1 && \$17 > 0) }'"
 check "the averaging table says the stages are host-cached (lavapipe's only memory type is)" \
@@ -47,6 +48,9 @@ check "shared VkDevice table: 2 and 4 sync replicas averaged by the host (one Vk
   "[[ \$(grep -Ec '^one each +[24] +host +[0-9]+ +$num +${num}x +$num +$num +1\\.00/1\\.00/0\\.00 +0*[1-9][0-9]*\\.[0-9]+\$' <<<\"\$out\") -eq 2 ]] &&
    [[ \$(grep -Ec '^shared +[24] +device +[0-9]+ +$num +${num}x +$num +$num +1\\.00/1\\.00/0\\.00 +0\\.000\$' <<<\"\$out\") -eq 2 ]] &&
    grep -Eq '^one each +2 +host-import +[0-9]+ +$num +${num}x +$num +$num +1\\.00/1\\.00/0\\.00 +0*[1-9][0-9]*\\.[0-9]+\$' <<<\"\$out\""
+check "async shared VkDevice table: 2 and 4 async replicas on the host master (one VkDevice each: parameter bytes moved) and on the device's (shared: none moved, no transfer), staleness on each" \
+  "[[ \$(grep -Ec '^one each +[24] +master +[0-9]+ +$num +${num}x +$num +$num +$num/$num/0\\.00 +$num/[0-9]+ +0*[1-9][0-9]*\\.[0-9]+\$' <<<\"\$out\") -eq 2 ]] &&
+   [[ \$(grep -Ec '^shared +[24] +device +[0-9]+ +$num +${num}x +$num +$num +$num/$num/0\\.00 +$num/[0-9]+ +0\\.000\$' <<<\"\$out\") -eq 2 ]]"
 
 out=$(LP_NUM_THREADS=1 "$bin" bench parallel --batch 16 --steps 2 --warmup 0 --slow-ms 1 --rounds 1 2>&1); rc=$?
 check "--batch 16: rows per replica 16, 8 and 4, the model line names the batch" \
