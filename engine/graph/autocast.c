@@ -9,7 +9,11 @@
  * and dqkv fp32: kernels/attention_lowp.c). Everything else (activations, norms, softmax, losses,
  * reductions, gradients, parameters, optimizer state) stays fp32. The backward reads the
  * 16-bit x, not the fp32 one, so a product's input no longer lives to the backward for the
- * product's sake. */
+ * product's sake. A norm (OPF_SAVES_X16: layer and RMS normalization) runs in fp32 but
+ * keeps its input x for the backward as a 16-bit copy (lp_x, the autocast type), which its
+ * backward widens exactly into its workspace before the fp32 kernel: the residual stream
+ * that feeds the norms then lives to the backward in 2 bytes an element, its statistics
+ * (mean, rstd) staying fp32 (the backward's x-hat is (r(x) - mean) rstd). */
 #include "graph/model.h"
 #include "kernels/gemm_lowp.h"
 
@@ -39,10 +43,21 @@ vkt_status model_autocast(vkt_model *m)
     return VKT_OK;
 }
 
+int model_saves_x16(const vkt_model *m, uint32_t i)
+{
+    return m->precision != VKT_DTYPE_FP32 && m->training && m->node[i].needs_grad &&
+           (GRAPH_DEF(m->t[i])->flags & OPF_SAVES_X16);
+}
+
 vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
 {
     const vkt_tensor *t = m->t[i];
     mnode *nd = &m->node[i];
+    if (!backward && model_saves_x16(m, i)) { /* the norm's saved x (its tmp: op_norm.c) */
+        nd->lp_x = model_new_typed(m, MS_ARENA, m->precision, m->count[t->in[0]->id]);
+        return nd->lp_x >= 0 ? VKT_OK
+                             : model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
     if (t->dtype == VKT_DTYPE_FP32)
         return VKT_OK;
     if (!backward) {

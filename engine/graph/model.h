@@ -188,6 +188,9 @@ uint32_t model_slot(const vkt_tensor *src, uint32_t j);
  * (lp_dz). */
 vkt_status model_autocast(vkt_model *m);
 vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward);
+/* Whether node i (an OPF_SAVES_X16 norm) keeps its input for the backward as a 16-bit copy:
+ * a training model in fp16/bf16 whose backward runs at i. */
+int model_saves_x16(const vkt_model *m, uint32_t i);
 /* plan.c: liveness and offsets of the arena values. Positions count dispatches within
  * steps, PLAN_PHASES per step (a linear's backward has three dispatches). */
 #define PLAN_PHASES 3

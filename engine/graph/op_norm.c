@@ -1,9 +1,43 @@
 /* op_norm.c - normalizations (kernels: engine/kernels/norm.h): layer normalization over
  * the last axis, and batch normalization over every axis but the channel (axis 1), which
  * in training also updates its running averages, two states, in place. Each saves its
- * per-row or per-channel (mean, rstd) in aux for the backward. */
+ * per-row or per-channel (mean, rstd) in aux for the backward. Under autocast, layer and
+ * RMS normalization keep their input for the backward in 16 bits (OPF_SAVES_X16,
+ * autocast.c): the forward rounds x into lp_x, the backward widens it into the first
+ * elements of its workspace and runs the fp32 kernel on that. */
 #include "graph/layers.h"
 #include "graph/op_impl.h"
+#include "kernels/cast.h"
+
+/* Workspace elements of norm t: the kernel's `ws`, then (a 16-bit saved x) x widened. */
+static uint64_t norm_tmp(const vkt_model *m, const vkt_tensor *t, uint64_t ws)
+{
+    return ws + (model_saves_x16(m, t->id) ? m->count[t->in[0]->id] : 0);
+}
+
+/* The forward's 16-bit copy of x, where the norm keeps one: x [rows, cols] rounded. */
+static vkt_status keep_x16(const op_rec *r, uint32_t rows, uint32_t cols)
+{
+    int32_t lp = op_node(r)->lp_x;
+    return lp < 0 ? VKT_OK
+                  : kcast_matrix(r->s, VKT_DTYPE_FP32, op_in_val(r->m, r->t, 0), cols,
+                                 r->m->val[lp].dtype, model_view(r->m, lp), cols, rows, cols);
+}
+
+/* x as the backward reads it: the input's value, or its 16-bit copy widened exactly into
+ * the workspace after the kernel's ws elements. */
+static vkt_status saved_x(const op_rec *r, uint32_t rows, uint32_t cols, uint64_t ws,
+                          vkt_view *x)
+{
+    const mnode *nd = op_node(r);
+    *x = op_in_val(r->m, r->t, 0);
+    if (nd->lp_x < 0)
+        return VKT_OK;
+    *x = model_view(r->m, nd->tmp);
+    x->offset += ws;
+    return kcast_matrix(r->s, r->m->val[nd->lp_x].dtype, model_view(r->m, nd->lp_x), cols,
+                        VKT_DTYPE_FP32, *x, cols, rows, cols);
+}
 
 /* x's last axis (layer norm) or axis 1 (batch norm) against the per-channel inputs. */
 static vkt_status shape_norm(const vkt_tensor *t, const vkt_shape *const *in, vkt_shape *out,
@@ -42,7 +76,7 @@ static vkt_status layernorm_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *
     uint32_t rows, cols;
     model_rows_cols(op_in_shape(m, t, 0), &rows, &cols);
     *aux = 2ull * rows;
-    *tmp = kn_layernorm_workspace_elems(rows, cols);
+    *tmp = norm_tmp(m, t, kn_layernorm_workspace_elems(rows, cols));
     return VKT_OK;
 }
 
@@ -52,6 +86,9 @@ static vkt_status fwd_layernorm(const op_rec *r)
     uint32_t rows, cols;
     model_rows_cols(op_in_shape(m, r->t, 0), &rows, &cols);
     vkt_view y = op_out_val(r);
+    vkt_status st = keep_x16(r, rows, cols);
+    if (st != VKT_OK)
+        return st;
     return kn_layernorm(r->s, op_in_val(m, r->t, 0), op_in_val(m, r->t, 1),
                         op_in_val(m, r->t, 2), y, op_view_or(m, op_node(r)->aux, y), rows, cols,
                         r->t->p.norm.eps);
@@ -64,8 +101,11 @@ static vkt_status bwd_layernorm(const op_rec *r)
     const vkt_tensor *t = r->t;
     uint32_t rows, cols, id = t->id;
     model_rows_cols(op_in_shape(m, t, 0), &rows, &cols);
-    vkt_view dy = op_dy(r), g0, g1, g2;
-    return kn_layernorm_backward(r->s, op_in_val(m, t, 0), op_in_val(m, t, 1),
+    vkt_view dy = op_dy(r), g0, g1, g2, x;
+    vkt_status st = saved_x(r, rows, cols, kn_layernorm_workspace_elems(rows, cols), &x);
+    if (st != VKT_OK)
+        return st;
+    return kn_layernorm_backward(r->s, x, op_in_val(m, t, 1),
                                  op_view_or(m, nd->aux, dy), dy, op_dx_or_null(m, t, 0, &g0),
                                  op_beta(m, id, 0), op_dx_or_null(m, t, 1, &g1),
                                  op_beta(m, id, 1), op_dx_or_null(m, t, 2, &g2),
@@ -96,7 +136,7 @@ static void ref_layernorm_bwd(const graph_ref_args *a)
 static const char *const names_ln[] = {"x", "gamma", "beta"};
 
 const graph_op_def graph_op_layernorm = {
-    .name = "layer_norm", .fn = "vkt_layer_norm", .flags = OPF_AUX_SAVED,
+    .name = "layer_norm", .fn = "vkt_layer_norm", .flags = OPF_AUX_SAVED | OPF_SAVES_X16,
     .min_in = 3, .max_in = 3, .in_names = names_ln, .shape = shape_norm,
     .arrays = layernorm_arrays, .forward = fwd_layernorm, .backward = bwd_layernorm,
     .backward_reads = op_reads_inputs, .ref_forward = ref_layernorm,
@@ -111,7 +151,7 @@ static vkt_status rmsnorm_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *au
     uint32_t rows, cols;
     model_rows_cols(op_in_shape(m, t, 0), &rows, &cols);
     *aux = rows;
-    *tmp = kn_rmsnorm_workspace_elems(rows, cols);
+    *tmp = norm_tmp(m, t, kn_rmsnorm_workspace_elems(rows, cols));
     return VKT_OK;
 }
 
@@ -121,6 +161,9 @@ static vkt_status fwd_rmsnorm(const op_rec *r)
     uint32_t rows, cols;
     model_rows_cols(op_in_shape(m, r->t, 0), &rows, &cols);
     vkt_view y = op_out_val(r);
+    vkt_status st = keep_x16(r, rows, cols);
+    if (st != VKT_OK)
+        return st;
     return kn_rmsnorm(r->s, op_in_val(m, r->t, 0), op_in_val(m, r->t, 1), y,
                       op_view_or(m, op_node(r)->aux, y), rows, cols, r->t->p.norm.eps);
 }
@@ -132,10 +175,13 @@ static vkt_status bwd_rmsnorm(const op_rec *r)
     const vkt_tensor *t = r->t;
     uint32_t rows, cols, id = t->id;
     model_rows_cols(op_in_shape(m, t, 0), &rows, &cols);
-    vkt_view dy = op_dy(r), g0, g1;
+    vkt_view dy = op_dy(r), g0, g1, x;
     if (!op_want(m, t, 0) && !op_want(m, t, 1))
         return VKT_OK;
-    return kn_rmsnorm_backward(r->s, op_in_val(m, t, 0), op_in_val(m, t, 1),
+    vkt_status st = saved_x(r, rows, cols, kn_rmsnorm_workspace_elems(rows, cols), &x);
+    if (st != VKT_OK)
+        return st;
+    return kn_rmsnorm_backward(r->s, x, op_in_val(m, t, 1),
                                op_view_or(m, nd->aux, dy), dy, op_dx_or_null(m, t, 0, &g0),
                                op_beta(m, id, 0), op_dx_or_null(m, t, 1, &g1),
                                op_beta(m, id, 1), op_view_or(m, nd->tmp, dy), rows, cols);
@@ -159,7 +205,7 @@ static void ref_rmsnorm_bwd(const graph_ref_args *a)
 static const char *const names_rms[] = {"x", "gamma"};
 
 const graph_op_def graph_op_rmsnorm = {
-    .name = "rms_norm", .fn = "vkt_rms_norm", .flags = OPF_AUX_SAVED,
+    .name = "rms_norm", .fn = "vkt_rms_norm", .flags = OPF_AUX_SAVED | OPF_SAVES_X16,
     .min_in = 2, .max_in = 2, .in_names = names_rms, .shape = shape_norm,
     .arrays = rmsnorm_arrays, .forward = fwd_rmsnorm, .backward = bwd_rmsnorm,
     .backward_reads = op_reads_inputs, .ref_forward = ref_rmsnorm,

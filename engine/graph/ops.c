@@ -119,8 +119,9 @@ void graph_ref_backward(const graph_ref_args *a)
 
 void op_reads_inputs(const vkt_model *m, const vkt_tensor *t, acc_list *l)
 {
-    for (uint32_t k = 0; k < t->n_in; k++)
-        plan_add(l, op_in_value(m, t, k), 0, 0);
+    int32_t lp_x = GRAPH_DEF(t)->flags & OPF_SAVES_X16 ? m->node[t->id].lp_x : -1;
+    for (uint32_t k = 0; k < t->n_in; k++) /* a norm's 16-bit x in place of x */
+        plan_add(l, k == 0 && lp_x >= 0 ? lp_x : op_in_value(m, t, k), 0, 0);
     if (GRAPH_DEF(t)->flags & OPF_AUX_SAVED)
         plan_add(l, m->node[t->id].aux, 0, 0);
 }

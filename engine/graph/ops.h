@@ -98,8 +98,12 @@ enum {
                                    output gradient (conv2d: db is a column of dw's pass) */
     OPF_AUTOCAST_X = 1u << 12,  /* an autocast op of one 16-bit operand, input 0 (attention's
                                    qkv): no lp_w */
-    OPF_AUX_AUTOCAST = 1u << 13 /* its aux array takes the autocast type (a fused linear's
+    OPF_AUX_AUTOCAST = 1u << 13, /* its aux array takes the autocast type (a fused linear's
                                    saved pre-activation: 2 bytes an element in bf16/fp16) */
+    OPF_SAVES_X16 = 1u << 14    /* a norm whose backward reads input 0 only to take x-hat
+                                   from its saved fp32 statistics: under autocast the forward
+                                   keeps a 16-bit copy of x (lp_x), which the backward widens
+                                   exactly into its workspace (autocast.c, op_norm.c) */
 };
 
 struct vkt_model;
