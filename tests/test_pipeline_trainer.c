@@ -253,8 +253,11 @@ static void test_refused(void)
     uint32_t dev[8] = {0};
     vkt_trainer_options base = {.batch = BATCH, .devices = dev, .device_count = 2};
     vkt_trainer_options o = base;
-    o.mode = VKT_PARALLEL_ASYNC;
-    expect_refused(o, &n, "async mode", "async");
+    o.mode = (vkt_parallel_mode)7; /* async mode trains: test_pipeline_async.c */
+    expect_refused(o, &n, "unknown parallel mode 7", "mode 7");
+    o = base;
+    o.bounded_staleness = 1; /* sync */
+    expect_refused(o, &n, "a staleness bound applies to async mode only", "sync, a bound");
     o = base;
     o.scale_lr = 1;
     expect_refused(o, &n, "scale_lr", "scale_lr");

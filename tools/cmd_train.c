@@ -509,7 +509,7 @@ static int run(const train_args *a, vkt_instance *inst)
     if (!a->quiet && ts.step_seconds > 0) /* the loader's prefetch thread hides loading */
         printf("data wait: %.1f%% of step time\n",
                100.0 * ts.data_wait_seconds / ts.step_seconds);
-    train_print_skipped(tr, a->async);
+    train_print_skipped(tr, a->async && a->pipeline <= 1); /* a pipeline: one scaler */
     printf("result: test_accuracy=%.4f test_loss=%.4f steps=%llu samples_per_s=%.1f "
            "seconds=%.1f replicas=%u mode=%s", ev.accuracy, ev.loss,
            (unsigned long long)vkt_trainer_step_count(tr),
@@ -551,6 +551,13 @@ int cmd_train(int argc, char **argv)
         a.async) {
         fprintf(stderr, "vkt: rank %u: --model charlm trains with sync replicas: --mode async "
                 "is not available for it\n", vkt_world_rank(a.world));
+        vkt_world_finalize(a.world);
+        return 2;
+    }
+    if (!rc && ranks > 1 && a.pipeline > 1 && a.async) { /* the trainer refuses it too */
+        fprintf(stderr, "vkt: rank %u: --mode async with --pipeline works within one process, "
+                "not across %u ranks (the stages' masters are one process's memory): use "
+                "--mode sync\n", vkt_world_rank(a.world), ranks);
         vkt_world_finalize(a.world);
         return 2;
     }

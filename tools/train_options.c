@@ -484,9 +484,9 @@ static int finish(train_args *a)
     if (!a->micro_given)
         a->micro_batches = a->pipeline > 1 ? 4 : 1;
     if ((a->pipeline > 1 || a->micro_batches > 1) &&
-        (a->async || a->scale_lr || a->balance || a->slow_seconds > 0)) {
-        fprintf(stderr, "vkt train: --pipeline and --micro-batches train in sync mode without "
-                "--scale-lr, --balance or --slow-replica-ms\n");
+        (a->scale_lr || a->balance || a->slow_seconds > 0)) {
+        fprintf(stderr, "vkt train: --pipeline and --micro-batches train without --scale-lr, "
+                "--balance or --slow-replica-ms\n");
         return 0;
     }
     if (a->init_map && !a->init_from) {

@@ -34,7 +34,9 @@ static vkt_status pipe_exec_create(vkt_trainer *t, const uint32_t *dev, uint32_t
                        .stages = P, .copies = D, .devices = dev, .n_devices = n,
                        .optimizer = t->optim, .kernels = t->opt.kernels, .check = t->opt.check,
                        .precision = t->opt.precision,
-                       .fn = "vkt_trainer_create", .world = t->world};
+                       .fn = "vkt_trainer_create", .world = t->world,
+                       .async = t->opt.mode == VKT_PARALLEL_ASYNC,
+                       .bounded = t->opt.bounded_staleness};
     st = pipe_create(t->inst, t->graph, t->loss, &po, &pe->engine);
     if (st != VKT_OK)
         return trainer_fail(t, st, "%s", vkt_last_error());
@@ -171,6 +173,9 @@ static int exec_pipe_step(replica *r, uint64_t step)
     }
     r->stats.step_seconds += plat_now() - t0;
     r->stats.steps += r->status == VKT_OK && !stopped;
+    vkt_trainer_stats *ts = &r->t->stats; /* async copies: every stage's pushes (else 0) */
+    pipe_staleness(pe->engine, UINT32_MAX, &ts->staleness_mean, &ts->staleness_p99,
+                   &ts->staleness_max, &ts->updates);
     return r->status != VKT_OK || stopped;
 }
 

@@ -76,9 +76,12 @@ static vkt_status say_uneven(vkt_trainer *t, const exec_facts *f, const char *wh
 static const refusal refusals[] = {
     /* the pipeline engine (its clipping and batch split: pipe_engine.c, pipe_create) */
     {EXEC_PIPELINED | EXEC_WORLD | EXEC_UNEVEN, 0, "stages across ranks", say_uneven},
-    {EXEC_PIPELINED | EXEC_NOT_SYNC, 0,
-     "async mode (use sync: every copy of a stage applies the averaged gradient)",
-     say_pipeline},
+    {EXEC_BAD_MODE, 0, "an unknown mode", say_mode},
+    /* async copies push into a master per stage in this process's memory (pipe_async.c);
+     * across ranks that would be a parameter server per stage, which does not exist */
+    {EXEC_PIPELINED | EXEC_ASYNC | EXEC_WORLD, 0,
+     "async mode with pipeline stages (--mode async --pipeline; use --mode sync: the "
+     "stages' masters are host memory of one process)", say_ranks},
     {EXEC_PIPELINED | EXEC_SCALE_LR, 0, "learning-rate scaling with the replicas (scale_lr)",
      say_pipeline},
     {EXEC_PIPELINED | EXEC_BALANCE, 0, "balancing the batch by replica speed (balance_after)",
@@ -88,10 +91,9 @@ static const refusal refusals[] = {
     /* replicas, once the ranks counted them */
     {EXEC_WORLD | EXEC_BALANCE, EXEC_PIPELINED,
      "balancing the batch by replica speed (balance_after, --balance)", say_ranks},
-    {EXEC_BAD_MODE, EXEC_PIPELINED, "an unknown mode", say_mode},
     {EXEC_FEW_ROWS, EXEC_PIPELINED, "fewer rows than replicas", say_rows},
     {EXEC_NO_SLOW, EXEC_PIPELINED, "a slowed replica that does not exist", say_slow},
-    {EXEC_STALENESS, EXEC_PIPELINED | EXEC_ASYNC, "a staleness bound applies to async mode only",
+    {EXEC_STALENESS, EXEC_ASYNC, "a staleness bound applies to async mode only",
      say_plain},
     {EXEC_ASYNC | EXEC_SEVERAL | EXEC_STATES, EXEC_PIPELINED,
      "states with async replicas", say_states},
@@ -102,6 +104,8 @@ static const refusal refusals[] = {
 static const exec_row rows[] = {
     {"pipeline stages across ranks (a stage per rank, edges as messages)",
      EXEC_PIPELINED | EXEC_WORLD, 0, &exec_pipe_ops, NULL, NULL, APPLY_IN_PIPELINE, 0},
+    {"async pipeline copies (a master per stage, pipe_async.c)", EXEC_PIPELINED | EXEC_ASYNC,
+     EXEC_WORLD, &exec_pipe_ops, NULL, NULL, APPLY_IN_PIPELINE, 0},
     {"pipeline stages", EXEC_PIPELINED, 0, &exec_pipe_ops, NULL, NULL, APPLY_IN_PIPELINE, 0},
     {"one replica", 0, EXEC_SEVERAL, &exec_replicas_ops, NULL, NULL, APPLY_IN_STEP, 0},
     {"sync replicas averaged on their shared device", EXEC_SEVERAL | EXEC_SHARED,
@@ -187,5 +191,5 @@ const exec_row *exec_plan_pick(const exec_facts *f)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (matches(f->has, rows[i].need, rows[i].deny))
             return &rows[i];
-    return &rows[2]; /* one replica; not reached: the rows cover every fact set */
+    return &rows[3]; /* one replica; not reached: the rows cover every fact set */
 }

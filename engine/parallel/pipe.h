@@ -42,6 +42,9 @@ typedef struct pipe_options {
      * values and gradients that cross stages travel as messages (pipe_world.c), and one
      * small allreduce per step (the tail) carries the loss, the stop vote and failures. */
     vkt_world *world;
+    /* Async copies (docs/async.md): each copy applies its own gradient and pushes the
+     * change into its stage's master (pipe_async.c); bounded: no push is lost (a lock). */
+    int async, bounded;
 } pipe_options;
 
 /* Splits the graph and makes the P x D contexts. On failure the thread's last error
@@ -76,6 +79,11 @@ uint32_t pipe_local_copy(const vkt_pipeline *p, uint32_t stage);
 vkt_world *pipe_world(const vkt_pipeline *p);
 
 uint32_t pipe_copies(const vkt_pipeline *p);
+/* Async copies: stage `stage`'s pushes into its master since creation and their staleness
+ * (the pushes into that master between a copy's pull and its push; stage UINT32_MAX:
+ * every stage's pooled). Zeros without async. */
+void pipe_staleness(const vkt_pipeline *p, uint32_t stage, double *mean, uint64_t *p99,
+                    uint64_t *max, uint64_t *updates);
 /* The split: which stage holds each node of the full graph, each stage's sub-graph. */
 const graph_split *pipe_split(const vkt_pipeline *p);
 vkt_model *pipe_model(vkt_pipeline *p, uint32_t copy, uint32_t stage);

@@ -183,8 +183,9 @@ vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
     }
     if (st == VKT_OK) {
         p->st = calloc(p->n_ctx, sizeof *p->st);
+        p->meets = calloc(p->D, sizeof *p->meets);
         p->mon = plat_monitor_create();
-        if (!p->st || !p->mon)
+        if (!p->st || !p->meets || !p->mon)
             st = pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     if (st == VKT_OK)
@@ -197,6 +198,8 @@ vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
     for (uint32_t i = 0; i < p->n_ctx && st == VKT_OK; i++)
         if (p->st[i].local)
             st = create_stage(p, &p->st[i]);
+    if (st == VKT_OK && p->opt.async)
+        st = pipe_async_make(p); /* after the stages: their parameter counts */
     if (st != VKT_OK) {
         err_fail(NULL, st, "%s", p->errmsg);
         vkt_pipeline_destroy(p);
@@ -228,8 +231,10 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
         pipe_world_free(s);
     }
     free(p->stage_train);
+    pipe_async_free(p);
     pipe_edges_free(p);
     free(p->st);
+    free(p->meets);
     graph_split_free(&p->split);
     if (p->mon)
         plat_monitor_destroy(p->mon);
@@ -331,8 +336,10 @@ vkt_optimizer_options pipe_stage_optim(const vkt_pipeline *p)
     /* the pipeline clips by the norm over every stage (pipe_sched.c); a bad value (and a
      * bad grad_scale) still reaches the optimizer's checks */
     oo.clip_norm = oo.clip_norm > 0 ? 0.0f : oo.clip_norm;
-    if (p->route->weight && oo.grad_scale >= 0) /* the device sum of m micro-batch means */
-        oo.grad_scale = (float)((oo.grad_scale > 0 ? oo.grad_scale : 1.0) / p->m);
+    if (p->route->weight && oo.grad_scale >= 0) /* the device sum of m micro-batch means,
+                                                   async: the copy's share 1 / D of it */
+        oo.grad_scale = (float)((oo.grad_scale > 0 ? oo.grad_scale : 1.0) / p->m /
+                                (p->route->share ? p->D : 1));
     return oo;
 }
 
@@ -397,6 +404,8 @@ vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
     out->busy_seconds = s->busy;
     out->grad_reads = s->grad_reads;
     out->grad_writes = s->grad_writes;
+    pipe_staleness(p, stage, &out->staleness_mean, &out->staleness_p99, &out->staleness_max,
+                   &out->updates);
     vkt_memory_stats mem;
     if (vkt_context_memory_stats(s->ctx, &mem) == VKT_OK)
         out->device_bytes = mem.device_local_bytes;

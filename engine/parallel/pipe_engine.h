@@ -81,14 +81,36 @@ typedef struct pstage {
  *    caller's (the 1 / (m D) weight is on the host);
  *  direct: nothing leaves the device; the optimizer applies the device sum with grad_scale
  *    times 1/m (`weight`: the sum holds m micro-batches' mean gradients). Picked where
- *    nothing needs the host's sum: one copy, no world, no guard, scale 1, no clipping. */
+ *    nothing needs the host's sum: one copy, no world, no guard, scale 1, no clipping;
+ *  async, async host (pipe_async.c, docs/async.md): each copy applies its own gradient
+ *    (its share of the batch, 1 / D) and pushes the change into its stage's master; the
+ *    contexts of a copy meet without the other copies; async host reads the copy's sum
+ *    back (guard, loss scale, clipping by the copy's own norm), async leaves it there. */
 typedef struct pipe_route {
     const char *name;
     vkt_status (*collect)(pstage *s);            /* after the step's last backward */
     double (*gather)(pstage *s);                 /* before the update: squares (clipping) */
     vkt_status (*hand)(pstage *s, double factor); /* the gradient into the model */
     int weight;                                  /* 1: grad_scale gets 1/m */
+    int share;                                   /* 1: grad_scale gets 1/D too */
+    int per_copy;                                /* 1: each copy's contexts meet alone */
+    vkt_status (*begin)(vkt_pipeline *p);        /* the step's start, before its threads */
+    vkt_status (*push)(pstage *s);               /* after s's optimizer ran */
+    vkt_status (*end)(vkt_pipeline *p);          /* after the step's threads */
 } pipe_route;
+
+/* A meeting of the step's threads (arrive, squares_of_all): every context, or one copy's
+ * (pipe_route.per_copy); under p->mon. */
+typedef struct pmeet {
+    uint32_t expected;     /* contexts whose threads run */
+    uint32_t arrived;      /* at the step's end */
+    uint32_t clip_arrived; /* that left their squares (pstage.squares) */
+    int votes;             /* some context voted to stop (it failed) */
+    int overflow;          /* some context's gradient was not finite */
+} pmeet;
+
+/* Async (pipe_async.c): stage s's master, shared by its D copies. */
+typedef struct pipe_master pipe_master;
 
 struct vkt_pipeline {
     vkt_instance *inst;
@@ -104,16 +126,15 @@ struct vkt_pipeline {
     plat_monitor *mon;
     int failed;            /* under mon */
     int go;                /* under mon: the step's threads may start working */
-    uint32_t expected, arrived; /* under mon: the step's end (arrive) */
-    int votes;             /*   and whether any context voted to stop there */
+    pmeet *meets;          /* [D]: the step's meetings; meets[0] alone unless per_copy */
     int guard;             /* the step is skipped if any gradient is not finite */
     float scale;           /* the loss scale the last stages seed their backward with */
     int overflow;          /* under mon: some context's gradient was not finite: skipped */
     /* Clipping by the global norm (optim.clip_norm > 0): the stages' optimizers do not clip
      * (each sees its own part); every context adds its stage's squares (copy 0's: the
      * copies' sums are equal) and all scale by min(1, clip / (norm + 1e-6)) (pipe_sched.c). */
-    uint32_t clip_arrived; /* under mon: contexts that left their squares (pstage.squares) */
     uint32_t first_failed; /* under mon: the context that failed first (n_ctx: none) */
+    pipe_master *master;   /* [P] async copies (opt.async): each stage's master */
     const pipe_route *route; /* pipe_route_pick's row: at creation, and whenever
                               pipe_set_optimizer or pipe_set_scaler changes its inputs */
     vkt_status route_status; /* a failed change of route (its message in errmsg): steps fail */
@@ -157,6 +178,15 @@ vkt_status pipe_route_set(vkt_pipeline *p, int force);
 /* The stage optimizers' options for p->route: the caller's, clip_norm 0 (the pipeline
  * clips by the norm over every stage), grad_scale times 1/m on the direct route. */
 vkt_optimizer_options pipe_stage_optim(const vkt_pipeline *p);
+
+/* ---- async copies (pipe_async.c, the async routes' begin, push and end) ---- */
+
+vkt_status pipe_async_make(vkt_pipeline *p);   /* the masters (opt.async) */
+void pipe_async_free(vkt_pipeline *p);
+vkt_status pipe_async_begin(vkt_pipeline *p);  /* each master := copy 0's parameters */
+double pipe_async_gather(pstage *s);           /* async host: the copy's own sum, squares */
+vkt_status pipe_async_push(pstage *s);         /* master += s's parameters - the seed */
+vkt_status pipe_async_end(vkt_pipeline *p);    /* every copy's parameters := its master */
 
 /* ---- edges (pipe_edge.c): the crossing values of every copy in host slots ---- */
 

@@ -29,7 +29,10 @@
  * judges its sum at the barrier, and a non-finite value anywhere (or squares past fp32's
  * range, as one model's guarded optimizer judges) skips every update; else the sum is
  * divided by the scale. Clipping (clip_norm > 0; the host route): the stages' squares
- * meet once more (update) and every stage scales by the factor of their global norm. */
+ * meet once more (update) and every stage scales by the factor of their global norm.
+ * Async copies (async, async host: pipe_async.c): the same with each copy alone, its own
+ * sum weighted 1 / D, the contexts of a copy meeting without the other copies (per_copy);
+ * the route's begin seeds each stage's master, push follows each optimizer, end pulls. */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -143,28 +146,40 @@ static double clip_factor(const vkt_pipeline *p, double squares)
     return c < 1.0 ? c : 1.0;
 }
 
-/* In-process threads: every context leaves its stage's squares and waits for the others
- * (all pass here or none: after arrive); returns their sum in context order, so every
- * run sums alike. */
+/* The contexts that meet with s: every context, or (per_copy routes) its copy's. */
+static pmeet *meeting_of(const pstage *s)
+{
+    return &s->p->meets[s->p->route->per_copy ? s->copy : 0];
+}
+
+static int meets_with(const pstage *s, const pstage *o)
+{
+    return !s->p->route->per_copy || o->copy == s->copy;
+}
+
 /* Under p->mon: counts one more context at a meeting of the step's threads and waits
- * until all `expected` came (arrive, squares_of_all). */
-static void meet(vkt_pipeline *p, uint32_t *count)
+ * until all of its `expected` came (arrive, squares_of_all). */
+static void meet(vkt_pipeline *p, const pmeet *g, uint32_t *count)
 {
     (*count)++;
     plat_monitor_broadcast(p->mon);
-    while (*count < p->expected)
+    while (*count < g->expected)
         plat_monitor_wait(p->mon);
 }
 
+/* In-process threads: every context of s's meeting leaves its stage's squares and waits
+ * for the others (all pass here or none: after arrive); returns their sum in context
+ * order, so every run sums alike. */
 static double squares_of_all(pstage *s, double mine)
 {
     vkt_pipeline *p = s->p;
+    pmeet *g = meeting_of(s);
     plat_monitor_lock(p->mon);
     s->squares = mine;
-    meet(p, &p->clip_arrived);
+    meet(p, g, &g->clip_arrived);
     double all = 0;
     for (uint32_t i = 0; i < p->n_ctx; i++)
-        all += p->st[i].squares;
+        all += meets_with(s, &p->st[i]) ? p->st[i].squares : 0.0;
     plat_monitor_unlock(p->mon);
     return all;
 }
@@ -215,19 +230,40 @@ static vkt_status in_place(pstage *s, double factor)
     (void)factor;
     return VKT_OK;
 }
+/* sync: no master to seed, push into or pull from */
+static vkt_status no_step_hook(vkt_pipeline *p)
+{
+    (void)p;
+    return VKT_OK;
+}
+static vkt_status no_push(pstage *s)
+{
+    (void)s;
+    return VKT_OK;
+}
 
-enum { ROUTE_HOST, ROUTE_DIRECT };
+enum { ROUTE_HOST, ROUTE_DIRECT, ROUTE_ASYNC_HOST, ROUTE_ASYNC };
 static const pipe_route routes[] = {
-    [ROUTE_HOST] = {"host", read_sum, stage_gradient, write_sum, 0},
-    [ROUTE_DIRECT] = {"direct", on_device, no_squares, in_place, 1},
+    [ROUTE_HOST] = {"host", read_sum, stage_gradient, write_sum, 0, 0, 0, no_step_hook,
+                    no_push, no_step_hook},
+    [ROUTE_DIRECT] = {"direct", on_device, no_squares, in_place, 1, 0, 0, no_step_hook,
+                      no_push, no_step_hook},
+    /* async copies (pipe_async.c): read_sum weighs the copy's sum 1 / (m D) already */
+    [ROUTE_ASYNC_HOST] = {"async host", read_sum, pipe_async_gather, write_sum, 0, 0, 1,
+                          pipe_async_begin, pipe_async_push, pipe_async_end},
+    [ROUTE_ASYNC] = {"async", on_device, no_squares, in_place, 1, 1, 1, pipe_async_begin,
+                     pipe_async_push, pipe_async_end},
 };
 
 /* Direct where nothing needs the host's sum: no copies to sum, no rank to meet, no
- * verdict on the values, no scale to divide by, no norm to clip by. */
+ * verdict on the values, no scale to divide by, no norm to clip by. Async copies sum
+ * nothing over the copies: the host only for a verdict, a scale or a norm. */
 const pipe_route *pipe_route_pick(const vkt_pipeline *p)
 {
-    int direct = p->D == 1 && !p->world && !p->guard && p->scale == 1.0f &&
-                 !(p->optim.clip_norm > 0);
+    int host_needs = p->guard || p->scale != 1.0f || p->optim.clip_norm > 0;
+    if (p->opt.async)
+        return &routes[host_needs ? ROUTE_ASYNC_HOST : ROUTE_ASYNC];
+    int direct = p->D == 1 && !p->world && !host_needs;
     return &routes[direct ? ROUTE_DIRECT : ROUTE_HOST];
 }
 
@@ -244,10 +280,13 @@ static vkt_status apply_gradient(pstage *s, double factor)
     st = vkt_optimizer_set_step(s->opt, p->step);
     if (st == VKT_OK)
         st = vkt_stream_run(s->apply);
-    s->busy += plat_now() - t0;
-    if (st != VKT_OK)
+    if (st != VKT_OK) {
+        s->busy += plat_now() - t0;
         return pipe_stage_fail(s, st, "optimizer", vkt_context_errmsg(s->ctx));
-    return VKT_OK;
+    }
+    st = p->route->push(s); /* async: the change into the stage's master */
+    s->busy += plat_now() - t0;
+    return st;
 }
 
 /* One context's update, its stage's gradient clipped by the norm over every stage (the
@@ -289,17 +328,20 @@ static void judge(pstage *s)
     s->nonfinite = squares > FLT_MAX;
 }
 
-/* The end of a step for the contexts whose threads run (p->expected of them): each
- * arrives with its vote (to stop; its gradient not finite) and waits for all; returns 1
- * if every context updates: none voted to stop and every gradient is finite. (Not a
- * plat_barrier: when some threads could not start, fewer arrive.) */
-static int arrive(vkt_pipeline *p, int vote, int nonfinite)
+/* The end of a step for the contexts of s's meeting whose threads run (its `expected`):
+ * each arrives with its vote (to stop; its gradient not finite) and waits for the
+ * others; returns 1 if every one of them updates: none voted to stop and every gradient
+ * is finite. (Not a plat_barrier: when some threads could not start, fewer arrive.) */
+static int arrive(pstage *s, int vote, int nonfinite)
 {
+    vkt_pipeline *p = s->p;
+    pmeet *g = meeting_of(s);
     plat_monitor_lock(p->mon);
-    p->votes |= vote != 0;
-    p->overflow |= nonfinite != 0;
-    meet(p, &p->arrived);
-    int go = !p->votes && !p->overflow;
+    g->votes |= vote != 0;
+    g->overflow |= nonfinite != 0;
+    p->overflow |= nonfinite != 0; /* any meeting skipped (pipe_skipped) */
+    meet(p, g, &g->arrived);
+    int go = !g->votes && !g->overflow;
     plat_monitor_unlock(p->mon);
     return go;
 }
@@ -334,8 +376,9 @@ static void stage_job(void *arg)
             update(s);
         return;
     }
-    /* Every context updates, or none does (and after arrive every gacc is final). */
-    if (arrive(p, s->status != VKT_OK, s->nonfinite))
+    /* Every context of the meeting (all; async: the copy's) updates, or none does (and
+     * after arrive every gacc is final). */
+    if (arrive(s, s->status != VKT_OK, s->nonfinite))
         update(s);
 }
 
@@ -366,10 +409,8 @@ static void reset_step(vkt_pipeline *p)
     p->failed = 0;
     p->first_failed = p->n_ctx;
     p->go = 0;
-    p->arrived = 0;
-    p->votes = 0;
+    memset(p->meets, 0, p->D * sizeof *p->meets);
     p->overflow = 0;
-    p->clip_arrived = 0;
     p->stopped = 0;
     p->world_loss = 0;
     p->remote_failed = UINT32_MAX;
@@ -390,7 +431,27 @@ static void reset_step(vkt_pipeline *p)
     }
 }
 
-/* One stage at a time: each copy's forwards and backwards, then every update. */
+/* The update of contexts [i0, i0 + n) (a meeting: every context, or one copy's), one
+ * after another: all of them apply, or none when a gradient is not finite. */
+static vkt_status update_in_turn(vkt_pipeline *p, uint32_t i0, uint32_t n)
+{
+    int skip = 0;
+    for (uint32_t i = i0; i < i0 + n; i++) {
+        judge(&p->st[i]);
+        skip |= p->st[i].nonfinite;
+    }
+    p->overflow |= skip;
+    double squares = 0;
+    for (uint32_t i = i0; i < i0 + n && !skip; i++)
+        squares += p->route->gather(&p->st[i]);
+    double factor = p->optim.clip_norm > 0 ? clip_factor(p, squares) : 1.0;
+    vkt_status r = VKT_OK;
+    for (uint32_t i = i0; i < i0 + n && r == VKT_OK && !skip; i++)
+        r = apply_gradient(&p->st[i], factor);
+    return r;
+}
+
+/* One stage at a time: each copy's forwards and backwards, then every meeting's update. */
 static void run_sequential(vkt_pipeline *p)
 {
     vkt_status r = VKT_OK;
@@ -401,23 +462,16 @@ static void run_sequential(vkt_pipeline *p)
             for (uint32_t s = p->P - 1; s-- > 0 && r == VKT_OK;)
                 r = backward(ctx_of(p, c, s), k);
         }
-    for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK; i++) {
-        judge(&p->st[i]);
-        p->overflow |= p->st[i].nonfinite;
-    }
-    double squares = 0;
-    for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK && !p->overflow; i++)
-        squares += p->route->gather(&p->st[i]);
-    double factor = p->optim.clip_norm > 0 ? clip_factor(p, squares) : 1.0;
-    for (uint32_t i = 0; i < p->n_ctx && r == VKT_OK && !p->overflow; i++)
-        r = apply_gradient(&p->st[i], factor);
+    uint32_t n = p->route->per_copy ? p->P : p->n_ctx;
+    for (uint32_t i0 = 0; i0 < p->n_ctx && r == VKT_OK; i0 += n)
+        r = update_in_turn(p, i0, n);
 }
 
 static void run_threads(vkt_pipeline *p)
 {
     if (p->world) { /* this rank's one context, on the caller's thread (the one calling MPI) */
         p->go = 1;
-        p->expected = 1;
+        p->meets[0].expected = 1;
         stage_job(&p->st[p->here]);
         return;
     }
@@ -430,7 +484,9 @@ static void run_threads(vkt_pipeline *p)
     for (uint32_t k = started; k < p->n_ctx; k++)
         pipe_stage_fail(&p->st[k], VKT_ERROR_INTERNAL, "thread", "could not start a thread");
     plat_monitor_lock(p->mon);
-    p->expected = started;
+    for (uint32_t c = 0; c < p->D; c++) /* started: the first contexts, copy after copy */
+        p->meets[p->route->per_copy ? c : 0].expected +=
+            started > c * p->P ? (started - c * p->P < p->P ? started - c * p->P : p->P) : 0;
     p->go = 1;
     plat_monitor_broadcast(p->mon);
     plat_monitor_unlock(p->mon);
@@ -449,10 +505,14 @@ vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_
     reset_step(p);
     p->step = step;
     double t0 = plat_now();
+    if ((st = p->route->begin(p)) != VKT_OK) /* async: each stage's master seeded */
+        return st;
     if (p->opt.sequential)
         run_sequential(p);
     else
         run_threads(p);
+    st = p->route->end(p); /* async: every copy pulls its stage's master (after a failure
+                              too: the copies stay alike) */
     p->step_seconds = plat_now() - t0;
     /* The context that failed first (the others stopped because of it, or failed after). */
     if (p->first_failed < p->n_ctx && p->st[p->first_failed].errmsg[0])
@@ -466,6 +526,8 @@ vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_
     if (p->world && p->remote_failed != UINT32_MAX)
         return pipe_fail(p, VKT_ERROR_REMOTE, "rank %u failed at step %llu (its message is in "
                          "its output)", p->remote_failed, (unsigned long long)step + 1);
+    if (st != VKT_OK)
+        return st; /* its message is the pipeline's */
     double loss = p->world_loss; /* across ranks: the tail's sum */
     for (uint32_t c = 0; c < p->D && !p->world; c++)
         loss += ctx_of(p, c, p->P - 1)->loss;

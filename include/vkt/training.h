@@ -364,11 +364,11 @@ typedef struct vkt_pipeline_stage_stats {
     uint64_t device_bytes;     /* device-local memory its context holds (all of the above,
                                   staging and block slack: vkt_memory_stats) */
     uint64_t grad_reads;       /* last step: times its gradient was read to the host (1: the
-                                  micro-batches sum on its device; 0 where nothing needs the
-                                  host's sum: one copy, one process, no loss scaling, no
-                                  clipping, docs/model_parallel.md) */
-    uint64_t grad_writes;      /* last step: times its gradient was written from the host
-                                  (1 with a read, else 0) */
+                                  micro-batches sum on its device; 0 where nothing needs it:
+                                  docs/model_parallel.md) */
+    uint64_t grad_writes;      /* last step: writes from the host (1 with a read, else 0) */
+    double staleness_mean;     /* async copies: its master's pushes since creation and their */
+    uint64_t staleness_p99, staleness_max, updates; /* staleness (docs/async.md); else 0 */
 } vkt_pipeline_stage_stats;
 VKT_API vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *pipeline, uint32_t stage,
                                                 vkt_pipeline_stage_stats *out /* OUT */);

@@ -10,6 +10,7 @@
 #    process, each with the uninterrupted run's test loss to 4 digits;
 #    the chief warns once that periodic saves wait for the run's end (one process: no);
 #  - `-np 3 --pipeline 2` is refused on creation, the message naming both numbers;
+#    `-np 2 --pipeline 2 --mode async` exits 2 naming the options (async copies: one process);
 #  - rank 1 killed (SIGKILL) mid-run: the job ends within 10 s, nothing is left; rank 1
 #    stopped (SIGSTOP): the chief's receive gives up after --comm-timeout 3 and the job
 #    ends with status 3 naming rank 1.
@@ -83,6 +84,11 @@ check "one plain process resumes it: test loss $(val test_loss "$out") = $want" 
 out=$(mpi 120 -np 3 "$bin" train "${common[@]}" --steps 4 2>&1); rc=$?
 check "-np 3 --pipeline 2: refused ($rc), naming 3 ranks and 2 stages" \
       "[[ $rc -ne 0 && $rc -ne 124 ]] && grep -q 'VKT_ERROR_INVALID_ARGUMENT: vkt_trainer_create: 3 ranks do not split into pipelines of 2 stages' <<<\"\$out\"" "$out"
+check "no process left" gone
+# Async copies share a master per stage in one process's memory: across ranks, exit 2
+out=$(mpi 120 -np 2 "$bin" train "${common[@]}" --mode async --steps 4 2>&1); rc=$?
+check "-np 2 --pipeline 2 --mode async: exit 2 ($rc), naming the options" \
+      "[[ $rc -eq 2 ]] && grep -q -- '--mode async with --pipeline works within one process, not across 2 ranks' <<<\"\$out\"" "$out"
 check "no process left" gone
 
 # 4. A rank killed, a rank stopped. The job's progress lines (every 2 s off a terminal)

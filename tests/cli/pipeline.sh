@@ -3,7 +3,7 @@
 # the CNN on 2 and 3 stages and the character model on 2 stages reach the losses of the
 # unsplit run, as do the MLP and the character model with dropout on 2 stages,
 # --pipeline with --replicas runs
-# copies of the pipeline, a model too large
+# copies of the pipeline (sync, and async: docs/async.md), a model too large
 # for one memory-capped device trains when split, and bad combinations are refused with
 # a message. Every context here is lavapipe (device 0 listed several times).
 # Usage: pipeline.sh BIN_DIR
@@ -48,6 +48,21 @@ plain=$("$bin" train --steps 20 --quiet 2>&1)
 check "--pipeline 2 --replicas 2: 2 copies, the unsplit test loss ($(field test_loss "$both"), $(field test_loss "$plain"))" \
     "[[ $rc -eq 0 ]] && grep -q 'replicas=2 mode=sync stages=2 micro_batches=2' <<<\"\$both\" && close '$(field test_loss "$both")' '$(field test_loss "$plain")' 1e-4"
 
+# Async copies (before: exit 2, "--pipeline and --micro-batches train in sync mode"): each
+# copy applies its own gradient and pushes the change into its stage's master. The default
+# optimizer (momentum) is linear in the gradients, so the pushes of a step add up to sync's
+# update: with --staleness 0 (no push lost) the sync test loss within 1e-3, unbounded
+# (a push may lose another's element now and then) within 5%. 20 steps x 2 stages x 2
+# copies: 80 pushes, half of them after the other copy's (staleness mean 0.50, max 1).
+asy=$("$bin" train --steps 20 --pipeline 2 --replicas 2 --micro-batches 2 --mode async 2>&1); rc=$?
+check "--pipeline 2 --replicas 2 --mode async: exit 0, sync's test loss within 5% ($(field test_loss "$asy"), $(field test_loss "$both"))" \
+    "[[ $rc -eq 0 ]] && grep -q 'replicas=2 mode=async stages=2 micro_batches=2 staleness_mean=0.50 staleness_max=1' <<<\"\$asy\" && close '$(field test_loss "$asy")' '$(field test_loss "$both")' 0.05"
+check "async pipeline: the staleness statistics are printed" \
+    "grep -q '^async: 80 updates, staleness mean 0.50 p99 1 max 1\$' <<<\"\$asy\""
+asy=$("$bin" train --steps 20 --pipeline 2 --replicas 2 --micro-batches 2 --mode async --staleness 0 --quiet 2>&1); rc=$?
+check "--mode async --staleness 0 with 2 stages: exit 0, sync's test loss within 1e-3 ($(field test_loss "$asy"))" \
+    "[[ $rc -eq 0 ]] && close '$(field test_loss "$asy")' '$(field test_loss "$both")' 1e-3"
+
 # Memory: 3.0 M parameters with momentum need about 36 MB; each context is capped at 28 MiB
 big="--hidden 1024,1024,1024 --steps 10"
 out=$(VKT_DEVICE_MEMORY_LIMIT=28M "$bin" train $big --quiet 2>&1); rc=$?
@@ -71,7 +86,7 @@ check "a bad VKT_DEVICE_MEMORY_LIMIT: exit 1 naming it" \
     "[[ $rc -eq 1 ]] && grep -q \"VKT_DEVICE_MEMORY_LIMIT='lots'\" <<<\"\$out\""
 
 # Refusals
-for bad in "--pipeline 0" "--pipeline 17" "--pipeline 2 --mode async" \
+for bad in "--pipeline 0" "--pipeline 17" "--pipeline 2 --scale-lr" \
            "--micro-batches 0" "--pipeline 2 --split fastest"; do
     out=$("$bin" train $bad --steps 1 2>&1); rc=$?
     check "'$bad': exit 2 with a message" "[[ $rc -eq 2 ]] && grep -q '^vkt train: ' <<<\"\$out\""
