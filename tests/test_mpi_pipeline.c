@@ -16,7 +16,7 @@
  *  - a checkpoint saved by the ranks (the chief writes it) restores into a plain trainer
  *    in one process with these parameters, bit for bit;
  *  - ranks that are not a multiple of the stages (P = R + 1) are refused on every rank,
- *    naming both numbers. */
+ *    naming both numbers; so is async mode (its masters are one process's memory). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +35,7 @@ typedef struct net {
 static vkt_world *world;
 static uint32_t R = 1, rank_;
 static float g_clip;                /* the optimizers' clip_norm (0: none) */
+static vkt_parallel_mode g_mode; /* async: refused across ranks (test_async) */
 static float g_unclipped[STEPS];    /* the losses of the run without clipping */
 
 /* x -> linear relu linear relu linear -> cross entropy, placed on `stages` stages by
@@ -69,7 +70,8 @@ static vkt_trainer *make(net *n, uint32_t stages, vkt_world *w, uint32_t copies,
     uint32_t dev[16] = {0};
     vkt_trainer_options o = {.batch = BATCH, .devices = dev,
                              .device_count = w ? 1 : stages * copies, .world = w,
-                             .stages = stages, .micro_batches = 2}; /* a power of 2: the header */
+                             .stages = stages, .micro_batches = 2, /* a power of 2: the header */
+                             .mode = g_mode};
     o.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f,
                                           .momentum = 0.9f, .clip_norm = g_clip};
     vkt_trainer *t = NULL;
@@ -259,6 +261,27 @@ static void test_uneven(void)
     vkt_graph_destroy(n.g);
 }
 
+/* Async copies push into a master per stage in one process's memory: across ranks the
+ * trainer refuses them on every rank, naming the mode and the ranks. */
+static void test_async(void)
+{
+    if (!world)
+        return;
+    net n = make_net(2);
+    vkt_status st = VKT_OK;
+    g_mode = VKT_PARALLEL_ASYNC;
+    vkt_trainer *t = make(&n, 2, world, 1, &st);
+    g_mode = VKT_PARALLEL_SYNC;
+    char want[64];
+    snprintf(want, sizeof want, "not across %u ranks", R);
+    TH_CHECK(!t && st == VKT_ERROR_INVALID_ARGUMENT &&
+                 strstr(vkt_last_error(), "async mode with pipeline stages") &&
+                 strstr(vkt_last_error(), want),
+             "rank %u: async with 2 stages: %s %s", rank_, vkt_status_name(st), vkt_last_error());
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(n.g);
+}
+
 int main(int argc, char **argv)
 {
     int require = 0;
@@ -285,6 +308,7 @@ int main(int argc, char **argv)
     g_clip = 0;
     test_stop();
     test_uneven();
+    test_async();
     int rc = th_finish();
     double bad = rc != 0;
     vkt_world_sum(w, &bad, 1); /* one rank's failure fails every rank's exit code */
