@@ -11,7 +11,9 @@
  *    (mean 0.5, max 1), per stage too;
  *  - 2 copies with clipping: each copy clips its own share (a step moves the parameters
  *    by more than lr x clip, sync's limit, and at most 2 lr x clip);
- *  - 2 copies in fp16 (loss scaling, the guarded host route): finite, falling losses. */
+ *  - 2 copies in fp16 (loss scaling, the guarded host route): finite, falling losses; from
+ *    a scale of 2^40 every copy skips (the parameters stay) for as many first steps as
+ *    sync's pipeline, then trains. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,18 +87,24 @@ static void batch_of(uint32_t k, float *x, int32_t *y)
     }
 }
 
-static int run_steps(vkt_trainer *t, net *n, uint32_t steps, float *out)
+/* Steps [k0, k0 + steps) of the sequence; losses into out[0 ..]. */
+static int run_steps_from(vkt_trainer *t, net *n, uint32_t k0, uint32_t steps, float *out)
 {
     float x[BATCH * F];
     int32_t y[BATCH];
-    for (uint32_t k = 0; k < steps; k++) {
+    for (uint32_t k = k0; k < k0 + steps; k++) {
         batch_of(k, x, y);
         vkt_feed f[2] = {{n->x, x}, {n->y, y}};
-        if (!TH_CHECK(vkt_trainer_step(t, f, 2, &out[k]) == VKT_OK, "step %u: %s", k,
+        if (!TH_CHECK(vkt_trainer_step(t, f, 2, &out[k - k0]) == VKT_OK, "step %u: %s", k,
                       vkt_trainer_errmsg(t)))
             return 0;
     }
     return 1;
+}
+
+static int run_steps(vkt_trainer *t, net *n, uint32_t steps, float *out)
+{
+    return run_steps_from(t, n, 0, steps, out);
 }
 
 static float *params_of(vkt_trainer *t)
@@ -281,6 +289,55 @@ static void test_fp16(void)
     vkt_graph_destroy(n.g);
 }
 
+/* fp16 from a loss scale of 2^40: the gradients overflow, every copy skips its update
+ * (the parameters stay), the shared scale halves each step, as sync's verdicts; once it
+ * is low enough both train. The run of skips at the start equals sync's. */
+static void test_fp16_skips(void)
+{
+    enum { RUN = 30 };
+    vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .momentum = 0.9f};
+    uint64_t first_run[2] = {0, 0}, skipped[2] = {0, 0};
+    float l[2][RUN], scale[2] = {0, 0};
+    for (int async = 0; async < 2; async++) {
+        net n = make_net();
+        uint32_t dev[4] = {0};
+        vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = 4,
+                                  .optimizer = oo, .stages = 2, .micro_batches = 2,
+                                  .mode = async ? VKT_PARALLEL_ASYNC : VKT_PARALLEL_SYNC,
+                                  .precision = VKT_PRECISION_FP16, .loss_scale = 1099511627776.0f,
+                                  .loss_scale_interval = 4};
+        vkt_trainer *t = NULL;
+        TH_CHECK(vkt_trainer_create(th_instance, n.g, n.loss, &to, &t) == VKT_OK,
+                 "fp16 from 2^40: %s", vkt_last_error());
+        float *p0 = t ? params_of(t) : NULL;
+        for (uint32_t k = 0; p0 && k < RUN; k++) {
+            if (!run_steps_from(t, &n, k, 1, &l[async][k]))
+                break;
+            TH_OK(NULL, vkt_trainer_skipped(t, &skipped[async], &scale[async]));
+            first_run[async] += skipped[async] == k + 1;
+            if (k == 0) {
+                float *p1 = params_of(t);
+                TH_CHECK(p1 && memcmp(p0, p1, vkt_trainer_param_count(t) * sizeof *p1) == 0,
+                         "mode %d: the skipped first step left every parameter", async);
+                free(p1);
+            }
+        }
+        free(p0);
+        vkt_trainer_destroy(t);
+        vkt_graph_destroy(n.g);
+    }
+    TH_CHECK(first_run[1] >= 1 && first_run[1] == first_run[0] && isfinite(l[1][RUN - 1]) &&
+                 l[1][RUN - 1] < l[1][0],
+             "fp16 from 2^40: async skipped its first %llu steps (sync %llu), loss %g -> %g",
+             (unsigned long long)first_run[1], (unsigned long long)first_run[0],
+             (double)l[1][0], (double)l[1][RUN - 1]);
+    printf("  2 copies, fp16 from 2^40: first %llu steps skipped (sync %llu); %llu skips in "
+           "all (sync %llu), scale %g (%g), loss %.4f -> %.4f\n",
+           (unsigned long long)first_run[1], (unsigned long long)first_run[0],
+           (unsigned long long)skipped[1], (unsigned long long)skipped[0], (double)scale[1],
+           (double)scale[0], (double)l[1][0], (double)l[1][RUN - 1]);
+}
+
 int main(void)
 {
     th_init("test_pipeline_async");
@@ -289,5 +346,6 @@ int main(void)
     test_two_copies();
     test_clipping();
     test_fp16();
+    test_fp16_skips();
     return th_finish();
 }
