@@ -56,6 +56,10 @@
 #define SPEC_ATTN_FRAG_WARPS 8
 #define SPEC_ATTN_FRAG_BF16 9
 #define SPEC_ATTN_FRAG_COUNT 10
+/* attention_frag_bwd.glsl (attention_frag_bwd.comp, attention_coopmat_bwd_f16.comp, _bf16):
+ * the ten above and the pass, 1 (by query blocks: dq, D) or 2 (by key blocks: dk, dv) */
+#define SPEC_ATTN_BWD_PASS 10
+#define SPEC_ATTN_BWD_COUNT 11
 
 /* axpby.comp (kernels/train_ops.c) */
 #define SPEC_AXPBY_ACCUM 1        /* beta != 0 */

@@ -6,16 +6,17 @@
  *            for a GPU (lane groups and shuffles);
  *   widen    attention_lowp_widen over each fp32 attention (attention_shuffle,
  *            attention_rows, attention_flash);
- *   frag     attention_lowp_frag, the cooperative-matrix forward tiling with fp32
- *            multiply-adds (attention_frag.comp), and attention_lowp_flash's backward:
- *            every device with 16-bit storage runs it, so lavapipe checks the staging,
- *            fragment indexing, softmax and stores attention_lowp_coopmat shares;
+ *   frag     attention_lowp_frag, the cooperative-matrix tiling of the forward and the
+ *            backward with fp32 multiply-adds (attention_frag.comp,
+ *            attention_frag_bwd.comp): every device with 16-bit storage runs it, so
+ *            lavapipe checks the staging, fragment indexing, softmax, masks, dropout and
+ *            stores attention_lowp_coopmat shares;
  *   coopmat  attention_lowp_coopmat where the device has cooperative matrices (Mesa 26's
  *            lavapipe: .ci/run sets VKT_TEST_LOWP_ROWS=attention_lowp_coopmat there, and
  *            the part then fails unless it ran); elsewhere it says it was skipped and why.
- *            Its fp16 runs attention_coopmat_f16 (the matrix instruction); bf16
- *            attention_coopmat_bf16 where the device has bf16 matrices, else
- *            attention_frag;
+ *            Its fp16 runs attention_coopmat_f16 and attention_coopmat_bwd_f16 (the
+ *            matrix instruction); bf16 attention_coopmat_bf16 and _bwd_bf16 where the
+ *            device has bf16 matrices, else attention_frag and attention_frag_bwd;
  *   plans    without a device: the variant chosen and the fragment plans on stated
  *            devices (an H100's matrix shapes, lavapipe 26's 8x8x8), and the kernels'
  *            SPIR-V against their descriptions.
@@ -36,11 +37,16 @@
  *  (1') frag and coopmat round the probabilities multiplying v to the 16-bit type (the
  *      matrix instruction's operand): y moves by at most sum_j |dP_ij| |v_j| / l_i <=
  *      2p max |v| drop_scale (2p: a rounding of the device's conversion toward zero
- *      would be covered too), added to y's tolerances; the backward (attention_lowp_flash's)
- *      reads that y through D_i = dy_i . y_i, whose error E_i = dy_i . (y_i - ref) is
- *      measured, and moves dq_i by at most |E_i| max |k| / sqrt(d) and dk_j by at most
- *      sum_i p_ij |E_i| max |q| / sqrt(d) <= t max E max |q| / sqrt(d): 4 t max E / sqrt(d)
- *      (|q|, |k| <= 2) is added to dqkv's;
+ *      would be covered too), added to y's tolerances; the backward reads that y through
+ *      D_i = dy_i . y_i, whose error E_i = dy_i . (y_i - ref) is measured, and moves dq_i
+ *      by at most |E_i| max |k| / sqrt(d) and dk_j by at most sum_i p_ij |E_i| max |q| /
+ *      sqrt(d) <= t max E max |q| / sqrt(d): 4 t max E / sqrt(d) (|q|, |k| <= 2) is added
+ *      to dqkv's. Their backward also rounds dS_ij = p_ij (f_ij dP_ij - D_i) and f_ij p_ij
+ *      (f_ij the dropout factor, at most drop_scale; dP_ij = dy_i . v_j) to the 16-bit
+ *      type, the matrix operands: per element, 2p sum_j |dS_ij| |k_jc| / sqrt(d) is added
+ *      to dq_ic's tolerance, 2p sum_i |dS_ij| |q_ic| / sqrt(d) to dk_jc's and 2p sum_i
+ *      f_ij p_ij |dy_ic| to dv_jc's, |dS_ij| bounded by p_ij (drop_scale |dP_ij| + |D_i|)
+ *      from the reference (fp16: plus 2^-24 for each subnormal operand);
  *  (3) the rounding shows: the largest error of y and of dqkv against the unrounded
  *      reference is more than 4 times the largest against the stored values (a kernel
  *      that read unrounded values, or the wrong 16-bit type, fails here or in (1)); not
@@ -156,6 +162,80 @@ static void expect_rounding_shows(const char *what, const float *got, const doub
              e2, e1);
 }
 
+/* (1') of the backward: tol [b t, 3 H d] += each gradient's bound from the rounding of dS
+ * and of the dropped probabilities (x: the stored inputs, ys: the reference's y). */
+static void add_operand_bounds(double *tol, const double *x, const double *dy,
+                               const double *ys, uint32_t b, uint32_t t, uint32_t H,
+                               uint32_t d, float p_drop, double p, double sub)
+{
+    uint64_t HD = (uint64_t)H * d;
+    double *probs = dalloc((uint64_t)b * H * t * t), f = 1.0 / (1.0 - p_drop);
+    double scale = 1.0 / sqrt((double)d);
+    ka_ref_attention_probs(x, probs, b, t, H, d);
+    for (uint32_t bb = 0; bb < b; bb++)
+        for (uint32_t h = 0; h < H; h++)
+            for (uint32_t i = 0; i < t; i++) {
+                uint64_t ri = (uint64_t)bb * t + i;
+                const double *q = x + ri * 3 * HD + h * d, *gy = dy + ri * HD + h * d;
+                double di = 0.0;
+                for (uint32_t c = 0; c < d; c++)
+                    di += gy[c] * ys[ri * HD + h * d + c];
+                for (uint32_t j = 0; j <= i; j++) {
+                    uint64_t rj = (uint64_t)bb * t + j;
+                    const double *k = x + rj * 3 * HD + HD + h * d, *v = k + HD;
+                    double pr = probs[(((uint64_t)bb * H + h) * t + i) * t + j], dp = 0.0;
+                    for (uint32_t c = 0; c < d; c++)
+                        dp += gy[c] * v[c];
+                    double ds = pr * (f * fabs(dp) + fabs(di));
+                    for (uint32_t c = 0; c < d; c++) {
+                        tol[ri * 3 * HD + h * d + c] += (2 * p * ds + sub) * scale * fabs(k[c]);
+                        tol[rj * 3 * HD + HD + h * d + c] +=
+                            (2 * p * ds + sub) * scale * fabs(q[c]);
+                        tol[rj * 3 * HD + 2 * HD + h * d + c] +=
+                            (2 * p * f * pr + sub) * fabs(gy[c]);
+                    }
+                }
+            }
+    free(probs);
+}
+
+/* got within rtol |want| + tol[i] of want, element by element */
+static void expect_within(const char *what, th_buf *b, const double *want, double rtol,
+                          const double *tol)
+{
+    float *got = read_back(b);
+    uint64_t bad = 0, first = 0;
+    double worst = 0.0;
+    for (uint64_t i = 0; i < b->n; i++) {
+        double lim = rtol * fabs(want[i]) + tol[i], e = fabs(got[i] - want[i]);
+        if (!(e <= lim) && bad++ == 0)
+            first = i;
+        worst = e / lim > worst ? e / lim : worst;
+    }
+    TH_CHECK(bad == 0, "%s %s (stored values, operands rounded): %llu of %llu off; first at "
+             "%llu: got %.9g want %.9g (worst at %.2f of its tolerance)", label, what,
+             (unsigned long long)bad, (unsigned long long)b->n, (unsigned long long)first,
+             got[bad ? first : 0], want[bad ? first : 0], worst);
+    th_buf_guards_ok(b, what);
+    free(got);
+}
+
+/* frag and coopmat: the forward and both backward passes of the call run on the fragment
+ * tiling (a plan for each), not attention_lowp_flash's passes */
+static void expect_fragment_plans(vkt_dtype type, uint32_t b, uint32_t t, uint32_t H,
+                                  uint32_t d)
+{
+    const gpu_profile *pf = &ctx->profile;
+    const gpu_mat_shape *m = NULL;
+    if (ctx->kv[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_COOPMAT &&
+        (type == VKT_DTYPE_FP16 || (pf->caps & GPU_CAP_BFLOAT16)))
+        m = gpu_mat_for(pf, type == VKT_DTYPE_FP16 ? GPU_MAT_F16 : GPU_MAT_BF16);
+    ka_frag_plan pl;
+    for (uint32_t pass = 0; pass < 3; pass++)
+        TH_CHECK(ka_frag_plan_pass(pf, m, pass, b, t, H, d, &pl), "%s %s t=%u d=%u: pass %u "
+                 "has a fragment plan", label, vkt_dtype_name(type), t, d, pass);
+}
+
 typedef struct shape {
     uint32_t b, t, heads, d;
     float p_drop;
@@ -227,6 +307,7 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
                 }
             ytol += 2.0 * p * vmax / (1.0 - sh.p_drop);
             gtol += 4.0 * t * emax / sqrt((double)d);
+            expect_fragment_plans(type, b, t, H, d);
         }
         snprintf(w2, sizeof w2, "y %s", what);
         expect_stored(w2, &y, ys, 1e-4, ytol);
@@ -246,8 +327,17 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
                      (unsigned long long)bad);
             free(lse), free(sg);
         }
+        double *gt = dalloc(nq);
+        for (uint64_t i = 0; i < nq; i++)
+            gt[i] = gtol;
+        if (rounds_p)
+            add_operand_bounds(gt, qkv.stored, dy.stored, ys, b, t, H, d, sh.p_drop, p,
+                               type == VKT_DTYPE_FP16 ? ldexp(1.0, -24) : 0.0);
         snprintf(w2, sizeof w2, "dqkv (beta 0 over NaN) %s", what);
-        expect_stored(w2, &dq, gs, 1e-4, gtol);
+        if (rounds_p)
+            expect_within(w2, &dq, gs, 1e-4, gt);
+        else
+            expect_stored(w2, &dq, gs, 1e-4, gtol);
         if (!rounds_p)
             expect_rounding_shows(w2, gg, gs, ge, nq);
         /* beta 1 adds to what is there */
@@ -262,8 +352,12 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
                                               sh.p_drop, seed, b0, b_row));
         if (TH_OK(ctx, vkt_stream_run(s))) {
             snprintf(w2, sizeof w2, "dqkv (beta 1) %s", what);
-            expect_stored(w2, &dq, gs, 1e-4, gtol);
+            if (rounds_p)
+                expect_within(w2, &dq, gs, 1e-4, gt);
+            else
+                expect_stored(w2, &dq, gs, 1e-4, gtol);
         }
+        free(gt);
         th_buf_guards_ok(&ws, "workspace");
         th_buf_guards_ok(&saved, "saved");
         free(ys), free(ye), free(gs), free(ge), free(yg), free(gg);
@@ -420,7 +514,7 @@ static void check_plans(void)
     const gpu_kernel *ks = ka_frag_kernels(&nk);
     for (uint32_t i = 0; i < nk; i++) {
         char msg[VKT_ERRMSG_SIZE] = "";
-        TH_CHECK(gpu_kernel_check(&ks[i], SPEC_ATTN_FRAG_COUNT, msg) == VKT_OK,
+        TH_CHECK(gpu_kernel_check(&ks[i], ks[i].n_spec, msg) == VKT_OK,
                  "%s: the SPIR-V agrees with its description: %s", ks[i].name, msg);
     }
     gpu_profile h100, plain, lvp26;
@@ -468,17 +562,20 @@ static void check_plans(void)
     const uint32_t dims[][4] = {{64, 1024, 12, 64}, {1, 7, 1, 3}, {2, 67, 3, 128},
                                 {8, 256, 4, 20}};
     for (size_t k = 0; k < sizeof devs / sizeof devs[0]; k++)
-        for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
-            uint32_t b = dims[i][0], t = dims[i][1], H = dims[i][2], d = dims[i][3];
+        for (size_t i = 0; i < sizeof dims / sizeof dims[0] * 3; i++) {
+            uint32_t pass = (uint32_t)(i % 3); /* the forward, the backward's two passes */
+            uint32_t b = dims[i / 3][0], t = dims[i / 3][1], H = dims[i / 3][2];
+            uint32_t d = dims[i / 3][3];
             ka_frag_plan pl;
-            int ok = ka_frag_plan_make(devs[k].p, devs[k].mat, b, t, H, d, &pl);
+            int ok = ka_frag_plan_pass(devs[k].p, devs[k].mat, pass, b, t, H, d, &pl);
             if (devs[k].p == &lvp26 && t == 1024) {
-                /* lavapipe's loop budget: that forward runs attention_lowp_flash's */
-                TH_CHECK(!ok, "%s b=%u t=%u d=%u: no plan past the loop budget",
-                         devs[k].name, b, t, d);
+                /* lavapipe's loop budget: that call runs attention_lowp_flash's */
+                TH_CHECK(!ok, "%s b=%u t=%u d=%u pass %u: no plan past the loop budget",
+                         devs[k].name, b, t, d, pass);
                 continue;
             }
-            if (!TH_CHECK(ok, "%s b=%u t=%u heads=%u d=%u: a plan", devs[k].name, b, t, H, d))
+            if (!TH_CHECK(ok, "%s b=%u t=%u heads=%u d=%u pass %u: a plan", devs[k].name, b, t,
+                          H, d, pass))
                 continue;
             uint32_t q = pl.tn > pl.tk ? pl.tn : pl.tk;
             TH_CHECK(pl.tm == devs[k].tm && pl.sg == devs[k].sg && pl.bm == pl.warps * pl.tm &&
@@ -487,15 +584,16 @@ static void check_plans(void)
                          pl.dp % pl.tn == 0 && pl.dp % pl.tk == 0 && pl.bn % pl.tn == 0 &&
                          pl.bn % pl.tk == 0 && pl.shared_bytes <= devs[k].p->shared_memory &&
                          pl.threads <= devs[k].p->max_invocations,
-                     "%s b=%u t=%u d=%u: %u warps of %u lanes, fragments %ux%ux%u, %u rows, "
-                     "keys by %u, width %u, %u bytes", devs[k].name, b, t, d, pl.warps, pl.sg,
+                     "%s b=%u t=%u d=%u pass %u: %u warps of %u lanes, fragments %ux%ux%u, %u "
+                     "rows, tiles of %u, width %u, %u bytes", devs[k].name, b, t, d, pass,
+                     pl.warps, pl.sg,
                      pl.tm, pl.tn, pl.tk, pl.bm, pl.bn, pl.dp, pl.shared_bytes);
             TH_CHECK((uint64_t)pl.blocks_per_head * pl.bm >= t &&
                          (uint64_t)(pl.blocks_per_head - 1) * pl.bm < t &&
                          pl.blocks == (uint64_t)b * H * pl.blocks_per_head &&
                          (uint64_t)pl.groups[0] * pl.groups[1] >= pl.blocks,
-                     "%s b=%u t=%u d=%u: the grid covers the %llu blocks (%u x %u)",
-                     devs[k].name, b, t, d, (unsigned long long)pl.blocks, pl.groups[0],
+                     "%s b=%u t=%u d=%u pass %u: the grid covers the %llu blocks (%u x %u)",
+                     devs[k].name, b, t, d, pass, (unsigned long long)pl.blocks, pl.groups[0],
                      pl.groups[1]);
         }
     /* the character LM's attention on the H100: 4 warps of 16 rows */
@@ -503,6 +601,12 @@ static void check_plans(void)
     TH_CHECK(ka_frag_plan_make(&h100, gpu_mat_for(&h100, GPU_MAT_F16), 64, 1024, 12, 64, &pl) &&
                  pl.warps == 4 && pl.bm == 64,
              "H100 b=64 t=1024 d=64: 4 warps, 64 rows a workgroup (%u, %u)", pl.warps, pl.bm);
+    /* its backward: two warps of 16 rows (the 4-warp tiles pass 48 KiB of shared memory) */
+    for (uint32_t pass = 1; pass < 3; pass++)
+        TH_CHECK(ka_frag_plan_pass(&h100, gpu_mat_for(&h100, GPU_MAT_F16), pass, 64, 1024, 12,
+                                   64, &pl) && pl.warps == 2 && pl.bm == 32 && pl.bn == 32,
+                 "H100 b=64 t=1024 d=64 backward pass %u: 2 warps, 32 rows, tiles of 32 (%u, "
+                 "%u, %u; %u bytes)", pass, pl.warps, pl.bm, pl.bn, pl.shared_bytes);
 }
 
 int main(int argc, char **argv)

@@ -110,10 +110,10 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
     /* 16-bit q, k, v and dy, fp32 scores, softmax statistics, sums, y and gradients
      * (kernels/attention_lowp.c): attention_flash's tiles loading 16-bit rows, or
      * (lavapipe's) the rows widened into fp32 copies and the context's fp32 attention.
-     * attention_lowp_coopmat: the forward's two products on cooperative matrices
-     * (attention_frag.glsl), the backward attention_lowp_flash's; attention_lowp_frag is
-     * its forward with fp32 multiply-adds for the matrix instruction, chosen only by name:
-     * lavapipe without cooperative matrices checks that tiling. */
+     * attention_lowp_coopmat: the forward's two products and the backward's five on
+     * cooperative matrices (attention_frag.glsl, attention_frag_bwd.glsl);
+     * attention_lowp_frag is it with fp32 multiply-adds for the matrix instruction, chosen
+     * only by name: lavapipe without cooperative matrices checks that tiling. */
     [GPU_V_ATTENTION_LOWP_COOPMAT] = {GPU_FAMILY_ATTENTION_LOWP, "attention_lowp_coopmat",
                                       GPU, S16 | SHUFFLE | GPU_CAP_FLOAT16 | COOPMAT, 1,
                                       16384, 64, "forward: S = Q K^T and P V on "
@@ -121,8 +121,13 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
                                       "in fp32, P rounded to the 16-bit type "
                                       "(attention_coopmat_f16.comp; bf16: "
                                       "attention_coopmat_bf16.comp where the device has bf16 "
-                                      "matrices, else attention_frag.comp); backward: "
-                                      "attention_lowp_flash's",
+                                      "matrices, else attention_frag.comp); backward: P "
+                                      "recomputed from the saved lse, S, dP = dO V^T, dQ "
+                                      "+= dS K by query blocks, S^T, dP^T, dK += dS^T Q, dV "
+                                      "+= P^T dO by key blocks on the matrices, dS and P "
+                                      "rounded to the 16-bit type "
+                                      "(attention_coopmat_bwd_f16.comp, _bf16; else "
+                                      "attention_frag_bwd.comp)",
                                       GPU_MAT_F16},
     [GPU_V_ATTENTION_LOWP_FLASH] = {GPU_FAMILY_ATTENTION_LOWP, "attention_lowp_flash", GPU,
                                     S16 | SHUFFLE, 1, 16384, 64, "attention_flash with qkv "
@@ -134,9 +139,9 @@ static const gpu_variant_row k_rows[GPU_VARIANT_COUNT] = {
                                     "attention: lavapipe's"},
     [GPU_V_ATTENTION_LOWP_FRAG] = {GPU_FAMILY_ATTENTION_LOWP, "attention_lowp_frag", 0,
                                    S16 | SHUFFLE, 1, 16384, 64, "attention_lowp_coopmat's "
-                                   "forward tiles with fp32 multiply-adds for the matrix "
-                                   "instruction (attention_frag.comp), attention_lowp_flash's "
-                                   "backward; by name only"},
+                                   "forward and backward tiles with fp32 multiply-adds for "
+                                   "the matrix instruction (attention_frag.comp, "
+                                   "attention_frag_bwd.comp); by name only"},
     [GPU_V_ROWS_THREAD] = {GPU_FAMILY_ROWS, "rows_thread", CPU, 0, 1, 0, 64,
                            "one thread per row unless the row is long"},
     [GPU_V_ROWS_SPREAD] = {GPU_FAMILY_ROWS, "rows_spread", CPU | GPU, 0, 1, 0, 64,

@@ -24,8 +24,8 @@ static const ka_impl k_impls[] = {
     {GPU_V_ATTENTION_FLASH, ka_flash_forward, ka_flash_backward},
     {GPU_V_ATTENTION_ROWS, ka_rows_forward, ka_rows_backward},
     {GPU_V_ATTENTION_LOWP_FLASH, ka_flash_forward, ka_flash_backward},
-    {GPU_V_ATTENTION_LOWP_COOPMAT, ka_cm_forward, ka_flash_backward},
-    {GPU_V_ATTENTION_LOWP_FRAG, ka_cm_forward, ka_flash_backward},
+    {GPU_V_ATTENTION_LOWP_COOPMAT, ka_cm_forward, ka_cm_backward},
+    {GPU_V_ATTENTION_LOWP_FRAG, ka_cm_forward, ka_cm_backward},
 };
 
 static const ka_impl *impl_of(gpu_variant v)

@@ -158,14 +158,15 @@ vkt_status ka_attention_backward_lowp(vkt_stream *s, vkt_dtype type, vkt_view qk
  * _frag, _flash): its saved array holds the row logsumexps [b, heads, t] first. */
 int ka_attention_lowp_fused(const vkt_context *ctx);
 
-/* ---- attention_lowp_coopmat / _frag's forward (attention_cm.c) ----
+/* ---- attention_lowp_coopmat / _frag's fragment plans (attention_cm.c) ----
  * The plan of shaders/attention_frag.glsl for fragments of the cooperative-matrix shape
  * `mat` (NULL: attention_frag.comp's fp32 arithmetic on 8 x 8 x 8 fragments, 8-lane
  * warps): warps of the device's subgroup size (4, fewer while the shared memory or the
  * invocations do not fit or the blocks leave compute units idle), each TM query rows;
- * keys in tiles of BN = 2 max(TN, TK); the head width padded to DP, a multiple of
+ * keys in tiles of BN = 2 max(TN, TK) (the backward: max(TN, TK) where that alone fits one
+ * warp); the head width padded to DP, a multiple of
  * max(TN, TK). 0 when nothing fits (or the loops pass the loop budget): the call then
- * runs attention_lowp_flash's forward. Pure. */
+ * runs attention_lowp_flash's forward (the backward: ka_frag_plan_pass). Pure. */
 typedef struct ka_frag_plan {
     uint32_t tm, tn, tk, sg;   /* the fragments; lanes per warp */
     uint32_t warps, bm, bn, dp, threads, shared_bytes;
@@ -177,8 +178,15 @@ struct gpu_mat_shape; /* gpu/gpu.h */
 struct gpu_kernel;    /* gpu/gpu.h */
 int ka_frag_plan_make(const struct gpu_profile *p, const struct gpu_mat_shape *mat,
                       uint32_t b, uint32_t t, uint32_t heads, uint32_t d, ka_frag_plan *out);
-/* attention_frag.glsl's kernels (attention_frag, attention_coopmat_f16, _bf16), for the
- * tests' check of their SPIR-V against these descriptions. */
+/* The same for pass 0 (the forward: ka_frag_plan_make), or 1 and 2, attention_frag_bwd.glsl's
+ * backward by query blocks (BM query rows, key tiles of BN: dq) and by key blocks (BM key
+ * rows, query tiles of BN: dk, dv), whose shared arrays differ. Pure. */
+int ka_frag_plan_pass(const struct gpu_profile *p, const struct gpu_mat_shape *mat,
+                      uint32_t pass, uint32_t b, uint32_t t, uint32_t heads, uint32_t d,
+                      ka_frag_plan *out);
+/* attention_frag.glsl's kernels (attention_frag, attention_coopmat_f16, _bf16) and
+ * attention_frag_bwd.glsl's (attention_frag_bwd, attention_coopmat_bwd_f16, _bf16), for
+ * the tests' check of their SPIR-V against these descriptions. */
 const struct gpu_kernel *ka_frag_kernels(uint32_t *count);
 
 /* ---- double references (ref_attention.c): direct definitions ---- */

@@ -52,7 +52,9 @@ vkt_status ka_rows_forward(vkt_stream *s, const ka_call *c);
 vkt_status ka_rows_backward(vkt_stream *s, const ka_call *c);
 vkt_status ka_flash_forward(vkt_stream *s, const ka_call *c);
 vkt_status ka_flash_backward(vkt_stream *s, const ka_call *c);
-/* attention_lowp_coopmat / _frag (attention_cm.c): the forward; the backward is flash's */
+/* attention_lowp_coopmat / _frag (attention_cm.c): the forward (1 dispatch) and the
+ * backward (2: by query blocks, then by key blocks) on fragments */
 vkt_status ka_cm_forward(vkt_stream *s, const ka_call *c);
+vkt_status ka_cm_backward(vkt_stream *s, const ka_call *c);
 
 #endif
