@@ -257,6 +257,10 @@ case_ "  ... the other run's files untouched" 0 "" "" $intact
 # devices, warnings, numbers
 out=$(VKT_DEVICES=0,0,0 run train --pipeline 2 --steps 1); rc=$?
 case_ "VKT_DEVICES=0,0,0 --pipeline 2: refused, not 1 unused" 2 "VKT_DEVICES lists 3 devices, not a multiple of --pipeline 2" "$out" $rc
+out=$(run train --pipeline 2 --replicas 2 --mode async --steps 2); rc=$?
+case_ "--pipeline 2 --replicas 2 --mode async: trains (was exit 2)" 0 "^async: 8 updates, staleness mean 0\.50 p99 1 max 1$" "$out" $rc
+out=$(run train --pipeline 2 --scale-lr --steps 1); rc=$?
+case_ "--pipeline 2 --scale-lr: refused, the options named" 2 "^vkt train: --pipeline and --micro-batches train without --scale-lr" "$out" $rc
 out=$(VKT_DEVICES=0,0,0 run train --replicas 2 --steps 1); rc=$?
 case_ "VKT_DEVICES=0,0,0 --replicas 2: refused" 2 "VKT_DEVICES lists 3 devices, more than --replicas 2 uses" "$out" $rc
 cp -r "$tmp/ret" "$tmp/many"
