@@ -312,6 +312,13 @@ static void gelu_keeps_z16(vkt_context *ctx, vkt_dtype t)
                      (unsigned long long)m->val[m->node[i].aux].count);
         }
     TH_CHECK(found == 1, "%s: %u fused linears save z", what, found);
+    /* W a parameter: the backward rounds it again (lp_wb), the forward's copy dies there */
+    const mnode *ln = &m->node[y->id];
+    int32_t fwd_end = (int32_t)(m->n_fwd_steps * PLAN_PHASES);
+    TH_CHECK(ln->lp_w >= 0 && ln->lp_wb >= 0 && m->val[ln->lp_wb].dtype == t &&
+                 m->val[model_root(m, ln->lp_w)].last < fwd_end &&
+                 m->val[model_root(m, ln->lp_wb)].first >= fwd_end,
+             "%s: the 16-bit W of the forward dies in it, the backward rounds W again", what);
     uint64_t nx = (uint64_t)rows * k, nw = (uint64_t)k * n, ny = (uint64_t)rows * n;
     float *X = th_alloc_floats(nx), *W = th_alloc_floats(nw), *B = th_alloc_floats(n);
     float *T = th_alloc_floats(ny), *Xr = th_alloc_floats(nx), *Wr = th_alloc_floats(nw);

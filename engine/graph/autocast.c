@@ -5,7 +5,8 @@
  * its forward rounds x (input 0) and w (input 1) into 16-bit copies (lp_x, lp_w) and runs
  * vkt_gemm's 16-bit path, accumulating in fp32 into its fp32 output; its backward rounds
  * the output's gradient (lp_dz) and takes dW = x^T dz and dX = dz w^T from the 16-bit
- * copies, again into fp32 (attention: qkv and dy rounded, scores, softmax statistics, y
+ * copies, again into fp32 (a product whose w is a parameter rounds it again for dX,
+ * OPF_RECAST_W, so no 16-bit weight waits from the forward to the backward; attention: qkv and dy rounded, scores, softmax statistics, y
  * and dqkv fp32: kernels/attention_lowp.c). Everything else (activations, norms, softmax, losses,
  * reductions, gradients, parameters, optimizer state) stays fp32. The backward reads the
  * 16-bit x, not the fp32 one, so a product's input no longer lives to the backward for the
@@ -75,5 +76,11 @@ vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
     if (!m->node[t->in[0]->id].needs_grad && !w_grad && !db)
         return VKT_OK; /* only a bias takes a gradient: no product in the backward */
     nd->lp_dz = model_new_typed(m, MS_ARENA, t->dtype, m->count[i]);
-    return nd->lp_dz >= 0 ? VKT_OK : model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    int recast = (GRAPH_DEF(t)->flags & OPF_RECAST_W) && t->in[1]->op == GOP_PARAM &&
+                 m->node[t->in[0]->id].needs_grad; /* dX = dz w^T: w rounded again */
+    if (recast)
+        nd->lp_wb = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[1]->id]);
+    return nd->lp_dz >= 0 && (!recast || nd->lp_wb >= 0)
+               ? VKT_OK
+               : model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
 }

@@ -52,8 +52,10 @@ typedef struct mnode {
     int32_t fpos, bpos; /* step positions (-1: none) */
     /* An autocast product (tensor dtype fp16/bf16): its operands cast to that type, x
      * (input 0) and w (input 1) by the forward and read again by the backward, and the
-     * output's gradient cast by the backward (-1: none; autocast.c). */
-    int32_t lp_x, lp_w, lp_dz;
+     * output's gradient cast by the backward (-1: none; autocast.c). lp_wb: a product's w
+     * rounded again by the backward, where w is a parameter (then lp_w lives in the
+     * forward alone, and no 16-bit weight waits for the backward). */
+    int32_t lp_x, lp_w, lp_dz, lp_wb;
     uint8_t acc[GRAPH_MAX_INPUTS]; /* backward: 1 adds to the input's gradient, 0 writes */
 } mnode;
 

@@ -162,6 +162,10 @@ static vkt_status product_grads(const op_rec *r, const vkt_tensor *src, vkt_view
     if (st == VKT_OK && op_want(m, src, 1)) /* dW = X^T dZ */
         st = gemm(r->s, src->dtype, 1, 0, x, dz, op_dx(m, src, 1), k, rows, n,
                   op_beta(m, by, 1));
+    if (st == VKT_OK && op_want(m, src, 0) && nd->lp_wb >= 0) { /* w rounded again */
+        st = op_cast16(r, src, op_in_val(m, src, 1), op_in_shape(m, src, 1), nd->lp_wb);
+        w = model_view(m, nd->lp_wb);
+    }
     if (st == VKT_OK && op_want(m, src, 0)) /* dX = dZ W^T */
         st = gemm(r->s, src->dtype, 0, 1, dz, w, op_dx(m, src, 0), rows, n, k,
                   op_beta(m, by, 0));
@@ -223,7 +227,9 @@ static void product_access(const vkt_model *m, uint32_t i, acc_list *l)
         plan_add(l, nd->lp_dz, 0, ph);
     plan_add(l, nd->lp_x >= 0 ? nd->lp_x : op_in_value(m, lin, 0), 0, 1);
     plan_add(l, plan_in_grad(m, lin, 1), 1, 1);
-    plan_add(l, nd->lp_w >= 0 ? nd->lp_w : op_in_value(m, lin, 1), 0, 2);
+    plan_add(l, nd->lp_wb, 1, 2); /* a parameter w rounded again before dX (no arena value) */
+    plan_add(l, nd->lp_wb >= 0 ? nd->lp_wb : nd->lp_w >= 0 ? nd->lp_w : op_in_value(m, lin, 1),
+             0, 2);
     plan_add(l, plan_in_grad(m, lin, 0), 1, 2);
 }
 
@@ -305,7 +311,8 @@ static const char *const names_ab[] = {"a", "b"};
 static const char *const names_xwb[] = {"x", "w", "b"};
 
 const graph_op_def graph_op_matmul = {
-    .name = "matmul", .fn = "vkt_matmul", .flags = OPF_SLOTS_REVERSED | OPF_AUTOCAST,
+    .name = "matmul", .fn = "vkt_matmul",
+    .flags = OPF_SLOTS_REVERSED | OPF_AUTOCAST | OPF_RECAST_W,
     .min_in = 2, .max_in = 2, .in_names = names_ab,
     .shape = shape_matmul, .batch_major = rows_of_a,
     .forward = fwd_matmul, .backward = bwd_matmul, .backward_access = product_access,
@@ -313,7 +320,8 @@ const graph_op_def graph_op_matmul = {
 };
 
 const graph_op_def graph_op_linear = {
-    .name = "linear", .fn = "vkt_linear", .flags = OPF_SLOTS_REVERSED | OPF_AUTOCAST,
+    .name = "linear", .fn = "vkt_linear",
+    .flags = OPF_SLOTS_REVERSED | OPF_AUTOCAST | OPF_RECAST_W,
     .min_in = 2, .max_in = 3, .in_names = names_xwb,
     .shape = shape_linear, .batch_major = rows_of_a,
     .forward = fwd_linear, .backward = bwd_linear, .backward_access = product_access,
@@ -406,8 +414,8 @@ static void ref_linear_act_bwd(const graph_ref_args *a)
 
 const graph_op_def graph_op_linear_act = {
     .name = "linear_act", .fn = "vkt_linear", .name_of = linear_act_name,
-    .flags = OPF_SLOTS_REVERSED | OPF_FUSED | OPF_AUTOCAST | OPF_AUX_AUTOCAST, .min_in = 2,
-    .max_in = 3, .in_names = names_xwb,
+    .flags = OPF_SLOTS_REVERSED | OPF_FUSED | OPF_AUTOCAST | OPF_AUX_AUTOCAST | OPF_RECAST_W,
+    .min_in = 2, .max_in = 3, .in_names = names_xwb,
     .shape = shape_linear, .batch_major = rows_of_a, .arrays = linear_act_arrays,
     .forward = fwd_linear_act, .backward = bwd_linear, .backward_access = product_access,
     .ref_forward = ref_linear_act, .ref_backward = ref_linear_act_bwd, .grad_rtol = 1e-5,

@@ -100,10 +100,12 @@ enum {
                                    qkv): no lp_w */
     OPF_AUX_AUTOCAST = 1u << 13, /* its aux array takes the autocast type (a fused linear's
                                    saved pre-activation: 2 bytes an element in bf16/fp16) */
-    OPF_SAVES_X16 = 1u << 14    /* a norm whose backward reads input 0 only to take x-hat
+    OPF_SAVES_X16 = 1u << 14,   /* a norm whose backward reads input 0 only to take x-hat
                                    from its saved fp32 statistics: under autocast the forward
                                    keeps a 16-bit copy of x (lp_x), which the backward widens
                                    exactly into its workspace (autocast.c, op_norm.c) */
+    OPF_RECAST_W = 1u << 15     /* an autocast product whose backward rounds a parameter w
+                                   again for dX (lp_wb) instead of keeping the forward's */
 };
 
 struct vkt_model;
