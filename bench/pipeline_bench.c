@@ -18,11 +18,15 @@
  *     the first micro-batch must reach it and the last leave it (fill and drain), so
  *       step ~ m * max_s(t_s) + (sum_s(t_s) - max_s(t_s)),  t_s = busy_s / m,
  *     the busy time per micro-batch (this t_s includes the stage's one update).
+ *  4. Keeping activations: the table 1 configurations pipelined with recompute never
+ *     (each sending stage keeps its micro-batches in flight: one forward per micro-batch)
+ *     and always (its backward recomputes the forward: two), timed together; the step,
+ *     samples per second, keep over recompute, stage 0's forwards per step and arenas.
  *
  * Usage: bench_pipeline [--stages 2,3] [--micro 1,2,4,8] [--width 256] [--layers 6]
  *                       [--batch 256] [--steps 5] [--tp-stages 1,2,3,4] [--tp-micro 4,8]
  *                       [--tp-layers 12] [--splits 3,3/5,1/2,2,2/4,1,1] [--split-micro 4,8]
- *                       [--tables 123]
+ *                       [--tables 1234]
  * Not a ctest: timings depend on the machine. On a CPU device (lavapipe) the stages share
  * the host's cores, so overlap is bounded by the cores free. */
 #include <stdio.h>
@@ -55,7 +59,9 @@ static int cmp_double(const void *a, const void *b)
 typedef struct job {
     uint32_t P, split[VKT_MAX_STAGES], m;
     int sequential;
+    vkt_recompute recompute;
     double step, busy_mean, busy[VKT_MAX_STAGES]; /* medians, seconds */
+    uint64_t forwards0, activations0; /* stage 0's forwards per step, arena bytes */
     /* while running */
     vkt_graph *g;
     vkt_tensor *x, *y;
@@ -94,7 +100,8 @@ static int job_create(vkt_instance *inst, const bench_cfg *c, job *j)
     vkt_tensor *loss = vkt_softmax_cross_entropy(j->g, h, j->y);
     uint32_t dev[VKT_MAX_STAGES] = {0}; /* every stage a context of device 0 */
     vkt_pipeline_options po = {.batch = c->batch, .micro_batches = j->m, .stages = j->P,
-                               .devices = dev, .sequential = j->sequential};
+                               .devices = dev, .sequential = j->sequential,
+                               .recompute = j->recompute};
     po.optimizer.lr = 0.01f;
     if (vkt_pipeline_create(inst, j->g, loss, &po, &j->p) != VKT_OK) {
         fprintf(stderr, "bench_pipeline: %s\n", vkt_last_error());
@@ -146,6 +153,10 @@ static int run_jobs(vkt_instance *inst, const bench_cfg *c, job *jobs, uint32_t 
                 vkt_pipeline_stage_stats ss;
                 vkt_pipeline_stage_stats_get(j->p, s, &ss);
                 j->b[s][i - 2] = ss.busy_seconds;
+                if (s == 0) {
+                    j->forwards0 = ss.forwards;
+                    j->activations0 = ss.activation_bytes;
+                }
             }
         }
     for (uint32_t k = 0; k < n; k++) {
@@ -303,6 +314,37 @@ static int table_uneven(vkt_instance *inst, const bench_cfg *c, uint32_t splits[
     return 0;
 }
 
+/* Table 4: keeping against recomputing (pipelined both), for each P and m. */
+static int table_keep(vkt_instance *inst, const bench_cfg *c, const uint32_t *stages,
+                      uint32_t n_stages, const uint32_t *micro, uint32_t n_micro,
+                      uint32_t layers)
+{
+    printf("\n4. Keeping activations: MLP %u x [%u, %u] layers split evenly, batch %u, "
+           "median of %u steps\n", layers, c->batch, c->width, c->batch, c->steps);
+    printf("%2s %3s %9s %12s %10s %13s %9s %13s %14s\n", "P", "m", "keep ms", "recompute ms",
+           "keep smp/s", "recomp. smp/s", "keep/rec", "fwd 0 k/r", "arenas 0 MB k/r");
+    for (uint32_t a = 0; a < n_stages; a++)
+        for (uint32_t b = 0; b < n_micro; b++) {
+            uint32_t P = stages[a], m = micro[b], split[VKT_MAX_STAGES];
+            if (m == 0 || c->batch % m || P == 0 || P > layers || P > VKT_MAX_STAGES)
+                continue;
+            even_split(P, layers, split);
+            job r[2];
+            job_pair(r, P, split, m);
+            r[0].sequential = r[1].sequential = 0;
+            r[0].recompute = VKT_RECOMPUTE_NEVER;
+            r[1].recompute = VKT_RECOMPUTE_ALWAYS;
+            if (run_jobs(inst, c, r, 2))
+                return 1;
+            printf("%2u %3u %9.2f %12.2f %10.0f %13.0f %9.2f %6llu/%-6llu %6.2f/%-6.2f\n", P, m,
+                   r[0].step * 1e3, r[1].step * 1e3, c->batch / r[0].step,
+                   c->batch / r[1].step, r[1].step / r[0].step,
+                   (unsigned long long)r[0].forwards0, (unsigned long long)r[1].forwards0,
+                   r[0].activations0 / 1e6, r[1].activations0 / 1e6);
+        }
+    return 0;
+}
+
 /* "2,2,2/4,1,1" -> splits {2,2,2}, {4,1,1} with their stage counts; 0 on a bad list. */
 static uint32_t parse_splits(const char *s, uint32_t splits[][VKT_MAX_STAGES], uint32_t *p)
 {
@@ -336,7 +378,7 @@ int main(int argc, char **argv)
     uint32_t split_p[MAX_LIST] = {2, 2, 3, 3};
     uint32_t n_stages = 2, n_micro = 4, n_tp_stages = 4, n_tp_micro = 2, n_split_micro = 2;
     uint32_t n_splits = 4, layers = 6, tp_layers = 12;
-    const char *tables = "123";
+    const char *tables = "1234";
     bench_cfg c = {.width = 256, .batch = 256, .steps = 5};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *v = argv[i + 1];
@@ -395,6 +437,8 @@ int main(int argc, char **argv)
                               tp_layers);
     if (rc == 0 && strchr(tables, '3'))
         rc = table_uneven(inst, &c, splits, split_p, n_splits, split_micro, n_split_micro);
+    if (rc == 0 && strchr(tables, '4'))
+        rc = table_keep(inst, &c, stages, n_stages, micro, n_micro, layers);
     vkt_instance_destroy(inst);
     return rc;
 }

@@ -8,15 +8,22 @@
  *    sends its gradients back from both;
  *  - each stage holds only its own parameters (bytes per stage);
  *  - dropout on 2 stages (m = 1, 4) and attention dropout (m = 4) equal one unsplit
- *    model, batch norm on 2 stages
- *    equals 1 stage with the same 4 micro-batches (losses, parameters, running averages
- *    after 10 steps), though each sending stage runs its forward twice. */
+ *    model, batch norm on 2 stages equals 1 stage with the same 4 micro-batches (losses,
+ *    parameters, running averages after 10 steps), whether the sending stage keeps its
+ *    activations (recompute never) or runs its forward twice (recompute always);
+ *  - keeping equals recomputing on those nets, and on the MLP over 3 stages; the stats
+ *    say so: forwards per step m against 2m, kept min(P - s, m) against 0, activation
+ *    bytes K times one arena, and more device memory (vkt_memory_stats);
+ *  - under a device memory limit that leaves no room for a second arena, recompute auto
+ *    recomputes (kept 0) and never fails with VKT_ERROR_OUT_OF_MEMORY naming the option. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+#include "parallel/pipe.h" /* white box: pipe_context */
 #include "parallel/trainer.h"
+#include "platform/platform.h" /* plat_setenv */
 
 enum { F = 12, H = 16, C = 5, BATCH = 12, STEPS = 50 };
 
@@ -167,7 +174,7 @@ static void random_batch(float *x, int32_t *y)
  * global norm (the pipeline over every stage's squares, the model in its optimizer), and
  * a third, unclipped model shows that the clipping changed the training. */
 static void test_equivalence(uint32_t s0, uint32_t s1, uint32_t s2, uint32_t stages, uint32_t m,
-                             int skip, int sequential, float clip)
+                             int skip, int sequential, float clip, vkt_recompute rc)
 {
     vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .momentum = 0.9f,
                                 .clip_norm = clip};
@@ -175,7 +182,8 @@ static void test_equivalence(uint32_t s0, uint32_t s1, uint32_t s2, uint32_t sta
     uint32_t dev[VKT_MAX_STAGES] = {0};
     vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = 1, .optimizer = oo};
     vkt_pipeline_options po = {.batch = BATCH, .micro_batches = m, .stages = stages,
-                               .devices = dev, .optimizer = oo, .sequential = sequential};
+                               .devices = dev, .optimizer = oo, .sequential = sequential,
+                               .recompute = rc};
     vkt_trainer *t = NULL, *u = NULL;
     vkt_pipeline *p = NULL;
     vkt_status st = vkt_trainer_create(th_instance, a.g, a.loss, &to, &t);
@@ -240,10 +248,12 @@ static void test_equivalence(uint32_t s0, uint32_t s1, uint32_t s2, uint32_t sta
                  "%llu", (unsigned long long)total,
                  (unsigned long long)vkt_trainer_param_count(t) * 4);
     }
-    printf("  %u stages (%u,%u,%u%s), m %u%s, clip %g: worst loss difference %.3g relative "
-           "over %d steps (%.3g from the unclipped model)\n", stages, s0, s1, s2,
-           skip ? ", skip" : "", m, sequential ? ", sequential" : "", clip, worst, STEPS,
-           unclipped);
+    printf("  %u stages (%u,%u,%u%s), m %u%s, clip %g%s: worst loss difference %.3g "
+           "relative over %d steps (%.3g from the unclipped model)\n", stages, s0, s1, s2,
+           skip ? ", skip" : "", m, sequential ? ", sequential" : "", clip,
+           rc == VKT_RECOMPUTE_ALWAYS ? ", recompute always"
+                                      : rc == VKT_RECOMPUTE_NEVER ? ", recompute never" : "",
+           worst, STEPS, unclipped);
     free(x);
     free(y);
     vkt_pipeline_destroy(p);
@@ -372,7 +382,8 @@ static xnet make_bn_net(uint32_t s1)
     return n;
 }
 
-static vkt_status make_runner(xnet *n, uint32_t stages, uint32_t m, runner *r)
+static vkt_status make_runner(xnet *n, uint32_t stages, uint32_t m, vkt_recompute rc,
+                              runner *r)
 {
     vkt_optimizer_options oo = {.kind = VKT_OPTIMIZER_SGD, .lr = 0.1f, .momentum = 0.9f};
     uint32_t dev[VKT_MAX_STAGES] = {0};
@@ -383,7 +394,7 @@ static vkt_status make_runner(xnet *n, uint32_t stages, uint32_t m, runner *r)
         return vkt_trainer_create(th_instance, n->g, n->loss, &to, &r->t);
     }
     vkt_pipeline_options po = {.batch = BATCH, .micro_batches = m, .stages = stages,
-                               .devices = dev, .optimizer = oo};
+                               .devices = dev, .optimizer = oo, .recompute = rc};
     return vkt_pipeline_create(th_instance, n->g, n->loss, &po, &r->p);
 }
 
@@ -442,20 +453,25 @@ static void compare_runs(const char *what, xnet *na, runner *a, xnet *nb, runner
     free(y);
 }
 
+static const char *rc_name(vkt_recompute rc)
+{
+    return rc == VKT_RECOMPUTE_ALWAYS ? "recompute always" : "recompute never";
+}
+
 /* Dropout on both stages of a 2-stage pipeline (m = 1 and 4) equals one unsplit model:
- * the masks of micro-batch k are those of its global rows, in both of its forwards.
+ * the masks of micro-batch k are those of its global rows, in every forward of it.
  * attention: attention dropout on the sending stage instead. */
-static void test_dropout_stages(uint32_t m, int attention)
+static void test_dropout_stages(uint32_t m, int attention, vkt_recompute rc)
 {
     xnet a = attention ? make_attention_net(0) : make_dropout_net(0);
     xnet b = attention ? make_attention_net(1) : make_dropout_net(1);
     runner ra, rb;
-    TH_CHECK(make_runner(&a, 0, 0, &ra) == VKT_OK, "trainer: %s", vkt_last_error());
-    TH_CHECK(make_runner(&b, 2, m, &rb) == VKT_OK, "pipeline with dropout, m %u: %s", m,
+    TH_CHECK(make_runner(&a, 0, 0, rc, &ra) == VKT_OK, "trainer: %s", vkt_last_error());
+    TH_CHECK(make_runner(&b, 2, m, rc, &rb) == VKT_OK, "pipeline with dropout, m %u: %s", m,
              vkt_last_error());
-    char what[64];
-    snprintf(what, sizeof what, "%sdropout, 2 stages, m %u vs one model",
-             attention ? "attention " : "", m);
+    char what[96];
+    snprintf(what, sizeof what, "%sdropout, 2 stages, m %u, %s vs one model",
+             attention ? "attention " : "", m, rc_name(rc));
     if (ra.t && rb.p)
         compare_runs(what, &a, &ra, &b, &rb);
     free_runner(&ra);
@@ -465,21 +481,147 @@ static void test_dropout_stages(uint32_t m, int attention)
 }
 
 /* Batch norm, 2 stages and 4 micro-batches, equals 1 stage with the same micro-batches:
- * statistics per micro-batch, and running averages moved once per micro-batch (the
- * recomputation in the backward does not move them a second time). */
-static void test_batchnorm_stages(void)
+ * statistics per micro-batch, and running averages moved once per micro-batch (by the
+ * kept forward, or by the recomputation in the backward and not by the forward before). */
+static void test_batchnorm_stages(vkt_recompute rc)
 {
     xnet a = make_bn_net(0), b = make_bn_net(1);
     runner ra, rb;
-    TH_CHECK(make_runner(&a, 1, 4, &ra) == VKT_OK, "1 stage: %s", vkt_last_error());
-    TH_CHECK(make_runner(&b, 2, 4, &rb) == VKT_OK, "2 stages with batch norm: %s",
+    TH_CHECK(make_runner(&a, 1, 4, rc, &ra) == VKT_OK, "1 stage: %s", vkt_last_error());
+    TH_CHECK(make_runner(&b, 2, 4, rc, &rb) == VKT_OK, "2 stages with batch norm: %s",
              vkt_last_error());
+    char what[96];
+    snprintf(what, sizeof what, "batch norm, 2 stages vs 1, m 4, %s", rc_name(rc));
     if (ra.p && rb.p)
-        compare_runs("batch norm, 2 stages vs 1, m 4", &a, &ra, &b, &rb);
+        compare_runs(what, &a, &ra, &b, &rb);
     free_runner(&ra);
     free_runner(&rb);
     vkt_graph_destroy(a.g);
     vkt_graph_destroy(b.g);
+}
+
+/* Stage s of P with m micro-batches keeping (kept K = min(P - s, m), m forwards a step)
+ * or recomputing (kept 0, 2m forwards; the last stage keeps its one). */
+static void check_keep_stats(const char *what, vkt_pipeline *p, uint32_t P, uint32_t m,
+                             int keep, vkt_pipeline_stage_stats *first)
+{
+    for (uint32_t k = 0; k < P; k++) {
+        vkt_pipeline_stage_stats ss;
+        TH_OK(NULL, vkt_pipeline_stage_stats_get(p, k, &ss));
+        uint32_t K = P - k < m ? P - k : m, kept = keep || k == P - 1 ? K : 0;
+        uint64_t fw = keep || k == P - 1 ? m : 2ull * m;
+        TH_CHECK(ss.kept == kept && ss.forwards == fw, "%s: stage %u keeps %u micro-batches "
+                 "and ran %llu forwards a step (expected %u, %llu)", what, k, ss.kept,
+                 (unsigned long long)ss.forwards, kept, (unsigned long long)fw);
+        if (k == 0)
+            *first = ss;
+    }
+}
+
+/* The same pipeline keeping and recomputing, on the same batches: equal losses and
+ * parameters (compare_runs' tolerances), the stats above, and stage 0's memory: K arenas
+ * against one, and more device memory held. */
+static void test_keep_vs_recompute(xnet (*make)(uint32_t), const char *name, uint32_t m)
+{
+    xnet a = make(1), b = make(1);
+    runner rk, rr;
+    TH_CHECK(make_runner(&a, 2, m, VKT_RECOMPUTE_NEVER, &rk) == VKT_OK, "%s keeping: %s", name,
+             vkt_last_error());
+    TH_CHECK(make_runner(&b, 2, m, VKT_RECOMPUTE_ALWAYS, &rr) == VKT_OK, "%s recomputing: %s",
+             name, vkt_last_error());
+    char what[96];
+    snprintf(what, sizeof what, "%s, 2 stages, m %u: keep vs recompute", name, m);
+    if (rk.p && rr.p) {
+        compare_runs(what, &b, &rr, &a, &rk);
+        vkt_pipeline_stage_stats k0, r0;
+        check_keep_stats(what, rk.p, 2, m, 1, &k0);
+        check_keep_stats(what, rr.p, 2, m, 0, &r0);
+        uint32_t K = m < 2 ? m : 2;
+        vkt_memory_stats mk, mr; /* suballocations: blocks of 64 MiB hold both */
+        TH_OK(NULL, vkt_context_memory_stats(pipe_context(rk.p, 0, 0), &mk));
+        TH_OK(NULL, vkt_context_memory_stats(pipe_context(rr.p, 0, 0), &mr));
+        TH_CHECK(k0.activation_bytes == K * r0.activation_bytes &&
+                     mk.bytes_in_use >= mr.bytes_in_use + (K - 1) * r0.activation_bytes,
+                 "%s: stage 0 keeping holds %llu activation bytes (%u arenas) and %llu bytes "
+                 "in use; recomputing %llu and %llu", what,
+                 (unsigned long long)k0.activation_bytes, K,
+                 (unsigned long long)mk.bytes_in_use, (unsigned long long)r0.activation_bytes,
+                 (unsigned long long)mr.bytes_in_use);
+    }
+    free_runner(&rk);
+    free_runner(&rr);
+    vkt_graph_destroy(a.g);
+    vkt_graph_destroy(b.g);
+}
+
+/* A stage 0 whose arena A (128 MiB: x [64, 8] -> 262144 wide relu -> stage 1, 2
+ * micro-batches) is larger than a memory block's slack, under VKT_DEVICE_MEMORY_LIMIT set
+ * between the device bytes D recomputing holds and what a second arena needs at least
+ * (the bytes in use U + A): auto recomputes, never fails naming the option. */
+static void test_keep_memory_limit(void)
+{
+    enum { XB = 64, XF = 8, XW = 262144 };
+    vkt_graph_options go = {.seed = 5};
+    vkt_graph *g = NULL;
+    vkt_graph_create(&go, &g);
+    vkt_shape xs = {2, {XB, XF}}, ws = {2, {XF, XW}}, w2s = {2, {XW, C}};
+    vkt_init he = {.kind = VKT_INIT_HE};
+    vkt_tensor *x = vkt_input(g, "x", &xs), *y = vkt_input_labels(g, "y", XB);
+    vkt_tensor *h = vkt_relu(g, vkt_matmul(g, x, vkt_param(g, "w1", &ws, &he)));
+    vkt_graph_set_stage(g, 1);
+    vkt_tensor *loss = vkt_softmax_cross_entropy(g, vkt_matmul(g, h, vkt_param(g, "w2", &w2s,
+                                                                               &he)), y);
+    uint32_t dev[2] = {0, 0};
+    vkt_pipeline_options po = {.batch = XB, .micro_batches = 2, .stages = 2, .devices = dev,
+                               .recompute = VKT_RECOMPUTE_ALWAYS};
+    vkt_pipeline *p = NULL;
+    vkt_pipeline_stage_stats ss = {0};
+    vkt_memory_stats ms = {0};
+    TH_CHECK(vkt_pipeline_create(th_instance, g, loss, &po, &p) == VKT_OK, "wide: %s",
+             vkt_last_error());
+    if (p) {
+        TH_OK(NULL, vkt_pipeline_stage_stats_get(p, 0, &ss));
+        TH_OK(NULL, vkt_context_memory_stats(pipe_context(p, 0, 0), &ms));
+    }
+    vkt_pipeline_destroy(p);
+    uint64_t need = ms.bytes_in_use + ss.activation_bytes; /* at least, for a second arena */
+    TH_CHECK(ss.device_bytes < need, "wide: stage 0 holds %llu device bytes, %llu in use, an "
+             "arena of %llu: no limit lies between", (unsigned long long)ss.device_bytes,
+             (unsigned long long)ms.bytes_in_use, (unsigned long long)ss.activation_bytes);
+    const char *was = plat_getenv("VKT_DEVICE_MEMORY_LIMIT");
+    char keep_env[64] = "", limit[32];
+    if (was)
+        snprintf(keep_env, sizeof keep_env, "%s", was);
+    snprintf(limit, sizeof limit, "%llu", (unsigned long long)(ss.device_bytes +
+                                                                (need - ss.device_bytes) / 2));
+    plat_setenv("VKT_DEVICE_MEMORY_LIMIT", limit);
+    po.recompute = VKT_RECOMPUTE_AUTO;
+    p = NULL;
+    vkt_status st = vkt_pipeline_create(th_instance, g, loss, &po, &p);
+    TH_CHECK(st == VKT_OK, "auto under a limit of %s bytes: %s", limit, vkt_last_error());
+    vkt_pipeline_stage_stats sa = {0};
+    if (p)
+        TH_OK(NULL, vkt_pipeline_stage_stats_get(p, 0, &sa));
+    TH_CHECK(p && sa.kept == 0 && sa.activation_bytes == ss.activation_bytes,
+             "auto under a limit of %s bytes (stage 0: %llu device bytes, an arena of %llu) "
+             "keeps %u micro-batches: it must recompute", limit,
+             (unsigned long long)ss.device_bytes, (unsigned long long)ss.activation_bytes,
+             sa.kept);
+    vkt_pipeline_destroy(p);
+    po.recompute = VKT_RECOMPUTE_NEVER;
+    p = NULL;
+    st = vkt_pipeline_create(th_instance, g, loss, &po, &p);
+    TH_CHECK(st == VKT_ERROR_OUT_OF_MEMORY && !p && strstr(vkt_last_error(), "recompute never"),
+             "never under a limit of %s bytes: %s, '%s'", limit, vkt_status_name(st),
+             vkt_last_error());
+    printf("  a limit of %s bytes: auto recomputes; never: %s\n", limit, vkt_last_error());
+    vkt_pipeline_destroy(p);
+    plat_setenv("VKT_DEVICE_MEMORY_LIMIT", was ? keep_env : NULL);
+    po.recompute = (vkt_recompute)7;
+    TH_CHECK(vkt_pipeline_create(th_instance, g, loss, &po, &p) == VKT_ERROR_INVALID_ARGUMENT &&
+                 strstr(vkt_last_error(), "recompute"),
+             "recompute 7: %s", vkt_last_error());
+    vkt_graph_destroy(g);
 }
 
 static void test_step_errors(void)
@@ -515,20 +657,34 @@ int main(void)
     test_placement_api();
     test_placement_errors();
     test_step_errors();
-    test_equivalence(0, 0, 0, 1, 1, 0, 0, 0);
-    test_equivalence(0, 0, 0, 1, 4, 0, 0, 0);
-    test_equivalence(0, 1, 1, 2, 1, 0, 0, 0);
-    test_equivalence(0, 1, 1, 2, 4, 0, 0, 0);
-    test_equivalence(0, 0, 1, 2, 6, 0, 0, 0);
-    test_equivalence(0, 1, 2, 3, 2, 0, 0, 0);
-    test_equivalence(0, 1, 2, 3, 4, 0, 1, 0);
-    test_equivalence(0, 1, 2, 3, 3, 1, 0, 0);
-    test_equivalence(0, 0, 0, 1, 4, 0, 0, 0.05f);
-    test_equivalence(0, 1, 2, 3, 2, 0, 0, 0.05f);
-    test_equivalence(0, 1, 2, 3, 4, 0, 1, 0.05f);
-    test_dropout_stages(1, 0);
-    test_dropout_stages(4, 0);
-    test_dropout_stages(4, 1);
-    test_batchnorm_stages();
+    const vkt_recompute A = VKT_RECOMPUTE_AUTO, ALW = VKT_RECOMPUTE_ALWAYS,
+                        NEV = VKT_RECOMPUTE_NEVER;
+    test_equivalence(0, 0, 0, 1, 1, 0, 0, 0, A);
+    test_equivalence(0, 0, 0, 1, 4, 0, 0, 0, A);
+    test_equivalence(0, 1, 1, 2, 1, 0, 0, 0, A);
+    test_equivalence(0, 1, 1, 2, 4, 0, 0, 0, A);
+    test_equivalence(0, 0, 1, 2, 6, 0, 0, 0, A);
+    test_equivalence(0, 1, 2, 3, 2, 0, 0, 0, A);
+    test_equivalence(0, 1, 2, 3, 4, 0, 1, 0, A);
+    test_equivalence(0, 1, 2, 3, 3, 1, 0, 0, A);
+    test_equivalence(0, 1, 2, 3, 4, 0, 0, 0, NEV);
+    test_equivalence(0, 1, 2, 3, 4, 0, 0, 0, ALW);
+    test_equivalence(0, 1, 2, 3, 3, 1, 0, 0, ALW);
+    test_equivalence(0, 0, 0, 1, 4, 0, 0, 0.05f, A);
+    test_equivalence(0, 1, 2, 3, 2, 0, 0, 0.05f, A);
+    test_equivalence(0, 1, 2, 3, 4, 0, 1, 0.05f, A);
+    test_equivalence(0, 1, 2, 3, 4, 0, 1, 0.05f, ALW);
+    for (int r = 0; r < 2; r++) {
+        vkt_recompute rc = r ? ALW : NEV;
+        test_dropout_stages(1, 0, rc);
+        test_dropout_stages(4, 0, rc);
+        test_dropout_stages(4, 1, rc);
+        test_batchnorm_stages(rc);
+    }
+    test_keep_vs_recompute(make_dropout_net, "dropout", 4);
+    test_keep_vs_recompute(make_attention_net, "attention dropout", 4);
+    test_keep_vs_recompute(make_bn_net, "batch norm", 4);
+    test_keep_vs_recompute(make_dropout_net, "dropout", 1);
+    test_keep_memory_limit();
     return th_finish();
 }

@@ -249,36 +249,40 @@ typedef struct config {
     int exposes;               /* 1: the devices wait for the host inside a step */
     float clip;                /* the optimizer's clip_norm (pipelines: by the global norm) */
     vkt_precision precision;   /* fp16: loss scaling, the skips' guard */
+    vkt_recompute recompute;   /* pipelines: keep activations or recompute the forward */
 } config;
 
 static const config configs[] = {
     /* trainer.c:trainer_forward_backward: graph_model_step_submit (the step with the
      * update as its epilogue) and graph_model_step_wait; inputs and the loss travel
      * inside the step where they are not mapped (graph/model.c: inputs_staged). */
-    {"1 replica, fit", 1, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1, 0, 0},
+    {"1 replica, fit", 1, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0},
     /* vkt_trainer_step: the same step, one submission per call, so nothing is exposed
      * (the time between calls is the caller's). */
-    {"1 replica, vkt_trainer_step", 1, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0, 0, 0},
+    {"1 replica, vkt_trainer_step", 1, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},
     /* exec_replicas.c:replicas_step: the previous step's update (apply.c's stream) and
      * this step's forward and backward (gradients copied into the host staging) in one
      * submission (apply_submit_step), then the host reducer's average. Inside a fit the
      * devices wait while the host averages; across vkt_trainer_step calls that time is
      * between the calls (the caller's), so nothing is exposed. */
-    {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1, 0, 0},
-    {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1, 0, 0},
-    {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0, 0, 0},
+    {"2 sync replicas, fit", 2, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0},
+    {"3 sync replicas, fit", 3, 1, 1, VKT_PARALLEL_SYNC, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0},
+    {"2 sync replicas, vkt_trainer_step", 2, 1, 1, VKT_PARALLEL_SYNC, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},
     /* exchange_master.c:one_update: the pull (the master into the replica's host-visible
      * upload buffer, whose copy into the parameters opens the step's submission:
      * exchange.h; it was a staged transfer of its own where the parameters are not
      * mapped) and trainer_forward_backward. Per run: the master's begin reads replica 0's
      * parameters, its end writes the master into each replica: 1 + 2 transfers where
      * staged. */
-    {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 0, 3, 1, 0, 0},
+    {"2 async replicas, fit", 2, 1, 1, VKT_PARALLEL_ASYNC, 0, 1, 1, 0, 0, 3, 1, 0, 0, 0},
 };
 
-/* pipe_sched.c, per step over the two stages: a non-last stage runs m forwards
- * (vkt_model_forward) and m recomputing forward-backwards, the last stage m forward-
- * backwards, and each its update (vkt_stream_run(apply)): (2m + 1) + (m + 1). Sent values
+/* pipe_sched.c, per step over the two stages: a non-last stage runs m forwards and m
+ * backwards (keeping its activations: the step's two halves, graph_model_step_forward and
+ * _backward; recomputing: graph_model_forward_train and the whole step, which runs the
+ * forward again: 2m forwards, vkt_pipeline_stage_stats.forwards), the last stage m
+ * forward-backwards, and each its update (vkt_stream_run(apply)): (2m + 1) + (m + 1),
+ * either way. Sent values
  * and input gradients travel inside the steps, and the zeroing of the gradient sum. Where
  * the host's sum is needed (clipping by the global norm, fp16's loss scale and guard: the
  * host route, pipe_engine.h's pipe_route) each stage reads its sum back
@@ -335,7 +339,8 @@ static void test_config(const config *c, const vkt_dataset *d)
     uint32_t dev[8] = {0};
     vkt_trainer_options o = {.batch = BATCH, .devices = dev, .device_count = c->replicas,
                              .mode = c->mode, .stages = c->stages,
-                             .micro_batches = c->micro, .precision = c->precision};
+                             .micro_batches = c->micro, .precision = c->precision,
+                             .recompute = c->recompute};
     o.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.05f,
                                           .momentum = 0.9f, .clip_norm = c->clip};
     if (c->stages > 1)
@@ -371,6 +376,21 @@ static void test_config(const config *c, const vkt_dataset *d)
                  "%s: stage %u read its gradient back %llu times and wrote it %llu times in a "
                  "step (expected %d)", c->what, k, (unsigned long long)ps.grad_reads,
                  (unsigned long long)ps.grad_writes, host);
+        /* forwards per step: m where the stage keeps its activations (and on the last
+         * stage, whose forward is its whole step), 2m where it recomputes; AUTO keeps
+         * where they fit (lavapipe's heap: always here, but the rule is the engine's) */
+        uint32_t K = c->stages - k < c->micro ? c->stages - k : c->micro;
+        int last = k == c->stages - 1, keeps = last || c->recompute == VKT_RECOMPUTE_NEVER ||
+                                                   (c->recompute == VKT_RECOMPUTE_AUTO && ps.kept);
+        uint64_t want = keeps ? c->micro : 2ull * c->micro;
+        TH_CHECK(ps.forwards == want && ps.kept == (keeps ? K : 0),
+                 "%s: stage %u ran its forward %llu times in a step, keeping %u micro-batches "
+                 "(expected %llu, %u)", c->what, k, (unsigned long long)ps.forwards, ps.kept,
+                 (unsigned long long)want, keeps ? K : 0);
+        if (k == 0)
+            printf("  %s: stage 0 ran %llu forwards per step for %u micro-batches (%s)\n",
+                   c->what, (unsigned long long)ps.forwards, c->micro,
+                   keeps ? "kept" : "recomputed");
     }
     double run_s = a.s - ds * per, run_f = a.f - df * per, run_t = a.t - dt * per;
     double want_run = g_staged ? c->per_run : 0, want_sf = want_run;
@@ -819,16 +839,24 @@ int main(void)
     for (uint32_t m = 2; m <= 4; m += 2) { /* plain SGD: the direct route */
         char what[64];
         snprintf(what, sizeof what, "2 pipeline stages, %u micro-batches, fit", m);
-        config c = {what, 1, 2, m, VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, 0};
+        config c = {what, 1, 2, m, VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};
         test_config(&c, d);
     }
     /* the host route: clipping by the global norm; fp16 (loss scale, guard) */
     config clipped = {"2 pipeline stages, 4 micro-batches, clipping, fit", 1, 2, 4,
-                      VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 1.0f, 0};
+                      VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 1.0f, 0, 0};
     test_config(&clipped, d);
     config half = {"2 pipeline stages, 4 micro-batches, fp16, fit", 1, 2, 4,
-                   VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, VKT_PRECISION_FP16};
+                   VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, VKT_PRECISION_FP16, 0};
     test_config(&half, d);
+    /* keeping the activations (NEVER recomputes: m forwards per step on stage 0) against
+     * recomputing them (ALWAYS: 2m), with the same round trips */
+    config kept = {"2 pipeline stages, 4 micro-batches, recompute never, fit", 1, 2, 4,
+                   VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, 0, VKT_RECOMPUTE_NEVER};
+    test_config(&kept, d);
+    config recomputed = {"2 pipeline stages, 4 micro-batches, recompute always, fit", 1, 2, 4,
+                         VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, 0, VKT_RECOMPUTE_ALWAYS};
+    test_config(&recomputed, d);
     test_flush_from_callback(d);
     test_overlap(d);
     const char *env = plat_getenv("VKT_SHARE_DEVICE"); /* restored after the test */

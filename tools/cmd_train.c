@@ -215,12 +215,19 @@ void train_print_stages(const train_args *a, vkt_trainer *tr)
     vkt_pipeline_stage_stats ss;
     if (a->quiet || (a->pipeline < 2 && a->micro_batches < 2))
         return;
-    for (uint32_t s = 0; vkt_trainer_stage_stats_get(tr, s, &ss) == VKT_OK; s++)
+    for (uint32_t s = 0; vkt_trainer_stage_stats_get(tr, s, &ss) == VKT_OK; s++) {
+        char keep[64]; /* --recompute's choice: kept micro-batches, or recomputed */
+        if (ss.kept)
+            snprintf(keep, sizeof keep, "keeps %u micro-batch(es)", ss.kept);
+        else
+            snprintf(keep, sizeof keep, "recomputes its forward");
         printf("stage %u (device %u): %u ops; device memory %.2f MB (parameters %.2f, "
-               "gradients %.2f, optimizer %.2f, activations %.2f); %.1f ms busy and %.2f MB "
-               "sent in the last step\n", s, ss.device, ss.ops, ss.device_bytes / 1e6,
-               ss.param_bytes / 1e6, ss.grad_bytes / 1e6, ss.optimizer_bytes / 1e6,
-               ss.activation_bytes / 1e6, 1e3 * ss.busy_seconds, ss.sent_bytes / 1e6);
+               "gradients %.2f, optimizer %.2f, activations %.2f); %s; %.1f ms busy, %llu "
+               "forwards and %.2f MB sent in the last step\n", s, ss.device, ss.ops,
+               ss.device_bytes / 1e6, ss.param_bytes / 1e6, ss.grad_bytes / 1e6,
+               ss.optimizer_bytes / 1e6, ss.activation_bytes / 1e6, keep,
+               1e3 * ss.busy_seconds, (unsigned long long)ss.forwards, ss.sent_bytes / 1e6);
+    }
 }
 
 void train_print_result_tail(const train_args *a)
@@ -285,6 +292,7 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
                               .check_identical = a->check_identical,
                               .overlap = a->overlap,
                               .stages = P, .micro_batches = a->micro_batches,
+                              .recompute = (vkt_recompute)a->recompute,
                               .divergence_growth = a->max_growth > 0 ? a->max_growth : -1,
                               .precision = (vkt_precision)a->precision,
                               .nonfinite_skips = a->skip_nonfinite};

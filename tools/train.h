@@ -43,6 +43,7 @@ typedef struct train_args {
     uint32_t micro_batches;     /* --micro-batches m */
     int micro_given;
     int split;                  /* --split auto|time|params: a vkt_split_cost */
+    int recompute;              /* --recompute auto|always|never: a vkt_recompute */
     /* charlm */
     const char *text;
     uint32_t context, width, layers, heads, sample;

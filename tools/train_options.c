@@ -128,6 +128,12 @@ const train_option train_options[] = {
      VKT_SPLIT_COST_PARAMS), .sdef = "auto", .help = "what --pipeline balances: measured "
      "time, parameter bytes (auto: time where the whole model fits one device, parameter "
      "bytes under mpirun, where every rank must split alike)"},
+    {"--recompute", "auto|always|never", TRAIN_OPT_CHOICE, FIELD(recompute),
+     CHOICES("auto", "always", "never"), VALUES(VKT_RECOMPUTE_AUTO, VKT_RECOMPUTE_ALWAYS,
+     VKT_RECOMPUTE_NEVER), .sdef = "auto", .help = "whether a stage keeps the activations "
+     "of its micro-batches in flight (never: fail where they do not fit) or recomputes its "
+     "forward in the backward (always; auto: keep where they fit the device)",
+     .ranks = TRAIN_RANKS_OWN /* each rank's stage decides alone; the result is the same */},
     {"--comm-timeout", "S", TRAIN_OPT_REAL, FIELD(comm_timeout), .lo = 0.001, .hi = 1e6,
      .rdef = 60, .section = "across processes (mpirun -np R vkt train ...; docs/distributed.md)",
      .help = "a rank more than S seconds late ends the job, naming it (exit code 3)"},

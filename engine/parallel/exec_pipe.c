@@ -33,7 +33,7 @@ static vkt_status pipe_exec_create(vkt_trainer *t, const uint32_t *dev, uint32_t
     pipe_options po = {.batch = t->opt.batch, .micro_batches = t->opt.micro_batches,
                        .stages = P, .copies = D, .devices = dev, .n_devices = n,
                        .optimizer = t->optim, .kernels = t->opt.kernels, .check = t->opt.check,
-                       .precision = t->opt.precision,
+                       .precision = t->opt.precision, .recompute = t->opt.recompute,
                        .fn = "vkt_trainer_create", .world = t->world,
                        .async = t->opt.mode == VKT_PARALLEL_ASYNC,
                        .bounded = t->opt.bounded_staleness};

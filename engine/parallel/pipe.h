@@ -36,6 +36,7 @@ typedef struct pipe_options {
     int check;               /* VKT_CHECK mode on every stage model */
     int sequential;          /* one stage at a time (the bubble's baseline) */
     vkt_precision precision; /* resolved on each stage's context (vkt_context_precision) */
+    vkt_recompute recompute; /* keep activations or recompute (pipe_engine.h's pipe_keep) */
     const char *fn;          /* the public call, for messages */
     /* Stages across ranks (NULL: every context in this process). With a world of R = P x D
      * ranks, rank r holds context r only (copy r / P, stage r mod P) on devices[0]; the

@@ -144,7 +144,7 @@ vkt_status pipe_recv_values(pstage *s, uint32_t k)
     const graph_stage *gs = s->gs;
     for (uint32_t j = 0; j < gs->n_recv; j++) {
         const pedge *e = &p->edge[s->recv_edge[j]];
-        vkt_status st = vkt_model_set_input(s->model, gs->map[gs->recv[j]],
+        vkt_status st = vkt_model_set_input(pipe_slot(s, k), gs->map[gs->recv[j]],
                                             e->act + k * e->elems, e->elems);
         if (st != VKT_OK)
             return pipe_model_fail(s, st, "received value");
@@ -158,7 +158,7 @@ vkt_status pipe_send_values(pstage *s, uint32_t k)
     const graph_stage *gs = s->gs;
     for (uint32_t j = 0; j < gs->n_send; j++) {
         pedge *e = &p->edge[s->send_edge[j]];
-        vkt_status st = vkt_model_read(s->model, gs->map[gs->send[j]], e->act + k * e->elems,
+        vkt_status st = vkt_model_read(pipe_slot(s, k), gs->map[gs->send[j]], e->act + k * e->elems,
                                        e->elems);
         if (st != VKT_OK)
             return pipe_model_fail(s, st, "sending a value");
@@ -183,7 +183,7 @@ vkt_status pipe_send_grads(pstage *s, uint32_t k)
     for (uint32_t j = 0; j < gs->n_recv; j++) {
         pedge *e = &p->edge[s->recv_edge[j]];
         float *dst = e->grad + ((uint64_t)s->recv_slot[j] * p->m + k) * e->elems;
-        vkt_status st = graph_model_read_input_grad(s->model, gs->map[gs->recv[j]], dst,
+        vkt_status st = graph_model_read_input_grad(pipe_slot(s, k), gs->map[gs->recv[j]], dst,
                                                     e->elems);
         if (st != VKT_OK)
             return pipe_model_fail(s, st, "gradient of a received value");
@@ -217,7 +217,7 @@ vkt_status pipe_recv_grads(pstage *s, uint32_t k)
             }
             g = s->gsum;
         }
-        vkt_status st = vkt_model_set_input(s->model, gs->send_grad[j], g, e->elems);
+        vkt_status st = vkt_model_set_input(pipe_slot(s, k), gs->send_grad[j], g, e->elems);
         if (st != VKT_OK)
             return pipe_model_fail(s, st, "gradient of a sent value");
     }

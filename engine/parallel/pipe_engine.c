@@ -45,7 +45,7 @@ vkt_status pipe_stage_fail(pstage *s, vkt_status st, const char *what, const cha
 
 vkt_status pipe_model_fail(pstage *s, vkt_status st, const char *what)
 {
-    return pipe_stage_fail(s, st, what, vkt_model_errmsg(s->model));
+    return pipe_stage_fail(s, st, what, vkt_model_errmsg(s->cur ? s->cur : s->model));
 }
 
 /* ---- creation ---- */
@@ -86,6 +86,67 @@ static vkt_status record_apply(vkt_pipeline *p, pstage *s)
     return VKT_OK;
 }
 
+/* AUTO's rule: keep when the K - 1 more arenas (the first model's activation bytes
+ * each) take at most half of what the context's share of the device leaves free:
+ * (K - 1) x arena <= (budget - allocated) / (2 x the pipeline's contexts on the device),
+ * the budget being the context's memory limit (memory_limit, VKT_DEVICE_MEMORY_LIMIT),
+ * else its largest device-local heap; allocated: the device-local bytes the context holds
+ * already (the first model, its optimizer). */
+static int keep_fits(vkt_pipeline *p, pstage *s, uint32_t K)
+{
+    vkt_model_stats ms;
+    vkt_memory_stats mem;
+    vkt_device_info di;
+    if (vkt_model_stats_get(s->model, &ms) != VKT_OK ||
+        vkt_context_memory_stats(s->ctx, &mem) != VKT_OK ||
+        vkt_context_device_info(s->ctx, &di) != VKT_OK)
+        return 0;
+    uint64_t budget = mem.memory_limit;
+    for (uint32_t h = 0; !budget && h < di.heap_count && h < VKT_MAX_HEAPS; h++)
+        if (di.heap_device_local[h] && di.heap_size[h] > budget)
+            budget = di.heap_size[h];
+    uint32_t sharing = 0;
+    for (uint32_t i = 0; i < p->n_ctx; i++)
+        sharing += p->st[i].local && p->st[i].device == s->device;
+    uint64_t free_bytes = budget > mem.device_local_bytes ? budget - mem.device_local_bytes : 0;
+    return (double)(K - 1) * (double)ms.activation_bytes <=
+           (double)free_bytes / (2.0 * (sharing ? sharing : 1));
+}
+
+/* The stage's way of running micro-batches (pipe_engine.h's pipe_keep): K = min(P - s, m)
+ * slots to keep, or recompute (one model), by the option; the last stage's one model runs
+ * whole steps. NEVER fails where the slots cannot be allocated; AUTO then recomputes. */
+static vkt_status pick_keep(vkt_pipeline *p, pstage *s, const vkt_model_options *mo,
+                            const vkt_tensor *const *gin, const char *name)
+{
+    uint32_t K = p->P - s->index < p->m ? p->P - s->index : p->m;
+    vkt_recompute r = p->opt.recompute;
+    int keep = s->index == p->P - 1 || r == VKT_RECOMPUTE_NEVER ||
+               (r == VKT_RECOMPUTE_AUTO && keep_fits(p, s, K));
+    s->slot[0] = s->model;
+    s->n_slots = 1;
+    s->keep = pipe_keep_row(keep);
+    vkt_model_options so = *mo;
+    so.share_params = s->model;
+    vkt_status st = VKT_OK;
+    for (uint32_t j = 1; keep && j < K && st == VKT_OK; j++) {
+        st = graph_model_create(s->ctx, s->gs->g, s->gs->loss, &so, gin, s->gs->n_recv,
+                                GRAPH_MODEL_ACCUMULATE | GRAPH_MODEL_SHARE_GRADS, &s->slot[j]);
+        if (st == VKT_OK)
+            s->n_slots++;
+    }
+    if (st == VKT_OK || r == VKT_RECOMPUTE_NEVER) {
+        return st == VKT_OK ? VKT_OK
+                            : pipe_fail(p, st, "%s: keeping the activations of %u micro-batches "
+                                        "(recompute never; 'auto' or 'always' recomputes the "
+                                        "forward instead): %s", name, K, vkt_last_error());
+    }
+    while (s->n_slots > 1) /* AUTO: what does not fit is recomputed */
+        vkt_model_destroy(s->slot[--s->n_slots]);
+    s->keep = pipe_keep_row(0);
+    return VKT_OK;
+}
+
 static vkt_status create_stage(vkt_pipeline *p, pstage *s)
 {
     char name[64];
@@ -105,10 +166,15 @@ static vkt_status create_stage(vkt_pipeline *p, pstage *s)
     if (st == VKT_OK)
         st = graph_model_create(s->ctx, gs->g, gs->loss, &mo, gin, gs->n_recv,
                                 GRAPH_MODEL_ACCUMULATE, &s->model);
-    free(gin);
-    if (st != VKT_OK)
+    if (st != VKT_OK) {
+        free(gin);
         return pipe_fail(p, st, "%s: %s", name, vkt_last_error());
-    return record_apply(p, s);
+    }
+    st = record_apply(p, s);
+    if (st == VKT_OK)
+        st = pick_keep(p, s, &mo, gin, name);
+    free(gin);
+    return st;
 }
 
 /* Sizes and counts, before the split (so they are named first). */
@@ -118,6 +184,9 @@ static vkt_status check_options(vkt_pipeline *p)
     p->P = o->stages;
     p->D = o->copies ? o->copies : 1;
     p->m = o->micro_batches ? o->micro_batches : 1;
+    if ((unsigned)o->recompute > VKT_RECOMPUTE_NEVER)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: recompute %d is not AUTO, ALWAYS "
+                         "or NEVER", o->fn, (int)o->recompute);
     if (p->P == 0 || p->P > VKT_MAX_STAGES)
         return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: %u stages; 1 to %d are supported",
                          o->fn, p->P, VKT_MAX_STAGES);
@@ -218,6 +287,8 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
         pstage *s = &p->st[k];
         vkt_stream_destroy(s->apply);
         vkt_optimizer_destroy(s->opt);
+        for (uint32_t j = s->n_slots; j-- > 1;) /* the slots before the model they share */
+            vkt_model_destroy(s->slot[j]);
         vkt_model_destroy(s->model);
         vkt_context_destroy(s->ctx);
         free(s->gacc);
@@ -399,13 +470,15 @@ vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
     out->param_bytes = ms.param_bytes;
     out->grad_bytes = ms.grad_bytes;
     out->optimizer_bytes = vkt_optimizer_state_size(s->opt);
-    out->activation_bytes = ms.activation_bytes;
+    out->activation_bytes = ms.activation_bytes * s->n_slots; /* the slots' arenas: equal */
     out->sent_bytes = s->sent;
     out->busy_seconds = s->busy;
     out->grad_reads = s->grad_reads;
     out->grad_writes = s->grad_writes;
     pipe_staleness(p, stage, &out->staleness_mean, &out->staleness_p99, &out->staleness_max,
                    &out->updates);
+    out->forwards = s->forwards;
+    out->kept = s->keep == pipe_keep_row(1) ? s->n_slots : 0;
     vkt_memory_stats mem;
     if (vkt_context_memory_stats(s->ctx, &mem) == VKT_OK)
         out->device_bytes = mem.device_local_bytes;

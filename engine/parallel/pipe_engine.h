@@ -41,13 +41,34 @@ typedef struct pworld {
     uint8_t *sent_g;      /* [n_recv][m] */
 } pworld;
 
+struct pstage;
+/* How a stage that sends values runs a micro-batch's forward F(k) and backward B(k)
+ * (pipe_sched.c's `keeps`, one row per stage picked at creation by pipe_keep_pick):
+ *  keep: K = min(P - s, m) slot models (graph_model_create's GRAPH_MODEL_SHARE_GRADS: one
+ *    parameter and gradient buffer, an arena each), micro-batch k on slot k mod K; F is
+ *    the step's forward half, B feeds the received gradient and runs its backward half:
+ *    one forward per micro-batch;
+ *  recompute: one model; F is the training forward alone (graph_model_forward_train), B
+ *    the whole step, which recomputes the forward: two per micro-batch.
+ * The last stage's F is its whole step either way. */
+typedef struct pipe_keep {
+    const char *name;
+    vkt_status (*forward)(struct pstage *s, uint32_t k);
+    vkt_status (*backward)(struct pstage *s, uint32_t k);
+} pipe_keep;
+
 typedef struct pstage {
     struct vkt_pipeline *p;
     uint32_t index, copy, device;
     uint32_t row0;         /* the copy's first row of the global batch */
     graph_stage *gs;
     vkt_context *ctx;
-    vkt_model *model;
+    vkt_model *model;      /* slot[0]: the parameters, gradients and optimizer's */
+    vkt_model *slot[GRAPH_MAX_STAGES]; /* [n_slots] the models micro-batches run on */
+    uint32_t n_slots;      /* keeping: K; recomputing: 1 */
+    vkt_model *cur;        /* the slot of the micro-batch in hand (pipe_model_fail) */
+    const pipe_keep *keep; /* pipe_keep_pick's row */
+    uint64_t forwards;     /* forward runs this step */
     vkt_optimizer *opt;
     vkt_stream *apply;
     uint64_t n_params, n_train;
@@ -159,13 +180,24 @@ static inline pstage *ctx_of(vkt_pipeline *p, uint32_t copy, uint32_t stage)
     return &p->st[copy * p->P + stage];
 }
 
+/* The model micro-batch k runs on. */
+static inline vkt_model *pipe_slot(const pstage *s, uint32_t k)
+{
+    return s->slot[k % s->n_slots];
+}
+
+/* ---- keeping activations (pipe_sched.c's rows, pipe_engine.c's choice) ---- */
+
+/* The row for keep (1) or recompute (0). */
+const pipe_keep *pipe_keep_row(int keep);
+
 /* The pipeline's message (returns st). */
 vkt_status pipe_fail(vkt_pipeline *p, vkt_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A stage's failure, kept on the stage ("copy 1, stage 0 (device 2): what: msg"); the
  * others are woken to stop. mfail: with its model's message. */
 vkt_status pipe_stage_fail(pstage *s, vkt_status st, const char *what, const char *msg);
-vkt_status pipe_model_fail(pstage *s, vkt_status st, const char *what);
+vkt_status pipe_model_fail(pstage *s, vkt_status st, const char *what); /* s->cur's */
 
 /* ---- the gradient's route (pipe_sched.c picks the row, pipe_engine.c sets it) ---- */
 

@@ -3,22 +3,25 @@
  * Schedule: one-forward-one-backward (1F1B). Stage s (of P) runs
  *     F(0) .. F(w-1), then F(k) B(k-w) for k = w..m-1, then B(m-w) .. B(m-1),
  * w = min(P-1-s, m). Its bubble is GPipe's, (P-1)/(m+P-1) of the step with equal
- * stages, but a stage never holds more than P-s micro-batches in flight instead of m.
- * Here a stage's forward is recomputed by its backward (F only sends values), so the
- * in-flight state is the host copies of its received values: P-s micro-batches of them
- * (pipe_edge.c). One failure stops all P x D threads.
+ * stages, but a stage never holds more than K = min(P-s, m) micro-batches in flight
+ * instead of m: the host copies of its received values (pipe_edge.c) and, where it keeps
+ * them, their activations. One failure stops all P x D threads.
  *
- * F is a training forward (graph_model_forward_train) and B recomputes it, so both must
- * compute the same values: every run of micro-batch k draws dropout with the step's index
- * and the micro-batch's global rows (the control block's step and row base), the masks
- * of one model over the whole batch; batch norm normalizes by the micro-batch's
- * statistics, and only B (the training step) moves its running averages: once per
- * micro-batch, as a one-stage pipeline with the same micro-batches does.
+ * A sending stage runs F(k) and B(k) by its row of `keeps` (pipe_engine.h's pipe_keep):
+ * keep: micro-batch k on slot k mod K (B(k-K) ran before F(k): the order above), F the
+ * step's forward half, B its backward half; recompute: F a training forward that only
+ * sends (graph_model_forward_train), B the whole step, recomputing it. Every run of
+ * micro-batch k draws dropout with the step's index and the micro-batch's global rows
+ * (the control block's step and row base), the masks of one model over the whole batch;
+ * batch norm normalizes by the micro-batch's statistics, and its running averages move
+ * once per micro-batch (keep: in F; recompute: in B), as a one-stage pipeline with the
+ * same micro-batches does.
  *
  * The last stage's F(k) is its whole step (forward, loss, backward). Each stage's model
  * adds the gradients of its micro-batches into its gradient buffer (fp32 on the device,
- * in micro-batch order; zeroed in the submission of the step's first backward). The
- * route (pipe_engine.h's pipe_route, one row of `routes` below, picked by
+ * in micro-batch order; zeroed in the submission of the step's first run that computes
+ * gradients: the last stage's or a recomputing stage's first B, a keeping stage's first
+ * F). The route (pipe_engine.h's pipe_route, one row of `routes` below, picked by
  * pipe_route_pick) says what happens to that sum. direct (D = 1, no world, no guard,
  * scale 1, no clipping): nothing; after the barrier each context runs its optimizer,
  * whose grad_scale carries the 1/m. host: after its last backward the stage reads the sum
@@ -40,19 +43,20 @@
 
 #include "parallel/pipe_engine.h"
 
-/* The stage's inputs for micro-batch k: fed rows, received values, and its dropout keys
- * (the step, the global row of its first row). */
+/* The stage's inputs for micro-batch k, into its slot: fed rows, received values, and its
+ * dropout keys (the step, the global row of its first row). */
 static vkt_status set_inputs(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
+    vkt_model *m = pipe_slot(s, k);
     uint64_t row = s->row0 + (uint64_t)k * p->mb; /* the micro-batch's first global row */
-    vkt_model_set_step_index(s->model, p->step);
-    graph_model_set_row_offset(s->model, (uint32_t)row);
+    vkt_model_set_step_index(m, p->step);
+    graph_model_set_row_offset(m, (uint32_t)row);
     for (uint32_t j = 0; j < gs->n_feed; j++) {
         uint64_t n = s->feed_row[j] * p->mb;
         const char *data = (const char *)s->feed_data[j] + row * s->feed_row[j] * 4; /* 4-byte elements */
-        if (vkt_model_set_input(s->model, gs->map[gs->feed[j]], data, n) != VKT_OK)
+        if (vkt_model_set_input(m, gs->map[gs->feed[j]], data, n) != VKT_OK)
             return pipe_model_fail(s, VKT_ERROR_INVALID_ARGUMENT, "input");
     }
     return pipe_recv_values(s, k);
@@ -60,8 +64,9 @@ static vkt_status set_inputs(pstage *s, uint32_t k)
 
 /* After a backward: gradients of received values back to their senders. The parameters'
  * gradients sum over the micro-batches on the device (the stage's model accumulates:
- * GRAPH_MODEL_ACCUMULATE, zeroed by the step's first backward); after the last one
- * (backwards run in micro-batch order) the route collects the sum (host: reads it back). */
+ * GRAPH_MODEL_ACCUMULATE, zeroed by the step's first run that computes them; its slots
+ * share the buffer); after the last one (backwards run in micro-batch order) the route
+ * collects the sum (host: reads it back). */
 static vkt_status after_backward(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
@@ -71,29 +76,84 @@ static vkt_status after_backward(pstage *s, uint32_t k)
     return p->route->collect(s);
 }
 
+/* Runs one of the stage's models (fn) and counts its time, and its forward (forwards). */
+static vkt_status timed(pstage *s, vkt_status (*fn)(vkt_model *), const char *what)
+{
+    double t0 = plat_now();
+    vkt_status st = fn(s->cur);
+    s->busy += plat_now() - t0;
+    s->forwards++;
+    return st == VKT_OK ? VKT_OK : pipe_model_fail(s, st, what);
+}
+
+/* ---- a sending stage's F(k) and B(k): pipe_engine.h's pipe_keep rows ---- */
+
+/* keep: F is the step's forward half on micro-batch k's slot, B feeds the gradients of what
+ * it sent and runs the backward half there (the slot holds k's activations meanwhile). */
+static vkt_status keep_forward(pstage *s, uint32_t k)
+{
+    vkt_status st = set_inputs(s, k);
+    return st == VKT_OK ? timed(s, graph_model_step_forward, "forward") : st;
+}
+static vkt_status keep_backward(pstage *s, uint32_t k)
+{
+    vkt_status st = pipe_recv_grads(s, k);
+    if (st != VKT_OK)
+        return st;
+    double t0 = plat_now();
+    st = graph_model_step_backward(s->cur);
+    s->busy += plat_now() - t0;
+    return st == VKT_OK ? VKT_OK : pipe_model_fail(s, st, "backward");
+}
+
+/* recompute: F is the training forward alone (states untouched), B sets the inputs again
+ * and runs the whole step, which recomputes the forward with the same masks and moves
+ * the states once per micro-batch (the header comment). */
+static vkt_status recompute_forward(pstage *s, uint32_t k)
+{
+    vkt_status st = set_inputs(s, k);
+    return st == VKT_OK ? timed(s, graph_model_forward_train, "forward") : st;
+}
+static vkt_status recompute_backward(pstage *s, uint32_t k)
+{
+    vkt_status st = set_inputs(s, k);
+    if (st == VKT_OK)
+        st = pipe_recv_grads(s, k);
+    return st == VKT_OK ? timed(s, vkt_model_forward_backward, "forward and backward") : st;
+}
+
+static const pipe_keep keeps[] = {
+    {"recompute", recompute_forward, recompute_backward},
+    {"keep", keep_forward, keep_backward},
+};
+
+const pipe_keep *pipe_keep_row(int keep)
+{
+    return &keeps[keep ? 1 : 0];
+}
+
 static vkt_status forward(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     if (!pipe_wait_values(s, k))
         return VKT_ERROR_STATE; /* another stage failed: its message is the one */
+    s->cur = pipe_slot(s, k);
+    if (s->index != p->P - 1) {
+        vkt_status st = s->keep->forward(s, k);
+        return st == VKT_OK ? pipe_send_values(s, k) : st;
+    }
+    /* the last stage: its whole step (one slot) */
     vkt_status st = set_inputs(s, k);
+    if (st == VKT_OK)
+        st = timed(s, vkt_model_forward_backward, "forward and backward");
     if (st != VKT_OK)
         return st;
-    double t0 = plat_now();
-    int last = s->index == p->P - 1;
-    st = last ? vkt_model_forward_backward(s->model) : graph_model_forward_train(s->model);
-    s->busy += plat_now() - t0;
+    float loss = 0;
+    st = vkt_model_loss(s->cur, &loss);
     if (st != VKT_OK)
-        return pipe_model_fail(s, st, last ? "forward and backward" : "forward");
-    if (last) {
-        float loss = 0;
-        st = vkt_model_loss(s->model, &loss);
-        if (st != VKT_OK)
-            return pipe_model_fail(s, st, "loss");
-        s->loss += (double)loss / ((double)p->m * p->D);
-        return after_backward(s, k);
-    }
-    return pipe_send_values(s, k);
+        return pipe_model_fail(s, st, "loss");
+    s->loss += (double)loss / ((double)p->m * p->D);
+    return after_backward(s, k);
 }
 
 static vkt_status backward(pstage *s, uint32_t k)
@@ -103,17 +163,9 @@ static vkt_status backward(pstage *s, uint32_t k)
         return VKT_OK; /* its forward did it */
     if (!pipe_wait_grads(s, k))
         return VKT_ERROR_STATE;
-    vkt_status st = set_inputs(s, k);
-    if (st == VKT_OK)
-        st = pipe_recv_grads(s, k);
-    if (st != VKT_OK)
-        return st;
-    double t0 = plat_now();
-    st = vkt_model_forward_backward(s->model);
-    s->busy += plat_now() - t0;
-    if (st != VKT_OK)
-        return pipe_model_fail(s, st, "forward and backward");
-    return after_backward(s, k);
+    s->cur = pipe_slot(s, k);
+    vkt_status st = s->keep->backward(s, k);
+    return st == VKT_OK ? after_backward(s, k) : st;
 }
 
 /* The gradient summed over the copies of the stage (in copy order, so every copy
@@ -425,6 +477,7 @@ static void reset_step(vkt_pipeline *p)
         s->squares = 0;
         s->loss = 0;
         s->busy = 0;
+        s->forwards = 0;
         s->sent = 0;
         s->status = VKT_OK;
         s->errmsg[0] = 0;

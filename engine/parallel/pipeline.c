@@ -32,7 +32,7 @@ vkt_status vkt_pipeline_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *los
     pipe_options po = {.batch = options->batch, .micro_batches = options->micro_batches,
                        .stages = P, .copies = 1, .devices = list, .n_devices = count,
                        .optimizer = options->optimizer, .sequential = options->sequential,
-                       .precision = options->precision,
+                       .precision = options->precision, .recompute = options->recompute,
                        .fn = fn};
     return pipe_create(inst, g, loss, &po, out);
 }

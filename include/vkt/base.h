@@ -303,6 +303,18 @@ typedef enum vkt_precision {
     VKT_PRECISION_COUNT
 } vkt_precision;
 
+/* Whether a pipeline stage keeps its micro-batches' activations between forward and
+ * backward (one arena per micro-batch in flight) or recomputes its forward in the backward
+ * (one arena; about 1.3x the compute): vkt_trainer_options and vkt_pipeline_options,
+ * docs/model_parallel.md, "Keeping activations". AUTO keeps where the arenas fit the
+ * device's free memory, ALWAYS recomputes, NEVER keeps (creation fails with
+ * VKT_ERROR_OUT_OF_MEMORY where they cannot be allocated). */
+typedef enum vkt_recompute {
+    VKT_RECOMPUTE_AUTO = 0,
+    VKT_RECOMPUTE_ALWAYS,
+    VKT_RECOMPUTE_NEVER
+} vkt_recompute;
+
 /* "fp32", "fp16", "bf16", "auto"; "?" for anything else. */
 VKT_API const char *vkt_precision_name(vkt_precision precision);
 /* The precision named `name` into *out; VKT_ERROR_INVALID_ARGUMENT naming it otherwise. */

@@ -212,10 +212,7 @@ typedef struct vkt_trainer_options {
      * copy of a stage applies the same update, so the copies stay identical. fit, step,
      * read/write_params (the layout of one unpipelined model), predict and evaluate (a
      * forward model on copy 0's stage 0 context, loaded with the parameters first),
-     * checkpoints (the whole model, restorable with any stage count) work. Refused at
-     * creation: async mode, a world of several ranks, scale_lr, balance_after,
-     * slow_seconds, gradient clipping with P > 1, and what a pipeline refuses (dropout,
-     * batch normalization; vkt_pipeline_create). */
+     * checkpoints work. Refused: async, scale_lr, balance_after, slow_seconds. */
     uint32_t stages;
     uint32_t micro_batches;
     /* The divergence guard (docs/checkpoint.md, "Divergence"): a checkpoint is written
@@ -247,6 +244,7 @@ typedef struct vkt_trainer_options {
      * gradient); async replicas each scale and skip their own updates (vkt_trainer_skipped:
      * the sum, the smallest scale; across ranks the others' as of their last push). */
     uint32_t nonfinite_skips;
+    vkt_recompute recompute; /* pipeline stages (stages, micro_batches above) */
 } vkt_trainer_options;
 
 /* One input's data for a step or a prediction: rows of `tensor` (fp32, or int32 for
@@ -266,27 +264,26 @@ typedef struct vkt_feed {
  * step cuts the global batch into m equal micro-batches that flow through the stages,
  * one thread per stage, in the one-forward-one-backward order (1F1B); each stage sums
  * its micro-batches' gradients on its device, then applies one optimizer update: the
- * same step as one model on the whole batch, up to the order of float sums. Stages that send
- * values recompute their forward with the backward (so a stage keeps one micro-batch of
- * activations); both forwards draw dropout's masks of the micro-batch's global rows, and
- * batch normalization normalizes by each micro-batch's statistics, its running averages
- * moved once per micro-batch. Gradient clipping takes the global norm over every stage.
- * The instance and graph must outlive the pipeline. vkt_trainer runs the same engine
- * (options.stages, micro_batches) with data-parallel copies, fit and checkpoints. */
+ * same step as one model on the whole batch, up to the order of float sums. A stage keeps
+ * its micro-batches' activations or recomputes its forward (vkt_recompute); dropout draws
+ * the masks of the micro-batch's global rows, and batch normalization normalizes by each
+ * micro-batch's statistics, its running averages moved once per micro-batch. Gradient
+ * clipping takes the global norm over every stage. The instance and graph must outlive
+ * the pipeline. vkt_trainer runs the same engine (options.stages, micro_batches) with
+ * data-parallel copies, fit and checkpoints. */
 /* Automatic placement (vkt train --pipeline P): cuts the ops the loss depends on, in the
  * order they were built, into P consecutive groups and moves each op to its group's stage
  * (vkt_tensor_set_stage), so values flow to higher stages and the loss is on the last.
  * The groups balance a cost per op: its measured device time, forward plus backward
  * (vkt_model_profile of the whole training model on `context`, unfused, at `batch` rows:
- * give the micro-batch; every stage but the last also pays its ops' forward once more, as
- * it recomputes it with the backward), or the bytes of the parameters it reads where times are unknown
- * (no context, or the whole model does not fit one: a model that needs the split). The
- * split minimizes the largest group's cost, then, among splits within `tolerance` of it,
- * the bytes that cross stages. It never cuts between two readers of one parameter, or
- * across a value that is not laid out by batch rows. Refused (VKT_ERROR_INVALID_ARGUMENT,
- * vkt_last_error says why): fewer ops than stages, no valid cut, ops that cannot run in a
- * pipeline (dropout, batch normalization) when P > 1; VKT_SPLIT_COST_TIME when the times
- * cannot be measured. The graph is unchanged on failure. */
+ * give the micro-batch; every stage but the last counts its ops' forward twice, as a
+ * recomputing stage runs it), or the bytes of the parameters it reads where times are
+ * unknown (no context, or the whole model does not fit one). The split minimizes the
+ * largest group's cost, then, among splits within `tolerance` of it, the bytes that cross
+ * stages. It never cuts between two readers of one parameter, or across a value that is
+ * not laid out by batch rows. Refused (VKT_ERROR_INVALID_ARGUMENT, vkt_last_error says
+ * why): fewer ops than stages, no valid cut; VKT_SPLIT_COST_TIME when the times cannot be
+ * measured. The graph is unchanged on failure. */
 typedef enum vkt_split_cost {
     VKT_SPLIT_COST_AUTO = 0, /* TIME where it can be measured, else PARAMS */
     VKT_SPLIT_COST_TIME,     /* measured microseconds per op, forward + backward */
@@ -338,6 +335,7 @@ typedef struct vkt_pipeline_options {
     int sequential;            /* 1: one stage at a time, micro-batch after micro-batch (no
                                   overlap): the baseline that measures the bubble */
     vkt_precision precision;   /* as vkt_trainer_options.precision, on each stage's device */
+    vkt_recompute recompute;   /* AUTO: keep activations where they fit (stats' kept) */
 } vkt_pipeline_options;
 
 VKT_API vkt_status vkt_pipeline_create(vkt_instance *instance, vkt_graph *graph, vkt_tensor *loss,
@@ -358,7 +356,7 @@ typedef struct vkt_pipeline_stage_stats {
     uint32_t device;           /* its device index */
     uint32_t ops;              /* ops of the graph placed on it */
     uint64_t param_bytes, grad_bytes, optimizer_bytes; /* on its device */
-    uint64_t activation_bytes; /* its arena: one micro-batch */
+    uint64_t activation_bytes; /* its arenas: one per micro-batch kept (kept, else 1) */
     uint64_t sent_bytes;       /* values sent forward and gradients sent back, last step */
     double busy_seconds;       /* last step: time in its forwards, backwards and update */
     uint64_t device_bytes;     /* device-local memory its context holds (all of the above,
@@ -369,6 +367,8 @@ typedef struct vkt_pipeline_stage_stats {
     uint64_t grad_writes;      /* last step: writes from the host (1 with a read, else 0) */
     double staleness_mean;     /* async copies: its master's pushes since creation and their */
     uint64_t staleness_p99, staleness_max, updates; /* staleness (docs/async.md); else 0 */
+    uint64_t forwards;         /* last step: runs of its forward (2m where it recomputes) */
+    uint32_t kept;             /* micro-batches kept at once (min(P - s, m)); 0: recomputes */
 } vkt_pipeline_stage_stats;
 VKT_API vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *pipeline, uint32_t stage,
                                                 vkt_pipeline_stage_stats *out /* OUT */);

@@ -125,7 +125,8 @@ class TrainerOptions(Structure):
                 ("overlap", c_int), ("check_identical", c_uint32), ("stages", c_uint32),
                 ("micro_batches", c_uint32), ("divergence_growth", c_float),
                 ("precision", c_int), ("loss_scale", c_float),
-                ("loss_scale_interval", c_uint32), ("nonfinite_skips", c_uint32)]
+                ("loss_scale_interval", c_uint32), ("nonfinite_skips", c_uint32),
+                ("recompute", c_int)]
 
 
 class Feed(Structure):
@@ -164,7 +165,10 @@ class PipelineStageStats(Structure):
                 ("grad_bytes", c_uint64), ("optimizer_bytes", c_uint64),
                 ("activation_bytes", c_uint64), ("sent_bytes", c_uint64),
                 ("busy_seconds", c_double), ("device_bytes", c_uint64),
-                ("grad_reads", c_uint64), ("grad_writes", c_uint64)]
+                ("grad_reads", c_uint64), ("grad_writes", c_uint64),
+                ("staleness_mean", c_double), ("staleness_p99", c_uint64),
+                ("staleness_max", c_uint64), ("updates", c_uint64),
+                ("forwards", c_uint64), ("kept", c_uint32)]
 
 
 class SplitOptions(Structure):

@@ -2,8 +2,9 @@
 # vkt train --pipeline (docs/model_parallel.md) as a user runs it: the split is printed,
 # the CNN on 2 and 3 stages and the character model on 2 stages reach the losses of the
 # unsplit run, as do the MLP and the character model with dropout on 2 stages,
-# --pipeline with --replicas runs
-# copies of the pipeline (sync, and async: docs/async.md), a model too large
+# --pipeline with --replicas runs copies of the pipeline (sync, and async: docs/async.md),
+# --recompute keeps a stage's activations or recomputes its forward to the same losses, a
+# model too large
 # for one memory-capped device trains when split, and bad combinations are refused with
 # a message. Every context here is lavapipe (device 0 listed several times).
 # Usage: pipeline.sh BIN_DIR
@@ -132,6 +133,21 @@ check "charlm --dropout 0.1 on 2 stages: exit 0 and the unsplit validation loss 
 # Clipping by the global norm over every stage (before: exit 2, "--pipeline without
 # --clip"): the same with clipping
 unsplit_with "--clip 0.5"
+# Keeping activations (--recompute; before: a sending stage always ran its forward twice):
+# the default (auto, room enough here) and never keep stage 0's 2 micro-batches in flight
+# and run 4 forwards a step for 4 micro-batches; always recomputes: 8; the same test loss
+keepout() { "$bin" train --hidden 64 --steps 10 --pipeline 2 --micro-batches 4 "$@" 2>&1; }
+ka=$(keepout); rca=$? kn=$(keepout --recompute never); rcn=$?
+kr=$(keepout --recompute always); rcr=$?
+check "--recompute auto and never: stage 0 keeps 2 micro-batches, 4 forwards a step" \
+    "[[ $rca -eq 0 && $rcn -eq 0 ]] && grep -q '^stage 0 .*keeps 2 micro-batch(es); .* 4 forwards' <<<\"\$ka\" && grep -q '^stage 0 .*keeps 2 micro-batch(es); .* 4 forwards' <<<\"\$kn\""
+check "--recompute always: stage 0 recomputes, 8 forwards a step" \
+    "[[ $rcr -eq 0 ]] && grep -q '^stage 0 .*recomputes its forward; .* 8 forwards' <<<\"\$kr\""
+check "keeping and recomputing reach the same test loss ($(field test_loss "$ka"), $(field test_loss "$kn"), $(field test_loss "$kr"))" \
+    "[[ -n '$(field test_loss "$ka")' && '$(field test_loss "$ka")' == '$(field test_loss "$kr")' && '$(field test_loss "$kn")' == '$(field test_loss "$kr")' ]]"
+out=$("$bin" train --pipeline 2 --recompute sometimes --steps 1 2>&1); rc=$?
+check "--recompute sometimes: exit 2 naming the option ($out)" \
+    "[[ $rc -eq 2 ]] && grep -q '^vkt train: --recompute: ' <<<\"\$out\""
 out=$("$bin" train --pipeline 2 --batch 30 --steps 1 2>&1); rc=$?
 check "a batch that does not divide into micro-batches: exit 1 with a message" \
     "[[ $rc -eq 1 ]] && grep -q 'cannot create the trainer' <<<\"\$out\""

@@ -45,7 +45,7 @@ int main(void)
         F(scale_lr_warmup) F(balance_after) F(slow_replica) F(slow_seconds) F(world)
         F(bucket_bytes) F(overlap) F(check_identical) F(stages) F(micro_batches)
         F(divergence_growth) F(precision) F(loss_scale)
-        F(loss_scale_interval) F(nonfinite_skips) END
+        F(loss_scale_interval) F(nonfinite_skips) F(recompute) END
     BEGIN(vkt_feed) F(tensor) F(data) END
     BEGIN(vkt_eval_result) F(loss) F(accuracy) F(count) END
     BEGIN(vkt_replica_stats) F(step_seconds) F(wait_seconds) F(data_wait_seconds) F(steps)
@@ -60,7 +60,8 @@ int main(void)
         END
     BEGIN(vkt_pipeline_stage_stats) F(device) F(ops) F(param_bytes) F(grad_bytes)
         F(optimizer_bytes) F(activation_bytes) F(sent_bytes) F(busy_seconds)
-        F(device_bytes) F(grad_reads) F(grad_writes) END
+        F(device_bytes) F(grad_reads) F(grad_writes) F(staleness_mean) F(staleness_p99)
+        F(staleness_max) F(updates) F(forwards) F(kept) END
     BEGIN(vkt_split_options) F(stages) F(cost) F(context) F(batch) F(runs) F(tolerance) END
     BEGIN(vkt_split_stage) F(ops) F(first) F(last) F(cost) F(param_bytes) F(send_bytes) END
     BEGIN(vkt_split_report) F(stages) F(cost) F(note) F(imbalance) F(stage) END
