@@ -28,7 +28,8 @@ until_line() { for _ in $(seq 600); do grep -Eq -- "$2" "$1" 2>/dev/null && retu
 
 # options, parsed whole, finite and in range (exit 2, the option named)
 for a in "--lr abc" "--lr 0" "--lr nan" "--lr -1" "--batch -1" "--steps -1" "--epochs 1.5" \
-         "--steps abc" "--staleness -1" "--dropout -0.5" "--keep -1" "--replicas 0"; do
+         "--steps abc" "--staleness -1" "--dropout -0.5" "--keep -1" "--replicas 0" \
+         "--recompute sometimes"; do
     out=$(run train $a); rc=$?
     case_ "vkt train $a" 2 "${a%% *}" "$out" $rc
 done

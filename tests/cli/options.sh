@@ -61,6 +61,7 @@ bad --temperature -1 nan
 bad --pipeline 0 17 -1 x
 bad --micro-batches 0 65537 1.5
 bad --split fastest ''
+bad --recompute sometimes ''
 
 out=$("$bin" train --steps 2 --frobnicate 2>&1); rc=$?
 check "a trailing unknown option is named as unknown, exit 2 ($out)" \
@@ -81,7 +82,7 @@ check "--help exits 0" "[[ $rc -eq 0 ]]"
 all="--data --model --hidden --epochs --steps --batch --optimizer --lr --momentum --weight-decay
 --clip --dropout --schedule --warmup --seed --replicas --mode --staleness --scale-lr --balance
 --slow-replica-ms --logdir --log-every --checkpoint-dir --save-every --save-secs --keep --max-growth --precision --skip-nonfinite --init-from --init-map --quiet
---pipeline --micro-batches --split --comm-timeout --bucket-mb --check-identical --overlap --text --context --width --layers
+--pipeline --micro-batches --split --recompute --comm-timeout --bucket-mb --check-identical --overlap --text --context --width --layers
 --heads --norm --act --eval-every --sample --temperature --help"
 missing=""
 for o in $all; do grep -Eq -- "^  $o( |\$)" <<<"$help" || missing+=" $o"; done
