@@ -55,8 +55,9 @@
  * Shapes: t 7, 13, 29, 37, 67 (off every block and tile), head widths 3, 5 (scalar rows),
  * 8, 20 (padded to 24 by the fragment tiling) and 32, 1 to 3 heads, b 1 and 2, dropout on and off, 16-bit views starting at an odd element;
  * dqkv with beta 0 over NaNs and beta 1. The reference backward itself is checked against
- * central differences by test_attention. Errors: an fp32 type, a short saved array or
- * workspace, a view past its buffer. */
+ * central differences by test_attention; each kernel's dqkv too, here, along one direction
+ * (expect_directional: central differences of the double forward on the stored values).
+ * Errors: an fp32 type, a short saved array or workspace, a view past its buffer. */
 #include "harness.h"
 #include "gpu/gpu.h"
 #include "kernels/attention.h"
@@ -220,6 +221,36 @@ static void expect_within(const char *what, th_buf *b, const double *want, doubl
     free(got);
 }
 
+/* The kernel's gradient g (beta 0) against central differences of the double forward on
+ * the stored values, L(x) = sum dy . y(x), along e = sign of the reference's gradient:
+ * |g . e - (L(x + h e) - L(x - h e)) / 2h| within sum_i tol_i + 1e-4 sum_i |gs_i| (tol:
+ * each element's tolerance; h = 2^-14 in double, truncation O(h^2 nq^1.5)). Independent of
+ * the reference backward: g is the derivative of the attention the kernel computes. */
+static void expect_directional(const char *what, const float *g, const double *gs,
+                               const double *tol, const double *x, const double *dy,
+                               uint32_t b, uint32_t t, uint32_t H, uint32_t d, float p_drop,
+                               uint64_t seed, uint64_t b0, uint64_t step)
+{
+    uint64_t nq = (uint64_t)b * t * 3 * H * d, ny = (uint64_t)b * t * H * d;
+    double *xp = dalloc(nq), *yp = dalloc(ny), h = ldexp(1.0, -14), l[2] = {0, 0};
+    double ge = 0.0, lim = 0.0;
+    for (int side = 0; side < 2; side++) {
+        for (uint64_t i = 0; i < nq; i++)
+            xp[i] = x[i] + (side ? -h : h) * (gs[i] < 0 ? -1.0 : 1.0);
+        ka_ref_attention(xp, yp, b, t, H, d, p_drop, seed, b0, step);
+        for (uint64_t i = 0; i < ny; i++)
+            l[side] += dy[i] * yp[i];
+    }
+    for (uint64_t i = 0; i < nq; i++) {
+        ge += g[i] * (gs[i] < 0 ? -1.0 : 1.0);
+        lim += tol[i] + 1e-4 * fabs(gs[i]);
+    }
+    double fd = (l[0] - l[1]) / (2 * h);
+    TH_CHECK(fabs(ge - fd) <= lim, "%s %s: g . e %.9g against central differences %.9g "
+             "(within %.3g)", label, what, ge, fd, lim);
+    free(xp), free(yp);
+}
+
 /* frag and coopmat: the forward and both backward passes of the call run on the fragment
  * tiling (a plan for each), not attention_lowp_flash's passes */
 static void expect_fragment_plans(vkt_dtype type, uint32_t b, uint32_t t, uint32_t H,
@@ -340,6 +371,8 @@ static void check(vkt_dtype type, shape sh, uint64_t skip)
             expect_stored(w2, &dq, gs, 1e-4, gtol);
         if (!rounds_p)
             expect_rounding_shows(w2, gg, gs, ge, nq);
+        expect_directional(w2, gg, gs, gt, qkv.stored, dy.stored, b, t, H, d, sh.p_drop, seed,
+                           rb0, step);
         /* beta 1 adds to what is there */
         th_fill_uniform(init, nq, -1, 1);
         th_buf_write(&dq, init);
