@@ -3,7 +3,8 @@
  * PASS 0: online softmax over tiles of keys, no [t, t] array stored) with both products,
  * S = Q K^T and O += P V, on warps of TM x TN fragments, so that they run on cooperative
  * matrices. Host: engine/kernels/attention_cm.c, plan: ka_frag_plan there. The backward
- * of the rows it serves is attention_flash_lowp.comp's (it reads the lse written here).
+ * is attention_frag_bwd.glsl's (or attention_flash_lowp.comp's where its tiles do not
+ * fit); both read the lse written here.
  *
  * The including .comp says how fragments are multiplied:
  *   LOWP_FLOAT    attention_frag.comp (attention_lowp_frag; attention_lowp_coopmat's bf16

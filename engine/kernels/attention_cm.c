@@ -5,8 +5,9 @@
  * instruction of VK_KHR_cooperative_matrix in attention_coopmat[_bwd]_f16 / _bf16,
  * prebuilt: docs/toolchain.md; fp32 multiply-adds in attention_frag[_bwd]. They read and
  * write y, the row logsumexps and the row sums D_i exactly where attention_flash's passes
- * do, so their saved array and workspace are attention_lowp_flash's, and a call the tiling cannot take (no tile fits the device, or its loops would pass the loop
- * budget) runs attention_lowp_flash's instead. */
+ * do, so their saved array and workspace are attention_lowp_flash's, and a call the
+ * tiling cannot take (no tile fits the device, or its loops would pass the loop budget)
+ * runs attention_lowp_flash's instead. */
 #include "kernels/attention_impl.h"
 #include "kernels/kernel_util.h"
 #include "spec.h"

@@ -1,8 +1,8 @@
 /* attention_lowp.c - causal attention of 16-bit q, k, v (attention.h: ka_attention_lowp
  * and its backward) in the context's attention_lowp variant (engine/gpu/variants.c):
- *  - attention_lowp_coopmat, attention_lowp_frag: the forward's products on warps of
- *    fragments (attention_cm.c, shaders/attention_frag.glsl: the matrix instruction, or
- *    fp32 multiply-adds), the backward attention_lowp_flash's;
+ *  - attention_lowp_coopmat, attention_lowp_frag: the forward's and the backward's
+ *    products on warps of fragments (attention_cm.c, shaders/attention_frag.glsl and
+ *    attention_frag_bwd.glsl: the matrix instruction, or fp32 multiply-adds);
  *  - attention_lowp_flash: attention_flash.c's passes with qkv and dy bound as 16-bit
  *    elements (shaders/attention_flash_lowp.comp widens them exactly as it loads them);
  *  - attention_lowp_widen: qkv widened exactly into the tail of the saved array and dy
@@ -10,9 +10,9 @@
  *    attention (attention.c) on the copies; the variant lavapipe runs, as conv_lowp_widen
  *    is its 16-bit convolution.
  * Every score, softmax statistic (row maximum, sum, logsumexp), sum, y and gradient is
- * fp32: only the inputs were rounded, and in the coopmat and frag forwards the
- * probabilities multiplying v (rounded to the 16-bit type, the matrix instruction's
- * operand). */
+ * fp32: only the inputs were rounded, and in coopmat and frag the matrix instruction's
+ * operands: the probabilities multiplying v (forward), dS and the dropped probabilities
+ * (backward), rounded to the 16-bit type. */
 #include "kernels/attention_impl.h"
 #include "kernels/cast.h"
 #include "kernels/kernel_util.h"
