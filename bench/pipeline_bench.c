@@ -21,7 +21,8 @@
  *  4. Keeping activations: the table 1 configurations pipelined with recompute never
  *     (each sending stage keeps its micro-batches in flight: one forward per micro-batch)
  *     and always (its backward recomputes the forward: two), timed together; the step,
- *     samples per second, keep over recompute, stage 0's forwards per step and arenas.
+ *     samples per second, keep over recompute, stage 0's forwards per step, arenas and
+ *     busy time (its device work: the compute the recomputation adds).
  *
  * Usage: bench_pipeline [--stages 2,3] [--micro 1,2,4,8] [--width 256] [--layers 6]
  *                       [--batch 256] [--steps 5] [--tp-stages 1,2,3,4] [--tp-micro 4,8]
@@ -321,8 +322,9 @@ static int table_keep(vkt_instance *inst, const bench_cfg *c, const uint32_t *st
 {
     printf("\n4. Keeping activations: MLP %u x [%u, %u] layers split evenly, batch %u, "
            "median of %u steps\n", layers, c->batch, c->width, c->batch, c->steps);
-    printf("%2s %3s %9s %12s %10s %13s %9s %13s %14s\n", "P", "m", "keep ms", "recompute ms",
-           "keep smp/s", "recomp. smp/s", "keep/rec", "fwd 0 k/r", "arenas 0 MB k/r");
+    printf("%2s %3s %9s %12s %10s %13s %9s %13s %14s %13s\n", "P", "m", "keep ms",
+           "recompute ms", "keep smp/s", "recomp. smp/s", "keep/rec", "fwd 0 k/r",
+           "arenas 0 MB k/r", "busy 0 ms k/r");
     for (uint32_t a = 0; a < n_stages; a++)
         for (uint32_t b = 0; b < n_micro; b++) {
             uint32_t P = stages[a], m = micro[b], split[VKT_MAX_STAGES];
@@ -336,11 +338,12 @@ static int table_keep(vkt_instance *inst, const bench_cfg *c, const uint32_t *st
             r[1].recompute = VKT_RECOMPUTE_ALWAYS;
             if (run_jobs(inst, c, r, 2))
                 return 1;
-            printf("%2u %3u %9.2f %12.2f %10.0f %13.0f %9.2f %6llu/%-6llu %6.2f/%-6.2f\n", P, m,
-                   r[0].step * 1e3, r[1].step * 1e3, c->batch / r[0].step,
-                   c->batch / r[1].step, r[1].step / r[0].step,
+            printf("%2u %3u %9.2f %12.2f %10.0f %13.0f %9.2f %6llu/%-6llu %6.2f/%-6.2f "
+                   "%6.1f/%-6.1f\n", P, m, r[0].step * 1e3, r[1].step * 1e3,
+                   c->batch / r[0].step, c->batch / r[1].step, r[1].step / r[0].step,
                    (unsigned long long)r[0].forwards0, (unsigned long long)r[1].forwards0,
-                   r[0].activations0 / 1e6, r[1].activations0 / 1e6);
+                   r[0].activations0 / 1e6, r[1].activations0 / 1e6, r[0].busy[0] * 1e3,
+                   r[1].busy[0] * 1e3);
         }
     return 0;
 }
