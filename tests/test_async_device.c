@@ -12,6 +12,8 @@
  *  - unbounded and bound 1: every update sees every update submitted before it
  *    (staleness 0), the updates counted;
  *  - the MLP's loss falls over 300 steps as with the host master;
+ *  - the same with the master's users ordered by a timeline (VKT_EXCHANGE_TIMELINE=1, as
+ *    on a device with a queue per replica; on one queue the queue's order is used);
  *  - fp16 loss scaling: the skips are counted, training goes on, and a checkpoint saved
  *    in the progress callback (the master read on the device) restores. */
 #include <math.h>
@@ -222,8 +224,10 @@ static void test_converges(const vkt_dataset *d)
     fit(&s, d, 300, &hm);
     printf("300 steps, 2 replicas: loss %.4f -> %.4f (device master), %.4f -> %.4f (host)\n",
            dv.loss0, dv.loss1, hm.loss0, hm.loss1);
-    TH_CHECK(dv.loss1 < 0.5f * dv.loss0 && hm.loss1 < 0.5f * hm.loss0 &&
-                 dv.loss1 < 1.5f * hm.loss1 + 0.05f,
+    /* unbounded async: the order of the updates (the threads') moves the end by tens of
+     * percent between runs, with either master */
+    TH_CHECK(dv.loss1 < 0.35f * dv.loss0 && hm.loss1 < 0.35f * hm.loss0 &&
+                 dv.loss1 < 2.0f * hm.loss1 + 0.1f,
              "the loss falls with the device master as with the host's: %.4f -> %.4f (host "
              "%.4f -> %.4f)", dv.loss0, dv.loss1, hm.loss0, hm.loss1);
     free(dv.p);
@@ -326,6 +330,12 @@ int main(void)
     if (np) {
         test_no_host(d, np);
         test_bound0(d, np);
+        /* the order by the timeline, as on a device with a queue per replica */
+        plat_setenv("VKT_EXCHANGE_TIMELINE", "1");
+        printf("ordered by the timeline (VKT_EXCHANGE_TIMELINE=1):\n");
+        test_no_host(d, np);
+        test_bound0(d, np);
+        plat_setenv("VKT_EXCHANGE_TIMELINE", NULL);
         test_unbounded(d);
         test_converges(d);
         test_fp16_checkpoint(d, np);

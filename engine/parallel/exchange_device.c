@@ -11,8 +11,11 @@
  * Ordering: every submission that touches the master (the replicas' steps, and begin,
  * snapshot and end) takes a ticket j under a lock, in the order it is submitted, and waits
  * for the timeline `order` to reach j, signalling j + 1 when it completes: the master's
- * users run one after another, each seeing the whole of the ones before (on one queue, as
- * lavapipe's, that is the queue's own order; several queues are ordered alike). A wait
+ * users run one after another, each seeing the whole of the ones before. Where every
+ * replica submits to one VkQueue (lavapipe's one queue under its lock) the queue's own
+ * order is the tickets' and each user ends with a barrier over all its writes (a pipeline
+ * barrier orders everything earlier in the queue's submission order), so no semaphore is
+ * passed: a wait on one costs a trip through the driver's submit thread there. A wait
  * never comes before its signal is submitted (tickets are taken in submission order); a
  * submission that fails takes no ticket, so nothing waits for what it would have signalled.
  * So a pull never sees half a push: unbounded or bounded by s > 0, each update sees every
@@ -43,12 +46,13 @@ typedef struct device_exchange {
     exchange base;
     uint64_t n;                /* floats of the flat parameters (alignment gaps: zeros) */
     int twin;                  /* bound 0: two master buffers */
+    int one_queue;             /* every replica on one VkQueue: its order is the ticket's */
     vkt_buffer *m[2];          /* on replica 0's context */
     vkt_buffer *host;          /* replica 0's, host-visible: a snapshot lands there */
     vkt_stream *io;            /* replica 0's: begin, snapshot and end */
     gpu_timeline *order;       /* the master's users in ticket order */
     plat_monitor *lock;        /* tickets; the fields below */
-    uint64_t ticket, version;  /* submissions and pushes so far */
+    uint64_t ticket;           /* the master's users submitted so far */
     uint64_t round, in_round;  /* twin: the round of the last push, pushes of it so far */
     int cur;                   /* the master buffer holding every push so far */
     /* under the trainer's monitor */
@@ -60,14 +64,14 @@ typedef struct device_exchange {
 
 static device_exchange *of(exchange *x) { return (device_exchange *)x; }
 
-/* Submits s (replica 0's io stream, or a replica's step with its pull and push) as the
- * next of the master's users; the caller holds the lock. */
+/* go(arg, sync) submits the next of the master's users (replica 0's io stream, or a
+ * replica's step with its pull and push) ordered by sync; the caller holds the lock. */
 static vkt_status submit_in_order(device_exchange *d, vkt_status (*go)(void *, const
                                   gpu_submit_sync *), void *arg)
 {
     gpu_sync wait = {d->order, d->ticket}, signal = {d->order, d->ticket + 1};
     gpu_submit_sync sync = {&wait, 1, &signal, 1};
-    vkt_status st = go(arg, &sync);
+    vkt_status st = go(arg, d->one_queue ? NULL : &sync);
     if (st == VKT_OK)
         d->ticket++;
     return st;
@@ -143,13 +147,19 @@ static vkt_status device_attach(exchange *x, replica *r)
     if (!d->m[0]) { /* replica 0 is attached first */
         d->n = vkt_model_param_count(r->model);
         d->twin = t->opt.bounded_staleness && t->opt.staleness == 0;
+        /* every context exists (exec_replicas.c: contexts, then models); VKT_EXCHANGE_
+         * TIMELINE=1 orders by the timeline anyway (how CI runs that path on lavapipe) */
+        const char *force = plat_getenv("VKT_EXCHANGE_TIMELINE");
+        d->one_queue = !(force && strcmp(force, "1") == 0);
+        for (uint32_t i = 1; i < t->n_rep; i++)
+            d->one_queue &= t->rep[i].ctx->queue == r->ctx->queue;
         for (int b = 0; b < 1 + d->twin && st == VKT_OK; b++)
             st = vkt_buffer_create(r->ctx, d->n * 4, VKT_MEMORY_DEVICE, &d->m[b]);
         if (st == VKT_OK)
             st = vkt_buffer_create(r->ctx, d->n * 4, VKT_MEMORY_HOST, &d->host);
         if (st == VKT_OK)
             st = vkt_stream_create(r->ctx, NULL, &d->io);
-        if (st == VKT_OK)
+        if (st == VKT_OK && !d->one_queue)
             st = gpu_timeline_create(r->ctx, 0, &d->order);
     }
     if (st == VKT_OK)
@@ -234,7 +244,6 @@ static int submit(device_exchange *d, replica *r, uint64_t k)
     vkt_status st = submit_in_order(d, go_step, &a);
     if (st == VKT_OK) { /* twin: it pulled the master before this round's pushes */
         exchange_stale_add(&d->stale[r->index], d->twin ? d->in_round : 0);
-        d->version++;
         d->in_round++;
         d->cur = dst;
     }
