@@ -6,15 +6,21 @@
  * vkt_gemm's 16-bit path, accumulating in fp32 into its fp32 output; its backward rounds
  * the output's gradient (lp_dz) and takes dW = x^T dz and dX = dz w^T from the 16-bit
  * copies, again into fp32 (a product whose w is a parameter rounds it again for dX,
- * OPF_RECAST_W, so no 16-bit weight waits from the forward to the backward; attention: qkv and dy rounded, scores, softmax statistics, y
- * and dqkv fp32: kernels/attention_lowp.c). Everything else (activations, norms, softmax, losses,
- * reductions, gradients, parameters, optimizer state) stays fp32. The backward reads the
+ * OPF_RECAST_W, so no 16-bit weight waits from the forward to the backward; attention:
+ * qkv and dy rounded, scores, softmax statistics, y and dqkv fp32: kernels/attention_lowp.c).
+ * Everything else (activations, norms, softmax, losses, reductions, gradients, parameters,
+ * optimizer state) stays fp32. The backward reads the
  * 16-bit x, not the fp32 one, so a product's input no longer lives to the backward for the
  * product's sake. A norm (OPF_SAVES_X16: layer and RMS normalization) runs in fp32 but
  * keeps its input x for the backward as a 16-bit copy (lp_x, the autocast type), which its
  * backward widens exactly into its workspace before the fp32 kernel: the residual stream
  * that feeds the norms then lives to the backward in 2 bytes an element, its statistics
- * (mean, rstd) staying fp32 (the backward's x-hat is (r(x) - mean) rstd). */
+ * (mean, rstd) staying fp32 (the backward's x-hat is (r(x) - mean) rstd). Attention
+ * (OPF_SAVES_Y16), where its backward reads y (the flash-style backward: D = rowsum(dy * y)),
+ * keeps a 16-bit copy of y (lp_y) made by the forward and widened by the backward, so
+ * the fp32 y dies with its last forward reader; D then comes from r(y), one rounding more
+ * (bounded and tested: tests/test_autocast_attention_y.c). */
+#include "graph/layers.h"
 #include "graph/model.h"
 #include "kernels/gemm_lowp.h"
 
@@ -50,6 +56,18 @@ int model_saves_x16(const vkt_model *m, uint32_t i)
            (GRAPH_DEF(m->t[i])->flags & OPF_SAVES_X16);
 }
 
+int model_saves_y16(const vkt_model *m, uint32_t i)
+{
+    const vkt_tensor *t = m->t[i];
+    if (t->dtype == VKT_DTYPE_FP32 || !m->training || !m->node[i].needs_grad ||
+        !(GRAPH_DEF(t)->flags & OPF_SAVES_Y16))
+        return 0;
+    uint32_t b, tt, h, d; /* the backward reads y where the kernel saves logsumexps */
+    layer_attn_dims(t, &m->shape[t->in[0]->id], &b, &tt, &h, &d);
+    return ka_attention_lowp_fused(m->ctx) ||
+           ka_attention_plan_for(m->ctx, b, tt, h, d).saved == KA_SAVED_LSE;
+}
+
 vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
 {
     const vkt_tensor *t = m->t[i];
@@ -66,7 +84,9 @@ vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
         nd->lp_x = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[0]->id]);
         if (!one)
             nd->lp_w = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[1]->id]);
-        if (nd->lp_x < 0 || (!one && nd->lp_w < 0))
+        if (model_saves_y16(m, i)) /* attention's y for its backward (op_sequence.c) */
+            nd->lp_y = model_new_typed(m, MS_ARENA, t->dtype, m->count[i]);
+        if (nd->lp_x < 0 || (!one && nd->lp_w < 0) || (model_saves_y16(m, i) && nd->lp_y < 0))
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         return VKT_OK;
     }

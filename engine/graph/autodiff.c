@@ -111,7 +111,8 @@ static void rewrite_fusion(vkt_model *m)
     for (uint32_t i = 0; i < m->n; i++) {
         m->t[i] = m->g->nodes[i];
         m->node[i].fused_from = m->node[i].fused_into = -1;
-        m->node[i].lp_x = m->node[i].lp_w = m->node[i].lp_dz = m->node[i].lp_wb = -1;
+        m->node[i].lp_x = m->node[i].lp_w = m->node[i].lp_dz = m->node[i].lp_wb =
+            m->node[i].lp_y = -1;
     }
     if (m->no_fusion)
         return;

@@ -54,8 +54,9 @@ typedef struct mnode {
      * (input 0) and w (input 1) by the forward and read again by the backward, and the
      * output's gradient cast by the backward (-1: none; autocast.c). lp_wb: a product's w
      * rounded again by the backward, where w is a parameter (then lp_w lives in the
-     * forward alone, and no 16-bit weight waits for the backward). */
-    int32_t lp_x, lp_w, lp_dz, lp_wb;
+     * forward alone, and no 16-bit weight waits for the backward). lp_y: attention's output
+     * rounded by the forward for its backward (OPF_SAVES_Y16), so the fp32 y dies there. */
+    int32_t lp_x, lp_w, lp_dz, lp_wb, lp_y;
     uint8_t acc[GRAPH_MAX_INPUTS]; /* backward: 1 adds to the input's gradient, 0 writes */
 } mnode;
 
@@ -193,6 +194,9 @@ vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward);
 /* Whether node i (an OPF_SAVES_X16 norm) keeps its input for the backward as a 16-bit copy:
  * a training model in fp16/bf16 whose backward runs at i. */
 int model_saves_x16(const vkt_model *m, uint32_t i);
+/* Whether node i (OPF_SAVES_Y16: attention) keeps its output for the backward as a 16-bit
+ * copy: an autocast node of a training model whose backward runs at i and reads y. */
+int model_saves_y16(const vkt_model *m, uint32_t i);
 /* plan.c: liveness and offsets of the arena values. Positions count dispatches within
  * steps, PLAN_PHASES per step (a linear's backward has three dispatches). */
 #define PLAN_PHASES 3

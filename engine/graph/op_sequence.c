@@ -4,9 +4,12 @@
  * kernel variant needs (aux: the softmax weights [B,heads,T,T], or on GPUs the row
  * logsumexps [B,heads,T]; its backward then also reads the output) and takes its dropout
  * keys by global batch row. Under autocast (fp16 / bf16) qkv and dy are rounded to 16 bits
- * and attention_lowp runs (kernels/attention_lowp.c). */
+ * and attention_lowp runs (kernels/attention_lowp.c); where its backward reads y, the
+ * forward keeps y rounded (lp_y, OPF_SAVES_Y16: autocast.c) and the backward widens it
+ * exactly into its workspace, after the kernel's elements, for D = rowsum(dy * r(y)). */
 #include "graph/layers.h"
 #include "graph/op_impl.h"
+#include "kernels/cast.h"
 
 /* ---- embedding ---- */
 
@@ -93,7 +96,26 @@ static vkt_status attention_arrays(vkt_model *m, const vkt_tensor *t, uint64_t *
               : ka_attention_saved_elems(m->ctx, b, tt, h, d);
     *tmp = lp ? ka_attention_lowp_workspace_elems(m->ctx, b, tt, h, d)
               : ka_attention_workspace_elems(m->ctx, b, tt, h, d);
+    if (model_saves_y16(m, t->id)) /* then y widened, from a multiple of 4 elements */
+        *tmp = (*tmp + 3) / 4 * 4 + m->count[t->id];
     return VKT_OK;
+}
+
+/* y [B*T, C] as the autocast backward reads it: the output, or its 16-bit copy lp_y
+ * widened exactly into the workspace after the kernel's ws elements. */
+static vkt_status saved_y(const op_rec *r, uint64_t ws, vkt_view *y)
+{
+    const vkt_model *m = r->m;
+    const mnode *nd = op_node(r);
+    *y = op_out_val(r);
+    if (nd->lp_y < 0)
+        return VKT_OK;
+    uint32_t rows, cols;
+    model_rows_cols(&m->shape[r->t->id], &rows, &cols);
+    *y = model_view(m, nd->tmp);
+    y->offset += (ws + 3) / 4 * 4;
+    return kcast_matrix(r->s, m->val[nd->lp_y].dtype, model_view(m, nd->lp_y), cols,
+                        VKT_DTYPE_FP32, *y, cols, rows, cols);
 }
 
 static vkt_status fwd_attention(const op_rec *r)
@@ -113,10 +135,13 @@ static vkt_status fwd_attention(const op_rec *r)
     /* autocast: qkv rounded into lp_x, which the backward reads again */
     const mnode *nd = op_node(r);
     vkt_status st = op_cast16(r, t, op_in_val(m, t, 0), op_in_shape(m, t, 0), nd->lp_x);
-    return st != VKT_OK ? st
-                        : ka_attention_lowp(r->s, t->dtype, model_view(m, nd->lp_x), y, saved,
-                                            op_ctrl_step(m), b, tt, h, d, p_drop,
-                                            t->p.attention.seed, 0, b_row);
+    if (st == VKT_OK)
+        st = ka_attention_lowp(r->s, t->dtype, model_view(m, nd->lp_x), y, saved,
+                               op_ctrl_step(m), b, tt, h, d, p_drop, t->p.attention.seed, 0,
+                               b_row);
+    if (st == VKT_OK && nd->lp_y >= 0) /* y rounded for the backward */
+        st = op_cast16(r, t, y, &m->shape[t->id], nd->lp_y);
+    return st;
 }
 
 static vkt_status bwd_attention(const op_rec *r)
@@ -136,12 +161,15 @@ static vkt_status bwd_attention(const op_rec *r)
                                      op_view_or(m, nd->tmp, dy), b, tt, h, d,
                                      t->p.attention.dropout, t->p.attention.seed, 0,
                                      model_row_units(m, t->id, b));
-    /* autocast: dy rounded into lp_dz; the forward's 16-bit qkv */
+    /* autocast: dy rounded into lp_dz; the forward's 16-bit qkv (and y) */
+    vkt_view y;
     vkt_status st = op_cast16(r, t, dy, &m->shape[t->id], nd->lp_dz);
+    if (st == VKT_OK)
+        st = saved_y(r, ka_attention_lowp_workspace_elems(m->ctx, b, tt, h, d), &y);
     return st != VKT_OK
                ? st
-               : ka_attention_backward_lowp(r->s, t->dtype, model_view(m, nd->lp_x),
-                                            op_out_val(r), op_view_or(m, nd->aux, dy),
+               : ka_attention_backward_lowp(r->s, t->dtype, model_view(m, nd->lp_x), y,
+                                            op_view_or(m, nd->aux, dy),
                                             op_ctrl_step(m), model_view(m, nd->lp_dz),
                                             op_dx(m, t, 0), op_beta(m, t->id, 0),
                                             op_view_or(m, nd->tmp, dy), b, tt, h, d,
@@ -173,8 +201,8 @@ static void ref_attention_bwd(const graph_ref_args *a)
 }
 
 /* qkv and the saved array; where the kernel saves the row logsumexps, the output too
- * (D_i = dy_i . y_i). Autocast: the forward's 16-bit qkv instead of the fp32 one, and the
- * 16-bit dy the backward rounds first. */
+ * (D_i = dy_i . y_i). Autocast: the forward's 16-bit qkv instead of the fp32 one, the
+ * 16-bit dy the backward rounds first, and the forward's 16-bit y (lp_y) for y. */
 static void attention_reads(const vkt_model *m, const vkt_tensor *t, acc_list *l)
 {
     uint32_t b, tt, h, d;
@@ -190,7 +218,7 @@ static void attention_reads(const vkt_model *m, const vkt_tensor *t, acc_list *l
         lse = lse || ka_attention_lowp_fused(m->ctx);
     }
     if (lse)
-        plan_add(l, nd->val, 0, 0);
+        plan_add(l, nd->lp_y >= 0 ? nd->lp_y : nd->val, 0, 0);
 }
 
 static const char *const names_qkv[] = {"qkv"};
@@ -199,7 +227,7 @@ static uint64_t *attention_seed(graph_params *p) { return &p->attention.seed; }
 
 const graph_op_def graph_op_attention = {
     .name = "causal_attention", .fn = "vkt_causal_attention",
-    .flags = OPF_AUX_SAVED | OPF_AUTOCAST | OPF_AUTOCAST_X,
+    .flags = OPF_AUX_SAVED | OPF_AUTOCAST | OPF_AUTOCAST_X | OPF_SAVES_Y16,
     .min_in = 1, .max_in = 1, .in_names = names_qkv, .shape = shape_attention,
     .arrays = attention_arrays, .forward = fwd_attention, .backward = bwd_attention,
     .backward_reads = attention_reads, .ref_forward = ref_attention,

@@ -104,8 +104,12 @@ enum {
                                    from its saved fp32 statistics: under autocast the forward
                                    keeps a 16-bit copy of x (lp_x), which the backward widens
                                    exactly into its workspace (autocast.c, op_norm.c) */
-    OPF_RECAST_W = 1u << 15     /* an autocast product whose backward rounds a parameter w
+    OPF_RECAST_W = 1u << 15,    /* an autocast product whose backward rounds a parameter w
                                    again for dX (lp_wb) instead of keeping the forward's */
+    OPF_SAVES_Y16 = 1u << 16    /* attention: where its autocast backward reads the output
+                                   (D = rowsum(dy * y)), the forward keeps a 16-bit copy of y
+                                   (lp_y), which the backward widens exactly into its
+                                   workspace (autocast.c, op_sequence.c) */
 };
 
 struct vkt_model;

@@ -387,9 +387,9 @@ VKT_API vkt_status vkt_model_profile(vkt_model *model, uint32_t runs, vkt_op_tim
  * node that owns them, their role there and their element type, largest first. Roles:
  * "output", "gradient" (of a non-parameter), "saved" (for the backward: softmax
  * probabilities, a pre-activation), "scratch", and an autocast product's 16-bit copies
- * "16-bit x", "16-bit w", "16-bit dy", and "16-bit w again" (a parameter w rounded again
- * by the backward). The lifetimes are the plan's with or without memory
- * reuse. */
+ * "16-bit x", "16-bit w", "16-bit dy", "16-bit w again" (a parameter w rounded again
+ * by the backward) and "16-bit y" (attention's output kept for its backward). The
+ * lifetimes are the plan's with or without memory reuse. */
 typedef struct vkt_plan_group {
     char op[VKT_OP_NAME_SIZE]; /* "linear+gelu", "layer_norm" */
     char role[16];
