@@ -6,7 +6,9 @@
  * (attention_lowp_widen over attention_shuffle) saves the probabilities and never reads
  * y: no copy there, and the same checks hold with r(y) replaced by y.
  * Each case: x = P + Z (an activation) or P, y = causal_attention(x, heads, dropout), loss
- * sum(y * T), T exact in 16 bits (so dy = T). Checked:
+ * sum(y * T), T exact in 16 bits (so dy = T), or (proj) z = linear(y, W) and loss
+ * sum(z * T), W halves (so dy = T W^T, exact in 16 bits), where lp_y is the linear's 16-bit
+ * x (y16_from). Checked:
  *  - y against the double forward of r(P) with the same dropout masks (seed, step, row 0)
  *    within test_attention's fp32 bound;
  *  - dP against the double backward of r(P) whose D is taken from the device's y rounded
@@ -34,18 +36,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define NO 7 /* the proj's outputs */
+
 typedef struct ycase {
     const char *name;
     uint32_t b, t, heads, d;
     float dropout;
     int direct; /* P itself the attention's input (else P + Z, an activation) */
+    int proj;   /* z = linear(y, W), loss sum(z * T): lp_y is the linear's 16-bit x */
 } ycase;
 
 static const ycase k_cases[] = {
-    {"b2 t13 3x5", 2, 13, 3, 5, 0.0f, 0},
-    {"b1 t37 2x8 dropout 0.3", 1, 37, 2, 8, 0.3f, 0},
-    {"b2 t9 1x32 dropout 0.1", 2, 9, 1, 32, 0.1f, 0},
-    {"b3 t21 2x6 on P", 3, 21, 2, 6, 0.0f, 1},
+    {"b2 t13 3x5", 2, 13, 3, 5, 0.0f, 0, 0},
+    {"b1 t37 2x8 dropout 0.3", 1, 37, 2, 8, 0.3f, 0, 0},
+    {"b2 t9 1x32 dropout 0.1", 2, 9, 1, 32, 0.1f, 0, 0},
+    {"b3 t21 2x6 on P", 3, 21, 2, 6, 0.0f, 1, 0},
+    {"b2 t19 3x4 proj", 2, 19, 3, 4, 0.0f, 0, 1},
+    {"b1 t26 2x8 dropout 0.2 proj", 1, 26, 2, 8, 0.2f, 0, 1},
 };
 
 /* Element c of q (which 0), k (1) or v (2) of head h at row r (= bb t + i) of qkv. */
@@ -89,9 +96,11 @@ static void run_case(vkt_context *ctx, const ycase *c, vkt_dtype type)
     vkt_tensor *y = vkt_causal_attention(g, c->direct ? p : vkt_add(g, p, zero), c->heads,
                                          c->dropout);
     vkt_keep(g, y);
-    vkt_shape ys = vkt_tensor_shape(y);
-    vkt_tensor *tg = vkt_input(g, "T", &ys);
-    vkt_tensor *loss = vkt_sum(g, vkt_mul(g, y, tg), -1);
+    vkt_shape ys = vkt_tensor_shape(y), zs = {3, {c->b, c->t, NO}}, wsh = {2, {C, NO}};
+    vkt_tensor *w = c->proj ? vkt_param(g, "W", &wsh, &uni) : NULL;
+    vkt_tensor *z = c->proj ? vkt_linear(g, y, w, NULL) : y;
+    vkt_tensor *tg = vkt_input(g, "T", c->proj ? &zs : &ys);
+    vkt_tensor *loss = vkt_sum(g, vkt_mul(g, z, tg), -1);
     vkt_model_options mo = {.precision = type};
     vkt_model *m = NULL;
     if (!TH_OK(ctx, vkt_model_create(ctx, g, loss, &mo, &m))) {
@@ -100,6 +109,7 @@ static void run_case(vkt_context *ctx, const ycase *c, vkt_dtype type)
         return;
     }
     uint64_t np = (uint64_t)c->b * c->t * 3 * C, ny = (uint64_t)c->b * c->t * C;
+    uint64_t nz = c->proj ? (uint64_t)c->b * c->t * NO : ny;
     const mnode *nd = &m->node[y->id];
     int copy = reads_y(ctx, c->b, c->t, H, d);
     TH_CHECK(copy ? nd->lp_y >= 0 && m->val[nd->lp_y].dtype == type &&
@@ -107,15 +117,23 @@ static void run_case(vkt_context *ctx, const ycase *c, vkt_dtype type)
                   : nd->lp_y < 0,
              "%s: y kept in 16 bits (%llu elements) exactly where the backward reads it (%d)",
              what, (unsigned long long)ny, copy);
+    if (copy)
+        TH_CHECK(c->proj ? nd->y16_from == (int32_t)z->id && m->node[z->id].lp_x == nd->lp_y
+                         : nd->y16_from < 0,
+                 "%s: lp_y %s", what, c->proj ? "is the proj's 16-bit x" : "is its own");
     uint64_t seed = m->t[y->id]->p.attention.seed, step = m->step;
-    float *P = th_alloc_floats(np), *T = th_alloc_floats(ny), *Z = th_alloc_floats(np);
-    float *Y = th_alloc_floats(ny), *got = th_alloc_floats(np);
+    float *P = th_alloc_floats(np), *T = th_alloc_floats(nz), *Z = th_alloc_floats(np);
+    float *Y = th_alloc_floats(ny), *got = th_alloc_floats(np), *W = th_alloc_floats(C * NO);
     th_fill_uniform(P, np, -2, 2);
-    for (uint64_t i = 0; i < ny; i++)
+    for (uint64_t i = 0; i < nz; i++)
         T[i] = (float)((int)(th_rand_u64() % 33) - 16) / 8.0f;
+    for (uint32_t i = 0; i < C * NO; i++) /* halves in [-1, 1]: dy = T W^T exact in 16 bits */
+        W[i] = (float)((int)(th_rand_u64() % 5) - 2) / 2.0f;
     memset(Z, 0, np * 4);
     TH_OK(ctx, vkt_model_write(m, p, P, np));
-    TH_OK(ctx, vkt_model_set_input(m, tg, T, ny));
+    if (w)
+        TH_OK(ctx, vkt_model_write(m, w, W, (uint64_t)C * NO));
+    TH_OK(ctx, vkt_model_set_input(m, tg, T, nz));
     if (!c->direct)
         TH_OK(ctx, vkt_model_set_input(m, zero, Z, np));
     if (!TH_OK(ctx, vkt_model_forward_backward(m)))
@@ -128,8 +146,13 @@ static void run_case(vkt_context *ctx, const ycase *c, vkt_dtype type)
     double *dD = calloc((uint64_t)c->b * H * tt, 8), *bD = calloc((uint64_t)c->b * H * tt, 8);
     for (uint64_t i = 0; i < np; i++)
         pr[i] = kdt_round(type, P[i]);
-    for (uint64_t i = 0; i < ny; i++)
-        td[i] = T[i];
+    for (uint64_t r = 0; r < (uint64_t)c->b * tt; r++) /* dy: T, or T W^T */
+        for (uint32_t e = 0; e < C; e++) {
+            double v = 0;
+            for (uint32_t o = 0; o < NO && c->proj; o++)
+                v += (double)T[r * NO + o] * W[(uint64_t)e * NO + o];
+            td[r * C + e] = c->proj ? v : T[r * C + e];
+        }
     ka_ref_attention(pr, yw, c->b, tt, H, d, c->dropout, seed, 0, step);
     ka_ref_attention_backward(pr, td, gw, c->b, tt, H, d, c->dropout, seed, 0, step);
     ka_ref_attention_probs(pr, prob, c->b, tt, H, d);
@@ -211,7 +234,7 @@ static void run_case(vkt_context *ctx, const ycase *c, vkt_dtype type)
     TH_CHECK(fd_bad == 0, "%s: %u of 12 finite differences outside the 16-bit bound", what,
              fd_bad);
     free(yt), free(pr), free(td), free(yw), free(gw), free(gr), free(tol), free(tu);
-    free(prob), free(dD), free(bD), free(P), free(T), free(Z), free(Y), free(got);
+    free(prob), free(dD), free(bD), free(P), free(T), free(Z), free(Y), free(got), free(W);
     vkt_model_destroy(m);
     vkt_graph_destroy(g);
 }
@@ -242,6 +265,9 @@ static void lifetimes(vkt_context *ctx, vkt_dtype type)
         int32_t end = (int32_t)(m->n_fwd_steps * PLAN_PHASES);
         TH_CHECK((m->node[y->id].lp_y >= 0) == copy, "%s: a 16-bit y exactly where read (%d)",
                  what, copy);
+        TH_CHECK(!copy || (m->node[y->id].y16_from == (int32_t)z->id &&
+                           m->node[z->id].lp_x == m->node[y->id].lp_y),
+                 "%s: lp_y is the proj's 16-bit x", what);
         TH_CHECK(read ? yv->last >= end : yv->last < end, "%s: the fp32 y %s the backward "
                  "(last use at position %d, the forward ends at %d)", what,
                  read ? "read by" : "dead before", yv->last, end);

@@ -17,9 +17,12 @@
  * that feeds the norms then lives to the backward in 2 bytes an element, its statistics
  * (mean, rstd) staying fp32 (the backward's x-hat is (r(x) - mean) rstd). Attention
  * (OPF_SAVES_Y16), where its backward reads y (the flash-style backward: D = rowsum(dy * y)),
- * keeps a 16-bit copy of y (lp_y) made by the forward and widened by the backward, so
- * the fp32 y dies with its last forward reader; D then comes from r(y), one rounding more
- * (bounded and tested: tests/test_autocast_attention_y.c). */
+ * keeps a 16-bit copy of y (lp_y) widened by the backward, so the fp32 y dies with its
+ * last forward reader; D then comes from r(y), one rounding more (bounded and tested:
+ * tests/test_autocast_attention_y.c). Where an autocast product reads y as its x in the
+ * same type (the char LM's proj), lp_y is that product's lp_x (the same cast of the same
+ * value, made by its forward and kept to the attention's backward); else the attention's
+ * forward casts y itself. */
 #include "graph/layers.h"
 #include "graph/model.h"
 #include "kernels/gemm_lowp.h"
@@ -68,6 +71,21 @@ int model_saves_y16(const vkt_model *m, uint32_t i)
            ka_attention_plan_for(m->ctx, b, tt, h, d).saved == KA_SAVED_LSE;
 }
 
+/* The autocast product that takes attention i's output as its x (input 0) in the same
+ * type, so that its 16-bit x is r(y) bit for bit (-1: none). */
+static int32_t y16_reader(const vkt_model *m, uint32_t i)
+{
+    for (uint32_t j = 0; j < m->n; j++) {
+        const vkt_tensor *u = m->t[j];
+        uint32_t f = GRAPH_DEF(u)->flags;
+        if (j != i && m->node[j].active && m->node[j].fused_into < 0 && (f & OPF_AUTOCAST) &&
+            !(f & OPF_AUTOCAST_X) && u->dtype == m->t[i]->dtype && u->in[0]->id == i &&
+            m->count[j] > 0)
+            return (int32_t)j;
+    }
+    return -1;
+}
+
 vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
 {
     const vkt_tensor *t = m->t[i];
@@ -81,11 +99,16 @@ vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
         return VKT_OK;
     if (!backward) {
         int one = (GRAPH_DEF(t)->flags & OPF_AUTOCAST_X) != 0;
-        nd->lp_x = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[0]->id]);
+        if (nd->lp_x < 0) /* else made already as an attention's lp_y (below) */
+            nd->lp_x = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[0]->id]);
         if (!one)
             nd->lp_w = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[1]->id]);
-        if (model_saves_y16(m, i)) /* attention's y for its backward (op_sequence.c) */
+        if (model_saves_y16(m, i)) { /* attention's y for its backward (op_sequence.c) */
+            nd->y16_from = y16_reader(m, i);
             nd->lp_y = model_new_typed(m, MS_ARENA, t->dtype, m->count[i]);
+            if (nd->y16_from >= 0) /* the reader's 16-bit x, made before its turn */
+                m->node[nd->y16_from].lp_x = nd->lp_y;
+        }
         if (nd->lp_x < 0 || (!one && nd->lp_w < 0) || (model_saves_y16(m, i) && nd->lp_y < 0))
             return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
         return VKT_OK;

@@ -55,8 +55,10 @@ typedef struct mnode {
      * output's gradient cast by the backward (-1: none; autocast.c). lp_wb: a product's w
      * rounded again by the backward, where w is a parameter (then lp_w lives in the
      * forward alone, and no 16-bit weight waits for the backward). lp_y: attention's output
-     * rounded by the forward for its backward (OPF_SAVES_Y16), so the fp32 y dies there. */
-    int32_t lp_x, lp_w, lp_dz, lp_wb, lp_y;
+     * rounded for its backward (OPF_SAVES_Y16), so the fp32 y dies in the forward; y16_from:
+     * the autocast product whose 16-bit x is that lp_y (it reads y as its x in the same
+     * type, and its forward makes the copy), or -1 (the attention's forward casts y). */
+    int32_t lp_x, lp_w, lp_dz, lp_wb, lp_y, y16_from;
     uint8_t acc[GRAPH_MAX_INPUTS]; /* backward: 1 adds to the input's gradient, 0 writes */
 } mnode;
 

@@ -4,9 +4,10 @@
  * kernel variant needs (aux: the softmax weights [B,heads,T,T], or on GPUs the row
  * logsumexps [B,heads,T]; its backward then also reads the output) and takes its dropout
  * keys by global batch row. Under autocast (fp16 / bf16) qkv and dy are rounded to 16 bits
- * and attention_lowp runs (kernels/attention_lowp.c); where its backward reads y, the
- * forward keeps y rounded (lp_y, OPF_SAVES_Y16: autocast.c) and the backward widens it
- * exactly into its workspace, after the kernel's elements, for D = rowsum(dy * r(y)). */
+ * and attention_lowp runs (kernels/attention_lowp.c); where its backward reads y, y is
+ * kept rounded (lp_y, OPF_SAVES_Y16: autocast.c; cast by the forward, or the 16-bit x of
+ * the product that reads y) and the backward widens it exactly into its workspace, after
+ * the kernel's elements, for D = rowsum(dy * r(y)). */
 #include "graph/layers.h"
 #include "graph/op_impl.h"
 #include "kernels/cast.h"
@@ -139,8 +140,8 @@ static vkt_status fwd_attention(const op_rec *r)
         st = ka_attention_lowp(r->s, t->dtype, model_view(m, nd->lp_x), y, saved,
                                op_ctrl_step(m), b, tt, h, d, p_drop, t->p.attention.seed, 0,
                                b_row);
-    if (st == VKT_OK && nd->lp_y >= 0) /* y rounded for the backward */
-        st = op_cast16(r, t, y, &m->shape[t->id], nd->lp_y);
+    if (st == VKT_OK && nd->lp_y >= 0 && nd->y16_from < 0) /* y rounded for the backward */
+        st = op_cast16(r, t, y, &m->shape[t->id], nd->lp_y); /* (else by its reader) */
     return st;
 }
 

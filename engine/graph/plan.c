@@ -59,7 +59,7 @@ uint32_t model_step_access(const vkt_model *m, const mstep *s, int32_t *vals, in
         plan_add(&l, nd->aux, 1, 0);
         plan_add(&l, nd->lp_x, 1, 0); /* an autocast product's casts (autocast.c) */
         plan_add(&l, nd->lp_w, 1, 0);
-        plan_add(&l, nd->lp_y, 1, 0);
+        plan_add(&l, nd->y16_from < 0 ? nd->lp_y : -1, 1, 0); /* else its reader's */
         if (GRAPH_DEF(t)->flags & OPF_GRAD_IN_FORWARD)
             plan_add(&l, m->node[t->in[0]->id].grad, 1, 0);
     } else if (GRAPH_DEF(t)->backward_access) {
