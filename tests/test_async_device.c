@@ -208,7 +208,8 @@ static void test_unbounded(const vkt_dataset *d)
         int dev = g_timeline;
         TH_CHECK(a->updates == 50 && (!dev || (a->staleness_max == 0 && a->staleness_mean == 0)),
                  "%s: %llu updates, staleness mean %.3f max %llu (the device master: every "
-                 "update sees the ones submitted before it)", bounded ? "bound 1" : "unbounded",
+                 "update sees the ones submitted before it, so the exchange records 0: by "
+                 "construction, not measured)", bounded ? "bound 1" : "unbounded",
                  (unsigned long long)a->updates, a->staleness_mean,
                  (unsigned long long)a->staleness_max);
         free(dv.p);

@@ -73,6 +73,7 @@ static vkt_status after_backward(pstage *s, uint32_t k)
     vkt_status st = pipe_send_grads(s, k);
     if (st != VKT_OK || k + 1 < p->m)
         return st;
+    s->cur = s->model; /* the sum is slot 0's (the owner's): its message if it fails */
     return p->route->collect(s);
 }
 
@@ -325,6 +326,7 @@ static vkt_status apply_gradient(pstage *s, double factor)
     vkt_pipeline *p = s->p;
     if (!s->opt)
         return VKT_OK; /* no trainable parameters */
+    s->cur = s->model; /* hand and push act on the owner: its message if they fail */
     double t0 = plat_now();
     vkt_status st = p->route->hand(s, factor);
     if (st != VKT_OK)

@@ -143,7 +143,7 @@ typedef struct vkt_trainer vkt_trainer;
 
 typedef enum vkt_parallel_mode {
     VKT_PARALLEL_SYNC = 0, /* averaged gradients, identical replicas */
-    VKT_PARALLEL_ASYNC     /* lock-free updates of a host master copy */
+    VKT_PARALLEL_ASYNC     /* lock-free updates of a master copy (docs/async.md) */
 } vkt_parallel_mode;
 
 #define VKT_MAX_REPLICAS 64 /* replicas of one trainer (in one process) */
@@ -208,11 +208,11 @@ typedef struct vkt_trainer_options {
      * it holds P x D entries (D = its length / P); a list shorter than P, such as the
      * default device 0 alone, gives D = 1 with stage s on entry s mod its length. The
      * global batch (a multiple of D x m) is split over the copies and each copy's share
-     * into m micro-batches; each stage's gradients are averaged over the copies, and every
-     * copy of a stage applies the same update, so the copies stay identical. fit, step,
-     * read/write_params (the layout of one unpipelined model), predict and evaluate (a
-     * forward model on copy 0's stage 0 context, loaded with the parameters first),
-     * checkpoints work. Refused: async, scale_lr, balance_after, slow_seconds. */
+     * into m micro-batches; sync: each stage's gradients are averaged over the copies and
+     * the copies stay identical; async: each copy pushes its own update into a master per
+     * stage (docs/async.md; not across ranks). fit, step, read/write_params (one unpipelined
+     * model's layout), predict and evaluate (a forward model on copy 0's stage 0 context,
+     * loaded with the parameters), checkpoints work. Refused: scale_lr, balance_after, slow. */
     uint32_t stages;
     uint32_t micro_batches;
     /* The divergence guard (docs/checkpoint.md, "Divergence"): a checkpoint is written

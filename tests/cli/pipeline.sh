@@ -152,5 +152,24 @@ out=$("$bin" train --pipeline 2 --batch 30 --steps 1 2>&1); rc=$?
 check "a batch that does not divide into micro-batches: exit 1 with a message" \
     "[[ $rc -eq 1 ]] && grep -q 'cannot create the trainer' <<<\"\$out\""
 
+# A lost device at any submission of a keeping pipeline's run (2 stages, 2 micro-batches,
+# --clip: the host route, whose gradient read-back, write and update act on stage 0's
+# owner model while its last micro-batch ran on slot 1; the staging profile makes those
+# transfers submissions): every failure says its cause (a message ending in ": " was the
+# idle slot's). Each k is a fresh process (the fault counts from its start), so every
+# submission fails in some run whatever the threads' order; k from 32: creation and step 1
+# take 42 submissions here, so the runs cover all of step 2's (the first run that
+# succeeds ends the sweep).
+lost=0 mute=0
+for k in $(seq 32 90); do
+    out=$(VKT_MEMORY_PROFILE=staging VKT_FAULT_INJECT=vkQueueSubmit:$k "$bin" train \
+          --steps 2 --hidden 16 --batch 32 --pipeline 2 --micro-batches 2 --clip 1 --quiet 2>&1)
+    [[ $? -eq 0 ]] && break
+    lost=$((lost+1))
+    grep -q 'VK_ERROR_DEVICE_LOST$' <<<"$out" || { mute=$((mute+1)); echo "k $k: $out" >&2; }
+done
+check "a lost device at each of $lost submissions: every message names it ($mute do not)" \
+      "[[ $lost -ge 10 && $mute -eq 0 ]]"
+
 echo "pipeline: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
