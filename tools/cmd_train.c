@@ -253,7 +253,7 @@ static vkt_status split_stages(const train_args *a, vkt_instance *inst, const cl
     if (cost != VKT_SPLIT_COST_PARAMS && vkt_context_create(inst, &co, &ctx) != VKT_OK)
         ctx = NULL; /* timed nowhere: parameter bytes, and the report says why */
     vkt_split_options so = {.stages = a->pipeline, .cost = cost, .context = ctx,
-                            .batch = rows};
+                            .batch = rows, .recompute = (vkt_recompute)a->recompute};
     vkt_split_report r;
     vkt_status st = vkt_graph_split(m->graph, m->loss, &so, &r);
     vkt_context_destroy(ctx);
@@ -262,7 +262,11 @@ static vkt_status split_stages(const train_args *a, vkt_instance *inst, const cl
     int time = r.cost == VKT_SPLIT_COST_TIME;
     printf("pipeline: %u stages x %u micro-batches of %u rows, split by %s%s%s%s; largest "
            "stage %.2fx the mean\n", r.stages, a->micro_batches, rows,
-           time ? "measured time (forward + backward)" : "parameter bytes",
+           !time ? "parameter bytes"
+           : a->recompute == VKT_RECOMPUTE_ALWAYS
+               ? "measured time (forward + backward, and the forward again on every stage "
+                 "but the last: --recompute always)"
+               : "measured time (forward + backward)",
            r.note[0] ? " (" : "", r.note, r.note[0] ? ")" : "", r.imbalance);
     for (uint32_t s = 0; s < r.stages; s++) {
         const vkt_split_stage *g = &r.stage[s];

@@ -16,8 +16,9 @@ typedef struct split_plan {
     uint32_t *node;        /* op k -> node id */
     uint32_t *pos;         /* node id -> op index (UINT32_MAX: not such an op) */
     double *cost;          /* per op */
-    double *redo;          /* per op: added on every stage but the last, which computes
-                              its forward again with the backward (its forward time) */
+    double *redo;          /* per op: its forward time, added on every stage but the last
+                              where stages recompute their forward with the backward
+                              (zeroed where they keep their activations) */
     uint64_t *params;      /* per op: bytes of the parameters it is the first to read */
     uint64_t *out_bytes;   /* per op: bytes of its value (sent when a cut crosses it) */
     uint32_t *last_reader; /* per op: index of the last op reading it (0: none) */
@@ -179,7 +180,14 @@ static vkt_status measure(split_plan *p, vkt_graph *g, vkt_tensor *loss,
     return st;
 }
 
-/* Ops [i, j) as one stage: their cost, and their forwards again unless it is the last. */
+/* Whether the split charges every stage but the last its forwards twice. The split comes
+ * before the pipeline's memory decision, so `auto` (keep where the activations fit, the
+ * usual case) and `never` count each forward once; only `always` counts the recomputed
+ * forward, run again with the backward. */
+static int split_redoes(vkt_recompute r) { return r == VKT_RECOMPUTE_ALWAYS; }
+
+/* Ops [i, j) as one stage: their cost, and their forwards again unless it is the last
+ * (rpre is 0 throughout when the stages keep their activations). */
 static double seg_cost(const double *pre, const double *rpre, uint32_t i, uint32_t j, int last)
 {
     return pre[j] - pre[i] + (last ? 0 : rpre[j] - rpre[i]);
@@ -188,7 +196,7 @@ static double seg_cost(const double *pre, const double *rpre, uint32_t i, uint32
 /* The split: first the smallest achievable largest-group cost (best[k][j]: ops [0, j) in
  * k groups), then, with groups allowed up to (1 + tol) times it, the fewest crossing
  * bytes (bytes[k][j]). cut[] gets the P - 1 cuts. Returns 0 when no split exists. */
-static int choose(const split_plan *p, uint32_t P, double tol, uint32_t *cut)
+int graph_split_choose(const graph_split_costs *p, uint32_t P, double tol, uint32_t *cut)
 {
     uint32_t n = p->n;
     size_t cells = (size_t)(P + 1) * (n + 1);
@@ -203,7 +211,7 @@ static int choose(const split_plan *p, uint32_t P, double tol, uint32_t *cut)
         pre[0] = rpre[0] = 0;
         for (uint32_t k = 0; k < n; k++) {
             pre[k + 1] = pre[k] + p->cost[k];
-            rpre[k + 1] = rpre[k] + p->redo[k];
+            rpre[k + 1] = rpre[k] + (p->redo ? p->redo[k] : 0);
         }
         for (size_t c = 0; c < cells; c++)
             best[c] = bytes[c] = INF;
@@ -288,6 +296,9 @@ static vkt_status check_args(const vkt_graph *g, const vkt_tensor *loss,
     if (o->cost > VKT_SPLIT_COST_PARAMS || o->tolerance < 0 || o->tolerance > 10)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_split: unknown cost %d or "
                         "tolerance %g outside 0..10", (int)o->cost, o->tolerance);
+    if ((unsigned)o->recompute > VKT_RECOMPUTE_NEVER)
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_split: unknown recompute "
+                        "%d (auto, always or never)", (int)o->recompute);
     if (o->cost == VKT_SPLIT_COST_TIME && !o->context)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_split: timing the ops "
                         "(VKT_SPLIT_COST_TIME) needs a context");
@@ -336,7 +347,13 @@ vkt_status vkt_graph_split(vkt_graph *g, vkt_tensor *loss, const vkt_split_optio
             p.cost[k] = (double)p.params[k];
     if (st == VKT_OK && !(stage_of = calloc(p.n, sizeof *stage_of)))
         st = err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "vkt_graph_split: out of host memory");
-    if (st == VKT_OK && !choose(&p, P, o->tolerance > 0 ? o->tolerance : 0.05, cut))
+    /* stages that keep their activations run each forward once (split_redoes) */
+    if (st == VKT_OK && !split_redoes(o->recompute))
+        memset(p.redo, 0, p.n * sizeof *p.redo);
+    graph_split_costs costs = {.n = p.n, .cost = p.cost, .redo = p.redo, .cut_ok = p.cut_ok,
+                               .cross = p.cross};
+    if (st == VKT_OK && !graph_split_choose(&costs, P, o->tolerance > 0 ? o->tolerance : 0.05,
+                                            cut))
         st = err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "vkt_graph_split: no way to cut the "
                       "%u op(s) into %u stages: every cut would split the readers of one "
                       "parameter or a value not laid out by batch rows", p.n, P);

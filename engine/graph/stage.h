@@ -34,4 +34,19 @@
 #include "graph/graph.h"
 #include "graph/runtime.h" /* graph_stage, graph_split, graph_split_stages */
 
+/* The automatic split's cost model (split_auto.c), reachable by tests: n ops in build
+ * order, each with cost[k] (forward + backward) and redo[k] (its forward again, charged on
+ * every stage but the last; NULL: stages keep their activations and run it once),
+ * cut_ok[j] and cross[j] (bytes) per cut j (ops [0, j) before ops [j, n)). */
+typedef struct graph_split_costs {
+    uint32_t n;
+    const double *cost, *redo;
+    const uint8_t *cut_ok;
+    const double *cross;
+} graph_split_costs;
+
+/* The P - 1 cuts into cut[]: smallest largest stage cost, then the fewest crossing bytes
+ * among splits within (1 + tol) of it. Returns 0 when no split exists (or no memory). */
+int graph_split_choose(const graph_split_costs *c, uint32_t P, double tol, uint32_t *cut);
+
 #endif

@@ -276,14 +276,17 @@ typedef struct vkt_feed {
  * (vkt_tensor_set_stage), so values flow to higher stages and the loss is on the last.
  * The groups balance a cost per op: its measured device time, forward plus backward
  * (vkt_model_profile of the whole training model on `context`, unfused, at `batch` rows:
- * give the micro-batch; every stage but the last counts its ops' forward twice, as a
- * recomputing stage runs it), or the bytes of the parameters it reads where times are
- * unknown (no context, or the whole model does not fit one). The split minimizes the
- * largest group's cost, then, among splits within `tolerance` of it, the bytes that cross
- * stages. It never cuts between two readers of one parameter, or across a value that is
- * not laid out by batch rows. Refused (VKT_ERROR_INVALID_ARGUMENT, vkt_last_error says
- * why): fewer ops than stages, no valid cut; VKT_SPLIT_COST_TIME when the times cannot be
- * measured. The graph is unchanged on failure. */
+ * give the micro-batch; with `recompute` ALWAYS every stage but the last counts its ops'
+ * forward twice, as a recomputing stage runs it; AUTO and NEVER count it once, as a stage
+ * keeping its activations runs it: the split comes before the pipeline's memory decision,
+ * and AUTO keeps wherever the activations fit), or the bytes of the parameters it reads
+ * where times are unknown (no context, or the whole model does not fit one). The split
+ * minimizes the largest group's cost, then, among splits within `tolerance` of it, the
+ * bytes that cross stages. It never cuts between two readers of one parameter, or across
+ * a value that is not laid out by batch rows. Refused (VKT_ERROR_INVALID_ARGUMENT,
+ * vkt_last_error says why): fewer ops than stages, no valid cut, an unknown recompute;
+ * VKT_SPLIT_COST_TIME when the times cannot be measured. The graph is unchanged on
+ * failure. */
 typedef enum vkt_split_cost {
     VKT_SPLIT_COST_AUTO = 0, /* TIME where it can be measured, else PARAMS */
     VKT_SPLIT_COST_TIME,     /* measured microseconds per op, forward + backward */
@@ -299,6 +302,8 @@ typedef struct vkt_split_options {
                                 fastest (robust to other work on the device); 0: 3 */
     double tolerance;        /* a split this much above the best max cost may be chosen for
                                 fewer crossing bytes; 0: 0.05 */
+    vkt_recompute recompute; /* how the stages will run (the pipeline's recompute): ALWAYS
+                                charges measured forwards twice on all but the last stage */
 } vkt_split_options;
 
 typedef struct vkt_split_stage {

@@ -173,7 +173,8 @@ class PipelineStageStats(Structure):
 
 class SplitOptions(Structure):
     _fields_ = [("stages", c_uint32), ("cost", c_int), ("context", c_void_p),
-                ("batch", c_uint32), ("runs", c_uint32), ("tolerance", c_double)]
+                ("batch", c_uint32), ("runs", c_uint32), ("tolerance", c_double),
+                ("recompute", c_int)]
 
 
 class SplitStage(Structure):

@@ -143,6 +143,9 @@ check "--recompute auto and never: stage 0 keeps 2 micro-batches, 4 forwards a s
     "[[ $rca -eq 0 && $rcn -eq 0 ]] && grep -q '^stage 0 .*keeps 2 micro-batch(es); .* 4 forwards' <<<\"\$ka\" && grep -q '^stage 0 .*keeps 2 micro-batch(es); .* 4 forwards' <<<\"\$kn\""
 check "--recompute always: stage 0 recomputes, 8 forwards a step" \
     "[[ $rcr -eq 0 ]] && grep -q '^stage 0 .*recomputes its forward; .* 8 forwards' <<<\"\$kr\""
+# the split's cost model follows (before: every non-last stage charged its forward twice)
+check "the split counts the forward twice only under --recompute always" \
+    "grep -q '^pipeline: .*split by measured time (forward + backward, and the forward again on every stage but the last: --recompute always)' <<<\"\$kr\" && grep -q '^pipeline: .*split by measured time (forward + backward);' <<<\"\$ka\" && grep -q '^pipeline: .*split by measured time (forward + backward);' <<<\"\$kn\""
 check "keeping and recomputing reach the same test loss ($(field test_loss "$ka"), $(field test_loss "$kn"), $(field test_loss "$kr"))" \
     "[[ -n '$(field test_loss "$ka")' && '$(field test_loss "$ka")' == '$(field test_loss "$kr")' && '$(field test_loss "$kn")' == '$(field test_loss "$kr")' ]]"
 out=$("$bin" train --pipeline 2 --recompute sometimes --steps 1 2>&1); rc=$?
