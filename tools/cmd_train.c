@@ -185,16 +185,26 @@ static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
     vkt_trainer_stats st;
     if (vkt_trainer_stats_get(tr, &st) != VKT_OK || st.world_replicas < 2 || a->quiet)
         return;
-    for (uint32_t r = 0; r < st.replicas; r++)
+    /* pipeline copies: one engine runs every copy's stages (replica[0]: the whole batch);
+     * per-stage figures follow (train_print_stages) */
+    int piped = a->pipeline > 1 || a->micro_batches > 1;
+    const vkt_replica_stats *all = &st.replica[0];
+    if (piped)
+        printf("copies: %u of the %u-stage pipeline, %u rows each a step; %llu steps, %.2f ms "
+               "per step for all of them together\n", st.world_replicas,
+               a->pipeline > 1 ? a->pipeline : 1, a->batch / st.world_replicas,
+               (unsigned long long)all->steps,
+               all->steps ? 1e3 * all->step_seconds / all->steps : 0);
+    for (uint32_t r = 0; r < st.replicas && !piped; r++)
         printf("replica %u: %u rows, %llu steps, %.2f ms per step on the device, %.2f ms per "
                "step waiting\n", r, st.replica[r].rows, (unsigned long long)st.replica[r].steps,
                st.replica[r].steps ? 1e3 * st.replica[r].step_seconds / st.replica[r].steps : 0,
                st.replica[r].steps ? 1e3 * st.replica[r].wait_seconds / st.replica[r].steps : 0);
-    if (!a->async)
+    if (!a->async && !piped)
         printf("averaging: %.3f ms per step on the host, %.2f MB staged per step\n",
                st.steps ? 1e3 * st.average_seconds / st.steps : 0,
                (double)st.bytes_staged_per_step / 1e6);
-    else
+    else if (a->async) /* sync copies sum inside the pipeline's step (per stage, below) */
         printf("async: %llu updates, staleness mean %.2f p99 %llu max %llu\n",
                (unsigned long long)st.updates, st.staleness_mean,
                (unsigned long long)st.staleness_p99, (unsigned long long)st.staleness_max);

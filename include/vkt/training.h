@@ -505,7 +505,10 @@ typedef struct vkt_trainer_stats {
     uint64_t staleness_p99, staleness_max, updates;
     double data_wait_seconds;     /* fit: the largest replica's (over step_seconds: the
                                      fraction of step time spent waiting for data) */
-    vkt_replica_stats replica[VKT_MAX_REPLICAS]; /* this rank's replicas */
+    vkt_replica_stats replica[VKT_MAX_REPLICAS]; /* this rank's replicas; a pipelined
+                                     trainer: replica[0] is the whole pipeline, all its
+                                     copies at once (rows: the batch; the stages:
+                                     vkt_trainer_stage_stats_get), the others unused */
     /* across processes: this rank and the world's size; replicas over all ranks */
     uint32_t rank, ranks, world_replicas;
     double comm_seconds;          /* sync: from each bucket's allreduce start to its end

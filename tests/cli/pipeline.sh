@@ -60,6 +60,12 @@ check "--pipeline 2 --replicas 2 --mode async: exit 0, sync's test loss within 5
     "[[ $rc -eq 0 ]] && grep -q 'replicas=2 mode=async stages=2 micro_batches=2 staleness_mean=0.50 staleness_max=1' <<<\"\$asy\" && close '$(field test_loss "$asy")' '$(field test_loss "$both")' 0.05"
 check "async pipeline: the staleness statistics are printed" \
     "grep -q '^async: 80 updates, staleness mean 0.50 p99 1 max 1\$' <<<\"\$asy\""
+# what the copies did (before: "replica 0: 128 rows, ..." and "replica 1: 0 rows, 0 steps",
+# and sync's "averaging: 0.000 ms per step on the host"): each copy's rows, the steps
+for out in "$both" "$asy"; do
+    check "pipeline copies: one line with 2 copies of 64 rows and 20 steps, no replica lines" \
+        "grep -q '^copies: 2 of the 2-stage pipeline, 64 rows each a step; 20 steps, [0-9.]* ms per step for all of them together\$' <<<\"\$out\" && ! grep -q '^replica [0-9]*: ' <<<\"\$out\" && ! grep -q '^averaging: ' <<<\"\$out\""
+done
 asy=$("$bin" train --steps 20 --pipeline 2 --replicas 2 --micro-batches 2 --mode async --staleness 0 --quiet 2>&1); rc=$?
 check "--mode async --staleness 0 with 2 stages: exit 0, sync's test loss within 1e-3 ($(field test_loss "$asy"))" \
     "[[ $rc -eq 0 ]] && close '$(field test_loss "$asy")' '$(field test_loss "$both")' 1e-3"
