@@ -84,7 +84,8 @@
 #define SPEC_BIAS_ACT_SEPARATE_Y 3
 #define SPEC_BIAS_ACT_VEC4 4
 #define SPEC_BIAS_ACT_PRE16 5     /* 0, or the dtype.h code of a 16-bit pre-activation */
-#define SPEC_BIAS_ACT_COUNT 6
+#define SPEC_BIAS_ACT_FROM16 6    /* kt_act_rebuild16: y = r(f(widen(pre))), 16 bits */
+#define SPEC_BIAS_ACT_COUNT 7
 
 /* bias_act_backward.comp (kernels/train_ops.c) */
 #define SPEC_BIAS_ACT_BACKWARD_OP 1

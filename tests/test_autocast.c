@@ -274,8 +274,10 @@ static const acase k_cases[] = {
 
 /* The fused linear's saved pre-activation z (gelu cannot take f' from its output) is
  * kept in the product's 16-bit type (kt_bias_act_keep16), 2 bytes an element: that value
- * is 16-bit in the plan, the forward's y = gelu(z) matches the reference from the rounded
- * operands, and the gradients match dz = round(T gelu'(round(z))) taken through the
+ * is 16-bit in the plan, the forward's y = gelu(r(z)) matches the reference from the
+ * rounded operands (the product's output rounded before the activation, as PyTorch's
+ * autocast does: where the fp32 sums' error could move r(z) by a step, either neighbour's
+ * gelu is accepted), and the gradients match dz = round(T gelu'(round(z))) taken through the
  * rounded operands (db from the unrounded dz, fp32), within one 16-bit step of dz per
  * term (the device's fp32 gelu' may round dz the other way) plus the fp32 sums' error. */
 static void gelu_keeps_z16(vkt_context *ctx, vkt_dtype t)
@@ -347,9 +349,12 @@ static void gelu_keeps_z16(vkt_context *ctx, vkt_dtype t)
     double step = t == VKT_DTYPE_BF16 ? 1.0 / 128 : 1.0 / 1024; /* one 16-bit step, relative */
     for (uint64_t i = 0; i < ny; i++) {
         z[i] += B[i % n], zmag[i] += fabs(B[i % n]);
-        want[i] = kref_unary_f(VKT_UNARY_GELU, 0, (float)z[i]);
-        tol[i] = 1.2 * (k + 4) * U32 * zmag[i] + 1e-6 * fabs(want[i]) + 1e-7;
         float zr = kdt_round(t, (float)z[i]);
+        double e = 1.2 * (k + 4) * U32 * zmag[i]; /* the device's fp32 sum, off by e at most */
+        want[i] = kref_unary_f(VKT_UNARY_GELU, 0, zr);
+        tol[i] = fabs((double)kref_unary_f(VKT_UNARY_GELU, 0, kdt_round(t, (float)(z[i] + e))) -
+                      kref_unary_f(VKT_UNARY_GELU, 0, kdt_round(t, (float)(z[i] - e)))) +
+                 1e-6 * fabs(want[i]) + 1e-7;
         double g = T[i] * (double)kref_unary_df(VKT_UNARY_GELU, 0, zr);
         scratch[i] = g; /* unrounded dz: db sums it */
         dz[i] = kdt_round(t, (float)g);
@@ -387,6 +392,87 @@ static void gelu_keeps_z16(vkt_context *ctx, vkt_dtype t)
     free(scratch), free(X), free(W), free(B), free(T), free(Xr), free(Wr), free(dz), free(got);
     vkt_model_destroy(m);
     vkt_graph_destroy(g);
+}
+
+/* An MLP, x -> linear+gelu (fc1) -> linear (fc2): fc2's backward rebuilds its 16-bit x
+ * from fc1's 16-bit z (lp_xb, r(gelu(widen(z16)))), so the forward's 16-bit x dies in the
+ * forward; its gradients are bit for bit those of the same model with fc2's x kept (an
+ * identity scale between the two: fc2's x is then no fused activation's output and its
+ * forward's 16-bit copy waits for the backward). */
+static uint64_t mlp_rebuild_run(vkt_context *ctx, vkt_dtype t, int keep, float *out[5],
+                                const float *const in[6])
+{
+    const uint32_t rows = 29, k = 13, h = 41, n = 7; /* odd counts: half words */
+    char what[96];
+    snprintf(what, sizeof what, "mlp %s, fc2's x %s", vkt_dtype_name(t),
+             keep ? "kept" : "rebuilt");
+    vkt_graph *g = NULL;
+    vkt_graph_options go = {5};
+    if (!TH_OK(ctx, vkt_graph_create(&go, &g)))
+        return 0;
+    vkt_shape xs = {2, {rows, k}}, w1s = {2, {k, h}}, b1s = {1, {h}}, w2s = {2, {h, n}};
+    vkt_shape b2s = {1, {n}}, ys = {2, {rows, n}};
+    vkt_init uni = {VKT_INIT_UNIFORM, -1.0f, 1.0f, 0};
+    vkt_tensor *x = vkt_param(g, "X", &xs, &uni), *w1 = vkt_param(g, "W1", &w1s, &uni);
+    vkt_tensor *b1 = vkt_param(g, "b1", &b1s, &uni), *w2 = vkt_param(g, "W2", &w2s, &uni);
+    vkt_tensor *b2 = vkt_param(g, "b2", &b2s, &uni), *tt = vkt_input(g, "T", &ys);
+    vkt_tensor *a = vkt_gelu(g, vkt_linear(g, x, w1, b1));
+    vkt_tensor *y = vkt_linear(g, keep ? vkt_scale(g, a, 1.0f) : a, w2, b2);
+    vkt_tensor *loss = vkt_sum(g, vkt_mul(g, y, tt), -1);
+    vkt_model_options mo = {.precision = t};
+    vkt_model *m = NULL;
+    if (!TH_OK(ctx, vkt_model_create(ctx, g, loss, &mo, &m))) {
+        vkt_graph_destroy(g);
+        return 0;
+    }
+    const mnode *fc2 = &m->node[y->id];
+    int32_t fwd_end = (int32_t)(m->n_fwd_steps * PLAN_PHASES);
+    if (keep)
+        TH_CHECK(fc2->lp_xb < 0 && fc2->lp_x >= 0 &&
+                     m->val[model_root(m, fc2->lp_x)].last >= fwd_end,
+                 "%s: the forward's 16-bit x lives to the backward", what);
+    else
+        TH_CHECK(fc2->lp_xb >= 0 && fc2->lp_x >= 0 && m->val[fc2->lp_xb].dtype == t &&
+                     m->val[model_root(m, fc2->lp_x)].last < fwd_end &&
+                     m->val[model_root(m, fc2->lp_xb)].first >= fwd_end,
+                 "%s: the forward's 16-bit x dies in the forward, the backward rebuilds it",
+                 what);
+    vkt_tensor *p[5] = {x, w1, b1, w2, b2};
+    const uint64_t cnt[6] = {rows * k, k * h, h, h * n, n, rows * n};
+    for (int i = 0; i < 5; i++)
+        TH_OK(ctx, vkt_model_write(m, p[i], in[i], cnt[i]));
+    TH_OK(ctx, vkt_model_set_input(m, tt, in[5], cnt[5]));
+    if (!TH_OK(ctx, vkt_model_forward_backward(m)))
+        TH_CHECK(0, "%s: %s", what, vkt_model_errmsg(m));
+    for (int i = 0; i < 5; i++)
+        TH_OK(ctx, vkt_model_read_grad(m, p[i], out[i], cnt[i]));
+    vkt_model_destroy(m);
+    vkt_graph_destroy(g);
+    return fwd_end > 0;
+}
+
+static void mlp_rebuilds_x16(vkt_context *ctx, vkt_dtype t)
+{
+    const uint64_t cnt[6] = {29 * 13, 13 * 41, 41, 41 * 7, 7, 29 * 7};
+    float *in[6], *a[5], *b[5];
+    for (int i = 0; i < 6; i++) {
+        in[i] = th_alloc_floats(cnt[i]);
+        th_fill_uniform(in[i], cnt[i], i == 2 ? -3 : -1.5f, i == 2 ? 3 : 1.5f);
+    }
+    for (int i = 0; i < 5; i++)
+        a[i] = th_alloc_floats(cnt[i]), b[i] = th_alloc_floats(cnt[i]);
+    const float *const *cin = (const float *const *)in;
+    if (mlp_rebuild_run(ctx, t, 0, a, cin) && mlp_rebuild_run(ctx, t, 1, b, cin)) {
+        const char *names[5] = {"dX", "dW1", "db1", "dW2", "db2"};
+        for (int i = 0; i < 5; i++)
+            TH_CHECK(memcmp(a[i], b[i], cnt[i] * sizeof(float)) == 0,
+                     "mlp %s: %s with fc2's x rebuilt is bit for bit the kept x's",
+                     vkt_dtype_name(t), names[i]);
+    }
+    for (int i = 0; i < 6; i++)
+        free(in[i]);
+    for (int i = 0; i < 5; i++)
+        free(a[i]), free(b[i]);
 }
 
 /* Check mode compares with the fp32 reference: it runs the products in fp32. A precision
@@ -685,7 +771,7 @@ int main(void)
             for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
                 run_case(ctx, &k_cases[i], (vkt_dtype)t);
         for (int t = VKT_DTYPE_FP16; t <= VKT_DTYPE_BF16; t++)
-            gelu_keeps_z16(ctx, (vkt_dtype)t);
+            gelu_keeps_z16(ctx, (vkt_dtype)t), mlp_rebuilds_x16(ctx, (vkt_dtype)t);
         if (st == 0) {
             check_mode_and_errors(ctx);
             precisions(ctx);

@@ -10,6 +10,7 @@
 #include "ctrl.h"
 #include "kernels/train_ops.h"
 #include "graph/graph.h"
+#include "dtype.h"
 #include "harness.h"
 #include "op_case.h"
 
@@ -147,11 +148,57 @@ static void test_bias_act_backward(vkt_stream *s)
     kb_free(&db);
 }
 
-/* kt_bias_act_keep16: y = f(product + b) as kt_bias_act's, and the pre-activation's
- * 16-bit bits exactly as the reference rounds them (the same fp32 sum, the same integer
- * rounding of shaders/dtype.h); at an even skip with its padding half zeroed and nothing
- * before it touched; an odd offset refused. Then kt_bias_act_backward reading those 16
- * bits (and 16-bit values at odd offsets) against the fp32 reference on the widened
+/* kt_act_rebuild16 from kt_bias_act_keep16's 16-bit pre (at `skip`) into a fresh 16-bit
+ * buffer at the same skip: bit for bit keep16's fp32 y (`y_gpu`) rounded to `type` (the
+ * property a product's rebuilt 16-bit x relies on), its padding half zeroed and nothing
+ * before it touched; and within one 16-bit rounding of the reference. */
+static void check_rebuild16(vkt_stream *s, vkt_unary_op op, float alpha, vkt_dtype type,
+                            th_half *pre, const float *y_gpu, uint32_t r, uint32_t c,
+                            const char *what)
+{
+    uint64_t n = (uint64_t)r * c, skip = pre->skip, words = (skip + n + 1) / 2;
+    th_half dst = th_half_new(g_ctx, type, n, skip, -1, 1);
+    TH_OK(g_ctx, kt_act_rebuild16(s, op, alpha, type, th_half_view(pre), th_half_view(&dst),
+                                  r, c));
+    run(s);
+    uint16_t *got = calloc(words * 2, 2), *want = calloc(n, 2), *pre_all = calloc(words * 2, 2);
+    TH_CHECK(got && want && pre_all, "out of memory");
+    th_buf_read(&dst.b, (float *)got);
+    th_buf_read(&pre->b, (float *)pre_all); /* keep16's output */
+    kt_ref_act_rebuild16(op, alpha, type, pre_all + skip, want, r, c);
+    uint64_t bad = 0, far = 0;
+    for (uint64_t i = 0; i < skip; i++)
+        bad += got[i] != dst.bits[i];
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &y_gpu[i], 4);
+        uint16_t h = (uint16_t)(type == VKT_DTYPE_BF16 ? dtype_f32_to_bf16(bits)
+                                                       : dtype_f32_to_f16(bits));
+        bad += got[skip + i] != h;
+        double g = type == VKT_DTYPE_BF16 ? dtype_bf16_value(got[skip + i])
+                                          : dtype_f16_value(got[skip + i]);
+        double w = type == VKT_DTYPE_BF16 ? dtype_bf16_value(want[i]) : dtype_f16_value(want[i]);
+        far += fabs(g - w) > ldexp(fabs(w), type == VKT_DTYPE_BF16 ? -7 : -10) + 1e-7;
+    }
+    if ((skip + n) % 2)
+        bad += got[skip + n] != 0;
+    TH_CHECK(bad == 0, "%s rebuild16: %llu 16-bit elements differ from r(y)", what,
+             (unsigned long long)bad);
+    TH_CHECK(far == 0, "%s rebuild16: %llu elements past one rounding of the reference", what,
+             (unsigned long long)far);
+    th_buf_guards_ok(&dst.b, what);
+    free(got);
+    free(want);
+    free(pre_all);
+    th_half_free(&dst);
+}
+
+/* kt_bias_act_keep16: pre = r(product + b), its 16-bit bits exactly as the reference
+ * rounds them (the same fp32 sum, the same integer rounding of shaders/dtype.h), and
+ * y = f(widen(pre)) as the reference's (the activation of the rounded value); at an even
+ * skip with its padding half zeroed and nothing before it touched; an odd offset refused.
+ * kt_act_rebuild16 from that pre (check_rebuild16). Then kt_bias_act_backward reading those
+ * 16 bits (and 16-bit values at odd offsets) against the fp32 reference on the widened
  * values. */
 static void test_bias_act_keep16(vkt_stream *s)
 {
@@ -182,7 +229,12 @@ static void test_bias_act_keep16(vkt_stream *s)
                 char what[96];
                 snprintf(what, sizeof what, "bias_act_keep16 %s %s %ux%u mode %d",
                          vkt_unary_op_name(op), vkt_dtype_name(type), r, c, mode);
+                float *y_gpu = calloc(n, sizeof *y_gpu);
+                TH_CHECK(y_gpu != NULL, "out of memory");
+                th_buf_read(&y.b, y_gpu);
                 kb_expect(&y, y.host, what, 1e-5f, 1e-6f);
+                check_rebuild16(s, op, alpha, type, &pre, y_gpu, r, c, what);
+                free(y_gpu);
                 uint64_t words = (skip + n + 1) / 2;
                 uint16_t *got = calloc(words * 2, 2);
                 TH_CHECK(got != NULL, "out of memory");

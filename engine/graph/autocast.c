@@ -22,7 +22,12 @@
  * tests/test_autocast_attention_y.c). Where an autocast product reads y as its x in the
  * same type (the char LM's proj), lp_y is that product's lp_x (the same cast of the same
  * value, made by its forward and kept to the attention's backward); else the attention's
- * forward casts y itself. */
+ * forward casts y itself. A fused linear+activation under autocast rounds its product's
+ * output (plus bias) to the 16-bit type before the activation, y = f(widen(z16)), and keeps
+ * z16 for its backward (kt_bias_act_keep16, as PyTorch's autocast does); a product that
+ * reads that y as its x (OPF_REBUILD_X16: the MLP's fc2) rebuilds its 16-bit x for dW in
+ * its backward, r(f(widen(z16))) by the same activation code (kt_act_rebuild16, lp_xb), bit
+ * for bit the forward's lp_x, which then dies in the forward. */
 #include "graph/layers.h"
 #include "graph/model.h"
 #include "kernels/gemm_lowp.h"
@@ -86,6 +91,19 @@ static int32_t y16_reader(const vkt_model *m, uint32_t i)
     return -1;
 }
 
+int32_t model_x16_source(const vkt_model *m, uint32_t i)
+{
+    const vkt_tensor *t = m->t[i];
+    if (t->dtype == VKT_DTYPE_FP32 || !(GRAPH_DEF(t)->flags & OPF_REBUILD_X16))
+        return -1;
+    uint32_t j = t->in[0]->id;
+    int32_t z = m->node[j].aux;
+    return m->t[j]->op == GOP_LINEAR_ACT && m->node[j].fused_into < 0 && z >= 0 &&
+                   m->val[z].dtype == t->dtype
+               ? (int32_t)j
+               : -1;
+}
+
 vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
 {
     const vkt_tensor *t = m->t[i];
@@ -119,6 +137,11 @@ vkt_status model_autocast_values(vkt_model *m, uint32_t i, int backward)
     if (!m->node[t->in[0]->id].needs_grad && !w_grad && !db)
         return VKT_OK; /* only a bias takes a gradient: no product in the backward */
     nd->lp_dz = model_new_typed(m, MS_ARENA, t->dtype, m->count[i]);
+    if (w_grad && model_x16_source(m, i) >= 0) { /* dW's 16-bit x, rebuilt */
+        nd->lp_xb = model_new_typed(m, MS_ARENA, t->dtype, m->count[t->in[0]->id]);
+        if (nd->lp_xb < 0)
+            return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
     int recast = (GRAPH_DEF(t)->flags & OPF_RECAST_W) && t->in[1]->op == GOP_PARAM &&
                  m->node[t->in[0]->id].needs_grad; /* dX = dz w^T: w rounded again */
     if (recast)

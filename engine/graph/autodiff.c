@@ -112,7 +112,7 @@ static void rewrite_fusion(vkt_model *m)
         m->t[i] = m->g->nodes[i];
         m->node[i].fused_from = m->node[i].fused_into = -1;
         m->node[i].lp_x = m->node[i].lp_w = m->node[i].lp_dz = m->node[i].lp_wb =
-            m->node[i].lp_y = m->node[i].y16_from = -1;
+            m->node[i].lp_y = m->node[i].y16_from = m->node[i].lp_xb = -1;
     }
     if (m->no_fusion)
         return;

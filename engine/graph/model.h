@@ -57,8 +57,11 @@ typedef struct mnode {
      * forward alone, and no 16-bit weight waits for the backward). lp_y: attention's output
      * rounded for its backward (OPF_SAVES_Y16), so the fp32 y dies in the forward; y16_from:
      * the autocast product whose 16-bit x is that lp_y (it reads y as its x in the same
-     * type, and its forward makes the copy), or -1 (the attention's forward casts y). */
-    int32_t lp_x, lp_w, lp_dz, lp_wb, lp_y, y16_from;
+     * type, and its forward makes the copy), or -1 (the attention's forward casts y).
+     * lp_xb: a product's 16-bit x rebuilt by its backward from the 16-bit pre-activation
+     * of the fused linear+activation that makes x (OPF_REBUILD_X16), so lp_x lives in the
+     * forward alone. */
+    int32_t lp_x, lp_w, lp_dz, lp_wb, lp_y, y16_from, lp_xb;
     uint8_t acc[GRAPH_MAX_INPUTS]; /* backward: 1 adds to the input's gradient, 0 writes */
 } mnode;
 
@@ -199,6 +202,9 @@ int model_saves_x16(const vkt_model *m, uint32_t i);
 /* Whether node i (OPF_SAVES_Y16: attention) keeps its output for the backward as a 16-bit
  * copy: an autocast node of a training model whose backward runs at i and reads y. */
 int model_saves_y16(const vkt_model *m, uint32_t i);
+/* The fused linear+activation whose 16-bit pre-activation rebuilds autocast product i's
+ * 16-bit x (OPF_REBUILD_X16; autocast.c), or -1. */
+int32_t model_x16_source(const vkt_model *m, uint32_t i);
 /* plan.c: liveness and offsets of the arena values. Positions count dispatches within
  * steps, PLAN_PHASES per step (a linear's backward has three dispatches). */
 #define PLAN_PHASES 3

@@ -159,6 +159,14 @@ static vkt_status product_grads(const op_rec *r, const vkt_tensor *src, vkt_view
         x = model_view(m, nd->lp_x);
         w = model_view(m, nd->lp_w);
     }
+    int32_t from = nd->lp_xb >= 0 ? model_x16_source(m, src->id) : -1;
+    if (st == VKT_OK && op_want(m, src, 1) && from >= 0) { /* x rebuilt: r(f(widen(z16))) */
+        const vkt_tensor *u = m->t[from];
+        st = kt_act_rebuild16(r->s, u->p.unary.op, u->p.unary.alpha, src->dtype,
+                              model_view(m, m->node[from].aux), model_view(m, nd->lp_xb),
+                              rows, k);
+        x = model_view(m, nd->lp_xb);
+    }
     if (st == VKT_OK && op_want(m, src, 1)) /* dW = X^T dZ */
         st = gemm(r->s, src->dtype, 1, 0, x, dz, op_dx(m, src, 1), k, rows, n,
                   op_beta(m, by, 1));
@@ -225,7 +233,12 @@ static void product_access(const vkt_model *m, uint32_t i, acc_list *l)
     plan_add(l, nd->lp_dz, 1, 0);
     for (int ph = 1; ph < 3; ph++)
         plan_add(l, nd->lp_dz, 0, ph);
-    plan_add(l, nd->lp_x >= 0 ? nd->lp_x : op_in_value(m, lin, 0), 0, 1);
+    if (nd->lp_xb >= 0) { /* x rebuilt from its producer's 16-bit z before dW */
+        plan_add(l, nd->lp_xb, 1, 1);
+        plan_add(l, m->node[lin->in[0]->id].aux, 0, 1);
+    }
+    plan_add(l, nd->lp_xb >= 0 ? nd->lp_xb : nd->lp_x >= 0 ? nd->lp_x : op_in_value(m, lin, 0),
+             0, 1);
     plan_add(l, plan_in_grad(m, lin, 1), 1, 1);
     plan_add(l, nd->lp_wb, 1, 2); /* a parameter w rounded again before dX (no arena value) */
     plan_add(l, nd->lp_wb >= 0 ? nd->lp_wb : nd->lp_w >= 0 ? nd->lp_w : op_in_value(m, lin, 1),
@@ -312,7 +325,7 @@ static const char *const names_xwb[] = {"x", "w", "b"};
 
 const graph_op_def graph_op_matmul = {
     .name = "matmul", .fn = "vkt_matmul",
-    .flags = OPF_SLOTS_REVERSED | OPF_AUTOCAST | OPF_RECAST_W,
+    .flags = OPF_SLOTS_REVERSED | OPF_AUTOCAST | OPF_RECAST_W | OPF_REBUILD_X16,
     .min_in = 2, .max_in = 2, .in_names = names_ab,
     .shape = shape_matmul, .batch_major = rows_of_a,
     .forward = fwd_matmul, .backward = bwd_matmul, .backward_access = product_access,
@@ -321,7 +334,7 @@ const graph_op_def graph_op_matmul = {
 
 const graph_op_def graph_op_linear = {
     .name = "linear", .fn = "vkt_linear",
-    .flags = OPF_SLOTS_REVERSED | OPF_AUTOCAST | OPF_RECAST_W,
+    .flags = OPF_SLOTS_REVERSED | OPF_AUTOCAST | OPF_RECAST_W | OPF_REBUILD_X16,
     .min_in = 2, .max_in = 3, .in_names = names_xwb,
     .shape = shape_linear, .batch_major = rows_of_a,
     .forward = fwd_linear, .backward = bwd_linear, .backward_access = product_access,
@@ -414,7 +427,8 @@ static void ref_linear_act_bwd(const graph_ref_args *a)
 
 const graph_op_def graph_op_linear_act = {
     .name = "linear_act", .fn = "vkt_linear", .name_of = linear_act_name,
-    .flags = OPF_SLOTS_REVERSED | OPF_FUSED | OPF_AUTOCAST | OPF_AUX_AUTOCAST | OPF_RECAST_W,
+    .flags = OPF_SLOTS_REVERSED | OPF_FUSED | OPF_AUTOCAST | OPF_AUX_AUTOCAST | OPF_RECAST_W |
+             OPF_REBUILD_X16,
     .min_in = 2, .max_in = 3, .in_names = names_xwb,
     .shape = shape_linear, .batch_major = rows_of_a, .arrays = linear_act_arrays,
     .forward = fwd_linear_act, .backward = bwd_linear, .backward_access = product_access,

@@ -106,10 +106,15 @@ enum {
                                    exactly into its workspace (autocast.c, op_norm.c) */
     OPF_RECAST_W = 1u << 15,    /* an autocast product whose backward rounds a parameter w
                                    again for dX (lp_wb) instead of keeping the forward's */
-    OPF_SAVES_Y16 = 1u << 16    /* attention: where its autocast backward reads the output
+    OPF_SAVES_Y16 = 1u << 16,   /* attention: where its autocast backward reads the output
                                    (D = rowsum(dy * y)), the forward keeps a 16-bit copy of y
                                    (lp_y), which the backward widens exactly into its
                                    workspace (autocast.c, op_sequence.c) */
+    OPF_REBUILD_X16 = 1u << 17  /* an autocast product whose x is a fused linear+activation's
+                                   output with a 16-bit pre-activation z16 (its aux): the
+                                   backward rebuilds the 16-bit x, r(f(widen(z16))), bit for
+                                   bit the forward's (lp_xb, kt_act_rebuild16), so the
+                                   forward's lp_x dies in the forward (autocast.c) */
 };
 
 struct vkt_model;

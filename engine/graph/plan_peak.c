@@ -18,6 +18,7 @@ static const struct {
     {offsetof(mnode, aux), "saved"},    {offsetof(mnode, tmp), "scratch"},
     {offsetof(mnode, lp_x), "16-bit x"}, {offsetof(mnode, lp_w), "16-bit w"},
     {offsetof(mnode, lp_dz), "16-bit dy"}, {offsetof(mnode, lp_wb), "16-bit w again"},
+    {offsetof(mnode, lp_xb), "16-bit x again"},
     {offsetof(mnode, lp_y), "16-bit y"},
 };
 #define N_ROLES (sizeof roles / sizeof roles[0])

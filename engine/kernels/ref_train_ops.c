@@ -29,17 +29,34 @@ void kt_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias
     }
 }
 
+/* v rounded to the 16-bit type (dtype.h, as the shaders round), and such bits widened. */
+static uint16_t round16(vkt_dtype type, float v)
+{
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    return (uint16_t)(type == VKT_DTYPE_BF16 ? dtype_f32_to_bf16(bits) : dtype_f32_to_f16(bits));
+}
+
+static float widen16(vkt_dtype type, uint16_t h)
+{
+    return type == VKT_DTYPE_BF16 ? dtype_bf16_value(h) : dtype_f16_value(h);
+}
+
 void kt_ref_bias_act_keep16(vkt_unary_op op, float alpha, vkt_dtype type, float *y,
                             const float *bias, uint16_t *pre16, uint32_t rows, uint32_t cols)
 {
     for (uint64_t i = 0; i < (uint64_t)rows * cols; i++) {
         float v = bias ? y[i] + bias[i % cols] : y[i];
-        uint32_t bits;
-        memcpy(&bits, &v, 4);
-        y[i] = kref_unary_f(op, alpha, v);
-        pre16[i] = (uint16_t)(type == VKT_DTYPE_BF16 ? dtype_f32_to_bf16(bits)
-                                                     : dtype_f32_to_f16(bits));
+        pre16[i] = round16(type, v);
+        y[i] = kref_unary_f(op, alpha, widen16(type, pre16[i]));
     }
+}
+
+void kt_ref_act_rebuild16(vkt_unary_op op, float alpha, vkt_dtype type, const uint16_t *pre16,
+                          uint16_t *y16, uint32_t rows, uint32_t cols)
+{
+    for (uint64_t i = 0; i < (uint64_t)rows * cols; i++)
+        y16[i] = round16(type, kref_unary_f(op, alpha, widen16(type, pre16[i])));
 }
 
 void kt_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const float *v,

@@ -188,6 +188,40 @@ vkt_status kt_bias_act_keep16(vkt_stream *s, vkt_unary_op op, float alpha, vkt_d
                groups_1d(ctx, (n + 1) / 2));
 }
 
+vkt_status kt_act_rebuild16(vkt_stream *s, vkt_unary_op op, float alpha, vkt_dtype type,
+                            vkt_view pre, vkt_view y16, uint32_t rows, uint32_t cols)
+{
+    const char *fn = "kt_act_rebuild16";
+    uint64_t n = (uint64_t)rows * cols;
+    vkt_status st = check(s, fn, n);
+    if (st != VKT_OK)
+        return st;
+    vkt_context *ctx = s->ctx;
+    if (vkt_dtype_size(type) != 2)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: the type must be fp16 or bf16 (got %d)", fn, (int)type);
+    if (pre.offset % 2 != 0 || y16.offset % 2 != 0)
+        return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: pre and y start at 16-bit elements %llu and %llu; even offsets "
+                        "(4-byte boundaries) are required", fn,
+                        (unsigned long long)pre.offset, (unsigned long long)y16.offset);
+    char what[64], what_y[64];
+    snprintf(what, sizeof what, "%s: pre", fn);
+    snprintf(what_y, sizeof what_y, "%s: y", fn);
+    if ((st = ku_check_view16(ctx, what, pre, n + n % 2)) != VKT_OK ||
+        (st = ku_check_view16(ctx, what_y, y16, n + n % 2)) != VKT_OK)
+        return st;
+    struct push_bias_act p = {.rows = rows, .cols = cols, .alpha = alpha,
+                              .p_off = ku_shift16(ctx, pre), .y_off = ku_shift16(ctx, y16)};
+    /* binding 0 (the bias, unused) aliases pre as a read */
+    gpu_arg args[3] = {ku_arg16(pre, n, 0), ku_arg16(pre, n, 0), ku_arg16(y16, n, 1)};
+    uint32_t spec[SPEC_BIAS_ACT_COUNT] = {
+        [SPEC_WG] = ku_workgroup_size(ctx), [SPEC_BIAS_ACT_OP] = (uint32_t)op,
+        [SPEC_BIAS_ACT_PRE16] = (uint32_t)type, [SPEC_BIAS_ACT_FROM16] = 1};
+    return run(s, &k_bias_act, spec, SPEC_BIAS_ACT_COUNT, args, &p,
+               groups_1d(ctx, (n + 1) / 2));
+}
+
 /* The bias gradient's grid: `units` columns (or column quads), `rp` threads per unit
  * walking every rp-th row; rp grows until every thread stays within the loop budget. */
 static vkt_status bias_grid(vkt_context *ctx, uint32_t rows, uint32_t units, uint32_t wg,

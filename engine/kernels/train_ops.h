@@ -19,13 +19,19 @@
 vkt_status kt_bias_act(vkt_stream *s, vkt_unary_op op, float alpha, vkt_view pre,
                        const vkt_view *bias, const vkt_view *y, uint32_t rows, uint32_t cols);
 /* An autocast product's bias and activation, keeping its pre-activation in 16 bits:
- * y[rows, cols] holds the product; y = f(y + bias) and pre = y + bias rounded to `type`
- * (fp16 or bf16, as vkt_convert rounds), `pre` a view of 16-bit elements at an even
- * offset; with an odd count the 16 bits after it (the rest of its last 4-byte word) are
- * zeroed. The fp32 sum feeds f, so y is kt_bias_act's y. */
+ * y[rows, cols] holds the product; pre = y + bias rounded to `type` (fp16 or bf16, as
+ * vkt_convert rounds) and y = f(widen(pre)) in fp32 (the product's output rounded to the
+ * 16-bit type before the activation, as in PyTorch's autocast), `pre` a view of 16-bit
+ * elements at an even offset; with an odd count the 16 bits after it (the rest of its last
+ * 4-byte word) are zeroed. */
 vkt_status kt_bias_act_keep16(vkt_stream *s, vkt_unary_op op, float alpha, vkt_dtype type,
                               vkt_view y, const vkt_view *bias, vkt_view pre, uint32_t rows,
                               uint32_t cols);
+/* y16 = r(f(widen(pre))) in `type`: kt_bias_act_keep16's y rounded to `type`, bit for bit
+ * (the same activation code on the same value), from its 16-bit pre; both views of 16-bit
+ * elements at even offsets. A product's 16-bit x rebuilt by its backward. */
+vkt_status kt_act_rebuild16(vkt_stream *s, vkt_unary_op op, float alpha, vkt_dtype type,
+                            vkt_view pre, vkt_view y16, uint32_t rows, uint32_t cols);
 /* dz = f'(.) * dy (+ beta dz) and db = column sums of it (+ beta_b db). `v` is the
  * pre-activation, or the output y when from_y (relu, leaky relu with alpha >= 0, tanh,
  * sigmoid, scale), stored as `v_type` (fp32, or kt_bias_act_keep16's 16 bits: a view of
@@ -82,6 +88,8 @@ void kt_ref_bias_act(vkt_unary_op op, float alpha, float *pre, const float *bias
 /* pre16: the 16-bit bits of each pre-activation (kt_bias_act_keep16), y updated. */
 void kt_ref_bias_act_keep16(vkt_unary_op op, float alpha, vkt_dtype type, float *y,
                             const float *bias, uint16_t *pre16, uint32_t rows, uint32_t cols);
+void kt_ref_act_rebuild16(vkt_unary_op op, float alpha, vkt_dtype type, const uint16_t *pre16,
+                          uint16_t *y16, uint32_t rows, uint32_t cols);
 void kt_ref_bias_act_backward(vkt_unary_op op, float alpha, int from_y, const float *v,
                               const float *dy, float *dz, float beta, float *db, float beta_b,
                               uint32_t rows, uint32_t cols);

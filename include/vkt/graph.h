@@ -388,7 +388,9 @@ VKT_API vkt_status vkt_model_profile(vkt_model *model, uint32_t runs, vkt_op_tim
  * "output", "gradient" (of a non-parameter), "saved" (for the backward: softmax
  * probabilities, a pre-activation), "scratch", and an autocast product's 16-bit copies
  * "16-bit x", "16-bit w", "16-bit dy", "16-bit w again" (a parameter w rounded again
- * by the backward) and "16-bit y" (attention's output kept for its backward). The
+ * by the backward), "16-bit x again" (a product's x rebuilt by the backward from the 16-bit
+ * pre-activation of the fused linear+activation that makes it) and "16-bit y" (attention's
+ * output kept for its backward). The
  * lifetimes are the plan's with or without memory reuse. */
 typedef struct vkt_plan_group {
     char op[VKT_OP_NAME_SIZE]; /* "linear+gelu", "layer_norm" */
