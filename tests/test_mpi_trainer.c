@@ -5,6 +5,7 @@
  *    1e-5 over 20 steps, parameters within 1e-4/1e-5), plain SGD and momentum, with an
  *    uneven split; every rank holds bitwise the chief's parameters after every step;
  *  - world_replicas = R x M; the progress callback runs on the chief only;
+ *  - async: the parameter server's host bytes, 2 x params per update of this rank;
  *  - ranks that disagree on the options are refused, naming the difference;
  *  - a failure on one rank stops every rank at the same step, naming it; the job goes on;
  *  - a stop asked by the chief's callback stops every rank after the same step, and the
@@ -464,7 +465,8 @@ static int save_at(void *user, uint64_t step, uint64_t total, float loss)
 }
 
 /* Async across ranks (the sharded parameter server): staleness bound 0 equals sync with
- * plain SGD; bounds 1 and 2 hold over the world's G replicas; every update counted; a
+ * plain SGD; bounds 1 and 2 hold over the world's G replicas; every update counted, and
+ * its host bytes (a pull and a push of the whole vector); a
  * checkpoint taken from the chief's callback during the run holds the live master. */
 static void test_async(void)
 {
@@ -510,6 +512,16 @@ static void test_async(void)
                  "bound %u over %u replicas: %llu updates, staleness mean %.2f max %llu", sb, G,
                  (unsigned long long)st.updates, st.staleness_mean,
                  (unsigned long long)st.staleness_max);
+        /* this rank's host bytes: each of its M replicas pulls and pushes the whole
+         * vector (every shard's slice) at each of its 20 updates */
+        uint64_t want = G == 1 ? 0 : (uint64_t)M * 20 * 2 * np * 4;
+        const char *want_xc = R > 1 ? "ps" : "master"; /* one rank: the host master */
+        TH_CHECK(G == 1 || (!strcmp(st.exchange ? st.exchange : "", want_xc) &&
+                            st.exchange_host_bytes == want),
+                 "rank %u, bound %u: exchange %s moved %llu host bytes, 2 x %llu params x "
+                 "4 x %u replicas x 20 = %llu", rank_, sb, st.exchange ? st.exchange : "none",
+                 (unsigned long long)st.exchange_host_bytes, (unsigned long long)np, M,
+                 (unsigned long long)want);
         TH_CHECK(sv.st == VKT_OK, "rank %u: a checkpoint from the callback during an async "
                  "run: %s", rank_, vkt_trainer_errmsg(as));
         if (sb == 1) { /* the snapshot is a whole master: restored, it is finite */

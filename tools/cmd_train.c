@@ -215,9 +215,12 @@ static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
                1e3 * st.comm_exposed_seconds / st.steps, (double)st.comm_bytes / st.steps / 1e6);
     else if (st.ranks > 1 && st.steps)
         printf("ranks: %u, %u replicas in all; waiting for the parameter servers: %.3f ms "
-               "per update, %.2f MB sent per update\n", st.ranks, st.world_replicas,
+               "per update, %.2f MB sent per update; %.4f MB through the host per update "
+               "(pulled and pushed; parameters %.4f MB)\n", st.ranks, st.world_replicas,
                1e3 * st.comm_seconds / st.steps / st.replicas,
-               (double)st.comm_bytes / st.steps / st.replicas / 1e6);
+               (double)st.comm_bytes / st.steps / st.replicas / 1e6,
+               (double)st.exchange_host_bytes / st.steps / st.replicas / 1e6,
+               4e-6 * (double)vkt_trainer_param_count(tr));
 }
 
 void train_print_stages(const train_args *a, vkt_trainer *tr)

@@ -68,6 +68,11 @@ vkt_status exchange_attach(exchange *x, replica *r);
 /* pulled[r] holds what replica r pulled: its next step's submission copies it into the
  * parameters first. */
 void exchange_pulled(replica *r);
+/* Parameter bytes the host moved for the exchange (vkt_trainer_stats.exchange_host_bytes):
+ * the master's pull copies the master out and its push reads the replica's parameters
+ * (2 x params per update); ps counts what a replica pulls into pulled[r] and pushes to
+ * the shards (params each, own shard included). Safe from the replicas' threads. */
+void exchange_count_host(vkt_trainer *t, uint64_t bytes);
 /* The shared part of destroy: forgets the pulled arrays (the replicas' contexts own
  * their buffers). */
 void exchange_free_pulled(exchange *x);

@@ -230,6 +230,15 @@ static void push(master *ms, replica *r, uint64_t version_at_pull)
     exchange_stale_add(&ms->stale[r->index], v - version_at_pull);
 }
 
+void exchange_count_host(vkt_trainer *t, uint64_t bytes)
+{
+    if (t->mon) /* the replicas' threads count, the chief's callback may read */
+        plat_monitor_lock(t->mon);
+    t->xc_host_bytes += bytes;
+    if (t->mon)
+        plat_monitor_unlock(t->mon);
+}
+
 static void one_update(master *ms, replica *r, uint64_t k)
 {
     vkt_trainer *t = r->t;
@@ -249,9 +258,7 @@ static void one_update(master *ms, replica *r, uint64_t k)
         return;
     push(ms, r, v0);
     count(r, ms->pushes);
-    plat_monitor_lock(t->mon); /* the pull's copy out of the master, the push's reads */
-    t->xc_host_bytes += 2 * t->param_count * 4;
-    plat_monitor_unlock(t->mon);
+    exchange_count_host(t, 2 * t->param_count * 4); /* the pull's copy, the push's reads */
     r->stats.steps++;
 }
 

@@ -536,6 +536,8 @@ static int request(struct ps *ps, replica *r, uint32_t type, uint64_t k)
     if (out == OUT_FAIL && bad != ps->me)
         replica_fail(r, VKT_ERROR_REMOTE, "rank %u failed (its message is in its output); "
                      "every rank stopped", bad);
+    if (out == OUT_OK && (type == PS_PULL || type == PS_PUSH)) /* every shard's slice */
+        exchange_count_host(r->t, r->t->param_count * 4);
     return out;
 }
 

@@ -537,7 +537,10 @@ typedef struct vkt_trainer_stats {
     uint64_t average_host_bytes;  /* sync: gradient bytes the host read to average them,
                                      summed over steps (0 when the device averages) */
     const char *exchange;         /* async: the master: "master" (host), "ps", "device" */
-    uint64_t exchange_host_bytes; /*   parameter bytes the host moved for it (device, ps: 0) */
+    uint64_t exchange_host_bytes; /*   parameter bytes the host moved for it, this rank's
+                                     replicas: master 2 x params per update (the pull's copy,
+                                     the push's read), ps 2 x params per update (the pull
+                                     received, the change pushed, all shards), device 0 */
 } vkt_trainer_stats;
 
 VKT_API vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer,

@@ -46,6 +46,11 @@ for s in 1 2; do
     check "--staleness $s: exit 0, staleness_max $m <= $((3 * (2 * s + 1)))" \
           "[[ $rc -eq 0 && -n '$m' && '$m' -le $((3 * (2 * s + 1))) ]]" "$out"
     check "--staleness $s: 160 updates counted" "grep -q '^async: 160 updates' <<<\"\$out\"" "$out"
+    # the host bytes of the exchange (before: not counted, 0): per update a pull and a push
+    # of the whole parameter vector, 2 x the parameters' bytes
+    h=$(sed -nE 's/^ranks: .* ([0-9.]+) MB through the host per update \(pulled and pushed; parameters ([0-9.]+) MB\)$/\1 \2/p' <<<"$out")
+    check "--staleness $s: $h: host bytes per update 2 x the parameters" \
+          "awk -v h='${h% *}' -v p='${h#* }' 'BEGIN { d = h - 2 * p; exit !(h != \"\" && p > 0 && d < 2e-4 && d > -2e-4) }'" "$out"
 done
 
 # 4. Accuracy: async within 0.01 of sync, same samples seen (plain SGD; 10 epochs, half of
