@@ -89,7 +89,8 @@ static vkt_status exec_pipe_record(vkt_trainer *t)
         if (st != VKT_OK)
             return trainer_from_model(t, m, st);
         t->stats.step_dispatches += ms.step_dispatches + 1;
-        t->stats.activation_bytes += ms.activation_bytes;
+        t->stats.activation_bytes += ms.activation_bytes * pipe_arenas(p, c, s); /* kept
+                                                                     micro-batches' too */
         t->stats.activation_no_reuse_bytes += ms.activation_no_reuse_bytes;
     }
     return VKT_OK;

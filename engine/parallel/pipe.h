@@ -88,6 +88,8 @@ void pipe_staleness(const vkt_pipeline *p, uint32_t stage, double *mean, uint64_
 /* The split: which stage holds each node of the full graph, each stage's sub-graph. */
 const graph_split *pipe_split(const vkt_pipeline *p);
 vkt_model *pipe_model(vkt_pipeline *p, uint32_t copy, uint32_t stage);
+/* Its activation arenas: 1, or the K slots of a stage that keeps its micro-batches. */
+uint32_t pipe_arenas(const vkt_pipeline *p, uint32_t copy, uint32_t stage);
 vkt_optimizer *pipe_optimizer(vkt_pipeline *p, uint32_t copy, uint32_t stage);
 vkt_context *pipe_context(vkt_pipeline *p, uint32_t copy, uint32_t stage);
 

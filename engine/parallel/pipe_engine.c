@@ -344,6 +344,12 @@ uint32_t pipe_local_copy(const vkt_pipeline *p, uint32_t stage)
 }
 const graph_split *pipe_split(const vkt_pipeline *p) { return &p->split; }
 vkt_model *pipe_model(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->model; }
+
+uint32_t pipe_arenas(const vkt_pipeline *p, uint32_t c, uint32_t s)
+{
+    uint32_t n = p->st[c * p->P + s].n_slots;
+    return n ? n : 1;
+}
 vkt_optimizer *pipe_optimizer(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->opt; }
 vkt_context *pipe_context(vkt_pipeline *p, uint32_t c, uint32_t s) { return ctx_of(p, c, s)->ctx; }
 
