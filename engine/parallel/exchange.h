@@ -12,11 +12,11 @@
  *          (VKT_SHARE_DEVICE): the master is a buffer on that device; each replica's step
  *          submission pulls it first and pushes its change last, ordered by a timeline;
  *          no parameter reaches the host during a fit.
- * The host exchanges (master, ps) see a replica's new parameters in its stage (its step's epilogue copies them
- * there, exchange_attach) and what it pulled in pulled[r]: the mapping of a host-visible
- * upload buffer that the replica's pull stream copies into its parameters ahead of its
- * next step, in the step's submission (exchange_pulled; apply_submit_step). So an update
- * is one submission and one fence wait even where the parameters are not mapped (a
+ * The host exchanges (master, ps) see a replica's new parameters in its stage (its step's
+ * epilogue copies them there, exchange_attach) and what it pulled in pulled[r]: the mapping of
+ * a host-visible upload buffer that the replica's pull stream copies into its parameters ahead
+ * of its next step, in the step's submission (exchange_pulled; apply_submit_step). So an
+ * update is one submission and one fence wait even where the parameters are not mapped (a
  * discrete GPU: the pull was a staged copy of its own).
  */
 #ifndef VKT_PARALLEL_EXCHANGE_H
@@ -73,6 +73,12 @@ void exchange_pulled(replica *r);
  * (2 x params per update); ps counts what a replica pulls into pulled[r] and pushes to
  * the shards (params each, own shard included). Safe from the replicas' threads. */
 void exchange_count_host(vkt_trainer *t, uint64_t bytes);
+/* The staleness bound's gate (exchange_master.c), under the trainer's monitor: waits until
+ * min(counts[0..n_rep)) + staleness >= k, or *failed or a stop was asked (no wait without
+ * a bound); counts the wait in r's statistics. 1 to go on. */
+int exchange_gate(replica *r, const int *failed, const uint64_t *counts, uint64_t k);
+/* The smallest of v[0..n). */
+uint64_t exchange_min(const uint64_t *v, uint32_t n);
 /* The shared part of destroy: forgets the pulled arrays (the replicas' contexts own
  * their buffers). */
 void exchange_free_pulled(exchange *x);

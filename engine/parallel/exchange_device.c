@@ -191,29 +191,6 @@ static vkt_status device_begin(exchange *x)
     return run_io(d, p.buffer, &d->m[0], 1);
 }
 
-static uint64_t min_of(const uint64_t *v, uint32_t n)
-{
-    uint64_t m = v[0];
-    for (uint32_t i = 1; i < n; i++)
-        m = v[i] < m ? v[i] : m;
-    return m;
-}
-
-/* The bound: step k once every replica submitted step k - s - 1. 1 to go on. */
-static int gate(device_exchange *d, replica *r, uint64_t k)
-{
-    vkt_trainer *t = r->t;
-    double t0 = plat_now();
-    plat_monitor_lock(t->mon);
-    while (!d->failed && !t->stop && t->opt.bounded_staleness &&
-           min_of(d->submitted, t->n_rep) + t->opt.staleness < k)
-        plat_monitor_wait(t->mon);
-    int go = !d->failed && !t->stop;
-    plat_monitor_unlock(t->mon);
-    r->stats.wait_seconds += plat_now() - t0;
-    return go;
-}
-
 typedef struct step_arg {
     replica *r;
     vkt_stream *push;
@@ -282,7 +259,8 @@ static void device_job(exchange *x, replica *r)
     device_exchange *d = of(x);
     vkt_trainer *t = r->t;
     for (uint64_t k = 0; k < t->run_steps && r->status == VKT_OK; k++) {
-        if (!gate(d, r, k))
+        /* the bound: step k once every replica submitted step k - s - 1 */
+        if (!exchange_gate(r, &d->failed, d->submitted, k))
             break;
         one_update(d, r, k);
         if (r->index == 0 && r->status == VKT_OK && t->progress &&

@@ -150,7 +150,7 @@ static vkt_status master_begin(exchange *x)
     return VKT_OK;
 }
 
-static uint64_t min_of(const uint64_t *v, uint32_t n)
+uint64_t exchange_min(const uint64_t *v, uint32_t n)
 {
     uint64_t m = v[0];
     for (uint32_t i = 1; i < n; i++)
@@ -158,17 +158,15 @@ static uint64_t min_of(const uint64_t *v, uint32_t n)
     return m;
 }
 
-/* Waits (under the monitor) until cond holds or a replica failed or a stop was asked.
- * Returns 1 to go on. */
-static int wait_until_pull_allowed(master *ms, replica *r, uint64_t k)
+int exchange_gate(replica *r, const int *failed, const uint64_t *counts, uint64_t k)
 {
     vkt_trainer *t = r->t;
     double t0 = plat_now();
     plat_monitor_lock(t->mon);
-    while (!ms->failed && !t->stop && t->opt.bounded_staleness &&
-           min_of(ms->pushes, t->n_rep) + t->opt.staleness < k)
+    while (!*failed && !t->stop && t->opt.bounded_staleness &&
+           exchange_min(counts, t->n_rep) + t->opt.staleness < k)
         plat_monitor_wait(t->mon);
-    int go = !ms->failed && !t->stop;
+    int go = !*failed && !t->stop;
     plat_monitor_unlock(t->mon);
     r->stats.wait_seconds += plat_now() - t0;
     return go;
@@ -182,7 +180,7 @@ static int wait_until_push_allowed(master *ms, replica *r, uint64_t k)
         return 1;
     double t0 = plat_now();
     plat_monitor_lock(t->mon);
-    while (!ms->failed && min_of(ms->pulls, t->n_rep) < k + 1)
+    while (!ms->failed && exchange_min(ms->pulls, t->n_rep) < k + 1)
         plat_monitor_wait(t->mon);
     int go = !ms->failed;
     plat_monitor_unlock(t->mon);
@@ -267,7 +265,7 @@ static void master_job(exchange *x, replica *r)
     master *ms = of(x);
     vkt_trainer *t = r->t;
     for (uint64_t k = 0; k < t->run_steps && r->status == VKT_OK; k++) {
-        if (!wait_until_pull_allowed(ms, r, k))
+        if (!exchange_gate(r, &ms->failed, ms->pushes, k))
             break;
         one_update(ms, r, k);
         if (r->index == 0 && r->status == VKT_OK && t->progress &&

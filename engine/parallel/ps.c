@@ -110,14 +110,6 @@ static ps_exchange *of(exchange *x) { return (ps_exchange *)x; }
 
 static uint64_t shard_len(const struct ps *ps, uint32_t j) { return ps->off[j + 1] - ps->off[j]; }
 
-static uint64_t min_of(const uint64_t *v, uint32_t n)
-{
-    uint64_t m = v[0];
-    for (uint32_t i = 1; i < n; i++)
-        m = v[i] < m ? v[i] : m;
-    return m;
-}
-
 /* The thread's failure: every waiting replica is answered with it. */
 static void ps_fail(struct ps *ps, vkt_status st, const char *msg)
 {
@@ -214,13 +206,13 @@ static void reply(struct ps *ps, uint32_t dst, const ps_msg *m, const float *dat
 static int pull_allowed(const struct ps *ps, uint64_t k)
 {
     const vkt_trainer_options *o = &ps->t->opt;
-    return !o->bounded_staleness || min_of(ps->clock, ps->G) + o->staleness >= k;
+    return !o->bounded_staleness || exchange_min(ps->clock, ps->G) + o->staleness >= k;
 }
 
 static int push_allowed(const struct ps *ps, uint64_t k)
 {
     const vkt_trainer_options *o = &ps->t->opt;
-    return !o->bounded_staleness || o->staleness != 0 || min_of(ps->pulls, ps->G) >= k + 1;
+    return !o->bounded_staleness || o->staleness != 0 || exchange_min(ps->pulls, ps->G) >= k + 1;
 }
 
 static void answer_pull(struct ps *ps, uint32_t src, const ps_msg *m)
