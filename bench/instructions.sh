@@ -12,12 +12,15 @@
 #           and a 2-step run over 4 (--runs is the per-op profile's, the same in both)
 #   charlm  `vkt bench layers --model charlm --runs 2`: the same
 # Each command runs once without valgrind first, so both revisions read a warm pipeline
-# cache (their own, VKT_CACHE_DIR per revision) and no shader compile is counted.
+# cache (their own, VKT_CACHE_DIR per revision), then twice under valgrind, keeping the
+# smaller count: a shader compile can still land in one counted run (Mesa's disk cache
+# churned by other builds; measured on 2026-11-27: +103 M in a 30-step train run, +94 M
+# in a cnn run, gone when repeated), and a compile only adds.
 # Prints one table, base | head | head / base; a ratio within 1 +- 0.05 is the issue's
 # bound. Counts are kept per commit under OUT (default /tmp/vkt-instructions), so a later
 # run against the same base counts only the new head.
 #   bench/instructions.sh BASE [HEAD]     revisions (default HEAD: HEAD); e.g. 29f8103
-# Takes about 10-20 minutes a revision on one idle core (valgrind runs lavapipe ~50x
+# Takes about 20-40 minutes a revision on one idle core (valgrind runs lavapipe ~50x
 # slower); needs valgrind (apt-get install valgrind).
 set -euo pipefail
 base=${1:?usage: bench/instructions.sh BASE [HEAD]}
@@ -33,9 +36,15 @@ count() { # dir cmd...
   shift
   log=$(mktemp)
   (cd "$dir" && "$@" >/dev/null 2>&1) || { echo "failed: $*" >&2; rm -f "$log"; exit 1; }
-  (cd "$dir" && valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
-       "$@" >/dev/null 2>"$log") || { echo "failed under valgrind: $*" >&2; cat "$log" >&2; exit 1; }
-  sed -n 's/.*I *refs: *//p' "$log" | tr -d ',' | head -1
+  local n best=
+  for n in 1 2; do # the smaller of two counts: a compile that lands in one only adds
+    (cd "$dir" && valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+         "$@" >/dev/null 2>"$log") ||
+      { echo "failed under valgrind: $*" >&2; cat "$log" >&2; exit 1; }
+    n=$(sed -n 's/.*I *refs: *//p' "$log" | tr -d ',' | head -1)
+    [[ -z $best || $n -lt $best ]] && best=$n
+  done
+  echo "$best"
   rm -f "$log"
 }
 
