@@ -126,7 +126,8 @@ vkt_status vkt_model_plan_peak(vkt_model *m, vkt_plan_peak *peak, vkt_plan_group
     }
     if (st == VKT_OK) {
         qsort(g, n, sizeof *g, by_bytes);
-        memcpy(out, g, (n < capacity ? n : capacity) * sizeof *g);
+        if (out && capacity) /* capacity 0 may pass NULL: no memcpy from or to NULL */
+            memcpy(out, g, (n < capacity ? n : capacity) * sizeof *g);
         peak->groups = n;
         if (at >= 0) {
             const mstep *s = &m->steps[(uint32_t)at / PLAN_PHASES < m->n_steps
