@@ -77,6 +77,12 @@ void exchange_count_host(vkt_trainer *t, uint64_t bytes);
  * min(counts[0..n_rep)) + staleness >= k, or *failed or a stop was asked (no wait without
  * a bound); counts the wait in r's statistics. 1 to go on. */
 int exchange_gate(replica *r, const int *failed, const uint64_t *counts, uint64_t k);
+/* A replica's job for an exchange in one process (exchange_master.c): update(x, r, k) for
+ * k = 0 .. run_steps - 1, each after the gate on counts; replica 0 reports progress (a
+ * stop asked there stops every replica); a failure sets *failed and stops the others
+ * (under the trainer's monitor). */
+void exchange_run(exchange *x, replica *r, int *failed, const uint64_t *counts,
+                  void (*update)(exchange *x, replica *r, uint64_t k));
 /* The smallest of v[0..n). */
 uint64_t exchange_min(const uint64_t *v, uint32_t n);
 /* The shared part of destroy: forgets the pulled arrays (the replicas' contexts own

@@ -254,30 +254,11 @@ static void one_update(device_exchange *d, replica *r, uint64_t k)
         r->stats.steps++;
 }
 
+static void device_job_update(exchange *x, replica *r, uint64_t k) { one_update(of(x), r, k); }
+
 static void device_job(exchange *x, replica *r)
 {
-    device_exchange *d = of(x);
-    vkt_trainer *t = r->t;
-    for (uint64_t k = 0; k < t->run_steps && r->status == VKT_OK; k++) {
-        /* the bound: step k once every replica submitted step k - s - 1 */
-        if (!exchange_gate(r, &d->failed, d->submitted, k))
-            break;
-        one_update(d, r, k);
-        if (r->index == 0 && r->status == VKT_OK && t->progress &&
-            trainer_progress(r, k, r->loss)) {
-            plat_monitor_lock(t->mon);
-            t->stop = 1;
-            plat_monitor_broadcast(t->mon);
-            plat_monitor_unlock(t->mon);
-        }
-    }
-    if (r->status != VKT_OK) { /* the others stop at their next gate */
-        plat_monitor_lock(t->mon);
-        d->failed = 1;
-        t->stop = 1;
-        plat_monitor_broadcast(t->mon);
-        plat_monitor_unlock(t->mon);
-    }
+    exchange_run(x, r, &of(x)->failed, of(x)->submitted, device_job_update);
 }
 
 /* The master into every replica's parameters: device copies, one submission. */

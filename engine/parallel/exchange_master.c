@@ -172,6 +172,31 @@ int exchange_gate(replica *r, const int *failed, const uint64_t *counts, uint64_
     return go;
 }
 
+void exchange_run(exchange *x, replica *r, int *failed, const uint64_t *counts,
+                  void (*update)(exchange *x, replica *r, uint64_t k))
+{
+    vkt_trainer *t = r->t;
+    for (uint64_t k = 0; k < t->run_steps && r->status == VKT_OK; k++) {
+        if (!exchange_gate(r, failed, counts, k))
+            break;
+        update(x, r, k);
+        if (r->index == 0 && r->status == VKT_OK && t->progress &&
+            trainer_progress(r, k, r->loss)) {
+            plat_monitor_lock(t->mon);
+            t->stop = 1;
+            plat_monitor_broadcast(t->mon);
+            plat_monitor_unlock(t->mon);
+        }
+    }
+    if (r->status != VKT_OK) { /* the others stop at their next gate or step */
+        plat_monitor_lock(t->mon);
+        *failed = 1;
+        t->stop = 1;
+        plat_monitor_broadcast(t->mon);
+        plat_monitor_unlock(t->mon);
+    }
+}
+
 /* Staleness 0: no replica pushes step k before every replica pulled for step k. */
 static int wait_until_push_allowed(master *ms, replica *r, uint64_t k)
 {
@@ -260,29 +285,11 @@ static void one_update(master *ms, replica *r, uint64_t k)
     r->stats.steps++;
 }
 
+static void master_job_update(exchange *x, replica *r, uint64_t k) { one_update(of(x), r, k); }
+
 static void master_job(exchange *x, replica *r)
 {
-    master *ms = of(x);
-    vkt_trainer *t = r->t;
-    for (uint64_t k = 0; k < t->run_steps && r->status == VKT_OK; k++) {
-        if (!exchange_gate(r, &ms->failed, ms->pushes, k))
-            break;
-        one_update(ms, r, k);
-        if (r->index == 0 && r->status == VKT_OK && t->progress &&
-            trainer_progress(r, k, r->loss)) {
-            plat_monitor_lock(t->mon);
-            t->stop = 1;
-            plat_monitor_broadcast(t->mon);
-            plat_monitor_unlock(t->mon);
-        }
-    }
-    if (r->status != VKT_OK) { /* the others stop at their next gate or step */
-        plat_monitor_lock(t->mon);
-        ms->failed = 1;
-        t->stop = 1;
-        plat_monitor_broadcast(t->mon);
-        plat_monitor_unlock(t->mon);
-    }
+    exchange_run(x, r, &of(x)->failed, of(x)->pushes, master_job_update);
 }
 
 static vkt_status master_end(exchange *x)
