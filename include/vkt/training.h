@@ -276,17 +276,14 @@ typedef struct vkt_feed {
  * (vkt_tensor_set_stage), so values flow to higher stages and the loss is on the last.
  * The groups balance a cost per op: its measured device time, forward plus backward
  * (vkt_model_profile of the whole training model on `context`, unfused, at `batch` rows:
- * give the micro-batch; with `recompute` ALWAYS every stage but the last counts its ops'
- * forward twice, as a recomputing stage runs it; AUTO and NEVER count it once, as a stage
- * keeping its activations runs it: the split comes before the pipeline's memory decision,
- * and AUTO keeps wherever the activations fit), or the bytes of the parameters it reads
- * where times are unknown (no context, or the whole model does not fit one). The split
- * minimizes the largest group's cost, then, among splits within `tolerance` of it, the
- * bytes that cross stages. It never cuts between two readers of one parameter, or across
- * a value that is not laid out by batch rows. Refused (VKT_ERROR_INVALID_ARGUMENT,
- * vkt_last_error says why): fewer ops than stages, no valid cut, an unknown recompute;
- * VKT_SPLIT_COST_TIME when the times cannot be measured. The graph is unchanged on
- * failure. */
+ * give the micro-batch; forwards count twice on all but the last stage under `recompute`
+ * ALWAYS only: docs/model_parallel.md), or the bytes of the parameters it reads where
+ * times are unknown (no context, or the whole model does not fit one). The split minimizes
+ * the largest group's cost, then, among splits within `tolerance` of it, the bytes that
+ * cross stages. It never cuts between two readers of one parameter, or across a value not
+ * laid out by batch rows. Refused (VKT_ERROR_INVALID_ARGUMENT, vkt_last_error says why):
+ * fewer ops than stages, no valid cut, an unknown recompute; VKT_SPLIT_COST_TIME when the
+ * times cannot be measured. The graph is unchanged on failure. */
 typedef enum vkt_split_cost {
     VKT_SPLIT_COST_AUTO = 0, /* TIME where it can be measured, else PARAMS */
     VKT_SPLIT_COST_TIME,     /* measured microseconds per op, forward + backward */
@@ -302,8 +299,7 @@ typedef struct vkt_split_options {
                                 fastest (robust to other work on the device); 0: 3 */
     double tolerance;        /* a split this much above the best max cost may be chosen for
                                 fewer crossing bytes; 0: 0.05 */
-    vkt_recompute recompute; /* how the stages will run (the pipeline's recompute): ALWAYS
-                                charges measured forwards twice on all but the last stage */
+    vkt_recompute recompute; /* the pipeline's: ALWAYS counts forwards twice (see above) */
 } vkt_split_options;
 
 typedef struct vkt_split_stage {
@@ -364,14 +360,11 @@ typedef struct vkt_pipeline_stage_stats {
     uint64_t activation_bytes; /* its arenas: one per micro-batch kept (kept, else 1) */
     uint64_t sent_bytes;       /* values sent forward and gradients sent back, last step */
     double busy_seconds;       /* last step: time in its forwards, backwards and update */
-    uint64_t device_bytes;     /* device-local memory its context holds (all of the above,
-                                  staging and block slack: vkt_memory_stats) */
-    uint64_t grad_reads;       /* last step: times its gradient was read to the host (1: the
-                                  micro-batches sum on its device; 0 where nothing needs it:
-                                  docs/model_parallel.md) */
+    uint64_t device_bytes;     /* device-local memory of its context (vkt_memory_stats) */
+    uint64_t grad_reads;       /* last step: gradient reads (1, or 0: docs/model_parallel.md) */
     uint64_t grad_writes;      /* last step: writes from the host (1 with a read, else 0) */
-    double staleness_mean;     /* async copies: its master's pushes since creation and their */
-    uint64_t staleness_p99, staleness_max, updates; /* staleness (docs/async.md); else 0 */
+    double staleness_mean;     /* async copies: its master's staleness (docs/async.md) */
+    uint64_t staleness_p99, staleness_max, updates; /* and pushes since creation; else 0 */
     uint64_t forwards;         /* last step: runs of its forward (2m where it recomputes) */
     uint32_t kept;             /* micro-batches kept at once (min(P - s, m)); 0: recomputes */
 } vkt_pipeline_stage_stats;
@@ -505,10 +498,8 @@ typedef struct vkt_trainer_stats {
     uint64_t staleness_p99, staleness_max, updates;
     double data_wait_seconds;     /* fit: the largest replica's (over step_seconds: the
                                      fraction of step time spent waiting for data) */
-    vkt_replica_stats replica[VKT_MAX_REPLICAS]; /* this rank's replicas; a pipelined
-                                     trainer: replica[0] is the whole pipeline, all its
-                                     copies at once (rows: the batch; the stages:
-                                     vkt_trainer_stage_stats_get), the others unused */
+    vkt_replica_stats replica[VKT_MAX_REPLICAS]; /* this rank's replicas (pipelined: [0]
+                                     the whole pipeline; stages: vkt_trainer_stage_stats_get) */
     /* across processes: this rank and the world's size; replicas over all ranks */
     uint32_t rank, ranks, world_replicas;
     double comm_seconds;          /* sync: from each bucket's allreduce start to its end
@@ -537,10 +528,8 @@ typedef struct vkt_trainer_stats {
     uint64_t average_host_bytes;  /* sync: gradient bytes the host read to average them,
                                      summed over steps (0 when the device averages) */
     const char *exchange;         /* async: the master: "master" (host), "ps", "device" */
-    uint64_t exchange_host_bytes; /*   parameter bytes the host moved for it, this rank's
-                                     replicas: master 2 x params per update (the pull's copy,
-                                     the push's read), ps 2 x params per update (the pull
-                                     received, the change pushed, all shards), device 0 */
+    uint64_t exchange_host_bytes; /*   parameter bytes the host moved for this rank's replicas:
+                                     master, ps 2 x params per update, device 0 (docs/async.md) */
 } vkt_trainer_stats;
 
 VKT_API vkt_status vkt_trainer_stats_get(const vkt_trainer *trainer,
