@@ -236,10 +236,11 @@ void train_print_stages(const train_args *a, vkt_trainer *tr)
             snprintf(keep, sizeof keep, "recomputes its forward");
         printf("stage %u (device %u): %u ops; device memory %.2f MB (parameters %.2f, "
                "gradients %.2f, optimizer %.2f, activations %.2f); %s; %.1f ms busy, %llu "
-               "forwards and %.2f MB sent in the last step\n", s, ss.device, ss.ops,
-               ss.device_bytes / 1e6, ss.param_bytes / 1e6, ss.grad_bytes / 1e6,
-               ss.optimizer_bytes / 1e6, ss.activation_bytes / 1e6, keep,
-               1e3 * ss.busy_seconds, (unsigned long long)ss.forwards, ss.sent_bytes / 1e6);
+               "forwards and %.2f MB sent (%.2f MB through the host) in the last step\n", s,
+               ss.device, ss.ops, ss.device_bytes / 1e6, ss.param_bytes / 1e6,
+               ss.grad_bytes / 1e6, ss.optimizer_bytes / 1e6, ss.activation_bytes / 1e6, keep,
+               1e3 * ss.busy_seconds, (unsigned long long)ss.forwards, ss.sent_bytes / 1e6,
+               ss.sent_host_bytes / 1e6);
     }
 }
 

@@ -151,6 +151,8 @@ struct vkt_model {
     vkt_stream *half[2];      /* the training step's forward and backward halves */
     int half_recorded[2];
     int half_pending;         /* step_forward ran and nothing since: step_backward may */
+    graph_run_with with;      /* the next run's companions (graph_model_run_with) */
+    int has_with;
     vkt_stream_stats train_stats, eval_stats;
     uint64_t step;
     model_hook hooks[MODEL_MAX_HOOKS];

@@ -109,6 +109,25 @@ vkt_status vkt_model_loss(vkt_model *m, float *out)
     return vkt_model_read(m, m->loss, out, 1);
 }
 
+/* Whether t's value lives to the end of a run (an input, or a computed value kept). */
+static vkt_status readable(vkt_model *m, const char *fn, const vkt_tensor *t)
+{
+    const mnode *nd = &m->node[t->id];
+    if (t->n_in == 0)
+        return VKT_OK;
+    if (!nd->active)
+        return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is not computed by this model "
+                          "(not needed by the loss or a kept tensor)", fn, t->name);
+    if (nd->val < 0)
+        return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is fused into '%s' and never "
+                          "stored; mark it with vkt_keep to read it", fn, t->name,
+                          m->g->nodes[nd->fused_into]->name);
+    if (!m->no_reuse && !m->val[model_root(m, nd->val)].kept)
+        return model_fail(m, VKT_ERROR_STATE, "%s: the memory of '%s' is reused during "
+                          "the step; mark it with vkt_keep to read it", fn, t->name);
+    return VKT_OK;
+}
+
 vkt_status vkt_model_read(vkt_model *m, const vkt_tensor *t, float *out, uint64_t count)
 {
     static const char fn[] = "vkt_model_read";
@@ -117,19 +136,9 @@ vkt_status vkt_model_read(vkt_model *m, const vkt_tensor *t, float *out, uint64_
     vkt_status st = tensor_ok(m, fn, t, count, out);
     if (st != VKT_OK)
         return st;
+    if ((st = readable(m, fn, t)) != VKT_OK)
+        return st;
     const mnode *nd = &m->node[t->id];
-    if (t->n_in > 0) {
-        if (!nd->active)
-            return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is not computed by this model "
-                              "(not needed by the loss or a kept tensor)", fn, t->name);
-        if (nd->val < 0)
-            return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is fused into '%s' and never "
-                              "stored; mark it with vkt_keep to read it", fn, t->name,
-                              m->g->nodes[nd->fused_into]->name);
-        if (!m->no_reuse && !m->val[model_root(m, nd->val)].kept)
-            return model_fail(m, VKT_ERROR_STATE, "%s: the memory of '%s' is reused during "
-                              "the step; mark it with vkt_keep to read it", fn, t->name);
-    }
     vkt_view v = model_view(m, nd->val);
     if (m->inputs_staged && v.buffer == m->inputs) { /* the latest data is in staging */
         memcpy(out, (const float *)m->staging->mapped + v.offset, count * 4);
@@ -249,4 +258,61 @@ vkt_status graph_model_read_input_grad(vkt_model *m, const vkt_tensor *t, float 
     vkt_view v = model_view(m, nd->grad);
     vkt_status st = vkt_buffer_read(v.buffer, v.offset * 4, out, count * 4);
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+}
+
+/* ---- views for device copies (graph_model_value_view and the two after it) ---- */
+
+static vkt_status view_of(vkt_model *m, const char *fn, const vkt_tensor *t, int32_t v,
+                          vkt_view *out)
+{
+    if (m->val[model_root(m, v)].dtype != VKT_DTYPE_FP32)
+        return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is not stored in fp32", fn, t->name);
+    *out = model_view(m, v);
+    return VKT_OK;
+}
+
+static vkt_status tensor_here(vkt_model *m, const char *fn, const vkt_tensor *t, vkt_view *out)
+{
+    if (!m || !t || !out || t->graph != m->g || t->id >= m->n)
+        return err_fail(m ? m->errmsg : NULL, VKT_ERROR_INVALID_ARGUMENT,
+                        "%s: not a tensor of this model", fn);
+    return VKT_OK;
+}
+
+vkt_status graph_model_value_view(vkt_model *m, const vkt_tensor *t, vkt_view *out)
+{
+    static const char fn[] = "graph_model_value_view";
+    vkt_status st = tensor_here(m, fn, t, out);
+    if (st == VKT_OK)
+        st = readable(m, fn, t);
+    return st == VKT_OK ? view_of(m, fn, t, m->node[t->id].val, out) : st;
+}
+
+vkt_status graph_model_input_grad_view(vkt_model *m, const vkt_tensor *t, vkt_view *out)
+{
+    static const char fn[] = "graph_model_input_grad_view";
+    vkt_status st = tensor_here(m, fn, t, out);
+    if (st != VKT_OK)
+        return st;
+    if (!m->grad_input || !m->grad_input[t->id] || m->node[t->id].grad < 0)
+        return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is not an input whose gradient this "
+                          "model computes", fn, t->name);
+    return view_of(m, fn, t, m->node[t->id].grad, out);
+}
+
+vkt_status graph_model_input_view(vkt_model *m, const vkt_tensor *t, vkt_view *out)
+{
+    static const char fn[] = "graph_model_input_view";
+    vkt_status st = tensor_here(m, fn, t, out);
+    if (st != VKT_OK)
+        return st;
+    if (t->op != GOP_INPUT || m->node[t->id].val < 0)
+        return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is not an input of this model", fn,
+                          t->name);
+    const mval *v = &m->val[m->node[t->id].val];
+    if (v->dtype != VKT_DTYPE_FP32)
+        return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is not stored in fp32", fn, t->name);
+    out->buffer = m->inputs_staged ? m->staging : m->inputs;
+    out->offset = v->offset; /* 4-byte units: as vkt_model_set_input writes it */
+    return VKT_OK;
 }

@@ -286,9 +286,47 @@ static vkt_status check_prior(vkt_model *m, vkt_stream *zero)
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
 
+void graph_model_run_with(vkt_model *m, const graph_run_with *w)
+{
+    if (!m)
+        return;
+    m->has_with = w != NULL;
+    if (w)
+        m->with = *w;
+}
+
+/* The run's submission: the pending zeroing, the companions before, the pass, those after
+ * (graph_model_run_with), under its sync; then submitted(). */
+static vkt_status submit_with(vkt_model *m, vkt_stream *s, vkt_stream *zero,
+                              const graph_run_with *w)
+{
+    if (!w)
+        return zero ? gpu_stream_submit_after(s, &zero, 1) : vkt_stream_submit(s);
+    vkt_stream *before[GPU_MAX_CARRIED];
+    uint32_t n = 0;
+    if (zero)
+        before[n++] = zero;
+    if (n + w->n_before + w->n_after > GPU_MAX_CARRIED)
+        return model_fail(m, VKT_ERROR_INTERNAL, "a run with %u streams before and %u after "
+                          "(at most %d with the zeroing)", w->n_before, w->n_after,
+                          GPU_MAX_CARRIED);
+    for (uint32_t i = 0; i < w->n_before; i++)
+        before[n++] = w->before[i];
+    vkt_status st = gpu_stream_submit_ext(s, before, n, w->after, w->n_after, w->sync);
+    if (st == VKT_OK && w->submitted)
+        w->submitted(w->user);
+    return st;
+}
+
 static vkt_status run(vkt_model *m, model_pass pass)
 {
     m->half_pending = 0; /* any run ends a step cut in halves (PASS_FWD_HALF sets it) */
+    graph_run_with with = m->with;
+    const graph_run_with *w = m->has_with ? &with : NULL;
+    m->has_with = 0;
+    if (w && m->check)
+        return model_fail(m, VKT_ERROR_STATE, "a run with streams or an order of its own in "
+                          "check mode (which runs a step's parts on their own)");
     vkt_status st = ensure_recorded(m, pass);
     const struct pass_def *d = &passes[pass];
     int training = d->backward;
@@ -303,7 +341,7 @@ static vkt_status run(vkt_model *m, model_pass pass)
         return st;
     model_write_ctrl(m);
     vkt_stream *s = *pass_stream(m, pass);
-    st = zero ? gpu_stream_submit_after(s, &zero, 1) : vkt_stream_submit(s);
+    st = submit_with(m, s, zero, w);
     if (st == VKT_OK)
         st = vkt_stream_wait(s);
     if (st != VKT_OK)

@@ -165,6 +165,33 @@ void graph_model_set_row_offset(vkt_model *m, uint32_t row);
  * whole step's bits. */
 vkt_status graph_model_step_forward(vkt_model *m);
 vkt_status graph_model_step_backward(vkt_model *m);
+/* ---- a run's companions: device edges between pipeline stages on one VkDevice ---- */
+/* fp32 views of count elements for device copies (a pipeline's device edges): where, after
+ * a run, the value of t lies (a value vkt_model_read may read: kept, or an input) and the
+ * gradient of input t (graph_model_read_input_grad's); and where input t goes before a
+ * run (the buffer the run starts from, which vkt_model_set_input writes: staging where
+ * inputs are staged). VKT_ERROR_STATE where the value cannot be read so (the reason in
+ * the model's message). */
+vkt_status graph_model_value_view(vkt_model *m, const vkt_tensor *t, vkt_view *out);
+vkt_status graph_model_input_grad_view(vkt_model *m, const vkt_tensor *t, vkt_view *out);
+vkt_status graph_model_input_view(vkt_model *m, const vkt_tensor *t, vkt_view *out);
+/* What the model's next run (any: a step, a half, a training forward) carries: streams
+ * run before its commands (each ending with gpu_stream_barrier_all) and after them (each
+ * starting with one), in its one submission, ordered by `sync` (NULL: none); once it is
+ * submitted, before the host waits for it, submitted(user) (NULL: none), so that another
+ * thread may submit what waits for its signal. For that run only; the arrays must live
+ * until it returns. Not in check mode (that run fails with VKT_ERROR_STATE). */
+struct gpu_submit_sync;
+typedef struct graph_run_with {
+    vkt_stream *const *before;
+    uint32_t n_before;
+    vkt_stream *const *after;
+    uint32_t n_after;
+    const struct gpu_submit_sync *sync;
+    void (*submitted)(void *user);
+    void *user;
+} graph_run_with;
+void graph_model_run_with(vkt_model *m, const graph_run_with *w);
 /* Mark `index` of the running training step: 1 passed (or the step is over), 0 not yet,
  * -1 on an error (the model's message says it). */
 int graph_model_mark_passed(vkt_model *m, uint32_t index);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "parallel/exec.h"
+#include "parallel/share.h"
 
 vkt_status exec_replica_attach(vkt_trainer *t, replica *r)
 {
@@ -24,33 +25,16 @@ vkt_status exec_replica_attach(vkt_trainer *t, replica *r)
     return st;
 }
 
-/* VKT_SHARE_DEVICE: 1 replicas on one physical device share one VkDevice (each its own
- * queue where the compute family has enough, else one under a lock: gpu.h), 0 never,
- * unset or empty: where the family has a queue for each of them (not lavapipe, which has
- * one: its replicas keep a device each, so they run concurrently). -1: a bad value. */
-static int share_mode(void)
+/* Replica j's context (share_pick's ctx). */
+static vkt_context *rep_ctx(void *user, uint32_t j)
 {
-    const char *v = plat_getenv("VKT_SHARE_DEVICE");
-    if (!v || !*v)
-        return 2;
-    return strcmp(v, "1") == 0 ? 1 : strcmp(v, "0") == 0 ? 0 : -1;
+    return ((vkt_trainer *)user)->rep[j].ctx;
 }
 
-/* The context replica i shares its VkDevice with (NULL: a device of its own): the first
- * replica before it on the same device, when sharing is on for that device. */
+/* The context replica i shares its VkDevice with (NULL: a device of its own): share.h. */
 static vkt_context *share_with(vkt_trainer *t, const uint32_t *dev, uint32_t n, uint32_t i)
 {
-    int mode = share_mode();
-    uint32_t on_device = 0, first = UINT32_MAX;
-    for (uint32_t k = 0; k < n; k++)
-        if (dev[k] == dev[i]) {
-            on_device++;
-            first = first == UINT32_MAX ? k : first;
-        }
-    if (mode <= 0 || first >= i)
-        return NULL;
-    vkt_context *c = t->rep[first].ctx;
-    return mode == 1 || gpu_context_queue_count(c) >= on_device ? c : NULL;
+    return share_pick(dev, n, i, rep_ctx, t);
 }
 
 static vkt_status create_context(vkt_trainer *t, replica *r, uint32_t device, vkt_context *share)

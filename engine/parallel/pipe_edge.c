@@ -1,8 +1,10 @@
-/* pipe_edge.c - the values and gradients that cross stages (pipe_engine.h), per copy, in
- * host memory: act[k] the value of micro-batch k sent forward; grad[c][k] the gradient
- * consumer stage c sends back (one slot per consumer, summed by the sender in stage
- * order, so the result does not depend on timing). The pipeline's monitor guards the
- * flags of every copy; a failing stage sets `failed` and wakes everybody. */
+/* pipe_edge.c - the values and gradients that cross stages (pipe_engine.h's pipe_edges
+ * rows), per copy. The host and world rows keep them in host memory: act[k] the value of
+ * micro-batch k sent forward; grad[c][k] the gradient consumer stage c sends back (one
+ * slot per consumer, summed by the sender in stage order, so the result does not depend
+ * on timing); the world row's slots are filled by messages (pipe_world.c). The device
+ * row is pipe_edge_device.c's. The pipeline's monitor guards the flags of every copy; a
+ * failing stage sets `failed` and wakes everybody. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,8 +71,29 @@ vkt_status pipe_edges_make(vkt_pipeline *p)
     return VKT_OK;
 }
 
+vkt_status pipe_edges_start(vkt_pipeline *p)
+{
+    p->edges = pipe_edges_pick(p);
+    if (p->edges != &pipe_edges_device)
+        return VKT_OK;
+    vkt_status st = pipe_edges_device_make(p);
+    if (st == VKT_ERROR_OUT_OF_MEMORY) { /* the host's slots need no device memory */
+        pipe_edges_device_free(p);
+        p->errmsg[0] = 0;
+        p->edges = pipe_edges_pick_host(p);
+        st = VKT_OK;
+    }
+    return st;
+}
+
+vkt_status pipe_edges_record(vkt_pipeline *p)
+{
+    return p->edges == &pipe_edges_device ? pipe_edges_device_record(p) : VKT_OK;
+}
+
 void pipe_edges_free(vkt_pipeline *p)
 {
+    pipe_edges_device_free(p);
     for (uint32_t e = 0; p->edge && e < p->n_edge; e++) {
         free(p->edge[e].act);
         free(p->edge[e].grad);
@@ -88,6 +111,8 @@ void pipe_edges_reset(vkt_pipeline *p)
         for (uint32_t k = 0; k < p->m; k++)
             p->edge[e].pending[k] = p->edge[e].n_to;
     }
+    for (uint32_t i = 0; i < p->n_ctx; i++) /* the device row's next run: nothing yet */
+        p->st[i].dev.n_before = p->st[i].dev.n_after = p->st[i].dev.n_wait = 0;
 }
 
 /* Edge i of stage s's list is done for micro-batch k (lock held). */
@@ -122,23 +147,37 @@ static int wait_edges(pstage *s, uint32_t k, uint32_t n, edge_done_fn done)
     return ok;
 }
 
-/* Every received value of micro-batch k is there. */
-int pipe_wait_values(pstage *s, uint32_t k)
+/* Every received value of micro-batch k is there (host: read back; device: submitted). */
+int pipe_host_wait_values(pstage *s, uint32_t k)
 {
-    if (s->p->world)
-        return pipe_world_wait_values(s, k);
     return wait_edges(s, k, s->gs->n_recv, value_here);
 }
 
-/* Every gradient this stage sent for micro-batch k has been taken by its readers. */
-int pipe_wait_grads(pstage *s, uint32_t k)
+/* Every consumer of what this stage sent for micro-batch k has sent its gradient. */
+int pipe_host_wait_grads(pstage *s, uint32_t k)
 {
-    if (s->p->world)
-        return pipe_world_wait_grads(s, k);
     return wait_edges(s, k, s->gs->n_send, grad_taken);
 }
 
-vkt_status pipe_recv_values(pstage *s, uint32_t k)
+/* host, world: value k ready to its consumers (under the monitor). */
+void pipe_edge_announce_value(vkt_pipeline *p, pedge *e, uint32_t k)
+{
+    plat_monitor_lock(p->mon);
+    e->ready[k] = 1;
+    plat_monitor_broadcast(p->mon);
+    plat_monitor_unlock(p->mon);
+}
+
+/* A consumer's gradient of value k sent back (under the monitor). */
+void pipe_edge_announce_grad(vkt_pipeline *p, pedge *e, uint32_t k)
+{
+    plat_monitor_lock(p->mon);
+    e->pending[k]--;
+    plat_monitor_broadcast(p->mon);
+    plat_monitor_unlock(p->mon);
+}
+
+static vkt_status recv_values(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
@@ -152,7 +191,9 @@ vkt_status pipe_recv_values(pstage *s, uint32_t k)
     return VKT_OK;
 }
 
-vkt_status pipe_send_values(pstage *s, uint32_t k)
+/* The values of micro-batch k read back into act[k]; then to the consumers (host: their
+ * flag; world: messages). */
+static vkt_status send_values(pstage *s, uint32_t k, int world)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
@@ -163,20 +204,22 @@ vkt_status pipe_send_values(pstage *s, uint32_t k)
         if (st != VKT_OK)
             return pipe_model_fail(s, st, "sending a value");
         s->sent += e->elems * 4;
-        if (p->world) { /* the edge's world kind: a message to each consumer's rank */
-            if ((st = pipe_world_send_value(s, j, k)) != VKT_OK)
-                return st;
-            continue;
-        }
-        plat_monitor_lock(p->mon);
-        e->ready[k] = 1;
-        plat_monitor_broadcast(p->mon);
-        plat_monitor_unlock(p->mon);
+        s->host_sent += e->elems * 4;
+        if (world) /* a message to each consumer's rank */
+            st = pipe_world_send_value(s, j, k);
+        else
+            pipe_edge_announce_value(p, e, k);
+        if (st != VKT_OK)
+            return st;
     }
     return VKT_OK;
 }
+static vkt_status host_send_values(pstage *s, uint32_t k) { return send_values(s, k, 0); }
+static vkt_status world_send_values(pstage *s, uint32_t k) { return send_values(s, k, 1); }
 
-vkt_status pipe_send_grads(pstage *s, uint32_t k)
+/* The gradients of micro-batch k's received values read back into the consumer's slot of
+ * grad; then to their senders. */
+static vkt_status send_grads(pstage *s, uint32_t k, int world)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
@@ -188,20 +231,22 @@ vkt_status pipe_send_grads(pstage *s, uint32_t k)
         if (st != VKT_OK)
             return pipe_model_fail(s, st, "gradient of a received value");
         s->sent += e->elems * 4;
-        if (p->world) { /* to the sender's rank */
-            if ((st = pipe_world_send_grad(s, j, k)) != VKT_OK)
-                return st;
-            continue;
-        }
-        plat_monitor_lock(p->mon);
-        e->pending[k]--;
-        plat_monitor_broadcast(p->mon);
-        plat_monitor_unlock(p->mon);
+        s->host_sent += e->elems * 4;
+        if (world) /* to the sender's rank */
+            st = pipe_world_send_grad(s, j, k);
+        else
+            pipe_edge_announce_grad(p, e, k);
+        if (st != VKT_OK)
+            return st;
     }
     return VKT_OK;
 }
+static vkt_status host_send_grads(pstage *s, uint32_t k) { return send_grads(s, k, 0); }
+static vkt_status world_send_grads(pstage *s, uint32_t k) { return send_grads(s, k, 1); }
 
-vkt_status pipe_recv_grads(pstage *s, uint32_t k)
+/* The gradients of what s sent for micro-batch k, summed over the consumers in stage order
+ * (from consumer 0's: as the device row sums), into its inputs. */
+static vkt_status recv_grads(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
@@ -210,8 +255,8 @@ vkt_status pipe_recv_grads(pstage *s, uint32_t k)
         const float *g = e->grad + (uint64_t)k * e->elems; /* consumer 0's */
         if (e->n_to > 1) { /* consumers' contributions in stage order */
             for (uint64_t i = 0; i < e->elems; i++) {
-                float sum = 0;
-                for (uint32_t c = 0; c < e->n_to; c++)
+                float sum = g[i];
+                for (uint32_t c = 1; c < e->n_to; c++)
                     sum += e->grad[((uint64_t)c * p->m + k) * e->elems + i];
                 s->gsum[i] = sum;
             }
@@ -222,4 +267,36 @@ vkt_status pipe_recv_grads(pstage *s, uint32_t k)
             return pipe_model_fail(s, st, "gradient of a sent value");
     }
     return VKT_OK;
+}
+
+/* host, world: nothing rides with the run (the host sends after it). */
+static vkt_status no_arm(pstage *s, uint32_t k, int values, int grads)
+{
+    (void)s;
+    (void)k;
+    (void)values;
+    (void)grads;
+    return VKT_OK;
+}
+
+static const pipe_edges rows[] = {
+    {"host", pipe_host_wait_values, pipe_host_wait_grads, recv_values, recv_grads, no_arm,
+     host_send_values, host_send_grads},
+    {"world", pipe_world_wait_values, pipe_world_wait_grads, recv_values, recv_grads, no_arm,
+     world_send_values, world_send_grads},
+};
+
+/* world across ranks; device where pipe_edges_device_fits (every stage of each copy on one
+ * VkDevice with timelines, no check mode); else host. */
+const pipe_edges *pipe_edges_pick(const vkt_pipeline *p)
+{
+    if (!p->world && pipe_edges_device_fits(p))
+        return &pipe_edges_device;
+    return pipe_edges_pick_host(p);
+}
+
+/* The rows through host memory: world across ranks, else host. */
+const pipe_edges *pipe_edges_pick_host(const vkt_pipeline *p)
+{
+    return &rows[p->world ? 1 : 0];
 }

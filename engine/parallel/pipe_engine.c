@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "parallel/pipe_engine.h"
+#include "parallel/share.h"
 
 vkt_status pipe_fail(vkt_pipeline *p, vkt_status st, const char *fmt, ...)
 {
@@ -147,32 +148,76 @@ static vkt_status pick_keep(vkt_pipeline *p, pstage *s, const vkt_model_options 
     return VKT_OK;
 }
 
+/* Context j (share_pick's ctx). */
+static vkt_context *stage_ctx(void *user, uint32_t j)
+{
+    return ((vkt_pipeline *)user)->st[j].ctx;
+}
+
+/* The context s shares its VkDevice with (NULL: its own): the first context before it on
+ * its device, as replicas share (share.h, VKT_SHARE_DEVICE); across ranks each rank holds
+ * one. Where every stage of a copy shares one, the edges stay on it (pipe_edges). */
+static vkt_context *share_with(vkt_pipeline *p, const pstage *s)
+{
+    uint32_t dev[VKT_MAX_STAGES * VKT_MAX_REPLICAS];
+    uint32_t i = (uint32_t)(s - p->st);
+    if (p->world || p->n_ctx > sizeof dev / sizeof dev[0])
+        return NULL;
+    for (uint32_t j = 0; j < p->n_ctx; j++)
+        dev[j] = p->st[j].device;
+    return share_pick(dev, p->n_ctx, i, stage_ctx, p);
+}
+
+/* What each model of stage s is made with: its options and the inputs whose gradient
+ * it sends back (*gin: to free). */
+static vkt_status stage_options(vkt_pipeline *p, pstage *s, vkt_model_options *mo,
+                                const vkt_tensor ***gin)
+{
+    const graph_stage *gs = s->gs;
+    *gin = malloc((gs->n_recv + 1) * sizeof **gin);
+    if (!*gin)
+        return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t j = 0; j < gs->n_recv; j++)
+        (*gin)[j] = gs->map[gs->recv[j]];
+    *mo = (vkt_model_options){.batch = p->mb, .check = p->opt.check};
+    return vkt_context_precision(s->ctx, p->opt.precision, &mo->precision, NULL, 0);
+}
+
+/* The stage's context (shared: share_with), its first model and its optimizer. */
 static vkt_status create_stage(vkt_pipeline *p, pstage *s)
 {
     char name[64];
     stage_name(s, name, sizeof name);
     vkt_context_options co = {.device_index = s->device, .kernels = p->opt.kernels};
-    vkt_status st = vkt_context_create(p->inst, &co, &s->ctx);
+    vkt_status st = gpu_context_create_shared(p->inst, &co, share_with(p, s), &s->ctx);
     if (st != VKT_OK)
         return pipe_fail(p, st, "%s: %s", name, vkt_last_error());
-    graph_stage *gs = s->gs;
-    const vkt_tensor **gin = malloc((gs->n_recv + 1) * sizeof *gin);
-    if (!gin)
-        return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    for (uint32_t j = 0; j < gs->n_recv; j++)
-        gin[j] = gs->map[gs->recv[j]];
-    vkt_model_options mo = {.batch = p->mb, .check = p->opt.check};
-    st = vkt_context_precision(s->ctx, p->opt.precision, &mo.precision, NULL, 0);
+    vkt_model_options mo;
+    const vkt_tensor **gin = NULL;
+    st = stage_options(p, s, &mo, &gin);
     if (st == VKT_OK)
-        st = graph_model_create(s->ctx, gs->g, gs->loss, &mo, gin, gs->n_recv,
+        st = graph_model_create(s->ctx, s->gs->g, s->gs->loss, &mo, gin, s->gs->n_recv,
                                 GRAPH_MODEL_ACCUMULATE, &s->model);
-    if (st != VKT_OK) {
-        free(gin);
-        return pipe_fail(p, st, "%s: %s", name, vkt_last_error());
-    }
-    st = record_apply(p, s);
+    int no_host_memory = gin == NULL; /* stage_options' message is the pipeline's */
+    free(gin);
+    if (st != VKT_OK)
+        return no_host_memory ? st : pipe_fail(p, st, "%s: %s", name, vkt_last_error());
+    return record_apply(p, s);
+}
+
+/* After every stage's first model and the edges' buffers: its keeping slots, or
+ * recompute (pick_keep). */
+static vkt_status create_slots(vkt_pipeline *p, pstage *s)
+{
+    char name[64];
+    stage_name(s, name, sizeof name);
+    vkt_model_options mo;
+    const vkt_tensor **gin = NULL;
+    vkt_status st = stage_options(p, s, &mo, &gin);
     if (st == VKT_OK)
         st = pick_keep(p, s, &mo, gin, name);
+    else if (gin)
+        pipe_fail(p, st, "%s: %s", name, vkt_last_error());
     free(gin);
     return st;
 }
@@ -203,6 +248,10 @@ static vkt_status check_options(vkt_pipeline *p)
     p->n_ctx = p->P * p->D;
     if (!o->devices || o->n_devices == 0)
         return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: no device list", o->fn);
+    if (share_mode() < 0)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "VKT_SHARE_DEVICE='%s': 1 (stages on "
+                         "one device share its VkDevice), 0 (never) or unset (where it has a "
+                         "queue for each)", plat_getenv("VKT_SHARE_DEVICE"));
     return VKT_OK;
 }
 
@@ -267,6 +316,14 @@ vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
     for (uint32_t i = 0; i < p->n_ctx && st == VKT_OK; i++)
         if (p->st[i].local)
             st = create_stage(p, &p->st[i]);
+    if (st == VKT_OK) /* the row; the device row's buffers before the slots: what they
+                         leave free decides keeping (keep_fits) */
+        st = pipe_edges_start(p);
+    for (uint32_t i = 0; i < p->n_ctx && st == VKT_OK; i++)
+        if (p->st[i].local)
+            st = create_slots(p, &p->st[i]);
+    if (st == VKT_OK)
+        st = pipe_edges_record(p); /* the device row's copies: on the slots */
     if (st == VKT_OK && p->opt.async)
         st = pipe_async_make(p); /* after the stages: their parameter counts */
     if (st != VKT_OK) {
@@ -283,6 +340,7 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
 {
     if (!p)
         return;
+    pipe_edges_free(p); /* the device row's buffers and copies: before their contexts */
     for (uint32_t k = 0; p->st && k < p->n_ctx; k++) {
         pstage *s = &p->st[k];
         vkt_stream_destroy(s->apply);
@@ -303,7 +361,6 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
     }
     free(p->stage_train);
     pipe_async_free(p);
-    pipe_edges_free(p);
     free(p->st);
     free(p->meets);
     graph_split_free(&p->split);
@@ -478,6 +535,7 @@ vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
     out->optimizer_bytes = vkt_optimizer_state_size(s->opt);
     out->activation_bytes = ms.activation_bytes * s->n_slots; /* the slots' arenas: equal */
     out->sent_bytes = s->sent;
+    out->sent_host_bytes = s->host_sent;
     out->busy_seconds = s->busy;
     out->grad_reads = s->grad_reads;
     out->grad_writes = s->grad_writes;

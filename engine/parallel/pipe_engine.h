@@ -12,11 +12,13 @@
 #define VKT_PARALLEL_PIPE_ENGINE_H
 
 #include "core/error.h"
+#include "gpu/gpu.h"
 #include "parallel/pipe.h"
 #include "parallel/world.h"
 #include "platform/platform.h"
 
-/* An edge: one value crossing stages, within one copy, in host slots. */
+/* An edge: one value crossing stages, within one copy: in host slots (the host and world
+ * rows of pipe_edges), or in device buffers (the device row). */
 typedef struct pedge {
     uint32_t node;        /* the full graph's id of the value */
     uint32_t from;        /* the stage that computes it */
@@ -28,7 +30,32 @@ typedef struct pedge {
     uint8_t *ready;       /* [m]: act[k] written */
     uint32_t *pending;    /* [m]: consumers that have not sent grad[.][k] yet */
     uint32_t copy;        /* the copy it belongs to */
+    /* device row (pipe_edge_device.c): on the sender's context, which its consumers share */
+    vkt_buffer *dact;     /* [m][elems] */
+    vkt_buffer *dgrad;    /* [n_to][m][elems] */
+    uint64_t *act_sig;    /* [m]: the sender's timeline value once dact[k] is written */
+    uint64_t *grad_sig;   /* [n_to][m]: consumer c's once dgrad[c][k] is */
 } pedge;
+
+/* A stage's device edges (pipe_edge_device.c): copies recorded once per micro-batch, its
+ * timeline, and what its next run carries (graph_model_run_with), assembled by the row's
+ * recv and arm functions. */
+typedef struct pdev {
+    gpu_timeline *tl;      /* raised by each of its runs that sends */
+    uint64_t tl_next;      /* its last value */
+    vkt_stream **vsend;    /* [m] its sent values of k -> dact[k] */
+    vkt_stream **vrecv;    /* [m] dact[k] -> its received inputs */
+    vkt_stream **gsend;    /* [m] its received values' gradients -> dgrad[slot][k] */
+    vkt_stream **grecv;    /* [m] dgrad[.][k] summed (consumer order) -> its sent values'
+                              gradient inputs */
+    vkt_stream *before[GPU_MAX_CARRIED], *after[GPU_MAX_CARRIED];
+    uint32_t n_before, n_after;
+    gpu_sync wait[GPU_MAX_SYNC], signal;
+    uint32_t n_wait;
+    gpu_submit_sync sync;
+    int values, grads;     /* the run sends values / gradients of micro-batch k: */
+    uint32_t k;            /* announced once it is submitted */
+} pdev;
 
 /* Across ranks (pipe_world.c), per local stage: the receives posted at the step's start
  * (values: [n_recv][m]; gradients of sent values: [n_send][GRAPH_MAX_STAGES][m]) and the
@@ -85,6 +112,8 @@ typedef struct pstage {
     double loss;           /* last stage: the weighted loss of the step */
     double busy;
     uint64_t sent;
+    uint64_t host_sent;    /* of sent, through host memory (host and world rows) */
+    pdev dev;              /* device edges */
     vkt_status status;
     char errmsg[VKT_ERRMSG_SIZE];
     plat_thread *thread;
@@ -144,6 +173,7 @@ struct vkt_pipeline {
     pstage *st;            /* [n_ctx] */
     pedge *edge;           /* every copy's edges, copy after copy */
     uint32_t n_edge;
+    const struct pipe_edges *edges; /* how they cross (pipe_edges_pick's row) */
     plat_monitor *mon;
     int failed;            /* under mon */
     int go;                /* under mon: the step's threads may start working */
@@ -220,27 +250,60 @@ double pipe_async_gather(pstage *s);           /* async host: the copy's own sum
 vkt_status pipe_async_push(pstage *s);         /* master += s's parameters - the seed */
 vkt_status pipe_async_end(vkt_pipeline *p);    /* every copy's parameters := its master */
 
-/* ---- edges (pipe_edge.c): the crossing values of every copy in host slots ---- */
+/* ---- edges (pipe_edge.c, pipe_edge_device.c): how values and gradients cross ---- */
 
-/* Every copy's edges and its stages' send and receive lists. */
+/* One row per way (picked at creation by pipe_edges_pick):
+ *  host: host slots (pedge.act, .grad): after its run a sender reads its values back and
+ *    marks them ready; the receiver waits for the mark and writes them into its inputs;
+ *    the same for gradients back;
+ *  world: the same slots filled by messages between ranks (pipe_world.c);
+ *  device (pipe_edge_device.c): every stage of each copy on one VkDevice (pipe_engine.c
+ *    shares it as replicas do: VKT_SHARE_DEVICE). The sender's run copies its values into
+ *    device buffers (dact) and raises its timeline; they are marked ready once it is
+ *    submitted, and the receiver's run waits for that value on the device and copies them
+ *    into its inputs. No host copy, and no thread waits for another stage's fence: the
+ *    device runs a receiver's work as soon as the sender's is done.
+ * Per stage and micro-batch k: wait_* until k's values (or the gradients of what it sent)
+ * are there; recv_* puts them into the next run's inputs; arm(values, grads), called
+ * just before the run that computes k's values / gradients of received values, and
+ * send_* after it. */
+typedef struct pipe_edges {
+    const char *name;
+    int (*wait_values)(pstage *s, uint32_t k);  /* 0: another stage failed */
+    int (*wait_grads)(pstage *s, uint32_t k);
+    vkt_status (*recv_values)(pstage *s, uint32_t k);
+    vkt_status (*recv_grads)(pstage *s, uint32_t k);
+    vkt_status (*arm)(pstage *s, uint32_t k, int values, int grads);
+    vkt_status (*send_values)(pstage *s, uint32_t k);
+    vkt_status (*send_grads)(pstage *s, uint32_t k);
+} pipe_edges;
+extern const pipe_edges pipe_edges_device;
+
+/* Every copy's edges and its stages' send and receive lists (host slots). */
 vkt_status pipe_edges_make(vkt_pipeline *p);
+/* After the stages' first models: p->edges picked, and the device row's buffers made
+ * where it is picked (where they do not fit: the host row); after the slots, the device
+ * row's copies and timelines (pipe_edges_record). */
+vkt_status pipe_edges_start(vkt_pipeline *p);
+vkt_status pipe_edges_record(vkt_pipeline *p);
+/* Before the contexts go. */
 void pipe_edges_free(vkt_pipeline *p);
 /* A new step: no value sent, every consumer's gradient pending. */
 void pipe_edges_reset(vkt_pipeline *p);
-/* Until every value stage s receives for micro-batch k is there / every gradient of
- * what it sent came back; 0 when another stage failed. */
-int pipe_wait_values(pstage *s, uint32_t k);
-int pipe_wait_grads(pstage *s, uint32_t k);
-/* Micro-batch k's received values into s's inputs. */
-vkt_status pipe_recv_values(pstage *s, uint32_t k);
-/* After s's forward of micro-batch k: the values it sends, to its consumers. */
-vkt_status pipe_send_values(pstage *s, uint32_t k);
-/* After s's backward of micro-batch k: the gradients of its received values, to their
- * senders. */
-vkt_status pipe_send_grads(pstage *s, uint32_t k);
-/* Before s's backward of micro-batch k: the gradients of what it sent, summed over the
- * consumers in stage order, into its inputs. */
-vkt_status pipe_recv_grads(pstage *s, uint32_t k);
+const pipe_edges *pipe_edges_pick(const vkt_pipeline *p);
+const pipe_edges *pipe_edges_pick_host(const vkt_pipeline *p);
+/* The device row's conditions: no world, no check mode, each copy's stages on one
+ * VkDevice with timelines. */
+int pipe_edges_device_fits(const vkt_pipeline *p);
+vkt_status pipe_edges_device_make(vkt_pipeline *p);   /* buffers */
+vkt_status pipe_edges_device_record(vkt_pipeline *p); /* copies, timelines */
+void pipe_edges_device_free(vkt_pipeline *p);
+/* Shared by the rows (pipe_edge.c): the host flags' waits, and the marks under the
+ * monitor: value k of e ready; one more consumer's gradient of it sent. */
+int pipe_host_wait_values(pstage *s, uint32_t k);
+int pipe_host_wait_grads(pstage *s, uint32_t k);
+void pipe_edge_announce_value(vkt_pipeline *p, pedge *e, uint32_t k);
+void pipe_edge_announce_grad(vkt_pipeline *p, pedge *e, uint32_t k);
 
 /* ---- across ranks (pipe_world.c): one stage per rank, edges as messages ---- */
 

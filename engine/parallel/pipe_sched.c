@@ -59,7 +59,7 @@ static vkt_status set_inputs(pstage *s, uint32_t k)
         if (vkt_model_set_input(m, gs->map[gs->feed[j]], data, n) != VKT_OK)
             return pipe_model_fail(s, VKT_ERROR_INVALID_ARGUMENT, "input");
     }
-    return pipe_recv_values(s, k);
+    return s->p->edges->recv_values(s, k);
 }
 
 /* After a backward: gradients of received values back to their senders. The parameters'
@@ -70,18 +70,22 @@ static vkt_status set_inputs(pstage *s, uint32_t k)
 static vkt_status after_backward(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
-    vkt_status st = pipe_send_grads(s, k);
+    vkt_status st = p->edges->send_grads(s, k);
     if (st != VKT_OK || k + 1 < p->m)
         return st;
     s->cur = s->model; /* the sum is slot 0's (the owner's): its message if it fails */
     return p->route->collect(s);
 }
 
-/* Runs one of the stage's models (fn) and counts its time, and its forward (forwards). */
-static vkt_status timed(pstage *s, vkt_status (*fn)(vkt_model *), const char *what)
+/* Runs one of the stage's models (fn) and counts its time, and its forward (forwards);
+ * the run carries the edges' copies of what it sends: values, gradients (arm). */
+static vkt_status timed(pstage *s, uint32_t k, int values, int grads,
+                        vkt_status (*fn)(vkt_model *), const char *what)
 {
     double t0 = plat_now();
-    vkt_status st = fn(s->cur);
+    vkt_status st = s->p->edges->arm(s, k, values, grads);
+    if (st == VKT_OK)
+        st = fn(s->cur);
     s->busy += plat_now() - t0;
     s->forwards++;
     return st == VKT_OK ? VKT_OK : pipe_model_fail(s, st, what);
@@ -94,11 +98,13 @@ static vkt_status timed(pstage *s, vkt_status (*fn)(vkt_model *), const char *wh
 static vkt_status keep_forward(pstage *s, uint32_t k)
 {
     vkt_status st = set_inputs(s, k);
-    return st == VKT_OK ? timed(s, graph_model_step_forward, "forward") : st;
+    return st == VKT_OK ? timed(s, k, 1, 0, graph_model_step_forward, "forward") : st;
 }
 static vkt_status keep_backward(pstage *s, uint32_t k)
 {
-    vkt_status st = pipe_recv_grads(s, k);
+    vkt_status st = s->p->edges->recv_grads(s, k);
+    if (st == VKT_OK)
+        st = s->p->edges->arm(s, k, 0, 1);
     if (st != VKT_OK)
         return st;
     double t0 = plat_now();
@@ -113,14 +119,15 @@ static vkt_status keep_backward(pstage *s, uint32_t k)
 static vkt_status recompute_forward(pstage *s, uint32_t k)
 {
     vkt_status st = set_inputs(s, k);
-    return st == VKT_OK ? timed(s, graph_model_forward_train, "forward") : st;
+    return st == VKT_OK ? timed(s, k, 1, 0, graph_model_forward_train, "forward") : st;
 }
 static vkt_status recompute_backward(pstage *s, uint32_t k)
 {
     vkt_status st = set_inputs(s, k);
     if (st == VKT_OK)
-        st = pipe_recv_grads(s, k);
-    return st == VKT_OK ? timed(s, vkt_model_forward_backward, "forward and backward") : st;
+        st = s->p->edges->recv_grads(s, k);
+    return st == VKT_OK ? timed(s, k, 0, 1, vkt_model_forward_backward, "forward and backward")
+                        : st;
 }
 
 static const pipe_keep keeps[] = {
@@ -136,17 +143,17 @@ const pipe_keep *pipe_keep_row(int keep)
 static vkt_status forward(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
-    if (!pipe_wait_values(s, k))
+    if (!p->edges->wait_values(s, k))
         return VKT_ERROR_STATE; /* another stage failed: its message is the one */
     s->cur = pipe_slot(s, k);
     if (s->index != p->P - 1) {
         vkt_status st = s->keep->forward(s, k);
-        return st == VKT_OK ? pipe_send_values(s, k) : st;
+        return st == VKT_OK ? p->edges->send_values(s, k) : st;
     }
     /* the last stage: its whole step (one slot) */
     vkt_status st = set_inputs(s, k);
     if (st == VKT_OK)
-        st = timed(s, vkt_model_forward_backward, "forward and backward");
+        st = timed(s, k, 0, 1, vkt_model_forward_backward, "forward and backward");
     if (st != VKT_OK)
         return st;
     float loss = 0;
@@ -162,7 +169,7 @@ static vkt_status backward(pstage *s, uint32_t k)
     vkt_pipeline *p = s->p;
     if (s->index == p->P - 1)
         return VKT_OK; /* its forward did it */
-    if (!pipe_wait_grads(s, k))
+    if (!p->edges->wait_grads(s, k))
         return VKT_ERROR_STATE;
     s->cur = pipe_slot(s, k);
     vkt_status st = s->keep->backward(s, k);
@@ -481,6 +488,7 @@ static void reset_step(vkt_pipeline *p)
         s->busy = 0;
         s->forwards = 0;
         s->sent = 0;
+        s->host_sent = 0;
         s->status = VKT_OK;
         s->errmsg[0] = 0;
     }

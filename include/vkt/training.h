@@ -361,12 +361,12 @@ typedef struct vkt_pipeline_stage_stats {
     uint64_t sent_bytes;       /* values sent forward and gradients sent back, last step */
     double busy_seconds;       /* last step: time in its forwards, backwards and update */
     uint64_t device_bytes;     /* device-local memory of its context (vkt_memory_stats) */
-    uint64_t grad_reads;       /* last step: gradient reads (1, or 0: docs/model_parallel.md) */
-    uint64_t grad_writes;      /* last step: writes from the host (1 with a read, else 0) */
+    uint64_t grad_reads, grad_writes; /* last step: by the host (1 each; direct route: 0) */
     double staleness_mean;     /* async copies: its master's staleness (docs/async.md) */
     uint64_t staleness_p99, staleness_max, updates; /* and pushes since creation; else 0 */
     uint64_t forwards;         /* last step: runs of its forward (2m where it recomputes) */
     uint32_t kept;             /* micro-batches kept at once (min(P - s, m)); 0: recomputes */
+    uint64_t sent_host_bytes;  /* of sent_bytes, through host memory (0: device edges) */
 } vkt_pipeline_stage_stats;
 VKT_API vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *pipeline, uint32_t stage,
                                                 vkt_pipeline_stage_stats *out /* OUT */);

@@ -168,7 +168,8 @@ class PipelineStageStats(Structure):
                 ("grad_reads", c_uint64), ("grad_writes", c_uint64),
                 ("staleness_mean", c_double), ("staleness_p99", c_uint64),
                 ("staleness_max", c_uint64), ("updates", c_uint64),
-                ("forwards", c_uint64), ("kept", c_uint32)]
+                ("forwards", c_uint64), ("kept", c_uint32),
+                ("sent_host_bytes", c_uint64)]
 
 
 class SplitOptions(Structure):

@@ -1,0 +1,332 @@
+/* pipe_edge_device.c - the device row of pipe_edges (pipe_engine.h): every stage of each
+ * copy on one VkDevice (pipe_engine.c shares it as replicas do), so the values and
+ * gradients that cross stages stay in device buffers both stages' command buffers use.
+ *
+ * Per edge e (on its sender's context): dact [m][elems], dgrad [n_to][m][elems]. Per
+ * stage and micro-batch k, four copies recorded once (each with a barrier over all
+ * writes at both ends, so the commands before and after it in submission order see its
+ * writes and it sees theirs):
+ *   vsend[k]: the values it sends, from micro-batch k's slot -> dact[k]     (after F(k))
+ *   vrecv[k]: dact[k] -> the inputs it receives them in                  (before F(k))
+ *   gsend[k]: the gradients of its received values -> dgrad[slot][k]      (after B(k))
+ *   grecv[k]: dgrad[.][k], consumer 0's plus the others' in stage order (kt_axpby: the
+ *             host row's float sum, bit for bit), -> its sent values' gradient inputs
+ *                                                                          (before B(k))
+ * A run that sends raises its stage's timeline to the next value, which the edge keeps
+ * (act_sig, grad_sig) before the run is submitted; once it is, the run's values are marked
+ * ready (pipe_edge.c's flags, under the monitor) and the receiver's run waits for that
+ * value on the device. So a wait is never submitted before its signal (gpu.h's rule for
+ * one queue), no thread waits for another stage's fence, and no value passes through
+ * the host. Each stage's own run is still waited for by its thread (its inputs, control
+ * block and loss are host writes and reads). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/train_ops.h"
+#include "parallel/pipe_engine.h"
+
+int pipe_edges_device_fits(const vkt_pipeline *p)
+{
+    if (p->world || p->opt.check || p->n_edge == 0)
+        return 0;
+    for (uint32_t c = 0; c < p->D; c++) {
+        const pstage *s0 = &p->st[c * p->P];
+        if (!s0->ctx || !s0->ctx->timeline)
+            return 0;
+        for (uint32_t k = 1; k < p->P; k++)
+            if (!gpu_context_same_device(s0->ctx, p->st[c * p->P + k].ctx))
+                return 0;
+    }
+    return 1;
+}
+
+static vkt_status dev_fail(pstage *s, vkt_status st, const char *what)
+{
+    const char *msg = s->cur ? vkt_model_errmsg(s->cur) : "";
+    if (!msg || !*msg)
+        msg = vkt_context_errmsg(s->ctx);
+    return pipe_fail(s->p, st, "copy %u, stage %u: device edges: %s: %s", s->copy, s->index,
+                     what, msg);
+}
+
+static uint64_t bytes_at(const pedge *e, uint64_t slot, uint32_t m, uint32_t k)
+{
+    return (slot * m + k) * e->elems * 4;
+}
+
+/* One of the copies above for micro-batch k, into *out (the header's list). */
+typedef vkt_status (*record_fn)(pstage *s, uint32_t k, vkt_stream *x);
+
+static vkt_status record_vsend(pstage *s, uint32_t k, vkt_stream *x)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    vkt_status st = VKT_OK;
+    for (uint32_t j = 0; j < gs->n_send && st == VKT_OK; j++) {
+        pedge *e = &p->edge[s->send_edge[j]];
+        vkt_view v;
+        st = graph_model_value_view(s->cur, gs->map[gs->send[j]], &v);
+        if (st == VKT_OK)
+            st = vkt_stream_copy(x, v.buffer, v.offset * 4, e->dact, bytes_at(e, 0, p->m, k),
+                                 e->elems * 4);
+    }
+    return st;
+}
+
+static vkt_status record_vrecv(pstage *s, uint32_t k, vkt_stream *x)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    vkt_status st = VKT_OK;
+    for (uint32_t j = 0; j < gs->n_recv && st == VKT_OK; j++) {
+        pedge *e = &p->edge[s->recv_edge[j]];
+        vkt_view v;
+        st = graph_model_input_view(s->cur, gs->map[gs->recv[j]], &v);
+        if (st == VKT_OK)
+            st = vkt_stream_copy(x, e->dact, bytes_at(e, 0, p->m, k), v.buffer, v.offset * 4,
+                                 e->elems * 4);
+    }
+    return st;
+}
+
+static vkt_status record_gsend(pstage *s, uint32_t k, vkt_stream *x)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    vkt_status st = VKT_OK;
+    for (uint32_t j = 0; j < gs->n_recv && st == VKT_OK; j++) {
+        pedge *e = &p->edge[s->recv_edge[j]];
+        vkt_view v;
+        st = graph_model_input_grad_view(s->cur, gs->map[gs->recv[j]], &v);
+        if (st == VKT_OK)
+            st = vkt_stream_copy(x, v.buffer, v.offset * 4, e->dgrad,
+                                 bytes_at(e, s->recv_slot[j], p->m, k), e->elems * 4);
+    }
+    return st;
+}
+
+static vkt_status record_grecv(pstage *s, uint32_t k, vkt_stream *x)
+{
+    vkt_pipeline *p = s->p;
+    const graph_stage *gs = s->gs;
+    vkt_status st = VKT_OK;
+    for (uint32_t j = 0; j < gs->n_send && st == VKT_OK; j++) {
+        pedge *e = &p->edge[s->send_edge[j]];
+        vkt_view sum = {e->dgrad, bytes_at(e, 0, p->m, k) / 4};
+        for (uint32_t c = 1; c < e->n_to && st == VKT_OK; c++) { /* sum = g_c + sum */
+            vkt_view g = {e->dgrad, bytes_at(e, c, p->m, k) / 4};
+            st = kt_axpby(x, 1.0f, g, 1.0f, sum, e->elems);
+            if (st == VKT_OK)
+                st = gpu_stream_barrier_all(x);
+        }
+        vkt_view v;
+        if (st == VKT_OK)
+            st = graph_model_input_view(s->cur, gs->send_grad[j], &v);
+        if (st == VKT_OK)
+            st = vkt_stream_copy(x, e->dgrad, sum.offset * 4, v.buffer, v.offset * 4,
+                                 e->elems * 4);
+    }
+    return st;
+}
+
+/* out[k] for k < m: a stream each, recorded by fn between two barriers. */
+static vkt_status record_all(pstage *s, vkt_stream ***out, record_fn fn, const char *what)
+{
+    uint32_t m = s->p->m;
+    if (!(*out = calloc(m, sizeof **out)))
+        return pipe_fail(s->p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t k = 0; k < m; k++) {
+        s->cur = pipe_slot(s, k);
+        vkt_status st = vkt_stream_create(s->ctx, NULL, &(*out)[k]);
+        if (st == VKT_OK)
+            st = gpu_stream_barrier_all((*out)[k]);
+        if (st == VKT_OK)
+            st = fn(s, k, (*out)[k]);
+        if (st == VKT_OK)
+            st = gpu_stream_barrier_all((*out)[k]);
+        if (st != VKT_OK)
+            return dev_fail(s, st, what);
+    }
+    return VKT_OK;
+}
+
+static vkt_status make_stage(pstage *s)
+{
+    const graph_stage *gs = s->gs;
+    vkt_status st = gpu_timeline_create(s->ctx, 0, &s->dev.tl);
+    if (st != VKT_OK)
+        return dev_fail(s, st, "timeline");
+    s->dev.tl_next = 0;
+    if (gs->n_send && st == VKT_OK)
+        st = record_all(s, &s->dev.vsend, record_vsend, "copying sent values");
+    if (gs->n_send && st == VKT_OK)
+        st = record_all(s, &s->dev.grecv, record_grecv, "summing gradients of sent values");
+    if (gs->n_recv && st == VKT_OK)
+        st = record_all(s, &s->dev.vrecv, record_vrecv, "copying received values");
+    if (gs->n_recv && st == VKT_OK)
+        st = record_all(s, &s->dev.gsend, record_gsend, "copying gradients of received values");
+    s->cur = NULL;
+    return st;
+}
+
+vkt_status pipe_edges_device_make(vkt_pipeline *p)
+{
+    for (uint32_t i = 0; i < p->n_edge; i++) {
+        pedge *e = &p->edge[i];
+        pstage *from = &p->st[e->copy * p->P + e->from];
+        uint64_t bytes = (uint64_t)p->m * e->elems * 4;
+        vkt_status st = vkt_buffer_create(from->ctx, bytes, VKT_MEMORY_DEVICE, &e->dact);
+        if (st == VKT_OK)
+            st = vkt_buffer_create(from->ctx, bytes * e->n_to, VKT_MEMORY_DEVICE, &e->dgrad);
+        if (st != VKT_OK)
+            return dev_fail(from, st, "buffers");
+        e->act_sig = calloc(p->m, sizeof *e->act_sig);
+        e->grad_sig = calloc((uint64_t)p->m * e->n_to, sizeof *e->grad_sig);
+        if (!e->act_sig || !e->grad_sig)
+            return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    return VKT_OK;
+}
+
+vkt_status pipe_edges_device_record(vkt_pipeline *p)
+{
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        vkt_status st = make_stage(&p->st[i]);
+        if (st != VKT_OK)
+            return st;
+    }
+    return VKT_OK;
+}
+
+static void free_streams(vkt_stream **x, uint32_t m)
+{
+    for (uint32_t k = 0; x && k < m; k++)
+        vkt_stream_destroy(x[k]);
+    free(x);
+}
+
+void pipe_edges_device_free(vkt_pipeline *p)
+{
+    for (uint32_t i = 0; p->st && i < p->n_ctx; i++) {
+        pdev *d = &p->st[i].dev;
+        free_streams(d->vsend, p->m);
+        free_streams(d->vrecv, p->m);
+        free_streams(d->gsend, p->m);
+        free_streams(d->grecv, p->m);
+        if (d->tl)
+            gpu_timeline_destroy(d->tl);
+        memset(d, 0, sizeof *d);
+    }
+    for (uint32_t i = 0; p->edge && i < p->n_edge; i++) {
+        pedge *e = &p->edge[i];
+        vkt_buffer_destroy(e->dact);
+        vkt_buffer_destroy(e->dgrad);
+        free(e->act_sig);
+        free(e->grad_sig);
+        e->dact = e->dgrad = NULL;
+        e->act_sig = e->grad_sig = NULL;
+    }
+}
+
+/* ---- the row ---- */
+
+/* The next run waits until timeline t reaches v (the largest value asked of each). */
+static void wait_for(pdev *d, gpu_timeline *t, uint64_t v)
+{
+    for (uint32_t i = 0; i < d->n_wait; i++)
+        if (d->wait[i].t == t) {
+            d->wait[i].value = v > d->wait[i].value ? v : d->wait[i].value;
+            return;
+        }
+    d->wait[d->n_wait++] = (gpu_sync){t, v}; /* at most P - 1 other stages: < GPU_MAX_SYNC */
+}
+
+static vkt_status recv_values(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    pdev *d = &s->dev;
+    if (!s->gs->n_recv)
+        return VKT_OK;
+    d->before[d->n_before++] = d->vrecv[k];
+    for (uint32_t j = 0; j < s->gs->n_recv; j++) {
+        const pedge *e = &p->edge[s->recv_edge[j]];
+        wait_for(d, p->st[e->copy * p->P + e->from].dev.tl, e->act_sig[k]);
+    }
+    return VKT_OK;
+}
+
+static vkt_status recv_grads(pstage *s, uint32_t k)
+{
+    vkt_pipeline *p = s->p;
+    pdev *d = &s->dev;
+    if (!s->gs->n_send)
+        return VKT_OK;
+    d->before[d->n_before++] = d->grecv[k];
+    for (uint32_t j = 0; j < s->gs->n_send; j++) {
+        const pedge *e = &p->edge[s->send_edge[j]];
+        for (uint32_t c = 0; c < e->n_to; c++)
+            wait_for(d, p->st[e->copy * p->P + e->to[c]].dev.tl,
+                     e->grad_sig[(uint64_t)c * p->m + k]);
+    }
+    return VKT_OK;
+}
+
+/* Once the run is submitted (graph_model_run_with's submitted): its values, or gradients,
+ * ready for the stages that wait for them. */
+static void submitted(void *user)
+{
+    pstage *s = user;
+    vkt_pipeline *p = s->p;
+    pdev *d = &s->dev;
+    for (uint32_t j = 0; d->values && j < s->gs->n_send; j++) {
+        pedge *e = &p->edge[s->send_edge[j]];
+        s->sent += e->elems * 4;
+        pipe_edge_announce_value(p, e, d->k);
+    }
+    for (uint32_t j = 0; d->grads && j < s->gs->n_recv; j++) {
+        pedge *e = &p->edge[s->recv_edge[j]];
+        s->sent += e->elems * 4;
+        pipe_edge_announce_grad(p, e, d->k);
+    }
+}
+
+/* The next run of s->cur carries what recv_* gathered, and the copies of what it sends
+ * (values: vsend; grads: gsend), raising s's timeline. */
+static vkt_status arm(pstage *s, uint32_t k, int values, int grads)
+{
+    vkt_pipeline *p = s->p;
+    pdev *d = &s->dev;
+    d->values = values && s->gs->n_send;
+    d->grads = grads && s->gs->n_recv;
+    d->k = k;
+    if (d->values)
+        d->after[d->n_after++] = d->vsend[k];
+    if (d->grads)
+        d->after[d->n_after++] = d->gsend[k];
+    d->sync = (gpu_submit_sync){d->wait, d->n_wait, &d->signal, 0};
+    if (d->values || d->grads) {
+        d->signal = (gpu_sync){d->tl, ++d->tl_next};
+        d->sync.n_signal = 1;
+    }
+    for (uint32_t j = 0; d->values && j < s->gs->n_send; j++)
+        p->edge[s->send_edge[j]].act_sig[k] = d->signal.value;
+    for (uint32_t j = 0; d->grads && j < s->gs->n_recv; j++)
+        p->edge[s->recv_edge[j]].grad_sig[(uint64_t)s->recv_slot[j] * p->m + k] = d->signal.value;
+    graph_run_with w = {d->before, d->n_before, d->after, d->n_after,
+                        d->sync.n_wait || d->sync.n_signal ? &d->sync : NULL, submitted, s};
+    graph_model_run_with(s->cur, &w);
+    d->n_before = d->n_after = d->n_wait = 0; /* the run copied the counts */
+    return VKT_OK;
+}
+
+/* Sent at submission (submitted): nothing after the run. */
+static vkt_status sent_already(pstage *s, uint32_t k)
+{
+    (void)s;
+    (void)k;
+    return VKT_OK;
+}
+
+const pipe_edges pipe_edges_device = {"device", pipe_host_wait_values, pipe_host_wait_grads,
+                                      recv_values, recv_grads, arm, sent_already,
+                                      sent_already};
