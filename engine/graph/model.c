@@ -269,6 +269,8 @@ static int env_check(void)
     return e && e[0] && strcmp(e, "0") != 0;
 }
 
+int graph_check_asked(int option) { return option || env_check(); }
+
 vkt_status vkt_model_create(vkt_context *ctx, vkt_graph *g, vkt_tensor *loss,
                             const vkt_model_options *options, vkt_model **out)
 {

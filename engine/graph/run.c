@@ -286,6 +286,8 @@ static vkt_status check_prior(vkt_model *m, vkt_stream *zero)
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
 
+int graph_model_checks(const vkt_model *m) { return m && m->check; }
+
 void graph_model_run_with(vkt_model *m, const graph_run_with *w)
 {
     if (!m)

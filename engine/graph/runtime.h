@@ -192,6 +192,10 @@ typedef struct graph_run_with {
     void *user;
 } graph_run_with;
 void graph_model_run_with(vkt_model *m, const graph_run_with *w);
+/* Whether m runs in check mode (vkt_model_options.check, or VKT_CHECK); whether a model
+ * made with options.check = option would. */
+int graph_model_checks(const vkt_model *m);
+int graph_check_asked(int option);
 /* Mark `index` of the running training step: 1 passed (or the step is over), 0 not yet,
  * -1 on an error (the model's message says it). */
 int graph_model_mark_passed(vkt_model *m, uint32_t index);

@@ -129,7 +129,8 @@ static const exec_row rows[] = {
  * stay there. Check mode runs a step's parts on their own, so it goes through the host. */
 static int shared_device(const vkt_trainer *t)
 {
-    if (!t->rep || t->n_rep < 2 || !t->rep[0].ctx || !t->rep[0].ctx->timeline || t->opt.check)
+    if (!t->rep || t->n_rep < 2 || !t->rep[0].ctx || !t->rep[0].ctx->timeline ||
+        graph_check_asked(t->opt.check)) /* the option, or VKT_CHECK */
         return 0;
     for (uint32_t i = 1; i < t->n_rep; i++)
         if (!gpu_context_same_device(t->rep[0].ctx, t->rep[i].ctx))

@@ -71,13 +71,42 @@ vkt_status pipe_edges_make(vkt_pipeline *p)
     return VKT_OK;
 }
 
+/* VKT_PIPE_EDGES: "host" forces the rows through host memory, "device" asks for the
+ * device row (an error where it does not fit), unset or empty: device where it fits. */
+static vkt_status edges_asked(vkt_pipeline *p)
+{
+    const char *v = plat_getenv("VKT_PIPE_EDGES");
+    if (!v || !*v)
+        return VKT_OK;
+    if (strcmp(v, "host") == 0) {
+        p->edges = pipe_edges_pick_host(p);
+        return VKT_OK;
+    }
+    if (strcmp(v, "device") != 0)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "VKT_PIPE_EDGES='%s': host, device or "
+                         "unset (device where every stage of a copy shares one VkDevice)", v);
+    if (p->edges != &pipe_edges_device)
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "VKT_PIPE_EDGES=device: %s",
+                         p->world ? "stages across ranks send their edges as messages"
+                         : p->opt.check || graph_model_checks(p->st[0].model)
+                             ? "check mode runs a step's parts on their own"
+                         : p->n_edge == 0 ? "no value crosses stages"
+                         : "the stages of a copy do not share one VkDevice (list them on one "
+                           "device, with VKT_SHARE_DEVICE=1 where it has fewer queues than "
+                           "stages) or it has no timeline semaphores");
+    return VKT_OK;
+}
+
 vkt_status pipe_edges_start(vkt_pipeline *p)
 {
     p->edges = pipe_edges_pick(p);
-    if (p->edges != &pipe_edges_device)
-        return VKT_OK;
-    vkt_status st = pipe_edges_device_make(p);
-    if (st == VKT_ERROR_OUT_OF_MEMORY) { /* the host's slots need no device memory */
+    vkt_status st = edges_asked(p);
+    if (st != VKT_OK || p->edges != &pipe_edges_device)
+        return st;
+    st = pipe_edges_device_make(p);
+    const char *v = plat_getenv("VKT_PIPE_EDGES");
+    if (st == VKT_ERROR_OUT_OF_MEMORY && !(v && strcmp(v, "device") == 0)) {
+        /* the host's slots need no device memory */
         pipe_edges_device_free(p);
         p->errmsg[0] = 0;
         p->edges = pipe_edges_pick_host(p);

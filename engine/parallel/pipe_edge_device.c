@@ -33,9 +33,10 @@ int pipe_edges_device_fits(const vkt_pipeline *p)
         const pstage *s0 = &p->st[c * p->P];
         if (!s0->ctx || !s0->ctx->timeline)
             return 0;
-        for (uint32_t k = 1; k < p->P; k++)
-            if (!gpu_context_same_device(s0->ctx, p->st[c * p->P + k].ctx))
-                return 0;
+        for (uint32_t k = 0; k < p->P; k++)
+            if (!gpu_context_same_device(s0->ctx, p->st[c * p->P + k].ctx) ||
+                graph_model_checks(p->st[c * p->P + k].model))
+                return 0; /* check mode (options or VKT_CHECK): a step's parts on their own */
     }
     return 1;
 }

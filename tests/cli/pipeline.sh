@@ -180,5 +180,35 @@ done
 check "a lost device at each of $lost submissions: every message names it ($mute do not)" \
       "[[ $lost -ge 10 && $mute -eq 0 ]]"
 
+# Device edges (docs/model_parallel.md): stages sharing one VkDevice (VKT_SHARE_DEVICE=1)
+# keep what crosses them on it: the losses of a VkDevice per stage, and no byte through
+# the host; a lost device at a submission still ends every run with its message (never a
+# hang: each run under a deadline); a bad VKT_PIPE_EDGES is refused naming it.
+args="--steps 5 --hidden 64 --batch 32 --pipeline 2 --micro-batches 4"
+own=$(VKT_SHARE_DEVICE=0 "$bin" train $args 2>&1); rco=$?
+dev=$(VKT_SHARE_DEVICE=1 "$bin" train $args 2>&1); rcd=$?
+check "device edges: exit 0 ($rco $rcd), the same losses as a VkDevice per stage" \
+    "[[ $rco -eq 0 && $rcd -eq 0 ]] && [[ \"\$(grep -o 'loss [0-9.]*' <<<\"\$own\")\" == \"\$(grep -o 'loss [0-9.]*' <<<\"\$dev\")\" ]] && [[ -n \"\$(field test_loss \"\$dev\")\" && \"\$(field test_loss \"\$dev\")\" == \"\$(field test_loss \"\$own\")\" ]]"
+check "device edges: 0.00 MB of the 0.01 MB each stage sent through the host (a device each: all of it)" \
+    "[[ \$(grep -c 'and 0.01 MB sent (0.00 MB through the host)' <<<\"\$dev\") -eq 2 && \$(grep -c 'and 0.01 MB sent (0.01 MB through the host)' <<<\"\$own\") -eq 2 ]]"
+bad=$(VKT_PIPE_EDGES=sideways "$bin" train --steps 1 --hidden 16 --batch 32 --pipeline 2 --quiet 2>&1); rcb=$?
+check "VKT_PIPE_EDGES=sideways: exit $rcb, named" "[[ $rcb -ne 0 ]] && grep -q \"VKT_PIPE_EDGES='sideways'\" <<<\"\$bad\""
+# VKT_CHECK with replicas sharing one VkDevice: check mode takes the host's path (it was
+# VKT_ERROR_INTERNAL from the device reducer)
+chk=$(VKT_CHECK=1 VKT_SHARE_DEVICE=1 "$bin" train --steps 2 --hidden 16 --batch 32 --replicas 2 --quiet 2>&1); rcc=$?
+check "VKT_CHECK=1 with 2 replicas on one VkDevice: exit $rcc" "[[ $rcc -eq 0 ]] && grep -q '^result: ' <<<\"\$chk\""
+lost=0 mute=0 hung=0
+for k in $(seq 32 3 90); do
+    out=$(VKT_SHARE_DEVICE=1 VKT_FAULT_INJECT=vkQueueSubmit:$k timeout 120 "$bin" train \
+          --steps 2 --hidden 16 --batch 32 --pipeline 2 --micro-batches 2 --quiet 2>&1)
+    rc=$?
+    [[ $rc -eq 0 ]] && break
+    [[ $rc -eq 124 ]] && { hung=$((hung+1)); echo "k $k: no end in 120 s" >&2; continue; }
+    lost=$((lost+1))
+    grep -q 'VK_ERROR_DEVICE_LOST$' <<<"$out" || { mute=$((mute+1)); echo "k $k: $out" >&2; }
+done
+check "device edges, a lost device at $lost submissions: every run ends ($hung hung), every message names it ($mute do not)" \
+      "[[ $lost -ge 5 && $mute -eq 0 && $hung -eq 0 ]]"
+
 echo "pipeline: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

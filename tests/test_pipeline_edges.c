@@ -1,0 +1,335 @@
+/* Device edges between pipeline stages (pipe_engine.h's pipe_edges rows,
+ * docs/model_parallel.md): the stages of a copy sharing one VkDevice keep the values and
+ * gradients that cross them in device buffers, copied inside their runs and ordered by
+ * timelines. Every case runs the same steps on contexts sharing one VkDevice
+ * (VKT_SHARE_DEVICE=1) with VKT_PIPE_EDGES=host and =device, and on a VkDevice per
+ * stage (VKT_SHARE_DEVICE=0, the host row), and asserts:
+ *  - the losses of every step and every parameter at the end equal bit for bit (the
+ *    copies are exact; the gradients of a value read by two stages sum in stage order
+ *    from consumer 0's, as the host row sums);
+ *  - the same sent_bytes; sent_host_bytes 0 on the device row, all of them on the host's;
+ * on: a 3-stage MLP with a skip connection (a value read by stages 1 and 2) at m 1 and 3,
+ * keeping and recomputing; dropout and batch norm on 2 stages at m 4, keeping and
+ * recomputing (running averages compared too); 3 stages x 2 copies in a trainer (the host
+ * route: the copies' sums meet on the host) with clipping. And: VKT_PIPE_EDGES=device where the stages do not share one
+ * VkDevice, or in check mode, fails with VKT_ERROR_INVALID_ARGUMENT saying why; a bad
+ * value, or a bad VKT_SHARE_DEVICE, is refused naming it; check mode alone takes the
+ * host row. Run under the memory profiles too (the received inputs in staging). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "platform/platform.h" /* plat_setenv */
+
+enum { F = 12, H = 16, C = 5, BATCH = 12, STEPS = 6 };
+
+typedef struct net {
+    vkt_graph *g;
+    vkt_tensor *x, *y, *loss;
+    vkt_tensor *p[8];
+    uint32_t n_p;
+} net;
+
+static vkt_tensor *param(net *n, const char *name, vkt_shape s, float a)
+{
+    vkt_init u = {.kind = VKT_INIT_UNIFORM, .a = -a, .b = a};
+    vkt_tensor *t = vkt_param(n->g, name, &s, &u);
+    n->p[n->n_p++] = t;
+    return t;
+}
+
+/* x [B,F] -> relu(linear) on stage 0 -> relu(linear) on 1 -> (+ h1) linear + CE on 2: h1
+ * is read on stages 1 and 2. */
+static net make_skip(void)
+{
+    net n = {0};
+    vkt_graph_options go = {.seed = 7};
+    vkt_graph_create(&go, &n.g);
+    vkt_shape xs = {2, {BATCH, F}};
+    n.x = vkt_input(n.g, "x", &xs);
+    n.y = vkt_input_labels(n.g, "y", BATCH);
+    vkt_tensor *h1 = vkt_relu(n.g, vkt_linear(n.g, n.x, param(&n, "w1", (vkt_shape){2, {F, H}}, 0.4f),
+                                              param(&n, "b1", (vkt_shape){1, {H}}, 0.1f)));
+    vkt_graph_set_stage(n.g, 1);
+    vkt_tensor *h2 = vkt_relu(n.g, vkt_linear(n.g, h1, param(&n, "w2", (vkt_shape){2, {H, H}}, 0.4f),
+                                              param(&n, "b2", (vkt_shape){1, {H}}, 0.1f)));
+    vkt_graph_set_stage(n.g, 2);
+    vkt_tensor *z = vkt_linear(n.g, vkt_add(n.g, h2, h1),
+                               param(&n, "w3", (vkt_shape){2, {H, C}}, 0.4f),
+                               param(&n, "b3", (vkt_shape){1, {C}}, 0.1f));
+    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
+    return n;
+}
+
+/* dropout after a batch-normalized layer on stage 0, its value on to stage 1. */
+static net make_dropout_bn(void)
+{
+    net n = {0};
+    vkt_graph_options go = {.seed = 11};
+    vkt_graph_create(&go, &n.g);
+    vkt_shape xs = {2, {BATCH, F}};
+    n.x = vkt_input(n.g, "x", &xs);
+    n.y = vkt_input_labels(n.g, "y", BATCH);
+    vkt_tensor *h = vkt_matmul(n.g, n.x, param(&n, "w1", (vkt_shape){2, {F, H}}, 0.4f));
+    vkt_shape hs = {1, {H}};
+    vkt_init zero = {.kind = VKT_INIT_CONSTANT, .a = 0}, one = {.kind = VKT_INIT_CONSTANT, .a = 1};
+    n.p[n.n_p++] = vkt_state(n.g, "rm", &hs, &zero); /* running averages: compared too */
+    n.p[n.n_p++] = vkt_state(n.g, "rv", &hs, &one);
+    h = vkt_batch_norm(n.g, h, param(&n, "gamma", hs, 1.0f), param(&n, "beta", hs, 0.1f),
+                       n.p[n.n_p - 2], n.p[n.n_p - 1], 1e-5f, 0.2f);
+    h = vkt_dropout(n.g, vkt_relu(n.g, h), 0.25f);
+    vkt_graph_set_stage(n.g, 1);
+    vkt_tensor *z = vkt_linear(n.g, h, param(&n, "w2", (vkt_shape){2, {H, C}}, 0.4f),
+                               param(&n, "b2", (vkt_shape){1, {C}}, 0.1f));
+    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
+    return n;
+}
+
+/* What one run leaves: the losses, the parameters, the stats of its stages. */
+typedef struct outcome {
+    int ok;
+    float loss[STEPS];
+    float *params[8];
+    uint64_t sent[VKT_MAX_STAGES], host[VKT_MAX_STAGES];
+    uint32_t stages;
+} outcome;
+
+static uint64_t count_of(const vkt_tensor *t)
+{
+    vkt_shape s = vkt_tensor_shape(t);
+    uint64_t c = 1;
+    for (uint32_t i = 0; i < s.ndim; i++)
+        c *= s.dims[i];
+    return c;
+}
+
+static void outcome_free(outcome *o)
+{
+    for (uint32_t i = 0; i < 8; i++)
+        free(o->params[i]);
+}
+
+static void batch_data(uint32_t step, float *x, int32_t *y)
+{
+    for (uint32_t i = 0; i < BATCH * F; i++)
+        x[i] = sinf(0.37f * (float)(i + 13 * step)) + 0.25f * cosf(1.3f * (float)i);
+    for (uint32_t r = 0; r < BATCH; r++)
+        y[r] = (int32_t)((r * 3 + step) % C);
+}
+
+static void set_env(const char *share, const char *edges)
+{
+    plat_setenv("VKT_SHARE_DEVICE", share);
+    plat_setenv("VKT_PIPE_EDGES", edges);
+}
+
+/* STEPS steps of a P-stage pipeline on device 0 (every stage), m micro-batches. */
+static outcome run_pipeline(net *n, uint32_t P, uint32_t m, vkt_recompute r, const char *share,
+                            const char *edges)
+{
+    outcome o = {0};
+    set_env(share, edges);
+    uint32_t dev[VKT_MAX_STAGES] = {0};
+    vkt_pipeline_options po = {.batch = BATCH, .micro_batches = m, .stages = P, .devices = dev,
+                               .recompute = r};
+    po.optimizer.kind = VKT_OPTIMIZER_ADAM;
+    po.optimizer.lr = 0.01f;
+    vkt_pipeline *p = NULL;
+    if (!TH_CHECK(vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p) == VKT_OK,
+                  "pipeline (share %s, edges %s): %s", share, edges, vkt_last_error()))
+        return o;
+    float x[BATCH * F];
+    int32_t y[BATCH];
+    vkt_feed f[2] = {{n->x, x}, {n->y, y}};
+    o.ok = 1;
+    for (uint32_t k = 0; k < STEPS && o.ok; k++) {
+        batch_data(k, x, y);
+        o.ok = TH_CHECK(vkt_pipeline_step(p, f, 2, &o.loss[k]) == VKT_OK, "step %u: %s", k,
+                        vkt_pipeline_errmsg(p));
+    }
+    for (uint32_t i = 0; i < n->n_p && o.ok; i++) {
+        uint64_t c = count_of(n->p[i]);
+        o.params[i] = calloc(c, sizeof(float));
+        o.ok = TH_CHECK(vkt_pipeline_read(p, n->p[i], o.params[i], c) == VKT_OK, "read %s: %s",
+                        vkt_tensor_name(n->p[i]), vkt_pipeline_errmsg(p));
+    }
+    o.stages = P;
+    for (uint32_t s = 0; s < P && o.ok; s++) {
+        vkt_pipeline_stage_stats ss;
+        o.ok = TH_OK(NULL, vkt_pipeline_stage_stats_get(p, s, &ss));
+        o.sent[s] = ss.sent_bytes;
+        o.host[s] = ss.sent_host_bytes;
+    }
+    vkt_pipeline_destroy(p);
+    return o;
+}
+
+/* b equals a bit for bit (losses, parameters, bytes sent); host_row: whether b's edges
+ * went through the host (sent_host_bytes = sent_bytes), else none did. */
+static void expect_same(const net *n, const outcome *a, const outcome *b, int host_row,
+                        const char *what)
+{
+    if (!a->ok || !b->ok)
+        return;
+    TH_CHECK(memcmp(a->loss, b->loss, sizeof a->loss) == 0, "%s: losses differ (%.9g vs %.9g "
+             "at the last step)", what, (double)a->loss[STEPS - 1], (double)b->loss[STEPS - 1]);
+    for (uint32_t i = 0; i < n->n_p; i++)
+        TH_CHECK(memcmp(a->params[i], b->params[i], count_of(n->p[i]) * 4) == 0,
+                 "%s: parameter %s differs", what, vkt_tensor_name(n->p[i]));
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < b->stages; s++) {
+        TH_CHECK(a->sent[s] == b->sent[s] && b->sent[s] > 0 && (s || b->sent[s]),
+                 "%s: stage %u sent %llu bytes, the reference %llu", what, s,
+                 (unsigned long long)b->sent[s], (unsigned long long)a->sent[s]);
+        TH_CHECK(b->host[s] == (host_row ? b->sent[s] : 0), "%s: stage %u sent %llu of %llu "
+                 "bytes through the host", what, s, (unsigned long long)b->host[s],
+                 (unsigned long long)b->sent[s]);
+        total += b->sent[s];
+    }
+    printf("  %s: the same %d losses (last %.6f) and parameters; %llu bytes sent, %s\n", what,
+           STEPS, (double)b->loss[STEPS - 1], (unsigned long long)total,
+           host_row ? "all through the host" : "none through the host");
+}
+
+/* One net at (P, m, recompute): device row = host row on the shared device = host row on a
+ * device per stage. */
+static void compare_rows(net *n, uint32_t P, uint32_t m, vkt_recompute r, const char *name)
+{
+    char what[128];
+    outcome own = run_pipeline(n, P, m, r, "0", "");
+    outcome host = run_pipeline(n, P, m, r, "1", "host");
+    outcome dev = run_pipeline(n, P, m, r, "1", "device");
+    outcome dflt = run_pipeline(n, P, m, r, "1", ""); /* unset: device, as it fits */
+    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: host row, shared device", name, P, m,
+             r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
+    expect_same(n, &own, &host, 1, what);
+    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: device row", name, P, m,
+             r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
+    expect_same(n, &own, &dev, 0, what);
+    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: unset picks the device row", name, P,
+             m, r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
+    expect_same(n, &own, &dflt, 0, what);
+    outcome_free(&own);
+    outcome_free(&host);
+    outcome_free(&dev);
+    outcome_free(&dflt);
+}
+
+/* 3 stages x 2 copies in a trainer, clipping by the global norm (the host route). */
+static void trainer_copies(net *n)
+{
+    float loss[2][STEPS];
+    float *w[2] = {NULL, NULL};
+    uint64_t count = count_of(n->p[0]);
+    const char *rows[2] = {"host", "device"};
+    for (int i = 0; i < 2; i++) {
+        set_env("1", rows[i]);
+        uint32_t dev[6] = {0};
+        vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = 6,
+                                  .stages = 3, .micro_batches = 2};
+        to.optimizer.kind = VKT_OPTIMIZER_SGD;
+        to.optimizer.lr = 0.1f;
+        to.optimizer.clip_norm = 0.5f;
+        vkt_trainer *t = NULL;
+        if (!TH_CHECK(vkt_trainer_create(th_instance, n->g, n->loss, &to, &t) == VKT_OK,
+                      "trainer 3x2 (%s edges): %s", rows[i], vkt_last_error()))
+            continue;
+        float x[BATCH * F];
+        int32_t y[BATCH];
+        vkt_feed f[2] = {{n->x, x}, {n->y, y}};
+        for (uint32_t k = 0; k < STEPS; k++) {
+            batch_data(k, x, y);
+            TH_CHECK(vkt_trainer_step(t, f, 2, &loss[i][k]) == VKT_OK, "3x2 step %u: %s", k,
+                     vkt_trainer_errmsg(t));
+        }
+        w[i] = calloc(count, sizeof(float));
+        TH_OK(NULL, vkt_trainer_read(t, n->p[0], w[i], count));
+        vkt_pipeline_stage_stats ss;
+        TH_OK(NULL, vkt_trainer_stage_stats_get(t, 0, &ss));
+        TH_CHECK(ss.sent_bytes > 0 && ss.sent_host_bytes == (i ? 0 : ss.sent_bytes),
+                 "3x2 (%s edges): stage 0 sent %llu bytes, %llu through the host", rows[i],
+                 (unsigned long long)ss.sent_bytes, (unsigned long long)ss.sent_host_bytes);
+        vkt_trainer_destroy(t);
+    }
+    if (w[0] && w[1]) {
+        TH_CHECK(memcmp(loss[0], loss[1], sizeof loss[0]) == 0 &&
+                     memcmp(w[0], w[1], count * 4) == 0,
+                 "3x2 with clipping: the device row's losses or w1 differ from the host row's");
+        printf("  3 stages x 2 copies, clipped: device row = host row over %d steps (last loss "
+               "%.6f)\n", STEPS, (double)loss[1][STEPS - 1]);
+    }
+    free(w[0]);
+    free(w[1]);
+}
+
+static void refusals(net *n)
+{
+    uint32_t dev[3] = {0, 0, 0};
+    vkt_pipeline_options po = {.batch = BATCH, .micro_batches = 2, .stages = 3, .devices = dev};
+    vkt_pipeline *p = NULL;
+    set_env("0", "device");
+    vkt_status st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
+    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "VKT_PIPE_EDGES") &&
+                 strstr(vkt_last_error(), "share one VkDevice"),
+             "device edges without a shared VkDevice: %s, '%s'", vkt_status_name(st),
+             vkt_last_error());
+    printf("  VKT_SHARE_DEVICE=0 VKT_PIPE_EDGES=device: %s\n", vkt_last_error());
+    set_env("1", "sideways");
+    st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
+    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "sideways"),
+             "VKT_PIPE_EDGES=sideways: %s, '%s'", vkt_status_name(st), vkt_last_error());
+    set_env("yes", "");
+    st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
+    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "VKT_SHARE_DEVICE='yes'"),
+             "VKT_SHARE_DEVICE=yes: %s, '%s'", vkt_status_name(st), vkt_last_error());
+    /* check mode runs a step's parts on their own: the host row, asked or not */
+    plat_setenv("VKT_CHECK", "1");
+    set_env("1", "device");
+    st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
+    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "check mode"),
+             "check mode with VKT_PIPE_EDGES=device: %s, '%s'", vkt_status_name(st),
+             vkt_last_error());
+    set_env("1", "");
+    st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
+    if (TH_CHECK(st == VKT_OK, "check mode, shared device: %s", vkt_last_error())) {
+        float x[BATCH * F];
+        int32_t y[BATCH];
+        vkt_feed f[2] = {{n->x, x}, {n->y, y}};
+        batch_data(0, x, y);
+        vkt_pipeline_stage_stats ss = {0};
+        TH_OK(NULL, vkt_pipeline_step(p, f, 2, NULL));
+        TH_OK(NULL, vkt_pipeline_stage_stats_get(p, 0, &ss));
+        TH_CHECK(ss.sent_bytes > 0 && ss.sent_host_bytes == ss.sent_bytes,
+                 "check mode: %llu of %llu bytes through the host",
+                 (unsigned long long)ss.sent_host_bytes, (unsigned long long)ss.sent_bytes);
+    }
+    vkt_pipeline_destroy(p);
+    plat_setenv("VKT_CHECK", NULL);
+}
+
+int main(void)
+{
+    th_init("test_pipeline_edges");
+    char share[64] = "", edges[64] = ""; /* the caller's, put back at the end */
+    const char *v = plat_getenv("VKT_SHARE_DEVICE");
+    snprintf(share, sizeof share, "%s", v ? v : "");
+    v = plat_getenv("VKT_PIPE_EDGES");
+    snprintf(edges, sizeof edges, "%s", v ? v : "");
+    net skip = make_skip();
+    compare_rows(&skip, 3, 1, VKT_RECOMPUTE_NEVER, "skip MLP");
+    compare_rows(&skip, 3, 3, VKT_RECOMPUTE_NEVER, "skip MLP");
+    compare_rows(&skip, 3, 3, VKT_RECOMPUTE_ALWAYS, "skip MLP");
+    refusals(&skip);
+    net bn = make_dropout_bn();
+    compare_rows(&bn, 2, 4, VKT_RECOMPUTE_NEVER, "batch norm + dropout");
+    compare_rows(&bn, 2, 4, VKT_RECOMPUTE_ALWAYS, "batch norm + dropout");
+    trainer_copies(&skip);
+    vkt_graph_destroy(skip.g);
+    vkt_graph_destroy(bn.g);
+    set_env(share[0] ? share : NULL, edges[0] ? edges : NULL);
+    return th_finish();
+}
