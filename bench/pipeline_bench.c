@@ -23,13 +23,23 @@
  *     and always (its backward recomputes the forward: two), timed together; the step,
  *     samples per second, keep over recompute, stage 0's forwards per step, arenas and
  *     busy time (its device work: the compute the recomputation adds).
+ *  5. Edges (docs/model_parallel.md "Device edges"): the table 1 configurations pipelined
+ *     (a) on a VkDevice per stage (VKT_SHARE_DEVICE=0: values and gradients cross through
+ *     host memory), (b) on one shared VkDevice with the host row forced (VKT_SHARE_DEVICE=1,
+ *     VKT_PIPE_EDGES=host) and (c) on one shared VkDevice with the device row
+ *     (VKT_PIPE_EDGES=device), the three timed together; the step, samples per second,
+ *     c/b (same VkDevice and queues: what the host copies cost) and c/a, and the bytes
+ *     sent per step, all stages summed, with those that went through host memory. The
+ *     variables are set for each creation and the caller's values put back after, so a
+ *     VKT_SHARE_DEVICE or VKT_PIPE_EDGES of the caller's applies to tables 1 to 4 only.
  *
  * Usage: bench_pipeline [--stages 2,3] [--micro 1,2,4,8] [--width 256] [--layers 6]
  *                       [--batch 256] [--steps 5] [--tp-stages 1,2,3,4] [--tp-micro 4,8]
  *                       [--tp-layers 12] [--splits 3,3/5,1/2,2,2/4,1,1] [--split-micro 4,8]
- *                       [--tables 1234]
+ *                       [--tables 12345]
  * Not a ctest: timings depend on the machine. On a CPU device (lavapipe) the stages share
- * the host's cores, so overlap is bounded by the cores free. */
+ * the host's cores, so overlap is bounded by the cores free; lavapipe has one queue, so
+ * stages sharing its VkDevice (table 5's b and c) submit to that one queue in turn. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,8 +71,12 @@ typedef struct job {
     uint32_t P, split[VKT_MAX_STAGES], m;
     int sequential;
     vkt_recompute recompute;
+    /* VKT_SHARE_DEVICE and VKT_PIPE_EDGES while it is created ("": unset); share NULL:
+     * the caller's environment as it is */
+    const char *share, *edges;
     double step, busy_mean, busy[VKT_MAX_STAGES]; /* medians, seconds */
     uint64_t forwards0, activations0; /* stage 0's forwards per step, arena bytes */
+    uint64_t sent, sent_host; /* last step, all stages: bytes sent, of those through host */
     /* while running */
     vkt_graph *g;
     vkt_tensor *x, *y;
@@ -79,6 +93,45 @@ static double median(double *v, uint32_t n)
 {
     qsort(v, n, sizeof *v, cmp_double);
     return v[n / 2];
+}
+
+/* Sets (value "" or NULL: removes) an environment variable; setenv is POSIX, Windows has
+ * _putenv_s (where "" removes it). The bench links the public API only. */
+static void env_put(const char *name, const char *value)
+{
+#ifdef _WIN32
+    _putenv_s(name, value ? value : "");
+#else
+    if (value && *value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+#endif
+}
+
+/* The variables a job sets while its pipeline is created (read by vkt_pipeline_create). */
+static const char *const env_names[2] = {"VKT_SHARE_DEVICE", "VKT_PIPE_EDGES"};
+
+/* Sets the job's values, the caller's copied into old[] (NULL: unset). Called between
+ * creations, while no pipeline is stepping. */
+static void env_push(const job *j, char *old[2])
+{
+    const char *want[2] = {j->share, j->edges};
+    for (int k = 0; k < 2; k++) {
+        const char *v = getenv(env_names[k]);
+        old[k] = NULL;
+        if (v && (old[k] = malloc(strlen(v) + 1)) != NULL)
+            memcpy(old[k], v, strlen(v) + 1);
+        env_put(env_names[k], want[k]);
+    }
+}
+
+static void env_pop(char *old[2])
+{
+    for (int k = 0; k < 2; k++) {
+        env_put(env_names[k], old[k]);
+        free(old[k]);
+    }
 }
 
 static int job_create(vkt_instance *inst, const bench_cfg *c, job *j)
@@ -104,7 +157,13 @@ static int job_create(vkt_instance *inst, const bench_cfg *c, job *j)
                                .devices = dev, .sequential = j->sequential,
                                .recompute = j->recompute};
     po.optimizer.lr = 0.01f;
-    if (vkt_pipeline_create(inst, j->g, loss, &po, &j->p) != VKT_OK) {
+    char *old[2];
+    if (j->share)
+        env_push(j, old);
+    vkt_status st = vkt_pipeline_create(inst, j->g, loss, &po, &j->p);
+    if (j->share)
+        env_pop(old);
+    if (st != VKT_OK) {
         fprintf(stderr, "bench_pipeline: %s\n", vkt_last_error());
         return 1;
     }
@@ -150,10 +209,13 @@ static int run_jobs(vkt_instance *inst, const bench_cfg *c, job *jobs, uint32_t 
             if (i < 2 || rc)
                 continue;
             j->t[i - 2] = vkt_pipeline_step_seconds(j->p);
+            j->sent = j->sent_host = 0;
             for (uint32_t s = 0; s < j->P; s++) {
                 vkt_pipeline_stage_stats ss;
                 vkt_pipeline_stage_stats_get(j->p, s, &ss);
                 j->b[s][i - 2] = ss.busy_seconds;
+                j->sent += ss.sent_bytes;
+                j->sent_host += ss.sent_host_bytes;
                 if (s == 0) {
                     j->forwards0 = ss.forwards;
                     j->activations0 = ss.activation_bytes;
@@ -348,6 +410,48 @@ static int table_keep(vkt_instance *inst, const bench_cfg *c, const uint32_t *st
     return 0;
 }
 
+/* Table 5: edges through host memory on a VkDevice per stage (a), the host row on one
+ * shared VkDevice (b), the device row on it (c); the three timed together, for each P, m. */
+static int table_edges(vkt_instance *inst, const bench_cfg *c, const uint32_t *stages,
+                       uint32_t n_stages, const uint32_t *micro, uint32_t n_micro,
+                       uint32_t layers)
+{
+    static const char *const share[3] = {"0", "1", "1"}, *const edges[3] = {"", "host",
+                                                                              "device"};
+    printf("\n5. Edges: MLP %u x [%u, %u] layers split evenly, batch %u, median of %u steps; "
+           "a: a VkDevice per stage, b: one shared, host row, c: one shared, device row\n",
+           layers, c->batch, c->width, c->batch, c->steps);
+    printf("%2s %3s %20s %23s %6s %6s %17s %17s\n", "P", "m", "step ms a/b/c",
+           "smp/s a/b/c", "c/b", "c/a", "sent MB a/b/c", "host MB a/b/c");
+    for (uint32_t a = 0; a < n_stages; a++)
+        for (uint32_t b = 0; b < n_micro; b++) {
+            uint32_t P = stages[a], m = micro[b], split[VKT_MAX_STAGES];
+            if (m == 0 || c->batch % m || P == 0 || P > layers || P > VKT_MAX_STAGES)
+                continue;
+            even_split(P, layers, split);
+            job r[3];
+            job_pair(r, P, split, m);
+            r[2] = r[0];
+            for (int k = 0; k < 3; k++) {
+                r[k].sequential = 0;
+                r[k].share = share[k];
+                r[k].edges = edges[k];
+            }
+            if (run_jobs(inst, c, r, 3))
+                return 1;
+            double rate[3];
+            for (int k = 0; k < 3; k++)
+                rate[k] = c->batch / r[k].step;
+            printf("%2u %3u %6.2f/%6.2f/%6.2f %7.0f/%7.0f/%7.0f %6.2f %6.2f "
+                   "%5.2f/%5.2f/%5.2f %5.2f/%5.2f/%5.2f\n", P, m, r[0].step * 1e3,
+                   r[1].step * 1e3, r[2].step * 1e3, rate[0], rate[1], rate[2],
+                   rate[2] / rate[1], rate[2] / rate[0], r[0].sent / 1e6, r[1].sent / 1e6,
+                   r[2].sent / 1e6, r[0].sent_host / 1e6, r[1].sent_host / 1e6,
+                   r[2].sent_host / 1e6);
+        }
+    return 0;
+}
+
 /* "2,2,2/4,1,1" -> splits {2,2,2}, {4,1,1} with their stage counts; 0 on a bad list. */
 static uint32_t parse_splits(const char *s, uint32_t splits[][VKT_MAX_STAGES], uint32_t *p)
 {
@@ -381,7 +485,7 @@ int main(int argc, char **argv)
     uint32_t split_p[MAX_LIST] = {2, 2, 3, 3};
     uint32_t n_stages = 2, n_micro = 4, n_tp_stages = 4, n_tp_micro = 2, n_split_micro = 2;
     uint32_t n_splits = 4, layers = 6, tp_layers = 12;
-    const char *tables = "1234";
+    const char *tables = "12345";
     bench_cfg c = {.width = 256, .batch = 256, .steps = 5};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *v = argv[i + 1];
@@ -442,6 +546,8 @@ int main(int argc, char **argv)
         rc = table_uneven(inst, &c, splits, split_p, n_splits, split_micro, n_split_micro);
     if (rc == 0 && strchr(tables, '4'))
         rc = table_keep(inst, &c, stages, n_stages, micro, n_micro, layers);
+    if (rc == 0 && strchr(tables, '5'))
+        rc = table_edges(inst, &c, stages, n_stages, micro, n_micro, layers);
     vkt_instance_destroy(inst);
     return rc;
 }
