@@ -8,6 +8,9 @@
  *    copies are exact; the gradients of a value read by two stages sum in stage order
  *    from consumer 0's, as the host row sums);
  *  - the same sent_bytes; sent_host_bytes 0 on the device row, all of them on the host's;
+ *  - the device row submits a stage's runs without waiting (no_wait): a keeping stage
+ *    (K >= 2 slots) submits 2m - 1 of its 2m runs of a step while another is in flight
+ *    (`overlapped`, counted at submission: deterministic), a stage of one slot none;
  * on: a 3-stage MLP with a skip connection (a value read by stages 1 and 2) at m 1 and 3,
  * keeping and recomputing; dropout and batch norm on 2 stages at m 4, keeping and
  * recomputing (running averages compared too); 3 stages x 2 copies in a trainer (the host
@@ -94,8 +97,9 @@ typedef struct outcome {
     int ok;
     float loss[STEPS];
     float *params[8];
-    uint64_t sent[VKT_MAX_STAGES], host[VKT_MAX_STAGES];
-    uint32_t stages;
+    uint64_t sent[VKT_MAX_STAGES], host[VKT_MAX_STAGES], overlapped[VKT_MAX_STAGES];
+    uint32_t kept[VKT_MAX_STAGES];
+    uint32_t stages, m;
 } outcome;
 
 static uint64_t count_of(const vkt_tensor *t)
@@ -158,11 +162,14 @@ static outcome run_pipeline(net *n, uint32_t P, uint32_t m, vkt_recompute r, con
                         vkt_tensor_name(n->p[i]), vkt_pipeline_errmsg(p));
     }
     o.stages = P;
+    o.m = m;
     for (uint32_t s = 0; s < P && o.ok; s++) {
         vkt_pipeline_stage_stats ss;
         o.ok = TH_OK(NULL, vkt_pipeline_stage_stats_get(p, s, &ss));
         o.sent[s] = ss.sent_bytes;
         o.host[s] = ss.sent_host_bytes;
+        o.overlapped[s] = ss.overlapped;
+        o.kept[s] = ss.kept;
     }
     vkt_pipeline_destroy(p);
     return o;
@@ -180,7 +187,7 @@ static void expect_same(const net *n, const outcome *a, const outcome *b, int ho
     for (uint32_t i = 0; i < n->n_p; i++)
         TH_CHECK(memcmp(a->params[i], b->params[i], count_of(n->p[i]) * 4) == 0,
                  "%s: parameter %s differs", what, vkt_tensor_name(n->p[i]));
-    uint64_t total = 0;
+    uint64_t total = 0, overlapped = 0;
     for (uint32_t s = 0; s < b->stages; s++) {
         TH_CHECK(a->sent[s] == b->sent[s] && b->sent[s] > 0 && (s || b->sent[s]),
                  "%s: stage %u sent %llu bytes, the reference %llu", what, s,
@@ -188,11 +195,20 @@ static void expect_same(const net *n, const outcome *a, const outcome *b, int ho
         TH_CHECK(b->host[s] == (host_row ? b->sent[s] : 0), "%s: stage %u sent %llu of %llu "
                  "bytes through the host", what, s, (unsigned long long)b->host[s],
                  (unsigned long long)b->sent[s]);
+        /* the device row submits without waiting: a keeping stage's runs on different
+         * slots go to the device back to back, all but its first of the step; one slot
+         * (recomputing, or the last stage) waits before each run */
+        uint64_t want = !host_row && s + 1 < b->stages && b->kept[s] >= 2 ? 2 * b->m - 1 : 0;
+        TH_CHECK(b->overlapped[s] == want, "%s: stage %u: %llu runs submitted with another in "
+                 "flight; %llu expected", what, s, (unsigned long long)b->overlapped[s],
+                 (unsigned long long)want);
+        overlapped += b->overlapped[s];
         total += b->sent[s];
     }
-    printf("  %s: the same %d losses (last %.6f) and parameters; %llu bytes sent, %s\n", what,
-           STEPS, (double)b->loss[STEPS - 1], (unsigned long long)total,
-           host_row ? "all through the host" : "none through the host");
+    printf("  %s: the same %d losses (last %.6f) and parameters; %llu bytes sent, %s; %llu "
+           "runs a step submitted behind another\n", what, STEPS, (double)b->loss[STEPS - 1],
+           (unsigned long long)total, host_row ? "all through the host" : "none through the host",
+           (unsigned long long)overlapped);
 }
 
 /* One net at (P, m, recompute): device row = host row on the shared device = host row on a

@@ -385,6 +385,7 @@ void vkt_model_destroy(vkt_model *m)
 {
     if (!m)
         return;
+    graph_model_settle(m); /* a run in flight (no_wait) ends before its buffers go */
     vkt_stream_destroy(m->train);
     vkt_stream_destroy(m->eval);
     vkt_stream_destroy(m->train_fwd);

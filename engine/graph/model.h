@@ -152,6 +152,7 @@ struct vkt_model {
     int half_recorded[2];
     int half_pending;         /* step_forward ran and nothing since: step_backward may */
     graph_run_with with;      /* the next run's companions (graph_model_run_with) */
+    vkt_stream *inflight;     /* a run submitted with no_wait, not yet waited for */
     int has_with;
     vkt_stream_stats train_stats, eval_stats;
     uint64_t step;

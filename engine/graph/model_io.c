@@ -72,6 +72,8 @@ vkt_status vkt_model_set_input(vkt_model *m, const vkt_tensor *t, const void *da
     vkt_status st = tensor_ok(m, fn, t, count, data);
     if (st != VKT_OK)
         return st;
+    if ((st = graph_model_settle(m)) != VKT_OK) /* its memory may be in use */
+        return st;
     if (t->op != GOP_INPUT && t->op != GOP_LABELS)
         return model_fail(m, VKT_ERROR_INVALID_ARGUMENT, "%s: '%s' is not an input", fn,
                           t->name);
@@ -102,6 +104,9 @@ vkt_status vkt_model_loss(vkt_model *m, float *out)
                         "vkt_model_loss: NULL argument");
     if (!m->loss)
         return model_fail(m, VKT_ERROR_STATE, "vkt_model_loss: the model has no loss");
+    vkt_status st = graph_model_settle(m);
+    if (st != VKT_OK)
+        return st;
     if (m->loss_staged) {
         memcpy(out, (const char *)m->ctrl->mapped + CTRL_LOSS * 4, 4);
         return VKT_OK;
@@ -136,6 +141,8 @@ vkt_status vkt_model_read(vkt_model *m, const vkt_tensor *t, float *out, uint64_
     vkt_status st = tensor_ok(m, fn, t, count, out);
     if (st != VKT_OK)
         return st;
+    if ((st = graph_model_settle(m)) != VKT_OK)
+        return st;
     if ((st = readable(m, fn, t)) != VKT_OK)
         return st;
     const mnode *nd = &m->node[t->id];
@@ -169,6 +176,8 @@ vkt_status vkt_model_write(vkt_model *m, const vkt_tensor *t, const float *data,
     vkt_status st = param_ok(m, "vkt_model_write", t, count, data);
     if (st != VKT_OK)
         return st;
+    if ((st = graph_model_settle(m)) != VKT_OK)
+        return st;
     st = vkt_buffer_write(m->params, m->val[m->node[t->id].val].offset * 4, data, count * 4);
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
@@ -177,6 +186,8 @@ vkt_status vkt_model_read_grad(vkt_model *m, const vkt_tensor *t, float *out, ui
 {
     vkt_status st = param_ok(m, "vkt_model_read_grad", t, count, out);
     if (st != VKT_OK)
+        return st;
+    if ((st = graph_model_settle(m)) != VKT_OK)
         return st;
     if (!m->grads)
         return model_fail(m, VKT_ERROR_STATE, "vkt_model_read_grad: forward-only model");
@@ -211,6 +222,9 @@ static vkt_status flat_io(vkt_model *m, const char *fn, int grads, void *data, u
     vkt_buffer *b = grads ? m->grads : m->params;
     if (!b)
         return model_fail(m, VKT_ERROR_STATE, "%s: forward-only model", fn);
+    vkt_status settled = graph_model_settle(m);
+    if (settled != VKT_OK)
+        return settled;
     vkt_status st = write ? vkt_buffer_write(b, 0, data, count * 4)
                           : vkt_buffer_read(b, 0, data, count * 4);
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
@@ -251,6 +265,9 @@ vkt_status graph_model_read_input_grad(vkt_model *m, const vkt_tensor *t, float 
         return model_fail(m, VKT_ERROR_SHAPE, "%s: '%s' has %llu elements, not %llu", fn,
                           t->name, (unsigned long long)m->count[t->id],
                           (unsigned long long)count);
+    vkt_status settled = graph_model_settle(m);
+    if (settled != VKT_OK)
+        return settled;
     if (m->readback && m->rb_grad[t->id] != UINT64_MAX) { /* copied by the run itself */
         memcpy(out, (const float *)m->readback->mapped + m->rb_grad[t->id], count * 4);
         return VKT_OK;

@@ -288,6 +288,18 @@ static vkt_status check_prior(vkt_model *m, vkt_stream *zero)
 
 int graph_model_checks(const vkt_model *m) { return m && m->check; }
 
+int graph_model_in_flight(const vkt_model *m) { return m && m->inflight; }
+
+vkt_status graph_model_settle(vkt_model *m)
+{
+    if (!m || !m->inflight)
+        return VKT_OK;
+    vkt_stream *s = m->inflight;
+    m->inflight = NULL;
+    vkt_status st = vkt_stream_wait(s);
+    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+}
+
 void graph_model_run_with(vkt_model *m, const graph_run_with *w)
 {
     if (!m)
@@ -329,7 +341,10 @@ static vkt_status run(vkt_model *m, model_pass pass)
     if (w && m->check)
         return model_fail(m, VKT_ERROR_STATE, "a run with streams or an order of its own in "
                           "check mode (which runs a step's parts on their own)");
-    vkt_status st = ensure_recorded(m, pass);
+    vkt_status st = graph_model_settle(m); /* the run before it, if not waited for */
+    if (st != VKT_OK)
+        return st;
+    st = ensure_recorded(m, pass);
     const struct pass_def *d = &passes[pass];
     int training = d->backward;
     vkt_stream *zero = NULL;
@@ -344,6 +359,12 @@ static vkt_status run(vkt_model *m, model_pass pass)
     model_write_ctrl(m);
     vkt_stream *s = *pass_stream(m, pass);
     st = submit_with(m, s, zero, w);
+    if (st == VKT_OK && w && w->no_wait) { /* waited for by graph_model_settle */
+        m->inflight = s;
+        if (d->zero)
+            grad_home(m)->zero_pending = 0;
+        return VKT_OK;
+    }
     if (st == VKT_OK)
         st = vkt_stream_wait(s);
     if (st != VKT_OK)

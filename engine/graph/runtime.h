@@ -190,8 +190,16 @@ typedef struct graph_run_with {
     const struct gpu_submit_sync *sync;
     void (*submitted)(void *user);
     void *user;
+    /* 1: the run returns once submitted; the model's next run, and every read or write of
+     * its memory through this API (vkt_model_set_input, _loss, _read*, _write*,
+     * graph_model_read_input_grad) first wait for it (graph_model_settle). */
+    int no_wait;
 } graph_run_with;
 void graph_model_run_with(vkt_model *m, const graph_run_with *w);
+/* Waits for m's run submitted with no_wait, if one is in flight; its status (the model's
+ * message on a failure). Models sharing buffers (slots) are settled one by one. */
+vkt_status graph_model_settle(vkt_model *m);
+int graph_model_in_flight(const vkt_model *m); /* such a run not yet waited for */
 /* Whether m runs in check mode (vkt_model_options.check, or VKT_CHECK); whether a model
  * made with options.check = option would. */
 int graph_model_checks(const vkt_model *m);

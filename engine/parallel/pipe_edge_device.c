@@ -17,8 +17,12 @@
  * ready (pipe_edge.c's flags, under the monitor) and the receiver's run waits for that
  * value on the device. So a wait is never submitted before its signal (gpu.h's rule for
  * one queue), no thread waits for another stage's fence, and no value passes through
- * the host. Each stage's own run is still waited for by its thread (its inputs, control
- * block and loss are host writes and reads). */
+ * the host. A stage's runs are submitted without waiting (no_wait): its thread waits for
+ * one (pipe_sched.c's settle) only before the host writes that model's inputs, reads what
+ * it computed or runs it again, so a keeping stage's F(k) and B(k - w), on different
+ * slots, go to the device back to back (`overlapped` counts those submissions). Every run
+ * then starts with a barrier (a copy's, or one of its own): the runs in flight share the
+ * parameter and gradient buffers (batch norm's running averages, the summed gradients). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +162,11 @@ static vkt_status make_stage(pstage *s)
     if (st != VKT_OK)
         return dev_fail(s, st, "timeline");
     s->dev.tl_next = 0;
+    st = vkt_stream_create(s->ctx, NULL, &s->dev.barrier);
+    if (st == VKT_OK)
+        st = gpu_stream_barrier_all(s->dev.barrier);
+    if (st != VKT_OK)
+        return dev_fail(s, st, "barrier");
     if (gs->n_send && st == VKT_OK)
         st = record_all(s, &s->dev.vsend, record_vsend, "copying sent values");
     if (gs->n_send && st == VKT_OK)
@@ -214,6 +223,7 @@ void pipe_edges_device_free(vkt_pipeline *p)
         free_streams(d->vrecv, p->m);
         free_streams(d->gsend, p->m);
         free_streams(d->grecv, p->m);
+        vkt_stream_destroy(d->barrier);
         if (d->tl)
             gpu_timeline_destroy(d->tl);
         memset(d, 0, sizeof *d);
@@ -300,6 +310,8 @@ static vkt_status arm(pstage *s, uint32_t k, int values, int grads)
     d->values = values && s->gs->n_send;
     d->grads = grads && s->gs->n_recv;
     d->k = k;
+    if (d->n_before == 0) /* another run of the stage may be in flight (no_wait): after it */
+        d->before[d->n_before++] = d->barrier;
     if (d->values)
         d->after[d->n_after++] = d->vsend[k];
     if (d->grads)
@@ -314,7 +326,13 @@ static vkt_status arm(pstage *s, uint32_t k, int values, int grads)
     for (uint32_t j = 0; d->grads && j < s->gs->n_recv; j++)
         p->edge[s->recv_edge[j]].grad_sig[(uint64_t)s->recv_slot[j] * p->m + k] = d->signal.value;
     graph_run_with w = {d->before, d->n_before, d->after, d->n_after,
-                        d->sync.n_wait || d->sync.n_signal ? &d->sync : NULL, submitted, s};
+                        d->sync.n_wait || d->sync.n_signal ? &d->sync : NULL, submitted, s,
+                        1 /* no_wait: pipe_sched.c's settle waits for it when it must */};
+    for (uint32_t j = 0; j < s->n_slots; j++)
+        if (s->slot[j] != s->cur && graph_model_in_flight(s->slot[j])) {
+            s->overlapped++; /* submitted behind another run of the stage, no host between */
+            break;
+        }
     graph_model_run_with(s->cur, &w);
     d->n_before = d->n_after = d->n_wait = 0; /* the run copied the counts */
     return VKT_OK;

@@ -536,6 +536,7 @@ vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *p, uint32_t stage,
     out->activation_bytes = ms.activation_bytes * s->n_slots; /* the slots' arenas: equal */
     out->sent_bytes = s->sent;
     out->sent_host_bytes = s->host_sent;
+    out->overlapped = s->overlapped;
     out->busy_seconds = s->busy;
     out->grad_reads = s->grad_reads;
     out->grad_writes = s->grad_writes;

@@ -48,6 +48,7 @@ typedef struct pdev {
     vkt_stream **gsend;    /* [m] its received values' gradients -> dgrad[slot][k] */
     vkt_stream **grecv;    /* [m] dgrad[.][k] summed (consumer order) -> its sent values'
                               gradient inputs */
+    vkt_stream *barrier;   /* a barrier alone: heads a run that has no copy before it */
     vkt_stream *before[GPU_MAX_CARRIED], *after[GPU_MAX_CARRIED];
     uint32_t n_before, n_after;
     gpu_sync wait[GPU_MAX_SYNC], signal;
@@ -113,6 +114,7 @@ typedef struct pstage {
     double busy;
     uint64_t sent;
     uint64_t host_sent;    /* of sent, through host memory (host and world rows) */
+    uint64_t overlapped;   /* runs submitted while another of its runs was in flight */
     pdev dev;              /* device edges */
     vkt_status status;
     char errmsg[VKT_ERRMSG_SIZE];

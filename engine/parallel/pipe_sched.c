@@ -62,6 +62,32 @@ static vkt_status set_inputs(pstage *s, uint32_t k)
     return s->p->edges->recv_values(s, k);
 }
 
+/* Waits for model x of s (a run the device row submitted without waiting), counted in s's
+ * busy time: before the host writes its inputs, reads what it computed or runs it again. */
+static vkt_status settle(pstage *s, vkt_model *x)
+{
+    if (!graph_model_in_flight(x))
+        return VKT_OK;
+    double t0 = plat_now();
+    vkt_status st = graph_model_settle(x);
+    s->busy += plat_now() - t0;
+    if (st == VKT_OK)
+        return VKT_OK;
+    s->cur = x;
+    return pipe_model_fail(s, st, "a run");
+}
+
+/* Every slot of s settled (before its gradient sum is read, the step's meeting, the update). */
+static vkt_status settle_all(pstage *s)
+{
+    vkt_status st = VKT_OK;
+    for (uint32_t j = 0; j < s->n_slots; j++) {
+        vkt_status r = settle(s, s->slot[j]);
+        st = st == VKT_OK ? r : st;
+    }
+    return st;
+}
+
 /* After a backward: gradients of received values back to their senders. The parameters'
  * gradients sum over the micro-batches on the device (the stage's model accumulates:
  * GRAPH_MODEL_ACCUMULATE, zeroed by the step's first run that computes them; its slots
@@ -72,6 +98,8 @@ static vkt_status after_backward(pstage *s, uint32_t k)
     vkt_pipeline *p = s->p;
     vkt_status st = p->edges->send_grads(s, k);
     if (st != VKT_OK || k + 1 < p->m)
+        return st;
+    if ((st = settle_all(s)) != VKT_OK) /* the last backward may still run */
         return st;
     s->cur = s->model; /* the sum is slot 0's (the owner's): its message if it fails */
     return p->route->collect(s);
@@ -145,6 +173,9 @@ static vkt_status forward(pstage *s, uint32_t k)
     vkt_pipeline *p = s->p;
     if (!p->edges->wait_values(s, k))
         return VKT_ERROR_STATE; /* another stage failed: its message is the one */
+    vkt_status sst = settle(s, pipe_slot(s, k)); /* its slot's last run: B(k - K) */
+    if (sst != VKT_OK)
+        return sst;
     s->cur = pipe_slot(s, k);
     if (s->index != p->P - 1) {
         vkt_status st = s->keep->forward(s, k);
@@ -171,8 +202,11 @@ static vkt_status backward(pstage *s, uint32_t k)
         return VKT_OK; /* its forward did it */
     if (!p->edges->wait_grads(s, k))
         return VKT_ERROR_STATE;
+    vkt_status st = settle(s, pipe_slot(s, k)); /* F(k), if not waited for yet */
+    if (st != VKT_OK)
+        return st;
     s->cur = pipe_slot(s, k);
-    vkt_status st = s->keep->backward(s, k);
+    st = s->keep->backward(s, k);
     return st == VKT_OK ? after_backward(s, k) : st;
 }
 
@@ -428,6 +462,8 @@ static void stage_job(void *arg)
     }
     for (uint32_t k = m - w; k < m && st == VKT_OK; k++)
         st = backward(s, k);
+    vkt_status settled = settle_all(s); /* nothing in flight past the loop, failed or not */
+    st = st == VKT_OK ? settled : st;
     if (st != VKT_OK && s->status == VKT_OK)
         s->status = st; /* stopped by another stage's failure */
     judge(s);
@@ -489,6 +525,7 @@ static void reset_step(vkt_pipeline *p)
         s->forwards = 0;
         s->sent = 0;
         s->host_sent = 0;
+        s->overlapped = 0;
         s->status = VKT_OK;
         s->errmsg[0] = 0;
     }

@@ -354,8 +354,7 @@ VKT_API vkt_status vkt_pipeline_read(vkt_pipeline *pipeline, const vkt_tensor *p
                                      float *out /* OUT */, uint64_t count);
 
 typedef struct vkt_pipeline_stage_stats {
-    uint32_t device;           /* its device index */
-    uint32_t ops;              /* ops of the graph placed on it */
+    uint32_t device, ops;      /* its device index; ops of the graph placed on it */
     uint64_t param_bytes, grad_bytes, optimizer_bytes; /* on its device */
     uint64_t activation_bytes; /* its arenas: one per micro-batch kept (kept, else 1) */
     uint64_t sent_bytes;       /* values sent forward and gradients sent back, last step */
@@ -364,9 +363,10 @@ typedef struct vkt_pipeline_stage_stats {
     uint64_t grad_reads, grad_writes; /* last step: by the host (1 each; direct route: 0) */
     double staleness_mean;     /* async copies: its master's staleness (docs/async.md) */
     uint64_t staleness_p99, staleness_max, updates; /* and pushes since creation; else 0 */
-    uint64_t forwards;         /* last step: runs of its forward (2m where it recomputes) */
+    uint64_t forwards;         /* last step: its forward's runs (2m where it recomputes) */
     uint32_t kept;             /* micro-batches kept at once (min(P - s, m)); 0: recomputes */
     uint64_t sent_host_bytes;  /* of sent_bytes, through host memory (0: device edges) */
+    uint64_t overlapped;       /* device edges: runs submitted with another in flight */
 } vkt_pipeline_stage_stats;
 VKT_API vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *pipeline, uint32_t stage,
                                                 vkt_pipeline_stage_stats *out /* OUT */);

@@ -169,7 +169,7 @@ class PipelineStageStats(Structure):
                 ("staleness_mean", c_double), ("staleness_p99", c_uint64),
                 ("staleness_max", c_uint64), ("updates", c_uint64),
                 ("forwards", c_uint64), ("kept", c_uint32),
-                ("sent_host_bytes", c_uint64)]
+                ("sent_host_bytes", c_uint64), ("overlapped", c_uint64)]
 
 
 class SplitOptions(Structure):

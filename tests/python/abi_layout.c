@@ -61,7 +61,7 @@ int main(void)
     BEGIN(vkt_pipeline_stage_stats) F(device) F(ops) F(param_bytes) F(grad_bytes)
         F(optimizer_bytes) F(activation_bytes) F(sent_bytes) F(busy_seconds)
         F(device_bytes) F(grad_reads) F(grad_writes) F(staleness_mean) F(staleness_p99)
-        F(staleness_max) F(updates) F(forwards) F(kept) F(sent_host_bytes) END
+        F(staleness_max) F(updates) F(forwards) F(kept) F(sent_host_bytes) F(overlapped) END
     BEGIN(vkt_split_options) F(stages) F(cost) F(context) F(batch) F(runs) F(tolerance)
         F(recompute) END
     BEGIN(vkt_split_stage) F(ops) F(first) F(last) F(cost) F(param_bytes) F(send_bytes) END
