@@ -12,7 +12,8 @@
  *    (K >= 2 slots) submits 2m - 1 of its 2m runs of a step while another is in flight
  *    (`overlapped`, counted at submission: deterministic), a stage of one slot none;
  * on: a 3-stage MLP with a skip connection (a value read by stages 1 and 2) at m 1 and 3,
- * keeping and recomputing; dropout and batch norm on 2 stages at m 4, keeping and
+ * keeping and recomputing; a 4-stage MLP whose first value is read by the 3 others (a sum
+ * of three gradients, where the order shows) at m 2 keeping and m 4 recomputing; dropout and batch norm on 2 stages at m 4, keeping and
  * recomputing (running averages compared too); 3 stages x 2 copies in a trainer (the host
  * route: the copies' sums meet on the host) with clipping. And: VKT_PIPE_EDGES=device where the stages do not share one
  * VkDevice, or in check mode, fails with VKT_ERROR_INVALID_ARGUMENT saying why; a bad
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "parallel/pipe.h"     /* white box: the stages' models and sub-graphs */
 #include "platform/platform.h" /* plat_setenv */
 
 enum { F = 12, H = 16, C = 5, BATCH = 12, STEPS = 6 };
@@ -62,6 +64,30 @@ static net make_skip(void)
     vkt_tensor *z = vkt_linear(n.g, vkt_add(n.g, h2, h1),
                                param(&n, "w3", (vkt_shape){2, {H, C}}, 0.4f),
                                param(&n, "b3", (vkt_shape){1, {C}}, 0.1f));
+    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
+    return n;
+}
+
+/* 4 stages, h1 (stage 0) read on stages 1, 2 and 3: three consumers' gradients summed,
+ * where float addition's order shows (two terms commute). */
+static net make_skip3(void)
+{
+    net n = {0};
+    vkt_graph_options go = {.seed = 5};
+    vkt_graph_create(&go, &n.g);
+    vkt_shape xs = {2, {BATCH, F}};
+    n.x = vkt_input(n.g, "x", &xs);
+    n.y = vkt_input_labels(n.g, "y", BATCH);
+    vkt_tensor *h1 = vkt_relu(n.g, vkt_linear(n.g, n.x, param(&n, "w1", (vkt_shape){2, {F, H}}, 0.4f),
+                                              param(&n, "b1", (vkt_shape){1, {H}}, 0.1f)));
+    vkt_graph_set_stage(n.g, 1);
+    vkt_tensor *h2 = vkt_relu(n.g, vkt_matmul(n.g, h1, param(&n, "w2", (vkt_shape){2, {H, H}}, 0.4f)));
+    vkt_graph_set_stage(n.g, 2);
+    vkt_tensor *h3 = vkt_relu(n.g, vkt_matmul(n.g, vkt_add(n.g, h2, h1),
+                                              param(&n, "w3", (vkt_shape){2, {H, H}}, 0.4f)));
+    vkt_graph_set_stage(n.g, 3);
+    vkt_tensor *z = vkt_matmul(n.g, vkt_add(n.g, h3, h1), param(&n, "w4", (vkt_shape){2, {H, C}}, 0.4f));
     n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
     TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
     return n;
@@ -171,6 +197,21 @@ static outcome run_pipeline(net *n, uint32_t P, uint32_t m, vkt_recompute r, con
         o.overlapped[s] = ss.overlapped;
         o.kept[s] = ss.kept;
     }
+    /* the device row writes a stage's received values into the input's own buffer, never
+     * into staging (under every memory profile): its run's staged copy leaves them alone */
+    const graph_split *sp = pipe_split(p);
+    for (uint32_t s = 1; s < P && o.ok && !strcmp(edges, "device"); s++)
+        for (uint32_t j = 0; j < sp->stage[s].n_recv; j++) {
+            vkt_tensor *t = sp->stage[s].map[sp->stage[s].recv[j]];
+            vkt_view in = {0}, val = {0};
+            vkt_model *x = pipe_model(p, 0, s);
+            TH_CHECK(graph_model_input_view(x, t, &in) == VKT_OK &&
+                         graph_model_value_view(x, t, &val) == VKT_OK && in.buffer == val.buffer &&
+                         in.offset == val.offset,
+                     "stage %u: received value %u is written at buffer %p +%llu, the input is at "
+                     "%p +%llu", s, j, (void *)in.buffer, (unsigned long long)in.offset,
+                     (void *)val.buffer, (unsigned long long)val.offset);
+        }
     vkt_pipeline_destroy(p);
     return o;
 }
@@ -340,6 +381,10 @@ int main(void)
     compare_rows(&skip, 3, 3, VKT_RECOMPUTE_NEVER, "skip MLP");
     compare_rows(&skip, 3, 3, VKT_RECOMPUTE_ALWAYS, "skip MLP");
     refusals(&skip);
+    net skip3 = make_skip3();
+    compare_rows(&skip3, 4, 2, VKT_RECOMPUTE_NEVER, "h1 read by 3 stages");
+    compare_rows(&skip3, 4, 4, VKT_RECOMPUTE_ALWAYS, "h1 read by 3 stages");
+    vkt_graph_destroy(skip3.g);
     net bn = make_dropout_bn();
     compare_rows(&bn, 2, 4, VKT_RECOMPUTE_NEVER, "batch norm + dropout");
     compare_rows(&bn, 2, 4, VKT_RECOMPUTE_ALWAYS, "batch norm + dropout");

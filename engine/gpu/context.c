@@ -271,15 +271,20 @@ vkt_status gpu_context_create_shared(vkt_instance *inst, const vkt_context_optio
     return VKT_OK;
 }
 
+void gpu_context_wait_idle(vkt_context *ctx)
+{
+    if (!ctx || !ctx->queue) /* its own work (others may share the device: not DeviceWaitIdle) */
+        return;
+    plat_monitor_lock(ctx->queue_lock);
+    vkQueueWaitIdle(ctx->queue);
+    plat_monitor_unlock(ctx->queue_lock);
+}
+
 void vkt_context_destroy(vkt_context *ctx)
 {
     if (!ctx)
         return;
-    if (ctx->queue) { /* its own work done (others may share the device: not DeviceWaitIdle) */
-        plat_monitor_lock(ctx->queue_lock);
-        vkQueueWaitIdle(ctx->queue);
-        plat_monitor_unlock(ctx->queue_lock);
-    }
+    gpu_context_wait_idle(ctx);
     while (ctx->streams)
         vkt_stream_destroy(ctx->streams);
     while (ctx->buffers)

@@ -707,6 +707,9 @@ vkt_status gpu_context_create_shared(vkt_instance *inst, const vkt_context_optio
                                      vkt_context *share_with, vkt_context **out);
 /* Whether a and b share one VkDevice; the compute queues of a's device. */
 int gpu_context_same_device(const vkt_context *a, const vkt_context *b);
+/* Until ctx's queue has nothing left to run (vkQueueWaitIdle under its lock): before
+ * objects its submissions use go, even where a wait for them failed (a lost device). */
+void gpu_context_wait_idle(vkt_context *ctx);
 uint32_t gpu_context_queue_count(const vkt_context *ctx);
 
 /* One vkQueueSubmit (one round trip: a submission, later one fence wait) of the command

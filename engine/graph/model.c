@@ -404,6 +404,7 @@ void vkt_model_destroy(vkt_model *m)
     vkt_buffer_destroy(m->readback);
     free(m->rb_val);
     free(m->rb_grad);
+    free(m->dev_fed);
     vkt_buffer_destroy(m->inputs);
     vkt_buffer_destroy(m->staging);
     vkt_buffer_destroy(m->ctrl);

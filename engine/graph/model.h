@@ -153,6 +153,8 @@ struct vkt_model {
     int half_pending;         /* step_forward ran and nothing since: step_backward may */
     graph_run_with with;      /* the next run's companions (graph_model_run_with) */
     vkt_stream *inflight;     /* a run submitted with no_wait, not yet waited for */
+    uint8_t *dev_fed;         /* [n] or NULL: inputs written on the device (graph_model_
+                                 device_io): the staged copy leaves them alone */
     int has_with;
     vkt_stream_stats train_stats, eval_stats;
     uint64_t step;
@@ -187,6 +189,9 @@ int32_t model_new_typed(vkt_model *m, mspace space, vkt_dtype dtype, uint64_t el
 /* The value whose storage v uses (follows aliases). */
 int32_t model_root(const vkt_model *m, int32_t v);
 vkt_view model_view(const vkt_model *m, int32_t v);
+/* Records the copy of the staged inputs (inputs_staged) into s: the whole buffer, or each
+ * input the host writes (not dev_fed). */
+vkt_status model_record_staged_inputs(vkt_model *m, vkt_stream *s);
 
 /* autodiff.c: activity, gradients, fusion, schedule, values, accumulate flags. */
 vkt_status model_analyze(vkt_model *m);

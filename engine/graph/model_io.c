@@ -89,7 +89,7 @@ vkt_status vkt_model_set_input(vkt_model *m, const vkt_tensor *t, const void *da
         return st;
     }
     uint64_t offset = m->val[m->node[t->id].val].offset * 4;
-    if (m->inputs_staged) {
+    if (m->inputs_staged && !(m->dev_fed && m->dev_fed[t->id])) { /* dev_fed: no staged copy */
         memcpy((char *)m->staging->mapped + offset, data, count * 4);
         return VKT_OK;
     }
@@ -147,7 +147,8 @@ vkt_status vkt_model_read(vkt_model *m, const vkt_tensor *t, float *out, uint64_
         return st;
     const mnode *nd = &m->node[t->id];
     vkt_view v = model_view(m, nd->val);
-    if (m->inputs_staged && v.buffer == m->inputs) { /* the latest data is in staging */
+    if (m->inputs_staged && v.buffer == m->inputs && !(m->dev_fed && m->dev_fed[t->id])) {
+        /* the latest data is in staging */
         memcpy(out, (const float *)m->staging->mapped + v.offset, count * 4);
         return VKT_OK;
     }
@@ -329,7 +330,8 @@ vkt_status graph_model_input_view(vkt_model *m, const vkt_tensor *t, vkt_view *o
     const mval *v = &m->val[m->node[t->id].val];
     if (v->dtype != VKT_DTYPE_FP32)
         return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is not stored in fp32", fn, t->name);
-    out->buffer = m->inputs_staged ? m->staging : m->inputs;
+    int staged = m->inputs_staged && !(m->dev_fed && m->dev_fed[t->id]);
+    out->buffer = staged ? m->staging : m->inputs;
     out->offset = v->offset; /* 4-byte units: as vkt_model_set_input writes it */
     return VKT_OK;
 }

@@ -12,7 +12,7 @@ static vkt_status record_steps(vkt_model *m, vkt_stream *s, uint32_t n, uint32_t
 {
     vkt_status st = VKT_OK;
     if (m->inputs_staged)
-        st = vkt_stream_copy(s, m->staging, 0, m->inputs, 0, m->inputs->size);
+        st = model_record_staged_inputs(m, s);
     for (uint32_t k = 0; k < n && st == VKT_OK; k++) {
         vkt_stream_stats ss;
         vkt_stream_stats_get(s, &ss);

@@ -148,6 +148,55 @@ static vkt_model *grad_home(vkt_model *m)
     return m->grad_owner ? m->grad_owner : m;
 }
 
+vkt_status model_record_staged_inputs(vkt_model *m, vkt_stream *s)
+{
+    if (!m->dev_fed)
+        return vkt_stream_copy(s, m->staging, 0, m->inputs, 0, m->inputs->size);
+    vkt_status st = VKT_OK;
+    for (uint32_t i = 0; i < m->n && st == VKT_OK; i++) {
+        const vkt_tensor *t = m->g->nodes[i];
+        if ((t->op != GOP_INPUT && t->op != GOP_LABELS) || m->node[i].val < 0 || m->dev_fed[i])
+            continue;
+        const mval *v = &m->val[m->node[i].val];
+        st = vkt_stream_copy(s, m->staging, v->offset * 4, m->inputs, v->offset * 4,
+                             v->count * 4);
+    }
+    return st;
+}
+
+/* Every recorded pass recorded again at its next run (what it records has changed). */
+static vkt_status forget_recordings(vkt_model *m)
+{
+    vkt_status st = graph_model_settle(m);
+    for (int p = PASS_TRAIN; p <= PASS_BWD_HALF && st == VKT_OK; p++) {
+        int *done = pass_recorded(m, (model_pass)p);
+        vkt_stream *s = *pass_stream(m, (model_pass)p);
+        if (*done && s)
+            st = vkt_stream_reset(s);
+        *done = 0;
+    }
+    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+}
+
+vkt_status graph_model_device_io(vkt_model *m, const vkt_tensor *const *in, uint32_t n_in,
+                                 const vkt_tensor *const *out, uint32_t n_out)
+{
+    static const char fn[] = "graph_model_device_io";
+    for (uint32_t j = 0; j < n_in + n_out; j++) {
+        const vkt_tensor *t = j < n_in ? in[j] : out[j - n_in];
+        if (!t || t->graph != m->g || t->id >= m->n || (j < n_in && t->op != GOP_INPUT))
+            return model_fail(m, VKT_ERROR_INVALID_ARGUMENT, "%s: %s is not %s of this model",
+                              fn, t ? t->name : "NULL", j < n_in ? "an input" : "a tensor");
+    }
+    if (n_in && !m->dev_fed && !(m->dev_fed = calloc(m->n, 1)))
+        return model_fail(m, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t j = 0; j < n_in; j++)
+        m->dev_fed[in[j]->id] = 1;
+    for (uint32_t j = 0; j < n_out && m->readback; j++) /* nobody reads them back */
+        m->rb_val[out[j]->id] = m->rb_grad[out[j]->id] = UINT64_MAX;
+    return forget_recordings(m);
+}
+
 static vkt_status record(vkt_model *m, vkt_stream *s, model_pass pass)
 {
     vkt_status st = VKT_OK;
@@ -155,7 +204,7 @@ static vkt_status record(vkt_model *m, vkt_stream *s, model_pass pass)
     int training = d->backward;
     m->errmsg[0] = 0;
     if (m->inputs_staged)
-        st = vkt_stream_copy(s, m->staging, 0, m->inputs, 0, m->inputs->size);
+        st = model_record_staged_inputs(m, s);
     uint32_t from = d->fwd ? 0 : m->n_fwd_steps, to = training ? m->n_steps : m->n_fwd_steps;
     int32_t *last = NULL;
     int ready = training && m->grad_ready && !m->check;

@@ -175,6 +175,14 @@ vkt_status graph_model_step_backward(vkt_model *m);
 vkt_status graph_model_value_view(vkt_model *m, const vkt_tensor *t, vkt_view *out);
 vkt_status graph_model_input_grad_view(vkt_model *m, const vkt_tensor *t, vkt_view *out);
 vkt_status graph_model_input_view(vkt_model *m, const vkt_tensor *t, vkt_view *out);
+/* Inputs in[0..n_in) are written on the device (by streams before its runs, into
+ * graph_model_input_view, which is then the device buffer itself): the run's copy of the
+ * staged inputs leaves them alone; and the values and input gradients of out[0..n_out)
+ * are read on the device only: no run copies them into the host-visible readback. Passes
+ * recorded already are recorded again at their next run. vkt_model_set_input and
+ * vkt_model_read still work on them, through transfers of their own. */
+vkt_status graph_model_device_io(vkt_model *m, const vkt_tensor *const *in, uint32_t n_in,
+                                 const vkt_tensor *const *out, uint32_t n_out);
 /* What the model's next run (any: a step, a half, a training forward) carries: streams
  * run before its commands (each ending with gpu_stream_barrier_all) and after them (each
  * starting with one), in its one submission, ordered by `sync` (NULL: none); once it is

@@ -155,10 +155,39 @@ static vkt_status record_all(pstage *s, vkt_stream ***out, record_fn fn, const c
     return VKT_OK;
 }
 
+/* Every slot's received values and the gradients of its sent values are written on the
+ * device, its sent values and the gradients of its received ones read there: no staged
+ * copy of them, no readback (graph_model_device_io). */
+static vkt_status device_io(pstage *s)
+{
+    const graph_stage *gs = s->gs;
+    uint32_t n_in = gs->n_recv + gs->n_send, n_out = gs->n_send + gs->n_recv;
+    const vkt_tensor **in = malloc((n_in + n_out + 1) * sizeof *in);
+    if (!in)
+        return pipe_fail(s->p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    const vkt_tensor **out = in + n_in;
+    for (uint32_t j = 0; j < gs->n_recv; j++)
+        in[j] = out[gs->n_send + j] = gs->map[gs->recv[j]];
+    for (uint32_t j = 0; j < gs->n_send; j++) {
+        in[gs->n_recv + j] = gs->send_grad[j];
+        out[j] = gs->map[gs->send[j]];
+    }
+    vkt_status st = VKT_OK;
+    for (uint32_t j = 0; j < s->n_slots && st == VKT_OK; j++) {
+        s->cur = s->slot[j];
+        st = graph_model_device_io(s->slot[j], in, n_in, out, n_out);
+    }
+    free(in);
+    return st == VKT_OK ? VKT_OK : dev_fail(s, st, "inputs and outputs on the device");
+}
+
 static vkt_status make_stage(pstage *s)
 {
     const graph_stage *gs = s->gs;
-    vkt_status st = gpu_timeline_create(s->ctx, 0, &s->dev.tl);
+    vkt_status st = device_io(s);
+    if (st != VKT_OK)
+        return st;
+    st = gpu_timeline_create(s->ctx, 0, &s->dev.tl);
     if (st != VKT_OK)
         return dev_fail(s, st, "timeline");
     s->dev.tl_next = 0;

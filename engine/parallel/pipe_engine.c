@@ -340,6 +340,8 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
 {
     if (!p)
         return;
+    for (uint32_t k = 0; p->st && k < p->n_ctx; k++) /* a failed wait leaves runs going */
+        gpu_context_wait_idle(p->st[k].ctx);
     pipe_edges_free(p); /* the device row's buffers and copies: before their contexts */
     for (uint32_t k = 0; p->st && k < p->n_ctx; k++) {
         pstage *s = &p->st[k];
