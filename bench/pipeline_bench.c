@@ -29,7 +29,9 @@
  *     VKT_PIPE_EDGES=host) and (c) on one shared VkDevice with the device row
  *     (VKT_PIPE_EDGES=device), the three timed together; the step, samples per second,
  *     c/b (same VkDevice and queues: what the host copies cost) and c/a, and the bytes
- *     sent per step, all stages summed, with those that went through host memory. The
+ *     sent per step, all stages summed, with those that went through host memory, and
+ *     c's runs submitted while another of the same stage's runs was in flight (the
+ *     stage stats' `overlapped`, all stages summed, per step; 0 on the host rows). The
  *     variables are set for each creation and the caller's values put back after, so a
  *     VKT_SHARE_DEVICE or VKT_PIPE_EDGES of the caller's applies to tables 1 to 4 only.
  *
@@ -77,6 +79,7 @@ typedef struct job {
     double step, busy_mean, busy[VKT_MAX_STAGES]; /* medians, seconds */
     uint64_t forwards0, activations0; /* stage 0's forwards per step, arena bytes */
     uint64_t sent, sent_host; /* last step, all stages: bytes sent, of those through host */
+    uint64_t overlapped;      /* last step, all stages: runs submitted behind another */
     /* while running */
     vkt_graph *g;
     vkt_tensor *x, *y;
@@ -209,13 +212,14 @@ static int run_jobs(vkt_instance *inst, const bench_cfg *c, job *jobs, uint32_t 
             if (i < 2 || rc)
                 continue;
             j->t[i - 2] = vkt_pipeline_step_seconds(j->p);
-            j->sent = j->sent_host = 0;
+            j->sent = j->sent_host = j->overlapped = 0;
             for (uint32_t s = 0; s < j->P; s++) {
                 vkt_pipeline_stage_stats ss;
                 vkt_pipeline_stage_stats_get(j->p, s, &ss);
                 j->b[s][i - 2] = ss.busy_seconds;
                 j->sent += ss.sent_bytes;
                 j->sent_host += ss.sent_host_bytes;
+                j->overlapped += ss.overlapped;
                 if (s == 0) {
                     j->forwards0 = ss.forwards;
                     j->activations0 = ss.activation_bytes;
@@ -421,8 +425,8 @@ static int table_edges(vkt_instance *inst, const bench_cfg *c, const uint32_t *s
     printf("\n5. Edges: MLP %u x [%u, %u] layers split evenly, batch %u, median of %u steps; "
            "a: a VkDevice per stage, b: one shared, host row, c: one shared, device row\n",
            layers, c->batch, c->width, c->batch, c->steps);
-    printf("%2s %3s %20s %23s %6s %6s %17s %17s\n", "P", "m", "step ms a/b/c",
-           "smp/s a/b/c", "c/b", "c/a", "sent MB a/b/c", "host MB a/b/c");
+    printf("%2s %3s %20s %23s %6s %6s %17s %17s %5s\n", "P", "m", "step ms a/b/c",
+           "smp/s a/b/c", "c/b", "c/a", "sent MB a/b/c", "host MB a/b/c", "ovl c");
     for (uint32_t a = 0; a < n_stages; a++)
         for (uint32_t b = 0; b < n_micro; b++) {
             uint32_t P = stages[a], m = micro[b], split[VKT_MAX_STAGES];
@@ -443,11 +447,11 @@ static int table_edges(vkt_instance *inst, const bench_cfg *c, const uint32_t *s
             for (int k = 0; k < 3; k++)
                 rate[k] = c->batch / r[k].step;
             printf("%2u %3u %6.2f/%6.2f/%6.2f %7.0f/%7.0f/%7.0f %6.2f %6.2f "
-                   "%5.2f/%5.2f/%5.2f %5.2f/%5.2f/%5.2f\n", P, m, r[0].step * 1e3,
+                   "%5.2f/%5.2f/%5.2f %5.2f/%5.2f/%5.2f %5llu\n", P, m, r[0].step * 1e3,
                    r[1].step * 1e3, r[2].step * 1e3, rate[0], rate[1], rate[2],
                    rate[2] / rate[1], rate[2] / rate[0], r[0].sent / 1e6, r[1].sent / 1e6,
                    r[2].sent / 1e6, r[0].sent_host / 1e6, r[1].sent_host / 1e6,
-                   r[2].sent_host / 1e6);
+                   r[2].sent_host / 1e6, (unsigned long long)r[2].overlapped);
         }
     return 0;
 }
