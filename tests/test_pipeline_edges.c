@@ -126,6 +126,7 @@ typedef struct outcome {
     uint64_t sent[VKT_MAX_STAGES], host[VKT_MAX_STAGES], overlapped[VKT_MAX_STAGES];
     uint32_t kept[VKT_MAX_STAGES];
     uint32_t stages, m;
+    int keep; /* not recompute always (the last stage's second model: never then) */
 } outcome;
 
 static uint64_t count_of(const vkt_tensor *t)
@@ -189,6 +190,7 @@ static outcome run_pipeline(net *n, uint32_t P, uint32_t m, vkt_recompute r, con
     }
     o.stages = P;
     o.m = m;
+    o.keep = r != VKT_RECOMPUTE_ALWAYS;
     for (uint32_t s = 0; s < P && o.ok; s++) {
         vkt_pipeline_stage_stats ss;
         o.ok = TH_OK(NULL, vkt_pipeline_stage_stats_get(p, s, &ss));
@@ -237,9 +239,13 @@ static void expect_same(const net *n, const outcome *a, const outcome *b, int ho
                  "bytes through the host", what, s, (unsigned long long)b->host[s],
                  (unsigned long long)b->sent[s]);
         /* the device row submits without waiting: a keeping stage's runs on different
-         * slots go to the device back to back, all but its first of the step; one slot
-         * (recomputing, or the last stage) waits before each run */
-        uint64_t want = !host_row && s + 1 < b->stages && b->kept[s] >= 2 ? 2 * b->m - 1 : 0;
+         * slots go to the device back to back, all but its first of the step (the last
+         * stage's two models: m - 1 of its m runs); one slot (recomputing) waits before
+         * each run */
+        int last = s + 1 == b->stages;
+        uint64_t want = host_row || b->kept[s] < 2 ? 0 : last ? b->m - 1 : 2 * b->m - 1;
+        TH_CHECK(!last || b->kept[s] == (!host_row && b->m >= 2 && b->keep ? 2u : 1u),
+                 "%s: the last stage keeps %u micro-batches", what, b->kept[s]);
         TH_CHECK(b->overlapped[s] == want, "%s: stage %u: %llu runs submitted with another in "
                  "flight; %llu expected", what, s, (unsigned long long)b->overlapped[s],
                  (unsigned long long)want);

@@ -191,9 +191,11 @@ static vkt_status make_stage(pstage *s)
     if (st != VKT_OK)
         return dev_fail(s, st, "timeline");
     s->dev.tl_next = 0;
-    st = vkt_stream_create(s->ctx, NULL, &s->dev.barrier);
-    if (st == VKT_OK)
-        st = gpu_stream_barrier_all(s->dev.barrier);
+    for (uint32_t j = 0; j < s->n_slots && st == VKT_OK; j++) {
+        st = vkt_stream_create(s->ctx, NULL, &s->dev.barrier[j]);
+        if (st == VKT_OK)
+            st = gpu_stream_barrier_all(s->dev.barrier[j]);
+    }
     if (st != VKT_OK)
         return dev_fail(s, st, "barrier");
     if (gs->n_send && st == VKT_OK)
@@ -252,7 +254,8 @@ void pipe_edges_device_free(vkt_pipeline *p)
         free_streams(d->vrecv, p->m);
         free_streams(d->gsend, p->m);
         free_streams(d->grecv, p->m);
-        vkt_stream_destroy(d->barrier);
+        for (uint32_t j = 0; j < GRAPH_MAX_STAGES; j++)
+            vkt_stream_destroy(d->barrier[j]);
         if (d->tl)
             gpu_timeline_destroy(d->tl);
         memset(d, 0, sizeof *d);
@@ -339,8 +342,9 @@ static vkt_status arm(pstage *s, uint32_t k, int values, int grads)
     d->values = values && s->gs->n_send;
     d->grads = grads && s->gs->n_recv;
     d->k = k;
-    if (d->n_before == 0) /* another run of the stage may be in flight (no_wait): after it */
-        d->before[d->n_before++] = d->barrier;
+    if (d->n_before == 0) /* another run of the stage may be in flight (no_wait): after it;
+                             the slot's own barrier: its last run was waited for */
+        d->before[d->n_before++] = d->barrier[k % s->n_slots];
     if (d->values)
         d->after[d->n_after++] = d->vsend[k];
     if (d->grads)

@@ -75,9 +75,10 @@ static vkt_status record_apply(vkt_pipeline *p, pstage *s)
     s->gacc = calloc(n ? n : 1, sizeof *s->gacc);
     s->gtmp = calloc(s->n_params ? s->n_params : 1, sizeof *s->gtmp);
     s->gsum = malloc((most_elems ? most_elems : 1) * sizeof *s->gsum);
+    s->losses = calloc(p->m, sizeof *s->losses);
     s->feed_row = calloc(s->gs->n_feed + 1, sizeof *s->feed_row);
     s->feed_data = calloc(s->gs->n_feed + 1, sizeof *s->feed_data);
-    if (!s->gacc || !s->gtmp || !s->gsum || !s->feed_row || !s->feed_data)
+    if (!s->gacc || !s->gtmp || !s->gsum || !s->losses || !s->feed_row || !s->feed_data)
         return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     for (uint32_t j = 0; j < s->gs->n_feed; j++) {
         graph_node_info x;
@@ -115,14 +116,21 @@ static int keep_fits(vkt_pipeline *p, pstage *s, uint32_t K)
 }
 
 /* The stage's way of running micro-batches (pipe_engine.h's pipe_keep): K = min(P - s, m)
- * slots to keep, or recompute (one model), by the option; the last stage's one model runs
- * whole steps. NEVER fails where the slots cannot be allocated; AUTO then recomputes. */
+ * slots to keep, or recompute (one model), by the option. The last stage's model runs whole
+ * steps: one, or on the device row two where they fit (not under ALWAYS, which asks for
+ * less memory), so that its next micro-batch goes to the device while one runs (its runs
+ * are not waited for: pipe_sched.c). NEVER fails where the slots of a sending stage cannot
+ * be allocated; AUTO then recomputes; the last stage then keeps one. */
 static vkt_status pick_keep(vkt_pipeline *p, pstage *s, const vkt_model_options *mo,
                             const vkt_tensor *const *gin, const char *name)
 {
     uint32_t K = p->P - s->index < p->m ? p->P - s->index : p->m;
     vkt_recompute r = p->opt.recompute;
-    int keep = s->index == p->P - 1 || r == VKT_RECOMPUTE_NEVER ||
+    int last = s->index == p->P - 1;
+    if (last)
+        K = p->edges == &pipe_edges_device && p->m >= 2 && r != VKT_RECOMPUTE_ALWAYS &&
+                    keep_fits(p, s, 2) ? 2 : 1;
+    int keep = last || r == VKT_RECOMPUTE_NEVER ||
                (r == VKT_RECOMPUTE_AUTO && keep_fits(p, s, K));
     s->slot[0] = s->model;
     s->n_slots = 1;
@@ -136,7 +144,7 @@ static vkt_status pick_keep(vkt_pipeline *p, pstage *s, const vkt_model_options 
         if (st == VKT_OK)
             s->n_slots++;
     }
-    if (st == VKT_OK || r == VKT_RECOMPUTE_NEVER) {
+    if (st == VKT_OK || (r == VKT_RECOMPUTE_NEVER && !last)) {
         return st == VKT_OK ? VKT_OK
                             : pipe_fail(p, st, "%s: keeping the activations of %u micro-batches "
                                         "(recompute never; 'auto' or 'always' recomputes the "
@@ -144,7 +152,8 @@ static vkt_status pick_keep(vkt_pipeline *p, pstage *s, const vkt_model_options 
     }
     while (s->n_slots > 1) /* AUTO: what does not fit is recomputed */
         vkt_model_destroy(s->slot[--s->n_slots]);
-    s->keep = pipe_keep_row(0);
+    s->keep = pipe_keep_row(last); /* the last stage: its one model */
+    p->errmsg[0] = 0;
     return VKT_OK;
 }
 
@@ -354,6 +363,7 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
         free(s->gacc);
         free(s->gtmp);
         free(s->gsum);
+        free(s->losses);
         free(s->recv_edge);
         free(s->recv_slot);
         free(s->send_edge);
@@ -382,8 +392,8 @@ void pipe_set_scaler(vkt_pipeline *p, int guard, float scale)
     p->scale = scale > 0 ? scale : 1.0f;
     for (uint32_t c = 0; c < p->D; c++) { /* the last stages' seed, in their control block */
         pstage *s = ctx_of(p, c, p->P - 1);
-        if (s->local)
-            graph_model_set_loss_scale(s->model, p->scale);
+        for (uint32_t j = 0; s->local && j < s->n_slots; j++)
+            graph_model_set_loss_scale(s->slot[j], p->scale);
     }
     p->route_status = pipe_route_set(p, 0); /* a failure fails the next steps */
 }

@@ -48,7 +48,9 @@ typedef struct pdev {
     vkt_stream **gsend;    /* [m] its received values' gradients -> dgrad[slot][k] */
     vkt_stream **grecv;    /* [m] dgrad[.][k] summed (consumer order) -> its sent values'
                               gradient inputs */
-    vkt_stream *barrier;   /* a barrier alone: heads a run that has no copy before it */
+    vkt_stream *barrier[GRAPH_MAX_STAGES]; /* per slot, a barrier alone: heads a run with
+                              no copy before it (per slot: a stream carried by a run not
+                              yet waited for would make the next submission wait for it) */
     vkt_stream *before[GPU_MAX_CARRIED], *after[GPU_MAX_CARRIED];
     uint32_t n_before, n_after;
     gpu_sync wait[GPU_MAX_SYNC], signal;
@@ -111,6 +113,9 @@ typedef struct pstage {
     uint64_t *feed_row;    /* per fed input: elements per row */
     const void **feed_data; /* per fed input: the step's data */
     double loss;           /* last stage: the weighted loss of the step */
+    float *losses;         /* [m] last stage: each micro-batch's loss, summed in order */
+    uint32_t loss_due[GRAPH_MAX_STAGES]; /* per slot: 1 + the micro-batch whose loss its
+                              run in flight holds (0: none), read once it is settled */
     double busy;
     uint64_t sent;
     uint64_t host_sent;    /* of sent, through host memory (host and world rows) */

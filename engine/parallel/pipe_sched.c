@@ -71,10 +71,17 @@ static vkt_status settle(pstage *s, vkt_model *x)
     double t0 = plat_now();
     vkt_status st = graph_model_settle(x);
     s->busy += plat_now() - t0;
-    if (st == VKT_OK)
-        return VKT_OK;
     s->cur = x;
-    return pipe_model_fail(s, st, "a run");
+    if (st != VKT_OK)
+        return pipe_model_fail(s, st, "a run");
+    for (uint32_t j = 0; j < s->n_slots; j++) /* the last stage: its micro-batch's loss */
+        if (s->slot[j] == x && s->loss_due[j]) {
+            uint32_t k = s->loss_due[j] - 1;
+            s->loss_due[j] = 0;
+            if ((st = vkt_model_loss(x, &s->losses[k])) != VKT_OK)
+                return pipe_model_fail(s, st, "loss");
+        }
+    return VKT_OK;
 }
 
 /* Every slot of s settled (before its gradient sum is read, the step's meeting, the update). */
@@ -101,6 +108,8 @@ static vkt_status after_backward(pstage *s, uint32_t k)
         return st;
     if ((st = settle_all(s)) != VKT_OK) /* the last backward may still run */
         return st;
+    for (uint32_t j = 0; s->index == p->P - 1 && j < p->m; j++) /* in micro-batch order */
+        s->loss += (double)s->losses[j] / ((double)p->m * p->D);
     s->cur = s->model; /* the sum is slot 0's (the owner's): its message if it fails */
     return p->route->collect(s);
 }
@@ -187,11 +196,11 @@ static vkt_status forward(pstage *s, uint32_t k)
         st = timed(s, k, 0, 1, vkt_model_forward_backward, "forward and backward");
     if (st != VKT_OK)
         return st;
-    float loss = 0;
-    st = vkt_model_loss(s->cur, &loss);
-    if (st != VKT_OK)
+    if (graph_model_in_flight(s->cur)) { /* not waited for: its loss once it is settled */
+        s->loss_due[k % s->n_slots] = k + 1;
+    } else if ((st = vkt_model_loss(s->cur, &s->losses[k])) != VKT_OK) {
         return pipe_model_fail(s, st, "loss");
-    s->loss += (double)loss / ((double)p->m * p->D);
+    }
     return after_backward(s, k);
 }
 
@@ -526,6 +535,7 @@ static void reset_step(vkt_pipeline *p)
         s->sent = 0;
         s->host_sent = 0;
         s->overlapped = 0;
+        memset(s->loss_due, 0, sizeof s->loss_due);
         s->status = VKT_OK;
         s->errmsg[0] = 0;
     }

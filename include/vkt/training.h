@@ -361,10 +361,11 @@ typedef struct vkt_pipeline_stage_stats {
     double busy_seconds;       /* last step: time in its forwards, backwards and update */
     uint64_t device_bytes;     /* device-local memory of its context (vkt_memory_stats) */
     uint64_t grad_reads, grad_writes; /* last step: by the host (1 each; direct route: 0) */
-    double staleness_mean;     /* async copies: its master's staleness (docs/async.md) */
+    double staleness_mean;     /* async copies (docs/async.md): its master's staleness */
     uint64_t staleness_p99, staleness_max, updates; /* and pushes since creation; else 0 */
     uint64_t forwards;         /* last step: its forward's runs (2m where it recomputes) */
-    uint32_t kept;             /* micro-batches kept at once (min(P - s, m)); 0: recomputes */
+    uint32_t kept;             /* micro-batches kept at once (min(P - s, m); the last
+                                  stage on device edges: 2); 0: recomputes */
     uint64_t sent_host_bytes;  /* of sent_bytes, through host memory (0: device edges) */
     uint64_t overlapped;       /* device edges: runs submitted with another in flight */
 } vkt_pipeline_stage_stats;
@@ -565,8 +566,7 @@ typedef struct vkt_summary vkt_summary;
 /* Unwritable or uncreatable folder: VKT_ERROR_IO, with a message (vkt_last_error)
  * naming the path and the system's reason. */
 VKT_API vkt_status vkt_summary_create(const char *logdir, vkt_summary **out_writer /* OUT */);
-/* A tag is 1 to VKT_MAX_TAG_BYTES bytes without commas, quotes or line breaks
- * ("train/loss"). */
+/* A tag ("train/loss") is 1 to VKT_MAX_TAG_BYTES bytes without commas, quotes, newlines. */
 #define VKT_MAX_TAG_BYTES 256
 VKT_API vkt_status vkt_summary_scalar(vkt_summary *writer, const char *tag, uint64_t step,
                                       float value);
