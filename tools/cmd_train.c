@@ -465,6 +465,7 @@ static int run(const train_args *a, vkt_instance *inst)
         goto done;
     if (a->ckpt_dir && p.step0)
         p.saved_step = p.step0;
+    log.last_step = p.step0; /* a resumed run's first summary averages its own steps */
     cli_torch_model tm = {.model = a->model, .n_widths = a->n_widths, .dropout = a->dropout > 0};
     if (!train_init_from(a, tr, &tm, p.step0 != 0))
         goto done;

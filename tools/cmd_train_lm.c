@@ -235,8 +235,9 @@ static int run(lm_run *r, vkt_instance *inst)
     double seconds = 0;
     uint64_t first = vkt_trainer_step_count(r->tr);
     int ok = train_log_open(&log, a->logdir, a->log_every, a->batch, replicas, a->scale_lr,
-                            a->warmup, &oo, cli_now(), a->quiet) &&
-             train_steps(r, total, &log, &seconds);
+                            a->warmup, &oo, cli_now(), a->quiet);
+    log.last_step = first; /* a resumed run's first summary averages its own steps */
+    ok = ok && train_steps(r, total, &log, &seconds);
     train_log_close(&log);
     if (ok)
         train_chief_alone(a); /* the last collective: the others wait in finalize */

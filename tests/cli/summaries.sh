@@ -26,6 +26,16 @@ out=$($reader "$tmp/a" --tags $train_tags,$test_tags --every 5 --last-step 40 2>
 echo "$out"
 check "event file and CSV valid, every 5 steps: 1 + 8*3 + 2 records" "[[ $rc -eq 0 ]] && grep -q '^tfevents_reader: 27 records ok' <<<\"\$out\""
 csv=$(ls "$tmp"/a/scalars.*.csv)
+# A run resumed at step 20 (--checkpoint-dir) logs at 25 the mean of its own 5 steps'
+# losses (it divided their sum by 25, the absolute step: a fifth of the mean, measured
+# 0.147 against 0.549 at step 30); the loss falls, so the record at 25 is at least 0.8 of
+# the one at 30 (measured 0.735) and below 3 times it
+"$bin" train --steps 20 --log-every 5 --checkpoint-dir "$tmp/ck" --quiet >/dev/null 2>&1
+"$bin" train --steps 40 --log-every 5 --checkpoint-dir "$tmp/ck" --logdir "$tmp/r" --quiet >/dev/null 2>&1; rc=$?
+at25=$(awk -F, '$3=="train/loss" && $1==25 {print $4}' "$tmp"/r/scalars.*.csv 2>/dev/null)
+at30=$(awk -F, '$3=="train/loss" && $1==30 {print $4}' "$tmp"/r/scalars.*.csv 2>/dev/null)
+check "resumed at 20: train/loss at 25 is its 5 steps' mean ($at25; at 30: $at30)" \
+    "[[ $rc -eq 0 ]] && awk -v a='$at25' -v b='$at30' 'BEGIN { exit !(a != \"\" && b > 0 && a > 0.8 * b && a < 3 * b) }'"
 check "train/loss at steps 5, 10, ..., 40" "[[ \$(grep ',train/loss,' '$csv' | cut -d, -f1 | tr '\n' ' ') == '5 10 15 20 25 30 35 40 ' ]]"
 check "the loss falls" "awk -F, '\$3==\"train/loss\"{v[n++]=\$4} END{exit !(v[n-1] < v[0])}' '$csv'"
 
