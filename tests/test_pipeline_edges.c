@@ -45,16 +45,31 @@ static vkt_tensor *param(net *n, const char *name, vkt_shape s, float a)
     return t;
 }
 
-/* x [B,F] -> relu(linear) on stage 0 -> relu(linear) on 1 -> (+ h1) linear + CE on 2: h1
- * is read on stages 1 and 2. */
-static net make_skip(void)
+/* A graph with the inputs x [B,F] and labels y [B], its ops from stage 0 on. */
+static net net_begin(uint64_t seed)
 {
     net n = {0};
-    vkt_graph_options go = {.seed = 7};
+    vkt_graph_options go = {.seed = seed};
     vkt_graph_create(&go, &n.g);
     vkt_shape xs = {2, {BATCH, F}};
     n.x = vkt_input(n.g, "x", &xs);
     n.y = vkt_input_labels(n.g, "y", BATCH);
+    return n;
+}
+
+/* Its loss: softmax cross-entropy of the logits z against y. */
+static net net_end(net n, vkt_tensor *z)
+{
+    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
+    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
+    return n;
+}
+
+/* x [B,F] -> relu(linear) on stage 0 -> relu(linear) on 1 -> (+ h1) linear + CE on 2: h1
+ * is read on stages 1 and 2. */
+static net make_skip(void)
+{
+    net n = net_begin(7);
     vkt_tensor *h1 = vkt_relu(n.g, vkt_linear(n.g, n.x, param(&n, "w1", (vkt_shape){2, {F, H}}, 0.4f),
                                               param(&n, "b1", (vkt_shape){1, {H}}, 0.1f)));
     vkt_graph_set_stage(n.g, 1);
@@ -64,21 +79,14 @@ static net make_skip(void)
     vkt_tensor *z = vkt_linear(n.g, vkt_add(n.g, h2, h1),
                                param(&n, "w3", (vkt_shape){2, {H, C}}, 0.4f),
                                param(&n, "b3", (vkt_shape){1, {C}}, 0.1f));
-    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
-    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
-    return n;
+    return net_end(n, z);
 }
 
 /* 4 stages, h1 (stage 0) read on stages 1, 2 and 3: three consumers' gradients summed,
  * where float addition's order shows (two terms commute). */
 static net make_skip3(void)
 {
-    net n = {0};
-    vkt_graph_options go = {.seed = 5};
-    vkt_graph_create(&go, &n.g);
-    vkt_shape xs = {2, {BATCH, F}};
-    n.x = vkt_input(n.g, "x", &xs);
-    n.y = vkt_input_labels(n.g, "y", BATCH);
+    net n = net_begin(5);
     vkt_tensor *h1 = vkt_relu(n.g, vkt_linear(n.g, n.x, param(&n, "w1", (vkt_shape){2, {F, H}}, 0.4f),
                                               param(&n, "b1", (vkt_shape){1, {H}}, 0.1f)));
     vkt_graph_set_stage(n.g, 1);
@@ -88,20 +96,13 @@ static net make_skip3(void)
                                               param(&n, "w3", (vkt_shape){2, {H, H}}, 0.4f)));
     vkt_graph_set_stage(n.g, 3);
     vkt_tensor *z = vkt_matmul(n.g, vkt_add(n.g, h3, h1), param(&n, "w4", (vkt_shape){2, {H, C}}, 0.4f));
-    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
-    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
-    return n;
+    return net_end(n, z);
 }
 
 /* dropout after a batch-normalized layer on stage 0, its value on to stage 1. */
 static net make_dropout_bn(void)
 {
-    net n = {0};
-    vkt_graph_options go = {.seed = 11};
-    vkt_graph_create(&go, &n.g);
-    vkt_shape xs = {2, {BATCH, F}};
-    n.x = vkt_input(n.g, "x", &xs);
-    n.y = vkt_input_labels(n.g, "y", BATCH);
+    net n = net_begin(11);
     vkt_tensor *h = vkt_matmul(n.g, n.x, param(&n, "w1", (vkt_shape){2, {F, H}}, 0.4f));
     vkt_shape hs = {1, {H}};
     vkt_init zero = {.kind = VKT_INIT_CONSTANT, .a = 0}, one = {.kind = VKT_INIT_CONSTANT, .a = 1};
@@ -113,9 +114,7 @@ static net make_dropout_bn(void)
     vkt_graph_set_stage(n.g, 1);
     vkt_tensor *z = vkt_linear(n.g, h, param(&n, "w2", (vkt_shape){2, {H, C}}, 0.4f),
                                param(&n, "b2", (vkt_shape){1, {C}}, 0.1f));
-    n.loss = vkt_softmax_cross_entropy(n.g, z, n.y);
-    TH_CHECK(vkt_graph_status(n.g) == VKT_OK, "graph: %s", vkt_graph_errmsg(n.g));
-    return n;
+    return net_end(n, z);
 }
 
 /* What one run leaves: the losses, the parameters, the stats of its stages. */

@@ -62,52 +62,49 @@ static uint64_t bytes_at(const pedge *e, uint64_t slot, uint32_t m, uint32_t k)
 /* One of the copies above for micro-batch k, into *out (the header's list). */
 typedef vkt_status (*record_fn)(pstage *s, uint32_t k, vkt_stream *x);
 
-static vkt_status record_vsend(pstage *s, uint32_t k, vkt_stream *x)
+/* A plain copy between a model's view and an edge buffer, for each of the stage's sent
+ * values (sent) or received ones: where the model holds it (view), into the edge's dgrad
+ * at the consumer's slot (grad) or dact, or (to_edge 0) from dact into the model. */
+typedef struct copy_kind {
+    int sent;
+    vkt_status (*view)(vkt_model *m, const vkt_tensor *t, vkt_view *out);
+    int grad, to_edge;
+} copy_kind;
+
+static vkt_status record_copies(pstage *s, uint32_t k, vkt_stream *x, const copy_kind *c)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
     vkt_status st = VKT_OK;
-    for (uint32_t j = 0; j < gs->n_send && st == VKT_OK; j++) {
-        pedge *e = &p->edge[s->send_edge[j]];
+    for (uint32_t j = 0; j < (c->sent ? gs->n_send : gs->n_recv) && st == VKT_OK; j++) {
+        pedge *e = &p->edge[c->sent ? s->send_edge[j] : s->recv_edge[j]];
+        vkt_buffer *b = c->grad ? e->dgrad : e->dact;
+        uint64_t at = bytes_at(e, c->grad ? s->recv_slot[j] : 0, p->m, k), n = e->elems * 4;
         vkt_view v;
-        st = graph_model_value_view(s->cur, gs->map[gs->send[j]], &v);
+        st = c->view(s->cur, gs->map[c->sent ? gs->send[j] : gs->recv[j]], &v);
         if (st == VKT_OK)
-            st = vkt_stream_copy(x, v.buffer, v.offset * 4, e->dact, bytes_at(e, 0, p->m, k),
-                                 e->elems * 4);
+            st = c->to_edge ? vkt_stream_copy(x, v.buffer, v.offset * 4, b, at, n)
+                            : vkt_stream_copy(x, b, at, v.buffer, v.offset * 4, n);
     }
     return st;
+}
+
+static vkt_status record_vsend(pstage *s, uint32_t k, vkt_stream *x)
+{
+    static const copy_kind c = {1, graph_model_value_view, 0, 1};
+    return record_copies(s, k, x, &c);
 }
 
 static vkt_status record_vrecv(pstage *s, uint32_t k, vkt_stream *x)
 {
-    vkt_pipeline *p = s->p;
-    const graph_stage *gs = s->gs;
-    vkt_status st = VKT_OK;
-    for (uint32_t j = 0; j < gs->n_recv && st == VKT_OK; j++) {
-        pedge *e = &p->edge[s->recv_edge[j]];
-        vkt_view v;
-        st = graph_model_input_view(s->cur, gs->map[gs->recv[j]], &v);
-        if (st == VKT_OK)
-            st = vkt_stream_copy(x, e->dact, bytes_at(e, 0, p->m, k), v.buffer, v.offset * 4,
-                                 e->elems * 4);
-    }
-    return st;
+    static const copy_kind c = {0, graph_model_input_view, 0, 0};
+    return record_copies(s, k, x, &c);
 }
 
 static vkt_status record_gsend(pstage *s, uint32_t k, vkt_stream *x)
 {
-    vkt_pipeline *p = s->p;
-    const graph_stage *gs = s->gs;
-    vkt_status st = VKT_OK;
-    for (uint32_t j = 0; j < gs->n_recv && st == VKT_OK; j++) {
-        pedge *e = &p->edge[s->recv_edge[j]];
-        vkt_view v;
-        st = graph_model_input_grad_view(s->cur, gs->map[gs->recv[j]], &v);
-        if (st == VKT_OK)
-            st = vkt_stream_copy(x, v.buffer, v.offset * 4, e->dgrad,
-                                 bytes_at(e, s->recv_slot[j], p->m, k), e->elems * 4);
-    }
-    return st;
+    static const copy_kind c = {0, graph_model_input_grad_view, 1, 1};
+    return record_copies(s, k, x, &c);
 }
 
 static vkt_status record_grecv(pstage *s, uint32_t k, vkt_stream *x)
