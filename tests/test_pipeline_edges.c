@@ -8,9 +8,10 @@
  *    copies are exact; the gradients of a value read by two stages sum in stage order
  *    from consumer 0's, as the host row sums);
  *  - the same sent_bytes; sent_host_bytes 0 on the device row, all of them on the host's;
- *  - the device row submits a stage's runs without waiting (no_wait): a keeping stage
- *    (K >= 2 slots) submits 2m - 1 of its 2m runs of a step while another is in flight
- *    (`overlapped`, counted at submission: deterministic), a stage of one slot none;
+ *  - the device row submits a stage's runs without waiting (no_wait) and copies its fed
+ *    rows and control words in on the device: a sending stage submits 2m - 1 of its 2m
+ *    runs of a step while another is in flight (`overlapped`, counted at submission:
+ *    deterministic), the last stage m - 1 of m with two models, none with one;
  * on: a 3-stage MLP with a skip connection (a value read by stages 1 and 2) at m 1 and 3,
  * keeping and recomputing; a 4-stage MLP whose first value is read by the 3 others (a sum
  * of three gradients, where the order shows) at m 2 keeping and m 4 recomputing; dropout and batch norm on 2 stages at m 4, keeping and
@@ -237,12 +238,12 @@ static void expect_same(const net *n, const outcome *a, const outcome *b, int ho
         TH_CHECK(b->host[s] == (host_row ? b->sent[s] : 0), "%s: stage %u sent %llu of %llu "
                  "bytes through the host", what, s, (unsigned long long)b->host[s],
                  (unsigned long long)b->sent[s]);
-        /* the device row submits without waiting: a keeping stage's runs on different
-         * slots go to the device back to back, all but its first of the step (the last
-         * stage's two models: m - 1 of its m runs); one slot (recomputing) waits before
-         * each run */
+        /* the device row submits without waiting and the host writes nothing into a
+         * sending stage's models during a step: all of its 2m runs but the first go in
+         * while another is in flight, keeping or recomputing; the last stage waits for a
+         * model before reading its loss: with two models m - 1 of its m runs, with one 0 */
         int last = s + 1 == b->stages;
-        uint64_t want = host_row || b->kept[s] < 2 ? 0 : last ? b->m - 1 : 2 * b->m - 1;
+        uint64_t want = host_row ? 0 : !last ? 2 * b->m - 1 : b->kept[s] >= 2 ? b->m - 1 : 0;
         TH_CHECK(!last || b->kept[s] == (!host_row && b->m >= 2 && b->keep ? 2u : 1u),
                  "%s: the last stage keeps %u micro-batches", what, b->kept[s]);
         TH_CHECK(b->overlapped[s] == want, "%s: stage %u: %llu runs submitted with another in "
@@ -348,6 +349,33 @@ static void refusals(net *n)
     st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
     TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "VKT_SHARE_DEVICE='yes'"),
              "VKT_SHARE_DEVICE=yes: %s, '%s'", vkt_status_name(st), vkt_last_error());
+    /* a label out of range: refused before the step on both rows (the device row checks
+     * the fed rows when it writes them for the step's copies), the same message; a good
+     * step after it trains */
+    const char *rows[2] = {"host", "device"};
+    for (int i = 0; i < 2; i++) {
+        set_env("1", rows[i]);
+        p = NULL;
+        if (!TH_CHECK(vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p) == VKT_OK,
+                      "%s row: %s", rows[i], vkt_last_error()))
+            continue;
+        float x[BATCH * F];
+        int32_t y[BATCH];
+        vkt_feed f[2] = {{n->x, x}, {n->y, y}};
+        batch_data(0, x, y);
+        y[BATCH - 1] = C; /* one past the classes */
+        st = vkt_pipeline_step(p, f, 2, NULL);
+        TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && strstr(vkt_pipeline_errmsg(p), "label 5 at "
+                 "position 5") && strstr(vkt_pipeline_errmsg(p), "outside [0, 5)"),
+                 "%s row, a bad label: %s, '%s'", rows[i], vkt_status_name(st),
+                 vkt_pipeline_errmsg(p));
+        printf("  %s row, label %d: %s\n", rows[i], C, vkt_pipeline_errmsg(p));
+        batch_data(0, x, y);
+        float loss = 0;
+        TH_CHECK(vkt_pipeline_step(p, f, 2, &loss) == VKT_OK && loss > 0, "%s row: the step "
+                 "after a refused one: %s", rows[i], vkt_pipeline_errmsg(p));
+        vkt_pipeline_destroy(p);
+    }
     /* check mode runs a step's parts on their own: the host row, asked or not */
     plat_setenv("VKT_CHECK", "1");
     set_env("1", "device");

@@ -63,16 +63,14 @@ static vkt_status check_ids(vkt_model *m, const vkt_tensor *t, const float *ids,
     return VKT_OK;
 }
 
-vkt_status vkt_model_set_input(vkt_model *m, const vkt_tensor *t, const void *data,
-                               uint64_t count)
+/* vkt_model_set_input's checks (fn names the caller in messages). */
+static vkt_status input_ok(vkt_model *m, const char *fn, const vkt_tensor *t, const void *data,
+                           uint64_t count)
 {
-    static const char fn[] = "vkt_model_set_input";
     if (!m)
         return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "%s: model is NULL", fn);
     vkt_status st = tensor_ok(m, fn, t, count, data);
     if (st != VKT_OK)
-        return st;
-    if ((st = graph_model_settle(m)) != VKT_OK) /* its memory may be in use */
         return st;
     if (t->op != GOP_INPUT && t->op != GOP_LABELS)
         return model_fail(m, VKT_ERROR_INVALID_ARGUMENT, "%s: '%s' is not an input", fn,
@@ -88,6 +86,23 @@ vkt_status vkt_model_set_input(vkt_model *m, const vkt_tensor *t, const void *da
     } else if ((st = check_ids(m, t, data, count)) != VKT_OK) {
         return st;
     }
+    return VKT_OK;
+}
+
+vkt_status graph_model_check_input(vkt_model *m, const vkt_tensor *t, const void *data,
+                                   uint64_t count)
+{
+    return input_ok(m, "vkt_model_set_input", t, data, count);
+}
+
+vkt_status vkt_model_set_input(vkt_model *m, const vkt_tensor *t, const void *data,
+                               uint64_t count)
+{
+    vkt_status st = input_ok(m, "vkt_model_set_input", t, data, count);
+    if (st == VKT_OK)
+        st = graph_model_settle(m); /* its memory may be in use */
+    if (st != VKT_OK)
+        return st;
     uint64_t offset = m->val[m->node[t->id].val].offset * 4;
     if (m->inputs_staged && !(m->dev_fed && m->dev_fed[t->id])) { /* dev_fed: no staged copy */
         memcpy((char *)m->staging->mapped + offset, data, count * 4);
@@ -324,7 +339,7 @@ vkt_status graph_model_input_view(vkt_model *m, const vkt_tensor *t, vkt_view *o
     vkt_status st = tensor_here(m, fn, t, out);
     if (st != VKT_OK)
         return st;
-    if (t->op != GOP_INPUT || m->node[t->id].val < 0)
+    if ((t->op != GOP_INPUT && t->op != GOP_LABELS) || m->node[t->id].val < 0)
         return model_fail(m, VKT_ERROR_STATE, "%s: '%s' is not an input of this model", fn,
                           t->name);
     const mval *v = &m->val[m->node[t->id].val];

@@ -184,7 +184,8 @@ vkt_status graph_model_device_io(vkt_model *m, const vkt_tensor *const *in, uint
     static const char fn[] = "graph_model_device_io";
     for (uint32_t j = 0; j < n_in + n_out; j++) {
         const vkt_tensor *t = j < n_in ? in[j] : out[j - n_in];
-        if (!t || t->graph != m->g || t->id >= m->n || (j < n_in && t->op != GOP_INPUT))
+        if (!t || t->graph != m->g || t->id >= m->n ||
+            (j < n_in && t->op != GOP_INPUT && t->op != GOP_LABELS))
             return model_fail(m, VKT_ERROR_INVALID_ARGUMENT, "%s: %s is not %s of this model",
                               fn, t ? t->name : "NULL", j < n_in ? "an input" : "a tensor");
     }
@@ -265,6 +266,24 @@ static vkt_status ensure_recorded(vkt_model *m, model_pass pass)
     if (st == VKT_OK)
         *done = 1;
     return st;
+}
+
+void graph_ctrl_image(uint64_t step, uint32_t row, uint32_t out[GRAPH_CTRL_WORDS])
+{
+    _Static_assert(CTRL_ELEMS <= GRAPH_CTRL_WORDS, "GRAPH_CTRL_WORDS holds the block");
+    memset(out, 0, GRAPH_CTRL_WORDS * sizeof *out);
+    out[CTRL_STEP] = (uint32_t)step;
+    out[CTRL_STEP + 1] = (uint32_t)(step >> 32);
+    out[CTRL_ROW0] = row;
+}
+
+vkt_status graph_model_record_ctrl(vkt_model *m, vkt_stream *x, vkt_buffer *image,
+                                   uint64_t offset)
+{
+    vkt_status st = vkt_stream_copy(x, image, offset + CTRL_STEP * 4, m->ctrl, CTRL_STEP * 4, 8);
+    if (st == VKT_OK)
+        st = vkt_stream_copy(x, image, offset + CTRL_ROW0 * 4, m->ctrl, CTRL_ROW0 * 4, 4);
+    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
 
 void model_write_ctrl(vkt_model *m)
@@ -390,7 +409,8 @@ static vkt_status run(vkt_model *m, model_pass pass)
     if (w && m->check)
         return model_fail(m, VKT_ERROR_STATE, "a run with streams or an order of its own in "
                           "check mode (which runs a step's parts on their own)");
-    vkt_status st = graph_model_settle(m); /* the run before it, if not waited for */
+    /* the run before it, if not waited for: unless the host writes nothing (ctrl_by_copy) */
+    vkt_status st = w && w->ctrl_by_copy ? VKT_OK : graph_model_settle(m);
     if (st != VKT_OK)
         return st;
     st = ensure_recorded(m, pass);
@@ -405,7 +425,8 @@ static vkt_status run(vkt_model *m, model_pass pass)
     }
     if (st != VKT_OK)
         return st;
-    model_write_ctrl(m);
+    if (!(w && w->ctrl_by_copy))
+        model_write_ctrl(m);
     vkt_stream *s = *pass_stream(m, pass);
     st = submit_with(m, s, zero, w);
     if (st == VKT_OK && w && w->no_wait) { /* waited for by graph_model_settle */

@@ -202,7 +202,24 @@ typedef struct graph_run_with {
      * its memory through this API (vkt_model_set_input, _loss, _read*, _write*,
      * graph_model_read_input_grad) first wait for it (graph_model_settle). */
     int no_wait;
+    /* 1: the host writes nothing before this run: its control words come from a stream
+     * before it (graph_model_record_ctrl), or stay as the model's last run left them, and
+     * its inputs are written on the device; the run then waits for no run of the model
+     * in flight (only its own pass's last run, as any replay does). */
+    int ctrl_by_copy;
 } graph_run_with;
+/* The control words of a run at step `step` whose row 0 is the global row `row` (dropout
+ * keys), as an image of GRAPH_CTRL_WORDS words for graph_model_record_ctrl, which records
+ * their copy from `image` at byte `offset` into the model's control block (the other words
+ * untouched). */
+#define GRAPH_CTRL_WORDS 8
+void graph_ctrl_image(uint64_t step, uint32_t row, uint32_t out[GRAPH_CTRL_WORDS]);
+vkt_status graph_model_record_ctrl(vkt_model *m, vkt_stream *x, vkt_buffer *image,
+                                   uint64_t offset);
+/* vkt_model_set_input's checks of data for input or labels t (labels in range, token ids
+ * in the vocabulary), without writing it: for data a stream copies in. */
+vkt_status graph_model_check_input(vkt_model *m, const vkt_tensor *t, const void *data,
+                                   uint64_t count);
 void graph_model_run_with(vkt_model *m, const graph_run_with *w);
 /* Waits for m's run submitted with no_wait, if one is in flight; its status (the model's
  * message on a failure). Models sharing buffers (slots) are settled one by one. */

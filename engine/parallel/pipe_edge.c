@@ -298,6 +298,13 @@ static vkt_status recv_grads(pstage *s, uint32_t k)
     return VKT_OK;
 }
 
+/* host, world: the stage's thread writes the fed rows before each run. */
+static vkt_status no_begin(vkt_pipeline *p)
+{
+    (void)p;
+    return VKT_OK;
+}
+
 /* host, world: nothing rides with the run (the host sends after it). */
 static vkt_status no_arm(pstage *s, uint32_t k, int values, int grads)
 {
@@ -310,9 +317,9 @@ static vkt_status no_arm(pstage *s, uint32_t k, int values, int grads)
 
 static const pipe_edges rows[] = {
     {"host", pipe_host_wait_values, pipe_host_wait_grads, recv_values, recv_grads, no_arm,
-     host_send_values, host_send_grads},
+     host_send_values, host_send_grads, no_begin, 0},
     {"world", pipe_world_wait_values, pipe_world_wait_grads, recv_values, recv_grads, no_arm,
-     world_send_values, world_send_grads},
+     world_send_values, world_send_grads, no_begin, 0},
 };
 
 /* world across ranks; device where pipe_edges_device_fits (every stage of each copy on one

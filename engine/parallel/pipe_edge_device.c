@@ -7,7 +7,9 @@
  * writes at both ends, so the commands before and after it in submission order see its
  * writes and it sees theirs):
  *   vsend[k]: the values it sends, from micro-batch k's slot -> dact[k]     (after F(k))
- *   vrecv[k]: dact[k] -> the inputs it receives them in                  (before F(k))
+ *   vin[k]:   its control words and fed rows of micro-batch k (from `feed`, which
+ *             begin fills at the step's start) and dact[k] -> its slot's inputs
+ *                                                                  (before F(k))
  *   gsend[k]: the gradients of its received values -> dgrad[slot][k]      (after B(k))
  *   grecv[k]: dgrad[.][k], consumer 0's plus the others' in stage order (kt_axpby: the
  *             host row's float sum, bit for bit), -> its sent values' gradient inputs
@@ -17,11 +19,12 @@
  * ready (pipe_edge.c's flags, under the monitor) and the receiver's run waits for that
  * value on the device. So a wait is never submitted before its signal (gpu.h's rule for
  * one queue), no thread waits for another stage's fence, and no value passes through
- * the host. A stage's runs are submitted without waiting (no_wait): its thread waits for
- * one (pipe_sched.c's settle) only before the host writes that model's inputs, reads what
- * it computed or runs it again, so a keeping stage's F(k) and B(k - w), on different
- * slots, go to the device back to back (`overlapped` counts those submissions). Every run
- * then starts with a barrier (a copy's, or one of its own): the runs in flight share the
+ * the host. A stage's runs are submitted without waiting (no_wait), and the host writes
+ * nothing into its models during a step (begin: the step's fed rows and control words
+ * into `feed`, which vin copies from; ctrl_by_copy): a sending stage's thread never waits
+ * for its own runs in a step, the last stage's only to read a loss (pipe_sched.c's
+ * settle); `overlapped` counts the submissions made with another run in flight. Every
+ * run starts with a barrier (a copy's, or its slot's own): the runs in flight share the
  * parameter and gradient buffers (batch norm's running averages, the summed gradients). */
 #include <stdlib.h>
 #include <string.h>
@@ -95,10 +98,25 @@ static vkt_status record_vsend(pstage *s, uint32_t k, vkt_stream *x)
     return record_copies(s, k, x, &c);
 }
 
-static vkt_status record_vrecv(pstage *s, uint32_t k, vkt_stream *x)
+/* The slot's control words and fed rows of micro-batch k from `feed`, then its received
+ * values from dact[k]. */
+static vkt_status record_vin(pstage *s, uint32_t k, vkt_stream *x)
 {
     static const copy_kind c = {0, graph_model_input_view, 0, 0};
-    return record_copies(s, k, x, &c);
+    const graph_stage *gs = s->gs;
+    uint32_t m = s->p->m;
+    vkt_status st = graph_model_record_ctrl(s->cur, x, s->dev.feed,
+                                            (uint64_t)k * GRAPH_CTRL_WORDS * 4);
+    uint64_t at = ((uint64_t)m * GRAPH_CTRL_WORDS + k * s->dev.feed_words) * 4;
+    for (uint32_t j = 0; j < gs->n_feed && st == VKT_OK; j++) {
+        uint64_t n = s->feed_row[j] * s->p->mb * 4;
+        vkt_view v;
+        st = graph_model_input_view(s->cur, gs->map[gs->feed[j]], &v);
+        if (st == VKT_OK)
+            st = vkt_stream_copy(x, s->dev.feed, at, v.buffer, v.offset * 4, n);
+        at += n;
+    }
+    return st == VKT_OK ? record_copies(s, k, x, &c) : st;
 }
 
 static vkt_status record_gsend(pstage *s, uint32_t k, vkt_stream *x)
@@ -158,7 +176,7 @@ static vkt_status record_all(pstage *s, vkt_stream ***out, record_fn fn, const c
 static vkt_status device_io(pstage *s)
 {
     const graph_stage *gs = s->gs;
-    uint32_t n_in = gs->n_recv + gs->n_send, n_out = gs->n_send + gs->n_recv;
+    uint32_t n_in = gs->n_recv + gs->n_send + gs->n_feed, n_out = gs->n_send + gs->n_recv;
     const vkt_tensor **in = malloc((n_in + n_out + 1) * sizeof *in);
     if (!in)
         return pipe_fail(s->p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -169,6 +187,8 @@ static vkt_status device_io(pstage *s)
         in[gs->n_recv + j] = gs->send_grad[j];
         out[j] = gs->map[gs->send[j]];
     }
+    for (uint32_t j = 0; j < gs->n_feed; j++) /* fed rows: copied in by vin */
+        in[gs->n_recv + gs->n_send + j] = gs->map[gs->feed[j]];
     vkt_status st = VKT_OK;
     for (uint32_t j = 0; j < s->n_slots && st == VKT_OK; j++) {
         s->cur = s->slot[j];
@@ -199,8 +219,15 @@ static vkt_status make_stage(pstage *s)
         st = record_all(s, &s->dev.vsend, record_vsend, "copying sent values");
     if (gs->n_send && st == VKT_OK)
         st = record_all(s, &s->dev.grecv, record_grecv, "summing gradients of sent values");
-    if (gs->n_recv && st == VKT_OK)
-        st = record_all(s, &s->dev.vrecv, record_vrecv, "copying received values");
+    s->dev.feed_words = 0;
+    for (uint32_t j = 0; j < gs->n_feed; j++)
+        s->dev.feed_words += s->feed_row[j] * s->p->mb;
+    uint64_t feed_bytes = (uint64_t)s->p->m * (GRAPH_CTRL_WORDS + s->dev.feed_words) * 4;
+    if (st == VKT_OK && (st = vkt_buffer_create(s->ctx, feed_bytes, VKT_MEMORY_HOST,
+                                                &s->dev.feed)) != VKT_OK)
+        return dev_fail(s, st, "fed rows");
+    if (st == VKT_OK)
+        st = record_all(s, &s->dev.vin, record_vin, "copying inputs and received values");
     if (gs->n_recv && st == VKT_OK)
         st = record_all(s, &s->dev.gsend, record_gsend, "copying gradients of received values");
     s->cur = NULL;
@@ -248,7 +275,8 @@ void pipe_edges_device_free(vkt_pipeline *p)
     for (uint32_t i = 0; p->st && i < p->n_ctx; i++) {
         pdev *d = &p->st[i].dev;
         free_streams(d->vsend, p->m);
-        free_streams(d->vrecv, p->m);
+        free_streams(d->vin, p->m);
+        vkt_buffer_destroy(d->feed);
         free_streams(d->gsend, p->m);
         free_streams(d->grecv, p->m);
         for (uint32_t j = 0; j < GRAPH_MAX_STAGES; j++)
@@ -285,9 +313,7 @@ static vkt_status recv_values(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     pdev *d = &s->dev;
-    if (!s->gs->n_recv)
-        return VKT_OK;
-    d->before[d->n_before++] = d->vrecv[k];
+    d->before[d->n_before++] = d->vin[k]; /* control words, fed rows, received values */
     for (uint32_t j = 0; j < s->gs->n_recv; j++) {
         const pedge *e = &p->edge[s->recv_edge[j]];
         wait_for(d, p->st[e->copy * p->P + e->from].dev.tl, e->act_sig[k]);
@@ -357,14 +383,45 @@ static vkt_status arm(pstage *s, uint32_t k, int values, int grads)
         p->edge[s->recv_edge[j]].grad_sig[(uint64_t)s->recv_slot[j] * p->m + k] = d->signal.value;
     graph_run_with w = {d->before, d->n_before, d->after, d->n_after,
                         d->sync.n_wait || d->sync.n_signal ? &d->sync : NULL, submitted, s,
-                        1 /* no_wait: pipe_sched.c's settle waits for it when it must */};
+                        1 /* no_wait: pipe_sched.c's settle waits for it when it must */,
+                        1 /* ctrl_by_copy: vin carries the control words and fed rows */};
     for (uint32_t j = 0; j < s->n_slots; j++)
-        if (s->slot[j] != s->cur && graph_model_in_flight(s->slot[j])) {
+        if (graph_model_in_flight(s->slot[j])) {
             s->overlapped++; /* submitted behind another run of the stage, no host between */
             break;
         }
     graph_model_run_with(s->cur, &w);
     d->n_before = d->n_after = d->n_wait = 0; /* the run copied the counts */
+    return VKT_OK;
+}
+
+/* The step's control words and fed rows of every micro-batch into each local stage's
+ * `feed` (the previous step's runs were all waited for), checked as
+ * vkt_model_set_input checks them (labels in range, token ids in the vocabulary). */
+vkt_status pipe_edges_device_begin(vkt_pipeline *p)
+{
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        pstage *s = &p->st[i];
+        const graph_stage *gs = s->gs;
+        uint32_t *ctrl = vkt_buffer_map(s->dev.feed);
+        float *rows = (float *)(ctrl + (uint64_t)p->m * GRAPH_CTRL_WORDS);
+        for (uint32_t k = 0; s->local && k < p->m; k++) {
+            uint64_t row = s->row0 + (uint64_t)k * p->mb; /* its first global row */
+            graph_ctrl_image(p->step, (uint32_t)row, ctrl + (uint64_t)k * GRAPH_CTRL_WORDS);
+            for (uint32_t j = 0; j < gs->n_feed; j++) {
+                uint64_t n = s->feed_row[j] * p->mb;
+                const char *data = (const char *)s->feed_data[j] + row * s->feed_row[j] * 4;
+                s->cur = pipe_slot(s, k);
+                vkt_status st = graph_model_check_input(s->cur, gs->map[gs->feed[j]], data, n);
+                if (st != VKT_OK) {
+                    pipe_model_fail(s, st, "input");
+                    return pipe_fail(p, st, "%s", s->errmsg);
+                }
+                memcpy(rows, data, n * 4);
+                rows += n;
+            }
+        }
+    }
     return VKT_OK;
 }
 
@@ -378,4 +435,4 @@ static vkt_status sent_already(pstage *s, uint32_t k)
 
 const pipe_edges pipe_edges_device = {"device", pipe_host_wait_values, pipe_host_wait_grads,
                                       recv_values, recv_grads, arm, sent_already,
-                                      sent_already};
+                                      sent_already, pipe_edges_device_begin, 1};

@@ -44,7 +44,11 @@ typedef struct pdev {
     gpu_timeline *tl;      /* raised by each of its runs that sends */
     uint64_t tl_next;      /* its last value */
     vkt_stream **vsend;    /* [m] its sent values of k -> dact[k] */
-    vkt_stream **vrecv;    /* [m] dact[k] -> its received inputs */
+    vkt_stream **vin;      /* [m] micro-batch k's control words and fed rows (feed) and
+                              received values (dact[k]) -> its slot's inputs */
+    vkt_buffer *feed;      /* host-visible, filled at each step's start (begin): [m] control
+                              images (GRAPH_CTRL_WORDS words), then [m][feed_words] rows */
+    uint64_t feed_words;   /* a micro-batch's fed elements, every fed input's in turn */
     vkt_stream **gsend;    /* [m] its received values' gradients -> dgrad[slot][k] */
     vkt_stream **grecv;    /* [m] dgrad[.][k] summed (consumer order) -> its sent values'
                               gradient inputs */
@@ -283,6 +287,11 @@ typedef struct pipe_edges {
     vkt_status (*arm)(pstage *s, uint32_t k, int values, int grads);
     vkt_status (*send_values)(pstage *s, uint32_t k);
     vkt_status (*send_grads)(pstage *s, uint32_t k);
+    /* device: a step's fed rows and control words reach the stages by the copies in
+     * recv_values (begin writes them, checked, before the step's runs): the host writes
+     * nothing into a model during the step, so its runs need not wait for each other */
+    vkt_status (*begin)(vkt_pipeline *p);
+    int feeds_on_device;
 } pipe_edges;
 extern const pipe_edges pipe_edges_device;
 
@@ -304,6 +313,7 @@ const pipe_edges *pipe_edges_pick_host(const vkt_pipeline *p);
 int pipe_edges_device_fits(const vkt_pipeline *p);
 vkt_status pipe_edges_device_make(vkt_pipeline *p);   /* buffers */
 vkt_status pipe_edges_device_record(vkt_pipeline *p); /* copies, timelines */
+vkt_status pipe_edges_device_begin(vkt_pipeline *p);  /* a step's fed rows, control words */
 void pipe_edges_device_free(vkt_pipeline *p);
 /* Shared by the rows (pipe_edge.c): the host flags' waits, and the marks under the
  * monitor: value k of e ready; one more consumer's gradient of it sent. */

@@ -49,6 +49,8 @@ static vkt_status set_inputs(pstage *s, uint32_t k)
 {
     vkt_pipeline *p = s->p;
     const graph_stage *gs = s->gs;
+    if (p->edges->feeds_on_device) /* all of it copied in by the run (pipe_edges.begin) */
+        return p->edges->recv_values(s, k);
     vkt_model *m = pipe_slot(s, k);
     uint64_t row = s->row0 + (uint64_t)k * p->mb; /* the micro-batch's first global row */
     vkt_model_set_step_index(m, p->step);
@@ -182,7 +184,10 @@ static vkt_status forward(pstage *s, uint32_t k)
     vkt_pipeline *p = s->p;
     if (!p->edges->wait_values(s, k))
         return VKT_ERROR_STATE; /* another stage failed: its message is the one */
-    vkt_status sst = settle(s, pipe_slot(s, k)); /* its slot's last run: B(k - K) */
+    /* before the host writes the slot's inputs (the host row; there nothing is in flight)
+     * or reads its loss (the last stage: the run of micro-batch k - 2, or k - 1) */
+    vkt_status sst = p->edges->feeds_on_device && s->index + 1 < p->P ? VKT_OK
+                                                                      : settle(s, pipe_slot(s, k));
     if (sst != VKT_OK)
         return sst;
     s->cur = pipe_slot(s, k);
@@ -211,11 +216,8 @@ static vkt_status backward(pstage *s, uint32_t k)
         return VKT_OK; /* its forward did it */
     if (!p->edges->wait_grads(s, k))
         return VKT_ERROR_STATE;
-    vkt_status st = settle(s, pipe_slot(s, k)); /* F(k), if not waited for yet */
-    if (st != VKT_OK)
-        return st;
-    s->cur = pipe_slot(s, k);
-    st = s->keep->backward(s, k);
+    s->cur = pipe_slot(s, k); /* the host writes nothing into it: no wait for F(k) */
+    vkt_status st = s->keep->backward(s, k);
     return st == VKT_OK ? after_backward(s, k) : st;
 }
 
@@ -614,6 +616,8 @@ vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_
         return st;
     reset_step(p);
     p->step = step;
+    if ((st = p->edges->begin(p)) != VKT_OK) /* device: the step's fed rows, checked */
+        return st;
     double t0 = plat_now();
     if ((st = p->route->begin(p)) != VKT_OK) /* async: each stage's master seeded */
         return st;
