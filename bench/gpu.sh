@@ -7,9 +7,14 @@
 # with conv_im2col forced, the convolution conv_implicit replaced on GPUs); the char LM at
 # its default shape and at the shape above; causal attention forward + backward at
 # contexts up to 2048 and head sizes 32 to 128 beside PyTorch's scaled_dot_product_attention.
-# Prints one table of figures and one of the targets, each with pass or FAIL, the card
-# named; both are also written to $OUT/table.md, and every command's output is kept in
-# $OUT (default a temporary folder).
+# Issue 21's targets: the MLP with device 0 listed twice (VKT_DEVICES=0,0), 2 sync replicas
+# at batch 1024 and 128, 2 async replicas and 2 pipeline stages x 4 micro-batches at 1024,
+# each beside one replica at the same batch and steps (vkt train), and the exposed
+# averaging of 2 sync replicas (vkt bench parallel); host pipeline edges and the replicas
+# forced onto one VkDevice or one each beside them.
+# Prints one table of figures, one of issue 21's parallel runs and one of the targets,
+# each with pass or FAIL, the card named; all are also written to $OUT/table.md, and every
+# command's output is kept in $OUT (default a temporary folder).
 #
 # Usage: bench/gpu.sh [--cpu] [--dry-run] [--debs DIR] [--limit S] [BIN_DIR]
 #        bench/gpu.sh --table DIR
@@ -46,7 +51,7 @@ while (($#)); do
              limit=$2; shift ;;
     --table) [[ $# -ge 2 ]] || usage_fail "--table takes the folder of an earlier run"
              table=$2; shift ;;
-    -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) usage_fail "unknown option '$1' (see --help)" ;;
     *) bin=$1 ;;
   esac
@@ -69,11 +74,13 @@ set_lists() { # from cpu and vocab
     lm_steps=10 targs="--device cpu --quick"
     lm_rows=512 lm_c=64        # a small stand-in for the char LM's products
     attn="64,32,2,2"           # context,head size,batch,heads
+    par1024=4 par128=10 pbench="--steps 3 --warmup 1 --rounds 1"
   else
     sizes=1024,2048,4096,8192 min_s=0.5 bsteps="" loop_steps=0 cnn64=300 cnn512=100
     lm_steps=300 targs="--device cuda"
     lm_rows=$((64 * 256)) lm_c=384
     attn="256,64,64,4 1024,64,16,4 2048,32,8,4 2048,64,8,4 2048,128,8,4"
+    par1024=500 par128=2000 pbench="--steps 100 --warmup 10 --rounds 1"
   fi
   # the MLP 784-256-128-10 at batch 1024: 8 GEMMs a step
   mlp_shapes=$(echo $(linear 1024 784 256 first; linear 1024 256 128; linear 1024 128 10))
@@ -202,6 +209,19 @@ else
   for a in $attn; do attn_run "$a"; done
   run torch 900 env GEMM_SHAPES="$mlp_shapes $lm_shapes $lm64_shapes" ATTN_SHAPES="$attn" \
     "$py" "$torch_py" $targs --data "$data/mnist" --text "$text"
+  # issue 21: the MLP with device 0 listed twice, beside one replica at the same batch and
+  # steps; the exposed averaging from vkt bench parallel at batch 1024
+  for b in 1024 128; do
+    steps=$par1024; ((b == 128)) && steps=$par128
+    run "par_one_$b" 60 env VKT_DEVICES=0 "$vkt" train --quiet --batch "$b" --steps "$steps"
+    run "par_sync2_$b" 60 env VKT_DEVICES=0,0 "$vkt" train --quiet --batch "$b" --steps "$steps" \
+      --replicas 2 --mode sync
+  done
+  run par_async2_1024 60 env VKT_DEVICES=0,0 "$vkt" train --quiet --batch 1024 --steps "$par1024" \
+    --replicas 2 --mode async
+  run par_pipe2_1024 60 env VKT_DEVICES=0,0 "$vkt" train --quiet --batch 1024 --steps "$par1024" \
+    --pipeline 2 --micro-batches 4
+  run par_bench1024 120 "$vkt" bench parallel --batch 1024 $pbench
   # the figures around them
   run vk_step1024 120 "$vkt" bench train --batch 1024 $bsteps
   run vk_gemms_lm64 60 "$vkt" bench gemm $(shape_args "$lm64_shapes") --min-seconds 0.2
@@ -210,6 +230,14 @@ else
   done
   run vk_loop128 180 "$vkt" train --quiet $(lp)
   run vk_loop1024 180 "$vkt" train --quiet --batch 1024 $(lp)
+  # issue 21's other paths: the stages' values through the host; the replicas forced onto
+  # one VkDevice (the device reducer) and onto one each (the host reducer)
+  run par_pipe2_1024_host 60 env VKT_PIPE_EDGES=host VKT_DEVICES=0,0 "$vkt" train --quiet \
+    --batch 1024 --steps "$par1024" --pipeline 2 --micro-batches 4
+  for v in 1 0; do
+    run "par_sync2_1024_share$v" 60 env VKT_SHARE_DEVICE=$v VKT_DEVICES=0,0 "$vkt" train --quiet \
+      --batch 1024 --steps "$par1024" --replicas 2 --mode sync
+  done
   ((cpu)) || run vk_mlp4096 180 "$vkt" train --quiet --hidden 4096,4096 --batch 1024 --steps 100 --lr 0.05
   # the CNN with the GPU's convolution before conv_implicit: im2col + gemm_tile + col2im
   for b in 64 512; do
@@ -262,6 +290,63 @@ target() { # name needed measured verdict(pass|FAIL|"")
 }
 at_least() { # ratio minimum -> pass, FAIL or ""
   awk -v r="$1" -v m="$2" 'BEGIN { if (r != "") print (r + 0 >= m + 0 ? "pass" : "FAIL") }'; }
+at_most() { # figure maximum -> pass, FAIL or ""
+  awk -v r="$1" -v m="$2" 'BEGIN { if (r != "") print (r + 0 <= m + 0 ? "pass" : "FAIL") }'; }
+# vkt bench parallel's 2 sync replicas: "exposed_ms step_ms reducer" of table 1 (a VkDevice
+# each: the host reducer) or, with shared, of table 4's row sharing one VkDevice
+par_exposed() {
+  if [[ ${1:-} == shared ]]; then
+    awk '/^4\. / { s = 1 } /^5\. / { s = 0 }
+         s && $1 == "shared" && $2 == 2 { print $8, $5, $3; exit }' "$out/par_bench1024.txt" 2>/dev/null
+  else
+    awk '$1 == "sync" && $2 == 2 && NF >= 11 { print $11, $5, "host"; exit }' "$out/par_bench1024.txt" 2>/dev/null
+  fi; }
+percent() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "" && b > 0) printf "%.1f", 100 * a / b }'; }
+# issue 21's runs: one table of samples/s beside one replica, and the targets
+print_parallel() {
+  local r e m red p what s1024="" s128="" a1024="" p1024="" x="" xd=""
+  echo
+  echo "| MLP 784-256-128-10, device 0 listed twice (VKT_DEVICES=0,0; vkt train) | samples/s | vs one replica, same batch and steps |"
+  echo "|---|---|---|"
+  par_row() { # label, run, the one replica's run: prints the row, sets r
+    r=$(ratio "$(rate "$2")" "$(rate "$3")")
+    printf '| %s | %s | %s |\n' "$1" "$(fmt "$(g3 "$(rate "$2")")" "$2")" "$([[ -n $r ]] && echo "${r}x" || echo -)"
+  }
+  par_row "one replica (VKT_DEVICES=0), batch 1024" par_one_1024 par_one_1024
+  par_row "2 sync replicas, batch 1024" par_sync2_1024 par_one_1024; s1024=$r
+  par_row "same, VKT_SHARE_DEVICE=1 (one VkDevice: the device reducer)" par_sync2_1024_share1 par_one_1024
+  par_row "same, VKT_SHARE_DEVICE=0 (a VkDevice each: the host reducer)" par_sync2_1024_share0 par_one_1024
+  par_row "2 async replicas, batch 1024" par_async2_1024 par_one_1024; a1024=$r
+  par_row "2 pipeline stages x 4 micro-batches, batch 1024 (edges as the device allows)" par_pipe2_1024 par_one_1024
+  p1024=$r
+  par_row "same, VKT_PIPE_EDGES=host (values cross the stages through the host)" par_pipe2_1024_host par_one_1024
+  par_row "one replica (VKT_DEVICES=0), batch 128" par_one_128 par_one_128
+  par_row "2 sync replicas, batch 128" par_sync2_128 par_one_128; s128=$r
+  for what in shared host; do # vkt bench parallel's exposed time of 2 sync replicas
+    read -r e m red <<<"$(par_exposed "$what")"
+    p=$(percent "$e" "$m")
+    printf '| %s | %s | %s |\n' "vkt bench parallel, batch 1024, 2 sync replicas $([[ $what == shared ]] &&
+      echo "sharing one VkDevice (${red:-?} reducer)" || echo "on a VkDevice each (host reducer)"): exposed ms per step" \
+      "$(fmt "${p:+$e of $m ms per step}" par_bench1024)" "$([[ -n $p ]] && echo "$p% of the step" || echo -)"
+    [[ $what == shared ]] && x=$p xd="${p:+$e of $m ms ($p%), $red reducer}"
+  done
+  echo
+  echo "vs one replica: above 1, the parallel run is faster (one physical device runs both replicas or"
+  echo "stages). samples/s: vkt train's result line, over its steps. exposed: the ms per replica and"
+  echo "step its device waited for the host (vkt_trainer_stats). Replicas on one physical device share"
+  echo "one VkDevice by default where its compute family has a queue for each (README, VKT_SHARE_DEVICE)."
+  # the targets, in the issue's order
+  target "issue 21: 2 sync replicas vs one, MLP batch 1024, device listed twice" ">= 0.85x" "${s1024:+${s1024}x}" \
+    "$(at_least "$s1024" 0.85)"
+  target "issue 21: 2 sync replicas vs one, MLP batch 128, device listed twice" ">= 0.6x" "${s128:+${s128}x}" \
+    "$(at_least "$s128" 0.6)"
+  target "issue 21: exposed averaging, 2 sync replicas sharing one VkDevice, MLP batch 1024 (vkt bench parallel)" \
+    "<= 10% of the step" "$xd" "$(at_most "$x" 10)"
+  target "issue 21: 2 async replicas vs one, MLP batch 1024, device listed twice" ">= 0.85x" "${a1024:+${a1024}x}" \
+    "$(at_least "$a1024" 0.85)"
+  target "issue 21: 2 pipeline stages x 4 micro-batches vs one stage (one replica), MLP batch 1024" ">= 0.7x" \
+    "${p1024:+${p1024}x}" "$(at_least "$p1024" 0.7)"
+}
 # every GEMM of a list beside torch.mm: rows, and a target on the worst ratio
 gemm_list() { # run name, shapes, what, minimum
   local s v t r worst="" worst_s="" n=0 got=0 bad=0
@@ -391,8 +476,9 @@ print_tables() {
   echo "vkt train's samples/s over its training steps; PyTorch's steps use batches already on the"
   echo "device (median ms). GEMM: best of repeated runs. Attention: vktrain's device time of the"
   echo "causal_attention op (vkt bench layers), PyTorch's scaled_dot_product_attention (best ms)."
+  print_parallel
   echo
-  echo "Issue 20's targets$( ((cpu)) && echo ' (--cpu: nothing here judges a GPU)'):"
+  echo "Issue 20's and 21's targets$( ((cpu)) && echo ' (--cpu: nothing here judges a GPU)'):"
   echo
   echo "| target | needed | measured | result |"
   echo "|---|---|---|---|"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/gpu.sh (vktrain beside PyTorch on a CUDA GPU, issue 20's targets) where no GPU is:
-# its dry run lists every figure's command, issue 20's targets among them; --table turns
+# bench/gpu.sh (vktrain beside PyTorch on a CUDA GPU, issues 20's and 21's targets) where no
+# GPU is: its dry run lists every figure's command, both issues' targets among them; --table turns
 # the outputs of a run into the tables, judging each target (checked here on outputs
 # written in the formats vkt and gpu_torch.py print, with figures on both sides of each
 # threshold); --limit skips what no longer fits and still prints the tables; without a
@@ -50,6 +50,18 @@ check "--dry-run: attention at context 256 to 2048 and head sizes 32, 64, 128" \
 torch_line=$(grep 'gpu_torch.py --device cuda' <<<"$out")
 check "--dry-run: PyTorch on CUDA, the same shapes and attention" \
   "grep -q \"^env 'GEMM_SHAPES=1024,256,784,0,0 .* 384,75,16384,1,0 .* 2048,192,64,0,1' 'ATTN_SHAPES=256,64,64,4 .* 2048,128,8,4' \" <<<\"\$torch_line\""
+check "--dry-run: issue 21's runs, device 0 listed twice, each beside one replica at the same batch and steps" \
+  "grep -q '^env VKT_DEVICES=0 .*vkt train --quiet --batch 1024 --steps 500\$' <<<\"\$out\" &&
+   grep -q '^env VKT_DEVICES=0,0 .*--batch 1024 --steps 500 --replicas 2 --mode sync\$' <<<\"\$out\" &&
+   grep -q '^env VKT_DEVICES=0 .*vkt train --quiet --batch 128 --steps 2000\$' <<<\"\$out\" &&
+   grep -q '^env VKT_DEVICES=0,0 .*--batch 128 --steps 2000 --replicas 2 --mode sync\$' <<<\"\$out\" &&
+   grep -q '^env VKT_DEVICES=0,0 .*--batch 1024 --steps 500 --replicas 2 --mode async\$' <<<\"\$out\" &&
+   grep -q '^env VKT_DEVICES=0,0 .*--batch 1024 --steps 500 --pipeline 2 --micro-batches 4\$' <<<\"\$out\" &&
+   grep -q '^env VKT_PIPE_EDGES=host VKT_DEVICES=0,0 .*--pipeline 2 --micro-batches 4\$' <<<\"\$out\" &&
+   grep -q '^env VKT_SHARE_DEVICE=1 VKT_DEVICES=0,0 .*--replicas 2 --mode sync\$' <<<\"\$out\" &&
+   grep -q 'vkt bench parallel --batch 1024 ' <<<\"\$out\""
+check "--dry-run: issue 21's targets before the figures around them" \
+  "[[ \$(grep -n 'bench parallel --batch 1024' <<<\"\$out\" | cut -d: -f1) -lt \$(grep -n 'vkt bench train --batch 1024' <<<\"\$out\" | cut -d: -f1) ]]"
 out=$(bash "$gpu" --dry-run --cpu "$bin" 2>&1); rc=$?
 check "--dry-run --cpu: small sizes, PyTorch on the CPU" \
   "[[ $rc -eq 0 ]] && grep -q -- '--sizes 256,512 ' <<<\"\$out\" &&
@@ -61,13 +73,15 @@ check "--dry-run --cpu: small sizes, PyTorch on the CPU" \
 out=$(OUT=$tmp/limit bash "$gpu" --cpu --limit 1 "$bin" 2>&1); rc=$?
 check "--limit 1: exit 1, every run skipped, the tables printed ($rc)" \
   "[[ $rc -eq 1 ]] && has '== vk_gemm: skipped (--limit 1)' && has '| GEMM 256 fp32 (TFLOP/s) | skipped | skipped | - |' &&
+   has '| 2 sync replicas, batch 1024 | skipped | - |' &&
    has 'result: targets pass=0 fail=0 unmeasured=' && [[ -s $tmp/limit/table.md ]]"
 
 # --table: a GPU run's outputs in the formats vkt and gpu_torch.py print. Every GEMM runs
 # at 0.7x torch.mm but the char LM head's weight gradient (0.5x); GEMM 2048 at 0.9x
 # cuBLAS, 4096 at 0.8x, 8192 missing; CNN 1.0x at batch 64 and 0.6x at 512; the MLP
 # step 2.6x; the char LM 1.5x (default) and 0.82x (width 384); attention with
-# attention_flash, every shape run.
+# attention_flash, every shape run. Issue 21: 2 sync replicas 0.90x of one at batch 1024
+# and 0.50x at 128, 2 async 0.86x, 2 stages 0.65x; exposed 0.12 of 1.50 ms (8%) shared.
 d=$tmp/run
 mkdir -p "$d"
 shapes=$(sed -n "s/^env 'GEMM_SHAPES=\([^']*\)'.*/\1/p" <<<"$torch_line")
@@ -108,6 +122,22 @@ for a in $attn; do
   IFS=, read -r t hd b h <<<"$a"
   echo "  causal_attention       causal_attention#12              1.000       2.000          3" >"$d/vk_attn_${t}_$hd.txt"
 done
+par() { # run name, samples/s: a vkt train result line
+  echo "result: test_accuracy=0.9 test_loss=0.3 steps=1000 samples_per_s=$2 seconds=1 replicas=1 mode=sync" >"$d/$1.txt"
+}
+par par_one_1024 700000; par par_sync2_1024 630000; par par_async2_1024 602000
+par par_pipe2_1024 455000; par par_pipe2_1024_host 70000; par par_sync2_1024_share1 630000
+par par_sync2_1024_share0 350000; par par_one_128 350000; par par_sync2_128 175000
+bench_par() { # exposed ms of the shared row: vkt bench parallel's tables 1 and 4 (and 5's shared row)
+  printf '%s\n' "sync          2      512     630000      1.63   0.90x       1.40       0.10      0.300      3.76     0.500 1.00/1.00/0.00         -" \
+    "4. sync replicas sharing one VkDevice (VKT_SHARE_DEVICE=1) or a VkDevice each" \
+    "one each            2        host     350000      2.93   0.50x       1.40     0.500 1.00/1.00/0.00        1.881" \
+    "shared              2      device     680000      1.50   0.97x       1.30     $1 1.00/1.00/0.00        0.000" \
+    "5. async replicas sharing one VkDevice (VKT_SHARE_DEVICE=1) or a VkDevice each" \
+    "shared              2      device     600000      1.70   0.86x       1.60      9.00 1.00/1.00/0.00     0.00/0         0.000" \
+    >"$d/par_bench1024.txt"
+}
+bench_par 0.120
 out=$(bash "$gpu" --table "$d" 2>&1); rc=$?
 check "--table: exit 0, the card, the commit and the kernels named" \
   "[[ $rc -eq 0 ]] && has \"vktrain test on 'NVIDIA H100'; PyTorch 2.5.0 on NVIDIA H100 80GB HBM3, 570.00\" &&
@@ -131,14 +161,31 @@ check "--table: the steps against PyTorch" \
    has '| char LM, width 384, 6 layers, 6 heads, context 256, batch 64, vs PyTorch fp32 eager | >= 0.8x | 0.82x | pass |'"
 check "--table: attention fused at every shape passes" \
   "has '| causal attention, forward + backward, fused | attention_flash (online softmax, no T x T array); contexts up to 2048, head sizes 32 to 128 | 5 of 5 ran (contexts up to 2048, head sizes 32 to 128) with attention_flash; slowest vs PyTorch SDPA 1.00x | pass |'"
-check "--table: the count of targets" "has 'result: targets pass=7 fail=3 unmeasured=1'"
+check "--table: issue 21's runs beside one replica" \
+  "has '| 2 sync replicas, batch 1024 | 630000 | 0.90x |' && has '| one replica (VKT_DEVICES=0), batch 128 | 350000 | 1.00x |' &&
+   has '| same, VKT_PIPE_EDGES=host (values cross the stages through the host) | 70000 | 0.10x |' &&
+   has '| same, VKT_SHARE_DEVICE=0 (a VkDevice each: the host reducer) | 350000 | 0.50x |' &&
+   has '| vkt bench parallel, batch 1024, 2 sync replicas on a VkDevice each (host reducer): exposed ms per step | 0.500 of 1.63 ms per step | 30.7% of the step |'"
+check "--table: issue 21's targets on both sides of their thresholds" \
+  "has '| issue 21: 2 sync replicas vs one, MLP batch 1024, device listed twice | >= 0.85x | 0.90x | pass |' &&
+   has '| issue 21: 2 sync replicas vs one, MLP batch 128, device listed twice | >= 0.6x | 0.50x | FAIL |' &&
+   has '| issue 21: 2 async replicas vs one, MLP batch 1024, device listed twice | >= 0.85x | 0.86x | pass |' &&
+   has '| issue 21: 2 pipeline stages x 4 micro-batches vs one stage (one replica), MLP batch 1024 | >= 0.7x | 0.65x | FAIL |' &&
+   has '| issue 21: exposed averaging, 2 sync replicas sharing one VkDevice, MLP batch 1024 (vkt bench parallel) | <= 10% of the step | 0.120 of 1.50 ms (8.0%), device reducer | pass |'"
+check "--table: the count of targets" "has 'result: targets pass=10 fail=5 unmeasured=1'"
 sed -i 's/attention_flash/attention_rows/' "$d/devices.txt"
 rm "$d/vk_attn_2048_128.txt"
+bench_par 0.200; par par_sync2_128 210000; rm "$d/par_pipe2_1024.txt"
 out=$(bash "$gpu" --table "$d" 2>&1); rc=$?
 check "--table: attention with another variant and a shape missing fails" \
   "[[ $rc -eq 0 ]] && has '| causal attention, forward + backward, fused |' &&
-   has '4 of 5 ran (contexts up to 2048, head sizes 32 to 128) with attention_rows; slowest vs PyTorch SDPA 1.00x | FAIL |' &&
-   has 'result: targets pass=6 fail=4 unmeasured=1'"
+   has '4 of 5 ran (contexts up to 2048, head sizes 32 to 128) with attention_rows; slowest vs PyTorch SDPA 1.00x | FAIL |'"
+check "--table: issue 21: exposed 13% fails, sync at batch 128 0.60x passes, the pipeline run missing" \
+  "has '| issue 21: exposed averaging, 2 sync replicas sharing one VkDevice, MLP batch 1024 (vkt bench parallel) | <= 10% of the step | 0.200 of 1.50 ms (13.3%), device reducer | FAIL |' &&
+   has '| issue 21: 2 sync replicas vs one, MLP batch 128, device listed twice | >= 0.6x | 0.60x | pass |' &&
+   has '| 2 pipeline stages x 4 micro-batches, batch 1024 (edges as the device allows) | failed | - |' &&
+   has '| issue 21: 2 pipeline stages x 4 micro-batches vs one stage (one replica), MLP batch 1024 | >= 0.7x | - | not measured |' &&
+   has 'result: targets pass=9 fail=5 unmeasured=2'"
 
 if ! command -v nvidia-smi >/dev/null 2>&1; then
   out=$(bash "$gpu" "$bin" 2>&1); rc=$?
