@@ -9,9 +9,10 @@
  *    from consumer 0's, as the host row sums);
  *  - the same sent_bytes; sent_host_bytes 0 on the device row, all of them on the host's;
  *  - the device row submits a stage's runs without waiting (no_wait) and copies its fed
- *    rows and control words in on the device: a sending stage submits 2m - 1 of its 2m
- *    runs of a step while another is in flight (`overlapped`, counted at submission:
- *    deterministic), the last stage m - 1 of m with two models, none with one;
+ *    rows and control words in on the device: a keeping stage submits 2m - 1 of its 2m
+ *    runs of a step while another slot's run is in flight (`overlapped`, counted at
+ *    submission: deterministic), the last stage m - 1 of m with two models, none with
+ *    one, a recomputing stage (one model) none;
  * on: a 3-stage MLP with a skip connection (a value read by stages 1 and 2) at m 1 and 3,
  * keeping and recomputing; a 4-stage MLP whose first value is read by the 3 others (a sum
  * of three gradients, where the order shows) at m 2 keeping and m 4 recomputing; dropout and batch norm on 2 stages at m 4, keeping and
@@ -239,11 +240,12 @@ static void expect_same(const net *n, const outcome *a, const outcome *b, int ho
                  "bytes through the host", what, s, (unsigned long long)b->host[s],
                  (unsigned long long)b->sent[s]);
         /* the device row submits without waiting and the host writes nothing into a
-         * sending stage's models during a step: all of its 2m runs but the first go in
-         * while another is in flight, keeping or recomputing; the last stage waits for a
-         * model before reading its loss: with two models m - 1 of its m runs, with one 0 */
+         * stage's models during a step: a keeping stage's runs alternate slots, and all of
+         * its 2m but the first go in while another slot's run is in flight; the last
+         * stage with two models m - 1 of its m; one model (recomputing, or a last stage
+         * with one): counted 0 (a replay of its stream waits for that stream's last run) */
         int last = s + 1 == b->stages;
-        uint64_t want = host_row ? 0 : !last ? 2 * b->m - 1 : b->kept[s] >= 2 ? b->m - 1 : 0;
+        uint64_t want = host_row || b->kept[s] < 2 ? 0 : last ? b->m - 1 : 2 * b->m - 1;
         TH_CHECK(!last || b->kept[s] == (!host_row && b->m >= 2 && b->keep ? 2u : 1u),
                  "%s: the last stage keeps %u micro-batches", what, b->kept[s]);
         TH_CHECK(b->overlapped[s] == want, "%s: stage %u: %llu runs submitted with another in "

@@ -21,9 +21,11 @@
  * one queue), no thread waits for another stage's fence, and no value passes through
  * the host. A stage's runs are submitted without waiting (no_wait), and the host writes
  * nothing into its models during a step (begin: the step's fed rows and control words
- * into `feed`, which vin copies from; ctrl_by_copy): a sending stage's thread never waits
- * for its own runs in a step, the last stage's only to read a loss (pipe_sched.c's
- * settle); `overlapped` counts the submissions made with another run in flight. Every
+ * into `feed`, which vin copies from; ctrl_by_copy): the thread of a keeping stage, whose
+ * consecutive runs are on different slots, never waits for its own runs in a step; a
+ * recomputing stage's replay of its forward (or backward) stream waits for that stream's
+ * last run (gpu_stream_submit_ext); the last stage waits only to read a loss (pipe_sched.c's
+ * settle); `overlapped` counts the submissions made with another slot's run in flight. Every
  * run starts with a barrier (a copy's, or its slot's own): the runs in flight share the
  * parameter and gradient buffers (batch norm's running averages, the summed gradients). */
 #include <stdlib.h>
@@ -219,13 +221,6 @@ static vkt_status make_stage(pstage *s)
         st = record_all(s, &s->dev.vsend, record_vsend, "copying sent values");
     if (gs->n_send && st == VKT_OK)
         st = record_all(s, &s->dev.grecv, record_grecv, "summing gradients of sent values");
-    s->dev.feed_words = 0;
-    for (uint32_t j = 0; j < gs->n_feed; j++)
-        s->dev.feed_words += s->feed_row[j] * s->p->mb;
-    uint64_t feed_bytes = (uint64_t)s->p->m * (GRAPH_CTRL_WORDS + s->dev.feed_words) * 4;
-    if (st == VKT_OK && (st = vkt_buffer_create(s->ctx, feed_bytes, VKT_MEMORY_HOST,
-                                                &s->dev.feed)) != VKT_OK)
-        return dev_fail(s, st, "fed rows");
     if (st == VKT_OK)
         st = record_all(s, &s->dev.vin, record_vin, "copying inputs and received values");
     if (gs->n_recv && st == VKT_OK)
@@ -249,6 +244,16 @@ vkt_status pipe_edges_device_make(vkt_pipeline *p)
         e->grad_sig = calloc((uint64_t)p->m * e->n_to, sizeof *e->grad_sig);
         if (!e->act_sig || !e->grad_sig)
             return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    for (uint32_t i = 0; i < p->n_ctx; i++) { /* each stage's fed rows and control words */
+        pstage *s = &p->st[i];
+        s->dev.feed_words = 0;
+        for (uint32_t j = 0; j < s->gs->n_feed; j++)
+            s->dev.feed_words += s->feed_row[j] * p->mb;
+        uint64_t bytes = (uint64_t)p->m * (GRAPH_CTRL_WORDS + s->dev.feed_words) * 4;
+        vkt_status st = vkt_buffer_create(s->ctx, bytes, VKT_MEMORY_HOST, &s->dev.feed);
+        if (st != VKT_OK)
+            return dev_fail(s, st, "fed rows");
     }
     return VKT_OK;
 }
@@ -365,8 +370,8 @@ static vkt_status arm(pstage *s, uint32_t k, int values, int grads)
     d->values = values && s->gs->n_send;
     d->grads = grads && s->gs->n_recv;
     d->k = k;
-    if (d->n_before == 0) /* another run of the stage may be in flight (no_wait): after it;
-                             the slot's own barrier: its last run was waited for */
+    if (d->n_before == 0) /* another run of the stage may be in flight (no_wait): after it
+                             (every run carries vin or grecv today: a safeguard) */
         d->before[d->n_before++] = d->barrier[k % s->n_slots];
     if (d->values)
         d->after[d->n_after++] = d->vsend[k];
@@ -385,8 +390,9 @@ static vkt_status arm(pstage *s, uint32_t k, int values, int grads)
                         d->sync.n_wait || d->sync.n_signal ? &d->sync : NULL, submitted, s,
                         1 /* no_wait: pipe_sched.c's settle waits for it when it must */,
                         1 /* ctrl_by_copy: vin carries the control words and fed rows */};
-    for (uint32_t j = 0; j < s->n_slots; j++)
-        if (graph_model_in_flight(s->slot[j])) {
+    for (uint32_t j = 0; j < s->n_slots; j++) /* another slot's: a replay of the same
+                                                 slot's stream would wait for its last run */
+        if (s->slot[j] != s->cur && graph_model_in_flight(s->slot[j])) {
             s->overlapped++; /* submitted behind another run of the stage, no host between */
             break;
         }

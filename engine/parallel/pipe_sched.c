@@ -574,6 +574,11 @@ static void run_sequential(vkt_pipeline *p)
             for (uint32_t s = p->P - 1; s-- > 0 && r == VKT_OK;)
                 r = backward(ctx_of(p, c, s), k);
         }
+    for (uint32_t i = 0; i < p->n_ctx; i++) { /* nothing in flight past the step, failed
+                                                 or not (the next begin writes `feed`) */
+        vkt_status settled = settle_all(&p->st[i]);
+        r = r == VKT_OK ? settled : r;
+    }
     uint32_t n = p->route->per_copy ? p->P : p->n_ctx;
     for (uint32_t i0 = 0; i0 < p->n_ctx && r == VKT_OK; i0 += n)
         r = update_in_turn(p, i0, n);
