@@ -195,7 +195,7 @@ static vkt_status forward(pstage *s, uint32_t k)
         vkt_status st = s->keep->forward(s, k);
         return st == VKT_OK ? p->edges->send_values(s, k) : st;
     }
-    /* the last stage: its whole step (one slot) */
+    /* the last stage: its whole step (on one model, or two alternating: pick_keep) */
     vkt_status st = set_inputs(s, k);
     if (st == VKT_OK)
         st = timed(s, k, 0, 1, vkt_model_forward_backward, "forward and backward");
