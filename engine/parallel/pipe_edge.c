@@ -61,21 +61,35 @@ vkt_status pipe_edges_make(vkt_pipeline *p)
     }
     for (uint32_t e = 0; e < p->n_edge; e++) {
         pedge *x = &p->edge[e];
-        x->act = malloc(p->m * x->elems * sizeof *x->act);
-        x->grad = malloc((uint64_t)x->n_to * p->m * x->elems * sizeof *x->grad);
         x->ready = calloc(p->m, 1);
         x->pending = calloc(p->m, sizeof *x->pending);
-        if (!x->act || !x->grad || !x->ready || !x->pending)
+        if (!x->ready || !x->pending)
+            return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    }
+    return VKT_OK;
+}
+
+/* The host slots act and grad of every edge: the host and world rows' (pipe_edges_start,
+ * once the row is known; the device row keeps its values in device buffers). */
+static vkt_status host_slots(vkt_pipeline *p)
+{
+    for (uint32_t e = 0; e < p->n_edge; e++) {
+        pedge *x = &p->edge[e];
+        x->act = malloc(p->m * x->elems * sizeof *x->act);
+        x->grad = malloc((uint64_t)x->n_to * p->m * x->elems * sizeof *x->grad);
+        if (!x->act || !x->grad)
             return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     return VKT_OK;
 }
 
 /* VKT_PIPE_EDGES: "host" forces the rows through host memory, "device" asks for the
- * device row (an error where it does not fit), unset or empty: device where it fits. */
-static vkt_status edges_asked(vkt_pipeline *p)
+ * device row (an error where it does not fit; *forced set), unset or empty: device where
+ * it fits. */
+static vkt_status edges_asked(vkt_pipeline *p, int *forced)
 {
     const char *v = plat_getenv("VKT_PIPE_EDGES");
+    *forced = v && strcmp(v, "device") == 0;
     if (!v || !*v)
         return VKT_OK;
     if (strcmp(v, "host") == 0) {
@@ -99,20 +113,20 @@ static vkt_status edges_asked(vkt_pipeline *p)
 
 vkt_status pipe_edges_start(vkt_pipeline *p)
 {
+    int forced = 0;
     p->edges = pipe_edges_pick(p);
-    vkt_status st = edges_asked(p);
-    if (st != VKT_OK || p->edges != &pipe_edges_device)
+    vkt_status st = edges_asked(p, &forced);
+    if (st != VKT_OK)
         return st;
-    st = pipe_edges_device_make(p);
-    const char *v = plat_getenv("VKT_PIPE_EDGES");
-    if (st == VKT_ERROR_OUT_OF_MEMORY && !(v && strcmp(v, "device") == 0)) {
-        /* the host's slots need no device memory */
-        pipe_edges_device_free(p);
+    if (p->edges == &pipe_edges_device) {
+        st = pipe_edges_device_make(p);
+        if (st != VKT_ERROR_OUT_OF_MEMORY || forced)
+            return st;
+        pipe_edges_device_free(p); /* the host's slots need no device memory */
         p->errmsg[0] = 0;
         p->edges = pipe_edges_pick_host(p);
-        st = VKT_OK;
     }
-    return st;
+    return host_slots(p);
 }
 
 vkt_status pipe_edges_record(vkt_pipeline *p)

@@ -25,7 +25,7 @@ typedef struct pedge {
     uint32_t n_to;        /* consumer stages */
     uint32_t to[GRAPH_MAX_STAGES];
     uint64_t elems;       /* per micro-batch */
-    float *act;           /* [m][elems] */
+    float *act;           /* [m][elems] (host and world rows; NULL on the device row) */
     float *grad;          /* [n_to][m][elems] */
     uint8_t *ready;       /* [m]: act[k] written */
     uint32_t *pending;    /* [m]: consumers that have not sent grad[.][k] yet */
@@ -295,10 +295,12 @@ typedef struct pipe_edges {
 } pipe_edges;
 extern const pipe_edges pipe_edges_device;
 
-/* Every copy's edges and its stages' send and receive lists (host slots). */
+/* Every copy's edges and its stages' send and receive lists (their host slots come with
+ * the row: pipe_edges_start). */
 vkt_status pipe_edges_make(vkt_pipeline *p);
 /* After the stages' first models: p->edges picked, and the device row's buffers made
- * where it is picked (where they do not fit: the host row); after the slots, the device
+ * where it is picked (where they do not fit: the host row), else the host slots; after
+ * the slots, the device
  * row's copies and timelines (pipe_edges_record). */
 vkt_status pipe_edges_start(vkt_pipeline *p);
 vkt_status pipe_edges_record(vkt_pipeline *p);
