@@ -243,6 +243,13 @@ static int run_jobs(vkt_instance *inst, const bench_cfg *c, job *jobs, uint32_t 
     return rc;
 }
 
+/* Whether P stages of `layers` layers at m micro-batches make a configuration: m divides
+ * the batch, every stage gets a layer. */
+static int fits(const bench_cfg *c, uint32_t P, uint32_t m, uint32_t layers)
+{
+    return m && c->batch % m == 0 && P && P <= layers && P <= VKT_MAX_STAGES;
+}
+
 /* The even split of `layers` layers over P stages: layer l on stage l * P / layers. */
 static void even_split(uint32_t P, uint32_t layers, uint32_t *split)
 {
@@ -282,7 +289,7 @@ static int table_bubble(vkt_instance *inst, const bench_cfg *c, const uint32_t *
     for (uint32_t a = 0; a < n_stages; a++)
         for (uint32_t b = 0; b < n_micro; b++) {
             uint32_t P = stages[a], m = micro[b], split[VKT_MAX_STAGES];
-            if (m == 0 || c->batch % m || P == 0 || P > layers || P > VKT_MAX_STAGES)
+            if (!fits(c, P, m, layers))
                 continue;
             even_split(P, layers, split);
             job r[2];
@@ -314,7 +321,7 @@ static int table_throughput(vkt_instance *inst, const bench_cfg *c, const uint32
         job r[2 * MAX_LIST];
         for (uint32_t a = 0; a < n_stages; a++) {
             uint32_t P = stages[a];
-            if (m == 0 || c->batch % m || P == 0 || P > layers || P > VKT_MAX_STAGES)
+            if (!fits(c, P, m, layers))
                 continue;
             even_split(P, layers, split);
             job_pair(&r[n], P, split, m);
@@ -394,7 +401,7 @@ static int table_keep(vkt_instance *inst, const bench_cfg *c, const uint32_t *st
     for (uint32_t a = 0; a < n_stages; a++)
         for (uint32_t b = 0; b < n_micro; b++) {
             uint32_t P = stages[a], m = micro[b], split[VKT_MAX_STAGES];
-            if (m == 0 || c->batch % m || P == 0 || P > layers || P > VKT_MAX_STAGES)
+            if (!fits(c, P, m, layers))
                 continue;
             even_split(P, layers, split);
             job r[2];
@@ -430,7 +437,7 @@ static int table_edges(vkt_instance *inst, const bench_cfg *c, const uint32_t *s
     for (uint32_t a = 0; a < n_stages; a++)
         for (uint32_t b = 0; b < n_micro; b++) {
             uint32_t P = stages[a], m = micro[b], split[VKT_MAX_STAGES];
-            if (m == 0 || c->batch % m || P == 0 || P > layers || P > VKT_MAX_STAGES)
+            if (!fits(c, P, m, layers))
                 continue;
             even_split(P, layers, split);
             job r[3];
