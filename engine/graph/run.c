@@ -377,27 +377,31 @@ void graph_model_run_with(vkt_model *m, const graph_run_with *w)
         m->with = *w;
 }
 
-/* The run's submission: the pending zeroing, the companions before, the pass, those after
- * (graph_model_run_with), under its sync; then submitted(). */
+/* The submission of stream s: the pending zeroing (NULL: none), the companions before,
+ * s, those after (graph_model_run_with; NULL: none), under their sync; then submitted().
+ * On a failure the model's message says why. */
 static vkt_status submit_with(vkt_model *m, vkt_stream *s, vkt_stream *zero,
                               const graph_run_with *w)
 {
+    static const graph_run_with none = {0};
     if (!w)
-        return zero ? gpu_stream_submit_after(s, &zero, 1) : vkt_stream_submit(s);
-    vkt_stream *before[GPU_MAX_CARRIED];
+        w = &none;
+    vkt_stream *before[GPU_MAX_CARRIED] = {0};
     uint32_t n = 0;
     if (zero)
         before[n++] = zero;
     if (n + w->n_before + w->n_after > GPU_MAX_CARRIED)
-        return model_fail(m, VKT_ERROR_INTERNAL, "a run with %u streams before and %u after "
-                          "(at most %d with the zeroing)", w->n_before, w->n_after,
+        return model_fail(m, VKT_ERROR_INTERNAL, "a submission with %u streams before and %u "
+                          "after (at most %d with the zeroing)", w->n_before, w->n_after,
                           GPU_MAX_CARRIED);
     for (uint32_t i = 0; i < w->n_before; i++)
         before[n++] = w->before[i];
     vkt_status st = gpu_stream_submit_ext(s, before, n, w->after, w->n_after, w->sync);
-    if (st == VKT_OK && w->submitted)
+    if (st != VKT_OK)
+        return model_ctx_fail(m, st);
+    if (w->submitted)
         w->submitted(w->user);
-    return st;
+    return VKT_OK;
 }
 
 static vkt_status run(vkt_model *m, model_pass pass)
@@ -429,15 +433,15 @@ static vkt_status run(vkt_model *m, model_pass pass)
         model_write_ctrl(m);
     vkt_stream *s = *pass_stream(m, pass);
     st = submit_with(m, s, zero, w);
-    if (st == VKT_OK && w && w->no_wait) { /* waited for by graph_model_settle */
+    if (st != VKT_OK)
+        return st; /* its message is the model's */
+    if (w && w->no_wait) { /* waited for by graph_model_settle */
         m->inflight = s;
         if (d->zero)
             grad_home(m)->zero_pending = 0;
         return VKT_OK;
     }
-    if (st == VKT_OK)
-        st = vkt_stream_wait(s);
-    if (st != VKT_OK)
+    if ((st = vkt_stream_wait(s)) != VKT_OK)
         return model_ctx_fail(m, st);
     if (d->zero)
         grad_home(m)->zero_pending = 0;
@@ -469,28 +473,20 @@ vkt_status graph_model_step_submit_ext(vkt_model *m, vkt_stream *const *before, 
         return vkt_model_forward_backward(m);
     }
     vkt_status st = ensure_recorded(m, PASS_TRAIN);
-    vkt_stream *zero = NULL, *first[GPU_MAX_CARRIED];
+    vkt_stream *zero = NULL;
     if (st == VKT_OK)
         st = zero_before(m, &zero);
     if (st != VKT_OK)
         return st;
-    if (zero) { /* the zeroing first, in the same submission */
-        if (n + 1 > GPU_MAX_CARRIED)
-            return model_fail(m, VKT_ERROR_INTERNAL, "graph_model_step_submit_ext: %u streams "
-                              "before the step and the zeroing of the gradients", n);
-        first[0] = zero;
-        for (uint32_t i = 0; i < n; i++)
-            first[i + 1] = before[i];
-        before = first;
-        n++;
-    }
     model_write_ctrl(m);
     m->step++;
     m->half_pending = 0;
-    st = gpu_stream_submit_ext(m->train, before, n, after, n_after, sync);
+    graph_run_with w = {.before = before, .n_before = n, .after = after, .n_after = n_after,
+                        .sync = sync};
+    st = submit_with(m, m->train, zero, &w); /* the zeroing first, in the same submission */
     if (st == VKT_OK)
         grad_home(m)->zero_pending = 0;
-    return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
+    return st;
 }
 
 vkt_status graph_model_step_submit(vkt_model *m) { return graph_model_step_submit_after(m, NULL, 0); }
