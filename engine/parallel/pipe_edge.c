@@ -102,7 +102,7 @@ static vkt_status edges_asked(vkt_pipeline *p, int *forced)
     if (p->edges != &pipe_edges_device)
         return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "VKT_PIPE_EDGES=device: %s",
                          p->world ? "stages across ranks send their edges as messages"
-                         : p->opt.check || graph_model_checks(p->st[0].model)
+                         : graph_model_checks(p->st[0].model) /* options or VKT_CHECK */
                              ? "check mode runs a step's parts on their own"
                          : p->n_edge == 0 ? "no value crosses stages"
                          : "the stages of a copy do not share one VkDevice (list them on one "

@@ -36,7 +36,7 @@
 
 int pipe_edges_device_fits(const vkt_pipeline *p)
 {
-    if (p->world || p->opt.check || p->n_edge == 0)
+    if (p->world || p->n_edge == 0)
         return 0;
     for (uint32_t c = 0; c < p->D; c++) {
         const pstage *s0 = &p->st[c * p->P];
