@@ -21,7 +21,8 @@
  *    named by a timeout;
  *  - pipeline stages across 2 ranks (pipe_world.c: a stage per rank, edges as messages):
  *    both ranks bitwise equal, and equal bit for bit to the 2-stage pipeline in one
- *    process. */
+ *    process; async copies of it on 4 ranks (pipe_async_world.c) hold one master, within
+ *    1e-4 of the one-process async pipeline of 2 copies. */
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -64,6 +65,8 @@ struct job {
     uint32_t bucket_bytes, staleness;
     int overlap;
     uint32_t stages;         /* pipeline stages (0: none), 2 micro-batches */
+    uint32_t copies;         /* alone with stages: the pipeline's copies (0: 1) */
+    vkt_parallel_mode mode;  /* of rank_steps */
     vkt_world *worlds[MAX_RANKS];
     rank_out out[MAX_RANKS];
 };
@@ -124,8 +127,9 @@ static vkt_trainer *make_trainer(const job *j, net *n, vkt_world *w, vkt_paralle
 {
     static const uint32_t dev[4] = {0, 0, 0, 0};
     vkt_trainer_options opt = {.batch = BATCH, .devices = dev,
-                               .device_count = j->stages ? (w ? 1 : j->stages)
-                                                         : w ? j->replicas : 1,
+                               .device_count = j->stages
+                                                   ? (w ? 1 : j->stages * (j->copies ? j->copies : 1))
+                                                   : w ? j->replicas : 1,
                                .world = w, .mode = mode,
                                .bounded_staleness = bounded, .staleness = j->staleness,
                                .check_identical = w && mode == VKT_PARALLEL_SYNC && !j->stages,
@@ -155,7 +159,7 @@ static void rank_steps(job *j, vkt_world *w, rank_out *o)
     net n;
     vkt_status st = make_net(&n, j->stages);
     note(o, st, "graph", vkt_last_error());
-    vkt_trainer *t = st == VKT_OK ? make_trainer(j, &n, w, VKT_PARALLEL_SYNC, 0, o) : NULL;
+    vkt_trainer *t = st == VKT_OK ? make_trainer(j, &n, w, j->mode, 0, o) : NULL;
     for (int s = 0; t && s < STEPS && o->st == VKT_OK; s++) {
         vkt_feed f[2] = {{n.x, g_x + s * BATCH * F}, {n.y, g_y + s * BATCH}};
         note(o, vkt_trainer_step(t, f, 2, NULL), "step", vkt_trainer_errmsg(t));
@@ -500,6 +504,34 @@ static void test_pipeline_ranks(void)
     job_free(&j);
 }
 
+/* Async pipeline copies across ranks (pipe_async_world.c): 2 copies of 2 stages on 4 rank
+ * threads, each stage's master sharded over its 2 ranks; every stage's copies hold the
+ * same master after the steps (both copies' parameters bitwise equal), within 1e-4 of the
+ * one-process async pipeline of 2 copies, with every push counted. */
+static void test_pipeline_async_ranks(void)
+{
+    job j = {.ranks = 4, .replicas = 1, .stages = 2, .mode = VKT_PARALLEL_ASYNC};
+    if (run_ranks(&j, rank_sync_steps, "async pipeline copies across ranks")) {
+        TH_CHECK(all_equal(&j, 0), "async pipeline: every rank holds the same parameters");
+        job one = {.replicas = 1, .stages = 2, .copies = 2, .mode = VKT_PARALLEL_ASYNC};
+        rank_steps(&one, NULL, &one.out[0]);
+        TH_CHECK(one.out[0].st == VKT_OK && one.out[0].np == j.out[0].np, "one process: %s",
+                 one.out[0].msg);
+        if (one.out[0].st == VKT_OK && one.out[0].np == j.out[0].np)
+            th_compare("async pipeline across ranks", j.out[0].params, one.out[0].params,
+                       j.out[0].np, 1e-4f, 1e-5f);
+        TH_CHECK(j.out[0].stats.updates == 2u * 2u * STEPS &&
+                     j.out[0].stats.updates == one.out[0].stats.updates &&
+                     j.out[0].stats.staleness_max == 1,
+                 "async pipeline: %llu updates (want %u, one process %llu), staleness max %llu",
+                 (unsigned long long)j.out[0].stats.updates, 4 * STEPS,
+                 (unsigned long long)one.out[0].stats.updates,
+                 (unsigned long long)j.out[0].stats.staleness_max);
+        free(one.out[0].params);
+    }
+    job_free(&j);
+}
+
 static void test_sync_async(uint32_t ranks, uint32_t replicas)
 {
     job j = {.ranks = ranks, .replicas = replicas};
@@ -612,5 +644,6 @@ int main(void)
     test_sync_steps(2, 2, 0, 0);
     test_sync_async(2, 2);
     test_pipeline_ranks();
+    test_pipeline_async_ranks();
     return th_finish();
 }

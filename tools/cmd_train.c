@@ -213,6 +213,9 @@ static void print_parallel_stats(vkt_trainer *tr, const train_args *a)
                "after the device finished the step, %.2f MB per step\n", st.ranks,
                st.world_replicas, 1e3 * st.comm_seconds / st.steps,
                1e3 * st.comm_exposed_seconds / st.steps, (double)st.comm_bytes / st.steps / 1e6);
+    else if (st.ranks > 1 && st.steps && piped) /* async copies (pipe_async_world.c) */
+        printf("ranks: %u, %u copies in all; each stage's master sharded over the stage's %u "
+               "ranks\n", st.ranks, st.world_replicas, st.world_replicas);
     else if (st.ranks > 1 && st.steps)
         printf("ranks: %u, %u replicas in all; waiting for the parameter servers: %.3f ms "
                "per update, %.2f MB sent per update; %.4f MB through the host per update "
@@ -578,13 +581,6 @@ int cmd_train(int argc, char **argv)
         a.async) {
         fprintf(stderr, "vkt: rank %u: --model charlm trains with sync replicas: --mode async "
                 "is not available for it\n", vkt_world_rank(a.world));
-        vkt_world_finalize(a.world);
-        return 2;
-    }
-    if (!rc && ranks > 1 && a.pipeline > 1 && a.async) { /* the trainer refuses it too */
-        fprintf(stderr, "vkt: rank %u: --mode async with --pipeline works within one process, "
-                "not across %u ranks (the stages' masters are one process's memory): use "
-                "--mode sync\n", vkt_world_rank(a.world), ranks);
         vkt_world_finalize(a.world);
         return 2;
     }

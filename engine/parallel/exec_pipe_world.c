@@ -137,6 +137,14 @@ vkt_status pipe_exec_sync(vkt_trainer *t)
         unpack(t, s, moments, buf + displs[s]);
     free(buf);
     free(counts);
+    if (st == VKT_OK) { /* async copies: the world's staleness, every rank's pushes (sync:
+                           zeros, no collective) */
+        if ((st = pipe_staleness_gather(p)) != VKT_OK)
+            return trainer_fail(t, st, "%s", vkt_pipeline_errmsg(p));
+        vkt_trainer_stats *ts = &t->stats;
+        pipe_staleness(p, UINT32_MAX, &ts->staleness_mean, &ts->staleness_p99,
+                       &ts->staleness_max, &ts->updates);
+    }
     return st != VKT_OK ? st : local;
 }
 

@@ -77,11 +77,6 @@ static const refusal refusals[] = {
     /* the pipeline engine (its clipping and batch split: pipe_engine.c, pipe_create) */
     {EXEC_PIPELINED | EXEC_WORLD | EXEC_UNEVEN, 0, "stages across ranks", say_uneven},
     {EXEC_BAD_MODE, 0, "an unknown mode", say_mode},
-    /* async copies push into a master per stage in this process's memory (pipe_async.c);
-     * across ranks that would be a parameter server per stage, which does not exist */
-    {EXEC_PIPELINED | EXEC_ASYNC | EXEC_WORLD, 0,
-     "async mode with pipeline stages (--mode async --pipeline; use --mode sync: the "
-     "stages' masters are host memory of one process)", say_ranks},
     {EXEC_PIPELINED | EXEC_SCALE_LR, 0, "learning-rate scaling with the replicas (scale_lr)",
      say_pipeline},
     {EXEC_PIPELINED | EXEC_BALANCE, 0, "balancing the batch by replica speed (balance_after)",
@@ -102,6 +97,9 @@ static const refusal refusals[] = {
 /* ---- ways of training: the first row matching is the trainer's ---- */
 
 static const exec_row rows[] = {
+    {"async pipeline copies across ranks (each stage's master sharded over its ranks, "
+     "pipe_async_world.c)", EXEC_PIPELINED | EXEC_ASYNC | EXEC_WORLD, 0, &exec_pipe_ops, NULL,
+     NULL, APPLY_IN_PIPELINE, 0},
     {"pipeline stages across ranks (a stage per rank, edges as messages)",
      EXEC_PIPELINED | EXEC_WORLD, 0, &exec_pipe_ops, NULL, NULL, APPLY_IN_PIPELINE, 0},
     {"async pipeline copies (a master per stage, pipe_async.c)", EXEC_PIPELINED | EXEC_ASYNC,
@@ -192,5 +190,5 @@ const exec_row *exec_plan_pick(const exec_facts *f)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (matches(f->has, rows[i].need, rows[i].deny))
             return &rows[i];
-    return &rows[3]; /* one replica; not reached: the rows cover every fact set */
+    return &rows[4]; /* one replica; not reached: the rows cover every fact set */
 }

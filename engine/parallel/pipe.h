@@ -82,7 +82,9 @@ vkt_world *pipe_world(const vkt_pipeline *p);
 uint32_t pipe_copies(const vkt_pipeline *p);
 /* Async copies: stage `stage`'s pushes into its master since creation and their staleness
  * (the pushes into that master between a copy's pull and its push; stage UINT32_MAX:
- * every stage's pooled). Zeros without async. */
+ * every stage's pooled). Zeros without async. Across ranks: every rank's pushes as of the
+ * last pipe_staleness_gather (collective: each rank counts its own, this sums them). */
+vkt_status pipe_staleness_gather(vkt_pipeline *p);
 void pipe_staleness(const vkt_pipeline *p, uint32_t stage, double *mean, uint64_t *p99,
                     uint64_t *max, uint64_t *updates);
 /* The split: which stage holds each node of the full graph, each stage's sub-graph. */

@@ -1,5 +1,6 @@
-/* pipe_async.c - async copies of the pipeline (pipe_engine.h's async routes; docs/async.md,
- * "Pipeline stages").
+/* pipe_async.c - async copies of the pipeline in one process (pipe_engine.h's async
+ * routes; docs/async.md, "Pipeline stages"); across ranks the masters are
+ * pipe_async_world.c's and only the staleness counts here serve (pipe_async_count).
  *
  * The master exchange of async replicas (exchange_master.c) stage by stage: stage s has
  * one master, its trained parameters as relaxed atomics, shared by the D copies of the
@@ -36,26 +37,25 @@ struct pipe_master {
     uint64_t at_pull;           /* the version at the step's start */
     int pushed;                 /* under lock: some copy pushed this step */
     uint64_t *count;            /* [D] under lock: pushes by their staleness */
+    uint64_t *world;            /* [D] across ranks: every rank's counts summed (under lock;
+                                   pipe_staleness_gather) */
     plat_monitor *lock;
 };
 
 vkt_status pipe_async_make(vkt_pipeline *p)
 {
-    if (p->world) /* the trainer refuses it first (exec_plan.c) */
-        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: async copies share their stages' "
-                         "masters within one process, not across %u ranks", p->opt.fn,
-                         p->world->size);
     p->master = calloc(p->P, sizeof *p->master);
     if (!p->master)
         return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory for the masters");
     for (uint32_t s = 0; s < p->P; s++) {
         pipe_master *ms = &p->master[s];
-        pstage *c0 = ctx_of(p, 0, s);
-        ms->n_train = c0->n_train;
-        ms->n_params = c0->n_params;
+        pstage *c0 = p->world ? NULL : ctx_of(p, 0, s); /* across ranks: counts only */
+        ms->n_train = c0 ? c0->n_train : 0;
+        ms->n_params = c0 ? c0->n_params : 0;
         ms->v = malloc((ms->n_train ? ms->n_train : 1) * sizeof *ms->v);
         ms->seed = malloc((ms->n_params ? ms->n_params : 1) * sizeof *ms->seed);
-        ms->count = calloc(p->D, sizeof *ms->count);
+        ms->count = calloc(2 * (uint64_t)p->D, sizeof *ms->count);
+        ms->world = ms->count + p->D;
         ms->lock = plat_monitor_create();
         atomic_init(&ms->version, 0);
         if (!ms->v || !ms->seed || !ms->count || !ms->lock)
@@ -159,6 +159,37 @@ vkt_status pipe_async_end(vkt_pipeline *p)
     return first;
 }
 
+void pipe_async_count(vkt_pipeline *p, uint32_t s, uint64_t stale)
+{
+    pipe_master *ms = &p->master[s];
+    plat_monitor_lock(ms->lock);
+    ms->count[stale < p->D ? stale : p->D - 1]++;
+    plat_monitor_unlock(ms->lock);
+}
+
+vkt_status pipe_staleness_gather(vkt_pipeline *p)
+{
+    if (!p->world || !p->master)
+        return VKT_OK;
+    uint64_t *v = calloc((uint64_t)p->P * p->D, sizeof *v);
+    if (!v)
+        return pipe_fail(p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
+    for (uint32_t s = 0; s < p->P; s++) {
+        plat_monitor_lock(p->master[s].lock);
+        memcpy(v + (uint64_t)s * p->D, p->master[s].count, p->D * sizeof *v);
+        plat_monitor_unlock(p->master[s].lock);
+    }
+    vkt_status st = world_allreduce_u64(p->world, v, (uint64_t)p->P * p->D, WORLD_SUM,
+                                        "the staleness counts");
+    for (uint32_t s = 0; st == VKT_OK && s < p->P; s++) {
+        plat_monitor_lock(p->master[s].lock);
+        memcpy(p->master[s].world, v + (uint64_t)s * p->D, p->D * sizeof *v);
+        plat_monitor_unlock(p->master[s].lock);
+    }
+    free(v);
+    return st == VKT_OK ? st : pipe_fail(p, st, "%s", vkt_world_errmsg(p->world));
+}
+
 void pipe_staleness(const vkt_pipeline *p, uint32_t stage, double *mean, uint64_t *p99,
                     uint64_t *max, uint64_t *updates)
 {
@@ -167,7 +198,7 @@ void pipe_staleness(const vkt_pipeline *p, uint32_t stage, double *mean, uint64_
     for (uint32_t s = 0; by && p->master && s < p->P; s++)
         for (uint32_t v = 0; (stage == UINT32_MAX || stage == s) && v < p->D; v++) {
             plat_monitor_lock(p->master[s].lock);
-            uint64_t c = p->master[s].count[v];
+            uint64_t c = (p->world ? p->master[s].world : p->master[s].count)[v];
             plat_monitor_unlock(p->master[s].lock);
             by[v] += c;
             n += c;

@@ -335,6 +335,8 @@ vkt_status pipe_create(vkt_instance *inst, vkt_graph *g, vkt_tensor *loss,
         st = pipe_edges_record(p); /* the device row's copies: on the slots */
     if (st == VKT_OK && p->opt.async)
         st = pipe_async_make(p); /* after the stages: their parameter counts */
+    if (st == VKT_OK && p->opt.async && p->world)
+        st = pipe_async_world_make(p);
     if (st != VKT_OK) {
         err_fail(NULL, st, "%s", p->errmsg);
         vkt_pipeline_destroy(p);
@@ -373,6 +375,7 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
     }
     free(p->stage_train);
     pipe_async_free(p);
+    pipe_async_world_free(p);
     free(p->st);
     free(p->meets);
     graph_split_free(&p->split);

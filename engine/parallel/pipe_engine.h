@@ -146,7 +146,9 @@ typedef struct pstage {
  *  async, async host (pipe_async.c, docs/async.md): each copy applies its own gradient
  *    (its share of the batch, 1 / D) and pushes the change into its stage's master; the
  *    contexts of a copy meet without the other copies; async host reads the copy's sum
- *    back (guard, loss scale, clipping by the copy's own norm), async leaves it there. */
+ *    back (guard, loss scale, clipping by the copy's own norm), async leaves it there;
+ *  async ranks (pipe_async_world.c): async host's sum across ranks, each stage's master
+ *    sharded over the stage's ranks, which apply the copies' pushes as they arrive. */
 typedef struct pipe_route {
     const char *name;
     vkt_status (*collect)(pstage *s);            /* after the step's last backward */
@@ -172,6 +174,8 @@ typedef struct pmeet {
 
 /* Async (pipe_async.c): stage s's master, shared by its D copies. */
 typedef struct pipe_master pipe_master;
+/* Async across ranks (pipe_async_world.c): this rank's slice of its stage's master. */
+typedef struct pipe_aworld pipe_aworld;
 
 struct vkt_pipeline {
     vkt_instance *inst;
@@ -196,7 +200,9 @@ struct vkt_pipeline {
      * (each sees its own part); every context adds its stage's squares (copy 0's: the
      * copies' sums are equal) and all scale by min(1, clip / (norm + 1e-6)) (pipe_sched.c). */
     uint32_t first_failed; /* under mon: the context that failed first (n_ctx: none) */
-    pipe_master *master;   /* [P] async copies (opt.async): each stage's master */
+    pipe_master *master;   /* [P] async copies (opt.async): each stage's master (across
+                              ranks: its staleness counts only) */
+    pipe_aworld *aw;       /* async copies across ranks: the stage's sharded master */
     const pipe_route *route; /* pipe_route_pick's row: at creation, and whenever
                               pipe_set_optimizer or pipe_set_scaler changes its inputs */
     vkt_status route_status; /* a failed change of route (its message in errmsg): steps fail */
@@ -211,6 +217,7 @@ struct vkt_pipeline {
     double world_loss;     /* the tail's sum of the last stages' losses */
     uint32_t remote_failed;/* a rank whose tail slot said it failed (UINT32_MAX: none) */
     int world_broken;      /* a wait on the world failed: no more calls on it */
+    int world_go;          /* the last step's tail said every stage updates */
     uint64_t *stage_train; /* [P] every stage's trained count (the tail's segments with
                               copies; learnt in the first step: creation has no collective,
                               the trainer's layout vote follows it) */
@@ -260,6 +267,15 @@ vkt_status pipe_async_begin(vkt_pipeline *p);  /* each master := copy 0's parame
 double pipe_async_gather(pstage *s);           /* async host: the copy's own sum, squares */
 vkt_status pipe_async_push(pstage *s);         /* master += s's parameters - the seed */
 vkt_status pipe_async_end(vkt_pipeline *p);    /* every copy's parameters := its master */
+/* One push of stage s counted with its staleness (pipe_staleness_gather: pipe.h). */
+void pipe_async_count(vkt_pipeline *p, uint32_t s, uint64_t stale);
+/* Across ranks (pipe_async_world.c, the "async ranks" route): the local stage's slice of
+ * its master (its creation after the stages'), the route's begin, push and end. */
+vkt_status pipe_async_world_make(vkt_pipeline *p);
+void pipe_async_world_free(vkt_pipeline *p);
+vkt_status pipe_async_world_begin(vkt_pipeline *p);
+vkt_status pipe_async_world_push(pstage *s);
+vkt_status pipe_async_world_end(vkt_pipeline *p);
 
 /* ---- edges (pipe_edge.c, pipe_edge_device.c): how values and gradients cross ---- */
 

@@ -347,7 +347,7 @@ static vkt_status no_push(pstage *s)
     return VKT_OK;
 }
 
-enum { ROUTE_HOST, ROUTE_DIRECT, ROUTE_ASYNC_HOST, ROUTE_ASYNC };
+enum { ROUTE_HOST, ROUTE_DIRECT, ROUTE_ASYNC_HOST, ROUTE_ASYNC, ROUTE_ASYNC_RANKS };
 static const pipe_route routes[] = {
     [ROUTE_HOST] = {"host", read_sum, stage_gradient, write_sum, 0, 0, 0, no_step_hook,
                     no_push, no_step_hook},
@@ -358,14 +358,22 @@ static const pipe_route routes[] = {
                           pipe_async_begin, pipe_async_push, pipe_async_end},
     [ROUTE_ASYNC] = {"async", on_device, no_squares, in_place, 1, 1, 1, pipe_async_begin,
                      pipe_async_push, pipe_async_end},
+    /* across ranks (pipe_async_world.c): each stage's master sharded over its copies */
+    [ROUTE_ASYNC_RANKS] = {"async ranks", read_sum, pipe_async_gather, write_sum, 0, 0, 1,
+                           pipe_async_world_begin, pipe_async_world_push,
+                           pipe_async_world_end},
 };
 
 /* Direct where nothing needs the host's sum: no copies to sum, no rank to meet, no
  * verdict on the values, no scale to divide by, no norm to clip by. Async copies sum
- * nothing over the copies: the host only for a verdict, a scale or a norm. */
+ * nothing over the copies: the host only for a verdict, a scale or a norm; across ranks
+ * the stage's master is served by its ranks, and the copy's sum takes the host route of
+ * the sync stages (the same bits: one copy trains as the sync pipeline across ranks). */
 const pipe_route *pipe_route_pick(const vkt_pipeline *p)
 {
     int host_needs = p->guard || p->scale != 1.0f || p->optim.clip_norm > 0;
+    if (p->opt.async && p->world)
+        return &routes[ROUTE_ASYNC_RANKS];
     if (p->opt.async)
         return &routes[host_needs ? ROUTE_ASYNC_HOST : ROUTE_ASYNC];
     int direct = p->D == 1 && !p->world && !host_needs;
@@ -521,6 +529,7 @@ static void reset_step(vkt_pipeline *p)
     p->overflow = 0;
     p->stopped = 0;
     p->world_loss = 0;
+    p->world_go = 0;
     p->remote_failed = UINT32_MAX;
     for (uint32_t i = 0; i < p->n_ctx; i++) {
         pstage *s = &p->st[i];

@@ -249,12 +249,14 @@ int pipe_world_tail(pstage *s)
 {
     vkt_pipeline *p = s->p;
     vkt_world *w = p->world;
+    /* sync copies sum their gradients here; async ones (per_copy) keep their own */
+    int sums = p->D > 1 && !p->route->per_copy;
     if (p->world_broken)
         return 0;
-    if (p->D > 1 && !p->stage_train && !stage_sizes(s))
+    if (sums && !p->stage_train && !stage_sizes(s))
         return 0;
     uint64_t n = TAIL_FAIL + w->size;
-    for (uint32_t k = 0; p->D > 1 && k < p->P; k++)
+    for (uint32_t k = 0; sums && k < p->P; k++)
         n += p->stage_train[k];
     double *v = calloc(n, sizeof *v);
     if (!v) {
@@ -267,7 +269,7 @@ int pipe_world_tail(pstage *s)
     v[TAIL_STOP] = p->stop_vote;
     v[TAIL_OVERFLOW] = !failed && s->nonfinite;
     v[TAIL_FAIL + w->rank] = failed;
-    if (p->D > 1 && !failed) { /* stage s's segment: this copy's weighted gradient */
+    if (sums && !failed) { /* stage s's segment: this copy's weighted gradient */
         uint64_t at = TAIL_FAIL + w->size;
         for (uint32_t k = 0; k < s->index; k++)
             at += p->stage_train[k];
@@ -288,7 +290,8 @@ int pipe_world_tail(pstage *s)
         if (v[TAIL_FAIL + r] > 0 && r != w->rank)
             p->remote_failed = r;
     int go = !failed && p->remote_failed == UINT32_MAX && !p->stopped && !p->overflow;
-    if (go && p->D > 1) { /* the sum over the copies replaces this copy's */
+    p->world_go = go;
+    if (go && sums) { /* the sum over the copies replaces this copy's */
         uint64_t at = TAIL_FAIL + w->size;
         for (uint32_t k = 0; k < s->index; k++)
             at += p->stage_train[k];
@@ -298,10 +301,23 @@ int pipe_world_tail(pstage *s)
     return go;
 }
 
+/* Sync: the squares of every stage (copy 0's: the copies' sums are equal); async copies
+ * (per_copy) clip by their own norm: one sum per copy, in slot `copy`. */
 vkt_status pipe_world_squares(pstage *s, double *squares)
 {
-    vkt_world *w = s->p->world;
-    w->step = s->p->step + 1;
-    vkt_status st = world_allreduce_f64(w, squares, 1, WORLD_SUM, "the gradient's norm");
+    vkt_pipeline *p = s->p;
+    vkt_world *w = p->world;
+    uint32_t n = p->route->per_copy ? p->D : 1;
+    double *v = calloc(n, sizeof *v);
+    if (!v) {
+        p->world_broken = 1; /* the others time out naming this rank */
+        return pipe_stage_fail(s, VKT_ERROR_OUT_OF_MEMORY, "clipping's norm",
+                               "out of host memory");
+    }
+    v[n > 1 ? s->copy : 0] = *squares;
+    w->step = p->step + 1;
+    vkt_status st = world_allreduce_f64(w, v, n, WORLD_SUM, "the gradient's norm");
+    *squares = v[n > 1 ? s->copy : 0];
+    free(v);
     return st != VKT_OK ? world_broken(s, st, "clipping's norm") : VKT_OK;
 }
