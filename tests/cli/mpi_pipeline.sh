@@ -137,7 +137,7 @@ check "no process left" gone
 C=$tmp/k
 mpi 300 -np 2 "$bin" train "${common[@]}" --steps 100000 --checkpoint-dir "$C" >"$tmp/k.out" 2>&1 &
 job=$!
-for ((i = 0; i < 600; i++)); do grep -q '^step ' "$tmp/k.out" && break; sleep 0.1; done
+for ((i = 0; i < 600; i++)); do grep -q 'step [0-9]*/' "$tmp/k.out" && break; sleep 0.1; done
 victim=$(rank_pid 1 "$C")
 check "the job trains and rank 1 is found (pid ${victim:-none})" "[[ -n '$victim' ]]" "$(cat "$tmp/k.out")"
 t0=$(now)
@@ -152,7 +152,7 @@ C=$tmp/s
 mpi 300 -np 2 "$bin" train "${common[@]}" --steps 100000 --checkpoint-dir "$C" --comm-timeout 3 \
     >"$tmp/s.out" 2>&1 &
 job=$!
-for ((i = 0; i < 600; i++)); do grep -q '^step ' "$tmp/s.out" && break; sleep 0.1; done
+for ((i = 0; i < 600; i++)); do grep -q 'step [0-9]*/' "$tmp/s.out" && break; sleep 0.1; done
 victim=$(rank_pid 1 "$C")
 check "the job trains and rank 1 is found (pid ${victim:-none})" "[[ -n '$victim' ]]" "$(cat "$tmp/s.out")"
 t0=$(now)
