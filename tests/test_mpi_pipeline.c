@@ -272,17 +272,21 @@ static void test_uneven(void)
  * loss is bit for bit; every loss and parameter is within 1e-4 of the one-process async
  * pipeline of 2 copies, the run trains, and the staleness figures (every rank's pushes,
  * gathered) equal one process's exactly: STEPS x 2 stages x D pushes, each step's D
- * pushes into a master stale by 0 .. D - 1. */
-static void test_async(void)
+ * pushes into a master stale by 0 .. D - 1. Again with clipping (clip: each copy by the
+ * norm over its own stages), whose losses differ from the unclipped run's. */
+static void test_async(float clip)
 {
+    static float unclipped[STEPS];
     if (!world)
         return;
     g_mode = VKT_PARALLEL_ASYNC;
-    if (copies() == 1)
+    if (copies() == 1 && clip == 0)
         test_equal_to_one_process(0);
+    g_clip = clip;
     net a = make_net(2), b = make_net(2);
     vkt_trainer *t = make(&a, 2, world, 1, NULL), *ref = make(&b, 2, NULL, copies(), NULL);
     g_mode = VKT_PARALLEL_SYNC;
+    g_clip = 0;
     if (!t || !ref)
         return;
     float lw[STEPS] = {0}, lr[STEPS] = {0};
@@ -293,9 +297,20 @@ static void test_async(void)
         double d = fabs((double)lw[k] - lr[k]) / fabs((double)lr[k]);
         apart = d > apart ? d : apart;
     }
+    double moved = 0; /* clipped: how far from the unclipped run */
+    for (uint32_t k = 0; k < STEPS; k++) {
+        double d = fabs((double)lw[k] - unclipped[k]) / fabs((double)unclipped[k] + 1e-30);
+        moved = d > moved ? d : moved;
+        if (clip == 0)
+            unclipped[k] = lw[k];
+    }
+    TH_CHECK(clip == 0 || moved > 1e-3, "rank %u: async, clip %g: the losses stay within "
+             "%.3g of the unclipped run's: the clipping did nothing", rank_, (double)clip,
+             moved);
     TH_CHECK(lw[0] == lr[0] && apart < 1e-4 && lw[STEPS - 1] < lw[0],
-             "rank %u: async, %u copies: first loss %.9g (one process %.9g), losses within "
-             "%.3g of one process's (want < 1e-4), %g -> %g", rank_, copies(), (double)lw[0],
+             "rank %u: async, %u copies, clip %g: first loss %.9g (one process %.9g), losses "
+             "within %.3g of one process's (want < 1e-4), %g -> %g", rank_, copies(),
+             (double)clip, (double)lw[0],
              (double)lr[0], apart, (double)lw[0], (double)lw[STEPS - 1]);
     uint64_t np = vkt_trainer_param_count(t);
     float *pw = params_of(t), *pr = params_of(ref);
@@ -305,8 +320,9 @@ static void test_async(void)
     TH_CHECK(copies() > 1 ? dp < 1e-4 : dp == 0, "rank %u: the parameters are %.3g from one "
              "process's", rank_, dp);
     if (rank_ == 0)
-        printf("measured: async, %u copies across %u ranks against one process: losses within "
-               "%.3g, parameters within %.3g\n", copies(), R, apart, dp);
+        printf("measured: async, %u copies across %u ranks, clip %g, against one process: "
+               "losses within %.3g, parameters within %.3g\n", copies(), R, (double)clip,
+               apart, dp);
     vkt_trainer_stats sw, sr;
     TH_CHECK(vkt_trainer_stats_get(t, &sw) == VKT_OK && vkt_trainer_stats_get(ref, &sr) == VKT_OK &&
                  sw.updates == (uint64_t)STEPS * 2 * copies() && sw.updates == sr.updates &&
@@ -352,7 +368,8 @@ int main(int argc, char **argv)
     g_clip = 0;
     test_stop();
     test_uneven();
-    test_async();
+    test_async(0);
+    test_async(0.3f); /* each copy clipped by its own norm (pipe_world_squares' slots) */
     int rc = th_finish();
     double bad = rc != 0;
     vkt_world_sum(w, &bad, 1); /* one rank's failure fails every rank's exit code */
