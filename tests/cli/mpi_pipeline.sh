@@ -16,7 +16,7 @@
 #    ranks and in one process;
 #  - rank 1 killed (SIGKILL) mid-run: the job ends within 10 s, nothing is left; rank 1
 #    stopped (SIGSTOP): the chief's receive gives up after --comm-timeout 3 and the job
-#    ends with status 3 naming rank 1.
+#    ends with status 3 naming rank 1; so does rank 3 of 4 async ranks.
 # --split params everywhere: the default split measures the stages' time, which differs
 # from run to run (the ranks agree on theirs: a split that differs is refused).
 # Usage: mpi_pipeline.sh BIN_DIR  (ctest gives it the environment; VKT_MPIEXEC names the
@@ -162,5 +162,21 @@ out=$(cat "$tmp/s.out")
 check "rank 1 stopped: exit status 3 within 3 + 10 s ($rc, $t s)" "[[ $rc -eq 3 ]] && le $t 13" "$out"
 check "the chief reports the timeout, naming rank 1" \
       "grep -qE 'vkt: rank 0: training failed at step [0-9]+: VKT_ERROR_TIMEOUT: .*did not complete in 3 s: rank\\(s\\) 1 (have not arrived|stopped answering)' <<<\"\$out\"" "$out"
+check "every process gone" gone
+# The same with async copies (4 ranks): rank 3 stopped, the job ends with status 3 naming it.
+C=$tmp/as
+mpi 300 -np 4 "$bin" train "${common[@]}" --mode async --steps 100000 --checkpoint-dir "$C" \
+    --comm-timeout 3 >"$tmp/as.out" 2>&1 &
+job=$!
+for ((i = 0; i < 600; i++)); do grep -q 'step [0-9]*/' "$tmp/as.out" && break; sleep 0.1; done
+victim=$(rank_pid 3 "$C")
+check "the async job trains and rank 3 is found (pid ${victim:-none})" "[[ -n '$victim' ]]" "$(cat "$tmp/as.out")"
+t0=$(now)
+[[ -n $victim ]] && kill -STOP "$victim"
+wait "$job"; rc=$?
+t=$(since "$t0")
+out=$(cat "$tmp/as.out")
+check "async, rank 3 stopped: exit status 3 within 3 + 10 s ($rc, $t s), naming rank 3" \
+      "[[ $rc -eq 3 ]] && le $t 13 && grep -qE 'VKT_ERROR_TIMEOUT: .*(rank\\(s\\) ([0-9]+, )*3 (have not arrived|stopped answering)|rank 3 did not push)' <<<\"\$out\"" "$out"
 check "every process gone" gone
 finish
