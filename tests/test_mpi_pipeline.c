@@ -40,6 +40,7 @@ static uint32_t R = 1, rank_;
 static float g_clip;                /* the optimizers' clip_norm (0: none) */
 static vkt_parallel_mode g_mode; /* async: one copy across ranks (test_async) */
 static float g_unclipped[STEPS];    /* the losses of the run without clipping */
+static int g_bn;                    /* batch norm after the first layer (states) */
 
 /* x -> linear relu linear relu linear -> cross entropy, placed on `stages` stages by
  * parameter bytes (the same on every rank). */
@@ -53,8 +54,15 @@ static net make_net(uint32_t stages)
     vkt_init he = {.kind = VKT_INIT_HE}, small = {.kind = VKT_INIT_UNIFORM, .a = -0.1f, .b = 0.1f};
     n.x = vkt_input(n.g, "x", &xs);
     n.y = vkt_input_labels(n.g, "y", BATCH);
-    vkt_tensor *h = vkt_relu(n.g, vkt_linear(n.g, n.x, vkt_param(n.g, "w1", &w1, &he),
-                                             vkt_param(n.g, "b1", &b, &small)));
+    vkt_tensor *h = vkt_linear(n.g, n.x, vkt_param(n.g, "w1", &w1, &he),
+                               vkt_param(n.g, "b1", &b, &small));
+    if (g_bn) { /* running averages: states, each copy's own */
+        vkt_init one = {.kind = VKT_INIT_CONSTANT, .a = 1};
+        h = vkt_batch_norm(n.g, h, vkt_param(n.g, "gamma", &b, &one),
+                           vkt_param(n.g, "beta", &b, &small), vkt_state(n.g, "rm", &b, NULL),
+                           vkt_state(n.g, "rv", &b, &one), 0, 0.2f);
+    }
+    h = vkt_relu(n.g, h);
     h = vkt_relu(n.g, vkt_linear(n.g, h, vkt_param(n.g, "w2", &w2, &he),
                                  vkt_param(n.g, "b2", &b, &small)));
     vkt_tensor *z = vkt_linear(n.g, h, vkt_param(n.g, "w3", &w3, &he),
@@ -273,20 +281,24 @@ static void test_uneven(void)
  * pipeline of 2 copies, the run trains, and the staleness figures (every rank's pushes,
  * gathered) equal one process's exactly: STEPS x 2 stages x D pushes, each step's D
  * pushes into a master stale by 0 .. D - 1. Again with clipping (clip: each copy by the
- * norm over its own stages), whose losses differ from the unclipped run's. */
-static void test_async(float clip)
+ * norm over its own stages), whose losses differ from the unclipped run's; and with batch
+ * norm, whose running averages (states) stay each copy's own, as in one process: the
+ * parameters read on copy 0's ranks (copy 0's states included) compare as above. */
+static void test_async(float clip, int bn)
 {
     static float unclipped[STEPS];
     if (!world)
         return;
     g_mode = VKT_PARALLEL_ASYNC;
-    if (copies() == 1 && clip == 0)
+    if (copies() == 1 && clip == 0 && !bn)
         test_equal_to_one_process(0);
     g_clip = clip;
+    g_bn = bn;
     net a = make_net(2), b = make_net(2);
     vkt_trainer *t = make(&a, 2, world, 1, NULL), *ref = make(&b, 2, NULL, copies(), NULL);
     g_mode = VKT_PARALLEL_SYNC;
     g_clip = 0;
+    g_bn = 0;
     if (!t || !ref)
         return;
     float lw[STEPS] = {0}, lr[STEPS] = {0};
@@ -301,10 +313,10 @@ static void test_async(float clip)
     for (uint32_t k = 0; k < STEPS; k++) {
         double d = fabs((double)lw[k] - unclipped[k]) / fabs((double)unclipped[k] + 1e-30);
         moved = d > moved ? d : moved;
-        if (clip == 0)
+        if (clip == 0 && !bn)
             unclipped[k] = lw[k];
     }
-    TH_CHECK(clip == 0 || moved > 1e-3, "rank %u: async, clip %g: the losses stay within "
+    TH_CHECK(clip == 0 || bn || moved > 1e-3, "rank %u: async, clip %g: the losses stay within "
              "%.3g of the unclipped run's: the clipping did nothing", rank_, (double)clip,
              moved);
     TH_CHECK(lw[0] == lr[0] && apart < 1e-4 && lw[STEPS - 1] < lw[0],
@@ -317,12 +329,14 @@ static void test_async(float clip)
     double dp = 0;
     for (uint64_t i = 0; i < np; i++)
         dp = fabs((double)pw[i] - pr[i]) > dp ? fabs((double)pw[i] - pr[i]) : dp;
-    TH_CHECK(copies() > 1 ? dp < 1e-4 : dp == 0, "rank %u: the parameters are %.3g from one "
-             "process's", rank_, dp);
+    /* with states a rank of copy c > 0 reads its own stage's from its device: copy c's
+     * running averages (one process and the checkpoint give copy 0's) */
+    TH_CHECK((bn && rank_ >= 2) || (copies() > 1 ? dp < 1e-4 : dp == 0),
+             "rank %u: the parameters are %.3g from one process's", rank_, dp);
     if (rank_ == 0)
-        printf("measured: async, %u copies across %u ranks, clip %g, against one process: "
+        printf("measured: async, %u copies across %u ranks, clip %g%s, against one process: "
                "losses within %.3g, parameters within %.3g\n", copies(), R, (double)clip,
-               apart, dp);
+               bn ? ", batch norm" : "", apart, dp);
     vkt_trainer_stats sw, sr;
     TH_CHECK(vkt_trainer_stats_get(t, &sw) == VKT_OK && vkt_trainer_stats_get(ref, &sr) == VKT_OK &&
                  sw.updates == (uint64_t)STEPS * 2 * copies() && sw.updates == sr.updates &&
@@ -368,8 +382,9 @@ int main(int argc, char **argv)
     g_clip = 0;
     test_stop();
     test_uneven();
-    test_async(0);
-    test_async(0.3f); /* each copy clipped by its own norm (pipe_world_squares' slots) */
+    test_async(0, 0);
+    test_async(0.3f, 0); /* each copy clipped by its own norm (pipe_world_squares' slots) */
+    test_async(0, 1);    /* batch norm: each copy's running averages stay its own */
     int rc = th_finish();
     double bad = rc != 0;
     vkt_world_sum(w, &bad, 1); /* one rank's failure fails every rank's exit code */
