@@ -1,13 +1,18 @@
 /* Device edges between pipeline stages (pipe_engine.h's pipe_edges rows,
  * docs/model_parallel.md): the stages of a copy sharing one VkDevice keep the values and
  * gradients that cross them in device buffers, copied inside their runs and ordered by
- * timelines. Every case runs the same steps on contexts sharing one VkDevice
- * (VKT_SHARE_DEVICE=1) with VKT_PIPE_EDGES=host and =device, and on a VkDevice per
- * stage (VKT_SHARE_DEVICE=0, the host row), and asserts:
+ * timelines; stages on VkDevices of their own that import host memory (the import row)
+ * copy them inside their runs into and out of one host allocation every side imported.
+ * Every case runs the same steps on contexts sharing one VkDevice (VKT_SHARE_DEVICE=1)
+ * with VKT_PIPE_EDGES=host and =device, and on a VkDevice per stage (VKT_SHARE_DEVICE=0)
+ * with the host row and with VKT_PIPE_EDGES=import (lavapipe imports: separate VkDevices
+ * on its one physical device), and asserts:
  *  - the losses of every step and every parameter at the end equal bit for bit (the
  *    copies are exact; the gradients of a value read by two stages sum in stage order
  *    from consumer 0's, as the host row sums);
- *  - the same sent_bytes; sent_host_bytes 0 on the device row, all of them on the host's;
+ *  - the same sent_bytes; sent_host_bytes (bytes the host copied) 0 on the device and
+ *    import rows, all of them on the host's; the import row's received values written on
+ *    the device into the input's own buffer, as the device row's;
  *  - the device row submits a stage's runs without waiting (no_wait) and copies its fed
  *    rows and control words in on the device: a keeping stage submits 2m - 1 of its 2m
  *    runs of a step while another slot's run is in flight (`overlapped`, counted at
@@ -17,8 +22,10 @@
  * keeping and recomputing; a 4-stage MLP whose first value is read by the 3 others (a sum
  * of three gradients, where the order shows) at m 2 keeping and m 4 recomputing; dropout and batch norm on 2 stages at m 4, keeping and
  * recomputing (running averages compared too); 3 stages x 2 copies in a trainer (the host
- * route: the copies' sums meet on the host) with clipping. And: VKT_PIPE_EDGES=device where the stages do not share one
- * VkDevice, or in check mode, fails with VKT_ERROR_INVALID_ARGUMENT saying why; a bad
+ * route: the copies' sums meet on the host) with clipping, on all three rows. And:
+ * VKT_PIPE_EDGES=device where the stages do not share one VkDevice, or in check mode, and
+ * VKT_PIPE_EDGES=import where they share one, or in check mode, fail with
+ * VKT_ERROR_INVALID_ARGUMENT saying why; a bad
  * value, or a bad VKT_SHARE_DEVICE, is refused naming it; check mode alone takes the
  * host row. Run under the memory profiles too (the received inputs in staging). */
 #include <math.h>
@@ -203,7 +210,8 @@ static outcome run_pipeline(net *n, uint32_t P, uint32_t m, vkt_recompute r, con
     /* the device row writes a stage's received values into the input's own buffer, never
      * into staging (under every memory profile): its run's staged copy leaves them alone */
     const graph_split *sp = pipe_split(p);
-    for (uint32_t s = 1; s < P && o.ok && !strcmp(edges, "device"); s++)
+    int on_device = !strcmp(edges, "device") || !strcmp(edges, "import");
+    for (uint32_t s = 1; s < P && o.ok && on_device; s++)
         for (uint32_t j = 0; j < sp->stage[s].n_recv; j++) {
             vkt_tensor *t = sp->stage[s].map[sp->stage[s].recv[j]];
             vkt_view in = {0}, val = {0};
@@ -219,11 +227,15 @@ static outcome run_pipeline(net *n, uint32_t P, uint32_t m, vkt_recompute r, con
     return o;
 }
 
-/* b equals a bit for bit (losses, parameters, bytes sent); host_row: whether b's edges
- * went through the host (sent_host_bytes = sent_bytes), else none did. */
-static void expect_same(const net *n, const outcome *a, const outcome *b, int host_row,
+/* Which row b took: through the host, the device row, the import row. */
+enum { ROW_DEVICE, ROW_HOST, ROW_IMPORT };
+
+/* b equals a bit for bit (losses, parameters, bytes sent); row: whether b's edges went
+ * through the host (sent_host_bytes = sent_bytes), else none did. */
+static void expect_same(const net *n, const outcome *a, const outcome *b, int row,
                         const char *what)
 {
+    int host_row = row == ROW_HOST;
     if (!a->ok || !b->ok)
         return;
     TH_CHECK(memcmp(a->loss, b->loss, sizeof a->loss) == 0, "%s: losses differ (%.9g vs %.9g "
@@ -245,8 +257,9 @@ static void expect_same(const net *n, const outcome *a, const outcome *b, int ho
          * stage with two models m - 1 of its m; one model (recomputing, or a last stage
          * with one): counted 0 (a replay of its stream waits for that stream's last run) */
         int last = s + 1 == b->stages;
-        uint64_t want = host_row || b->kept[s] < 2 ? 0 : last ? b->m - 1 : 2 * b->m - 1;
-        TH_CHECK(!last || b->kept[s] == (!host_row && b->m >= 2 && b->keep ? 2u : 1u),
+        /* the import row waits for each run (its fence orders the receiver's): none */
+        uint64_t want = row != ROW_DEVICE || b->kept[s] < 2 ? 0 : last ? b->m - 1 : 2 * b->m - 1;
+        TH_CHECK(!last || b->kept[s] == (row == ROW_DEVICE && b->m >= 2 && b->keep ? 2u : 1u),
                  "%s: the last stage keeps %u micro-batches", what, b->kept[s]);
         TH_CHECK(b->overlapped[s] == want, "%s: stage %u: %llu runs submitted with another in "
                  "flight; %llu expected", what, s, (unsigned long long)b->overlapped[s],
@@ -256,12 +269,12 @@ static void expect_same(const net *n, const outcome *a, const outcome *b, int ho
     }
     printf("  %s: the same %d losses (last %.6f) and parameters; %llu bytes sent, %s; %llu "
            "runs a step submitted behind another\n", what, STEPS, (double)b->loss[STEPS - 1],
-           (unsigned long long)total, host_row ? "all through the host" : "none through the host",
+           (unsigned long long)total, host_row ? "all copied by the host" : "none copied by the host",
            (unsigned long long)overlapped);
 }
 
 /* One net at (P, m, recompute): device row = host row on the shared device = host row on a
- * device per stage. */
+ * device per stage = import row on a device per stage. */
 static void compare_rows(net *n, uint32_t P, uint32_t m, vkt_recompute r, const char *name)
 {
     char what[128];
@@ -269,15 +282,20 @@ static void compare_rows(net *n, uint32_t P, uint32_t m, vkt_recompute r, const 
     outcome host = run_pipeline(n, P, m, r, "1", "host");
     outcome dev = run_pipeline(n, P, m, r, "1", "device");
     outcome dflt = run_pipeline(n, P, m, r, "1", ""); /* unset: device, as it fits */
+    outcome imp = run_pipeline(n, P, m, r, "0", "import");
     snprintf(what, sizeof what, "%s, %u stages, m %u, %s: host row, shared device", name, P, m,
              r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
-    expect_same(n, &own, &host, 1, what);
+    expect_same(n, &own, &host, ROW_HOST, what);
     snprintf(what, sizeof what, "%s, %u stages, m %u, %s: device row", name, P, m,
              r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
-    expect_same(n, &own, &dev, 0, what);
+    expect_same(n, &own, &dev, ROW_DEVICE, what);
     snprintf(what, sizeof what, "%s, %u stages, m %u, %s: unset picks the device row", name, P,
              m, r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
-    expect_same(n, &own, &dflt, 0, what);
+    expect_same(n, &own, &dflt, ROW_DEVICE, what);
+    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: import row, a VkDevice each", name,
+             P, m, r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
+    expect_same(n, &own, &imp, ROW_IMPORT, what);
+    outcome_free(&imp);
     outcome_free(&own);
     outcome_free(&host);
     outcome_free(&dev);
@@ -287,12 +305,12 @@ static void compare_rows(net *n, uint32_t P, uint32_t m, vkt_recompute r, const 
 /* 3 stages x 2 copies in a trainer, clipping by the global norm (the host route). */
 static void trainer_copies(net *n)
 {
-    float loss[2][STEPS];
-    float *w[2] = {NULL, NULL};
+    float loss[3][STEPS];
+    float *w[3] = {NULL, NULL, NULL};
     uint64_t count = count_of(n->p[0]);
-    const char *rows[2] = {"host", "device"};
-    for (int i = 0; i < 2; i++) {
-        set_env("1", rows[i]);
+    const char *rows[3] = {"host", "device", "import"};
+    for (int i = 0; i < 3; i++) {
+        set_env(i == 2 ? "0" : "1", rows[i]); /* import: a VkDevice per context */
         uint32_t dev[6] = {0};
         vkt_trainer_options to = {.batch = BATCH, .devices = dev, .device_count = 6,
                                   .stages = 3, .micro_batches = 2};
@@ -320,15 +338,17 @@ static void trainer_copies(net *n)
                  (unsigned long long)ss.sent_bytes, (unsigned long long)ss.sent_host_bytes);
         vkt_trainer_destroy(t);
     }
-    if (w[0] && w[1]) {
-        TH_CHECK(memcmp(loss[0], loss[1], sizeof loss[0]) == 0 &&
-                     memcmp(w[0], w[1], count * 4) == 0,
-                 "3x2 with clipping: the device row's losses or w1 differ from the host row's");
-        printf("  3 stages x 2 copies, clipped: device row = host row over %d steps (last loss "
-               "%.6f)\n", STEPS, (double)loss[1][STEPS - 1]);
-    }
-    free(w[0]);
-    free(w[1]);
+    for (int i = 1; i < 3 && w[0]; i++)
+        if (w[i]) {
+            TH_CHECK(memcmp(loss[0], loss[i], sizeof loss[0]) == 0 &&
+                         memcmp(w[0], w[i], count * 4) == 0,
+                     "3x2 with clipping: the %s row's losses or w1 differ from the host row's",
+                     rows[i]);
+            printf("  3 stages x 2 copies, clipped: %s row = host row over %d steps (last "
+                   "loss %.6f)\n", rows[i], STEPS, (double)loss[i][STEPS - 1]);
+        }
+    for (int i = 0; i < 3; i++)
+        free(w[i]);
 }
 
 static void refusals(net *n)
@@ -343,20 +363,29 @@ static void refusals(net *n)
              "device edges without a shared VkDevice: %s, '%s'", vkt_status_name(st),
              vkt_last_error());
     printf("  VKT_SHARE_DEVICE=0 VKT_PIPE_EDGES=device: %s\n", vkt_last_error());
+    set_env("1", "import"); /* one VkDevice: the device row's case */
+    st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
+    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p &&
+                 strstr(vkt_last_error(), "VKT_PIPE_EDGES=import") &&
+                 strstr(vkt_last_error(), "share one VkDevice"),
+             "import edges on a shared VkDevice: %s, '%s'", vkt_status_name(st),
+             vkt_last_error());
+    printf("  VKT_SHARE_DEVICE=1 VKT_PIPE_EDGES=import: %s\n", vkt_last_error());
     set_env("1", "sideways");
     st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
-    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "sideways"),
+    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "sideways") &&
+                 strstr(vkt_last_error(), "import"),
              "VKT_PIPE_EDGES=sideways: %s, '%s'", vkt_status_name(st), vkt_last_error());
     set_env("yes", "");
     st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
     TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "VKT_SHARE_DEVICE='yes'"),
              "VKT_SHARE_DEVICE=yes: %s, '%s'", vkt_status_name(st), vkt_last_error());
-    /* a label out of range: refused before the step on both rows (the device row checks
+    /* a label out of range: refused before the step on every row (the device row checks
      * the fed rows when it writes them for the step's copies), the same message; a good
      * step after it trains */
-    const char *rows[2] = {"host", "device"};
-    for (int i = 0; i < 2; i++) {
-        set_env("1", rows[i]);
+    const char *rows[3] = {"host", "device", "import"};
+    for (int i = 0; i < 3; i++) {
+        set_env(i == 2 ? "0" : "1", rows[i]);
         p = NULL;
         if (!TH_CHECK(vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p) == VKT_OK,
                       "%s row: %s", rows[i], vkt_last_error()))
@@ -384,6 +413,12 @@ static void refusals(net *n)
     st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
     TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "check mode"),
              "check mode with VKT_PIPE_EDGES=device: %s, '%s'", vkt_status_name(st),
+             vkt_last_error());
+    set_env("0", "import");
+    st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
+    TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "check mode") &&
+                 strstr(vkt_last_error(), "VKT_PIPE_EDGES=import"),
+             "check mode with VKT_PIPE_EDGES=import: %s, '%s'", vkt_status_name(st),
              vkt_last_error());
     set_env("1", "");
     st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);

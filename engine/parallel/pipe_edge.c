@@ -3,7 +3,7 @@
  * micro-batch k sent forward; grad[c][k] the gradient consumer stage c sends back (one
  * slot per consumer, summed by the sender in stage order, so the result does not depend
  * on timing); the world row's slots are filled by messages (pipe_world.c). The device
- * row is pipe_edge_device.c's. The pipeline's monitor guards the flags of every copy; a
+ * row is pipe_edge_device.c's, the import row pipe_edge_import.c's. The pipeline's monitor guards the flags of every copy; a
  * failing stage sets `failed` and wakes everybody. */
 #include <stdlib.h>
 #include <string.h>
@@ -84,21 +84,30 @@ static vkt_status host_slots(vkt_pipeline *p)
 }
 
 /* VKT_PIPE_EDGES: "host" forces the rows through host memory, "device" asks for the
- * device row (an error where it does not fit; *forced set), unset or empty: device where
- * it fits. */
+ * device row, "import" for the import row (an error where it does not fit; *forced set),
+ * unset or empty: device where it fits. VKT_HOST_IMPORT (the replicas' averaging) does
+ * not pick the import row: stages take it only where asked (docs/model_parallel.md). */
 static vkt_status edges_asked(vkt_pipeline *p, int *forced)
 {
     const char *v = plat_getenv("VKT_PIPE_EDGES");
-    *forced = v && strcmp(v, "device") == 0;
+    *forced = v && (strcmp(v, "device") == 0 || strcmp(v, "import") == 0);
     if (!v || !*v)
         return VKT_OK;
     if (strcmp(v, "host") == 0) {
         p->edges = pipe_edges_pick_host(p);
         return VKT_OK;
     }
+    if (strcmp(v, "import") == 0) {
+        char why[VKT_ERRMSG_SIZE / 2];
+        if (!pipe_edges_import_fits(p, why, sizeof why))
+            return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "VKT_PIPE_EDGES=import: %s", why);
+        p->edges = &pipe_edges_import;
+        return VKT_OK;
+    }
     if (strcmp(v, "device") != 0)
-        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "VKT_PIPE_EDGES='%s': host, device or "
-                         "unset (device where every stage of a copy shares one VkDevice)", v);
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "VKT_PIPE_EDGES='%s': host, device, "
+                         "import or unset (device where every stage of a copy shares one "
+                         "VkDevice)", v);
     if (p->edges != &pipe_edges_device)
         return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "VKT_PIPE_EDGES=device: %s",
                          p->world ? "stages across ranks send their edges as messages"
@@ -118,6 +127,8 @@ vkt_status pipe_edges_start(vkt_pipeline *p)
     vkt_status st = edges_asked(p, &forced);
     if (st != VKT_OK)
         return st;
+    if (p->edges == &pipe_edges_import)
+        return pipe_edges_import_make(p);
     if (p->edges == &pipe_edges_device) {
         st = pipe_edges_device_make(p);
         if (st != VKT_ERROR_OUT_OF_MEMORY || forced)
@@ -131,12 +142,15 @@ vkt_status pipe_edges_start(vkt_pipeline *p)
 
 vkt_status pipe_edges_record(vkt_pipeline *p)
 {
+    if (p->edges == &pipe_edges_import)
+        return pipe_edges_import_record(p);
     return p->edges == &pipe_edges_device ? pipe_edges_device_record(p) : VKT_OK;
 }
 
 void pipe_edges_free(vkt_pipeline *p)
 {
-    pipe_edges_device_free(p);
+    pipe_edges_device_free(p); /* the copies of both device rows, the device row's buffers */
+    pipe_edges_import_free(p);
     for (uint32_t e = 0; p->edge && e < p->n_edge; e++) {
         free(p->edge[e].act);
         free(p->edge[e].grad);

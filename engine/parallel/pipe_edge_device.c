@@ -11,9 +11,10 @@
  *             begin fills at the step's start) and dact[k] -> its slot's inputs
  *                                                                  (before F(k))
  *   gsend[k]: the gradients of its received values -> dgrad[slot][k]      (after B(k))
- *   grecv[k]: dgrad[.][k], consumer 0's plus the others' in stage order (kt_axpby: the
- *             host row's float sum, bit for bit), -> its sent values' gradient inputs
- *                                                                          (before B(k))
+ *   grecv[k]: dgrad[0][k] -> its sent values' gradient inputs, the other consumers'
+ *             added there in stage order (kt_axpby: the host row's float sum, bit for
+ *             bit)                                                         (before B(k))
+ * (pipe_edges_copies: the import row records the same copies from its imports.)
  * A run that sends raises its stage's timeline to the next value, which the edge keeps
  * (act_sig, grad_sig) before the run is submitted; once it is, the run's values are marked
  * ready (pipe_edge.c's flags, under the monitor) and the receiver's run waits for that
@@ -67,9 +68,10 @@ static uint64_t bytes_at(const pedge *e, uint64_t slot, uint32_t m, uint32_t k)
 /* One of the copies above for micro-batch k, into *out (the header's list). */
 typedef vkt_status (*record_fn)(pstage *s, uint32_t k, vkt_stream *x);
 
-/* A plain copy between a model's view and an edge buffer, for each of the stage's sent
- * values (sent) or received ones: where the model holds it (view), into the edge's dgrad
- * at the consumer's slot (grad) or dact, or (to_edge 0) from dact into the model. */
+/* A plain copy between a model's view and an edge buffer (pipe_edge_buffer: the stage's
+ * side of it), for each of the stage's sent values (sent) or received ones: where the
+ * model holds it (view), into the edge's gradients at the consumer's slot (grad) or its
+ * values, or (to_edge 0) from its values into the model. */
 typedef struct copy_kind {
     int sent;
     vkt_status (*view)(vkt_model *m, const vkt_tensor *t, vkt_view *out);
@@ -83,7 +85,7 @@ static vkt_status record_copies(pstage *s, uint32_t k, vkt_stream *x, const copy
     vkt_status st = VKT_OK;
     for (uint32_t j = 0; j < (c->sent ? gs->n_send : gs->n_recv) && st == VKT_OK; j++) {
         pedge *e = &p->edge[c->sent ? s->send_edge[j] : s->recv_edge[j]];
-        vkt_buffer *b = c->grad ? e->dgrad : e->dact;
+        vkt_buffer *b = pipe_edge_buffer(e, c->grad, c->sent ? 0 : 1 + s->recv_slot[j]);
         uint64_t at = bytes_at(e, c->grad ? s->recv_slot[j] : 0, p->m, k), n = e->elems * 4;
         vkt_view v;
         st = c->view(s->cur, gs->map[c->sent ? gs->send[j] : gs->recv[j]], &v);
@@ -100,11 +102,17 @@ static vkt_status record_vsend(pstage *s, uint32_t k, vkt_stream *x)
     return record_copies(s, k, x, &c);
 }
 
-/* The slot's control words and fed rows of micro-batch k from `feed`, then its received
- * values from dact[k]. */
-static vkt_status record_vin(pstage *s, uint32_t k, vkt_stream *x)
+/* The slot's received values of micro-batch k from the edges' values [k]. */
+static vkt_status record_vvalues(pstage *s, uint32_t k, vkt_stream *x)
 {
     static const copy_kind c = {0, graph_model_input_view, 0, 0};
+    return record_copies(s, k, x, &c);
+}
+
+/* The slot's control words and fed rows of micro-batch k from `feed`, then its received
+ * values (record_vvalues). */
+static vkt_status record_vin(pstage *s, uint32_t k, vkt_stream *x)
+{
     const graph_stage *gs = s->gs;
     uint32_t m = s->p->m;
     vkt_status st = graph_model_record_ctrl(s->cur, x, s->dev.feed,
@@ -118,7 +126,7 @@ static vkt_status record_vin(pstage *s, uint32_t k, vkt_stream *x)
             st = vkt_stream_copy(x, s->dev.feed, at, v.buffer, v.offset * 4, n);
         at += n;
     }
-    return st == VKT_OK ? record_copies(s, k, x, &c) : st;
+    return st == VKT_OK ? record_vvalues(s, k, x) : st;
 }
 
 static vkt_status record_gsend(pstage *s, uint32_t k, vkt_stream *x)
@@ -127,6 +135,8 @@ static vkt_status record_gsend(pstage *s, uint32_t k, vkt_stream *x)
     return record_copies(s, k, x, &c);
 }
 
+/* The gradients of its sent values, consumer 0's copied into the input and the others'
+ * added in stage order (v = g_c + v, kt_axpby: the host row's float sum, bit for bit). */
 static vkt_status record_grecv(pstage *s, uint32_t k, vkt_stream *x)
 {
     vkt_pipeline *p = s->p;
@@ -134,19 +144,18 @@ static vkt_status record_grecv(pstage *s, uint32_t k, vkt_stream *x)
     vkt_status st = VKT_OK;
     for (uint32_t j = 0; j < gs->n_send && st == VKT_OK; j++) {
         pedge *e = &p->edge[s->send_edge[j]];
-        vkt_view sum = {e->dgrad, bytes_at(e, 0, p->m, k) / 4};
-        for (uint32_t c = 1; c < e->n_to && st == VKT_OK; c++) { /* sum = g_c + sum */
-            vkt_view g = {e->dgrad, bytes_at(e, c, p->m, k) / 4};
-            st = kt_axpby(x, 1.0f, g, 1.0f, sum, e->elems);
-            if (st == VKT_OK)
-                st = gpu_stream_barrier_all(x);
-        }
+        vkt_buffer *g = pipe_edge_buffer(e, 1, 0);
         vkt_view v;
+        st = graph_model_input_view(s->cur, gs->send_grad[j], &v);
         if (st == VKT_OK)
-            st = graph_model_input_view(s->cur, gs->send_grad[j], &v);
-        if (st == VKT_OK)
-            st = vkt_stream_copy(x, e->dgrad, sum.offset * 4, v.buffer, v.offset * 4,
+            st = vkt_stream_copy(x, g, bytes_at(e, 0, p->m, k), v.buffer, v.offset * 4,
                                  e->elems * 4);
+        for (uint32_t c = 1; c < e->n_to && st == VKT_OK; c++) {
+            st = gpu_stream_barrier_all(x);
+            vkt_view gc = {g, bytes_at(e, c, p->m, k) / 4};
+            if (st == VKT_OK)
+                st = kt_axpby(x, 1.0f, gc, 1.0f, v, e->elems);
+        }
     }
     return st;
 }
@@ -172,13 +181,14 @@ static vkt_status record_all(pstage *s, vkt_stream ***out, record_fn fn, const c
     return VKT_OK;
 }
 
-/* Every slot's received values and the gradients of its sent values are written on the
- * device, its sent values and the gradients of its received ones read there: no staged
- * copy of them, no readback (graph_model_device_io). */
-static vkt_status device_io(pstage *s)
+/* Every slot's received values and the gradients of its sent values (and feeds: its fed
+ * rows) are written on the device, its sent values and the gradients of its received ones
+ * read there: no staged copy of them, no readback (graph_model_device_io). */
+static vkt_status device_io(pstage *s, int feeds)
 {
     const graph_stage *gs = s->gs;
-    uint32_t n_in = gs->n_recv + gs->n_send + gs->n_feed, n_out = gs->n_send + gs->n_recv;
+    uint32_t n_in = gs->n_recv + gs->n_send + (feeds ? gs->n_feed : 0);
+    uint32_t n_out = gs->n_send + gs->n_recv;
     const vkt_tensor **in = malloc((n_in + n_out + 1) * sizeof *in);
     if (!in)
         return pipe_fail(s->p, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
@@ -189,7 +199,7 @@ static vkt_status device_io(pstage *s)
         in[gs->n_recv + j] = gs->send_grad[j];
         out[j] = gs->map[gs->send[j]];
     }
-    for (uint32_t j = 0; j < gs->n_feed; j++) /* fed rows: copied in by vin */
+    for (uint32_t j = 0; feeds && j < gs->n_feed; j++) /* fed rows: copied in by vin */
         in[gs->n_recv + gs->n_send + j] = gs->map[gs->feed[j]];
     vkt_status st = VKT_OK;
     for (uint32_t j = 0; j < s->n_slots && st == VKT_OK; j++) {
@@ -200,13 +210,26 @@ static vkt_status device_io(pstage *s)
     return st == VKT_OK ? VKT_OK : dev_fail(s, st, "inputs and outputs on the device");
 }
 
-static vkt_status make_stage(pstage *s)
+vkt_status pipe_edges_copies(pstage *s, int feeds)
 {
     const graph_stage *gs = s->gs;
-    vkt_status st = device_io(s);
-    if (st != VKT_OK)
-        return st;
-    st = gpu_timeline_create(s->ctx, 0, &s->dev.tl);
+    vkt_status st = device_io(s, feeds);
+    if (gs->n_send && st == VKT_OK)
+        st = record_all(s, &s->dev.vsend, record_vsend, "copying sent values");
+    if (gs->n_send && st == VKT_OK)
+        st = record_all(s, &s->dev.grecv, record_grecv, "summing gradients of sent values");
+    if ((feeds || gs->n_recv) && st == VKT_OK)
+        st = record_all(s, &s->dev.vin, feeds ? record_vin : record_vvalues,
+                        "copying inputs and received values");
+    if (gs->n_recv && st == VKT_OK)
+        st = record_all(s, &s->dev.gsend, record_gsend, "copying gradients of received values");
+    s->cur = NULL;
+    return st;
+}
+
+static vkt_status make_stage(pstage *s)
+{
+    vkt_status st = gpu_timeline_create(s->ctx, 0, &s->dev.tl);
     if (st != VKT_OK)
         return dev_fail(s, st, "timeline");
     s->dev.tl_next = 0;
@@ -217,16 +240,7 @@ static vkt_status make_stage(pstage *s)
     }
     if (st != VKT_OK)
         return dev_fail(s, st, "barrier");
-    if (gs->n_send && st == VKT_OK)
-        st = record_all(s, &s->dev.vsend, record_vsend, "copying sent values");
-    if (gs->n_send && st == VKT_OK)
-        st = record_all(s, &s->dev.grecv, record_grecv, "summing gradients of sent values");
-    if (st == VKT_OK)
-        st = record_all(s, &s->dev.vin, record_vin, "copying inputs and received values");
-    if (gs->n_recv && st == VKT_OK)
-        st = record_all(s, &s->dev.gsend, record_gsend, "copying gradients of received values");
-    s->cur = NULL;
-    return st;
+    return pipe_edges_copies(s, 1);
 }
 
 vkt_status pipe_edges_device_make(vkt_pipeline *p)

@@ -5,7 +5,8 @@
  * each copy (context d * P + s is copy d's stage s), micro-batches flowing through them.
  *   pipe_engine.c  creation, parameters, statistics;
  *   pipe_sched.c   one step: the 1F1B schedule of every stage's thread, the update;
- *   pipe_edge.c    the values and gradients that cross stages (host slots);
+ *   pipe_edge.c    the values and gradients that cross stages (host slots; the device
+ *                  row in pipe_edge_device.c, the import row in pipe_edge_import.c);
  *   pipeline.c     the public vkt_pipeline_* (the engine with one copy).
  */
 #ifndef VKT_PARALLEL_PIPE_ENGINE_H
@@ -18,7 +19,8 @@
 #include "platform/platform.h"
 
 /* An edge: one value crossing stages, within one copy: in host slots (the host and world
- * rows of pipe_edges), or in device buffers (the device row). */
+ * rows of pipe_edges), in device buffers (the device row), or in host memory every side's
+ * device imported (the import row). */
 typedef struct pedge {
     uint32_t node;        /* the full graph's id of the value */
     uint32_t from;        /* the stage that computes it */
@@ -35,23 +37,39 @@ typedef struct pedge {
     vkt_buffer *dgrad;    /* [n_to][m][elems] */
     uint64_t *act_sig;    /* [m]: the sender's timeline value once dact[k] is written */
     uint64_t *grad_sig;   /* [n_to][m]: consumer c's once dgrad[c][k] is */
+    /* import row (pipe_edge_import.c): one pinned host allocation, act [m][elems] then grad
+     * [n_to][m][elems] (each rounded up to the devices' import alignment), imported into
+     * the sender's device (side 0) and consumer c's (side 1 + c) */
+    void *host;
+    vkt_buffer *iact[GRAPH_MAX_STAGES + 1], *igrad[GRAPH_MAX_STAGES + 1];
 } pedge;
 
-/* A stage's device edges (pipe_edge_device.c): copies recorded once per micro-batch, its
- * timeline, and what its next run carries (graph_model_run_with), assembled by the row's
- * recv and arm functions. */
+/* Where side `side` (0: the sender; 1 + c: consumer c) reaches e's values (grad 0: [m]
+ * [elems]) or gradients (grad 1: [n_to][m][elems]) on its device: the device row's
+ * buffers (every side on one VkDevice), else the import row's imports. */
+static inline vkt_buffer *pipe_edge_buffer(const pedge *e, int grad, uint32_t side)
+{
+    if (e->dact)
+        return grad ? e->dgrad : e->dact;
+    return grad ? e->igrad[side] : e->iact[side];
+}
+
+/* A stage's device edges (pipe_edge_device.c; the import row's too, without timeline and
+ * feed): copies recorded once per micro-batch, its timeline, and what its next run carries
+ * (graph_model_run_with), assembled by the row's recv and arm functions. */
 typedef struct pdev {
     gpu_timeline *tl;      /* raised by each of its runs that sends */
     uint64_t tl_next;      /* its last value */
     vkt_stream **vsend;    /* [m] its sent values of k -> dact[k] */
     vkt_stream **vin;      /* [m] micro-batch k's control words and fed rows (feed) and
-                              received values (dact[k]) -> its slot's inputs */
+                              received values (dact[k]) -> its slot's inputs (import:
+                              the received values alone) */
     vkt_buffer *feed;      /* host-visible, filled at each step's start (begin): [m] control
                               images (GRAPH_CTRL_WORDS words), then [m][feed_words] rows */
     uint64_t feed_words;   /* a micro-batch's fed elements, every fed input's in turn */
     vkt_stream **gsend;    /* [m] its received values' gradients -> dgrad[slot][k] */
-    vkt_stream **grecv;    /* [m] dgrad[.][k] summed (consumer order) -> its sent values'
-                              gradient inputs */
+    vkt_stream **grecv;    /* [m] dgrad[.][k] summed (consumer order) into its sent
+                              values' gradient inputs */
     vkt_stream *barrier[GRAPH_MAX_STAGES]; /* per slot, a barrier alone: heads a run with
                               no copy before it (per slot: a stream carried by a run not
                               yet waited for would make the next submission wait for it) */
@@ -122,7 +140,7 @@ typedef struct pstage {
                               run in flight holds (0: none), read once it is settled */
     double busy;
     uint64_t sent;
-    uint64_t host_sent;    /* of sent, through host memory (host and world rows) */
+    uint64_t host_sent;    /* of sent, copied by the host (host and world rows) */
     uint64_t overlapped;   /* runs submitted while another of its runs was in flight */
     pdev dev;              /* device edges */
     vkt_status status;
@@ -310,6 +328,15 @@ typedef struct pipe_edges {
     int feeds_on_device;
 } pipe_edges;
 extern const pipe_edges pipe_edges_device;
+/* import (pipe_edge_import.c): the stages of a copy on different VkDevices that import
+ * host memory (VK_EXT_external_memory_host), asked for with VKT_PIPE_EDGES=import. Per
+ * edge one pinned host allocation every side's device imported: the sender's run copies
+ * its values into it (in the run's own submission, after its commands), the receiver's
+ * run copies them out into its inputs (before its commands); gradients back the same
+ * way, summed into the sender's input on its device in stage order (kt_axpby: the host
+ * row's bits). The host row's ordering stays (the sender's fence, then the flag: no
+ * semaphore crosses VkDevices); its readbacks, memcpys and staged uploads go. */
+extern const pipe_edges pipe_edges_import;
 
 /* Every copy's edges and its stages' send and receive lists (their host slots come with
  * the row: pipe_edges_start). */
@@ -329,6 +356,17 @@ const pipe_edges *pipe_edges_pick_host(const vkt_pipeline *p);
 /* The device row's conditions: no world, no check mode, each copy's stages on one
  * VkDevice with timelines. */
 int pipe_edges_device_fits(const vkt_pipeline *p);
+/* Shared by the device and import rows: s's slots' edge inputs and outputs on the device
+ * (graph_model_device_io; feeds: its fed rows too) and its copies (vsend, vin, gsend,
+ * grecv; feeds: vin carries the control words and fed rows too). */
+vkt_status pipe_edges_copies(pstage *s, int feeds);
+/* The import row's conditions (why: the first that fails, for VKT_PIPE_EDGES=import's
+ * message): no world, no check mode, every device imports host memory, and the sides of
+ * each edge on different VkDevices. */
+int pipe_edges_import_fits(const vkt_pipeline *p, char *why, size_t n);
+vkt_status pipe_edges_import_make(vkt_pipeline *p);   /* host memory, imports */
+vkt_status pipe_edges_import_record(vkt_pipeline *p); /* copies */
+void pipe_edges_import_free(vkt_pipeline *p);
 vkt_status pipe_edges_device_make(vkt_pipeline *p);   /* buffers */
 vkt_status pipe_edges_device_record(vkt_pipeline *p); /* copies, timelines */
 vkt_status pipe_edges_device_begin(vkt_pipeline *p);  /* a step's fed rows, control words */

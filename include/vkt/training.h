@@ -366,7 +366,7 @@ typedef struct vkt_pipeline_stage_stats {
     uint64_t forwards;         /* last step: its forward's runs (2m where it recomputes) */
     uint32_t kept;             /* micro-batches kept at once (min(P - s, m); the last
                                   stage on device edges: 2); 0: recomputes */
-    uint64_t sent_host_bytes;  /* of sent_bytes, through host memory (0: device edges) */
+    uint64_t sent_host_bytes;  /* of sent_bytes, copied by the host (0: device, import) */
     uint64_t overlapped;       /* device edges: runs submitted with another in flight */
 } vkt_pipeline_stage_stats;
 VKT_API vkt_status vkt_pipeline_stage_stats_get(vkt_pipeline *pipeline, uint32_t stage,

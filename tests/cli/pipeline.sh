@@ -191,6 +191,15 @@ check "device edges: exit 0 ($rco $rcd), the same losses as a VkDevice per stage
     "[[ $rco -eq 0 && $rcd -eq 0 ]] && [[ \"\$(grep -o 'loss [0-9.]*' <<<\"\$own\")\" == \"\$(grep -o 'loss [0-9.]*' <<<\"\$dev\")\" ]] && [[ -n \"\$(field test_loss \"\$dev\")\" && \"\$(field test_loss \"\$dev\")\" == \"\$(field test_loss \"\$own\")\" ]]"
 check "device edges: 0.00 MB of the 0.01 MB each stage sent through the host (a device each: all of it)" \
     "[[ \$(grep -c 'and 0.01 MB sent (0.00 MB through the host)' <<<\"\$dev\") -eq 2 && \$(grep -c 'and 0.01 MB sent (0.01 MB through the host)' <<<\"\$own\") -eq 2 ]]"
+# The import row (VKT_PIPE_EDGES=import): a VkDevice per stage, what crosses them through
+# one host allocation both devices import (lavapipe imports): the host row's losses, no
+# byte copied by the host; asked for on one VkDevice it is refused, naming why.
+imp=$(VKT_SHARE_DEVICE=0 VKT_PIPE_EDGES=import "$bin" train $args 2>&1); rci=$?
+check "import edges: exit 0 ($rci), the same losses as the host row, 0.00 MB of 0.01 MB through the host" \
+    "[[ $rci -eq 0 ]] && [[ \"\$(grep -o 'loss [0-9.]*' <<<\"\$own\")\" == \"\$(grep -o 'loss [0-9.]*' <<<\"\$imp\")\" ]] && [[ -n \"\$(field test_loss \"\$imp\")\" && \"\$(field test_loss \"\$imp\")\" == \"\$(field test_loss \"\$own\")\" ]] && [[ \$(grep -c 'and 0.01 MB sent (0.00 MB through the host)' <<<\"\$imp\") -eq 2 ]]"
+ref=$(VKT_SHARE_DEVICE=1 VKT_PIPE_EDGES=import "$bin" train --steps 1 --hidden 16 --batch 32 --pipeline 2 --quiet 2>&1); rcr=$?
+check "VKT_PIPE_EDGES=import on one VkDevice: exit $rcr, the reason named" \
+    "[[ $rcr -ne 0 ]] && grep -q 'VKT_PIPE_EDGES=import: stages 0 and 1 share one VkDevice' <<<\"\$ref\""
 bad=$(VKT_PIPE_EDGES=sideways "$bin" train --steps 1 --hidden 16 --batch 32 --pipeline 2 --quiet 2>&1); rcb=$?
 check "VKT_PIPE_EDGES=sideways: exit $rcb, named" "[[ $rcb -ne 0 ]] && grep -q \"VKT_PIPE_EDGES='sideways'\" <<<\"\$bad\""
 # VKT_CHECK with replicas sharing one VkDevice: check mode takes the host's path (it was
