@@ -2,7 +2,10 @@
  * Mean squared error. Forward (one workgroup; fixed reduction tree, so deterministic):
  * loss[0] = scale * sum (a - b)^2, scale = 1/n. Backward (BACKWARD): D = sign * scale *
  * (a - b) * DL[0] (+ beta * D), scale = 2/n, sign +1 for pred and -1 for target.
- * Binding 2 is the loss (forward, written) or its gradient DL (backward, read).
+ * Binding 2 is DL (backward, read; forward: unused, the host binds the loss), binding 3
+ * the output: D (backward) or the loss (forward). Binding 2 is readonly so that the
+ * validation layer's synchronization check, which takes a writable block as written
+ * whatever the specialization constants say, sees the backward's DL as the read it is.
  */
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -15,7 +18,7 @@ layout(constant_id = SPEC_MSE_BACKWARD) const bool BACKWARD = false;
 layout(push_constant) uniform Push { push_mse p; };
 layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
 layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
-layout(std430, set = 0, binding = 2) buffer LOSS { float l[]; };
+layout(std430, set = 0, binding = 2) readonly buffer DL { float l[]; };
 layout(std430, set = 0, binding = 3) buffer D { float d[]; };
 
 shared float part[gl_WorkGroupSize.x];
@@ -46,5 +49,5 @@ void main()
         barrier();
     }
     if (tid == 0)
-        l[p.l_off] = part[0] * p.scale;
+        d[p.d_off] = part[0] * p.scale;
 }

@@ -28,6 +28,12 @@ static void test_instance_plan(void)
                  strcmp(p.extensions[0], VK_EXT_DEBUG_UTILS_EXTENSION_NAME) == 0 &&
                  strcmp(p.extensions[1], "VK_KHR_portability_enumeration") == 0,
              "validation adds debug utils beside portability enumeration");
+    gpu_plan_instance(moltenvk, 4, 2, &p);
+    TH_CHECK(p.extension_count == 3 &&
+                 strcmp(p.extensions[0], VK_EXT_DEBUG_UTILS_EXTENSION_NAME) == 0 &&
+                 strcmp(p.extensions[1], VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME) == 0 &&
+                 strcmp(p.extensions[2], "VK_KHR_portability_enumeration") == 0,
+             "synchronization validation adds validation features too");
 
     const char *const linux_loader[] = {"VK_KHR_surface", "VK_KHR_xlib_surface"};
     gpu_plan_instance(linux_loader, 2, 0, &p);

@@ -9,6 +9,7 @@
 #include "spec.h"
 #include "bias_act.spv.h"
 #include "gemm_cpu.spv.h"
+#include "mse.spv.h"
 #include "pool_backward.spv.h"
 
 #include <string.h>
@@ -124,10 +125,35 @@ static void check_pipeline(void)
     TH_CHECK(p && ctx->pipeline_count == before + 1, "the right description makes one");
 }
 
+/* The bindings a shader may write (gpu_kernel_writable): what the stream orders as written
+ * whatever a dispatch declares, as the validation layer's synchronization check does. */
+static void check_writable(void)
+{
+    uint32_t w = gpu_kernel_writable(&k_bias_act);
+    TH_CHECK(w == 0x6u, "bias_act: b readonly, pre and y writable (mask 0x%x)", w);
+    gpu_kernel g = {"gemm_cpu", spv_gemm_cpu, sizeof spv_gemm_cpu, 4,
+                    {GPU_BIND_STORAGE_TEXEL_R, GPU_BIND_STORAGE_TEXEL_RGBA, S,
+                     GPU_BIND_STORAGE_TEXEL_R},
+                    sizeof(struct push_gemm), SPEC_GEMM_CPU_COUNT};
+    w = gpu_kernel_writable(&g);
+    TH_CHECK(w == 0x4u, "gemm_cpu: readonly texel views of A, B and C, C's storage buffer "
+             "written (mask 0x%x)", w);
+    gpu_kernel m = {"mse", spv_mse, sizeof spv_mse, 4, {S, S, S, S}, sizeof(struct push_mse),
+                    SPEC_MSE_COUNT};
+    w = gpu_kernel_writable(&m);
+    TH_CHECK(w == 0x8u, "mse: only binding 3 (D, or the forward's loss) written (mask 0x%x)",
+             w);
+    static const uint32_t junk[8] = {0xdeadbeef, 1, 2, 3, 4, 5, 6, 7};
+    gpu_kernel bad = {"junk", junk, sizeof junk, 3, {S, S, S}, 0, 0};
+    w = gpu_kernel_writable(&bad);
+    TH_CHECK(w == 0x7u, "unreadable SPIR-V: every binding counts as written (mask 0x%x)", w);
+}
+
 int main(void)
 {
     th_init("test_spirv");
     check_descriptions();
+    check_writable();
     check_pipeline();
     return th_finish();
 }

@@ -31,7 +31,8 @@ static void usage(FILE *f)
             "  VKT_DEVICES=0,0    devices to use (an index may repeat: one replica each)\n"
             "  VKT_KERNELS=cpu|gpu[,variant...]  kernel style and forced variants (default:\n"
             "                     from the device; `vkt devices` lists them)\n"
-            "  VKT_VALIDATION=1   enable the Khronos validation layer\n"
+            "  VKT_VALIDATION=1   enable the Khronos validation layer (sync: with its\n"
+            "                     synchronization check)\n"
             "  VKT_CACHE_DIR=DIR  where the pipeline cache is kept (default ~/.cache/vktrain)\n");
 }
 

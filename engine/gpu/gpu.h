@@ -56,7 +56,7 @@ struct vkt_instance {
     uint32_t device_count;
     VkPhysicalDevice *devices;
     vkt_device_info *infos;
-    int validation, quiet;
+    int validation, quiet; /* validation: 0 off, 1 on, 2 with synchronization validation */
     atomic_uint_fast64_t validation_count;
     char errmsg[VKT_ERRMSG_SIZE];
 };
@@ -67,10 +67,11 @@ void gpu_describe_device(VkPhysicalDevice phys, vkt_device_info *info);
 /* ---- portability (portability.c): what to enable, which kernel paths run ------- */
 
 /* The instance extensions and flags to create with: VK_EXT_debug_utils with validation,
- * VK_KHR_portability_enumeration + ENUMERATE_PORTABILITY when the loader lists it (so
+ * VK_EXT_validation_features too with synchronization validation (validation 2; the
+ * layer brings it, the caller checked), VK_KHR_portability_enumeration + ENUMERATE_PORTABILITY when the loader lists it (so
  * MoltenVK's devices are enumerated). Pure: `available` is the loader's list. */
 typedef struct gpu_instance_plan {
-    const char *extensions[2];
+    const char *extensions[3];
     uint32_t extension_count;
     VkInstanceCreateFlags flags;
     int portability_enumeration;
@@ -442,6 +443,7 @@ typedef struct gpu_pipeline {
     VkDescriptorSetLayout set_layout;
     VkPipelineLayout layout;
     VkPipeline pipeline;
+    uint32_t writable; /* gpu_kernel_writable of its kernel */
     struct gpu_pipeline *next;
 } gpu_pipeline;
 
@@ -626,6 +628,11 @@ typedef struct gpu_kernel {
  * VKT_ERROR_INTERNAL with a message naming the shader otherwise. gpu_pipeline_get runs it
  * before creating each pipeline. */
 vkt_status gpu_kernel_check(const gpu_kernel *k, uint32_t n_spec, char *errmsg);
+/* The bindings (bit i: binding i) the shader may write: a variable there not declared
+ * readonly, whatever the specialization constants (a kernel's optional output is
+ * writable in its SPIR-V even where the dispatch's constants never write it). The
+ * validation layer's synchronization check takes these as written by every dispatch. */
+uint32_t gpu_kernel_writable(const gpu_kernel *k);
 
 /* One binding of a dispatch: bytes [offset, offset+bytes) of a buffer, read or written.
  * The descriptor starts at `offset` rounded down to the device's alignment; kernels add
@@ -740,6 +747,14 @@ vkt_status gpu_dispatch(vkt_stream *s, const gpu_kernel *kernel, const uint32_t 
  * and by transfer commands; accesses of one command never conflict with each other. */
 vkt_status gpu_stream_access(vkt_stream *s, const gpu_range *ranges, const int *writes,
                              uint32_t n);
+/* The same for a dispatch, whose descriptors may reach more than the kernel touches:
+ * barriers are placed and cover by `ranges` and `writes` (what the descriptors reach: a
+ * binding's offset aligned down, a texel view rounded up to whole texels; written where
+ * the shader may write), the stream's observer is told `declared` and `declared_writes`
+ * (the bytes the kernel touches, and how). */
+vkt_status gpu_stream_access_reach(vkt_stream *s, const gpu_range *declared,
+                                   const int *declared_writes, const gpu_range *ranges,
+                                   const int *writes, uint32_t n);
 
 /* Marks (mark.c): a point of a recording that the host can see the device pass while
  * the rest of the submission still runs, e.g. to work on results of the first half of a

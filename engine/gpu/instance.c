@@ -100,6 +100,22 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(
     return VK_FALSE;
 }
 
+/* Whether the validation layer offers instance extension `ext` (VK_EXT_validation_features,
+ * through which synchronization validation is turned on). */
+static int layer_has_extension(const char *ext)
+{
+    uint32_t n = 0;
+    if (vkEnumerateInstanceExtensionProperties(VALIDATION_LAYER, &n, NULL) != VK_SUCCESS || !n)
+        return 0;
+    VkExtensionProperties *p = calloc(n, sizeof *p);
+    int found = 0;
+    if (p && vkEnumerateInstanceExtensionProperties(VALIDATION_LAYER, &n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(p[i].extensionName, ext) == 0;
+    free(p);
+    return found;
+}
+
 static int has_layer(const char *name)
 {
     uint32_t n = 0;
@@ -155,6 +171,10 @@ static vkt_status create_vk_instance(vkt_instance *inst)
                             "validation was requested but %s is not installed (Debian: "
                             "vulkan-validationlayers)", VALIDATION_LAYER);
         layers[n_layers++] = VALIDATION_LAYER;
+        if (inst->validation >= 2 && !layer_has_extension(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME))
+            return err_fail(inst->errmsg, VKT_ERROR_VULKAN,
+                            "synchronization validation was requested but %s does not offer %s",
+                            VALIDATION_LAYER, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
     }
     VkExtensionProperties *props;
     const char **names;
@@ -174,6 +194,19 @@ static vkt_status create_vk_instance(vkt_instance *inst)
         .pfnUserCallback = on_validation,
         .pUserData = inst,
     };
+    /* validation 2: the layer's synchronization validation too (hazards between commands
+     * that no barrier orders) */
+    VkValidationFeatureEnableEXT sync_feature =
+        VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+    VkValidationFeaturesEXT features = {
+        .sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
+        .pNext = &dbg, /* dbg itself is given to vkCreateDebugUtilsMessengerEXT: no pNext */
+        .enabledValidationFeatureCount = 1,
+        .pEnabledValidationFeatures = &sync_feature,
+    };
+    const void *chain = inst->validation >= 2 ? (const void *)&features
+                        : inst->validation  ? (const void *)&dbg
+                                            : NULL;
     VkApplicationInfo app = {
         .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
         .pApplicationName = "vktrain",
@@ -184,7 +217,7 @@ static vkt_status create_vk_instance(vkt_instance *inst)
     };
     VkInstanceCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-        .pNext = inst->validation ? &dbg : NULL,
+        .pNext = chain,
         .flags = plan.flags,
         .pApplicationInfo = &app,
         .enabledLayerCount = n_layers,
@@ -247,7 +280,9 @@ vkt_status vkt_instance_create(const vkt_instance_options *options, vkt_instance
     if (!inst)
         return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     const char *env = plat_getenv("VKT_VALIDATION");
-    inst->validation = o.enable_validation || (env && strcmp(env, "0") != 0);
+    int env_level = !env || strcmp(env, "0") == 0 ? 0 : strcmp(env, "sync") == 0 ? 2 : 1;
+    int asked = o.enable_validation >= 2 ? 2 : o.enable_validation ? 1 : 0;
+    inst->validation = asked > env_level ? asked : env_level;
     inst->quiet = o.quiet_validation;
     atomic_init(&inst->validation_count, 0);
 

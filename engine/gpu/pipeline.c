@@ -96,6 +96,7 @@ vkt_status gpu_pipeline_get(vkt_context *ctx, const gpu_kernel *k, const uint32_
     if (!p)
         return err_fail(ctx->errmsg, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
     p->kernel = k;
+    p->writable = gpu_kernel_writable(k);
     p->n_spec = n_spec;
     if (n_spec)
         memcpy(p->spec, spec, n_spec * sizeof *spec);

@@ -34,6 +34,8 @@ void gpu_plan_instance(const char *const *available, uint32_t n, int validation,
     /* the validation layer brings debug utils with it; the caller checked the layer */
     if (validation)
         out->extensions[out->extension_count++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    if (validation >= 2)
+        out->extensions[out->extension_count++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
     /* Without this extension and flag, a loader since 1.3.216 hides portability
      * drivers (MoltenVK) from vkEnumeratePhysicalDevices. */
     if (listed(available, n, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {

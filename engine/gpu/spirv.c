@@ -3,8 +3,10 @@
  * so that a pipeline whose description disagrees with its shader fails at creation with
  * a message naming the shader, instead of binding the wrong thing or writing constants
  * the shader never reads (see gpu_kernel_check in gpu.h). Only the instructions it needs
- * are read: OpDecorate (SpecId, Binding, DescriptorSet, Block, BufferBlock), OpTypePointer,
- * OpTypeImage, OpTypeSampledImage, OpTypeArray / OpTypeRuntimeArray and OpVariable. */
+ * are read: OpDecorate (SpecId, Binding, DescriptorSet, Block, BufferBlock, NonWritable),
+ * OpMemberDecorate (NonWritable), OpTypePointer, OpTypeImage, OpTypeSampledImage,
+ * OpTypeStruct, OpTypeArray / OpTypeRuntimeArray and OpVariable. It also says which
+ * bindings the shader may write (gpu_kernel_writable). */
 #include "gpu.h"
 
 #include <stdio.h>
@@ -17,12 +19,15 @@ enum {
     OP_TYPE_SAMPLED_IMAGE = 27,
     OP_TYPE_ARRAY = 28,
     OP_TYPE_RUNTIME_ARRAY = 29,
+    OP_TYPE_STRUCT = 30,
     OP_TYPE_POINTER = 32,
     OP_VARIABLE = 59,
     OP_DECORATE = 71,
+    OP_MEMBER_DECORATE = 72,
     DEC_SPEC_ID = 1,
     DEC_BLOCK = 2,
     DEC_BUFFER_BLOCK = 3,
+    DEC_NON_WRITABLE = 24,
     DEC_BINDING = 33,
     DEC_DESCRIPTOR_SET = 34,
     SC_UNIFORM_CONSTANT = 0,
@@ -37,7 +42,8 @@ enum {
 /* What the reader keeps of one result id. */
 typedef struct spv_id {
     int32_t binding, set, spec_id; /* decorations; -1: none */
-    uint8_t block, buffer_block;
+    uint8_t block, buffer_block, non_writable; /* non_writable: of a variable */
+    uint32_t members, members_non_writable;      /* of a struct type */
     uint16_t op;                   /* the type or variable instruction defining it */
     uint32_t a, b, c;              /* its operands: pointer (storage class, pointee);
                                       image (dim, sampled, format); sampled image
@@ -152,12 +158,20 @@ static spv_id *read_ids(const uint32_t *w, size_t n, uint32_t *bound, const char
                 ids[id].block = 1;
             else if (dec == DEC_BUFFER_BLOCK)
                 ids[id].buffer_block = 1;
+            else if (dec == DEC_NON_WRITABLE)
+                ids[id].non_writable = 1;
             else if (wc >= 4 && dec == DEC_SPEC_ID)
                 ids[id].spec_id = (int32_t)o[2];
             else if (wc >= 4 && dec == DEC_BINDING)
                 ids[id].binding = (int32_t)o[2];
             else if (wc >= 4 && dec == DEC_DESCRIPTOR_SET)
                 ids[id].set = (int32_t)o[2];
+        } else if (op == OP_MEMBER_DECORATE && wc >= 4 && id < *bound) {
+            if (o[2] == DEC_NON_WRITABLE)
+                ids[id].members_non_writable++;
+        } else if (op == OP_TYPE_STRUCT && id < *bound) {
+            ids[id].op = (uint16_t)op;
+            ids[id].members = wc - 2;
         } else if (op == OP_TYPE_POINTER && wc >= 4 && id < *bound) {
             ids[id].op = (uint16_t)op;
             ids[id].a = o[1]; /* storage class */
@@ -281,4 +295,34 @@ vkt_status gpu_kernel_check(const gpu_kernel *k, uint32_t n_spec, char *errmsg)
     }
     free(ids);
     return st;
+}
+
+/* Whether variable v may be written: not decorated NonWritable, and for a block (a
+ * storage buffer) not every member NonWritable (glslang's `readonly` decorates each). */
+static int may_write(const spv_id *ids, uint32_t bound, uint32_t v)
+{
+    if (ids[v].non_writable)
+        return 0;
+    uint32_t ptr = ids[v].a, type = ptr < bound ? ids[ptr].b : 0;
+    if (type < bound && ids[type].op == OP_TYPE_STRUCT && ids[type].members &&
+        ids[type].members_non_writable >= ids[type].members)
+        return 0;
+    uint32_t format;
+    spv_kind kind = kind_of_var(ids, bound, v, &format);
+    return kind == KIND_STORAGE_BUFFER || kind == KIND_STORAGE_TEXEL;
+}
+
+uint32_t gpu_kernel_writable(const gpu_kernel *k)
+{
+    uint32_t bound, mask = 0;
+    const char *why = NULL;
+    spv_id *ids = read_ids(k->spv, k->spv_bytes / 4, &bound, &why);
+    if (!ids)
+        return (uint32_t)((1ull << k->n_bindings) - 1); /* unreadable: all, to be safe */
+    for (uint32_t id = 0; id < bound; id++)
+        if (ids[id].op == OP_VARIABLE && ids[id].binding >= 0 && ids[id].binding < 32 &&
+            may_write(ids, bound, id))
+            mask |= 1u << ids[id].binding;
+    free(ids);
+    return mask;
 }

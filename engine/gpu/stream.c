@@ -299,8 +299,15 @@ static vkt_status record_barrier(vkt_stream *s)
 vkt_status gpu_stream_access(vkt_stream *s, const gpu_range *ranges, const int *writes,
                              uint32_t n)
 {
+    return gpu_stream_access_reach(s, ranges, writes, ranges, writes, n);
+}
+
+vkt_status gpu_stream_access_reach(vkt_stream *s, const gpu_range *declared,
+                                   const int *declared_writes, const gpu_range *ranges,
+                                   const int *writes, uint32_t n)
+{
     if (s->observe)
-        s->observe(s->observe_user, ranges, writes, n);
+        s->observe(s->observe_user, declared, declared_writes, n);
     int hazard = 0;
     for (uint32_t i = 0; i < n && !hazard; i++)
         hazard = conflicts(&s->pending_writes, &ranges[i]) ||

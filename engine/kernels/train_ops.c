@@ -269,9 +269,14 @@ vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int
                         "kt_bias_act_backward: v's type %d is not fp32, fp16 or bf16, or "
                         "a 16-bit v is an output (only pre-activations are kept in 16 bits)",
                         (int)v_type);
-    /* vv[0] stands in for v in the fp32 checks when v is 16-bit (checked on its own) */
-    vkt_view vv[4] = {v16 ? dy : v, dy, dz ? *dz : dy, db ? *db : dy};
-    uint64_t c[4] = {n, n, n, db ? cols : n};
+    /* vv[0] stands in for v in the fp32 checks when v is 16-bit (checked on its own). An
+     * output not wanted (WRITE_DZ or HAS_BIAS off: never touched) is bound to the other
+     * output, declared written: the shader's DZ and DB blocks are writable, and the
+     * validation layer's synchronization check, not folding the specialization constants,
+     * counts a write to whatever they are bound to; bound to dy they made false
+     * read-after-write hazards with the next command reading dy. */
+    vkt_view vv[4] = {v16 ? dy : v, dy, dz ? *dz : *db, db ? *db : *dz};
+    uint64_t c[4] = {n, n, dz ? n : cols, db ? cols : n};
     const char *names[4] = {"v", "dy", "dz", "db"};
     if ((st = views_ok(ctx, vv, c, names, 4)) != VKT_OK ||
         (v16 && (st = ku_check_view16(ctx, "kt_bias_act_backward: v", v, n)) != VKT_OK))
@@ -284,7 +289,7 @@ vkt_status kt_bias_act_backward(vkt_stream *s, vkt_unary_op op, float alpha, int
     /* In place, dy's binding is the written one; declaring it read too would be the same
      * range, which one command may touch both ways. */
     gpu_arg args[4] = {v16 ? ku_arg16(v, n, 0) : ku_arg(v, 0, n, 0), ku_arg(dy, 0, n, in_place),
-                       ku_arg(vv[2], 0, n, dz != NULL), ku_arg(vv[3], 0, c[3], db != NULL)};
+                       ku_arg(vv[2], 0, c[2], 1), ku_arg(vv[3], 0, c[3], 1)};
     uint32_t wg = ku_workgroup_size(ctx), rp = 1, groups = 1;
     int vec4 = !v16 && (db ? cols % 4 == 0 : n % 4 == 0) && all_vec4(ctx, vv, 4);
     if (db) {
@@ -370,10 +375,10 @@ static vkt_status mse_run(vkt_stream *s, const char *fn, vkt_view a, vkt_view b,
         .n = (uint32_t)n, .scale = (d ? 2.0f : 1.0f) / (float)n, .sign = sign, .beta = beta,
         .a_off = ku_shift(ctx, a, 0), .b_off = ku_shift(ctx, b, 0),
         .l_off = ku_shift(ctx, l, 0), .d_off = ku_shift(ctx, v[3], 0)};
-    gpu_arg args[4] = {ku_arg(a, 0, n, 0), ku_arg(b, 0, n, 0), ku_arg(l, 0, 1, d == NULL),
-                       ku_arg(v[3], 0, c[3], d != NULL)};
-    if (!d) /* forward: binding 3 is the loss again; one writer is enough */
-        args[3].write = 0;
+    /* forward: the loss is written through binding 3 (D); binding 2 (DL, readonly) is
+     * bound to it too and never read */
+    gpu_arg args[4] = {ku_arg(a, 0, n, 0), ku_arg(b, 0, n, 0), ku_arg(l, 0, 1, 0),
+                       ku_arg(v[3], 0, c[3], 1)};
     uint32_t spec[SPEC_MSE_COUNT] = {[SPEC_WG] = ku_workgroup_size(ctx),
                                      [SPEC_MSE_BACKWARD] = d != NULL};
     if (!d && (st = single_group(ctx, fn, n, 1, &spec[SPEC_WG])) != VKT_OK)
