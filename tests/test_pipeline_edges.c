@@ -25,7 +25,7 @@
  * route: the copies' sums meet on the host) with clipping, on all three rows. And:
  * VKT_PIPE_EDGES=device where the stages do not share one VkDevice, or in check mode, and
  * VKT_PIPE_EDGES=import where they share one, or in check mode, fail with
- * VKT_ERROR_INVALID_ARGUMENT saying why; a bad
+ * VKT_ERROR_INVALID_ARGUMENT saying why, and where an import fails with its message; a bad
  * value, or a bad VKT_SHARE_DEVICE, is refused naming it; check mode alone takes the
  * host row. Run under the memory profiles too (the received inputs in staging). */
 #include <math.h>
@@ -371,6 +371,18 @@ static void refusals(net *n)
              "import edges on a shared VkDevice: %s, '%s'", vkt_status_name(st),
              vkt_last_error());
     printf("  VKT_SHARE_DEVICE=1 VKT_PIPE_EDGES=import: %s\n", vkt_last_error());
+    /* a host pointer a device does not import (VKT_FAULT_INJECT: the 4th import fails,
+     * after three made): creation fails with the import's message, the imports made are
+     * freed (the validation layer and the sanitizers run this too) */
+    plat_setenv("VKT_FAULT_INJECT", "vkGetMemoryHostPointerPropertiesEXT:3");
+    set_env("0", "import");
+    st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
+    TH_CHECK(st == VKT_ERROR_VULKAN && !p && strstr(vkt_last_error(), "import edges") &&
+                 strstr(vkt_last_error(), "VK_ERROR_INVALID_EXTERNAL_HANDLE"),
+             "import edges, a pointer not imported: %s, '%s'", vkt_status_name(st),
+             vkt_last_error());
+    printf("  VKT_PIPE_EDGES=import, an import failing: %s\n", vkt_last_error());
+    plat_setenv("VKT_FAULT_INJECT", NULL);
     set_env("1", "sideways");
     st = vkt_pipeline_create(th_instance, n->g, n->loss, &po, &p);
     TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !p && strstr(vkt_last_error(), "sideways") &&

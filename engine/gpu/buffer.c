@@ -283,6 +283,8 @@ vkt_status gpu_buffer_import_host(vkt_context *ctx, void *ptr, uint64_t bytes, v
     VkResult r = vkCreateBuffer(ctx->device, &bi, NULL, &b->buffer);
     VkMemoryHostPointerPropertiesEXT hp = {
         .sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+    if (r == VK_SUCCESS) /* VKT_FAULT_INJECT: a pointer no memory type imports */
+        r = gpu_fault("vkGetMemoryHostPointerPropertiesEXT");
     if (r == VK_SUCCESS)
         r = vkGetMemoryHostPointerPropertiesEXT(ctx->device, h, ptr, &hp);
     VkMemoryRequirements req = {0};

@@ -69,5 +69,7 @@ VkResult gpu_fault(const char *call)
         return VK_ERROR_OUT_OF_DEVICE_MEMORY;
     if (strcmp(call, "vkQueueSubmit") == 0 || strcmp(call, "vkWaitForFences") == 0)
         return VK_ERROR_DEVICE_LOST;
+    if (strcmp(call, "vkGetMemoryHostPointerPropertiesEXT") == 0)
+        return VK_ERROR_INVALID_EXTERNAL_HANDLE;
     return VK_ERROR_INITIALIZATION_FAILED;
 }

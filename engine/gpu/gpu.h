@@ -34,7 +34,9 @@ const char *gpu_call_name_(const char *expr);
 /* Fault injection for tests of error paths: when the environment variable
  * VKT_FAULT_INJECT names `call` (e.g. "vkQueueSubmit", "vkAllocateMemory"), returns the
  * failure that call would report (VK_ERROR_DEVICE_LOST for submits and waits,
- * VK_ERROR_OUT_OF_DEVICE_MEMORY for allocations); else VK_SUCCESS. "call:N" lets the
+ * VK_ERROR_OUT_OF_DEVICE_MEMORY for allocations, VK_ERROR_INVALID_EXTERNAL_HANDLE for
+ * vkGetMemoryHostPointerPropertiesEXT: a host pointer the device cannot import); else
+ * VK_SUCCESS. "call:N" lets the
  * first N such calls of the process through and fails the later ones. */
 VkResult gpu_fault(const char *call);
 

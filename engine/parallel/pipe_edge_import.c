@@ -70,8 +70,8 @@ int pipe_edges_import_fits(const vkt_pipeline *p, char *why, size_t n)
 
 static vkt_status import_fail(vkt_pipeline *p, const pedge *e, uint32_t side, vkt_status st)
 {
-    return pipe_fail(p, st, "copy %u, stage %u: import edges: %s", e->copy,
-                     side ? e->to[side - 1] : e->from,
+    return pipe_fail(p, st, "copy %u, stage %u: import edges (VKT_PIPE_EDGES=import): %s",
+                     e->copy, side ? e->to[side - 1] : e->from,
                      vkt_context_errmsg(side_ctx(p, e, side)));
 }
 
