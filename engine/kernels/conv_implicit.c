@@ -259,12 +259,15 @@ static vkt_status run_pass(kc_conv_call *c, const pass_io *io)
                  (io->beta != 0.0f ? CONV_READ_OUT : 0) |
                  (io->beta_b != 0.0f ? CONV_READ_DB : 0) |
                  (c->lp == VKT_DTYPE_BF16 ? CONV_BF16 : 0)};
-    /* Unused bindings alias the gathered operand's first bytes (never accessed). */
+    /* An unused binding 3 (E, readonly) aliases the gathered operand's first bytes; an
+     * unused binding 4 (db: a writable block, which the stream orders as written,
+     * gpu_kernel_writable) the output, written anyway. Neither is accessed. */
+    gpu_arg out = split ? (gpu_arg){ws, 0, pl.workspace * 4, 1}
+                        : ku_arg(io->out, 0, io->n_out, 1);
     gpu_arg args[5] = {
-        op_arg(c, io->gather, io->n_gather), op_arg(c, io->other, io->n_other),
-        split ? (gpu_arg){ws, 0, pl.workspace * 4, 1} : ku_arg(io->out, 0, io->n_out, 1),
+        op_arg(c, io->gather, io->n_gather), op_arg(c, io->other, io->n_other), out,
         io->aux ? ku_arg(*io->aux, 0, io->n_aux, 0) : unused_arg(c, io->gather),
-        io->db && !split ? ku_arg(*io->db, 0, g->oc, 1) : unused_arg(c, io->gather)};
+        io->db && !split ? ku_arg(*io->db, 0, g->oc, 1) : out};
     const gpu_kernel *k = c->lp == VKT_DTYPE_FP32 ? &k_implicit : &k_implicit_lowp;
     /* the window and the pass at the same places in both kernels' constants */
     uint32_t spec[SPEC_CONV_FRAG_COUNT] = {
