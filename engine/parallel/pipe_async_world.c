@@ -28,6 +28,7 @@
  * Each rank counts the staleness of its own pushes (shard 0's answer: one count per
  * update, as the parameter server's shard 0 counts); pipe_staleness_gather sums them
  * over the ranks. The rank's one stage thread is the caller's, the one calling MPI. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,15 @@ struct pipe_aworld {
     uint64_t *stale;       /* [D] the staleness of each copy's push into the slice */
     world_req **req;       /* [3 D]: push receives, answer receives, sends */
     int pushed;            /* the copy's optimizer ran this step: `now` holds its values */
+    int stranded;          /* a failed exchange left requests in flight into these buffers */
+    pipe_aworld *next;     /* on the stranded list (pipe_async_world_free) */
 };
+
+/* The stranded exchanges' buffers: MPI may still write into in, pulled (or read out,
+ * now, seed) of a request given up on, so they are kept, reachable, until the process
+ * ends, as world_abandon keeps the requests. Rank threads (tests/world_threads.c) may
+ * push at once: a lock-free list. */
+static _Atomic(pipe_aworld *) stranded_list;
 
 static uint64_t off_of(const pipe_aworld *a, uint32_t D, uint32_t j) { return a->n * j / D; }
 static uint64_t len_of(const pipe_aworld *a, uint32_t D, uint32_t j)
@@ -90,6 +99,13 @@ void pipe_async_world_free(vkt_pipeline *p)
     pipe_aworld *a = p->aw;
     if (!a)
         return;
+    p->aw = NULL;
+    if (a->stranded) {
+        a->next = atomic_load(&stranded_list);
+        while (!atomic_compare_exchange_weak(&stranded_list, &a->next, a))
+            ;
+        return;
+    }
     free(a->seed);
     free(a->now);
     free(a->shard);
@@ -99,7 +115,6 @@ void pipe_async_world_free(vkt_pipeline *p)
     free(a->stale);
     free(a->req);
     free(a);
-    p->aw = NULL;
 }
 
 vkt_status pipe_async_world_begin(vkt_pipeline *p)
@@ -136,11 +151,39 @@ static void apply(pipe_aworld *a, uint32_t D, uint32_t me, uint32_t j, const flo
     a->stale[j] = (*applied)++;
 }
 
+/* After a failed exchange: every request still in flight (receives posted, sends not
+ * waited for) given up on, never dropped (world.h: left in flight, kept reachable), and
+ * the buffers they use kept past pipe_async_world_free. */
+static void strand(vkt_pipeline *p)
+{
+    pipe_aworld *a = p->aw;
+    for (uint32_t j = 0; j < 3 * p->D; j++)
+        if (a->req[j]) {
+            world_abandon(p->world, a->req[j]);
+            a->req[j] = NULL;
+            a->stranded = 1;
+        }
+}
+
 /* A failure of the exchange: the world is broken for this rank from now on. */
 static vkt_status broken(pstage *s, vkt_status st, const char *what)
 {
     s->p->world_broken = 1;
     return pipe_stage_fail(s, st, what, vkt_world_errmsg(s->p->world));
+}
+
+/* Completes request slot i: freed by the wait when done; on a failure left in flight by
+ * world_wait itself (world.h) or freed by it (an MPI error), so the slot is cleared
+ * either way and strand() never gives it up twice. */
+static vkt_status wait_slot(pstage *s, uint32_t i, const char *what)
+{
+    pipe_aworld *a = s->p->aw;
+    vkt_status st = world_wait(s->p->world, a->req[i]);
+    a->req[i] = NULL;
+    if (st == VKT_OK)
+        return st;
+    a->stranded = 1; /* MPI may still use its buffer */
+    return broken(s, st, what);
 }
 
 /* Serves this rank's slice: the pushes that already arrived, its own, then the rest as
@@ -180,9 +223,7 @@ static vkt_status serve(pstage *s, const float *mine)
             t0 = plat_now();
         } else if (plat_now() - t0 > w->timeout) {
             for (uint32_t j = 0; j < D; j++)
-                if (j != me && a->req[j]) {
-                    world_abandon(w, a->req[j]);
-                    a->req[j] = NULL;
+                if (j != me && a->req[j]) { /* left in flight: strand() */
                     p->world_broken = 1;
                     char msg[160];
                     snprintf(msg, sizeof msg, "rank %u did not push in %.0f s: it is late or "
@@ -229,26 +270,21 @@ vkt_status pipe_async_world_end(vkt_pipeline *p)
         float *o = a->out + j * most;
         o[0] = (float)a->stale[j];
         memcpy(o + 1, a->shard, mine_len * sizeof *o);
-        world_req *r = NULL;
-        if (world_wait(w, a->req[2 * D + j]) != VKT_OK) /* its push, sent: the slot free */
-            st = broken(s, VKT_ERROR_TIMEOUT, "pushing");
-        a->req[2 * D + j] = NULL;
-        if (st == VKT_OK && world_isend(w, rank_of(p, j, s->index), TAG_PULL, o,
-                                        (1 + mine_len) * 4, &r) != VKT_OK)
+        if ((st = wait_slot(s, 2 * D + j, "pushing")) == VKT_OK && /* its push: slot free */
+            world_isend(w, rank_of(p, j, s->index), TAG_PULL, o, (1 + mine_len) * 4,
+                        &a->req[2 * D + j]) != VKT_OK)
             st = broken(s, VKT_ERROR_INTERNAL, "answering a pull");
-        a->req[2 * D + j] = r;
     }
     for (uint32_t j = 0; j < D && st == VKT_OK; j++) /* every server's answer */
-        if (j != me && world_wait(w, a->req[D + j]) != VKT_OK)
-            st = broken(s, VKT_ERROR_TIMEOUT, "pulling");
-    for (uint32_t j = 0; j < D; j++)
-        if (j != me) {
-            if (st == VKT_OK && world_wait(w, a->req[2 * D + j]) != VKT_OK)
-                st = broken(s, VKT_ERROR_TIMEOUT, "answering a pull");
-            a->req[D + j] = a->req[2 * D + j] = NULL; /* after a failure: left in flight */
-        }
-    if (st != VKT_OK)
+        if (j != me)
+            st = wait_slot(s, D + j, "pulling");
+    for (uint32_t j = 0; j < D && st == VKT_OK; j++) /* the answers, sent */
+        if (j != me)
+            st = wait_slot(s, 2 * D + j, "answering a pull");
+    if (st != VKT_OK) {
+        strand(p); /* the requests still in flight */
         return VKT_OK; /* the stage's failure is the step's message */
+    }
     /* the pulled master into the trained values; the states stay */
     float *v = a->now;
     if (!a->pushed && a->n_params > a->n)
