@@ -331,8 +331,10 @@ vkt_status train_make_trainer(const train_args *a, vkt_instance *inst, const cli
             dev[n] = sel[n % k];
         to.devices = dev;
         to.device_count = n;
-        /* (a batch that does not divide into D x m is refused by vkt_trainer_create) */
-        uint32_t rows = a->batch / D / a->micro_batches;
+        /* (a batch that does not divide into D x m is refused by vkt_trainer_create);
+         * across ranks a rank holds one stage of one of R / P copies, whatever D is */
+        uint32_t copies = vkt_world_size(a->world) > 1 ? vkt_world_size(a->world) / P : D;
+        uint32_t rows = a->batch / (copies ? copies : 1) / a->micro_batches;
         if (P > 1 && (st = split_stages(a, inst, m, dev[0], rows ? rows : 1)) != VKT_OK)
             return st;
     }

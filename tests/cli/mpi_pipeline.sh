@@ -117,6 +117,9 @@ check "-np 4 async test loss $(val test_loss "$out") within 0.002 of 4 sync rank
       "close '$(val test_loss "$out")' '$(val test_loss "$sync4")' 0.002"
 check "the world's staleness: every rank's pushes, 80 = 20 steps x 2 stages x 2 copies" \
       "grep -q '^async: 80 updates, staleness mean 0.50 p99 1 max 1\$' <<<\"\$out\"" "$out"
+# the plan line gives a micro-batch's rows: batch 128 / 2 copies / 4 micro-batches
+check "the plan line says each copy's micro-batch: 16 rows (128 / 2 copies / 4)" \
+      "grep -q '^pipeline: 2 stages x 4 micro-batches of 16 rows,' <<<\"\$out\"" "$out"
 # Checkpoints: saved by 4 async ranks at step 10, resumed to 20 by 4 ranks and by one
 # process with 2 async copies, each within 0.002 of the uninterrupted 4 ranks' test loss.
 # Plain SGD: a checkpoint keeps copy 0's optimizer state and a restore gives it to every
