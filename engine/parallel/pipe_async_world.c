@@ -28,6 +28,7 @@
  * Each rank counts the staleness of its own pushes (shard 0's answer: one count per
  * update, as the parameter server's shard 0 counts); pipe_staleness_gather sums them
  * over the ranks. The rank's one stage thread is the caller's, the one calling MPI. */
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,11 @@ vkt_status pipe_async_world_make(vkt_pipeline *p)
     a->n = s->n_train;
     a->n_params = s->n_params;
     uint64_t most = a->n / D + 2; /* 1 + the longest slice */
+    if (most > INT_MAX / 4) /* one message (world_isend) carries at most INT_MAX bytes */
+        return pipe_fail(p, VKT_ERROR_LIMIT, "%s: stage %u's %llu trained values in %u slices "
+                         "(one per copy): a slice's message of up to %llu bytes exceeds MPI's "
+                         "%d; more copies make the slices smaller", p->opt.fn, s->index,
+                         (unsigned long long)a->n, D, (unsigned long long)most * 4, INT_MAX);
     a->seed = malloc((a->n_params + 1) * sizeof *a->seed);
     a->now = malloc((a->n_params + 1) * sizeof *a->now);
     a->shard = malloc(most * sizeof *a->shard);
@@ -252,16 +258,17 @@ vkt_status pipe_async_world_end(vkt_pipeline *p)
         if (j == me)
             continue;
         uint32_t peer = rank_of(p, j, s->index);
-        if (world_irecv(w, peer, TAG_PUSH, a->in + j * most, mine_len * 4, &a->req[j]) !=
-                VKT_OK ||
-            world_irecv(w, peer, TAG_PULL, a->pulled + j * most, (1 + len_of(a, D, j)) * 4,
-                        &a->req[D + j]) != VKT_OK)
-            st = broken(s, VKT_ERROR_INTERNAL, "posting a receive");
+        if ((st = world_irecv(w, peer, TAG_PUSH, a->in + j * most, mine_len * 4,
+                              &a->req[j])) != VKT_OK ||
+            (st = world_irecv(w, peer, TAG_PULL, a->pulled + j * most,
+                              (1 + len_of(a, D, j)) * 4, &a->req[D + j])) != VKT_OK)
+            st = broken(s, st, "posting a receive");
     }
     for (uint32_t j = 0; j < D && st == VKT_OK; j++)
-        if (j != me && world_isend(w, rank_of(p, j, s->index), TAG_PUSH, mine + off_of(a, D, j),
-                                   len_of(a, D, j) * 4, &a->req[2 * D + j]) != VKT_OK)
-            st = broken(s, VKT_ERROR_INTERNAL, "pushing");
+        if (j != me && (st = world_isend(w, rank_of(p, j, s->index), TAG_PUSH,
+                                         mine + off_of(a, D, j), len_of(a, D, j) * 4,
+                                         &a->req[2 * D + j])) != VKT_OK)
+            st = broken(s, st, "pushing");
     if (st == VKT_OK)
         st = serve(s, mine);
     for (uint32_t j = 0; j < D && st == VKT_OK; j++) { /* the answers */
@@ -271,9 +278,9 @@ vkt_status pipe_async_world_end(vkt_pipeline *p)
         o[0] = (float)a->stale[j];
         memcpy(o + 1, a->shard, mine_len * sizeof *o);
         if ((st = wait_slot(s, 2 * D + j, "pushing")) == VKT_OK && /* its push: slot free */
-            world_isend(w, rank_of(p, j, s->index), TAG_PULL, o, (1 + mine_len) * 4,
-                        &a->req[2 * D + j]) != VKT_OK)
-            st = broken(s, VKT_ERROR_INTERNAL, "answering a pull");
+            (st = world_isend(w, rank_of(p, j, s->index), TAG_PULL, o, (1 + mine_len) * 4,
+                              &a->req[2 * D + j])) != VKT_OK)
+            st = broken(s, st, "answering a pull");
     }
     for (uint32_t j = 0; j < D && st == VKT_OK; j++) /* every server's answer */
         if (j != me)
