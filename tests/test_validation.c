@@ -2,6 +2,7 @@
  * reported and counted (so a suite run under VKT_VALIDATION=1 that counts zero
  * messages means the layer saw none, not that it was absent), and so is a hazard between
  * two commands with no barrier when its synchronization check is on (VKT_VALIDATION=sync). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,37 @@ static uint64_t hazard_messages(int level)
     return n;
 }
 
+/* VKT_VALIDATION's values: 2 is sync's level (the hazard reported with no option asking
+ * for it), a value it does not know is refused naming it rather than read as 1 (a typo of
+ * "sync" would drop the check unseen). `env` is the value ctest set, put back after. */
+static void env_values(const char *env)
+{
+    char saved[64] = "";
+    if (env)
+        snprintf(saved, sizeof saved, "%s", env);
+    setenv("VKT_VALIDATION", "2", 1);
+    uint64_t two = hazard_messages(0);
+    TH_CHECK(two >= 1, "VKT_VALIDATION=2 reports the hazard as sync does (%llu)",
+             (unsigned long long)two);
+    const char *bad[] = {"syn", "yes", "3"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("VKT_VALIDATION", bad[i], 1);
+        vkt_instance *inst = NULL;
+        char want[64];
+        snprintf(want, sizeof want, "VKT_VALIDATION='%s'", bad[i]);
+        vkt_status st = vkt_instance_create(NULL, &inst);
+        TH_CHECK(st == VKT_ERROR_INVALID_ARGUMENT && !inst &&
+                     strstr(vkt_last_error(), want) != NULL,
+                 "VKT_VALIDATION=%s refused naming it (%s: %s)", bad[i],
+                 vkt_status_name(st), vkt_last_error());
+        vkt_instance_destroy(inst);
+    }
+    if (env)
+        setenv("VKT_VALIDATION", saved, 1);
+    else
+        unsetenv("VKT_VALIDATION");
+}
+
 int main(void)
 {
     th_init("test_validation");
@@ -68,5 +100,6 @@ int main(void)
         vkDestroyBuffer(ctx->device, b, NULL);
     vkt_context_destroy(ctx);
     vkt_instance_destroy(inst);
+    env_values(env);
     return th_finish();
 }

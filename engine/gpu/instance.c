@@ -268,6 +268,18 @@ static vkt_status list_devices(vkt_instance *inst)
     return VKT_OK;
 }
 
+/* VKT_VALIDATION: unset, empty or 0 -> 0; 1 -> 1 (the layer); sync or 2 -> 2 (its
+ * synchronization check too, as enable_validation 2); anything else -> -1. */
+static int validation_env(void)
+{
+    const char *env = plat_getenv("VKT_VALIDATION");
+    if (!env || strcmp(env, "0") == 0)
+        return 0;
+    if (strcmp(env, "1") == 0)
+        return 1;
+    return strcmp(env, "sync") == 0 || strcmp(env, "2") == 0 ? 2 : -1;
+}
+
 vkt_status vkt_instance_create(const vkt_instance_options *options, vkt_instance **out)
 {
     if (!out)
@@ -276,11 +288,14 @@ vkt_status vkt_instance_create(const vkt_instance_options *options, vkt_instance
     vkt_instance_options o = {0};
     if (options)
         o = *options;
+    int env_level = validation_env();
+    if (env_level < 0) /* a typo must not quietly drop the check asked for */
+        return err_fail(NULL, VKT_ERROR_INVALID_ARGUMENT, "VKT_VALIDATION='%s': 0, 1, sync "
+                        "(or 2: the layer with its synchronization check) or unset",
+                        plat_getenv("VKT_VALIDATION"));
     vkt_instance *inst = calloc(1, sizeof *inst);
     if (!inst)
         return err_fail(NULL, VKT_ERROR_OUT_OF_MEMORY, "out of host memory");
-    const char *env = plat_getenv("VKT_VALIDATION");
-    int env_level = !env || strcmp(env, "0") == 0 ? 0 : strcmp(env, "sync") == 0 ? 2 : 1;
     int asked = o.enable_validation >= 2 ? 2 : o.enable_validation ? 1 : 0;
     inst->validation = asked > env_level ? asked : env_level;
     inst->quiet = o.quiet_validation;

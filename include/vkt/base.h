@@ -129,9 +129,10 @@ typedef struct vkt_instance vkt_instance;
 
 typedef struct vkt_instance_options {
     /* Enable VK_LAYER_KHRONOS_validation and count its messages. Also enabled when the
-     * environment variable VKT_VALIDATION=1. 2 (or VKT_VALIDATION=sync): its
+     * environment variable VKT_VALIDATION=1. 2 (or VKT_VALIDATION=sync or 2): its
      * synchronization validation too (hazards between commands no barrier orders). Fails
-     * with VKT_ERROR_VULKAN if the layer is not installed. */
+     * with VKT_ERROR_VULKAN if the layer is not installed, and with
+     * VKT_ERROR_INVALID_ARGUMENT if VKT_VALIDATION is not 0, 1, 2, sync or empty. */
     int enable_validation;
     /* Path of the Vulkan loader library to open (default: the environment variable
      * VKT_VULKAN_LIBRARY, else the platform's libvulkan). */

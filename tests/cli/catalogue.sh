@@ -37,6 +37,8 @@ out=$(run train --steps 2 --frobnicate); rc=$?
 case_ "a trailing unknown option" 2 "unknown option '--frobnicate'" "$out" $rc
 out=$(VKT_KERNELS=tpu run train --steps 2); rc=$?
 case_ "VKT_KERNELS=tpu" 1 "VKT_KERNELS='tpu'" "$out" $rc
+out=$(VKT_VALIDATION=syn run train --steps 2); rc=$?
+case_ "VKT_VALIDATION=syn (a typo of sync): refused, not level 1" 1 "VKT_ERROR_INVALID_ARGUMENT: VKT_VALIDATION='syn'" "$out" $rc
 
 # messages arrive whole
 out=$(VKT_DEVICES=0,,x run devices); rc=$?
