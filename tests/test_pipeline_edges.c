@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "gpu/gpu.h"           /* white box: the round-trip counters */
 #include "parallel/pipe.h"     /* white box: the stages' models and sub-graphs */
 #include "platform/platform.h" /* plat_setenv */
 
@@ -133,6 +134,10 @@ typedef struct outcome {
     float *params[8];
     uint64_t sent[VKT_MAX_STAGES], host[VKT_MAX_STAGES], overlapped[VKT_MAX_STAGES];
     uint32_t kept[VKT_MAX_STAGES];
+    /* over the steps, per stage: submissions, fence waits, staged transfers (the gpu
+     * layer's counters of its context); whether it has an optimizer (parameters) */
+    uint64_t submits[VKT_MAX_STAGES], waits[VKT_MAX_STAGES], transfers[VKT_MAX_STAGES];
+    int updates[VKT_MAX_STAGES];
     uint32_t stages, m;
     int keep; /* not recompute always (the last stage's second model: never then) */
 } outcome;
@@ -166,9 +171,17 @@ static void set_env(const char *share, const char *edges)
     plat_setenv("VKT_PIPE_EDGES", edges);
 }
 
-/* STEPS steps of a P-stage pipeline on device 0 (every stage), m micro-batches. */
-static outcome run_pipeline(net *n, uint32_t P, uint32_t m, vkt_recompute r, const char *share,
-                            const char *edges)
+static void count(vkt_pipeline *p, uint32_t P, gpu_counters *c)
+{
+    for (uint32_t s = 0; s < P; s++)
+        gpu_context_counters(pipe_context(p, 0, s), &c[s]);
+}
+
+/* STEPS steps of a P-stage pipeline on device 0 (every stage), m micro-batches; flush:
+ * each step's update (due after it: the direct route) run at once, a submission of its
+ * own, as before it went ahead of the stage's next run (pipe_flush). */
+static outcome run_pipeline_flush(net *n, uint32_t P, uint32_t m, vkt_recompute r,
+                                  const char *share, const char *edges, int flush)
 {
     outcome o = {0};
     set_env(share, edges);
@@ -185,10 +198,21 @@ static outcome run_pipeline(net *n, uint32_t P, uint32_t m, vkt_recompute r, con
     int32_t y[BATCH];
     vkt_feed f[2] = {{n->x, x}, {n->y, y}};
     o.ok = 1;
+    gpu_counters c0[VKT_MAX_STAGES], c1[VKT_MAX_STAGES];
+    count(p, P, c0);
     for (uint32_t k = 0; k < STEPS && o.ok; k++) {
         batch_data(k, x, y);
         o.ok = TH_CHECK(vkt_pipeline_step(p, f, 2, &o.loss[k]) == VKT_OK, "step %u: %s", k,
                         vkt_pipeline_errmsg(p));
+        if (flush && o.ok)
+            o.ok = TH_CHECK(pipe_flush(p) == VKT_OK, "flush: %s", vkt_pipeline_errmsg(p));
+    }
+    count(p, P, c1);
+    for (uint32_t s = 0; s < P; s++) {
+        o.submits[s] = c1[s].submits - c0[s].submits;
+        o.waits[s] = c1[s].fence_waits - c0[s].fence_waits;
+        o.transfers[s] = c1[s].sync_transfers - c0[s].sync_transfers;
+        o.updates[s] = pipe_optimizer(p, 0, s) != NULL;
     }
     for (uint32_t i = 0; i < n->n_p && o.ok; i++) {
         uint64_t c = count_of(n->p[i]);
@@ -225,6 +249,12 @@ static outcome run_pipeline(net *n, uint32_t P, uint32_t m, vkt_recompute r, con
         }
     vkt_pipeline_destroy(p);
     return o;
+}
+
+static outcome run_pipeline(net *n, uint32_t P, uint32_t m, vkt_recompute r, const char *share,
+                            const char *edges)
+{
+    return run_pipeline_flush(n, P, m, r, share, edges, 0);
 }
 
 /* Which row b took: through the host, the device row, the import row. */
@@ -273,6 +303,30 @@ static void expect_same(const net *n, const outcome *a, const outcome *b, int ro
            (unsigned long long)overlapped);
 }
 
+/* The update ahead of the stage's next run (b) against a submission of its own after each
+ * step (a, flushed): the same losses and parameters bit for bit (the same kernel on the
+ * same gradient), and per stage with parameters one submission and one fence wait fewer
+ * a step, the same transfers. */
+static void expect_ahead(const net *n, const outcome *a, const outcome *b, int row,
+                         const char *what)
+{
+    expect_same(n, a, b, row, what);
+    for (uint32_t s = 0; a->ok && b->ok && s < b->stages; s++) {
+        uint64_t fewer = b->updates[s] ? STEPS : 0;
+        TH_CHECK(a->submits[s] == b->submits[s] + fewer && a->waits[s] == b->waits[s] + fewer &&
+                     a->transfers[s] == b->transfers[s],
+                 "%s: stage %u: %llu submissions, %llu fence waits, %llu transfers in %d steps; "
+                 "with the update on its own %llu, %llu, %llu", what, s,
+                 (unsigned long long)b->submits[s], (unsigned long long)b->waits[s],
+                 (unsigned long long)b->transfers[s], STEPS, (unsigned long long)a->submits[s],
+                 (unsigned long long)a->waits[s], (unsigned long long)a->transfers[s]);
+        printf("    stage %u: %.3g submissions and %.3g fence waits a step (%.3g and %.3g with "
+               "the update on its own)\n", s, (double)b->submits[s] / STEPS,
+               (double)b->waits[s] / STEPS, (double)a->submits[s] / STEPS,
+               (double)a->waits[s] / STEPS);
+    }
+}
+
 /* One net at (P, m, recompute): device row = host row on the shared device = host row on a
  * device per stage = import row on a device per stage. */
 static void compare_rows(net *n, uint32_t P, uint32_t m, vkt_recompute r, const char *name)
@@ -283,6 +337,16 @@ static void compare_rows(net *n, uint32_t P, uint32_t m, vkt_recompute r, const 
     outcome dev = run_pipeline(n, P, m, r, "1", "device");
     outcome dflt = run_pipeline(n, P, m, r, "1", ""); /* unset: device, as it fits */
     outcome imp = run_pipeline(n, P, m, r, "0", "import");
+    outcome own_f = run_pipeline_flush(n, P, m, r, "0", "", 1);
+    outcome dev_f = run_pipeline_flush(n, P, m, r, "1", "device", 1);
+    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: host row, the update ahead", name, P,
+             m, r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
+    expect_ahead(n, &own_f, &own, ROW_HOST, what);
+    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: device row, the update ahead", name,
+             P, m, r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
+    expect_ahead(n, &dev_f, &dev, ROW_DEVICE, what);
+    outcome_free(&own_f);
+    outcome_free(&dev_f);
     snprintf(what, sizeof what, "%s, %u stages, m %u, %s: host row, shared device", name, P, m,
              r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
     expect_same(n, &own, &host, ROW_HOST, what);

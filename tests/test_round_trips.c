@@ -16,20 +16,22 @@
  *        submission; it was 2 S, 2 F, 1 T staged, a transfer of its own); sharing one
  *        VkDevice (VKT_SHARE_DEVICE=1) the master is on it: the same per update, no
  *        parameter byte through the host, per run 2 S, 2 F, 0 T (its begin and end);
- *      a P = 2 pipeline of m micro-batches, per step over both stages: 3m + 2 S and F /
- *        with plain SGD the same, 0 T (a stage sums its micro-batches on its device and
- *        its optimizer applies that sum there: grad_reads and grad_writes 0); with
- *        clipping or fp16 3m + 6 S and F, 4 T (the sum read back once and written back
- *        once: grad_reads and grad_writes 1; before the device sum it was m reads, and
- *        5m + 4 S and F, 2m + 2 T).
+ *      a P = 2 pipeline of m micro-batches, per step over both stages, with plain SGD:
+ *        3m S and F / the same, 0 T (a stage sums its micro-batches on its device and its
+ *        optimizer applies that sum there, ahead of the stage's first run of the next
+ *        step in its submission: grad_reads and grad_writes 0; it was 3m + 2 with each
+ *        stage's update a submission of its own); with clipping or fp16 3m + 2 S and F /
+ *        3m + 6, 4 T (the sum read back once and written back once, the update a
+ *        submission of its own after the host's decision: grad_reads and grad_writes 1;
+ *        before the device sum it was m reads, and 5m + 4 S and F, 2m + 2 T).
  *    Per step = the difference between a fit of 2k steps and one of k steps, so what a
  *    run costs once (async's master read and write-back) falls out; that per-run part is
  *    checked too;
  *  - the sync replicas' staging is in host-cached memory wherever the device offers a
  *    host-visible cached type (reported by vkt_trainer_stats);
  *  - the update a sync step leaves pending runs before anything reads the parameters:
- *    a read after a run costs one submission and one wait per replica (the flush), a
- *    second read none; a checkpoint saved from fit's progress callback (which flushes
+ *    a read after a run costs one submission and one wait per replica (the flush), or
+ *    per stage of a pipeline with plain SGD (its due update), a second read none; a checkpoint saved from fit's progress callback (which flushes
  *    replica 0 alone) holds the same bytes as one saved after a fit of as many steps, and
  *    the run goes on to the same parameters, bitwise, on every replica. */
 #include <stdlib.h>
@@ -281,19 +283,24 @@ static const config configs[] = {
  * backwards (keeping its activations: the step's two halves, graph_model_step_forward and
  * _backward; recomputing: graph_model_forward_train and the whole step, which runs the
  * forward again: 2m forwards, vkt_pipeline_stage_stats.forwards), the last stage m
- * forward-backwards, and each its update (vkt_stream_run(apply)): (2m + 1) + (m + 1),
- * either way. Sent values
- * and input gradients travel inside the steps, and the zeroing of the gradient sum. Where
+ * forward-backwards: 2m + m, either way. Sent values and input gradients travel inside
+ * the steps, and the zeroing of the gradient sum. Each stage's update
+ * (vkt_stream_run(apply)) is a submission of its own where the host decides between the
+ * last backward and it (the host route: + 2), else it goes ahead of the stage's first run
+ * of the next step (the direct route, pipe_route.ahead: + 0). Where
  * the host's sum is needed (clipping by the global norm, fp16's loss scale and guard: the
  * host route, pipe_engine.h's pipe_route) each stage reads its sum back
  * (vkt_model_read_grads) after its last micro-batch and update writes it: grad_reads and
  * grad_writes 1, and where device access is staged 2 x 2 = 4 transfers (`add` in
  * test_config); otherwise (plain SGD: the direct route) the optimizer applies the sum
  * where it is: 0 reads, 0 writes, no transfer. */
-static double pipeline_per_step(uint32_t m) { return 3.0 * m + 2; }
 static int pipeline_host_route(const config *c)
 {
     return c->clip > 0 || c->precision == VKT_PRECISION_FP16;
+}
+static double pipeline_per_step(const config *c)
+{
+    return 3.0 * c->micro + (pipeline_host_route(c) ? 2 : 0);
 }
 
 typedef struct delta {
@@ -363,8 +370,8 @@ static void test_config(const config *c, const vkt_dataset *d)
     double ds = (b.s - a.s) / per, df = (b.f - a.f) / per, dt = (b.t - a.t) / per;
     int host = c->stages > 1 && pipeline_host_route(c); /* a stage's reads and writes */
     double add = g_staged ? c->stages > 1 ? 4.0 * host / holders : c->staged : 0;
-    double ws = (c->stages > 1 ? pipeline_per_step(c->micro) / holders : c->s) + add;
-    double wf = (c->stages > 1 ? pipeline_per_step(c->micro) / holders : c->f) + add;
+    double ws = (c->stages > 1 ? pipeline_per_step(c) / holders : c->s) + add;
+    double wf = (c->stages > 1 ? pipeline_per_step(c) / holders : c->f) + add;
     double wt = c->t + add;
     TH_CHECK(ds == ws && df == wf && dt == wt,
              "%s: %.3g submits, %.3g fence waits, %.3g transfers per holder and step "
@@ -449,6 +456,8 @@ static void test_config(const config *c, const vkt_dataset *d)
      * wait per replica of a sync run (besides the read's own transfers where staged),
      * none for a second read. */
     uint32_t flushes = c->replicas > 1 && c->mode == VKT_PARALLEL_SYNC ? c->replicas : 0;
+    if (c->stages > 1) /* the direct route's due updates, one per stage */
+        flushes = pipeline_host_route(c) ? 0 : c->stages;
     uint64_t np = vkt_trainer_param_count(tr);
     float *p = malloc(np * sizeof *p);
     for (int again = 0; again < 2; again++) {

@@ -95,6 +95,7 @@ struct vkt_model {
      * the gradients before the run, which the reference adds to (check.c). */
     int accumulate, zero_pending;
     vkt_stream *zero;
+    vkt_stream *ahead;        /* graph_model_run_ahead: the next run's first stream */
     float *check_prior;
     vkt_dtype precision;      /* autocast: the matrix products' type (fp32: none) */
     vkt_model *param_owner;   /* the model whose parameter buffer this one uses */

@@ -368,6 +368,14 @@ vkt_status graph_model_settle(vkt_model *m)
     return st == VKT_OK ? VKT_OK : model_ctx_fail(m, st);
 }
 
+void graph_model_run_ahead(vkt_model *m, vkt_stream *x)
+{
+    if (m)
+        m->ahead = x;
+}
+
+vkt_stream *graph_model_ahead(const vkt_model *m) { return m ? m->ahead : NULL; }
+
 void graph_model_run_with(vkt_model *m, const graph_run_with *w)
 {
     if (!m)
@@ -388,17 +396,21 @@ static vkt_status submit_with(vkt_model *m, vkt_stream *s, vkt_stream *zero,
         w = &none;
     vkt_stream *before[GPU_MAX_CARRIED] = {0};
     uint32_t n = 0;
+    if (m->ahead) /* graph_model_run_ahead: it may read what the zeroing clears */
+        before[n++] = m->ahead;
     if (zero)
         before[n++] = zero;
     if (n + w->n_before + w->n_after > GPU_MAX_CARRIED)
         return model_fail(m, VKT_ERROR_INTERNAL, "a submission with %u streams before and %u "
-                          "after (at most %d with the zeroing)", w->n_before, w->n_after,
+                          "after (at most %d with the zeroing and the stream ahead)",
+                          w->n_before, w->n_after,
                           GPU_MAX_CARRIED);
     for (uint32_t i = 0; i < w->n_before; i++)
         before[n++] = w->before[i];
     vkt_status st = gpu_stream_submit_ext(s, before, n, w->after, w->n_after, w->sync);
     if (st != VKT_OK)
         return model_ctx_fail(m, st);
+    m->ahead = NULL;
     if (w->submitted)
         w->submitted(w->user);
     return VKT_OK;
@@ -418,6 +430,12 @@ static vkt_status run(vkt_model *m, model_pass pass)
     if (st != VKT_OK)
         return st;
     st = ensure_recorded(m, pass);
+    if (st == VKT_OK && m->ahead && m->check) { /* check mode: on its own, first */
+        st = vkt_stream_run(m->ahead);
+        if (st != VKT_OK)
+            return model_ctx_fail(m, st);
+        m->ahead = NULL;
+    }
     const struct pass_def *d = &passes[pass];
     int training = d->backward;
     vkt_stream *zero = NULL;

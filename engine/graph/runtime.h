@@ -221,6 +221,14 @@ vkt_status graph_model_record_ctrl(vkt_model *m, vkt_stream *x, vkt_buffer *imag
 vkt_status graph_model_check_input(vkt_model *m, const vkt_tensor *t, const void *data,
                                    uint64_t count);
 void graph_model_run_with(vkt_model *m, const graph_run_with *w);
+/* Stream x (ending with gpu_stream_barrier_all; NULL: none) goes first in m's next run
+ * (any pass, with or without graph_model_run_with), in its one submission: ahead of the
+ * pending zeroing of the gradients too, so x may read the gradients the previous runs
+ * summed (a pipeline stage's update: pipe_sched.c). In check mode it runs alone first.
+ * graph_model_ahead: x until that run was submitted (or ran), then NULL; a run that fails
+ * before its submission leaves it there (the caller then takes it back with NULL). */
+void graph_model_run_ahead(vkt_model *m, vkt_stream *x);
+vkt_stream *graph_model_ahead(const vkt_model *m);
 /* Waits for m's run submitted with no_wait, if one is in flight; its status (the model's
  * message on a failure). Models sharing buffers (slots) are settled one by one. */
 vkt_status graph_model_settle(vkt_model *m);

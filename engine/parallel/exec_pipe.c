@@ -220,6 +220,15 @@ static void exec_pipe_eval_place(vkt_trainer *t, vkt_context **ctx, vkt_model **
     *share = NULL;
 }
 
+/* The stages' due updates (pipe_flush) before evaluation, prediction and the optimizer
+ * state's reads and writes (layout.c; the parameters' reads and writes flush in pipe.h). */
+vkt_status pipe_exec_flush(vkt_trainer *t)
+{
+    vkt_pipeline *p = pipe_exec_of(t)->engine;
+    vkt_status st = pipe_flush(p);
+    return st == VKT_OK ? st : trainer_fail(t, st, "%s", vkt_pipeline_errmsg(p));
+}
+
 static vkt_status exec_pipe_stage_stats(vkt_trainer *t, uint32_t stage,
                                         vkt_pipeline_stage_stats *out)
 {
@@ -253,7 +262,7 @@ const exec_ops exec_pipe_ops = {
     .input_row_bytes = exec_pipe_input_row_bytes,
     .eval_place = exec_pipe_eval_place,
     .eval_load = pipe_layout_load_eval,
-    .flush = NULL,
+    .flush = pipe_exec_flush,
     .predict = pipe_exec_predict,
     .stage_stats = exec_pipe_stage_stats,
     .sync = pipe_exec_sync,

@@ -61,6 +61,8 @@ vkt_status pipe_layout_load_eval(vkt_trainer *t, vkt_model *m);
  * forward on its own context with the stage's parameters, a micro-batch of rows at a time
  * (so evaluation needs no more device memory per stage than training); *handled 0: the
  * output is not computed by the stages (not on the loss's path), use the whole graph. */
+/* The stages' due updates run now (pipe_flush); on failure t's message. */
+vkt_status pipe_exec_flush(vkt_trainer *t);
 vkt_status pipe_exec_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_feeds,
                              uint32_t rows, const vkt_tensor *output, float *out,
                              int *handled);

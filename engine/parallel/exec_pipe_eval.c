@@ -162,6 +162,10 @@ vkt_status pipe_exec_predict(vkt_trainer *t, const vkt_feed *feeds, uint32_t n_f
         *handled = 1;                           /* the whole graph, on the synced copies */
         return pipe_world_predict(t, feeds, n_feeds, rows, output, out);
     }
+    if ((st = pipe_exec_flush(t)) != VKT_OK) { /* the stages' parameters now */
+        *handled = 1;
+        return st;
+    }
     pipe_eval *e = chain(t, output, &st);
     *handled = e != NULL || st != VKT_OK;
     if (!e)

@@ -231,6 +231,9 @@ vkt_status pipe_layout_read_opt(vkt_trainer *t, void *blob, uint64_t bytes)
     pipe_exec *pe = pipe_exec_of(t);
     uint32_t P = pipe_split(p)->n_stages;
     memset(blob, 0, bytes);
+    vkt_status fst = pipe_exec_flush(t); /* the moments after the update due */
+    if (fst != VKT_OK)
+        return fst;
     if (pe->opt_host && pe->opt_host_bytes == bytes) /* across ranks: others' stages */
         memcpy(blob, pe->opt_host, bytes);
     vkt_status st = VKT_OK;
@@ -263,7 +266,7 @@ vkt_status pipe_layout_write_opt(vkt_trainer *t, const char *path, const void *b
     pipe_exec *pe = pipe_exec_of(t);
     vkt_pipeline *p = pipe_exec_of(t)->engine;
     uint32_t P = pipe_split(p)->n_stages, D = pipe_copies(p);
-    vkt_status st = VKT_OK;
+    vkt_status st = pipe_exec_flush(t); /* else the update due would land on them */
     for (uint32_t s = 0; s < P && st == VKT_OK; s++) {
         uint32_t c0 = copy_here(t, 0, s);
         vkt_optimizer *o = c0 == UINT32_MAX ? NULL : pipe_optimizer(p, c0, s);

@@ -105,5 +105,12 @@ vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *param, const floa
  * pipeline's: the contexts' optimizers get clip_norm 0; clip_norm > 0 takes the host
  * route, and the direct route's optimizers get grad_scale times 1/m). */
 vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o);
+/* The direct route (pipe_engine.h) leaves each stage's agreed update due after pipe_step:
+ * it goes ahead of the stage's first run of the next step, in that run's submission. This
+ * runs the due updates now (one submission and one wait each): before anything outside a
+ * step reads or writes a stage's parameters or optimizer state, or evaluates on them
+ * (pipe_read_param, pipe_write_param and pipe_set_optimizer call it themselves). On
+ * failure the pipeline's message (vkt_pipeline_errmsg). */
+vkt_status pipe_flush(vkt_pipeline *p);
 
 #endif

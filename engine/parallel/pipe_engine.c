@@ -66,6 +66,8 @@ static vkt_status record_apply(vkt_pipeline *p, pstage *s)
         st = vkt_stream_create(s->ctx, NULL, &s->apply);
     if (st == VKT_OK && n)
         st = vkt_optimizer_record(s->opt, s->apply, pv, gv);
+    if (st == VKT_OK && n) /* the stage's next run may follow it in one submission */
+        st = gpu_stream_barrier_all(s->apply);
     if (st != VKT_OK)
         return pipe_fail(p, st, "stage %u: optimizer: %s", s->index, vkt_context_errmsg(s->ctx));
     uint64_t most_elems = 0;
@@ -452,6 +454,8 @@ vkt_status pipe_read_param(vkt_pipeline *p, uint32_t copy, const vkt_tensor *t, 
 {
     uint32_t s = 0, id = 0;
     vkt_status st = param_stage(p, t, "read", &s, &id);
+    if (st == VKT_OK)
+        st = pipe_flush(p); /* the update due runs first */
     if (st != VKT_OK)
         return st;
     pstage *x = ctx_of(p, copy, s);
@@ -468,6 +472,8 @@ vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *t, const float *d
 {
     uint32_t s = 0, id = 0;
     vkt_status st = param_stage(p, t, "write", &s, &id);
+    if (st == VKT_OK)
+        st = pipe_flush(p); /* else it would land on the values written */
     for (uint32_t c = 0; st == VKT_OK && c < p->D; c++) {
         pstage *x = ctx_of(p, c, s);
         if (!x->local)
@@ -497,6 +503,9 @@ vkt_status pipe_route_set(vkt_pipeline *p, int force)
     const pipe_route *r = pipe_route_pick(p);
     if (r == p->route && !force)
         return VKT_OK;
+    vkt_status fst = pipe_flush(p); /* a due update keeps the options it was agreed with */
+    if (fst != VKT_OK)
+        return fst;
     p->route = r;
     vkt_optimizer_options oo = pipe_stage_optim(p);
     for (uint32_t i = 0; i < p->n_ctx; i++) {

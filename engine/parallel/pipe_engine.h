@@ -122,7 +122,9 @@ typedef struct pstage {
     const pipe_keep *keep; /* pipe_keep_pick's row */
     uint64_t forwards;     /* forward runs this step */
     vkt_optimizer *opt;
-    vkt_stream *apply;
+    vkt_stream *apply;     /* the optimizer on the gradient buffer, then a barrier */
+    int apply_due;         /* an agreed update not run yet (pipe_route.ahead): it goes
+                              ahead of the stage's next run, or pipe_flush runs it */
     uint64_t n_params, n_train;
     double *gacc;          /* [n_train] the weighted sum over micro-batches */
     float *gtmp;           /* [n_params] */
@@ -178,6 +180,10 @@ typedef struct pipe_route {
     vkt_status (*begin)(vkt_pipeline *p);        /* the step's start, before its threads */
     vkt_status (*push)(pstage *s);               /* after s's optimizer ran */
     vkt_status (*end)(vkt_pipeline *p);          /* after the step's threads */
+    /* 1: no host decision lies between the last backward and the update but the meeting's
+     * (all update or none): an agreed update becomes due (pstage.apply_due) and goes
+     * ahead of the stage's next run, in its submission (graph_model_run_ahead) */
+    int ahead;
 } pipe_route;
 
 /* A meeting of the step's threads (arrive, squares_of_all): every context, or one copy's

@@ -23,8 +23,10 @@
  * gradients: the last stage's or a recomputing stage's first B, a keeping stage's first
  * F). The route (pipe_engine.h's pipe_route, one row of `routes` below, picked by
  * pipe_route_pick) says what happens to that sum. direct (D = 1, no world, no guard,
- * scale 1, no clipping): nothing; after the barrier each context runs its optimizer,
- * whose grad_scale carries the 1/m. host: after its last backward the stage reads the sum
+ * scale 1, no clipping): nothing; after the barrier each context's optimizer, whose
+ * grad_scale carries the 1/m, is due (pstage.apply_due): it goes ahead of the stage's next
+ * run, in that run's submission (run_model; the route's `ahead`), or pipe_flush runs it
+ * before anything outside a step reads or writes the stage. host: after its last backward the stage reads the sum
  * back once, weighted by 1 / (m D) in double; after every context passed the barrier with
  * no failure, each writes the sum over the copies of its stage (double, copy order) and
  * runs its optimizer (recorded once into `apply`). Both routes: every context updates or
@@ -116,6 +118,21 @@ static vkt_status after_backward(pstage *s, uint32_t k)
     return p->route->collect(s);
 }
 
+/* Runs fn on s->cur: a due update (pstage.apply_due) goes ahead of it, in its submission
+ * (graph_model_run_ahead), and is no longer due once that submission went in; a run that
+ * failed before it leaves the update due (pipe_flush, or the next run, takes it). */
+static vkt_status run_model(pstage *s, vkt_status (*fn)(vkt_model *))
+{
+    if (s->apply_due)
+        graph_model_run_ahead(s->cur, s->apply);
+    vkt_status st = fn(s->cur);
+    if (s->apply_due && graph_model_ahead(s->cur))
+        graph_model_run_ahead(s->cur, NULL); /* not submitted: still due */
+    else
+        s->apply_due = 0;
+    return st;
+}
+
 /* Runs one of the stage's models (fn) and counts its time, and its forward (forwards);
  * the run carries the edges' copies of what it sends: values, gradients (arm). */
 static vkt_status timed(pstage *s, uint32_t k, int values, int grads,
@@ -124,7 +141,7 @@ static vkt_status timed(pstage *s, uint32_t k, int values, int grads,
     double t0 = plat_now();
     vkt_status st = s->p->edges->arm(s, k, values, grads);
     if (st == VKT_OK)
-        st = fn(s->cur);
+        st = run_model(s, fn);
     s->busy += plat_now() - t0;
     s->forwards++;
     return st == VKT_OK ? VKT_OK : pipe_model_fail(s, st, what);
@@ -147,7 +164,7 @@ static vkt_status keep_backward(pstage *s, uint32_t k)
     if (st != VKT_OK)
         return st;
     double t0 = plat_now();
-    st = graph_model_step_backward(s->cur);
+    st = run_model(s, graph_model_step_backward);
     s->busy += plat_now() - t0;
     return st == VKT_OK ? VKT_OK : pipe_model_fail(s, st, "backward");
 }
@@ -352,7 +369,7 @@ static const pipe_route routes[] = {
     [ROUTE_HOST] = {"host", read_sum, stage_gradient, write_sum, 0, 0, 0, no_step_hook,
                     no_push, no_step_hook},
     [ROUTE_DIRECT] = {"direct", on_device, no_squares, in_place, 1, 0, 0, no_step_hook,
-                      no_push, no_step_hook},
+                      no_push, no_step_hook, 1 /* ahead */},
     /* async copies (pipe_async.c): read_sum weighs the copy's sum 1 / (m D) already */
     [ROUTE_ASYNC_HOST] = {"async host", read_sum, pipe_async_gather, write_sum, 0, 0, 1,
                           pipe_async_begin, pipe_async_push, pipe_async_end},
@@ -392,7 +409,9 @@ static vkt_status apply_gradient(pstage *s, double factor)
     if (st != VKT_OK)
         return st; /* its message is on the stage */
     st = vkt_optimizer_set_step(s->opt, p->step);
-    if (st == VKT_OK)
+    if (st == VKT_OK && p->route->ahead)
+        s->apply_due = 1; /* ahead of the stage's next run (run_model), or pipe_flush */
+    else if (st == VKT_OK)
         st = vkt_stream_run(s->apply);
     if (st != VKT_OK) {
         s->busy += plat_now() - t0;
@@ -401,6 +420,21 @@ static vkt_status apply_gradient(pstage *s, double factor)
     st = p->route->push(s); /* async: the change into the stage's master */
     s->busy += plat_now() - t0;
     return st;
+}
+
+vkt_status pipe_flush(vkt_pipeline *p)
+{
+    for (uint32_t i = 0; i < p->n_ctx; i++) {
+        pstage *s = &p->st[i];
+        if (!s->apply_due)
+            continue;
+        vkt_status st = vkt_stream_run(s->apply);
+        if (st != VKT_OK)
+            return pipe_fail(p, st, "stage %u: optimizer: %s", s->index,
+                             vkt_context_errmsg(s->ctx));
+        s->apply_due = 0;
+    }
+    return VKT_OK;
 }
 
 /* One context's update, its stage's gradient clipped by the norm over every stage (the
