@@ -458,6 +458,19 @@ static void test_config(const config *c, const vkt_dataset *d)
     uint32_t flushes = c->replicas > 1 && c->mode == VKT_PARALLEL_SYNC ? c->replicas : 0;
     if (c->stages > 1) /* the direct route's due updates, one per stage */
         flushes = pipeline_host_route(c) ? 0 : c->stages;
+    /* On the device row a stage's runs go in without a wait (pipe_edge_device.c) and a
+     * non-last stage's stream is waited for when it replays: where the step's first run,
+     * which carried the update, did not replay within the step (keeping: m <= K, slot 0's
+     * forward half runs once; recomputing: m = 1), its wait comes with the flush, which
+     * must not resubmit the update's commands before that run is over: one more wait, no
+     * submission (without the flush it comes at the next step's replay). */
+    uint32_t carried = 0;
+    for (uint32_t k = 0; flushes && c->stages > 1 && k + 1 < c->stages; k++) {
+        vkt_pipeline_stage_stats ps;
+        TH_OK(NULL, vkt_trainer_stage_stats_get(tr, k, &ps));
+        int device_row = ps.sent_bytes && !ps.sent_host_bytes;
+        carried += device_row && (ps.kept ? c->micro <= ps.kept : c->micro < 2);
+    }
     uint64_t np = vkt_trainer_param_count(tr);
     float *p = malloc(np * sizeof *p);
     for (int again = 0; again < 2; again++) {
@@ -467,10 +480,10 @@ static void test_config(const config *c, const vkt_dataset *d)
         TH_OK(NULL, vkt_trainer_stats_get(tr, &r1));
         uint64_t tr_ = r1.sync_transfers - r0.sync_transfers;
         uint64_t fs = r1.submits - r0.submits - tr_, ff = r1.fence_waits - r0.fence_waits - tr_;
-        uint32_t want = again ? 0 : flushes;
-        TH_CHECK(fs == want && ff == want, "%s: read_params %s: %llu submits, %llu waits "
-                 "besides its transfers (expected %u)", c->what, again ? "again" : "after the "
-                 "run", (unsigned long long)fs, (unsigned long long)ff, want);
+        uint32_t want = again ? 0 : flushes, want_f = again ? 0 : flushes + carried;
+        TH_CHECK(fs == want && ff == want_f, "%s: read_params %s: %llu submits, %llu waits "
+                 "besides its transfers (expected %u, %u)", c->what, again ? "again" : "after "
+                 "the run", (unsigned long long)fs, (unsigned long long)ff, want, want_f);
     }
     free(p);
     vkt_trainer_destroy(tr);
