@@ -9,7 +9,8 @@
 #    and resumes to 40 in 2 ranks, in one process with --pipeline 2 and in one plain
 #    process, each with the uninterrupted run's test loss to 4 digits;
 #    the chief warns once that periodic saves wait for the run's end (one process: no);
-#  - `-np 3 --pipeline 2` is refused on creation, the message naming both numbers;
+#  - `-np 3 --pipeline 2` is refused on creation, the message naming both numbers, and so
+#    is `VKT_PIPE_EDGES=import` (edges across ranks are messages), saying why;
 #  - async copies: `-np 2 --pipeline 2 --mode async` (one copy) trains to one process's
 #    losses; `-np 4 --staleness 0` (two copies) within 0.002 of the 4 sync ranks' test loss,
 #    the world's staleness within the bound; a checkpoint of 4 async ranks resumes in 4
@@ -95,6 +96,12 @@ check "one plain process resumes it: test loss $(val test_loss "$out") = $want" 
 out=$(mpi 120 -np 3 "$bin" train "${common[@]}" --steps 4 2>&1); rc=$?
 check "-np 3 --pipeline 2: refused ($rc), naming 3 ranks and 2 stages" \
       "[[ $rc -ne 0 && $rc -ne 124 ]] && grep -q 'VKT_ERROR_INVALID_ARGUMENT: vkt_trainer_create: 3 ranks do not split into pipelines of 2 stages' <<<\"\$out\"" "$out"
+check "no process left" gone
+# Import edges (VKT_PIPE_EDGES=import) are for stages in one process: across ranks the
+# edges are messages, and creation says so.
+out=$(VKT_PIPE_EDGES=import mpi 120 -np 2 "$bin" train "${common[@]}" --steps 4 2>&1); rc=$?
+check "VKT_PIPE_EDGES=import -np 2 --pipeline 2: refused ($rc), saying why" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]] && grep -q 'VKT_ERROR_INVALID_ARGUMENT: VKT_PIPE_EDGES=import: stages across ranks send their edges as messages' <<<\"\$out\"" "$out"
 check "no process left" gone
 # 4. Async copies across ranks (pipe_async_world.c): each stage's master sharded over the
 # stage's ranks, each copy's push applied in the order it arrives. (tests/test_mpi_pipeline.c
