@@ -42,6 +42,7 @@ typedef struct train_args {
     uint32_t pipeline;          /* --pipeline P: stages, split automatically */
     uint32_t micro_batches;     /* --micro-batches m */
     int micro_given;
+    const char *lm_option; /* the first "charlm only" option given (NULL: none) */
     int split;                  /* --split auto|time|params: a vkt_split_cost */
     int recompute;              /* --recompute auto|always|never: a vkt_recompute */
     /* charlm */

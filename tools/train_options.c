@@ -487,6 +487,11 @@ static int finish(train_args *a)
                 "--mode async, --balance and --slow-replica-ms are not available for it\n");
         return 0;
     }
+    if (!lm && a->lm_option) { /* else silently unused: --eval-every 10 on an MLP */
+        fprintf(stderr, "vkt train: %s applies to --model charlm (not --model %s)\n",
+                a->lm_option, a->model);
+        return 0;
+    }
     if (!a->micro_given)
         a->micro_batches = a->pipeline > 1 ? 4 : 1;
     if ((a->pipeline > 1 || a->micro_batches > 1) &&
@@ -506,6 +511,17 @@ static int finish(train_args *a)
     return devices_all_used(a);
 }
 
+/* Whether `o` is in the table's "charlm only" section (a section runs from the option
+ * that names it to the next that names one). */
+static int charlm_only(const train_option *o)
+{
+    const char *section = NULL;
+    for (size_t i = 0; i < train_option_count && &train_options[i] <= o; i++)
+        if (train_options[i].section)
+            section = train_options[i].section;
+    return section && strcmp(section, "charlm only") == 0;
+}
+
 int train_args_parse(int argc, char **argv, train_args *a)
 {
     train_args_defaults(a);
@@ -522,6 +538,8 @@ int train_args_parse(int argc, char **argv, train_args *a)
         }
         if (o->given)
             *(int *)((char *)a + o->given - 1) = 1;
+        if (!a->lm_option && charlm_only(o))
+            a->lm_option = o->name;
         if (o->type == TRAIN_OPT_FLAG) {
             *(int *)field(a, o) = 1;
             continue;

@@ -74,6 +74,12 @@ out=$("$bin" train --mode sync --staleness 2 --steps 2 2>&1); rc=$?
 check "--staleness without --mode async: exit 2" "[[ $rc -eq 2 ]] && grep -q -- '--staleness applies to --mode async' <<<\"\$out\""
 out=$("$bin" train --model charlm --heads 3 2>&1); rc=$?
 check "--heads not dividing --width: exit 2 naming both" "[[ $rc -eq 2 ]] && grep -q -- '--heads (3) must divide --width (64)' <<<\"\$out\""
+# the charlm-only options with another model: refused naming the option (they were
+# silently unused: --eval-every 5 on an MLP evaluated nothing and said nothing)
+out=$("$bin" train --steps 2 --eval-every 5 2>&1); rc=$?
+check "--eval-every with the MLP: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q -- '--eval-every applies to --model charlm (not --model mlp)' <<<\"\$out\""
+out=$("$bin" train --context 8 --model cnn --steps 2 2>&1); rc=$?
+check "--context before --model cnn: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q -- '--context applies to --model charlm (not --model cnn)' <<<\"\$out\""
 
 # --help: every option of the table (this list) is there, and every option it shows is
 # one the parser knows (given a bad value, it is refused for the value, not as unknown).
