@@ -504,6 +504,13 @@ static int finish(train_args *a)
         fprintf(stderr, "vkt train: --init-map applies to --init-from\n");
         return 0;
     }
+    if (a->check_identical && (a->async || a->pipeline > 1 || a->micro_batches > 1)) {
+        /* only sync replicas across ranks hash their parameters (reduce_world.c) */
+        fprintf(stderr, "vkt train: --check-identical applies to --mode sync without "
+                "--pipeline or --micro-batches (async copies differ by design; pipeline "
+                "stages are not compared)\n");
+        return 0;
+    }
     if (a->bounded && !a->async) {
         fprintf(stderr, "vkt train: --staleness applies to --mode async\n");
         return 0;
