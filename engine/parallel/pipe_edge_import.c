@@ -163,29 +163,27 @@ static vkt_status arm(pstage *s, uint32_t k, int values, int grads)
     return VKT_OK;
 }
 
-/* After the run that copied them (waited for): the values of micro-batch k in the host
- * allocation, ready for the consumers. */
-static vkt_status send_values(pstage *s, uint32_t k)
+/* After the run that copied them (waited for): the values (grads 0) or the gradients of
+ * the received values (1) of micro-batch k in the host allocation, ready for the other
+ * side. */
+static vkt_status announce(pstage *s, uint32_t k, int grads)
 {
     vkt_pipeline *p = s->p;
-    for (uint32_t j = 0; j < s->gs->n_send; j++) {
-        pedge *e = &p->edge[s->send_edge[j]];
+    uint32_t n = grads ? s->gs->n_recv : s->gs->n_send;
+    const uint32_t *edge = grads ? s->recv_edge : s->send_edge;
+    for (uint32_t j = 0; j < n; j++) {
+        pedge *e = &p->edge[edge[j]];
         s->sent += e->elems * 4;
-        pipe_edge_announce_value(p, e, k);
+        if (grads)
+            pipe_edge_announce_grad(p, e, k);
+        else
+            pipe_edge_announce_value(p, e, k);
     }
     return VKT_OK;
 }
 
-static vkt_status send_grads(pstage *s, uint32_t k)
-{
-    vkt_pipeline *p = s->p;
-    for (uint32_t j = 0; j < s->gs->n_recv; j++) {
-        pedge *e = &p->edge[s->recv_edge[j]];
-        s->sent += e->elems * 4;
-        pipe_edge_announce_grad(p, e, k);
-    }
-    return VKT_OK;
-}
+static vkt_status send_values(pstage *s, uint32_t k) { return announce(s, k, 0); }
+static vkt_status send_grads(pstage *s, uint32_t k) { return announce(s, k, 1); }
 
 /* The stage's thread writes the fed rows before each run (vkt_model_set_input). */
 static vkt_status no_begin(vkt_pipeline *p)

@@ -163,35 +163,34 @@ check "rank 1 killed: mpirun exits $rc != 0 within 10 s ($t s)" \
       "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 10" "$(cat "$tmp/k.out")"
 check "no process left" gone
 
-C=$tmp/s
-mpi 300 -np 2 "$bin" train "${common[@]}" --steps 100000 --checkpoint-dir "$C" --comm-timeout 3 \
-    >"$tmp/s.out" 2>&1 &
-job=$!
-for ((i = 0; i < 600; i++)); do grep -q 'step [0-9]*/' "$tmp/s.out" && break; sleep 0.1; done
-victim=$(rank_pid 1 "$C")
-check "the job trains and rank 1 is found (pid ${victim:-none})" "[[ -n '$victim' ]]" "$(cat "$tmp/s.out")"
-t0=$(now)
-[[ -n $victim ]] && kill -STOP "$victim"
-wait "$job"; rc=$?
-t=$(since "$t0")
-out=$(cat "$tmp/s.out")
+# stop_rank NP RANK NAME ARGS...: an -np NP job of `vkt train ARGS --comm-timeout 3` in
+# $tmp/NAME, rank RANK stopped (SIGSTOP) once the job trains; sets rc, t (seconds from the
+# stop to the job's end) and out.
+stop_rank() {
+    local np=$1 rank=$2 C=$tmp/$3 victim
+    shift 3
+    mpi 300 -np "$np" "$bin" train "${common[@]}" "$@" --steps 100000 --checkpoint-dir "$C" \
+        --comm-timeout 3 >"$C.out" 2>&1 &
+    local job=$!
+    for ((i = 0; i < 600; i++)); do grep -q 'step [0-9]*/' "$C.out" && break; sleep 0.1; done
+    victim=$(rank_pid "$rank" "$C")
+    check "the job trains and rank $rank is found (pid ${victim:-none})" "[[ -n '$victim' ]]" \
+          "$(cat "$C.out")"
+    local t0
+    t0=$(now)
+    [[ -n $victim ]] && kill -STOP "$victim"
+    wait "$job"; rc=$?
+    t=$(since "$t0")
+    out=$(cat "$C.out")
+}
+
+stop_rank 2 1 s
 check "rank 1 stopped: exit status 3 within 3 + 10 s ($rc, $t s)" "[[ $rc -eq 3 ]] && le $t 13" "$out"
 check "the chief reports the timeout, naming rank 1" \
       "grep -qE 'vkt: rank 0: training failed at step [0-9]+: VKT_ERROR_TIMEOUT: .*did not complete in 3 s: rank\\(s\\) 1 (have not arrived|stopped answering)' <<<\"\$out\"" "$out"
 check "every process gone" gone
 # The same with async copies (4 ranks): rank 3 stopped, the job ends with status 3 naming it.
-C=$tmp/as
-mpi 300 -np 4 "$bin" train "${common[@]}" --mode async --steps 100000 --checkpoint-dir "$C" \
-    --comm-timeout 3 >"$tmp/as.out" 2>&1 &
-job=$!
-for ((i = 0; i < 600; i++)); do grep -q 'step [0-9]*/' "$tmp/as.out" && break; sleep 0.1; done
-victim=$(rank_pid 3 "$C")
-check "the async job trains and rank 3 is found (pid ${victim:-none})" "[[ -n '$victim' ]]" "$(cat "$tmp/as.out")"
-t0=$(now)
-[[ -n $victim ]] && kill -STOP "$victim"
-wait "$job"; rc=$?
-t=$(since "$t0")
-out=$(cat "$tmp/as.out")
+stop_rank 4 3 as --mode async
 check "async, rank 3 stopped: exit status 3 within 3 + 10 s ($rc, $t s), naming rank 3" \
       "[[ $rc -eq 3 ]] && le $t 13 && grep -qE 'VKT_ERROR_TIMEOUT: .*(rank\\(s\\) ([0-9]+, )*3 (have not arrived|stopped answering)|rank 3 did not push)' <<<\"\$out\"" "$out"
 check "every process gone" gone
