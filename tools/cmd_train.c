@@ -477,8 +477,9 @@ static int run(const train_args *a, vkt_instance *inst)
     if (p.step0 >= total && vkt_world_is_chief(a->world)) /* then evaluates and reports */
         printf("nothing to train: the checkpoint is at step %llu of %llu\n",
                (unsigned long long)p.step0, (unsigned long long)total);
+    /* a warning, not progress: printed with --quiet too */
     if (a->ckpt_dir && (a->save_every || a->save_secs > 0) && stages_across_ranks(a) &&
-        vkt_world_is_chief(a->world) && !a->quiet)
+        vkt_world_is_chief(a->world))
         fprintf(stderr, "vkt: warning: --save-every / --save-secs: with pipeline stages across "
                 "ranks the checkpoint is saved at the end of the run and on a signal only "
                 "(docs/distributed.md)\n");

@@ -8,7 +8,8 @@
 #  - a checkpoint saved by 2 ranks at step 20 is byte-identical to the one process's,
 #    and resumes to 40 in 2 ranks, in one process with --pipeline 2 and in one plain
 #    process, each with the uninterrupted run's test loss to 4 digits;
-#    the chief warns once that periodic saves wait for the run's end (one process: no);
+#    the chief warns once that periodic saves wait for the run's end (one process: no;
+#    --quiet: yes);
 #  - `-np 3 --pipeline 2` is refused on creation, the message naming both numbers, and so
 #    is `VKT_PIPE_EDGES=import` (edges across ranks are messages), saying why;
 #  - async copies: `-np 2 --pipeline 2 --mode async` (one copy) trains to one process's
@@ -74,6 +75,8 @@ done
 A=$tmp/a B=$tmp/b
 out=$(mpi 240 -np 2 "$bin" train "${common[@]}" --steps 20 --quiet --checkpoint-dir "$A" 2>&1); rc=$?
 check "2 ranks save ckpt-20.vkt" "[[ $rc -eq 0 && -f $A/ckpt-20.vkt ]]" "$out"
+check "--quiet still warns that periodic saves wait for the end (a warning, not progress)" \
+      "grep -q 'warning: --save-every / --save-secs: with pipeline stages across ranks' <<<\"\$out\"" "$out"
 timeout -k 5 240 "$bin" train "${common[@]}" --steps 20 --quiet --checkpoint-dir "$B" >/dev/null 2>&1
 check "the same bytes as one process's checkpoint" "cmp -s '$A/ckpt-20.vkt' '$B/ckpt-20.vkt'"
 cp -r "$A" "$tmp/c"; cp -r "$A" "$tmp/d"
