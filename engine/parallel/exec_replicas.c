@@ -121,10 +121,9 @@ static vkt_status replicas_create(vkt_trainer *t, const uint32_t *dev, uint32_t 
         r->rows = (uint32_t)(B * (g + 1) / G) - r->row0;
         r->weight = (float)r->rows / (float)t->opt.batch;
     }
-    if (st == VKT_OK && share_mode() < 0)
-        st = trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "VKT_SHARE_DEVICE='%s': 1 (replicas on "
-                          "one device share its VkDevice), 0 (never) or unset (where it has a "
-                          "queue for each)", plat_getenv("VKT_SHARE_DEVICE"));
+    char why[320];
+    if (st == VKT_OK && share_refuse("replicas", why, sizeof why))
+        st = trainer_fail(t, VKT_ERROR_INVALID_ARGUMENT, "%s", why);
     for (uint32_t i = 0; st == VKT_OK && i < n; i++)
         st = create_context(t, &t->rep[i], dev[i], share_with(t, dev, n, i));
     if (st == VKT_OK)

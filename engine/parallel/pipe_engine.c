@@ -259,10 +259,9 @@ static vkt_status check_options(vkt_pipeline *p)
     p->n_ctx = p->P * p->D;
     if (!o->devices || o->n_devices == 0)
         return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s: no device list", o->fn);
-    if (share_mode() < 0)
-        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "VKT_SHARE_DEVICE='%s': 1 (stages on "
-                         "one device share its VkDevice), 0 (never) or unset (where it has a "
-                         "queue for each)", plat_getenv("VKT_SHARE_DEVICE"));
+    char why[320];
+    if (share_refuse("stages", why, sizeof why))
+        return pipe_fail(p, VKT_ERROR_INVALID_ARGUMENT, "%s", why);
     return VKT_OK;
 }
 

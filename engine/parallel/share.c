@@ -1,4 +1,5 @@
 /* share.c - share.h: contexts on one physical device sharing one VkDevice. */
+#include <stdio.h>
 #include <string.h>
 
 #include "parallel/share.h"
@@ -10,6 +11,15 @@ int share_mode(void)
     if (!v || !*v)
         return 2;
     return strcmp(v, "1") == 0 ? 1 : strcmp(v, "0") == 0 ? 0 : -1;
+}
+
+int share_refuse(const char *what, char *why, size_t n)
+{
+    if (share_mode() >= 0)
+        return 0;
+    return snprintf(why, n, "VKT_SHARE_DEVICE='%s': 1 (%s on one device share its VkDevice), "
+                    "0 (never) or unset (where it has a queue for each)",
+                    plat_getenv("VKT_SHARE_DEVICE"), what) >= 0;
 }
 
 vkt_context *share_pick(const uint32_t *dev, uint32_t n, uint32_t i,

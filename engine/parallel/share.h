@@ -11,6 +11,10 @@
  * has one: its contexts keep a device each, so they run concurrently). -1: a bad value. */
 int share_mode(void);
 
+/* A bad VKT_SHARE_DEVICE (share_mode -1): 1 and the message, naming the value and what
+ * (e.g. "replicas", "stages") shares, into why[n]; else 0. */
+int share_refuse(const char *what, char *why, size_t n);
+
 /* The context that context i of n (on devices dev[0..n)) shares its VkDevice with: the
  * first before it on the same device (ctx(user, j) gives context j, made already), when
  * sharing is on for that device; NULL: a device of its own. */
