@@ -38,6 +38,7 @@ typedef struct train_args {
     double bucket_mb;           /* --bucket-mb: gradient MiB per allreduce */
     uint32_t check_identical;   /* --check-identical N: compare the ranks every N steps */
     int overlap;                /* --overlap on|off|auto: 1, -1, 0 */
+    int bucket_given, identical_given, overlap_given; /* the sync replicas' options given */
     /* model parallelism (docs/model_parallel.md) */
     uint32_t pipeline;          /* --pipeline P: stages, split automatically */
     uint32_t micro_batches;     /* --micro-batches m */

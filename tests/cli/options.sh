@@ -72,10 +72,12 @@ out=$("$bin" train --steps 2 --lr 2>&1); rc=$?
 check "a trailing option without its value: exit 2, '--lr needs a value'" "[[ $rc -eq 2 ]] && grep -q -- '--lr needs a value' <<<\"\$out\""
 out=$("$bin" train --mode sync --staleness 2 --steps 2 2>&1); rc=$?
 check "--staleness without --mode async: exit 2" "[[ $rc -eq 2 ]] && grep -q -- '--staleness applies to --mode async' <<<\"\$out\""
-# --check-identical where nothing compares the ranks' parameters: refused, not ignored
-for a in "--mode async" "--pipeline 2"; do
-    out=$("$bin" train --check-identical 1 $a --steps 2 2>&1); rc=$?
-    check "--check-identical with $a: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q -- '--check-identical applies to --mode sync without --pipeline' <<<\"\$out\""
+# the sync replicas' options where no reducer or hash uses them: refused, not ignored
+for o in "--check-identical 1" "--bucket-mb 2" "--overlap on"; do
+    for a in "--mode async" "--pipeline 2" "--micro-batches 2"; do
+        out=$("$bin" train $o $a --steps 2 2>&1); rc=$?
+        check "$o with $a: exit 2 naming it" "[[ $rc -eq 2 ]] && grep -q -- '${o%% *} applies to --mode sync without --pipeline' <<<\"\$out\""
+    done
 done
 out=$("$bin" train --model charlm --heads 3 2>&1); rc=$?
 check "--heads not dividing --width: exit 2 naming both" "[[ $rc -eq 2 ]] && grep -q -- '--heads (3) must divide --width (64)' <<<\"\$out\""
