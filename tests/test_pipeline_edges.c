@@ -327,6 +327,15 @@ static void expect_ahead(const net *n, const outcome *a, const outcome *b, int r
     }
 }
 
+/* "NAME, P stages, m M, keep|recompute: ROW" into buf[n]; returns buf. */
+static const char *label(char *buf, size_t n, const char *name, uint32_t P, uint32_t m,
+                         vkt_recompute r, const char *row)
+{
+    snprintf(buf, n, "%s, %u stages, m %u, %s: %s", name, P, m,
+             r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep", row);
+    return buf;
+}
+
 /* One net at (P, m, recompute): device row = host row on the shared device = host row on a
  * device per stage = import row on a device per stage. */
 static void compare_rows(net *n, uint32_t P, uint32_t m, vkt_recompute r, const char *name)
@@ -339,26 +348,16 @@ static void compare_rows(net *n, uint32_t P, uint32_t m, vkt_recompute r, const 
     outcome imp = run_pipeline(n, P, m, r, "0", "import");
     outcome own_f = run_pipeline_flush(n, P, m, r, "0", "", 1);
     outcome dev_f = run_pipeline_flush(n, P, m, r, "1", "device", 1);
-    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: host row, the update ahead", name, P,
-             m, r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
-    expect_ahead(n, &own_f, &own, ROW_HOST, what);
-    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: device row, the update ahead", name,
-             P, m, r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
-    expect_ahead(n, &dev_f, &dev, ROW_DEVICE, what);
+#define WHAT(row) label(what, sizeof what, name, P, m, r, row)
+    expect_ahead(n, &own_f, &own, ROW_HOST, WHAT("host row, the update ahead"));
+    expect_ahead(n, &dev_f, &dev, ROW_DEVICE, WHAT("device row, the update ahead"));
     outcome_free(&own_f);
     outcome_free(&dev_f);
-    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: host row, shared device", name, P, m,
-             r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
-    expect_same(n, &own, &host, ROW_HOST, what);
-    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: device row", name, P, m,
-             r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
-    expect_same(n, &own, &dev, ROW_DEVICE, what);
-    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: unset picks the device row", name, P,
-             m, r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
-    expect_same(n, &own, &dflt, ROW_DEVICE, what);
-    snprintf(what, sizeof what, "%s, %u stages, m %u, %s: import row, a VkDevice each", name,
-             P, m, r == VKT_RECOMPUTE_ALWAYS ? "recompute" : "keep");
-    expect_same(n, &own, &imp, ROW_IMPORT, what);
+    expect_same(n, &own, &host, ROW_HOST, WHAT("host row, shared device"));
+    expect_same(n, &own, &dev, ROW_DEVICE, WHAT("device row"));
+    expect_same(n, &own, &dflt, ROW_DEVICE, WHAT("unset picks the device row"));
+    expect_same(n, &own, &imp, ROW_IMPORT, WHAT("import row, a VkDevice each"));
+#undef WHAT
     outcome_free(&imp);
     outcome_free(&own);
     outcome_free(&host);
