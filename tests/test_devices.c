@@ -41,6 +41,24 @@ static void test_list(void)
         TH_CHECK(d.max_shared_memory >= 16384, "shared memory %u >= 16 KiB (Vulkan minimum)",
                  d.max_shared_memory);
         TH_CHECK(strcmp(vkt_device_type_name(d.type), "") != 0, "type has a name");
+        /* the ways of placing replicas: every usable device has a compute queue; the
+         * groups partition the devices (each group's size is the number of devices
+         * naming it) */
+        TH_CHECK(d.compute_queues >= 1, "device %u: %u compute queue(s)", i, d.compute_queues);
+        TH_CHECK(d.group_size >= 1 && d.group < n, "device %u: group %u of size %u", i,
+                 d.group, d.group_size);
+        uint32_t members = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            vkt_device_info e;
+            TH_OK(NULL, vkt_instance_device_info(th_instance, j, &e));
+            members += e.group == d.group;
+        }
+        TH_CHECK(members == d.group_size, "device %u's group %u: %u devices name it, size %u",
+                 i, d.group, members, d.group_size);
+        if (strstr(d.name, "llvmpipe")) /* Mesa's lavapipe: Vulkan 1.3, the extension, alone */
+            TH_CHECK(d.timeline_semaphores && d.host_import && d.group_size == 1,
+                     "lavapipe: timelines %d, host import %d, group size %u",
+                     d.timeline_semaphores, d.host_import, d.group_size);
     }
     vkt_device_info d;
     TH_STATUS(NULL, vkt_instance_device_info(th_instance, n, &d), VKT_ERROR_NO_DEVICE);

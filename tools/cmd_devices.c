@@ -25,6 +25,18 @@ static void print_device(uint32_t i, const vkt_device_info *d)
     printf("  max allocation          %llu bytes\n", (unsigned long long)d->max_allocation_size);
     printf("  compute-only queue      %s\n", d->compute_only_queue ? "yes" : "no");
     printf("  timestamps              %s\n", d->timestamps ? "yes" : "no");
+    /* the ways of placing replicas and stages (README, "Data parallelism") */
+    printf("  compute queues          %u%s\n", d->compute_queues,
+           d->compute_queues > 1 ? "" : " (replicas sharing the device take turns on it)");
+    printf("  timeline semaphores     %s\n", d->timeline_semaphores ? "yes" : "no");
+    printf("  host memory import      %s\n", d->host_import ? "yes" : "no");
+    if (d->group_size > 1)
+        printf("  device group            %u, linked with %u other device(s) (vktrain does "
+               "not use device groups: README)\n", d->group, d->group_size - 1);
+    else if (d->group_size == 1)
+        printf("  device group            %u, alone\n", d->group);
+    else
+        printf("  device group            unknown (the groups could not be listed)\n");
 }
 
 int cmd_devices(int argc, char **argv)

@@ -8,7 +8,7 @@
 
 /* A compute-only family where the device has one (it runs beside graphics work),
  * else the first family with compute. */
-static int pick_queue_family(VkPhysicalDevice phys, uint32_t *out, uint32_t *count)
+int gpu_pick_queue_family(VkPhysicalDevice phys, uint32_t *out, uint32_t *count)
 {
     uint32_t n = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, NULL);
@@ -91,7 +91,7 @@ static vkt_status resolve_memory_limit(uint64_t asked, uint64_t *out)
 static vkt_status create_device(vkt_context *ctx, const gpu_device_plan *plan)
 {
     uint32_t queues = 0;
-    if (!pick_queue_family(ctx->phys, &ctx->queue_family, &queues))
+    if (!gpu_pick_queue_family(ctx->phys, &ctx->queue_family, &queues))
         return err_fail(ctx->errmsg, VKT_ERROR_NO_DEVICE, "device '%s' has no compute queue",
                         ctx->info.name);
     queues = queues < 1 ? 1 : queues > GPU_MAX_QUEUES ? GPU_MAX_QUEUES : queues;

@@ -44,6 +44,44 @@ static void describe_queues(VkPhysicalDevice phys, vkt_device_info *info)
             info->timestamps = 1;
     }
     free(q);
+    uint32_t family = 0;
+    if (!gpu_pick_queue_family(phys, &family, &info->compute_queues))
+        info->compute_queues = 0;
+}
+
+/* What a context on the device would enable (gpu_plan_device): timelines, host import. */
+static void describe_plan(VkPhysicalDevice phys, vkt_device_info *info)
+{
+    gpu_device_caps caps;
+    gpu_device_plan plan;
+    char errmsg[VKT_ERRMSG_SIZE];
+    if (gpu_query_device_caps(phys, &caps, errmsg) != VKT_OK ||
+        gpu_plan_device(&caps, &plan, errmsg) != VKT_OK)
+        return; /* a device no context can use: neither */
+    info->timeline_semaphores = plan.timeline;
+    info->host_import = plan.host_import != 0;
+}
+
+void gpu_describe_groups(VkInstance instance, const VkPhysicalDevice *devices, uint32_t n,
+                         vkt_device_info *infos)
+{
+    uint32_t g = 0;
+    if (vkEnumeratePhysicalDeviceGroups(instance, &g, NULL) != VK_SUCCESS || g == 0)
+        return;
+    VkPhysicalDeviceGroupProperties *gp = calloc(g, sizeof *gp);
+    if (!gp)
+        return;
+    for (uint32_t k = 0; k < g; k++)
+        gp[k].sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_GROUP_PROPERTIES;
+    VkResult r = vkEnumeratePhysicalDeviceGroups(instance, &g, gp);
+    for (uint32_t k = 0; (r == VK_SUCCESS || r == VK_INCOMPLETE) && k < g; k++)
+        for (uint32_t j = 0; j < gp[k].physicalDeviceCount; j++)
+            for (uint32_t i = 0; i < n; i++)
+                if (devices[i] == gp[k].physicalDevices[j]) {
+                    infos[i].group = k;
+                    infos[i].group_size = gp[k].physicalDeviceCount;
+                }
+    free(gp);
 }
 
 void gpu_describe_device(VkPhysicalDevice phys, vkt_device_info *info)
@@ -91,6 +129,7 @@ void gpu_describe_device(VkPhysicalDevice phys, vkt_device_info *info)
             (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
     }
     describe_queues(phys, info);
+    describe_plan(phys, info);
 }
 
 vkt_status vkt_instance_select_devices(vkt_instance *inst, uint32_t *indices, uint32_t capacity,

@@ -265,6 +265,7 @@ static vkt_status list_devices(vkt_instance *inst)
     inst->device_count = n;
     for (uint32_t i = 0; i < n; i++)
         gpu_describe_device(inst->devices[i], &inst->infos[i]);
+    gpu_describe_groups(inst->instance, inst->devices, n, inst->infos);
     return VKT_OK;
 }
 

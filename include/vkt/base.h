@@ -181,6 +181,18 @@ typedef struct vkt_device_info {
     uint64_t max_allocation_size;      /* maxMemoryAllocationSize */
     int compute_only_queue;            /* 1 if a compute-without-graphics family exists */
     int timestamps;                    /* 1 if compute queues support timestamps */
+    /* What the ways of placing replicas and stages need (README "Data parallelism"): */
+    uint32_t compute_queues;  /* queues of the family a context takes (the compute-only one
+                                 where it exists): replicas sharing the device
+                                 (VKT_SHARE_DEVICE) run side by side on up to this many,
+                                 beyond it in turns */
+    int timeline_semaphores;  /* timelineSemaphore (Vulkan 1.2): the device reducer, the
+                                 async master on the device, the pipeline's device edges */
+    int host_import;          /* VK_EXT_external_memory_host: VKT_HOST_IMPORT, and
+                                 VKT_PIPE_EDGES=import */
+    uint32_t group;           /* its device group (vkEnumeratePhysicalDeviceGroups order) */
+    uint32_t group_size;      /* devices the driver links in that group: 1 alone; 0 if the
+                                 groups could not be listed */
 } vkt_device_info;
 
 VKT_API uint32_t vkt_instance_device_count(const vkt_instance *instance);

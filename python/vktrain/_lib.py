@@ -90,7 +90,9 @@ class DeviceInfo(Structure):
                 ("heap_device_local", c_int * MAX_HEAPS), ("subgroup_size", c_uint32),
                 ("max_storage_buffer_range", c_uint64), ("max_shared_memory", c_uint32),
                 ("max_workgroup_invocations", c_uint32), ("max_allocation_size", c_uint64),
-                ("compute_only_queue", c_int), ("timestamps", c_int)]
+                ("compute_only_queue", c_int), ("timestamps", c_int),
+                ("compute_queues", c_uint32), ("timeline_semaphores", c_int),
+                ("host_import", c_int), ("group", c_uint32), ("group_size", c_uint32)]
 
 
 class GraphOptions(Structure):

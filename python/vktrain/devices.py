@@ -9,7 +9,8 @@ from ._lib import DeviceInfo, InstanceOptions, check, lib, text
 Device = collections.namedtuple("Device", [
     "index", "name", "type", "driver_name", "driver_info", "vendor_id", "device_id",
     "api_version", "heap_sizes", "subgroup_size", "max_storage_buffer_range",
-    "max_shared_memory", "max_workgroup_invocations", "compute_only_queue", "timestamps"])
+    "max_shared_memory", "max_workgroup_invocations", "compute_only_queue", "timestamps",
+    "compute_queues", "timeline_semaphores", "host_import", "group", "group_size"])
 
 
 class Instance(Handle):
@@ -40,7 +41,9 @@ class Instance(Handle):
                               d.device_id, d.api_version, list(d.heap_size[:d.heap_count]),
                               d.subgroup_size, d.max_storage_buffer_range,
                               d.max_shared_memory, d.max_workgroup_invocations,
-                              bool(d.compute_only_queue), bool(d.timestamps)))
+                              bool(d.compute_only_queue), bool(d.timestamps),
+                              d.compute_queues, bool(d.timeline_semaphores),
+                              bool(d.host_import), d.group, d.group_size))
         return out
 
     def validation_count(self):

@@ -14,6 +14,9 @@ check "vkt devices exits 0" "[[ $rc -eq 0 ]]"
 check "devices lists device 0" "grep -q '^device 0: ' <<<\"\$out\""
 check "devices shows maxStorageBufferRange" "grep -q 'maxStorageBufferRange' <<<\"\$out\""
 check "devices shows subgroup size" "grep -q 'subgroup size' <<<\"\$out\""
+check "devices shows what replicas and stages need: queues, timelines, host import, group" \
+  "grep -Eq '^  compute queues +[1-9]' <<<\"\$out\" && grep -Eq '^  timeline semaphores +(yes|no)\$' <<<\"\$out\" &&
+   grep -Eq '^  host memory import +(yes|no)\$' <<<\"\$out\" && grep -Eq '^  device group +[0-9]+, (alone|linked with [1-9])' <<<\"\$out\""
 check "devices shows the kernel profile" "grep -q '  compute units  *[0-9]' <<<\"\$out\""
 check "devices shows each family's variant" "grep -Eq '  gemm  +gemm_[a-z]+\$' <<<\"\$out\" && grep -Eq '  optimizer  +optimizer_' <<<\"\$out\""
 out=$(VKT_KERNELS=gpu,gemm_texel "$bin" devices 2>&1); rc=$?

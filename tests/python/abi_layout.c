@@ -32,7 +32,8 @@ int main(void)
         F(type) F(api_version) F(heap_count) F(heap_size) F(heap_device_local)
         F(subgroup_size) F(max_storage_buffer_range) F(max_shared_memory)
         F(max_workgroup_invocations) F(max_allocation_size) F(compute_only_queue)
-        F(timestamps) END
+        F(timestamps) F(compute_queues) F(timeline_semaphores) F(host_import) F(group)
+        F(group_size) END
     BEGIN(vkt_graph_options) F(seed) END
     BEGIN(vkt_init) F(kind) F(a) F(b) F(seed) END
     BEGIN(vkt_conv2d_options) F(stride_h) F(stride_w) F(pad_h) F(pad_w) F(dilation_h)

@@ -62,6 +62,8 @@ class Devices(unittest.TestCase):
         self.assertIn(d[0].type, ("cpu", "integrated gpu", "discrete gpu", "virtual gpu",
                                   "other"))
         self.assertTrue(vktrain.library_path)
+        self.assertGreaterEqual(d[0].compute_queues, 1)
+        self.assertGreaterEqual(d[0].group_size, 1)
 
 
 class Graphs(unittest.TestCase):
