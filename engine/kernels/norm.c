@@ -138,8 +138,6 @@ static vkt_status role_groups(vkt_context *ctx, const char *fn, uint64_t units, 
     return VKT_OK;
 }
 
-/* Every view of v within what one storage binding may span on this device (the kernels
- * bind each tensor whole): VKT_ERROR_LIMIT naming the argument, before the dispatch. */
 /* A workgroup of wg threads holding `per_thread` bytes of shared memory each fits the
  * device. */
 static vkt_status check_shared(vkt_context *ctx, const char *fn, uint32_t wg,
@@ -229,20 +227,23 @@ static vkt_status plan_rows_shared(vkt_context *ctx, const char *fn, uint32_t ro
     return check_shared(ctx, fn, plan->wg, shared_per_thread);
 }
 
-/* The checks every normalization backward starts with: at least one output wanted (dbeta
- * NULL and has_dbeta 0 for rmsnorm, which has none) and finite, non-negative betas. */
-static vkt_status check_backward_outputs(vkt_context *ctx, const char *fn, const void *dx,
-                                         const void *dgamma, const void *dbeta, int has_dbeta,
-                                         float beta_x, float beta_g, float beta_b)
+/* The checks every normalization backward starts with: at least one of the outputs out[]
+ * (dx, dgamma, dbeta; rmsnorm has no dbeta) wanted, and their betas finite and >= 0. */
+static vkt_status check_backward_outputs(vkt_context *ctx, const char *fn, const nv *out,
+                                         uint32_t n_out, const float *beta)
 {
-    vkt_status st;
-    if (!dx && !dgamma && !dbeta)
+    static const char *const names[3] = {"beta_x", "beta_g", "beta_b"};
+    int any = 0;
+    for (uint32_t i = 0; i < n_out; i++)
+        any |= out[i].write;
+    if (!any)
         return err_fail(ctx->errmsg, VKT_ERROR_INVALID_ARGUMENT, "%s: none of dx, dgamma%s "
-                        "wanted", fn, has_dbeta ? ", dbeta" : "");
-    if ((st = check_float(ctx, fn, "beta_x", beta_x, 0)) != VKT_OK ||
-        (st = check_float(ctx, fn, "beta_g", beta_g, 0)) != VKT_OK ||
-        (has_dbeta && (st = check_float(ctx, fn, "beta_b", beta_b, 0)) != VKT_OK))
-        return st;
+                        "wanted", fn, n_out > 2 ? ", dbeta" : "");
+    for (uint32_t i = 0; i < n_out; i++) {
+        vkt_status st = check_float(ctx, fn, names[i], beta[i], 0);
+        if (st != VKT_OK)
+            return st;
+    }
     return VKT_OK;
 }
 
@@ -261,6 +262,14 @@ static uint32_t keep_used(const nv *v, uint32_t n, uint32_t inputs, nv *used, ui
     return k;
 }
 
+/* The view of a backward output: the wanted one (count elements), or dy (n elements) read
+ * in its place: left out of the checks, its binding adds no hazard. */
+static nv out_view(const char *name, const vkt_view *want, vkt_view dy, uint64_t count,
+                   uint64_t n)
+{
+    return (nv){name, want ? *want : dy, want ? count : n, want != NULL};
+}
+
 /* Each view bound in order, whole. */
 static void bind_views(const nv *v, uint32_t n, gpu_arg *args)
 {
@@ -268,43 +277,129 @@ static void bind_views(const nv *v, uint32_t n, gpu_arg *args)
         args[i] = ku_arg(v[i].v, 0, v[i].count, v[i].write);
 }
 
-/* ---- layer normalization ------------------------------------------------------------ */
+/* ---- layer and RMS normalization: the row kernels ------------------------------------ */
 
-vkt_status kn_layernorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta, vkt_view y,
-                        vkt_view stats, uint32_t rows, uint32_t cols, float eps)
+/* What the two row normalizations differ in besides their push constants. Their views:
+ * forward x, the per-column parameters (gamma, beta; rmsnorm gamma only), y, the saved
+ * statistics (stats [rows, 2] = (mean, rstd); rmsnorm rstd [rows]); backward x, gamma, the
+ * statistics, dy, then the outputs dx, dgamma (, dbeta). The statistics are read one or
+ * two floats a row, every other view as vec4s where all of those are aligned. */
+typedef struct row_norm {
+    const gpu_kernel *fwd, *bwd;
+    uint32_t params;                 /* per-column parameters: 2 (layernorm) or 1 */
+    uint32_t fwd_shared, bwd_shared; /* shared memory per thread, bytes */
+    uint32_t fwd_spec, bwd_spec;     /* spec constants of each */
+} row_norm;
+
+/* shared memory: forward the row sums' tree (a vec4 a thread; rmsnorm a float), backward
+ * the row sums and the column sums (two vec4s; rmsnorm one) */
+static const row_norm rn_layernorm = {&k_layernorm, &k_layernorm_backward, 2, 16, 32,
+                                      SPEC_LAYERNORM_COUNT, SPEC_LAYERNORM_BACKWARD_COUNT};
+static const row_norm rn_rmsnorm = {&k_rmsnorm, &k_rmsnorm_backward, 1, 4, 16,
+                                    SPEC_RMSNORM_COUNT, SPEC_RMSNORM_BACKWARD_COUNT};
+_Static_assert(SPEC_RMSNORM_T == SPEC_LAYERNORM_T && SPEC_RMSNORM_VEC4 == SPEC_LAYERNORM_VEC4 &&
+                   SPEC_RMSNORM_BACKWARD_TR == SPEC_LAYERNORM_BACKWARD_TR &&
+                   SPEC_RMSNORM_BACKWARD_TC == SPEC_LAYERNORM_BACKWARD_TC &&
+                   SPEC_RMSNORM_BACKWARD_VEC4 == SPEC_LAYERNORM_BACKWARD_VEC4 &&
+                   SPEC_RMSNORM_BACKWARD_HAS_DX == SPEC_LAYERNORM_BACKWARD_HAS_DX &&
+                   SPEC_RMSNORM_BACKWARD_HAS_DG == SPEC_LAYERNORM_BACKWARD_HAS_DG,
+               "the row kernels' spec constants share their ids");
+
+/* Whether cols and the n views of v but the statistics (index `stats`) suit vec4s; and
+ * each view's offset into its push-constant field off[i]. */
+static int row_views(const vkt_context *ctx, const nv *v, uint32_t n, uint32_t stats,
+                     uint32_t cols, uint32_t *const *off)
 {
-    static const char fn[] = "kn_layernorm";
+    nv vec_views[7];
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        *off[i] = ku_shift(ctx, v[i].v, 0);
+        if (i != stats)
+            vec_views[k++] = v[i];
+    }
+    return cols % 4 == 0 && all_vec4(ctx, vec_views, k);
+}
+
+/* A row forward: views v as row_norm says (y may be x: each element is read, then
+ * written), push the push constants with rows, cols and eps set, off[i] its field of
+ * v[i]'s offset. */
+static vkt_status row_forward(vkt_stream *s, const char *fn, const row_norm *k, const nv *v,
+                              uint32_t rows, uint32_t cols, float eps, const void *push,
+                              uint32_t *const *off)
+{
+    uint32_t n = k->params + 3;
+    const int in_place[2] = {(int)n - 2, 0};
     vkt_status st = check_stream(s, fn);
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = s->ctx;
     if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK ||
-        (st = check_float(ctx, fn, "eps", eps, 1)) != VKT_OK)
+        (st = check_float(ctx, fn, "eps", eps, 1)) != VKT_OK ||
+        (st = check_views(ctx, fn, v, n, in_place)) != VKT_OK ||
+        (st = check_bindable(ctx, fn, v, n)) != VKT_OK)
         return st;
-    uint64_t n = (uint64_t)rows * cols;
-    nv v[5] = {{"x", x, n, 0}, {"gamma", gamma, cols, 0}, {"beta", beta, cols, 0},
-               {"y", y, n, 1}, {"stats", stats, 2ull * rows, 1}};
-    const int in_place[2] = {3, 0}; /* y may be x: each element is read, then written */
-    if ((st = check_views(ctx, fn, v, 5, in_place)) != VKT_OK)
+    int vec4 = row_views(ctx, v, n, n - 1, cols, off);
+    ku_rows plan;
+    if ((st = plan_rows_shared(ctx, fn, rows, vec4 ? cols / 4 : cols, k->fwd_shared, &plan)) !=
+        VKT_OK)
         return st;
-    int vec4 = cols % 4 == 0 && all_vec4(ctx, v, 4);
-    uint32_t units = vec4 ? cols / 4 : cols;
-    ku_rows plan; /* shared memory: one vec4 per thread (the row sums' tree) */
-    if ((st = plan_rows_shared(ctx, fn, rows, units, 16, &plan)) != VKT_OK)
-        return st;
-    struct push_layernorm p = {
-        .rows = rows, .cols = cols, .eps = eps, .x_off = ku_shift(ctx, x, 0),
-        .g_off = ku_shift(ctx, gamma, 0), .b_off = ku_shift(ctx, beta, 0),
-        .y_off = ku_shift(ctx, y, 0), .s_off = ku_shift(ctx, stats, 0)};
+    gpu_arg args[5];
+    bind_views(v, n, args);
     /* y == x: one binding written is enough (the same range both ways in one command). */
-    int y_is_x = same(&v[3], &v[0]);
-    gpu_arg args[5] = {ku_arg(x, 0, n, y_is_x), ku_arg(gamma, 0, cols, 0),
-                       ku_arg(beta, 0, cols, 0), ku_arg(y, 0, n, 1),
-                       ku_arg(stats, 0, 2ull * rows, 1)};
+    args[0].write = same(&v[n - 2], &v[0]);
     uint32_t spec[SPEC_LAYERNORM_COUNT] = {[SPEC_WG] = plan.wg, [SPEC_LAYERNORM_T] = plan.t,
                                            [SPEC_LAYERNORM_VEC4] = (uint32_t)vec4};
     uint32_t groups[3] = {plan.groups, 1, 1};
-    return gpu_dispatch(s, &k_layernorm, spec, SPEC_LAYERNORM_COUNT, args, &p, groups);
+    return gpu_dispatch(s, k->fwd, spec, k->fwd_spec, args, push, groups);
+}
+
+/* A row backward: views v as row_norm says, betas in the order of the outputs, push and
+ * off as row_forward's; *row_groups (in push) receives the dx role's workgroups. */
+static vkt_status row_backward(vkt_stream *s, const char *fn, const row_norm *k, const nv *v,
+                               uint32_t rows, uint32_t cols, const float *beta,
+                               const void *push, uint32_t *const *off, uint32_t *row_groups)
+{
+    uint32_t n = k->params + 5;
+    vkt_status st = check_stream(s, fn);
+    if (st != VKT_OK)
+        return st;
+    vkt_context *ctx = s->ctx;
+    if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK ||
+        (st = check_backward_outputs(ctx, fn, v + 4, n - 4, beta)) != VKT_OK)
+        return st;
+    nv used[7] = {{0}};
+    uint32_t n_used = keep_used(v, n, 4, used, NULL);
+    if ((st = check_views(ctx, fn, used, n_used, NULL)) != VKT_OK ||
+        (st = check_bindable(ctx, fn, used, n_used)) != VKT_OK)
+        return st;
+    int vec4 = row_views(ctx, v, n, 2, cols, off);
+    int has_db = n > 6 && v[6].write;
+    two_roles g;
+    if ((st = plan_two_roles(ctx, fn, rows, vec4 ? cols / 4 : cols, v[4].write,
+                             v[5].write || has_db, k->bwd_shared, &g)) != VKT_OK)
+        return st;
+    *row_groups = g.gr;
+    gpu_arg args[7];
+    bind_views(v, n, args);
+    uint32_t spec[SPEC_LAYERNORM_BACKWARD_COUNT] = {
+        [SPEC_WG] = g.wg, [SPEC_LAYERNORM_BACKWARD_TR] = g.pr.t,
+        [SPEC_LAYERNORM_BACKWARD_TC] = g.pc.t, [SPEC_LAYERNORM_BACKWARD_VEC4] = (uint32_t)vec4,
+        [SPEC_LAYERNORM_BACKWARD_HAS_DX] = (uint32_t)v[4].write,
+        [SPEC_LAYERNORM_BACKWARD_HAS_DG] = (uint32_t)v[5].write,
+        [SPEC_LAYERNORM_BACKWARD_HAS_DB] = (uint32_t)has_db};
+    uint32_t groups[3] = {g.gr + g.gc, 1, 1};
+    return gpu_dispatch(s, k->bwd, spec, k->bwd_spec, args, push, groups);
+}
+
+vkt_status kn_layernorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta, vkt_view y,
+                        vkt_view stats, uint32_t rows, uint32_t cols, float eps)
+{
+    uint64_t n = (uint64_t)rows * cols;
+    nv v[5] = {{"x", x, n, 0}, {"gamma", gamma, cols, 0}, {"beta", beta, cols, 0},
+               {"y", y, n, 1}, {"stats", stats, 2ull * rows, 1}};
+    struct push_layernorm p = {.rows = rows, .cols = cols, .eps = eps};
+    uint32_t *const off[5] = {&p.x_off, &p.g_off, &p.b_off, &p.y_off, &p.s_off};
+    return row_forward(s, "kn_layernorm", &rn_layernorm, v, rows, cols, eps, &p, off);
 }
 
 uint64_t kn_layernorm_workspace_elems(uint32_t rows, uint32_t cols)
@@ -320,100 +415,34 @@ vkt_status kn_layernorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
                                  float beta_b, vkt_view workspace, uint32_t rows,
                                  uint32_t cols)
 {
-    static const char fn[] = "kn_layernorm_backward";
     (void)workspace; /* kn_layernorm_workspace_elems is 0 */
-    vkt_status st = check_stream(s, fn);
-    if (st != VKT_OK)
-        return st;
-    vkt_context *ctx = s->ctx;
-    if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK)
-        return st;
-    if ((st = check_backward_outputs(ctx, fn, dx, dgamma, dbeta, 1, beta_x, beta_g,
-                                     beta_b)) != VKT_OK)
-        return st;
     uint64_t n = (uint64_t)rows * cols;
-    /* The views; unwanted outputs are left out of the checks and their bindings alias dy
-     * as reads, adding no hazards. */
     nv v[7] = {{"x", x, n, 0}, {"gamma", gamma, cols, 0}, {"stats", stats, 2ull * rows, 0},
-               {"dy", dy, n, 0}, {"dx", dx ? *dx : dy, n, dx != NULL},
-               {"dgamma", dgamma ? *dgamma : dy, dgamma ? cols : n, dgamma != NULL},
-               {"dbeta", dbeta ? *dbeta : dy, dbeta ? cols : n, dbeta != NULL}};
-    nv used[7];
-    uint32_t n_used = keep_used(v, 7, 4, used, NULL);
-    if ((st = check_views(ctx, fn, used, n_used, NULL)) != VKT_OK)
-        return st;
-    int vec4 = cols % 4 == 0 && all_vec4(ctx, used, n_used);
-    uint32_t units = vec4 ? cols / 4 : cols;
-    int cols_role = dgamma || dbeta;
-    /* two vec4s of shared memory per thread (the row sums, the column sums) */
-    two_roles g;
-    if ((st = plan_two_roles(ctx, fn, rows, units, dx != NULL, cols_role, 32, &g)) != VKT_OK)
-        return st;
-    uint32_t wg = g.wg, gr = g.gr, gc = g.gc;
-    ku_rows pr = g.pr, pc = g.pc;
-    struct push_layernorm p = {
-        .rows = rows, .cols = cols, .beta_x = beta_x, .beta_g = beta_g, .beta_b = beta_b,
-        .row_groups = gr, .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
-        .s_off = ku_shift(ctx, stats, 0), .dy_off = ku_shift(ctx, dy, 0),
-        .dx_off = ku_shift(ctx, v[4].v, 0), .dg_off = ku_shift(ctx, v[5].v, 0),
-        .db_off = ku_shift(ctx, v[6].v, 0)};
-    gpu_arg args[7];
-    bind_views(v, 7, args);
-    uint32_t spec[SPEC_LAYERNORM_BACKWARD_COUNT] = {
-        [SPEC_WG] = wg, [SPEC_LAYERNORM_BACKWARD_TR] = pr.t, [SPEC_LAYERNORM_BACKWARD_TC] = pc.t,
-        [SPEC_LAYERNORM_BACKWARD_VEC4] = (uint32_t)vec4,
-        [SPEC_LAYERNORM_BACKWARD_HAS_DX] = dx != NULL,
-        [SPEC_LAYERNORM_BACKWARD_HAS_DG] = dgamma != NULL,
-        [SPEC_LAYERNORM_BACKWARD_HAS_DB] = dbeta != NULL};
-    uint32_t groups[3] = {gr + gc, 1, 1};
-    return gpu_dispatch(s, &k_layernorm_backward, spec, SPEC_LAYERNORM_BACKWARD_COUNT, args, &p,
-                        groups);
+               {"dy", dy, n, 0}, out_view("dx", dx, dy, n, n),
+               out_view("dgamma", dgamma, dy, cols, n), out_view("dbeta", dbeta, dy, cols, n)};
+    const float beta[3] = {beta_x, beta_g, beta_b};
+    struct push_layernorm p = {.rows = rows, .cols = cols, .beta_x = beta_x, .beta_g = beta_g,
+                               .beta_b = beta_b};
+    uint32_t *const off[7] = {&p.x_off,  &p.g_off,  &p.s_off, &p.dy_off,
+                              &p.dx_off, &p.dg_off, &p.db_off};
+    return row_backward(s, "kn_layernorm_backward", &rn_layernorm, v, rows, cols, beta, &p, off,
+                        &p.row_groups);
 }
-
-/* ---- RMS normalization ---------------------------------------------------------------- */
 
 vkt_status kn_rmsnorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view y, vkt_view rstd,
                       uint32_t rows, uint32_t cols, float eps)
 {
-    static const char fn[] = "kn_rmsnorm";
-    vkt_status st = check_stream(s, fn);
-    if (st != VKT_OK)
-        return st;
-    vkt_context *ctx = s->ctx;
-    if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK ||
-        (st = check_float(ctx, fn, "eps", eps, 1)) != VKT_OK)
-        return st;
     uint64_t n = (uint64_t)rows * cols;
     nv v[4] = {{"x", x, n, 0}, {"gamma", gamma, cols, 0}, {"y", y, n, 1},
                {"rstd", rstd, rows, 1}};
-    const int in_place[2] = {2, 0}; /* y may be x: each element is read, then written */
-    if ((st = check_views(ctx, fn, v, 4, in_place)) != VKT_OK ||
-        (st = check_bindable(ctx, fn, v, 4)) != VKT_OK)
-        return st;
-    int vec4 = cols % 4 == 0 && all_vec4(ctx, v, 3);
-    uint32_t units = vec4 ? cols / 4 : cols;
-    ku_rows plan; /* shared memory: one float per thread (the row sums' tree) */
-    if ((st = plan_rows_shared(ctx, fn, rows, units, 4, &plan)) != VKT_OK)
-        return st;
-    struct push_rmsnorm p = {
-        .rows = rows, .cols = cols, .eps = eps, .x_off = ku_shift(ctx, x, 0),
-        .g_off = ku_shift(ctx, gamma, 0), .y_off = ku_shift(ctx, y, 0),
-        .r_off = ku_shift(ctx, rstd, 0)};
-    /* y == x: one binding written is enough (the same range both ways in one command). */
-    int y_is_x = same(&v[2], &v[0]);
-    gpu_arg args[4] = {ku_arg(x, 0, n, y_is_x), ku_arg(gamma, 0, cols, 0), ku_arg(y, 0, n, 1),
-                       ku_arg(rstd, 0, rows, 1)};
-    uint32_t spec[SPEC_RMSNORM_COUNT] = {[SPEC_WG] = plan.wg, [SPEC_RMSNORM_T] = plan.t,
-                                         [SPEC_RMSNORM_VEC4] = (uint32_t)vec4};
-    uint32_t groups[3] = {plan.groups, 1, 1};
-    return gpu_dispatch(s, &k_rmsnorm, spec, SPEC_RMSNORM_COUNT, args, &p, groups);
+    struct push_rmsnorm p = {.rows = rows, .cols = cols, .eps = eps};
+    uint32_t *const off[4] = {&p.x_off, &p.g_off, &p.y_off, &p.r_off};
+    return row_forward(s, "kn_rmsnorm", &rn_rmsnorm, v, rows, cols, eps, &p, off);
 }
 
 uint64_t kn_rmsnorm_workspace_elems(uint32_t rows, uint32_t cols)
 {
-    (void)rows;
-    (void)cols;
-    return 0;
+    return kn_layernorm_workspace_elems(rows, cols); /* 0: none either */
 }
 
 vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view rstd,
@@ -421,55 +450,16 @@ vkt_status kn_rmsnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_vi
                                const vkt_view *dgamma, float beta_g, vkt_view workspace,
                                uint32_t rows, uint32_t cols)
 {
-    static const char fn[] = "kn_rmsnorm_backward";
     (void)workspace; /* kn_rmsnorm_workspace_elems is 0 */
-    vkt_status st = check_stream(s, fn);
-    if (st != VKT_OK)
-        return st;
-    vkt_context *ctx = s->ctx;
-    if ((st = check_rows(ctx, fn, rows, cols)) != VKT_OK)
-        return st;
-    if ((st = check_backward_outputs(ctx, fn, dx, dgamma, NULL, 0, beta_x, beta_g, 0.0f)) !=
-        VKT_OK)
-        return st;
     uint64_t n = (uint64_t)rows * cols;
-    /* The views; an unwanted output is left out of the checks and its binding aliases dy
-     * as a read, adding no hazard. */
     nv v[6] = {{"x", x, n, 0}, {"gamma", gamma, cols, 0}, {"rstd", rstd, rows, 0},
-               {"dy", dy, n, 0}, {"dx", dx ? *dx : dy, n, dx != NULL},
-               {"dgamma", dgamma ? *dgamma : dy, dgamma ? cols : n, dgamma != NULL}};
-    nv used[6];
-    uint32_t n_used = keep_used(v, 6, 4, used, NULL);
-    if ((st = check_views(ctx, fn, used, n_used, NULL)) != VKT_OK ||
-        (st = check_bindable(ctx, fn, used, n_used)) != VKT_OK)
-        return st;
-    /* vec4: the views read or written as vec4s aligned (rstd is read one float a row;
-     * an unwanted output's binding is never accessed and stands as dy) */
-    nv vec_views[5] = {v[0], v[1], v[3], v[4], v[5]};
-    int vec4 = cols % 4 == 0 && all_vec4(ctx, vec_views, 5);
-    uint32_t units = vec4 ? cols / 4 : cols;
-    /* shared memory: one vec4 per thread */
-    two_roles g;
-    if ((st = plan_two_roles(ctx, fn, rows, units, dx != NULL, dgamma != NULL, 16, &g)) !=
-        VKT_OK)
-        return st;
-    uint32_t wg = g.wg, gr = g.gr, gc = g.gc;
-    ku_rows pr = g.pr, pc = g.pc;
-    struct push_rmsnorm p = {
-        .rows = rows, .cols = cols, .beta_x = beta_x, .beta_g = beta_g, .row_groups = gr,
-        .x_off = ku_shift(ctx, x, 0), .g_off = ku_shift(ctx, gamma, 0),
-        .r_off = ku_shift(ctx, rstd, 0), .dy_off = ku_shift(ctx, dy, 0),
-        .dx_off = ku_shift(ctx, v[4].v, 0), .dg_off = ku_shift(ctx, v[5].v, 0)};
-    gpu_arg args[6];
-    bind_views(v, 6, args);
-    uint32_t spec[SPEC_RMSNORM_BACKWARD_COUNT] = {
-        [SPEC_WG] = wg, [SPEC_RMSNORM_BACKWARD_TR] = pr.t, [SPEC_RMSNORM_BACKWARD_TC] = pc.t,
-        [SPEC_RMSNORM_BACKWARD_VEC4] = (uint32_t)vec4,
-        [SPEC_RMSNORM_BACKWARD_HAS_DX] = dx != NULL,
-        [SPEC_RMSNORM_BACKWARD_HAS_DG] = dgamma != NULL};
-    uint32_t groups[3] = {gr + gc, 1, 1};
-    return gpu_dispatch(s, &k_rmsnorm_backward, spec, SPEC_RMSNORM_BACKWARD_COUNT, args, &p,
-                        groups);
+               {"dy", dy, n, 0}, out_view("dx", dx, dy, n, n),
+               out_view("dgamma", dgamma, dy, cols, n)};
+    const float beta[2] = {beta_x, beta_g};
+    struct push_rmsnorm p = {.rows = rows, .cols = cols, .beta_x = beta_x, .beta_g = beta_g};
+    uint32_t *const off[6] = {&p.x_off, &p.g_off, &p.r_off, &p.dy_off, &p.dx_off, &p.dg_off};
+    return row_backward(s, "kn_rmsnorm_backward", &rn_rmsnorm, v, rows, cols, beta, &p, off,
+                        &p.row_groups);
 }
 
 /* ---- batch normalization ------------------------------------------------------------ */
@@ -594,16 +584,14 @@ vkt_status kn_batchnorm_backward(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_
     if (st != VKT_OK)
         return st;
     vkt_context *ctx = s->ctx;
-    if ((st = check_bn_sizes(ctx, fn, n, c, hw)) != VKT_OK)
-        return st;
-    if ((st = check_backward_outputs(ctx, fn, dx, dgamma, dbeta, 1, beta_x, beta_g,
-                                     beta_b)) != VKT_OK)
-        return st;
     uint64_t total = (uint64_t)n * c * hw;
     nv v[7] = {{"x", x, total, 0}, {"gamma", gamma, c, 0}, {"stats", stats, 2ull * c, 0},
-               {"dy", dy, total, 0}, {"dx", dx ? *dx : dy, total, dx != NULL},
-               {"dgamma", dgamma ? *dgamma : dy, dgamma ? c : total, dgamma != NULL},
-               {"dbeta", dbeta ? *dbeta : dy, dbeta ? c : total, dbeta != NULL}};
+               {"dy", dy, total, 0}, out_view("dx", dx, dy, total, total),
+               out_view("dgamma", dgamma, dy, c, total), out_view("dbeta", dbeta, dy, c, total)};
+    const float beta[3] = {beta_x, beta_g, beta_b};
+    if ((st = check_bn_sizes(ctx, fn, n, c, hw)) != VKT_OK ||
+        (st = check_backward_outputs(ctx, fn, v + 4, 3, beta)) != VKT_OK)
+        return st;
     nv used[7];
     uint32_t dx_at = 0, n_used = keep_used(v, 7, 4, used, &dx_at);
     const int in_place[2] = {dx ? (int)dx_at : -1, 3}; /* dx may be dy */

@@ -47,7 +47,8 @@
 /* Layer normalization over the last axis: x, y [rows, cols]; gamma, beta [cols];
  * y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps), var biased (divide by
  * cols). stats [rows, 2] receives (mean, rstd) of each row for the backward. eps >= 0.
- * Rows longer than the device's loop budget allows fail with VKT_ERROR_LIMIT. */
+ * Rows longer than the device's loop budget allows, and tensors wider than one storage
+ * binding may span, fail with VKT_ERROR_LIMIT (also in the backward), as kn_rmsnorm's. */
 vkt_status kn_layernorm(vkt_stream *s, vkt_view x, vkt_view gamma, vkt_view beta, vkt_view y,
                         vkt_view stats, uint32_t rows, uint32_t cols, float eps);
 /* Workspace elements kn_layernorm_backward needs: 0 (the column sums are combined in
