@@ -884,8 +884,9 @@ static void test_errors(void)
     EXPECT_ERROR(kn_rmsnorm(g_s, v, w3, w1, w2, 70000, 70000, 1e-5f), VKT_ERROR_LIMIT,
                  "kn_rmsnorm", "2^32");
     /* x wider than one binding may span (maxStorageBufferRange): the calls name x. One
-     * buffer holds x [rows, 4096] (also y and dy), rstd [rows] and dgamma [4096]; it is
-     * never written or read (untouched pages), only checked. gamma is `big`. */
+     * buffer holds x [rows, 4096] (also y and dy), rstd [rows] or stats [rows, 2] and
+     * dgamma [4096]; it is never written or read (untouched pages), only checked. gamma
+     * (and beta) is `big`. */
     {
         vkt_device_info info;
         TH_OK(g_ctx, vkt_context_device_info(g_ctx, &info));
@@ -895,17 +896,23 @@ static void test_errors(void)
         uint64_t n = (uint64_t)rows * cols;
         vkt_buffer *wide = NULL;
         if (info.max_storage_buffer_range <= (1ull << 30) &&
-            vkt_buffer_create(g_ctx, 4 * (n + rows + cols), VKT_MEMORY_DEVICE, &wide) ==
-                VKT_OK) {
-            vkt_view wx = {wide, 0}, wr = {wide, n}, wg = {wide, n + rows};
+            vkt_buffer_create(g_ctx, 4 * (n + 2ull * rows + cols), VKT_MEMORY_DEVICE,
+                              &wide) == VKT_OK) {
+            vkt_view wx = {wide, 0}, wr = {wide, n}, wg = {wide, n + 2ull * rows};
             EXPECT_ERROR(kn_rmsnorm(g_s, wx, v, wx, wr, rows, cols, 1e-5f), VKT_ERROR_LIMIT,
                          "kn_rmsnorm", "x spans");
             EXPECT_ERROR(kn_rmsnorm_backward(g_s, wx, v, wr, wx, NULL, 0, &wg, 0, none, rows,
                                              cols),
                          VKT_ERROR_LIMIT, "kn_rmsnorm_backward", "maxStorageBufferRange");
+            EXPECT_ERROR(kn_layernorm(g_s, wx, v, v, wx, wr, rows, cols, 1e-5f),
+                         VKT_ERROR_LIMIT, "kn_layernorm", "x spans");
+            EXPECT_ERROR(kn_layernorm_backward(g_s, wx, v, wr, wx, NULL, 0, &wg, 0, NULL, 0,
+                                               none, rows, cols),
+                         VKT_ERROR_LIMIT, "kn_layernorm_backward", "maxStorageBufferRange");
             vkt_buffer_destroy(wide);
         } else {
-            TH_CHECK(1, "rmsnorm: maxStorageBufferRange %llu bytes: no tensor past it made",
+            TH_CHECK(1, "rmsnorm, layernorm: maxStorageBufferRange %llu bytes: no tensor past "
+                     "it made",
                      (unsigned long long)info.max_storage_buffer_range);
         }
     }
