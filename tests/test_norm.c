@@ -1,148 +1,18 @@
-/* Layer, RMS and batch normalization and embedding kernels (engine/kernels/norm.h):
+/* Layer, RMS and batch normalization kernels (engine/kernels/norm.h; the embedding's are
+ * test_embedding.c's, the helpers both share norm_case.c's):
  * (1) the double references' backward against central differences of their forward;
  * (2) the device forward and backward against the references on awkward shapes (1s,
  *     primes, rows past llvmpipe's loop budget for one thread), with guard elements
  *     around every output, tensors at odd offsets and again 16-byte aligned (the vec4
  *     paths), beta 0 over NaN-filled outputs and beta 1 accumulation, every subset of the
  *     optional outputs, running averages after two training steps, inference mode;
- * (3) the embedding backward with heavily repeated ids: bitwise the same on two runs;
- * (4) the error paths; (5) a shorter pass with the other kernel variant (the GPU
+ * (3) the error paths; (4) a shorter pass with the other kernel variant (the GPU
  *     variant's grids: several threads per row, trees in shared memory). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
-#include "kernels/norm.h"
-
-static vkt_context *g_ctx;
-static vkt_stream *g_s;
-static int g_aligned; /* 1: tensors start 16-byte aligned; 0: at odd offsets */
-static int g_quick;   /* 1: the shorter pass of the other kernel variant */
-static float g_offset; /* added to the random x: a mean far from 0 tests the statistics'
-                        * resistance to cancellation */
-
-/* ---- device tensors with host copies ----------------------------------------------- */
-
-typedef struct tb {
-    th_buf b;
-    float *h;
-} tb;
-
-/* Like th_buf_create, but element 0 at a 64-element boundary when g_aligned. */
-static th_buf make_buf(uint64_t n)
-{
-    return g_aligned ? th_buf_create_at(g_ctx, n, 64) : th_buf_create(g_ctx, n);
-}
-
-static tb tb_new(uint64_t n, float lo, float hi)
-{
-    tb t = {make_buf(n), th_alloc_floats(n)};
-    th_fill_uniform(t.h, n, lo, hi);
-    th_buf_write(&t.b, t.h);
-    return t;
-}
-
-/* A tensor filled with one value (NaN for outputs that beta 0 must not read). */
-static tb tb_const(uint64_t n, float value)
-{
-    tb t = {make_buf(n), th_alloc_floats(n)};
-    for (uint64_t i = 0; i < n; i++)
-        t.h[i] = value;
-    th_buf_write(&t.b, t.h);
-    return t;
-}
-
-static void tb_free(tb *t)
-{
-    th_buf_destroy(&t->b);
-    free(t->h);
-}
-
-static vkt_view tv(const tb *t) { return th_view(&t->b); }
-
-static double *to_d(const float *f, uint64_t n)
-{
-    double *d = malloc((n ? n : 1) * sizeof *d);
-    for (uint64_t i = 0; d && i < n; i++)
-        d[i] = f[i];
-    return d;
-}
-
-static double *zeros(uint64_t n) { return calloc(n ? n : 1, sizeof(double)); }
-
-/* Reads t from the device into t->h, compares with `want`, checks the guards. */
-static void expect(tb *t, const double *want, const char *what, float rtol, float atol)
-{
-    float *w = th_alloc_floats(t->b.n);
-    for (uint64_t i = 0; i < t->b.n; i++)
-        w[i] = (float)want[i];
-    th_buf_read(&t->b, t->h);
-    th_compare(what, t->h, w, t->b.n, rtol, atol);
-    th_buf_guards_ok(&t->b, what);
-    free(w);
-}
-
-/* Like expect, with a tolerance per element: |got - want| <= tol[i] + 1e-5 |want|. */
-static void expect_tol(tb *t, const double *want, const double *tol, const char *what)
-{
-    th_buf_read(&t->b, t->h);
-    uint64_t bad = 0, first = 0;
-    for (uint64_t i = 0; i < t->b.n; i++) {
-        double err = fabs(t->h[i] - want[i]);
-        int ok = isnan(want[i]) ? isnan(t->h[i]) : err <= tol[i] + 1e-5 * fabs(want[i]);
-        if (!ok && bad++ == 0)
-            first = i;
-    }
-    if (bad)
-        TH_CHECK(0, "%s: %llu of %llu elements differ; first at %llu: got %.9g want %.9g "
-                 "(tolerance %.3g)", what, (unsigned long long)bad, (unsigned long long)t->b.n,
-                 (unsigned long long)first, t->h[first], want[first], tol[first]);
-    else
-        TH_CHECK(1, "%s", what);
-    th_buf_guards_ok(&t->b, what);
-}
-
-/* Tolerances of the backward outputs, from double statistics st (mean, rstd per row or
- * channel) of `sets` sets; element i of x belongs to set (i / inner) % sets.
- * dx: fp32 statistics perturb xhat by about 1e-7 |x| rstd and dx by rstd times that, so
- * a set with a tiny variance (large rstd, as happens among thousands of random 3-element
- * rows) is ill-conditioned: 5e-5 + 1e-6 rstd^2.
- * dgamma, dbeta: fp32 sums of many terms of both signs: 1e-6 + 1e-4 times the sum of the
- * terms' magnitudes (|dy xhat| and |dy|), per parameter p = param_of(i). */
-typedef struct tols {
-    double *dx, *dg, *db;
-} tols;
-
-static tols backward_tols(const float *x, const float *dy, const double *st, uint64_t n,
-                          uint32_t sets, uint64_t inner, int per_column, uint32_t params)
-{
-    tols t = {zeros(n), zeros(params), zeros(params)};
-    for (uint32_t k = 0; k < params; k++)
-        t.dg[k] = t.db[k] = 1e-6;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t set = (i / inner) % sets;
-        uint32_t k = per_column ? (uint32_t)(i % inner) : (uint32_t)set;
-        double r = st[2 * set + 1], xhat = (x[i] - st[2 * set]) * r;
-        t.dx[i] = 5e-5 + 1e-6 * r * r;
-        t.dg[k] += 1e-4 * fabs(dy[i] * xhat);
-        t.db[k] += 1e-4 * fabs((double)dy[i]);
-    }
-    return t;
-}
-
-static void tols_free(tols *t)
-{
-    free(t->dx);
-    free(t->dg);
-    free(t->db);
-}
-
-static void run(void)
-{
-    TH_OK(g_ctx, vkt_stream_run(g_s));
-    TH_OK(g_ctx, vkt_stream_reset(g_s));
-}
+#include "norm_case.h"
 
 /* ---- (1) references against central differences ------------------------------------ */
 
@@ -304,11 +174,33 @@ static double *ln_stats(const float *x, uint32_t rows, uint32_t cols, double eps
     return st;
 }
 
+/* The inputs of a layernorm, rmsnorm (st: rstd) or batchnorm backward (dims: rows, cols
+ * or n, c, hw), for check_backward_subsets. */
+typedef struct norm_inputs {
+    const tb *x, *g, *st, *dy;
+    const double *xd, *gd, *dyd;
+    uint32_t dims[3];
+    float eps;
+} norm_inputs;
+
+static void layernorm_backward_call(const void *data, const vkt_view *const out[3],
+                                    float beta, double *const want[3])
+{
+    const norm_inputs *in = data;
+    uint32_t rows = in->dims[0], cols = in->dims[1];
+    TH_OK(g_ctx, kn_layernorm_backward(g_s, tv(in->x), tv(in->g), tv(in->st), tv(in->dy),
+                                       out[0], beta, out[1], beta, out[2], beta,
+                                       (vkt_view){NULL, 0}, rows, cols));
+    run();
+    kn_ref_layernorm_backward(in->xd, in->gd, in->dyd, want[0], want[1], want[2], rows, cols,
+                              in->eps);
+}
+
 static void test_layernorm_shape(uint32_t rows, uint32_t cols)
 {
     const float eps = 1e-5f;
     uint64_t n = (uint64_t)rows * cols;
-    char what[160];
+    char label[96];
     tb x = tb_new(n, g_offset - 2, g_offset + 3), g = tb_new(cols, 0.5f, 1.5f);
     tb b = tb_new(cols, -1, 1);
     tb y = tb_const(n, NAN), st = tb_const(2ull * rows, NAN);
@@ -317,53 +209,22 @@ static void test_layernorm_shape(uint32_t rows, uint32_t cols)
     TH_OK(g_ctx, kn_layernorm(g_s, tv(&x), tv(&g), tv(&b), tv(&y), tv(&st), rows, cols, eps));
     run();
     kn_ref_layernorm(xd, gd, bd, yd, rows, cols, eps);
-    snprintf(what, sizeof what, "layernorm %ux%u aligned %d: y", rows, cols, g_aligned);
-    expect(&y, yd, what, 1e-4f, 2e-5f);
-    snprintf(what, sizeof what, "layernorm %ux%u aligned %d: stats", rows, cols, g_aligned);
-    expect(&st, std_, what, 1e-4f, 1e-5f);
+    snprintf(label, sizeof label, "layernorm %ux%u aligned %d", rows, cols, g_aligned);
+    expect(&y, yd, 1e-4f, 2e-5f, "%s: y", label);
+    expect(&st, std_, 1e-4f, 1e-5f, "%s: stats", label);
 
     /* Backward from the device's stats, for every subset of the outputs: bit 0 dx,
-     * bit 1 dgamma, bit 2 dbeta; beta 0 over NaN, then beta 1 over random values. */
+     * bit 1 dgamma, bit 2 dbeta. */
     tb dy = tb_new(n, -1, 1);
     double *dyd = to_d(dy.h, n);
     tols tol = backward_tols(x.h, dy.h, std_, n, rows, cols, 1, cols);
     const int masks[] = {7, 1, 6, 2, 4, 5};
-    unsigned n_masks = g_quick || n > 100000 ? 2 : 6;
-    for (unsigned mi = 0; mi < n_masks; mi++) {
-        int m = masks[mi];
-        for (int beta = 0; beta < 2; beta++) {
-            tb dx = beta ? tb_new(n, -1, 1) : tb_const(n, NAN);
-            tb dg = beta ? tb_new(cols, -1, 1) : tb_const(cols, NAN);
-            tb db = beta ? tb_new(cols, -1, 1) : tb_const(cols, NAN);
-            /* the expected values: unwanted outputs keep their contents */
-            double *dxd = beta || !(m & 1) ? to_d(dx.h, n) : zeros(n);
-            double *dgd = beta || !(m & 2) ? to_d(dg.h, cols) : zeros(cols);
-            double *dbd = beta || !(m & 4) ? to_d(db.h, cols) : zeros(cols);
-            vkt_view dxv = tv(&dx), dgv = tv(&dg), dbv = tv(&db), ws = {NULL, 0};
-            float bf = (float)beta;
-            TH_OK(g_ctx, kn_layernorm_backward(g_s, tv(&x), tv(&g), tv(&st), tv(&dy),
-                                               m & 1 ? &dxv : NULL, bf, m & 2 ? &dgv : NULL,
-                                               bf, m & 4 ? &dbv : NULL, bf, ws, rows, cols));
-            run();
-            kn_ref_layernorm_backward(xd, gd, dyd, m & 1 ? dxd : NULL, m & 2 ? dgd : NULL,
-                                      m & 4 ? dbd : NULL, rows, cols, eps);
-            snprintf(what, sizeof what, "layernorm_backward %ux%u aligned %d mask %d beta %d: dx",
-                     rows, cols, g_aligned, m, beta);
-            expect_tol(&dx, dxd, tol.dx, what);
-            snprintf(what, sizeof what, "layernorm_backward %ux%u aligned %d mask %d beta %d: "
-                     "dgamma", rows, cols, g_aligned, m, beta);
-            expect_tol(&dg, dgd, tol.dg, what);
-            snprintf(what, sizeof what, "layernorm_backward %ux%u aligned %d mask %d beta %d: "
-                     "dbeta", rows, cols, g_aligned, m, beta);
-            expect_tol(&db, dbd, tol.db, what);
-            tb_free(&dx);
-            tb_free(&dg);
-            tb_free(&db);
-            free(dxd);
-            free(dgd);
-            free(dbd);
-        }
-    }
+    norm_inputs in = {&x, &g, &st, &dy, xd, gd, dyd, {rows, cols, 1}, eps};
+    char blabel[96];
+    snprintf(blabel, sizeof blabel, "layernorm_backward %ux%u aligned %d", rows, cols,
+             g_aligned);
+    backward_case bc = {blabel, n, cols, 3, &tol, layernorm_backward_call, &in};
+    check_backward_subsets(&bc, masks, g_quick || n > 100000 ? 2 : 6);
     free(dyd);
     tols_free(&tol);
     tb_free(&dy);
@@ -372,9 +233,7 @@ static void test_layernorm_shape(uint32_t rows, uint32_t cols)
     if (n <= 100000) {
         TH_OK(g_ctx, kn_layernorm(g_s, tv(&x), tv(&g), tv(&b), tv(&x), tv(&st), rows, cols, eps));
         run();
-        snprintf(what, sizeof what, "layernorm %ux%u aligned %d: in place", rows, cols,
-                 g_aligned);
-        expect(&x, yd, what, 1e-4f, 2e-5f);
+        expect(&x, yd, 1e-4f, 2e-5f, "%s: in place", label);
     }
     free(xd);
     free(gd);
@@ -424,11 +283,23 @@ static double *rms_stats(const float *x, uint32_t rows, uint32_t cols, double ep
     return st;
 }
 
+static void rmsnorm_backward_call(const void *data, const vkt_view *const out[3], float beta,
+                                  double *const want[3])
+{
+    const norm_inputs *in = data;
+    uint32_t rows = in->dims[0], cols = in->dims[1];
+    TH_OK(g_ctx, kn_rmsnorm_backward(g_s, tv(in->x), tv(in->g), tv(in->st), tv(in->dy),
+                                     out[0], beta, out[1], beta, (vkt_view){NULL, 0}, rows,
+                                     cols));
+    run();
+    kn_ref_rmsnorm_backward(in->xd, in->gd, in->dyd, want[0], want[1], rows, cols, in->eps);
+}
+
 static void test_rmsnorm_shape(uint32_t rows, uint32_t cols)
 {
     const float eps = 1e-5f;
     uint64_t n = (uint64_t)rows * cols;
-    char what[160];
+    char label[96];
     tb x = tb_new(n, g_offset - 2, g_offset + 3), g = tb_new(cols, 0.5f, 1.5f);
     tb y = tb_const(n, NAN), rs = tb_const(rows, NAN);
     double *xd = to_d(x.h, n), *gd = to_d(g.h, cols), *yd = zeros(n), *rd = zeros(rows);
@@ -436,46 +307,21 @@ static void test_rmsnorm_shape(uint32_t rows, uint32_t cols)
     TH_OK(g_ctx, kn_rmsnorm(g_s, tv(&x), tv(&g), tv(&y), tv(&rs), rows, cols, eps));
     run();
     kn_ref_rmsnorm(xd, gd, yd, rd, rows, cols, eps);
-    snprintf(what, sizeof what, "rmsnorm %ux%u aligned %d: y", rows, cols, g_aligned);
-    expect(&y, yd, what, 1e-4f, 2e-5f);
-    snprintf(what, sizeof what, "rmsnorm %ux%u aligned %d: rstd", rows, cols, g_aligned);
-    expect(&rs, rd, what, 1e-4f, 1e-5f);
+    snprintf(label, sizeof label, "rmsnorm %ux%u aligned %d", rows, cols, g_aligned);
+    expect(&y, yd, 1e-4f, 2e-5f, "%s: y", label);
+    expect(&rs, rd, 1e-4f, 1e-5f, "%s: rstd", label);
 
     /* Backward from the device's rstd, for every subset of the outputs: bit 0 dx, bit 1
-     * dgamma; beta 0 over NaN, then beta 1 over random values. */
+     * dgamma. */
     tb dy = tb_new(n, -1, 1);
     double *dyd = to_d(dy.h, n);
     tols tol = backward_tols(x.h, dy.h, st2, n, rows, cols, 1, cols);
     const int masks[] = {3, 1, 2};
-    unsigned n_masks = g_quick || n > 100000 ? 1 : 3;
-    for (unsigned mi = 0; mi < n_masks; mi++) {
-        int m = masks[mi];
-        for (int beta = 0; beta < 2; beta++) {
-            tb dx = beta ? tb_new(n, -1, 1) : tb_const(n, NAN);
-            tb dg = beta ? tb_new(cols, -1, 1) : tb_const(cols, NAN);
-            /* the expected values: an unwanted output keeps its contents */
-            double *dxd = beta || !(m & 1) ? to_d(dx.h, n) : zeros(n);
-            double *dgd = beta || !(m & 2) ? to_d(dg.h, cols) : zeros(cols);
-            vkt_view dxv = tv(&dx), dgv = tv(&dg), ws = {NULL, 0};
-            float bf = (float)beta;
-            TH_OK(g_ctx, kn_rmsnorm_backward(g_s, tv(&x), tv(&g), tv(&rs), tv(&dy),
-                                             m & 1 ? &dxv : NULL, bf, m & 2 ? &dgv : NULL, bf,
-                                             ws, rows, cols));
-            run();
-            kn_ref_rmsnorm_backward(xd, gd, dyd, m & 1 ? dxd : NULL, m & 2 ? dgd : NULL, rows,
-                                    cols, eps);
-            snprintf(what, sizeof what, "rmsnorm_backward %ux%u aligned %d mask %d beta %d: dx",
-                     rows, cols, g_aligned, m, beta);
-            expect_tol(&dx, dxd, tol.dx, what);
-            snprintf(what, sizeof what, "rmsnorm_backward %ux%u aligned %d mask %d beta %d: "
-                     "dgamma", rows, cols, g_aligned, m, beta);
-            expect_tol(&dg, dgd, tol.dg, what);
-            tb_free(&dx);
-            tb_free(&dg);
-            free(dxd);
-            free(dgd);
-        }
-    }
+    norm_inputs in = {&x, &g, &rs, &dy, xd, gd, dyd, {rows, cols, 1}, eps};
+    char blabel[96];
+    snprintf(blabel, sizeof blabel, "rmsnorm_backward %ux%u aligned %d", rows, cols, g_aligned);
+    backward_case bc = {blabel, n, cols, 2, &tol, rmsnorm_backward_call, &in};
+    check_backward_subsets(&bc, masks, g_quick || n > 100000 ? 1 : 3);
     free(dyd);
     tols_free(&tol);
     tb_free(&dy);
@@ -484,8 +330,7 @@ static void test_rmsnorm_shape(uint32_t rows, uint32_t cols)
     if (n <= 100000) {
         TH_OK(g_ctx, kn_rmsnorm(g_s, tv(&x), tv(&g), tv(&x), tv(&rs), rows, cols, eps));
         run();
-        snprintf(what, sizeof what, "rmsnorm %ux%u aligned %d: in place", rows, cols, g_aligned);
-        expect(&x, yd, what, 1e-4f, 2e-5f);
+        expect(&x, yd, 1e-4f, 2e-5f, "%s: in place", label);
     }
     free(xd);
     free(gd);
@@ -542,11 +387,25 @@ static double *bn_stats(const float *x, uint32_t n, uint32_t c, uint32_t hw, dou
     return st;
 }
 
+static void batchnorm_backward_call(const void *data, const vkt_view *const out[3],
+                                    float beta, double *const want[3])
+{
+    const norm_inputs *in = data;
+    uint32_t n = in->dims[0], c = in->dims[1], hw = in->dims[2];
+    TH_OK(g_ctx, kn_batchnorm_backward(g_s, tv(in->x), tv(in->g), tv(in->st), tv(in->dy),
+                                       out[0], beta, out[1], beta, out[2], beta,
+                                       (vkt_view){NULL, 0}, n, c, hw));
+    run();
+    kn_ref_batchnorm_backward(in->xd, in->gd, in->dyd, want[0], want[1], want[2], n, c, hw,
+                              in->eps);
+}
+
 static void test_batchnorm_shape(uint32_t n, uint32_t c, uint32_t hw)
 {
     const float eps = 1e-5f, mom = 0.1f;
     uint64_t total = (uint64_t)n * c * hw;
-    char what[160];
+    char label[64];
+    snprintf(label, sizeof label, "%ux%ux%u aligned %d", n, c, hw, g_aligned);
     tb g = tb_new(c, 0.5f, 1.5f), b = tb_new(c, -1, 1);
     tb rm = tb_new(c, -0.5f, 0.5f), rv = tb_new(c, 0.5f, 2.0f);
     tb y = tb_const(total, NAN), st = tb_const(2ull * c, NAN);
@@ -565,18 +424,10 @@ static void test_batchnorm_shape(uint32_t n, uint32_t c, uint32_t hw)
         run();
         kn_ref_batchnorm(xd, gd, bd, yd, rmd, rvd, n, c, hw, eps, mom, 1);
         double *sd = bn_stats(x.h, n, c, hw, eps);
-        snprintf(what, sizeof what, "batchnorm %ux%ux%u aligned %d step %d: y", n, c, hw,
-                 g_aligned, step);
-        expect(&y, yd, what, 1e-4f, 5e-5f);
-        snprintf(what, sizeof what, "batchnorm %ux%ux%u aligned %d step %d: stats", n, c, hw,
-                 g_aligned, step);
-        expect(&st, sd, what, 1e-4f, 1e-5f);
-        snprintf(what, sizeof what, "batchnorm %ux%ux%u aligned %d step %d: running_mean", n,
-                 c, hw, g_aligned, step);
-        expect(&rm, rmd, what, 1e-4f, 1e-5f);
-        snprintf(what, sizeof what, "batchnorm %ux%ux%u aligned %d step %d: running_var", n,
-                 c, hw, g_aligned, step);
-        expect(&rv, rvd, what, 1e-4f, 1e-5f);
+        expect(&y, yd, 1e-4f, 5e-5f, "batchnorm %s step %d: y", label, step);
+        expect(&st, sd, 1e-4f, 1e-5f, "batchnorm %s step %d: stats", label, step);
+        expect(&rm, rmd, 1e-4f, 1e-5f, "batchnorm %s step %d: running_mean", label, step);
+        expect(&rv, rvd, 1e-4f, 1e-5f, "batchnorm %s step %d: running_var", label, step);
         free(sd);
     }
 
@@ -586,41 +437,11 @@ static void test_batchnorm_shape(uint32_t n, uint32_t c, uint32_t hw)
     double *bst = bn_stats(x.h, n, c, hw, eps);
     tols tol = backward_tols(x.h, dy.h, bst, total, c, hw, 0, c);
     const int masks[] = {7, 1, 6, 2, 4, 3};
-    unsigned n_masks = g_quick || total > 100000 ? 2 : 6;
-    for (unsigned mi = 0; mi < n_masks; mi++) {
-        int m = masks[mi];
-        for (int beta = 0; beta < 2; beta++) {
-            tb dx = beta ? tb_new(total, -1, 1) : tb_const(total, NAN);
-            tb dg = beta ? tb_new(c, -1, 1) : tb_const(c, NAN);
-            tb db = beta ? tb_new(c, -1, 1) : tb_const(c, NAN);
-            double *dxd = beta || !(m & 1) ? to_d(dx.h, total) : zeros(total);
-            double *dgd = beta || !(m & 2) ? to_d(dg.h, c) : zeros(c);
-            double *dbd = beta || !(m & 4) ? to_d(db.h, c) : zeros(c);
-            vkt_view dxv = tv(&dx), dgv = tv(&dg), dbv = tv(&db), ws = {NULL, 0};
-            float bf = (float)beta;
-            TH_OK(g_ctx, kn_batchnorm_backward(g_s, tv(&x), tv(&g), tv(&st), tv(&dy),
-                                               m & 1 ? &dxv : NULL, bf, m & 2 ? &dgv : NULL,
-                                               bf, m & 4 ? &dbv : NULL, bf, ws, n, c, hw));
-            run();
-            kn_ref_batchnorm_backward(xd, gd, dyd, m & 1 ? dxd : NULL, m & 2 ? dgd : NULL,
-                                      m & 4 ? dbd : NULL, n, c, hw, eps);
-            snprintf(what, sizeof what, "batchnorm_backward %ux%ux%u aligned %d mask %d beta "
-                     "%d: dx", n, c, hw, g_aligned, m, beta);
-            expect_tol(&dx, dxd, tol.dx, what);
-            snprintf(what, sizeof what, "batchnorm_backward %ux%ux%u aligned %d mask %d beta "
-                     "%d: dgamma", n, c, hw, g_aligned, m, beta);
-            expect_tol(&dg, dgd, tol.dg, what);
-            snprintf(what, sizeof what, "batchnorm_backward %ux%ux%u aligned %d mask %d beta "
-                     "%d: dbeta", n, c, hw, g_aligned, m, beta);
-            expect_tol(&db, dbd, tol.db, what);
-            tb_free(&dx);
-            tb_free(&dg);
-            tb_free(&db);
-            free(dxd);
-            free(dgd);
-            free(dbd);
-        }
-    }
+    norm_inputs in = {&x, &g, &st, &dy, xd, gd, dyd, {n, c, hw}, eps};
+    char blabel[96];
+    snprintf(blabel, sizeof blabel, "batchnorm_backward %s", label);
+    backward_case bc = {blabel, total, c, 3, &tol, batchnorm_backward_call, &in};
+    check_backward_subsets(&bc, masks, g_quick || total > 100000 ? 2 : 6);
     /* In place: dx over dy itself. */
     {
         double *dxd = zeros(total);
@@ -629,9 +450,7 @@ static void test_batchnorm_shape(uint32_t n, uint32_t c, uint32_t hw)
                                            NULL, 0, ws, n, c, hw));
         run();
         kn_ref_batchnorm_backward(xd, gd, dyd, dxd, NULL, NULL, n, c, hw, eps);
-        snprintf(what, sizeof what, "batchnorm_backward %ux%ux%u aligned %d: dx in place", n,
-                 c, hw, g_aligned);
-        expect_tol(&dy, dxd, tol.dx, what);
+        expect_tol(&dy, dxd, tol.dx, "batchnorm_backward %s: dx in place", label);
         free(dxd);
     }
     free(bst);
@@ -652,9 +471,7 @@ static void test_batchnorm_shape(uint32_t n, uint32_t c, uint32_t hw)
     run();
     double *rmd2 = to_d(rm_before, c), *rvd2 = to_d(rv_before, c);
     kn_ref_batchnorm(xd, gd, bd, yd, rmd2, rvd2, n, c, hw, eps, mom, 0);
-    snprintf(what, sizeof what, "batchnorm inference %ux%ux%u aligned %d: y", n, c, hw,
-             g_aligned);
-    expect(&y, yd, what, 1e-4f, 5e-5f);
+    expect(&y, yd, 1e-4f, 5e-5f, "batchnorm inference %s: y", label);
     /* the same call with stats given must leave it alone too */
     TH_OK(g_ctx, kn_batchnorm(g_s, tv(&x), tv(&g), tv(&b), tv(&y), tv(&st), tv(&rm), tv(&rv),
                               n, c, hw, eps, mom, 0));
@@ -671,13 +488,9 @@ static void test_batchnorm_shape(uint32_t n, uint32_t c, uint32_t hw)
                               n, c, hw, eps, mom, KN_BN_TRAIN_KEEP));
     run();
     kn_ref_batchnorm(xd, gd, bd, yd, rmd2, rvd2, n, c, hw, eps, mom, KN_BN_TRAIN_KEEP);
-    snprintf(what, sizeof what, "batchnorm training, running kept, %ux%ux%u aligned %d: y", n,
-             c, hw, g_aligned);
-    expect(&y, yd, what, 1e-4f, 5e-5f);
+    expect(&y, yd, 1e-4f, 5e-5f, "batchnorm training, running kept, %s: y", label);
     double *sd_keep = bn_stats(x.h, n, c, hw, eps);
-    snprintf(what, sizeof what, "batchnorm training, running kept, %ux%ux%u aligned %d: stats",
-             n, c, hw, g_aligned);
-    expect(&st, sd_keep, what, 1e-4f, 1e-5f);
+    expect(&st, sd_keep, 1e-4f, 1e-5f, "batchnorm training, running kept, %s: stats", label);
     free(sd_keep);
     th_buf_read(&rm.b, rm.h);
     th_buf_read(&rv.b, rv.h);
@@ -728,105 +541,7 @@ static void test_batchnorm(void)
     g_offset = 0;
 }
 
-/* ---- (2, 3) embedding -------------------------------------------------------------- */
-
-/* ids drawn from the first `used` rows of the vocabulary (used < vocab leaves rows no id
- * touches, which beta 0 must zero). */
-static void test_embedding_shape(uint32_t n, uint32_t vocab, uint32_t dim, uint32_t used)
-{
-    char what[160];
-    uint64_t yn = (uint64_t)n * dim, tn = (uint64_t)vocab * dim;
-    tb ids = {make_buf(n), th_alloc_floats(n)};
-    for (uint32_t i = 0; i < n; i++)
-        ids.h[i] = (float)(th_rand_u64() % used);
-    th_buf_write(&ids.b, ids.h);
-    tb table = tb_new(tn, -1, 1), y = tb_const(yn, NAN), dy = tb_new(yn, -1, 1);
-    double *idd = to_d(ids.h, n), *td = to_d(table.h, tn), *yd = zeros(yn);
-    double *dyd = to_d(dy.h, yn);
-    TH_OK(g_ctx, kn_embedding(g_s, tv(&ids), tv(&table), tv(&y), n, vocab, dim));
-    run();
-    kn_ref_embedding(idd, td, yd, n, vocab, dim);
-    snprintf(what, sizeof what, "embedding %u ids, [%u, %u] aligned %d: y", n, vocab, dim,
-             g_aligned);
-    expect(&y, yd, what, 0, 0); /* a copy: exact */
-
-    /* beta 0 over NaN, twice into the same buffer: bitwise equal; then beta 1. */
-    tb dt = tb_const(tn, NAN);
-    double *dtd = zeros(tn);
-    TH_OK(g_ctx, kn_embedding_backward(g_s, tv(&ids), tv(&dy), tv(&dt), 0.0f, n, vocab, dim));
-    run();
-    kn_ref_embedding_backward(idd, dyd, dtd, n, vocab, dim);
-    snprintf(what, sizeof what, "embedding_backward %u ids, [%u, %u] aligned %d: beta 0", n,
-             vocab, dim, g_aligned);
-    /* sums of up to n terms of size 1 in fp32 */
-    expect(&dt, dtd, what, 1e-5f, 1e-6f + 2e-7f * (float)n);
-    int untouched_zero = 1;
-    for (uint64_t v = used; v < vocab; v++)
-        for (uint32_t d = 0; d < dim; d++)
-            untouched_zero &= dt.h[v * dim + d] == 0.0f && !signbit(dt.h[v * dim + d]);
-    TH_CHECK(untouched_zero, "%s: rows no id touches are +0", what);
-    float *first = th_alloc_floats(tn);
-    memcpy(first, dt.h, tn * 4);
-    for (uint64_t i = 0; i < tn; i++)
-        dt.h[i] = NAN;
-    th_buf_write(&dt.b, dt.h);
-    TH_OK(g_ctx, kn_embedding_backward(g_s, tv(&ids), tv(&dy), tv(&dt), 0.0f, n, vocab, dim));
-    run();
-    th_buf_read(&dt.b, dt.h);
-    TH_CHECK(!memcmp(first, dt.h, tn * 4), "%s: two runs bitwise equal", what);
-    free(first);
-
-    th_fill_uniform(dt.h, tn, -1, 1);
-    th_buf_write(&dt.b, dt.h);
-    free(dtd);
-    dtd = to_d(dt.h, tn);
-    TH_OK(g_ctx, kn_embedding_backward(g_s, tv(&ids), tv(&dy), tv(&dt), 1.0f, n, vocab, dim));
-    run();
-    kn_ref_embedding_backward(idd, dyd, dtd, n, vocab, dim);
-    snprintf(what, sizeof what, "embedding_backward %u ids, [%u, %u] aligned %d: beta 1", n,
-             vocab, dim, g_aligned);
-    expect(&dt, dtd, what, 1e-5f, 1e-6f + 2e-7f * (float)n);
-    free(idd);
-    free(td);
-    free(yd);
-    free(dyd);
-    free(dtd);
-    tb_free(&ids);
-    tb_free(&table);
-    tb_free(&y);
-    tb_free(&dy);
-    tb_free(&dt);
-}
-
-static void test_embedding(void)
-{
-    /* (n, vocab, dim, ids from the first `used` rows): 500 ids from a vocab of 3; the
-     * typical size; dims that are not multiples of 4; a batch longer than one dispatch
-     * may scan on llvmpipe (split into slices). */
-    const uint32_t full[][4] = {{1, 1, 1, 1},      {7, 3, 5, 3},     {500, 3, 64, 3},
-                                {500, 5, 13, 2},   {2048, 90, 64, 90}, {13, 17, 6, 17},
-                                {16001, 5, 8, 5},  {3, 1000, 4, 1000}};
-    const uint32_t quick[][4] = {{7, 3, 5, 3}, {500, 3, 64, 3}, {64, 90, 64, 50}};
-    if (g_quick)
-        for (unsigned i = 0; i < sizeof quick / sizeof quick[0]; i++)
-            test_embedding_shape(quick[i][0], quick[i][1], quick[i][2], quick[i][3]);
-    else
-        for (unsigned i = 0; i < sizeof full / sizeof full[0]; i++)
-            test_embedding_shape(full[i][0], full[i][1], full[i][2], full[i][3]);
-}
-
-/* ---- (4) error paths ---------------------------------------------------------------- */
-
-/* The status is `want` and the context's message names the call and mentions `word`. */
-static void expect_error(vkt_status got, vkt_status want, const char *fn, const char *word,
-                         int line)
-{
-    const char *msg = vkt_context_errmsg(g_ctx);
-    th_check(got == want && strstr(msg, fn) && strstr(msg, word), __FILE__, line,
-             "%s: got %s (\"%s\"), expected %s mentioning \"%s\"", fn, vkt_status_name(got),
-             msg, vkt_status_name(want), word);
-}
-#define EXPECT_ERROR(expr, want, fn, word) expect_error((expr), (want), (fn), (word), __LINE__)
+/* ---- (3) error paths ---------------------------------------------------------------- */
 
 static void test_errors(void)
 {
@@ -963,24 +678,6 @@ static void test_errors(void)
     EXPECT_ERROR(kn_batchnorm_backward(g_s, v, w3, w2, w1, NULL, 0, &w4, 0, NULL, 0, none, 2, 0,
                                        5),
                  BAD, "kn_batchnorm_backward", "c (0)");
-    /* embedding: ids [4], table [5, 6], y [4, 6] */
-    EXPECT_ERROR(kn_embedding(g_s, v, w1, w2, 0, 5, 6), BAD, "kn_embedding", "n (0)");
-    EXPECT_ERROR(kn_embedding(g_s, v, w1, w2, 4, 0, 6), BAD, "kn_embedding", "vocab (0)");
-    EXPECT_ERROR(kn_embedding(g_s, v, w1, w2, 4, 5, 0), BAD, "kn_embedding", "dim (0)");
-    EXPECT_ERROR(kn_embedding(g_s, v, sm, w2, 4, 5, 6), BAD, "kn_embedding", "table");
-    EXPECT_ERROR(kn_embedding(g_s, v, w1, sm, 4, 5, 6), BAD, "kn_embedding", "y");
-    EXPECT_ERROR(kn_embedding(g_s, v, w1, v, 4, 5, 6), BAD, "kn_embedding", "overlaps");
-    EXPECT_ERROR(kn_embedding(g_s, v, w1, w2, 4, (1u << 24) + 1, 1), VKT_ERROR_LIMIT,
-                 "kn_embedding", "2^24");
-    EXPECT_ERROR(kn_embedding_backward(g_s, v, w1, w2, NAN, 4, 5, 6), BAD,
-                 "kn_embedding_backward", "beta");
-    EXPECT_ERROR(kn_embedding_backward(g_s, v, w1, sm, 0, 4, 5, 6), BAD,
-                 "kn_embedding_backward", "dtable");
-    EXPECT_ERROR(kn_embedding_backward(g_s, v, w1, w1, 0, 4, 5, 6), BAD,
-                 "kn_embedding_backward", "overlaps");
-    EXPECT_ERROR(kn_embedding_backward(g_s, sm, w1, w2, 0, 4, 5, 6), BAD,
-                 "kn_embedding_backward", "ids");
-    TH_STATUS(NULL, kn_embedding_backward(NULL, v, w1, w2, 0, 4, 5, 6), BAD);
     TH_CHECK(kn_layernorm_workspace_elems(2048, 64) == 0 &&
                  kn_rmsnorm_workspace_elems(2048, 64) == 0 &&
                  kn_batchnorm_workspace_elems(64, 16, 196) == 0,
@@ -991,29 +688,14 @@ static void test_errors(void)
     vkt_buffer_destroy(small);
 }
 
+static void test_device(void)
+{
+    test_layernorm();
+    test_rmsnorm();
+    test_batchnorm();
+}
+
 int main(void)
 {
-    th_init("test_norm");
-    g_ctx = th_context(VKT_KERNELS_AUTO);
-    g_s = th_stream(g_ctx, 0);
-    test_fd();
-    for (g_aligned = 0; g_aligned < 2; g_aligned++) {
-        test_layernorm();
-        test_rmsnorm();
-        test_batchnorm();
-        test_embedding();
-    }
-    g_aligned = 0;
-    test_errors();
-    /* The other kernel variant's grids, on the same device. */
-    th_use_other_variant(&g_ctx, &g_s);
-    g_quick = 1;
-    for (g_aligned = 0; g_aligned < 2; g_aligned++) {
-        test_layernorm();
-        test_rmsnorm();
-        test_batchnorm();
-        test_embedding();
-    }
-    vkt_stream_destroy(g_s);
-    return th_finish();
+    return norm_main("test_norm", test_fd, test_device, test_errors);
 }
