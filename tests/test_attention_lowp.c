@@ -60,6 +60,7 @@
  * Errors: an fp32 type, a short saved array or workspace, a view past its buffer. */
 #include "harness.h"
 #include "gpu/gpu.h"
+#include "lowp_case.h"
 #include "kernels/attention.h"
 #include "ctrl.h"
 #include "spec.h"
@@ -508,31 +509,9 @@ static void check_run(const char *filter, gpu_variant v)
  * missing). */
 static void check_coopmat(void)
 {
-    const gpu_variant_row *row = gpu_variant_row_of(GPU_V_ATTENTION_LOWP_COOPMAT);
-    const char *only = getenv("VKT_TEST_LOWP_ROWS");
-    int required = only && strstr(only, row->name);
-    vkt_context *probe = th_context(VKT_KERNELS_AUTO);
-    char why[256];
-    int runs = gpu_variant_runs(row, &probe->profile, why, sizeof why);
-    if (!runs) {
-        printf("  %s: skipped, not on '%s' (it lacks %s)\n", row->name, probe->profile.name,
-               why);
-        TH_CHECK(!required, "%s is required (VKT_TEST_LOWP_ROWS) but '%s' lacks %s",
-                 row->name, probe->profile.name, why);
-        TH_CHECK(strstr(why, "cooperative") != NULL,
-                 "%s: only cooperative matrices may be missing (it lacks %s)", row->name, why);
-        th_context_release(probe);
-        return;
-    }
-    const gpu_mat_shape *m = gpu_mat_for(&probe->profile, GPU_MAT_F16);
-    printf("  %s: f16 matrices %ux%ux%u, subgroups of %u; bf16 through %s\n", row->name,
-           m->m, m->n, m->k, probe->profile.subgroup_size,
-           gpu_mat_for(&probe->profile, GPU_MAT_BF16) &&
-                   (probe->profile.caps & GPU_CAP_BFLOAT16)
-               ? "attention_coopmat_bf16"
-               : "attention_frag (no bf16 matrices)");
-    th_context_release(probe);
-    check_run("attention_lowp_coopmat", GPU_V_ATTENTION_LOWP_COOPMAT);
+    if (lowp_coopmat_runs(GPU_V_ATTENTION_LOWP_COOPMAT, "attention_coopmat_bf16",
+                          "attention_frag (no bf16 matrices)"))
+        check_run("attention_lowp_coopmat", GPU_V_ATTENTION_LOWP_COOPMAT);
 }
 
 /* ---- without a device ----------------------------------------------------------------- */
@@ -551,7 +530,6 @@ static void check_plans(void)
                  "%s: the SPIR-V agrees with its description: %s", ks[i].name, msg);
     }
     gpu_profile h100, plain, lvp26;
-    gpu_variant c[GPU_FAMILY_COUNT];
     gpu_profile_stated(VKT_DEVICE_TYPE_DISCRETE_GPU, 132, 48 * 1024, 32, &h100);
     plain = h100;
     gpu_profile_add_mat(&h100, (gpu_mat_shape){16, 8, 16, 0, 0, 1, 1});
@@ -561,28 +539,11 @@ static void check_plans(void)
                                                 GPU_COMPONENT_BF16, GPU_COMPONENT_F32,
                                                 GPU_COMPONENT_F32});
     h100.caps |= GPU_CAP_BFLOAT16;
-    TH_OK(NULL, gpu_choose_variants(&h100, NULL, c, NULL));
-    TH_CHECK(c[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_COOPMAT,
-             "H100 with cooperative matrices: attention_lowp_coopmat chosen (%s)",
-             gpu_variant_row_of(c[GPU_FAMILY_ATTENTION_LOWP])->name);
-    TH_OK(NULL, gpu_choose_variants(&plain, NULL, c, NULL));
-    TH_CHECK(c[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_FLASH,
-             "without cooperative matrices: attention_lowp_flash (%s)",
-             gpu_variant_row_of(c[GPU_FAMILY_ATTENTION_LOWP])->name);
-    char why[256];
-    TH_CHECK(!gpu_variant_runs(gpu_variant_row_of(GPU_V_ATTENTION_LOWP_COOPMAT), &plain, why,
-                               sizeof why) && strstr(why, "cooperative matrices"),
-             "attention_lowp_coopmat without them: lacks '%s'", why);
     gpu_profile_stated(VKT_DEVICE_TYPE_CPU, 2, 32 * 1024, 8, &lvp26);
     gpu_profile_add_mat(&lvp26, (gpu_mat_shape){8, 8, 8, 0, 0, 1, 1});
     lvp26.loop_budget = 60000; /* llvmpipe's (profile.c) */
-    TH_OK(NULL, gpu_choose_variants(&lvp26, NULL, c, NULL));
-    TH_CHECK(c[GPU_FAMILY_ATTENTION_LOWP] == GPU_V_ATTENTION_LOWP_WIDEN &&
-                 gpu_variant_runs(gpu_variant_row_of(GPU_V_ATTENTION_LOWP_COOPMAT), &lvp26,
-                                  NULL, 0),
-             "lavapipe 26 (CPU style) runs attention_lowp_widen unless told, and can run "
-             "attention_lowp_coopmat (%s)",
-             gpu_variant_row_of(c[GPU_FAMILY_ATTENTION_LOWP])->name);
+    lowp_check_choice(GPU_FAMILY_ATTENTION_LOWP, GPU_V_ATTENTION_LOWP_COOPMAT, &h100, &plain,
+                      GPU_V_ATTENTION_LOWP_FLASH, &lvp26, GPU_V_ATTENTION_LOWP_WIDEN);
     struct {
         const char *name;
         const gpu_profile *p;

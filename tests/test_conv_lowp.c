@@ -40,6 +40,7 @@
  * its sums (as test_gemm_lowp allows). */
 #include "harness.h"
 #include "gpu/gpu.h"
+#include "lowp_case.h"
 #include "kernels/conv.h"
 #include "spec.h"
 
@@ -276,30 +277,9 @@ static void check_errors(void)
  * VKT_TEST_LOWP_ROWS names it, or when anything but cooperative matrices is missing). */
 static void check_coopmat(void)
 {
-    const gpu_variant_row *row = gpu_variant_row_of(GPU_V_CONV_LOWP_COOPMAT);
-    const char *only = getenv("VKT_TEST_LOWP_ROWS");
-    int required = only && strstr(only, row->name);
-    vkt_context *probe = th_context(VKT_KERNELS_AUTO);
-    char why[256];
-    int runs = gpu_variant_runs(row, &probe->profile, why, sizeof why);
-    if (!runs) {
-        printf("  %s: skipped, not on '%s' (it lacks %s)\n", row->name, probe->profile.name,
-               why);
-        TH_CHECK(!required, "%s is required (VKT_TEST_LOWP_ROWS) but '%s' lacks %s",
-                 row->name, probe->profile.name, why);
-        TH_CHECK(strstr(why, "cooperative") != NULL,
-                 "%s: only cooperative matrices may be missing (it lacks %s)", row->name, why);
-        th_context_release(probe);
+    if (!lowp_coopmat_runs(GPU_V_CONV_LOWP_COOPMAT, "conv_coopmat_bf16",
+                           "conv_frag (no bf16 matrices)"))
         return;
-    }
-    const gpu_mat_shape *m = gpu_mat_for(&probe->profile, GPU_MAT_F16);
-    printf("  %s: f16 matrices %ux%ux%u, subgroups of %u; bf16 through %s\n", row->name, m->m,
-           m->n, m->k, probe->profile.subgroup_size,
-           gpu_mat_for(&probe->profile, GPU_MAT_BF16) &&
-                   (probe->profile.caps & GPU_CAP_BFLOAT16)
-               ? "conv_coopmat_bf16"
-               : "conv_frag (no bf16 matrices)");
-    th_context_release(probe);
     check_all("conv_lowp_coopmat", "conv_lowp_coopmat", GPU_V_CONV_LOWP_COOPMAT, 0);
     check_all("conv_lowp_coopmat", "conv_lowp_coopmat (split)", GPU_V_CONV_LOWP_COOPMAT, 1);
 }
@@ -325,7 +305,6 @@ static void check_plans(void)
                  "%s: the SPIR-V agrees with its description: %s", ks[i].name, msg);
     }
     gpu_profile h100, plain, lvp26;
-    gpu_variant c[GPU_FAMILY_COUNT];
     gpu_profile_stated(VKT_DEVICE_TYPE_DISCRETE_GPU, 132, 48 * 1024, 32, &h100);
     plain = h100;
     gpu_profile_add_mat(&h100, (gpu_mat_shape){16, 8, 16, 0, 0, 1, 1});
@@ -333,25 +312,10 @@ static void check_plans(void)
     gpu_profile_add_mat(&h100, (gpu_mat_shape){16, 8, 8, 0, 0, 1, 1});
     gpu_profile_add_mat(&h100, k_h100_bf16);
     h100.caps |= GPU_CAP_BFLOAT16;
-    TH_OK(NULL, gpu_choose_variants(&h100, NULL, c, NULL));
-    TH_CHECK(c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_COOPMAT,
-             "H100 with cooperative matrices: conv_lowp_coopmat chosen (%s)",
-             gpu_variant_row_of(c[GPU_FAMILY_CONV_LOWP])->name);
-    TH_OK(NULL, gpu_choose_variants(&plain, NULL, c, NULL));
-    TH_CHECK(c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_IMPLICIT,
-             "without cooperative matrices: conv_lowp_implicit (%s)",
-             gpu_variant_row_of(c[GPU_FAMILY_CONV_LOWP])->name);
-    char why[256];
-    TH_CHECK(!gpu_variant_runs(gpu_variant_row_of(GPU_V_CONV_LOWP_COOPMAT), &plain, why,
-                               sizeof why) && strstr(why, "cooperative matrices"),
-             "conv_lowp_coopmat without them: lacks '%s'", why);
     gpu_profile_stated(VKT_DEVICE_TYPE_CPU, 2, 32 * 1024, 8, &lvp26);
     gpu_profile_add_mat(&lvp26, (gpu_mat_shape){8, 8, 8, 0, 0, 1, 1});
-    TH_OK(NULL, gpu_choose_variants(&lvp26, NULL, c, NULL));
-    TH_CHECK(c[GPU_FAMILY_CONV_LOWP] == GPU_V_CONV_LOWP_WIDEN &&
-                 gpu_variant_runs(gpu_variant_row_of(GPU_V_CONV_LOWP_COOPMAT), &lvp26, NULL, 0),
-             "lavapipe 26 (CPU style) runs conv_lowp_widen unless told, and can run "
-             "conv_lowp_coopmat (%s)", gpu_variant_row_of(c[GPU_FAMILY_CONV_LOWP])->name);
+    lowp_check_choice(GPU_FAMILY_CONV_LOWP, GPU_V_CONV_LOWP_COOPMAT, &h100, &plain,
+                      GPU_V_CONV_LOWP_IMPLICIT, &lvp26, GPU_V_CONV_LOWP_WIDEN);
     /* the benchmark CNN's second convolution at batch 64 (16 -> 32 channels, 3x3 on 14x14),
      * a grouped one, and a 1x1 over many channels */
     kc_conv geo[3] = {
