@@ -33,45 +33,13 @@
  * matrix loads want); A fragments (Q, P) are row-major loads, K column-major (B = K^T),
  * V row-major.
  */
-#extension GL_EXT_control_flow_attributes : require
-#include "ctrl.h"
-#include "dropout_hash.h"
-#include "dtype.h"
-#include "push_attention.h"
-#include "spec.h"
-
-layout(local_size_x_id = SPEC_WG) in;
-layout(constant_id = SPEC_ATTN_FRAG_D) const uint D = 64;
-layout(constant_id = SPEC_ATTN_FRAG_DP) const uint DP = 64;
-layout(constant_id = SPEC_ATTN_FRAG_BN) const uint BN = 16;
-layout(constant_id = SPEC_ATTN_FRAG_TM) const uint TM = 8;
-layout(constant_id = SPEC_ATTN_FRAG_TN) const uint TN = 8;
-layout(constant_id = SPEC_ATTN_FRAG_TK) const uint TK = 8;
-layout(constant_id = SPEC_ATTN_FRAG_SG) const uint SG = 8;
-layout(constant_id = SPEC_ATTN_FRAG_WARPS) const uint WARPS = 2;
-layout(constant_id = SPEC_ATTN_FRAG_BF16) const bool BF16 = false;
-
-const uint BM = WARPS * TM;          /* query rows of a workgroup */
-const uint THREADS = WARPS * SG;
-const uint FS = BN / TN;             /* S fragments per warp */
-const uint FO = DP / TN;             /* O fragments per warp */
-const uint PER_LANE = TM * TN / SG;  /* fragment elements per lane (twin) */
-
-layout(push_constant) uniform Push { push_attention p; };
+#include "attention_frag_common.glsl"
 /* 0 qkv (16-bit); 1 y; 2 saved (lse); 3 ctrl; the others are the backward's */
 layout(std430, set = 0, binding = 0) readonly buffer QKV { uint16_t qkv16[]; };
 layout(std430, set = 0, binding = 1) buffer Y { float y[]; };
 layout(std430, set = 0, binding = 2) buffer L { float lse[]; };
 layout(std430, set = 0, binding = 3) readonly buffer C { uint ctrl[]; };
 
-#if defined(LOWP_COOPMAT)
-#define SH_T LOWP_ELEM
-#define PAD 8u
-#else
-#define SH_T float
-#define PAD 1u
-#endif
-const uint LD = DP + PAD, LDP = BN + PAD;
 shared SH_T Qs[BM * LD];
 shared SH_T Ks[BN * LD];
 shared SH_T Vs[BN * LD];
@@ -79,15 +47,6 @@ shared SH_T Ps[BM * LDP];
 shared float Ss[BM * BN];
 shared float Os[BM * DP];
 shared float m_row[BM], l_row[BM];
-
-float widen(uint h) { return BF16 ? dtype_bf16_value(h) : dtype_f16_value(h); }
-
-/* x rounded to the 16-bit type (nearest even), as an fp32 value */
-float round16(float x)
-{
-    uint u = floatBitsToUint(x);
-    return BF16 ? dtype_bf16_value(dtype_f32_to_bf16(u)) : dtype_f16_value(dtype_f32_to_f16(u));
-}
 
 /* rows r0 .. r0 + n - 1 of qkv block `blk` (0 q, 1 k, 2 v) into dst [n][LD], zeros past
  * row t - 1 and column D - 1 */
@@ -109,10 +68,6 @@ void stage(uint tid, uint seq, uint hcol, uint r0, uint n, uint blk, uint which)
 }
 
 #if defined(LOWP_COOPMAT)
-#define ACC_T coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
-#define A_T coopmat<LOWP_ELEM, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>
-#define B_T coopmat<LOWP_ELEM, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
-
 /* Ss [warp's TM rows][BN] = Q K^T */
 void s_product(uint warp, uint lane)
 {

@@ -39,33 +39,10 @@
  * by as much with q_i, dv_j by that times sum_i drop(P)_ij |dO_i| (fp16 dS below 2^-14 is
  * subnormal: an absolute 2^-25 each). Every output is summed in a fixed order: no atomics.
  */
-#extension GL_EXT_control_flow_attributes : require
-#include "ctrl.h"
-#include "dropout_hash.h"
-#include "dtype.h"
-#include "push_attention.h"
-#include "spec.h"
+#include "attention_frag_common.glsl"
 
-layout(local_size_x_id = SPEC_WG) in;
-layout(constant_id = SPEC_ATTN_FRAG_D) const uint D = 64;
-layout(constant_id = SPEC_ATTN_FRAG_DP) const uint DP = 64;
-layout(constant_id = SPEC_ATTN_FRAG_BN) const uint BN = 16;
-layout(constant_id = SPEC_ATTN_FRAG_TM) const uint TM = 8;
-layout(constant_id = SPEC_ATTN_FRAG_TN) const uint TN = 8;
-layout(constant_id = SPEC_ATTN_FRAG_TK) const uint TK = 8;
-layout(constant_id = SPEC_ATTN_FRAG_SG) const uint SG = 8;
-layout(constant_id = SPEC_ATTN_FRAG_WARPS) const uint WARPS = 2;
-layout(constant_id = SPEC_ATTN_FRAG_BF16) const bool BF16 = false;
 layout(constant_id = SPEC_ATTN_BWD_PASS) const uint PASS = 1;
-
-const uint BM = WARPS * TM;          /* rows of the block */
-const uint THREADS = WARPS * SG;
 const uint NX = PASS;                /* operands and accumulators: 1 (dQ), 2 (dK, dV) */
-const uint FS = BN / TN;             /* score fragments per warp */
-const uint FO = DP / TN;             /* accumulator fragments per warp */
-const uint PER_LANE = TM * TN / SG;  /* fragment elements per lane (twin) */
-
-layout(push_constant) uniform Push { push_attention p; };
 /* attention_flash's bindings: 0 qkv (16-bit); 1 y; 2 saved (lse); 3 ctrl; 4 dqkv;
  * 5 workspace (D); 6 dy (16-bit) */
 layout(std430, set = 0, binding = 0) readonly buffer QKV { uint16_t qkv16[]; };
@@ -76,14 +53,6 @@ layout(std430, set = 0, binding = 4) buffer G { float dqkv[]; };
 layout(std430, set = 0, binding = 5) buffer WS { float ws[]; };
 layout(std430, set = 0, binding = 6) readonly buffer DY { uint16_t dy16[]; };
 
-#if defined(LOWP_COOPMAT)
-#define SH_T LOWP_ELEM
-#define PAD 8u
-#else
-#define SH_T float
-#define PAD 1u
-#endif
-const uint LD = DP + PAD, LDP = BN + PAD;
 shared SH_T Rs[2 * BM * LD];
 shared SH_T Ts[2 * BN * LD];
 shared SH_T Ps[NX * BM * LDP];
@@ -91,15 +60,6 @@ shared float Ss[2 * BM * BN];
 shared float Acc[NX * BM * DP];
 const uint NR = (2u - PASS) * BM + (PASS - 1u) * BN;
 shared float rl[NR], rd[NR]; /* lse and D: the block's rows (pass 1), the tile's (2) */
-
-float widen(uint h) { return BF16 ? dtype_bf16_value(h) : dtype_f16_value(h); }
-
-/* x rounded to the 16-bit type (nearest even), as an fp32 value */
-float round16(float x)
-{
-    uint u = floatBitsToUint(x);
-    return BF16 ? dtype_bf16_value(dtype_f32_to_bf16(u)) : dtype_f16_value(dtype_f32_to_f16(u));
-}
 
 /* Element c of row `row` of source src (0 q, 1 k, 2 v of qkv; 3 dy), 0 past t and D. */
 float load(uint seq, uint hcol, uint row, uint c, uint src)
@@ -126,10 +86,6 @@ void stage(uint tid, uint seq, uint hcol, uint r0, uint n, uint src, uint tile, 
 }
 
 #if defined(LOWP_COOPMAT)
-#define ACC_T coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
-#define A_T coopmat<LOWP_ELEM, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>
-#define B_T coopmat<LOWP_ELEM, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
-
 /* Ss[x] [warp's TM rows][BN] = Rs[x] Ts[x]^T */
 void scores(uint warp, uint lane, uint x)
 {
