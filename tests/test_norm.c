@@ -49,6 +49,18 @@ static double fd_loss(const fd_case *f)
     return l;
 }
 
+/* The reference backward of the loss (dy = w) into dx, dgamma, dbeta (NULL: not wanted;
+ * rmsnorm has no dbeta). */
+static void fd_backward(const fd_case *f, double *dx, double *dg, double *db)
+{
+    if (f->kind == 0)
+        kn_ref_layernorm_backward(f->x, f->g, f->w, dx, dg, db, f->a, f->b, f->eps);
+    else if (f->kind == 2)
+        kn_ref_rmsnorm_backward(f->x, f->g, f->w, dx, dg, f->a, f->b, f->eps);
+    else
+        kn_ref_batchnorm_backward(f->x, f->g, f->w, dx, dg, db, f->a, f->b, f->c, f->eps);
+}
+
 /* Central differences of the loss in every element of p against the analytic gradient. */
 static void fd_compare(fd_case *f, double *p, uint64_t n, const double *grad, const char *what)
 {
@@ -98,12 +110,7 @@ static void test_fd(void)
             f.bt[i] = th_rand_uniform(-1, 1);
         }
         double *dx = zeros(n), *dg = zeros(np), *db = zeros(np);
-        if (f.kind == 0)
-            kn_ref_layernorm_backward(f.x, f.g, f.w, dx, dg, db, f.a, f.b, f.eps);
-        else if (f.kind == 2)
-            kn_ref_rmsnorm_backward(f.x, f.g, f.w, dx, dg, f.a, f.b, f.eps);
-        else
-            kn_ref_batchnorm_backward(f.x, f.g, f.w, dx, dg, db, f.a, f.b, f.c, f.eps);
+        fd_backward(&f, dx, dg, db);
         char what[96];
         const char *name = f.kind == 2 ? "rmsnorm" : f.kind ? "batchnorm" : "layernorm";
         snprintf(what, sizeof what, "%s ref %ux%ux%u dx", name, f.a, f.b, f.c);
@@ -118,12 +125,7 @@ static void test_fd(void)
         double *dx2 = zeros(n);
         for (uint64_t i = 0; i < n; i++)
             dx2[i] = 1.0;
-        if (f.kind == 0)
-            kn_ref_layernorm_backward(f.x, f.g, f.w, dx2, NULL, NULL, f.a, f.b, f.eps);
-        else if (f.kind == 2)
-            kn_ref_rmsnorm_backward(f.x, f.g, f.w, dx2, NULL, f.a, f.b, f.eps);
-        else
-            kn_ref_batchnorm_backward(f.x, f.g, f.w, dx2, NULL, NULL, f.a, f.b, f.c, f.eps);
+        fd_backward(&f, dx2, NULL, NULL);
         int acc_ok = 1;
         for (uint64_t i = 0; i < n; i++)
             acc_ok &= fabs(dx2[i] - (1.0 + dx[i])) < 1e-12;
@@ -154,24 +156,25 @@ static void test_fd(void)
              "rmsnorm ref by hand: rstd %g, y (%g, %g)", rr, yr[0], yr[1]);
 }
 
-/* ---- (2) layer normalization on the device --------------------------------------- */
+/* ---- (2) layer and RMS normalization on the device -------------------------------- */
 
-/* Per-row (mean, rstd) in double, for the stats output. */
-static double *ln_stats(const float *x, uint32_t rows, uint32_t cols, double eps)
+/* Per-row (mean, rstd) in double into st [rows, 2]: layernorm's stats (centred), and the
+ * layout backward_tols reads (rmsnorm: mean 0, as it subtracts none). */
+static void row_stats(const double *x, uint32_t rows, uint32_t cols, double eps, int centred,
+                      double *st)
 {
-    double *st = zeros(2ull * rows);
     for (uint32_t r = 0; r < rows; r++) {
-        const float *xr = x + (uint64_t)r * cols;
+        const double *xr = x + (uint64_t)r * cols;
         double s = 0, q = 0;
-        for (uint32_t c = 0; c < cols; c++)
-            s += xr[c];
+        if (centred)
+            for (uint32_t c = 0; c < cols; c++)
+                s += xr[c];
         double mean = s / cols;
         for (uint32_t c = 0; c < cols; c++)
             q += (xr[c] - mean) * (xr[c] - mean);
         st[2 * r] = mean;
         st[2 * r + 1] = 1.0 / sqrt(q / cols + eps);
     }
-    return st;
 }
 
 /* The inputs of a layernorm, rmsnorm (st: rstd) or batchnorm backward (dims: rows, cols
@@ -182,6 +185,19 @@ typedef struct norm_inputs {
     uint32_t dims[3];
     float eps;
 } norm_inputs;
+
+static vkt_status layernorm_forward(vkt_view x, vkt_view g, vkt_view b, vkt_view y,
+                                    vkt_view st, uint32_t rows, uint32_t cols, float eps)
+{
+    return kn_layernorm(g_s, x, g, b, y, st, rows, cols, eps);
+}
+
+static void layernorm_reference(const double *xd, const double *gd, const double *bd,
+                                double *yd, double *st, uint32_t rows, uint32_t cols, float eps)
+{
+    kn_ref_layernorm(xd, gd, bd, yd, rows, cols, eps);
+    row_stats(xd, rows, cols, eps, 1, st);
+}
 
 static void layernorm_backward_call(const void *data, const vkt_view *const out[3],
                                     float beta, double *const want[3])
@@ -196,91 +212,18 @@ static void layernorm_backward_call(const void *data, const vkt_view *const out[
                               in->eps);
 }
 
-static void test_layernorm_shape(uint32_t rows, uint32_t cols)
+static vkt_status rmsnorm_forward(vkt_view x, vkt_view g, vkt_view b, vkt_view y,
+                                  vkt_view rstd, uint32_t rows, uint32_t cols, float eps)
 {
-    const float eps = 1e-5f;
-    uint64_t n = (uint64_t)rows * cols;
-    char label[96];
-    tb x = tb_new(n, g_offset - 2, g_offset + 3), g = tb_new(cols, 0.5f, 1.5f);
-    tb b = tb_new(cols, -1, 1);
-    tb y = tb_const(n, NAN), st = tb_const(2ull * rows, NAN);
-    double *xd = to_d(x.h, n), *gd = to_d(g.h, cols), *bd = to_d(b.h, cols);
-    double *yd = zeros(n), *std_ = ln_stats(x.h, rows, cols, eps);
-    TH_OK(g_ctx, kn_layernorm(g_s, tv(&x), tv(&g), tv(&b), tv(&y), tv(&st), rows, cols, eps));
-    run();
-    kn_ref_layernorm(xd, gd, bd, yd, rows, cols, eps);
-    snprintf(label, sizeof label, "layernorm %ux%u aligned %d", rows, cols, g_aligned);
-    expect(&y, yd, 1e-4f, 2e-5f, "%s: y", label);
-    expect(&st, std_, 1e-4f, 1e-5f, "%s: stats", label);
-
-    /* Backward from the device's stats, for every subset of the outputs: bit 0 dx,
-     * bit 1 dgamma, bit 2 dbeta. */
-    tb dy = tb_new(n, -1, 1);
-    double *dyd = to_d(dy.h, n);
-    tols tol = backward_tols(x.h, dy.h, std_, n, rows, cols, 1, cols);
-    const int masks[] = {7, 1, 6, 2, 4, 5};
-    norm_inputs in = {&x, &g, &st, &dy, xd, gd, dyd, {rows, cols, 1}, eps};
-    char blabel[96];
-    snprintf(blabel, sizeof blabel, "layernorm_backward %ux%u aligned %d", rows, cols,
-             g_aligned);
-    backward_case bc = {blabel, n, cols, 3, &tol, layernorm_backward_call, &in};
-    check_backward_subsets(&bc, masks, g_quick || n > 100000 ? 2 : 6);
-    free(dyd);
-    tols_free(&tol);
-    tb_free(&dy);
-
-    /* In place: y over x itself. */
-    if (n <= 100000) {
-        TH_OK(g_ctx, kn_layernorm(g_s, tv(&x), tv(&g), tv(&b), tv(&x), tv(&st), rows, cols, eps));
-        run();
-        expect(&x, yd, 1e-4f, 2e-5f, "%s: in place", label);
-    }
-    free(xd);
-    free(gd);
-    free(bd);
-    free(yd);
-    free(std_);
-    tb_free(&x);
-    tb_free(&g);
-    tb_free(&b);
-    tb_free(&y);
-    tb_free(&st);
+    (void)b; /* none */
+    return kn_rmsnorm(g_s, x, g, y, rstd, rows, cols, eps);
 }
 
-static void test_layernorm(void)
+static void rmsnorm_reference(const double *xd, const double *gd, const double *bd,
+                              double *yd, double *rstd, uint32_t rows, uint32_t cols, float eps)
 {
-    /* (2049, 64): the typical size, one more row; (3, 6007): long rows, several threads a
-     * row on llvmpipe; (20011, 3): more rows than one thread may walk for a column sum. */
-    const uint32_t full[][2] = {{1, 2},   {3, 5},     {2, 1},  {7, 64}, {2049, 64},
-                                {5, 257}, {33, 4},    {1, 12}, {3, 6007},
-                                {20011, 3}};
-    const uint32_t quick[][2] = {{3, 5}, {5, 257}, {300, 5}, {3, 2000}, {33, 64}};
-    if (g_quick)
-        for (unsigned i = 0; i < sizeof quick / sizeof quick[0]; i++)
-            test_layernorm_shape(quick[i][0], quick[i][1]);
-    else
-        for (unsigned i = 0; i < sizeof full / sizeof full[0]; i++)
-            test_layernorm_shape(full[i][0], full[i][1]);
-    g_offset = 10;
-    test_layernorm_shape(33, 64);
-    test_layernorm_shape(2, 3001);
-    g_offset = 0;
-}
-
-/* ---- (2) RMS normalization on the device ----------------------------------------- */
-
-/* Per-row (0, rstd) in double: the (mean, rstd) layout backward_tols reads, mean 0 as
- * RMSNorm subtracts none. */
-static double *rms_stats(const float *x, uint32_t rows, uint32_t cols, double eps)
-{
-    double *st = zeros(2ull * rows);
-    for (uint32_t r = 0; r < rows; r++) {
-        double q = 0;
-        for (uint32_t c = 0; c < cols; c++)
-            q += (double)x[(uint64_t)r * cols + c] * x[(uint64_t)r * cols + c];
-        st[2 * r + 1] = 1.0 / sqrt(q / cols + eps);
-    }
-    return st;
+    (void)bd;
+    kn_ref_rmsnorm(xd, gd, yd, rstd, rows, cols, eps);
 }
 
 static void rmsnorm_backward_call(const void *data, const vkt_view *const out[3], float beta,
@@ -295,73 +238,113 @@ static void rmsnorm_backward_call(const void *data, const vkt_view *const out[3]
     kn_ref_rmsnorm_backward(in->xd, in->gd, in->dyd, want[0], want[1], rows, cols, in->eps);
 }
 
-static void test_rmsnorm_shape(uint32_t rows, uint32_t cols)
+/* What the tests of the two row normalizations differ in: layernorm centres the rows, adds
+ * beta [cols] and saves (mean, rstd) a row ("stats"); rmsnorm none of that, rstd a row. */
+typedef struct row_kind {
+    const char *name, *saved;
+    int centred;
+    uint32_t saved_per_row, outputs;
+    const int *masks; /* the backward's output subsets: bit 0 dx, 1 dgamma, 2 dbeta */
+    unsigned n_masks, n_short; /* how many of them: all, and in the short passes */
+    vkt_status (*forward)(vkt_view x, vkt_view g, vkt_view b, vkt_view y, vkt_view saved,
+                          uint32_t rows, uint32_t cols, float eps);
+    void (*reference)(const double *xd, const double *gd, const double *bd, double *yd,
+                      double *saved, uint32_t rows, uint32_t cols, float eps);
+    void (*backward)(const void *data, const vkt_view *const out[3], float beta,
+                     double *const want[3]);
+    /* [rows, cols] shapes: full, quick (the other variant's pass), offset (g_offset 10) */
+    const uint32_t (*full)[2], (*quick)[2], (*offset)[2];
+    unsigned n_full, n_quick, n_offset;
+} row_kind;
+
+#define N_OF(a) (unsigned)(sizeof a / sizeof a[0])
+/* layernorm: (2049, 64) the typical size, one more row; (3, 6007) long rows, several
+ * threads a row on llvmpipe; (20011, 3) more rows than one thread may walk for a column
+ * sum. rmsnorm: rows 1, 3, 257, ... by cols 1, 7, 33, 1000, 4097 (none a multiple of 4:
+ * the scalar paths), the typical [2049, 64] and [7, 64] (vec4 when aligned), [3, 6007],
+ * [20011, 3], [257, 4096] (1M elements, vec4). */
+static const uint32_t ln_full[][2] = {{1, 2},  {3, 5},  {2, 1},    {7, 64},  {2049, 64},
+                                      {5, 257}, {33, 4}, {1, 12}, {3, 6007}, {20011, 3}};
+static const uint32_t ln_quick[][2] = {{3, 5}, {5, 257}, {300, 5}, {3, 2000}, {33, 64}};
+static const uint32_t ln_offset[][2] = {{33, 64}, {2, 3001}};
+static const uint32_t rms_full[][2] = {{1, 1},    {3, 7},     {257, 33},  {1, 1000}, {3, 4097},
+                                       {257, 1},  {2049, 64}, {7, 64},    {33, 4},   {5, 1000},
+                                       {3, 6007}, {20011, 3}, {257, 4096}};
+static const uint32_t rms_quick[][2] = {{3, 7},    {257, 33}, {300, 5},
+                                        {3, 2000}, {33, 64},  {1, 4097}};
+static const uint32_t rms_offset[][2] = {{33, 64}};
+static const int ln_masks[] = {7, 1, 6, 2, 4, 5}, rms_masks[] = {3, 1, 2};
+
+static const row_kind rk_layernorm = {
+    "layernorm", "stats", 1, 2, 3, ln_masks, 6, 2, layernorm_forward, layernorm_reference,
+    layernorm_backward_call, ln_full, ln_quick, ln_offset, N_OF(ln_full), N_OF(ln_quick),
+    N_OF(ln_offset)};
+static const row_kind rk_rmsnorm = {
+    "rmsnorm", "rstd", 0, 1, 2, rms_masks, 3, 1, rmsnorm_forward, rmsnorm_reference,
+    rmsnorm_backward_call, rms_full, rms_quick, rms_offset, N_OF(rms_full), N_OF(rms_quick),
+    N_OF(rms_offset)};
+
+/* The forward (also in place, y over x), then the backward from the device's statistics
+ * for the kind's subsets of its outputs, on x [rows, cols]. */
+static void test_row_shape(const row_kind *k, uint32_t rows, uint32_t cols)
 {
     const float eps = 1e-5f;
-    uint64_t n = (uint64_t)rows * cols;
-    char label[96];
+    uint64_t n = (uint64_t)rows * cols, ns = (uint64_t)k->saved_per_row * rows;
+    char label[96], blabel[112];
+    snprintf(label, sizeof label, "%s %ux%u aligned %d", k->name, rows, cols, g_aligned);
+    snprintf(blabel, sizeof blabel, "%s_backward %ux%u aligned %d", k->name, rows, cols,
+             g_aligned);
     tb x = tb_new(n, g_offset - 2, g_offset + 3), g = tb_new(cols, 0.5f, 1.5f);
-    tb y = tb_const(n, NAN), rs = tb_const(rows, NAN);
-    double *xd = to_d(x.h, n), *gd = to_d(g.h, cols), *yd = zeros(n), *rd = zeros(rows);
-    double *st2 = rms_stats(x.h, rows, cols, eps);
-    TH_OK(g_ctx, kn_rmsnorm(g_s, tv(&x), tv(&g), tv(&y), tv(&rs), rows, cols, eps));
+    tb b = k->centred ? tb_new(cols, -1, 1) : g; /* rmsnorm: no beta (g stands, unread) */
+    tb y = tb_const(n, NAN), st = tb_const(ns, NAN);
+    double *xd = to_d(x.h, n), *gd = to_d(g.h, cols), *bd = to_d(b.h, cols);
+    double *yd = zeros(n), *sd = zeros(ns), *tst = zeros(2ull * rows);
+    row_stats(xd, rows, cols, eps, k->centred, tst);
+    TH_OK(g_ctx, k->forward(tv(&x), tv(&g), tv(&b), tv(&y), tv(&st), rows, cols, eps));
     run();
-    kn_ref_rmsnorm(xd, gd, yd, rd, rows, cols, eps);
-    snprintf(label, sizeof label, "rmsnorm %ux%u aligned %d", rows, cols, g_aligned);
+    k->reference(xd, gd, bd, yd, sd, rows, cols, eps);
     expect(&y, yd, 1e-4f, 2e-5f, "%s: y", label);
-    expect(&rs, rd, 1e-4f, 1e-5f, "%s: rstd", label);
+    expect(&st, sd, 1e-4f, 1e-5f, "%s: %s", label, k->saved);
 
-    /* Backward from the device's rstd, for every subset of the outputs: bit 0 dx, bit 1
-     * dgamma. */
     tb dy = tb_new(n, -1, 1);
     double *dyd = to_d(dy.h, n);
-    tols tol = backward_tols(x.h, dy.h, st2, n, rows, cols, 1, cols);
-    const int masks[] = {3, 1, 2};
-    norm_inputs in = {&x, &g, &rs, &dy, xd, gd, dyd, {rows, cols, 1}, eps};
-    char blabel[96];
-    snprintf(blabel, sizeof blabel, "rmsnorm_backward %ux%u aligned %d", rows, cols, g_aligned);
-    backward_case bc = {blabel, n, cols, 2, &tol, rmsnorm_backward_call, &in};
-    check_backward_subsets(&bc, masks, g_quick || n > 100000 ? 1 : 3);
+    tols tol = backward_tols(x.h, dy.h, tst, n, rows, cols, 1, cols);
+    norm_inputs in = {&x, &g, &st, &dy, xd, gd, dyd, {rows, cols, 1}, eps};
+    backward_case bc = {blabel, n, cols, k->outputs, &tol, k->backward, &in};
+    check_backward_subsets(&bc, k->masks, g_quick || n > 100000 ? k->n_short : k->n_masks);
     free(dyd);
     tols_free(&tol);
     tb_free(&dy);
 
-    /* In place: y over x itself. */
     if (n <= 100000) {
-        TH_OK(g_ctx, kn_rmsnorm(g_s, tv(&x), tv(&g), tv(&x), tv(&rs), rows, cols, eps));
+        TH_OK(g_ctx, k->forward(tv(&x), tv(&g), tv(&b), tv(&x), tv(&st), rows, cols, eps));
         run();
         expect(&x, yd, 1e-4f, 2e-5f, "%s: in place", label);
     }
     free(xd);
     free(gd);
+    free(bd);
     free(yd);
-    free(rd);
-    free(st2);
+    free(sd);
+    free(tst);
     tb_free(&x);
     tb_free(&g);
+    if (k->centred)
+        tb_free(&b);
     tb_free(&y);
-    tb_free(&rs);
+    tb_free(&st);
 }
 
-static void test_rmsnorm(void)
+/* Every shape of the kind's list (the short one in the quick pass), then its shapes with
+ * a large common offset (g_offset 10: a mean far from 0, or every x^2 near 100). */
+static void test_rows(const row_kind *k)
 {
-    /* rows 1, 3, 257, ... by cols 1, 7, 33, 1000, 4097 (none a multiple of 4: the scalar
-     * paths), the typical [2049, 64] and [7, 64] (vec4 when aligned), [3, 6007] (several
-     * threads a row on llvmpipe), [20011, 3] (more rows than one thread may walk for a
-     * column sum), [257, 4096] (1M elements, vec4). */
-    const uint32_t full[][2] = {{1, 1},    {3, 7},    {257, 33},  {1, 1000}, {3, 4097},
-                                {257, 1},  {2049, 64}, {7, 64},   {33, 4},   {5, 1000},
-                                {3, 6007}, {20011, 3}, {257, 4096}};
-    const uint32_t quick[][2] = {{3, 7}, {257, 33}, {300, 5}, {3, 2000}, {33, 64}, {1, 4097}};
-    if (g_quick)
-        for (unsigned i = 0; i < sizeof quick / sizeof quick[0]; i++)
-            test_rmsnorm_shape(quick[i][0], quick[i][1]);
-    else
-        for (unsigned i = 0; i < sizeof full / sizeof full[0]; i++)
-            test_rmsnorm_shape(full[i][0], full[i][1]);
-    /* a large common offset: every x^2 near 100, rstd near 0.1 */
+    const uint32_t(*shapes)[2] = g_quick ? k->quick : k->full;
+    for (unsigned i = 0; i < (g_quick ? k->n_quick : k->n_full); i++)
+        test_row_shape(k, shapes[i][0], shapes[i][1]);
     g_offset = 10;
-    test_rmsnorm_shape(33, 64);
+    for (unsigned i = 0; i < k->n_offset; i++)
+        test_row_shape(k, k->offset[i][0], k->offset[i][1]);
     g_offset = 0;
 }
 
@@ -690,8 +673,8 @@ static void test_errors(void)
 
 static void test_device(void)
 {
-    test_layernorm();
-    test_rmsnorm();
+    test_rows(&rk_layernorm);
+    test_rows(&rk_rmsnorm);
     test_batchnorm();
 }
 
