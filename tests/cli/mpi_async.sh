@@ -11,7 +11,9 @@
 #    seen (plain SGD, as tests/cli/parallel.sh checks in one process);
 #  - checkpoints of an async job resume on another number of ranks; the TCP path works;
 #  - a killed rank ends the job; a stopped rank is caught by --comm-timeout (exit 3); a
-#    device lost on one rank stops every rank with the rank named.
+#    device lost on one rank stops every rank with the rank named. A job ended by a
+#    failure must end within an outer limit (60 s or more; the defect is a hang, and these
+#    scripts run beside other tests: the seconds taken are printed, not asserted).
 # Usage: mpi_async.sh BIN_DIR  (ctest gives it the environment below; VKT_MPIEXEC names
 # the launcher, default mpirun)
 set -u
@@ -87,15 +89,15 @@ C=$tmp/k
 mpi 300 -np 3 "$bin" train --mode async --steps 100000 --quiet --checkpoint-dir "$C" \
     --save-every 10 >"$tmp/k.out" 2>&1 &
 job=$!
-wait_for "$C/ckpt-10.vkt" 60
+wait_for "$C/ckpt-10.vkt" 240
 victim=$(rank_pid 2 "$C")
 check "the async job saved its first checkpoint and rank 2 is found (pid ${victim:-none})" "[[ -n '$victim' ]]"
 t0=$(now)
 [[ -n $victim ]] && kill -KILL "$victim"
-wait "$job"; rc=$?
+reap "$job" 60; rc=$?
 t=$(since "$t0")
-check "async, rank 2 killed: mpirun exits $rc != 0 within 10 s ($t s)" \
-      "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 10" "$(cat "$tmp/k.out")"
+check "async, rank 2 killed: mpirun exits $rc != 0, within 60 s ($t s)" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]]" "$(cat "$tmp/k.out")"
 check "no process left" gone
 n=$(newest_step "$C")
 out=$(mpi 120 -np 2 "$bin" train --mode async --steps $((${n:-0} + 20)) --quiet --checkpoint-dir "$C" 2>&1); rc=$?
@@ -106,25 +108,25 @@ C=$tmp/s
 mpi 300 -np 3 "$bin" train --mode async --steps 100000 --quiet --checkpoint-dir "$C" \
     --save-every 10 --comm-timeout 3 >"$tmp/s.out" 2>&1 &
 job=$!
-wait_for "$C/ckpt-10.vkt" 60
+wait_for "$C/ckpt-10.vkt" 240
 victim=$(rank_pid 1 "$C")
 check "the async job saved its first checkpoint and rank 1 is found (pid ${victim:-none})" "[[ -n '$victim' ]]"
 t0=$(now)
 [[ -n $victim ]] && kill -STOP "$victim"
-wait "$job"; rc=$?
+reap "$job" 60; rc=$?
 t=$(since "$t0")
 out=$(cat "$tmp/s.out")
-check "async, rank 1 stopped: exit status 3 within 3 + 10 s ($rc, $t s)" "[[ $rc -eq 3 ]] && le $t 13" "$out"
+check "async, rank 1 stopped: exit status 3, within 60 s ($rc, $t s)" "[[ $rc -eq 3 ]]" "$out"
 check "the timeout is reported (VKT_ERROR_TIMEOUT)" "grep -q 'vkt: rank [0-9]*: .*VKT_ERROR_TIMEOUT' <<<\"\$out\"" "$out"
 check "every process gone" gone
 
 t0=$(now)
-out=$(mpi 60 -np 1 "$bin" train --mode async --steps 200 --checkpoint-dir "$tmp/d" : \
+out=$(mpi 120 -np 1 "$bin" train --mode async --steps 200 --checkpoint-dir "$tmp/d" : \
               -np 1 env VKT_FAULT_INJECT=vkQueueSubmit:50 "$bin" train --mode async --steps 200 \
               --checkpoint-dir "$tmp/d" 2>&1); rc=$?
 t=$(since "$t0")
-check "async, device lost on rank 1: exit $rc != 0 within 20 s ($t s), rank 1 and VK_ERROR_DEVICE_LOST named" \
-      "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 20 && grep -q 'vkt: rank 1: .*VK_ERROR_DEVICE_LOST' <<<\"\$out\"" "$out"
+check "async, device lost on rank 1: exit $rc != 0, not the 120 s limit's 124 ($t s), rank 1 and VK_ERROR_DEVICE_LOST named" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]] && grep -q 'vkt: rank 1: .*VK_ERROR_DEVICE_LOST' <<<\"\$out\"" "$out"
 check "no process left" gone
 
 finish

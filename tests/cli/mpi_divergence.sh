@@ -5,8 +5,10 @@
 # without a message and none waits for another:
 #  - sync, 2 ranks, from a good ckpt-20 at --lr 30 with a checkpoint every 5 steps: the
 #    chief's save of step 25 is refused, every rank stops there with VKT_ERROR_DIVERGED (the
-#    other naming rank 0), well within --comm-timeout; ckpt-20 alone is left; a rerun with a
-#    smaller --lr resumes from it on 2 ranks and finishes;
+#    other naming rank 0), none waiting out --comm-timeout (600 s there, past the job's
+#    outer limit of 120 s, which a loaded machine leaves room for: the seconds are printed,
+#    not asserted); ckpt-20 alone is left; a rerun with a smaller --lr resumes from it on 2
+#    ranks and finishes;
 #  - the final save refused (no periodic one): every rank says so itself;
 #  - no --checkpoint-dir: every rank's check at the end fails alike (exit 1, not 0);
 #  - async across ranks (the parameter server): the refusal in the chief's callback stops
@@ -27,10 +29,10 @@ d="$tmp/sync"
 mpi 120 -np 2 "$bin" train --steps 20 --checkpoint-dir "$d" --quiet >/dev/null 2>&1
 t0=$(now)
 out=$(mpi 120 -np 2 --tag-output "$bin" train --lr 30 --steps 60 --save-every 5 --keep 1 \
-      --checkpoint-dir "$d" --comm-timeout 60 --quiet 2>&1); rc=$?
+      --checkpoint-dir "$d" --comm-timeout 600 --quiet 2>&1); rc=$?
 secs=$(since "$t0")
-check "sync, lr 30: the job fails (rc $rc) in ${secs} s, no rank waiting out the timeout" \
-      "[[ $rc -ne 0 && $rc -ne 124 ]] && le $secs 50" "$out"
+check "sync, lr 30: the job fails (rc $rc) in ${secs} s, within the 120 s limit: no rank waiting out the 600 s timeout" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]]" "$out"
 check "rank 0: its save of step 25 refused, ckpt-20 named" \
       "of_rank 0 \"\$out\" | grep -q \"cannot save a checkpoint: VKT_ERROR_DIVERGED: training diverged by step 25: .*the newest checkpoint, $d/ckpt-20.vkt, is from before\"" "$out"
 check "rank 1: VKT_ERROR_DIVERGED, naming rank 0" \
@@ -57,10 +59,10 @@ check "no --checkpoint-dir: every rank fails the check at the end (rc $rc)" \
 d="$tmp/async"
 t0=$(now)
 out=$(mpi 120 -np 2 --tag-output "$bin" train --mode async --lr 30 --steps 60 --save-every 5 \
-      --checkpoint-dir "$d" --comm-timeout 60 --quiet 2>&1); rc=$?
+      --checkpoint-dir "$d" --comm-timeout 600 --quiet 2>&1); rc=$?
 secs=$(since "$t0")
-check "async across ranks: the job fails (rc $rc) in ${secs} s, the chief's save of step 5 refused" \
-      "[[ $rc -ne 0 && $rc -ne 124 ]] && le $secs 50 && of_rank 0 \"\$out\" | grep -q 'cannot save a checkpoint: VKT_ERROR_DIVERGED: training diverged by step 5'" "$out"
+check "async across ranks: the job fails (rc $rc) in ${secs} s, within the 120 s limit (--comm-timeout 600), the chief's save of step 5 refused" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]] && of_rank 0 \"\$out\" | grep -q 'cannot save a checkpoint: VKT_ERROR_DIVERGED: training diverged by step 5'" "$out"
 check "  ... rank 1 stopped, naming rank 0" "of_rank 1 \"\$out\" | grep -q 'rank 0'" "$out"
 
 # 5. charlm, a save due by the chief's clock at every step: all ranks check step 1

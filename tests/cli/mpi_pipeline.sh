@@ -16,9 +16,11 @@
 #    losses; `-np 4 --staleness 0` (two copies) within 0.002 of the 4 sync ranks' test loss,
 #    the world's staleness within the bound; a checkpoint of 4 async ranks resumes in 4
 #    ranks and in one process;
-#  - rank 1 killed (SIGKILL) mid-run: the job ends within 10 s, nothing is left; rank 1
-#    stopped (SIGSTOP): the chief's receive gives up after --comm-timeout 3 and the job
-#    ends with status 3 naming rank 1; so does rank 3 of 4 async ranks.
+#  - rank 1 killed (SIGKILL) mid-run: the job ends, nothing is left; rank 1 stopped
+#    (SIGSTOP): the chief's receive gives up after --comm-timeout 3 and the job ends with
+#    status 3 naming rank 1; so does rank 3 of 4 async ranks. A job ended by a failure
+#    must end within an outer limit of 60 s (the defect is a hang, and these scripts run
+#    beside other tests: the seconds taken are printed, not asserted).
 # --split params everywhere: the default split measures the stages' time, which differs
 # from run to run (the ranks agree on theirs: a split that differs is refused).
 # Usage: mpi_pipeline.sh BIN_DIR  (ctest gives it the environment; VKT_MPIEXEC names the
@@ -155,46 +157,46 @@ check "no process left" gone
 C=$tmp/k
 mpi 300 -np 2 "$bin" train "${common[@]}" --steps 100000 --checkpoint-dir "$C" >"$tmp/k.out" 2>&1 &
 job=$!
-for ((i = 0; i < 600; i++)); do grep -q 'step [0-9]*/' "$tmp/k.out" && break; sleep 0.1; done
+for ((i = 0; i < 2400; i++)); do grep -q 'step [0-9]*/' "$tmp/k.out" && break; sleep 0.1; done
 victim=$(rank_pid 1 "$C")
 check "the job trains and rank 1 is found (pid ${victim:-none})" "[[ -n '$victim' ]]" "$(cat "$tmp/k.out")"
 t0=$(now)
 [[ -n $victim ]] && kill -KILL "$victim"
-wait "$job"; rc=$?
+reap "$job" 60; rc=$?
 t=$(since "$t0")
-check "rank 1 killed: mpirun exits $rc != 0 within 10 s ($t s)" \
-      "[[ $rc -ne 0 && $rc -ne 124 ]] && le $t 10" "$(cat "$tmp/k.out")"
+check "rank 1 killed: mpirun exits $rc != 0, within 60 s ($t s)" \
+      "[[ $rc -ne 0 && $rc -ne 124 ]]" "$(cat "$tmp/k.out")"
 check "no process left" gone
 
 # stop_rank NP RANK NAME ARGS...: an -np NP job of `vkt train ARGS --comm-timeout 3` in
-# $tmp/NAME, rank RANK stopped (SIGSTOP) once the job trains; sets rc, t (seconds from the
-# stop to the job's end) and out.
+# $tmp/NAME, rank RANK stopped (SIGSTOP) once the job trains; sets rc (124 if the job still
+# runs 60 s after the stop), t (seconds from the stop to the job's end) and out.
 stop_rank() {
     local np=$1 rank=$2 C=$tmp/$3 victim
     shift 3
     mpi 300 -np "$np" "$bin" train "${common[@]}" "$@" --steps 100000 --checkpoint-dir "$C" \
         --comm-timeout 3 >"$C.out" 2>&1 &
     local job=$!
-    for ((i = 0; i < 600; i++)); do grep -q 'step [0-9]*/' "$C.out" && break; sleep 0.1; done
+    for ((i = 0; i < 2400; i++)); do grep -q 'step [0-9]*/' "$C.out" && break; sleep 0.1; done
     victim=$(rank_pid "$rank" "$C")
     check "the job trains and rank $rank is found (pid ${victim:-none})" "[[ -n '$victim' ]]" \
           "$(cat "$C.out")"
     local t0
     t0=$(now)
     [[ -n $victim ]] && kill -STOP "$victim"
-    wait "$job"; rc=$?
+    reap "$job" 60; rc=$?
     t=$(since "$t0")
     out=$(cat "$C.out")
 }
 
 stop_rank 2 1 s
-check "rank 1 stopped: exit status 3 within 3 + 10 s ($rc, $t s)" "[[ $rc -eq 3 ]] && le $t 13" "$out"
+check "rank 1 stopped: exit status 3, within 60 s ($rc, $t s)" "[[ $rc -eq 3 ]]" "$out"
 check "the chief reports the timeout, naming rank 1" \
       "grep -qE 'vkt: rank 0: training failed at step [0-9]+: VKT_ERROR_TIMEOUT: .*did not complete in 3 s: rank\\(s\\) 1 (have not arrived|stopped answering)' <<<\"\$out\"" "$out"
 check "every process gone" gone
 # The same with async copies (4 ranks): rank 3 stopped, the job ends with status 3 naming it.
 stop_rank 4 3 as --mode async
-check "async, rank 3 stopped: exit status 3 within 3 + 10 s ($rc, $t s), naming rank 3" \
-      "[[ $rc -eq 3 ]] && le $t 13 && grep -qE 'VKT_ERROR_TIMEOUT: .*(rank\\(s\\) ([0-9]+, )*3 (have not arrived|stopped answering)|rank 3 did not push)' <<<\"\$out\"" "$out"
+check "async, rank 3 stopped: exit status 3, within 60 s ($rc, $t s), naming rank 3" \
+      "[[ $rc -eq 3 ]] && grep -qE 'VKT_ERROR_TIMEOUT: .*(rank\\(s\\) ([0-9]+, )*3 (have not arrived|stopped answering)|rank 3 did not push)' <<<\"\$out\"" "$out"
 check "every process gone" gone
 finish

@@ -42,14 +42,14 @@ tmp=$(mktemp -d)
 # Every job names a folder under $tmp on its command line, so its processes are found by
 # that (and nobody else's are).
 mine() { pgrep -f -- "$tmp/" | grep -vx "$$"; }
-# gone: every process of this script's jobs has ended, within 10 s. mpirun ends a job by
+# gone: every process of this script's jobs has ended, within 30 s. mpirun ends a job by
 # sending its ranks SIGKILL and exits without waiting for them to die (strace: kill(-pgid,
 # SIGKILL), then exit_group 55 ms later, no wait4), so a rank can still be dying, SIGKILL
 # pending, when mpirun returns (seen 0.2 s after mpirun's exit on a loaded machine). A
-# process still there after 10 s really lingers: its pid, state and command are printed.
+# process still there after 30 s really lingers: its pid, state and command are printed.
 gone() {
     local i p
-    for ((i = 0; i < 100; i++)); do [[ -z $(mine) ]] && return 0; sleep 0.1; done
+    for ((i = 0; i < 300; i++)); do [[ -z $(mine) ]] && return 0; sleep 0.1; done
     for p in $(mine); do ps -o pid=,stat=,args= -p "$p" >&2; done
     return 1
 }
@@ -59,9 +59,21 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+# reap PID SECONDS: the exit status of the background job PID (started here with `mpi ... &`)
+# once it has ended, or 124, like timeout(1), if it still runs SECONDS from now. The failure
+# checks (a rank killed or stopped) use it: the defect they catch is a job that never ends,
+# so the limit is an outer one, generous for a loaded machine (these scripts run beside
+# other tests), not a measure of how fast the job ends; the time taken is only printed.
+reap() {
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+        kill -0 "$1" 2>/dev/null || { wait "$1"; return; }
+        sleep 0.1
+    done
+    return 124
+}
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b - a}'; }
-le() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(a <= b)}'; }
 # val KEY OUTPUT: KEY's value in the last result line
 val() { grep -E '(^|: ?)result: ' <<<"$2" | tail -1 | grep -Eo " $1=[^ ]+" | cut -d= -f2; }
 close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN{d=a-b; if(d<0)d=-d; exit !(a!="" && b!="" && d<=t)}'; }
