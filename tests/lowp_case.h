@@ -1,11 +1,22 @@
 /* lowp_case.h - what the 16-bit kernel families' tests share about their
  * cooperative-matrix rows (test_conv_lowp.c, test_attention_lowp.c): whether this device
- * runs the row, and the row's choice on stated devices. */
+ * runs the row, the row's choice on stated devices, and the stated devices' rows of the
+ * fragment-plan checks. */
 #ifndef VKT_TESTS_LOWP_CASE_H
 #define VKT_TESTS_LOWP_CASE_H
 
 #include "harness.h"
 #include "gpu/gpu.h"
+
+/* A stated device whose fragment plans a test checks: its name, profile, the matrix shape
+ * of the plans (NULL: the kernel without the matrix instruction), the warp's rows and the
+ * subgroup size. */
+typedef struct lowp_device {
+    const char *name;
+    const gpu_profile *p;
+    const gpu_mat_shape *mat;
+    uint32_t tm, sg;
+} lowp_device;
 
 /* Whether this device runs the cooperative-matrix row `coopmat`. If not: prints that it is
  * skipped and why, and checks that it is not required (VKT_TEST_LOWP_ROWS names it) and

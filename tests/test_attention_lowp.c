@@ -544,15 +544,11 @@ static void check_plans(void)
     lvp26.loop_budget = 60000; /* llvmpipe's (profile.c) */
     lowp_check_choice(GPU_FAMILY_ATTENTION_LOWP, GPU_V_ATTENTION_LOWP_COOPMAT, &h100, &plain,
                       GPU_V_ATTENTION_LOWP_FLASH, &lvp26, GPU_V_ATTENTION_LOWP_WIDEN);
-    struct {
-        const char *name;
-        const gpu_profile *p;
-        const gpu_mat_shape *mat;
-        uint32_t tm, sg;
-    } devs[] = {{"H100 f16 16x16x16", &h100, gpu_mat_for(&h100, GPU_MAT_F16), 16, 32},
-                {"H100 16x8x16", &h100, &(gpu_mat_shape){16, 8, 16, 0, 0, 1, 1}, 16, 32},
-                {"lavapipe 26 8x8x8", &lvp26, gpu_mat_for(&lvp26, GPU_MAT_F16), 8, 8},
-                {"attention_frag", &lvp26, NULL, 8, 8}};
+    const lowp_device devs[] = {
+        {"H100 f16 16x16x16", &h100, gpu_mat_for(&h100, GPU_MAT_F16), 16, 32},
+        {"H100 16x8x16", &h100, &(gpu_mat_shape){16, 8, 16, 0, 0, 1, 1}, 16, 32},
+        {"lavapipe 26 8x8x8", &lvp26, gpu_mat_for(&lvp26, GPU_MAT_F16), 8, 8},
+        {"attention_frag", &lvp26, NULL, 8, 8}};
     const uint32_t dims[][4] = {{64, 1024, 12, 64}, {1, 7, 1, 3}, {2, 67, 3, 128},
                                 {8, 256, 4, 20}};
     for (size_t k = 0; k < sizeof devs / sizeof devs[0]; k++)

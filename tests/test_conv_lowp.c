@@ -325,17 +325,13 @@ static void check_plans(void)
          .stride_w = 2, .pad_h = 1, .pad_w = 1, .dil_h = 1, .dil_w = 1, .groups = 4},
         {.n = 32, .c = 512, .h = 7, .w = 7, .oc = 512, .kh = 1, .kw = 1, .stride_h = 1,
          .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1}};
-    struct {
-        const char *name;
-        const gpu_profile *p;
-        const gpu_mat_shape *mat;
-        uint32_t tm, sg;
-    } devs[] = {{"H100 f16 16x16x16", &h100, gpu_mat_for(&h100, GPU_MAT_F16), 16, 32},
-                {"H100 bf16", &h100, gpu_mat_for(&h100, GPU_MAT_BF16), 16, 32},
-                {"H100 16x8x8", &h100, &(gpu_mat_shape){16, 8, 8, 0, 0, 1, 1}, 16, 32},
-                {"lavapipe 26 8x8x8", &lvp26, gpu_mat_for(&lvp26, GPU_MAT_F16), 8, 8},
-                {"conv_frag on a GPU", &plain, NULL, 16, 32},
-                {"conv_frag on lavapipe", &lvp26, NULL, 8, 8}};
+    const lowp_device devs[] = {
+        {"H100 f16 16x16x16", &h100, gpu_mat_for(&h100, GPU_MAT_F16), 16, 32},
+        {"H100 bf16", &h100, gpu_mat_for(&h100, GPU_MAT_BF16), 16, 32},
+        {"H100 16x8x8", &h100, &(gpu_mat_shape){16, 8, 8, 0, 0, 1, 1}, 16, 32},
+        {"lavapipe 26 8x8x8", &lvp26, gpu_mat_for(&lvp26, GPU_MAT_F16), 8, 8},
+        {"conv_frag on a GPU", &plain, NULL, 16, 32},
+        {"conv_frag on lavapipe", &lvp26, NULL, 8, 8}};
     for (size_t d = 0; d < sizeof devs / sizeof devs[0]; d++)
         for (int gi = 0; gi < 3; gi++) {
             kc_conv g = geo[gi];
