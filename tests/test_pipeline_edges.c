@@ -22,7 +22,13 @@
  * keeping and recomputing; a 4-stage MLP whose first value is read by the 3 others (a sum
  * of three gradients, where the order shows) at m 2 keeping and m 4 recomputing; dropout and batch norm on 2 stages at m 4, keeping and
  * recomputing (running averages compared too); 3 stages x 2 copies in a trainer (the host
- * route: the copies' sums meet on the host) with clipping, on all three rows. And:
+ * route: the copies' sums meet on the host) with clipping, on all three rows. The update
+ * ahead of the stage's next run against the same pipeline flushed after every step (the
+ * update a submission of its own): every net above on the direct route, and the skip MLP
+ * on the host route (2 copies; clipping; fp16 with a skipped step; all three), on the
+ * host and device rows: the same losses and parameters bit for bit, one submission and
+ * one fence wait fewer per context and applied step; a skipped step changes no parameter
+ * and leaves nothing due. And:
  * VKT_PIPE_EDGES=device where the stages do not share one VkDevice, or in check mode, and
  * VKT_PIPE_EDGES=import where they share one, or in check mode, fail with
  * VKT_ERROR_INVALID_ARGUMENT saying why, and where an import fails with its message; a bad
@@ -327,6 +333,157 @@ static void expect_ahead(const net *n, const outcome *a, const outcome *b, int r
     }
 }
 
+/* The host route (pipe_engine.h's pipe_route): copies whose sums meet on the host,
+ * clipping by the global norm, fp16's loss scale and guard, with one step (skip) whose
+ * scale overflows the gradients, so the guard skips it. */
+typedef struct hostcase {
+    const char *name;
+    uint32_t copies;
+    float clip;
+    int fp16;
+    int skip; /* the step whose gradients overflow (-1: none) */
+} hostcase;
+
+/* STEPS steps of h's pipeline (engine white box: pipe_create, pipe_step) on device 0, its
+ * P x D contexts alike; flush: each step's update at once, as run_pipeline_flush. Around
+ * the skipped step, in both: the parameters read before it (which flushes the update
+ * due) and after it: the same bits, and the read after it submits nothing (the skip left
+ * nothing due). Per context: submissions, waits, transfers over the steps, and updates:
+ * the steps whose update went ahead of a run (applied, not flushed by that read). */
+static outcome run_host(net *n, uint32_t P, uint32_t m, const hostcase *h, const char *share,
+                        const char *edges, int flush)
+{
+    outcome o = {0};
+    set_env(share, edges);
+    uint32_t D = h->copies, dev[VKT_MAX_STAGES] = {0};
+    pipe_options po = {.batch = BATCH, .micro_batches = m, .stages = P, .copies = D,
+                       .devices = dev, .n_devices = P * D, .recompute = VKT_RECOMPUTE_NEVER,
+                       .precision = h->fp16 ? VKT_PRECISION_FP16 : VKT_PRECISION_FP32,
+                       .fn = "test"};
+    po.optimizer.kind = VKT_OPTIMIZER_ADAM;
+    po.optimizer.lr = 0.01f;
+    po.optimizer.clip_norm = h->clip;
+    vkt_pipeline *p = NULL;
+    if (!TH_CHECK(pipe_create(th_instance, n->g, n->loss, &po, &p) == VKT_OK,
+                  "%s (share %s, edges %s): %s", h->name, share, edges, vkt_last_error()))
+        return o;
+    float x[BATCH * F];
+    int32_t y[BATCH];
+    vkt_feed f[2] = {{n->x, x}, {n->y, y}};
+    uint64_t c1 = count_of(n->p[0]);
+    float *w[2] = {calloc(c1, 4), calloc(c1, 4)};
+    o.ok = w[0] && w[1];
+    gpu_counters a[VKT_MAX_STAGES], b[VKT_MAX_STAGES];
+    for (uint32_t i = 0; i < P * D; i++)
+        gpu_context_counters(pipe_context(p, i / P, i % P), &a[i]);
+    uint32_t applied = 0;
+    for (uint32_t k = 0; k < STEPS && o.ok; k++) {
+        batch_data(k, x, y);
+        int skip = (int)k == h->skip;
+        if (h->fp16) /* the skipped step's scale overflows fp32 in the backward */
+            pipe_set_scaler(p, 1, skip ? 3e38f : 1024.0f);
+        if (skip) /* flushes the update due (ahead: one submission of its own) */
+            o.ok = TH_OK(NULL, pipe_read_param(p, D - 1, n->p[0], w[0], c1));
+        double loss = 0;
+        o.ok = o.ok && TH_CHECK(pipe_step(p, f, 2, k, &loss) == VKT_OK, "%s step %u: %s",
+                                h->name, k, vkt_pipeline_errmsg(p));
+        o.loss[k] = (float)loss;
+        o.ok = o.ok && TH_CHECK(pipe_skipped(p) == skip, "%s step %u: skipped %d", h->name, k,
+                                pipe_skipped(p));
+        applied += !skip && !flush && (int)k + 1 != h->skip;
+        if (flush && o.ok)
+            o.ok = TH_CHECK(pipe_flush(p) == VKT_OK, "flush: %s", vkt_pipeline_errmsg(p));
+        if (skip && o.ok) { /* every context: nothing due, so nothing submitted but reads */
+            gpu_counters r0[VKT_MAX_STAGES], r1[VKT_MAX_STAGES];
+            for (uint32_t i = 0; i < P * D; i++)
+                gpu_context_counters(pipe_context(p, i / P, i % P), &r0[i]);
+            o.ok = TH_OK(NULL, pipe_read_param(p, D - 1, n->p[0], w[1], c1));
+            uint64_t sub = 0, t = 0;
+            for (uint32_t i = 0; i < P * D; i++) {
+                gpu_context_counters(pipe_context(p, i / P, i % P), &r1[i]);
+                sub += r1[i].submits - r0[i].submits;
+                t += r1[i].sync_transfers - r0[i].sync_transfers;
+            }
+            TH_CHECK(sub == t && memcmp(w[0], w[1], c1 * 4) == 0,
+                     "%s, %s: the skipped step updated w1 (%d) or left an update due (%llu "
+                     "submissions for a read of %llu transfers)", h->name, flush ? "flushed" :
+                     "ahead", memcmp(w[0], w[1], c1 * 4) != 0, (unsigned long long)sub,
+                     (unsigned long long)t);
+        }
+    }
+    for (uint32_t i = 0; i < P * D; i++) {
+        gpu_context_counters(pipe_context(p, i / P, i % P), &b[i]);
+        o.submits[i] = b[i].submits - a[i].submits;
+        o.waits[i] = b[i].fence_waits - a[i].fence_waits;
+        o.transfers[i] = b[i].sync_transfers - a[i].sync_transfers;
+        o.updates[i] = pipe_optimizer(p, i / P, i % P) ? (int)applied : 0;
+    }
+    for (uint32_t i = 0; i < n->n_p && o.ok; i++) { /* the last copy's: all are alike */
+        uint64_t c = count_of(n->p[i]);
+        o.params[i] = calloc(c, sizeof(float));
+        o.ok = TH_CHECK(pipe_read_param(p, D - 1, n->p[i], o.params[i], c) == VKT_OK,
+                        "read %s: %s", vkt_tensor_name(n->p[i]), vkt_pipeline_errmsg(p));
+    }
+    o.stages = P * D; /* contexts */
+    o.m = m;
+    free(w[0]);
+    free(w[1]);
+    vkt_pipeline_destroy(p);
+    return o;
+}
+
+/* h's pipeline with the update ahead (b) against the same flushed after every step (a):
+ * the same losses and parameters bit for bit; per context with parameters exactly one
+ * submission and one fence wait fewer per step whose update went ahead, the same
+ * transfers. */
+static void host_ahead(net *n, uint32_t P, uint32_t m, const hostcase *h, const char *share,
+                       const char *edges, const char *row)
+{
+    outcome a = run_host(n, P, m, h, share, edges, 1), b = run_host(n, P, m, h, share, edges, 0);
+    if (a.ok && b.ok) {
+        TH_CHECK(memcmp(a.loss, b.loss, sizeof a.loss) == 0, "%s, %s row: losses differ (%.9g "
+                 "vs %.9g at the last step)", h->name, row, (double)a.loss[STEPS - 1],
+                 (double)b.loss[STEPS - 1]);
+        for (uint32_t i = 0; i < n->n_p; i++)
+            TH_CHECK(memcmp(a.params[i], b.params[i], count_of(n->p[i]) * 4) == 0,
+                     "%s, %s row: parameter %s differs", h->name, row, vkt_tensor_name(n->p[i]));
+        for (uint32_t i = 0; i < b.stages; i++) {
+            uint64_t fewer = (uint64_t)b.updates[i];
+            TH_CHECK(a.submits[i] == b.submits[i] + fewer && a.waits[i] == b.waits[i] + fewer &&
+                         a.transfers[i] == b.transfers[i],
+                     "%s, %s row: context %u: %llu submissions, %llu fence waits, %llu "
+                     "transfers in %d steps; with the update on its own %llu, %llu, %llu (%llu "
+                     "fewer expected)", h->name, row, i, (unsigned long long)b.submits[i],
+                     (unsigned long long)b.waits[i], (unsigned long long)b.transfers[i], STEPS,
+                     (unsigned long long)a.submits[i], (unsigned long long)a.waits[i],
+                     (unsigned long long)a.transfers[i], (unsigned long long)fewer);
+        }
+        printf("  host route, %s (%u stages, m %u), %s row: the update ahead = flushed, %d "
+               "losses (last %.6f) and parameters; context 0: %.3g submissions and %.3g fence "
+               "waits a step (%.3g and %.3g flushed)\n", h->name, P, m, row, STEPS,
+               (double)b.loss[STEPS - 1], (double)b.submits[0] / STEPS,
+               (double)b.waits[0] / STEPS, (double)a.submits[0] / STEPS,
+               (double)a.waits[0] / STEPS);
+    }
+    outcome_free(&a);
+    outcome_free(&b);
+}
+
+static void host_route(net *n)
+{
+    static const hostcase cases[] = {
+        {"2 copies", 2, 0, 0, -1},
+        {"clipping", 1, 0.05f, 0, -1},
+        {"fp16, step 2 skipped", 1, 0, 1, 2},
+        {"2 copies, clipping, fp16, step 3 skipped", 2, 0.05f, 1, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        uint32_t m = cases[i].copies > 1 ? 2 : 3; /* BATCH rows into D x m micro-batches */
+        host_ahead(n, 3, m, &cases[i], "0", "", "host");
+        host_ahead(n, 3, m, &cases[i], "1", "device", "device");
+    }
+}
+
 /* "NAME, P stages, m M, keep|recompute: ROW" into buf[n]; returns buf. */
 static const char *label(char *buf, size_t n, const char *name, uint32_t P, uint32_t m,
                          vkt_recompute r, const char *row)
@@ -534,6 +691,7 @@ int main(void)
     compare_rows(&bn, 2, 4, VKT_RECOMPUTE_NEVER, "batch norm + dropout");
     compare_rows(&bn, 2, 4, VKT_RECOMPUTE_ALWAYS, "batch norm + dropout");
     trainer_copies(&skip);
+    host_route(&skip);
     vkt_graph_destroy(skip.g);
     vkt_graph_destroy(bn.g);
     set_env(share[0] ? share : NULL, edges[0] ? edges : NULL);

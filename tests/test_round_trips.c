@@ -20,10 +20,14 @@
  *        3m S and F / the same, 0 T (a stage sums its micro-batches on its device and its
  *        optimizer applies that sum there, ahead of the stage's first run of the next
  *        step in its submission: grad_reads and grad_writes 0; it was 3m + 2 with each
- *        stage's update a submission of its own); with clipping or fp16 3m + 2 S and F /
- *        3m + 6, 4 T (the sum read back once and written back once, the update a
- *        submission of its own after the host's decision: grad_reads and grad_writes 1;
- *        before the device sum it was m reads, and 5m + 4 S and F, 2m + 2 T).
+ *        stage's update a submission of its own); with clipping or fp16 (the host route)
+ *        3m S and F / 3m + 2, 2 T (the sum read back once, 1 T per stage where staged;
+ *        the host's decision written into host-visible memory, whose copy into the
+ *        gradient and the update go ahead of the stage's next run as plain SGD's:
+ *        grad_reads and grad_writes 1; it was 3m + 2 / 3m + 6, 4 T with the upload and
+ *        the update two round trips of their own, and before the device sum m reads,
+ *        5m + 4 S and F, 2m + 2 T); the same per copy with 2 copies (D = 2: the copies'
+ *        sums meet on the host), per holder 3m / P / (3m + 2) / P, 2 / P T.
  *    Per step = the difference between a fit of 2k steps and one of k steps, so what a
  *    run costs once (async's master read and write-back) falls out; that per-run part is
  *    checked too;
@@ -31,9 +35,10 @@
  *    host-visible cached type (reported by vkt_trainer_stats);
  *  - the update a sync step leaves pending runs before anything reads the parameters:
  *    a read after a run costs one submission and one wait per replica (the flush), or
- *    per stage of a pipeline with plain SGD (its due update), a second read none; a checkpoint saved from fit's progress callback (which flushes
- *    replica 0 alone) holds the same bytes as one saved after a fit of as many steps, and
- *    the run goes on to the same parameters, bitwise, on every replica. */
+ *    per stage of a pipeline (its due update, on either route), a second read none; a
+ *    checkpoint saved from fit's progress callback (which flushes replica 0 alone) holds
+ *    the same bytes as one saved after a fit of as many steps, and the run goes on to the
+ *    same parameters, bitwise, on every replica. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -284,23 +289,23 @@ static const config configs[] = {
  * _backward; recomputing: graph_model_forward_train and the whole step, which runs the
  * forward again: 2m forwards, vkt_pipeline_stage_stats.forwards), the last stage m
  * forward-backwards: 2m + m, either way. Sent values and input gradients travel inside
- * the steps, and the zeroing of the gradient sum. Each stage's update
- * (vkt_stream_run(apply)) is a submission of its own where the host decides between the
- * last backward and it (the host route: + 2), else it goes ahead of the stage's first run
- * of the next step (the direct route, pipe_route.ahead: + 0). Where
- * the host's sum is needed (clipping by the global norm, fp16's loss scale and guard: the
- * host route, pipe_engine.h's pipe_route) each stage reads its sum back
- * (vkt_model_read_grads) after its last micro-batch and update writes it: grad_reads and
- * grad_writes 1, and where device access is staged 2 x 2 = 4 transfers (`add` in
- * test_config); otherwise (plain SGD: the direct route) the optimizer applies the sum
- * where it is: 0 reads, 0 writes, no transfer. */
+ * the steps, and the zeroing of the gradient sum. Each stage's update (apply) goes ahead
+ * of the stage's first run of the next step, in its submission, on both routes
+ * (pipe_route.ahead: + 0). Where the host's sum is needed (copies, clipping by the global
+ * norm, fp16's loss scale and guard: the host route, pipe_engine.h's pipe_route) each
+ * stage reads its sum back (vkt_model_read_grads) after its last micro-batch, and update
+ * writes the host's result into the stage's host-visible hsum, copied into the gradient
+ * by the update itself: grad_reads and grad_writes 1, and where device access is staged
+ * one transfer per stage (the read; `add` in test_config); otherwise (plain SGD, one copy:
+ * the direct route) the optimizer applies the sum where it is: 0 reads, 0 writes, no
+ * transfer. Per copy: c->replicas copies (holders P x D) each do the same. */
 static int pipeline_host_route(const config *c)
 {
-    return c->clip > 0 || c->precision == VKT_PRECISION_FP16;
+    return c->clip > 0 || c->precision == VKT_PRECISION_FP16 || c->replicas > 1;
 }
-static double pipeline_per_step(const config *c)
+static double pipeline_per_step(const config *c) /* one copy's stages */
 {
-    return 3.0 * c->micro + (pipeline_host_route(c) ? 2 : 0);
+    return 3.0 * c->micro;
 }
 
 typedef struct delta {
@@ -351,7 +356,7 @@ static void test_config(const config *c, const vkt_dataset *d)
     o.optimizer = (vkt_optimizer_options){.kind = VKT_OPTIMIZER_SGD, .lr = 0.05f,
                                           .momentum = 0.9f, .clip_norm = c->clip};
     if (c->stages > 1)
-        o.device_count = c->stages;
+        o.device_count = c->stages * c->replicas; /* copy d's stage s: entry d P + s */
     vkt_trainer *tr = NULL;
     vkt_status st = vkt_trainer_create(th_instance, n.g, n.loss, &o, &tr);
     TH_CHECK(st == VKT_OK, "%s: create: %s", c->what, vkt_last_error());
@@ -361,7 +366,7 @@ static void test_config(const config *c, const vkt_dataset *d)
     }
     vkt_trainer_stats s;
     vkt_trainer_stats_get(tr, &s);
-    uint32_t holders = c->stages > 1 ? c->stages : c->replicas;
+    uint32_t holders = c->stages > 1 ? c->stages * c->replicas : c->replicas;
     TH_CHECK(s.holders == holders, "%s: %u holders (%u)", c->what, holders, s.holders);
     run(tr, c, &n, d, 2); /* warm-up: first recordings and allocations */
     delta a = run(tr, c, &n, d, K), b = run(tr, c, &n, d, 2 * K);
@@ -369,9 +374,9 @@ static void test_config(const config *c, const vkt_dataset *d)
     double per = (double)holders * K;
     double ds = (b.s - a.s) / per, df = (b.f - a.f) / per, dt = (b.t - a.t) / per;
     int host = c->stages > 1 && pipeline_host_route(c); /* a stage's reads and writes */
-    double add = g_staged ? c->stages > 1 ? 4.0 * host / holders : c->staged : 0;
-    double ws = (c->stages > 1 ? pipeline_per_step(c) / holders : c->s) + add;
-    double wf = (c->stages > 1 ? pipeline_per_step(c) / holders : c->f) + add;
+    double add = g_staged ? c->stages > 1 ? 1.0 * host : c->staged : 0;
+    double ws = (c->stages > 1 ? pipeline_per_step(c) / c->stages : c->s) + add;
+    double wf = (c->stages > 1 ? pipeline_per_step(c) / c->stages : c->f) + add;
     double wt = c->t + add;
     TH_CHECK(ds == ws && df == wf && dt == wt,
              "%s: %.3g submits, %.3g fence waits, %.3g transfers per holder and step "
@@ -437,7 +442,7 @@ static void test_config(const config *c, const vkt_dataset *d)
                  "%s: %llu gradient bytes read by the host over %u steps", c->what,
                  (unsigned long long)a.host_bytes, K);
     }
-    int want_cached = c->replicas > 1 && !on_device ? g_cached : -1;
+    int want_cached = c->replicas > 1 && c->stages == 1 && !on_device ? g_cached : -1;
     if (c->mode == VKT_PARALLEL_SYNC)
         TH_CHECK(s.stage_cached == want_cached, "%s: stage_cached %d (expected %d)", c->what,
                  s.stage_cached, want_cached);
@@ -447,7 +452,7 @@ static void test_config(const config *c, const vkt_dataset *d)
     int bounded = b.exposed >= 0 && b.exposed <= holders * b.wall;
     TH_CHECK(bounded, "%s: exposed %.4f s within %u holders x %.4f s", c->what, b.exposed,
              holders, b.wall);
-    if (c->exposes && c->replicas > 1 && c->mode == VKT_PARALLEL_SYNC)
+    if (c->exposes && c->replicas > 1 && c->stages == 1 && c->mode == VKT_PARALLEL_SYNC)
         TH_CHECK(b.exposed > 0, "%s: the devices wait while the host averages (%.6f s)",
                  c->what, b.exposed);
     if (!c->exposes)
@@ -456,8 +461,8 @@ static void test_config(const config *c, const vkt_dataset *d)
      * wait per replica of a sync run (besides the read's own transfers where staged),
      * none for a second read. */
     uint32_t flushes = c->replicas > 1 && c->mode == VKT_PARALLEL_SYNC ? c->replicas : 0;
-    if (c->stages > 1) /* the direct route's due updates, one per stage */
-        flushes = pipeline_host_route(c) ? 0 : c->stages;
+    if (c->stages > 1) /* the due updates, one per stage of every copy, either route */
+        flushes = c->stages * c->replicas;
     /* On the device row a stage's runs go in without a wait (pipe_edge_device.c) and a
      * non-last stage's stream is waited for when it replays: where the step's first run,
      * which carried the update, did not replay within the step (keeping: m <= K, slot 0's
@@ -469,7 +474,8 @@ static void test_config(const config *c, const vkt_dataset *d)
         vkt_pipeline_stage_stats ps;
         TH_OK(NULL, vkt_trainer_stage_stats_get(tr, k, &ps));
         int device_row = ps.sent_bytes && !ps.sent_host_bytes;
-        carried += device_row && (ps.kept ? c->micro <= ps.kept : c->micro < 2);
+        carried += (device_row && (ps.kept ? c->micro <= ps.kept : c->micro < 2)) *
+                   c->replicas; /* every copy alike */
     }
     uint64_t np = vkt_trainer_param_count(tr);
     float *p = malloc(np * sizeof *p);
@@ -867,13 +873,17 @@ int main(void)
         config c = {what, 1, 2, m, VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};
         test_config(&c, d);
     }
-    /* the host route: clipping by the global norm; fp16 (loss scale, guard) */
+    /* the host route: clipping by the global norm; fp16 (loss scale, guard); copies */
     config clipped = {"2 pipeline stages, 4 micro-batches, clipping, fit", 1, 2, 4,
                       VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 1.0f, 0, 0};
     test_config(&clipped, d);
     config half = {"2 pipeline stages, 4 micro-batches, fp16, fit", 1, 2, 4,
                    VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, VKT_PRECISION_FP16, 0};
     test_config(&half, d);
+    /* the host route with 2 copies of the 2 stages (the copies' sums meet on the host) */
+    config copies = {"2 copies of 2 pipeline stages, 2 micro-batches, fit", 2, 2, 2,
+                     VKT_PARALLEL_SYNC, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0};
+    test_config(&copies, d);
     /* keeping the activations (NEVER recomputes: m forwards per step on stage 0) against
      * recomputing them (ALWAYS: 2m), with the same round trips */
     config kept = {"2 pipeline stages, 4 micro-batches, recompute never, fit", 1, 2, 4,

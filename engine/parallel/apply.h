@@ -14,14 +14,16 @@
  *                          copies (pipe.h); the driver's scaler sets the engine's scale
  *                          before each step (pipe_set_scaler) and judges the engine's
  *                          verdict after it (apply_judge_skipped), once per step. Where
- *                          no host decision lies between a stage's last backward and its
- *                          update but the step's meeting (the direct route: one copy,
- *                          no world, guard, scale or clipping; pipe_route.ahead), the
- *                          agreed update is due and goes ahead of the stage's next run,
- *                          in its submission, as APPLY_NEXT_SUBMISSION's; the engine
- *                          flushes it itself before its parameters and optimizer state
- *                          are read or written (pipe_flush, pipe.h; the executor's
- *                          flush, layout.c and prediction call it).
+ *                          nothing on the host needs the update's result before the
+ *                          stage's next run (pipe_route.ahead: the direct route, and the
+ *                          host route, whose decisions - copies, verdict, scale, clipping
+ *                          - are made at the step's meeting and its sum written into
+ *                          host-visible memory the update copies in), the agreed update
+ *                          is due and goes ahead of the stage's next run, in its
+ *                          submission, as APPLY_NEXT_SUBMISSION's; the engine flushes it
+ *                          itself before its parameters and optimizer state are read or
+ *                          written (pipe_flush, pipe.h; the executor's flush, its sync
+ *                          across ranks, layout.c and prediction call it).
  *
  * A pending update belongs to a step every replica (and rank) agreed to apply: it is never
  * dropped, only run later. Whatever reads or changes a replica's parameters, optimizer

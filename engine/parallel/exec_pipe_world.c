@@ -33,6 +33,9 @@ static vkt_status pack(vkt_trainer *t, uint32_t s, uint32_t moments, float *out)
     pipe_exec *pe = pipe_exec_of(t);
     vkt_pipeline *p = pe->engine;
     const graph_stage *gs = &pipe_split(p)->stage[s];
+    vkt_status fst = pipe_exec_flush(t); /* the moments after the update due (pipe_flush) */
+    if (fst != VKT_OK)
+        return fst;
     vkt_optimizer *o = pipe_optimizer(p, 0, s);
     uint64_t size = o ? vkt_optimizer_state_size(o) : 0, hdr = optim_state_header_size();
     char *sb = o ? malloc(size) : NULL;

@@ -14,8 +14,10 @@
  * Otherwise (the host route), after its last backward the stage reads the sum back once
  * and weights it by 1/(D m) (the rows' share of the batch) in double on the host, and
  * after the barrier every context of stage s writes the sum over copies (in copy order)
- * of those sums into its gradient buffer and runs its optimizer: the copies of a stage
- * apply the same bits and stay identical. Either way all P x D threads meet at a barrier
+ * of those sums into its host-visible buffer, which its update copies into its gradient
+ * buffer before its optimizer: the copies of a stage apply the same bits and stay
+ * identical. On both routes the update is due after the step and goes ahead of the
+ * stage's next run (pipe_flush). Either way all P x D threads meet at a barrier
  * where each votes, and after it every context updates or none does: any failure, and the
  * step returns the message of the first stage that failed.
  */
@@ -105,7 +107,8 @@ vkt_status pipe_write_param(vkt_pipeline *p, const vkt_tensor *param, const floa
  * pipeline's: the contexts' optimizers get clip_norm 0; clip_norm > 0 takes the host
  * route, and the direct route's optimizers get grad_scale times 1/m). */
 vkt_status pipe_set_optimizer(vkt_pipeline *p, const vkt_optimizer_options *o);
-/* The direct route (pipe_engine.h) leaves each stage's agreed update due after pipe_step:
+/* The direct and host routes (pipe_engine.h) leave each stage's agreed update due after
+ * pipe_step (the async routes run it at once: their push reads its result):
  * it goes ahead of the stage's first run of the next step, in that run's submission. This
  * runs the due updates now (one submission and one wait each): before anything outside a
  * step reads or writes a stage's parameters or optimizer state, or evaluates on them

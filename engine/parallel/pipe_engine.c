@@ -51,6 +51,26 @@ vkt_status pipe_model_fail(pstage *s, vkt_status st, const char *what)
 
 /* ---- creation ---- */
 
+vkt_status pipe_apply_record(vkt_pipeline *p, pstage *s)
+{
+    vkt_view pv, gv;
+    uint64_t n = 0;
+    vkt_status st = graph_model_flat(s->model, &pv, &gv, &n);
+    if (st == VKT_OK && p->route->staged && !s->hsum) /* the host's sum, mapped */
+        st = vkt_buffer_create(s->ctx, n * 4, VKT_MEMORY_HOST, &s->hsum);
+    if (st == VKT_OK)
+        st = s->apply ? vkt_stream_reset(s->apply) : vkt_stream_create(s->ctx, NULL, &s->apply);
+    if (st == VKT_OK && p->route->staged) /* in the update's submission: no upload of its own */
+        st = vkt_stream_copy(s->apply, s->hsum, 0, gv.buffer, gv.offset * 4, n * 4);
+    if (st == VKT_OK)
+        st = vkt_optimizer_record(s->opt, s->apply, pv, gv);
+    if (st == VKT_OK) /* the stage's next run may follow it in one submission */
+        st = gpu_stream_barrier_all(s->apply);
+    s->apply_staged = st == VKT_OK ? p->route->staged : -1; /* -1: record it again */
+    return st == VKT_OK ? VKT_OK : pipe_fail(p, st, "stage %u: optimizer: %s", s->index,
+                                             vkt_context_errmsg(s->ctx));
+}
+
 static vkt_status record_apply(vkt_pipeline *p, pstage *s)
 {
     vkt_view pv, gv;
@@ -62,14 +82,10 @@ static vkt_status record_apply(vkt_pipeline *p, pstage *s)
     vkt_optimizer_options oo = pipe_stage_optim(p);
     if (st == VKT_OK && n)
         st = vkt_optimizer_create(s->ctx, &oo, n, &s->opt);
-    if (st == VKT_OK && n)
-        st = vkt_stream_create(s->ctx, NULL, &s->apply);
-    if (st == VKT_OK && n)
-        st = vkt_optimizer_record(s->opt, s->apply, pv, gv);
-    if (st == VKT_OK && n) /* the stage's next run may follow it in one submission */
-        st = gpu_stream_barrier_all(s->apply);
     if (st != VKT_OK)
         return pipe_fail(p, st, "stage %u: optimizer: %s", s->index, vkt_context_errmsg(s->ctx));
+    if (n && (st = pipe_apply_record(p, s)) != VKT_OK)
+        return st;
     uint64_t most_elems = 0;
     for (uint32_t j = 0; j < s->gs->n_send; j++)
         if (p->edge[s->send_edge[j]].elems > most_elems)
@@ -358,6 +374,7 @@ void vkt_pipeline_destroy(vkt_pipeline *p)
     for (uint32_t k = 0; p->st && k < p->n_ctx; k++) {
         pstage *s = &p->st[k];
         vkt_stream_destroy(s->apply);
+        vkt_buffer_destroy(s->hsum);
         vkt_optimizer_destroy(s->opt);
         for (uint32_t j = s->n_slots; j-- > 1;) /* the slots before the model they share */
             vkt_model_destroy(s->slot[j]);
@@ -505,7 +522,7 @@ vkt_status pipe_route_set(vkt_pipeline *p, int force)
     vkt_status fst = pipe_flush(p); /* a due update keeps the options it was agreed with */
     if (fst != VKT_OK)
         return fst;
-    p->route = r;
+    p->route = r; /* the update streams follow at the next step (pipe_apply_record) */
     vkt_optimizer_options oo = pipe_stage_optim(p);
     for (uint32_t i = 0; i < p->n_ctx; i++) {
         if (!p->st[i].opt)

@@ -122,7 +122,12 @@ typedef struct pstage {
     const pipe_keep *keep; /* pipe_keep_pick's row */
     uint64_t forwards;     /* forward runs this step */
     vkt_optimizer *opt;
-    vkt_stream *apply;     /* the optimizer on the gradient buffer, then a barrier */
+    vkt_stream *apply;     /* the update: (staged routes: hsum copied into the gradient
+                              buffer, then) the optimizer on the gradient buffer, then a
+                              barrier (pipe_apply_record, again when the route changes) */
+    vkt_buffer *hsum;      /* staged routes: host-visible [n_train], the host's sum of the
+                              step (scaled, clipped, judged), written before it is due */
+    int apply_staged;      /* the route's `staged` that `apply` was recorded for */
     int apply_due;         /* an agreed update not run yet (pipe_route.ahead): it goes
                               ahead of the stage's next run, or pipe_flush runs it */
     uint64_t n_params, n_train;
@@ -130,7 +135,8 @@ typedef struct pstage {
     float *gtmp;           /* [n_params] */
     uint64_t grad_reads;   /* gradient readbacks this step (host route: 1, after the last
                               backward; direct: 0) */
-    uint64_t grad_writes;  /* gradient write-backs this step (host route: 1; direct: 0) */
+    uint64_t grad_writes;  /* gradient write-backs this step (host route: 1, into hsum,
+                              copied in by the update; direct: 0) */
     float *gsum;           /* scratch: a sent value's gradient summed over consumers */
     uint32_t *recv_edge, *recv_slot; /* per received value: its edge and consumer slot */
     uint32_t *send_edge;   /* per sent value: its edge */
@@ -158,8 +164,9 @@ typedef struct pstage {
  * optimizer (pipe_sched.c's pipe_routes, one row picked by pipe_route_pick):
  *  host: read back once after the last backward (`collect`), summed over the copies in
  *    double (`gather`, which returns the squares for clipping), judged (guard), divided by
- *    the loss scale, clipped, and written back (`hand`); the optimizers' grad_scale is the
- *    caller's (the 1 / (m D) weight is on the host);
+ *    the loss scale, clipped, and written into the stage's host-visible hsum (`hand`),
+ *    which the update copies into the gradient buffer in its own submission (`staged`);
+ *    the optimizers' grad_scale is the caller's (the 1 / (m D) weight is on the host);
  *  direct: nothing leaves the device; the optimizer applies the device sum with grad_scale
  *    times 1/m (`weight`: the sum holds m micro-batches' mean gradients). Picked where
  *    nothing needs the host's sum: one copy, no world, no guard, scale 1, no clipping;
@@ -180,10 +187,14 @@ typedef struct pipe_route {
     vkt_status (*begin)(vkt_pipeline *p);        /* the step's start, before its threads */
     vkt_status (*push)(pstage *s);               /* after s's optimizer ran */
     vkt_status (*end)(vkt_pipeline *p);          /* after the step's threads */
-    /* 1: no host decision lies between the last backward and the update but the meeting's
-     * (all update or none): an agreed update becomes due (pstage.apply_due) and goes
-     * ahead of the stage's next run, in its submission (graph_model_run_ahead) */
+    /* 1: once the meeting agreed (and the host decided what it decides: verdict, scale,
+     * clipping, the sum in hsum), nothing on the host needs the update's result before
+     * the stage's next run: the update becomes due (pstage.apply_due) and goes ahead of
+     * that run, in its submission (graph_model_run_ahead), or pipe_flush runs it */
     int ahead;
+    /* 1: `hand` writes the host's sum into hsum and `apply` begins with its copy into the
+     * gradient buffer: no upload of its own (pipe_apply_record) */
+    int staged;
 } pipe_route;
 
 /* A meeting of the step's threads (arrive, squares_of_all): every context, or one copy's
@@ -277,8 +288,13 @@ vkt_status pipe_model_fail(pstage *s, vkt_status st, const char *what); /* s->cu
  * host's sum, else host). */
 const pipe_route *pipe_route_pick(const vkt_pipeline *p);
 /* p->route := pipe_route_pick(p); when the row changes (or force), every local stage's
- * optimizer gets its options for it (pipe_stage_optim). */
+ * optimizer gets its options for it (pipe_stage_optim), after pipe_flush (a due update
+ * runs as it was recorded); its update stream follows at the next pipe_step. */
 vkt_status pipe_route_set(vkt_pipeline *p, int force);
+/* Records s's update (`apply`) for p->route: staged, hsum (made here the first time) into
+ * the gradient buffer first; then the optimizer and a barrier (pstage.apply_staged: the
+ * row's `staged`; pipe_step records it again where the route's differs). */
+vkt_status pipe_apply_record(vkt_pipeline *p, pstage *s);
 /* The stage optimizers' options for p->route: the caller's, clip_norm 0 (the pipeline
  * clips by the norm over every stage), grad_scale times 1/m on the direct route. */
 vkt_optimizer_options pipe_stage_optim(const vkt_pipeline *p);

@@ -26,15 +26,17 @@
  * scale 1, no clipping): nothing; after the barrier each context's optimizer, whose
  * grad_scale carries the 1/m, is due (pstage.apply_due): it goes ahead of the stage's next
  * run, in that run's submission (run_model; the route's `ahead`), or pipe_flush runs it
- * before anything outside a step reads or writes the stage. host: after its last backward the stage reads the sum
- * back once, weighted by 1 / (m D) in double; after every context passed the barrier with
- * no failure, each writes the sum over the copies of its stage (double, copy order) and
- * runs its optimizer (recorded once into `apply`). Both routes: every context updates or
- * none does. Guarded (fp16's loss scaling, nonfinite_skips; the host route): each context
- * judges its sum at the barrier, and a non-finite value anywhere (or squares past fp32's
- * range, as one model's guarded optimizer judges) skips every update; else the sum is
- * divided by the scale. Clipping (clip_norm > 0; the host route): the stages' squares
- * meet once more (update) and every stage scales by the factor of their global norm.
+ * before anything outside a step reads or writes the stage. host: after its last backward
+ * the stage reads the sum back once, weighted by 1 / (m D) in double; after every context
+ * passed the barrier with no failure, each writes the sum over the copies of its stage
+ * (double, copy order) into its host-visible hsum, and its update (hsum copied into the
+ * gradient buffer, then the optimizer: `apply`) is due as the direct route's. Both
+ * routes: every context updates or none does. Guarded (fp16's loss scaling,
+ * nonfinite_skips; the host route): each context judges its sum at the barrier, and a
+ * non-finite value anywhere (or squares past fp32's range, as one model's guarded
+ * optimizer judges) skips every update; else the sum is divided by the scale. Clipping
+ * (clip_norm > 0; the host route): the stages' squares meet once more (update) and every
+ * stage scales by the factor of their global norm.
  * Async copies (async, async host: pipe_async.c): the same with each copy alone, its own
  * sum weighted 1 / D, the contexts of a copy meeting without the other copies (per_copy);
  * the route's begin seeds each stage's master, push follows each optimizer, end pulls. */
@@ -322,14 +324,18 @@ static vkt_status read_sum(pstage *s)
     return VKT_OK;
 }
 
-/* host: gtmp (times the clipping factor) into the stage's model. */
-static vkt_status write_sum(pstage *s, double factor)
+/* host (staged): gtmp (times the clipping factor) into the stage's host-visible hsum,
+ * which its update copies into the gradient buffer in the update's own submission
+ * (pipe_apply_record): no upload, no submission of its own. The update runs no earlier
+ * than the next step's first run of the stage, so nothing writes hsum meanwhile. */
+static vkt_status stage_sum(pstage *s, double factor)
 {
-    for (uint64_t i = 0; factor != 1.0 && i < s->n_train; i++)
-        s->gtmp[i] = (float)(s->gtmp[i] * factor);
-    vkt_status st = vkt_model_write_grads(s->model, s->gtmp, s->n_params);
-    if (st != VKT_OK)
-        return pipe_model_fail(s, st, "writing gradients");
+    float *h = vkt_buffer_map(s->hsum);
+    if (!h || s->apply_staged != 1)
+        return pipe_stage_fail(s, VKT_ERROR_INTERNAL, "writing gradients",
+                               "the update is not recorded for the host's sum");
+    for (uint64_t i = 0; i < s->n_train; i++)
+        h[i] = factor != 1.0 ? (float)(s->gtmp[i] * factor) : s->gtmp[i];
     s->grad_writes++;
     return VKT_OK;
 }
@@ -364,21 +370,37 @@ static vkt_status no_push(pstage *s)
     return VKT_OK;
 }
 
+/* ahead: where the update may wait for the stage's next run. direct: nothing to decide
+ * on the host. host (copies, ranks, fp16's guard and scale, clipping): the host decides
+ * everything at the meeting (the verdict, the scale divided out, the clipping factor),
+ * before `hand` writes the result into hsum; what remains is device work on device data
+ * (hsum's copy, the optimizer), and whatever reads the stage outside a step flushes first
+ * (pipe_flush: parameter and optimizer-state reads and writes, evaluation, prediction,
+ * a change of route, across ranks the executor's sync, exec_pipe_world.c). A skipped step
+ * never gets there (no `hand`, nothing due). Not ahead: the async routes, whose push
+ * reads the stage's updated parameters on the host right after its optimizer (master +=
+ * new - seed), and whose end writes the master into every copy's parameters within the
+ * same step: a due update would miss the push and then land on the pulled parameters.
+ * staged: the routes whose sum the host writes (hsum, copied in the update's submission;
+ * async host and async ranks run that submission at once). */
 enum { ROUTE_HOST, ROUTE_DIRECT, ROUTE_ASYNC_HOST, ROUTE_ASYNC, ROUTE_ASYNC_RANKS };
 static const pipe_route routes[] = {
-    [ROUTE_HOST] = {"host", read_sum, stage_gradient, write_sum, 0, 0, 0, no_step_hook,
-                    no_push, no_step_hook},
-    [ROUTE_DIRECT] = {"direct", on_device, no_squares, in_place, 1, 0, 0, no_step_hook,
-                      no_push, no_step_hook, 1 /* ahead */},
+    [ROUTE_HOST] = {"host", read_sum, stage_gradient, stage_sum, .begin = no_step_hook,
+                    .push = no_push, .end = no_step_hook, .ahead = 1, .staged = 1},
+    [ROUTE_DIRECT] = {"direct", on_device, no_squares, in_place, .weight = 1,
+                      .begin = no_step_hook, .push = no_push, .end = no_step_hook, .ahead = 1},
     /* async copies (pipe_async.c): read_sum weighs the copy's sum 1 / (m D) already */
-    [ROUTE_ASYNC_HOST] = {"async host", read_sum, pipe_async_gather, write_sum, 0, 0, 1,
-                          pipe_async_begin, pipe_async_push, pipe_async_end},
-    [ROUTE_ASYNC] = {"async", on_device, no_squares, in_place, 1, 1, 1, pipe_async_begin,
-                     pipe_async_push, pipe_async_end},
+    [ROUTE_ASYNC_HOST] = {"async host", read_sum, pipe_async_gather, stage_sum, .per_copy = 1,
+                          .begin = pipe_async_begin, .push = pipe_async_push,
+                          .end = pipe_async_end, .staged = 1},
+    [ROUTE_ASYNC] = {"async", on_device, no_squares, in_place, .weight = 1, .share = 1,
+                     .per_copy = 1, .begin = pipe_async_begin, .push = pipe_async_push,
+                     .end = pipe_async_end},
     /* across ranks (pipe_async_world.c): each stage's master sharded over its copies */
-    [ROUTE_ASYNC_RANKS] = {"async ranks", read_sum, pipe_async_gather, write_sum, 0, 0, 1,
-                           pipe_async_world_begin, pipe_async_world_push,
-                           pipe_async_world_end},
+    [ROUTE_ASYNC_RANKS] = {"async ranks", read_sum, pipe_async_gather, stage_sum,
+                           .per_copy = 1, .begin = pipe_async_world_begin,
+                           .push = pipe_async_world_push, .end = pipe_async_world_end,
+                           .staged = 1},
 };
 
 /* Direct where nothing needs the host's sum: no copies to sum, no rank to meet, no
@@ -662,6 +684,12 @@ vkt_status pipe_step(vkt_pipeline *p, const vkt_feed *feeds, uint32_t n, uint64_
     vkt_status st = check_feeds(p, feeds, n);
     if (st != VKT_OK)
         return st;
+    for (uint32_t i = 0; i < p->n_ctx; i++) { /* the update as the route wants it */
+        pstage *s = &p->st[i];
+        if (s->local && s->opt && s->apply_staged != p->route->staged &&
+            (st = pipe_apply_record(p, s)) != VKT_OK)
+            return st;
+    }
     reset_step(p);
     p->step = step;
     if ((st = p->edges->begin(p)) != VKT_OK) /* device: the step's fed rows, checked */
