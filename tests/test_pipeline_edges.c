@@ -146,6 +146,8 @@ typedef struct outcome {
     int updates[VKT_MAX_STAGES];
     uint32_t stages, m;
     int keep; /* not recompute always (the last stage's second model: never then) */
+    char *moments[VKT_MAX_STAGES]; /* run_host: each context's optimizer state at the end */
+    uint64_t moment_bytes[VKT_MAX_STAGES];
 } outcome;
 
 static uint64_t count_of(const vkt_tensor *t)
@@ -161,6 +163,8 @@ static void outcome_free(outcome *o)
 {
     for (uint32_t i = 0; i < 8; i++)
         free(o->params[i]);
+    for (uint32_t i = 0; i < VKT_MAX_STAGES; i++)
+        free(o->moments[i]);
 }
 
 static void batch_data(uint32_t step, float *x, int32_t *y)
@@ -424,6 +428,15 @@ static outcome run_host(net *n, uint32_t P, uint32_t m, const hostcase *h, const
         o.ok = TH_CHECK(pipe_read_param(p, D - 1, n->p[i], o.params[i], c) == VKT_OK,
                         "read %s: %s", vkt_tensor_name(n->p[i]), vkt_pipeline_errmsg(p));
     }
+    for (uint32_t i = 0; i < P * D && o.ok; i++) { /* after the reads' flush: Adam's moments
+                                                      and step count */
+        vkt_optimizer *opt = pipe_optimizer(p, i / P, i % P);
+        o.moment_bytes[i] = opt ? vkt_optimizer_state_size(opt) : 0;
+        o.moments[i] = opt ? malloc(o.moment_bytes[i]) : NULL;
+        if (opt)
+            o.ok = o.moments[i] && TH_OK(NULL, vkt_optimizer_read_state(opt, o.moments[i],
+                                                                        o.moment_bytes[i]));
+    }
     o.stages = P * D; /* contexts */
     o.m = m;
     free(w[0]);
@@ -433,9 +446,9 @@ static outcome run_host(net *n, uint32_t P, uint32_t m, const hostcase *h, const
 }
 
 /* h's pipeline with the update ahead (b) against the same flushed after every step (a):
- * the same losses and parameters bit for bit; per context with parameters exactly one
- * submission and one fence wait fewer per step whose update went ahead, the same
- * transfers. */
+ * the same losses, parameters and optimizer states (moments, step) bit for bit; per
+ * context with parameters exactly one submission and one fence wait fewer per step whose
+ * update went ahead, the same transfers. */
 static void host_ahead(net *n, uint32_t P, uint32_t m, const hostcase *h, const char *share,
                        const char *edges, const char *row)
 {
@@ -447,6 +460,11 @@ static void host_ahead(net *n, uint32_t P, uint32_t m, const hostcase *h, const 
         for (uint32_t i = 0; i < n->n_p; i++)
             TH_CHECK(memcmp(a.params[i], b.params[i], count_of(n->p[i]) * 4) == 0,
                      "%s, %s row: parameter %s differs", h->name, row, vkt_tensor_name(n->p[i]));
+        for (uint32_t i = 0; i < b.stages; i++)
+            TH_CHECK(a.moment_bytes[i] == b.moment_bytes[i] &&
+                         (!a.moments[i] ||
+                          memcmp(a.moments[i], b.moments[i], a.moment_bytes[i]) == 0),
+                     "%s, %s row: context %u: the optimizer's state differs", h->name, row, i);
         for (uint32_t i = 0; i < b.stages; i++) {
             uint64_t fewer = (uint64_t)b.updates[i];
             TH_CHECK(a.submits[i] == b.submits[i] + fewer && a.waits[i] == b.waits[i] + fewer &&
@@ -459,9 +477,9 @@ static void host_ahead(net *n, uint32_t P, uint32_t m, const hostcase *h, const 
                      (unsigned long long)a.transfers[i], (unsigned long long)fewer);
         }
         printf("  host route, %s (%u stages, m %u), %s row: the update ahead = flushed, %d "
-               "losses (last %.6f) and parameters; context 0: %.3g submissions and %.3g fence "
-               "waits a step (%.3g and %.3g flushed)\n", h->name, P, m, row, STEPS,
-               (double)b.loss[STEPS - 1], (double)b.submits[0] / STEPS,
+               "losses (last %.6f), parameters and optimizer states; context 0: %.3g "
+               "submissions and %.3g fence waits a step (%.3g and %.3g flushed)\n", h->name, P,
+               m, row, STEPS, (double)b.loss[STEPS - 1], (double)b.submits[0] / STEPS,
                (double)b.waits[0] / STEPS, (double)a.submits[0] / STEPS,
                (double)a.waits[0] / STEPS);
     }
