@@ -15,6 +15,8 @@
  *    data where it stopped: 3 + 7 steps equal 10 uninterrupted ones, bit for bit;
  *  - a checkpoint saved by the ranks (the chief writes it) restores into a plain trainer
  *    in one process with these parameters, bit for bit;
+ *  - a rank's round trips per step are its stage's runs alone (2m on stage 0, m on the
+ *    last; each stage's update goes ahead of its next run), besides staged transfers;
  *  - ranks that are not a multiple of the stages (P = R + 1) are refused on every rank,
  *    naming both numbers;
  *  - async mode equals the one-process async pipeline of as many copies: bit for bit
@@ -255,6 +257,49 @@ static void test_stop(void)
     vkt_dataset_destroy(d);
 }
 
+/* Round trips across ranks (the host route: the tail's sum over copies, then each stage's
+ * update due, ahead of its next run in that run's submission, pipe_sched.c): per step a
+ * rank's submissions and fence waits, besides its synchronous transfers (the gradient's
+ * readback where device memory is staged), are its stage's runs alone: 2m on stage 0
+ * (keeping: forward and backward halves; recomputing: the forward, then the whole step),
+ * m on the last stage (its forward and backward); with the update a submission of its own
+ * they were one more. Per step: a fit of 2k steps minus one of k (each fit's end syncs
+ * the ranks once, pipe_exec_sync, which flushes the update due: that falls out). */
+static void test_round_trips(void)
+{
+    enum { K = 4, M = 2 };
+    if (!world)
+        return;
+    vkt_dataset *d = synthetic();
+    net a = make_net(2);
+    vkt_trainer *t = make(&a, 2, world, 1, NULL);
+    if (!t || !d)
+        return;
+    double per[2][3] = {{0}}; /* fits of K and 2K steps: submits, waits, transfers */
+    TH_OK(NULL, vkt_trainer_fit(t, d, a.x, a.y, 2, 5, NULL, NULL)); /* warm-up: recordings */
+    for (int i = 0; i < 2; i++) {
+        vkt_trainer_stats s0, s1;
+        TH_OK(NULL, vkt_trainer_stats_get(t, &s0));
+        vkt_status st = vkt_trainer_fit(t, d, a.x, a.y, K * (i + 1), 5, NULL, NULL);
+        TH_CHECK(st == VKT_OK, "rank %u: fit: %s", rank_, vkt_trainer_errmsg(t));
+        TH_OK(NULL, vkt_trainer_stats_get(t, &s1));
+        per[i][0] = (double)(s1.submits - s0.submits);
+        per[i][1] = (double)(s1.fence_waits - s0.fence_waits);
+        per[i][2] = (double)(s1.sync_transfers - s0.sync_transfers);
+    }
+    double ds = (per[1][0] - per[0][0]) / K, df = (per[1][1] - per[0][1]) / K,
+           dt = (per[1][2] - per[0][2]) / K;
+    uint32_t stage = rank_ % 2, want = stage == 1 ? M : 2 * M;
+    TH_CHECK(ds - dt == want && df - dt == want, "rank %u (stage %u): %.3g submissions, %.3g "
+             "fence waits, %.3g transfers per step (expected %u + transfers)", rank_, stage, ds,
+             df, dt, want);
+    printf("measured: rank %u (stage %u of 2, m %u): %.3g submissions, %.3g fence waits, %.3g "
+           "transfers per step\n", rank_, stage, M, ds, df, dt);
+    vkt_trainer_destroy(t);
+    vkt_graph_destroy(a.g);
+    vkt_dataset_destroy(d);
+}
+
 /* P = R + 1 stages: refused on every rank, naming both numbers. */
 static void test_uneven(void)
 {
@@ -381,6 +426,7 @@ int main(int argc, char **argv)
     test_equal_to_one_process(0.3f);
     g_clip = 0;
     test_stop();
+    test_round_trips();
     test_uneven();
     test_async(0, 0);
     test_async(0.3f, 0); /* each copy clipped by its own norm (pipe_world_squares' slots) */
