@@ -32,11 +32,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 # 1. Ranks that disagree (MPMD: one command line per rank) are refused at start-up, before
 # any other collective, naming the option: every rank exits with status 2 (a usage error).
 t0=$(now)
-out=$(mpi 30 -np 1 "$bin" train --batch 64 --steps 5 --logdir "$tmp/m1" : \
+out=$(mpi 60 -np 1 "$bin" train --batch 64 --steps 5 --logdir "$tmp/m1" : \
               -np 1 "$bin" train --batch 128 --steps 5 --logdir "$tmp/m1" 2>&1); rc=$?
 check "--batch 64 vs 128: exit 2 in $(since "$t0") s ($rc), 'disagree on --batch'" \
       "[[ $rc -eq 2 ]] && grep -q 'rank 0: the ranks disagree on --batch (64 on the chief; different on 1 of the 2 ranks)' <<<\"\$out\" && grep -q 'rank 1: the ranks disagree on --batch (128 here, 64 on the chief)' <<<\"\$out\"" "$out"
-out=$(mpi 30 -np 1 "$bin" train --hidden 256,128 --steps 5 --logdir "$tmp/m2" : \
+out=$(mpi 60 -np 1 "$bin" train --hidden 256,128 --steps 5 --logdir "$tmp/m2" : \
               -np 1 "$bin" train --hidden 128 --steps 5 --logdir "$tmp/m2" 2>&1); rc=$?
 check "--hidden 256,128 vs 128: exit 2 ($rc), 'disagree on --hidden'" \
       "[[ $rc -eq 2 ]] && grep -q 'rank 1: the ranks disagree on --hidden (128 here, 256,128 on the chief)' <<<\"\$out\"" "$out"
