@@ -62,8 +62,9 @@ static void describe_plan(VkPhysicalDevice phys, vkt_device_info *info)
     info->host_import = plan.host_import != 0;
 }
 
-void gpu_describe_groups(VkInstance instance, const VkPhysicalDevice *devices, uint32_t n,
-                         vkt_device_info *infos)
+/* Each of the n devices' group and the group's size (infos[i].group, .group_size). */
+static void describe_groups(VkInstance instance, const VkPhysicalDevice *devices, uint32_t n,
+                            vkt_device_info *infos)
 {
     uint32_t g = 0;
     if (vkEnumeratePhysicalDeviceGroups(instance, &g, NULL) != VK_SUCCESS || g == 0)
@@ -84,7 +85,7 @@ void gpu_describe_groups(VkInstance instance, const VkPhysicalDevice *devices, u
     free(gp);
 }
 
-void gpu_describe_device(VkPhysicalDevice phys, vkt_device_info *info)
+static void describe_device(VkPhysicalDevice phys, vkt_device_info *info)
 {
     memset(info, 0, sizeof *info);
     VkPhysicalDeviceProperties base;
@@ -130,6 +131,14 @@ void gpu_describe_device(VkPhysicalDevice phys, vkt_device_info *info)
     }
     describe_queues(phys, info);
     describe_plan(phys, info);
+}
+
+void gpu_describe_devices(VkInstance instance, const VkPhysicalDevice *devices, uint32_t n,
+                          vkt_device_info *infos)
+{
+    for (uint32_t i = 0; i < n; i++)
+        describe_device(devices[i], &infos[i]);
+    describe_groups(instance, devices, n, infos);
 }
 
 vkt_status vkt_instance_select_devices(vkt_instance *inst, uint32_t *indices, uint32_t capacity,

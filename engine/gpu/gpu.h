@@ -63,12 +63,10 @@ struct vkt_instance {
     char errmsg[VKT_ERRMSG_SIZE];
 };
 
-/* Fills `info` from a physical device's properties. */
-void gpu_describe_device(VkPhysicalDevice phys, vkt_device_info *info);
-/* Each of the n devices' group and group size in `infos` (vkEnumeratePhysicalDeviceGroups;
- * group_size stays 0 where the groups cannot be listed). */
-void gpu_describe_groups(VkInstance instance, const VkPhysicalDevice *devices, uint32_t n,
-                         vkt_device_info *infos);
+/* Fills infos[i] from devices[i]'s properties, its group and the group's size among them
+ * (vkEnumeratePhysicalDeviceGroups; group_size stays 0 where the groups cannot be listed). */
+void gpu_describe_devices(VkInstance instance, const VkPhysicalDevice *devices, uint32_t n,
+                          vkt_device_info *infos);
 /* The queue family a context takes (context.c): compute-only where one exists, else the
  * first with compute; 0 if none has compute. `count`: its queues. */
 int gpu_pick_queue_family(VkPhysicalDevice phys, uint32_t *family, uint32_t *count);

@@ -263,9 +263,7 @@ static vkt_status list_devices(vkt_instance *inst)
         return err_fail(inst->errmsg, gpu_status_of(r), "vkEnumeratePhysicalDevices failed: %s",
                         gpu_result_name(r));
     inst->device_count = n;
-    for (uint32_t i = 0; i < n; i++)
-        gpu_describe_device(inst->devices[i], &inst->infos[i]);
-    gpu_describe_groups(inst->instance, inst->devices, n, inst->infos);
+    gpu_describe_devices(inst->instance, inst->devices, n, inst->infos);
     return VKT_OK;
 }
 
