@@ -143,7 +143,7 @@ typedef struct outcome {
     /* over the steps, per stage: submissions, fence waits, staged transfers (the gpu
      * layer's counters of its context); whether it has an optimizer (parameters) */
     uint64_t submits[VKT_MAX_STAGES], waits[VKT_MAX_STAGES], transfers[VKT_MAX_STAGES];
-    int updates[VKT_MAX_STAGES];
+    int updates[VKT_MAX_STAGES]; /* per context: the steps whose update went ahead of a run */
     uint32_t stages, m;
     int keep; /* not recompute always (the last stage's second model: never then) */
     char *moments[VKT_MAX_STAGES]; /* run_host: each context's optimizer state at the end */
@@ -181,10 +181,11 @@ static void set_env(const char *share, const char *edges)
     plat_setenv("VKT_PIPE_EDGES", edges);
 }
 
-static void count(vkt_pipeline *p, uint32_t P, gpu_counters *c)
+/* The counters of the P x D contexts, context i = copy i / P's stage i % P. */
+static void count(vkt_pipeline *p, uint32_t P, uint32_t D, gpu_counters *c)
 {
-    for (uint32_t s = 0; s < P; s++)
-        gpu_context_counters(pipe_context(p, 0, s), &c[s]);
+    for (uint32_t i = 0; i < P * D; i++)
+        gpu_context_counters(pipe_context(p, i / P, i % P), &c[i]);
 }
 
 /* STEPS steps of a P-stage pipeline on device 0 (every stage), m micro-batches; flush:
@@ -209,7 +210,7 @@ static outcome run_pipeline_flush(net *n, uint32_t P, uint32_t m, vkt_recompute 
     vkt_feed f[2] = {{n->x, x}, {n->y, y}};
     o.ok = 1;
     gpu_counters c0[VKT_MAX_STAGES], c1[VKT_MAX_STAGES];
-    count(p, P, c0);
+    count(p, P, 1, c0);
     for (uint32_t k = 0; k < STEPS && o.ok; k++) {
         batch_data(k, x, y);
         o.ok = TH_CHECK(vkt_pipeline_step(p, f, 2, &o.loss[k]) == VKT_OK, "step %u: %s", k,
@@ -217,12 +218,12 @@ static outcome run_pipeline_flush(net *n, uint32_t P, uint32_t m, vkt_recompute 
         if (flush && o.ok)
             o.ok = TH_CHECK(pipe_flush(p) == VKT_OK, "flush: %s", vkt_pipeline_errmsg(p));
     }
-    count(p, P, c1);
+    count(p, P, 1, c1);
     for (uint32_t s = 0; s < P; s++) {
         o.submits[s] = c1[s].submits - c0[s].submits;
         o.waits[s] = c1[s].fence_waits - c0[s].fence_waits;
         o.transfers[s] = c1[s].sync_transfers - c0[s].sync_transfers;
-        o.updates[s] = pipe_optimizer(p, 0, s) != NULL;
+        o.updates[s] = pipe_optimizer(p, 0, s) ? STEPS : 0; /* ahead unless flushed */
     }
     for (uint32_t i = 0; i < n->n_p && o.ok; i++) {
         uint64_t c = count_of(n->p[i]);
@@ -313,6 +314,24 @@ static void expect_same(const net *n, const outcome *a, const outcome *b, int ro
            (unsigned long long)overlapped);
 }
 
+/* Per context of b (the update ahead) against a (flushed after every step): exactly one
+ * submission and one fence wait fewer per step whose update went ahead (b.updates), the
+ * same transfers. */
+static void expect_fewer(const outcome *a, const outcome *b, const char *what)
+{
+    for (uint32_t i = 0; a->ok && b->ok && i < b->stages; i++) {
+        uint64_t fewer = (uint64_t)b->updates[i];
+        TH_CHECK(a->submits[i] == b->submits[i] + fewer && a->waits[i] == b->waits[i] + fewer &&
+                     a->transfers[i] == b->transfers[i],
+                 "%s: context %u: %llu submissions, %llu fence waits, %llu transfers in %d "
+                 "steps; with the update on its own %llu, %llu, %llu (%llu fewer expected)",
+                 what, i, (unsigned long long)b->submits[i], (unsigned long long)b->waits[i],
+                 (unsigned long long)b->transfers[i], STEPS, (unsigned long long)a->submits[i],
+                 (unsigned long long)a->waits[i], (unsigned long long)a->transfers[i],
+                 (unsigned long long)fewer);
+    }
+}
+
 /* The update ahead of the stage's next run (b) against a submission of its own after each
  * step (a, flushed): the same losses and parameters bit for bit (the same kernel on the
  * same gradient), and per stage with parameters one submission and one fence wait fewer
@@ -321,15 +340,8 @@ static void expect_ahead(const net *n, const outcome *a, const outcome *b, int r
                          const char *what)
 {
     expect_same(n, a, b, row, what);
+    expect_fewer(a, b, what);
     for (uint32_t s = 0; a->ok && b->ok && s < b->stages; s++) {
-        uint64_t fewer = b->updates[s] ? STEPS : 0;
-        TH_CHECK(a->submits[s] == b->submits[s] + fewer && a->waits[s] == b->waits[s] + fewer &&
-                     a->transfers[s] == b->transfers[s],
-                 "%s: stage %u: %llu submissions, %llu fence waits, %llu transfers in %d steps; "
-                 "with the update on its own %llu, %llu, %llu", what, s,
-                 (unsigned long long)b->submits[s], (unsigned long long)b->waits[s],
-                 (unsigned long long)b->transfers[s], STEPS, (unsigned long long)a->submits[s],
-                 (unsigned long long)a->waits[s], (unsigned long long)a->transfers[s]);
         printf("    stage %u: %.3g submissions and %.3g fence waits a step (%.3g and %.3g with "
                "the update on its own)\n", s, (double)b->submits[s] / STEPS,
                (double)b->waits[s] / STEPS, (double)a->submits[s] / STEPS,
@@ -378,8 +390,7 @@ static outcome run_host(net *n, uint32_t P, uint32_t m, const hostcase *h, const
     float *w[2] = {calloc(c1, 4), calloc(c1, 4)};
     o.ok = w[0] && w[1];
     gpu_counters a[VKT_MAX_STAGES], b[VKT_MAX_STAGES];
-    for (uint32_t i = 0; i < P * D; i++)
-        gpu_context_counters(pipe_context(p, i / P, i % P), &a[i]);
+    count(p, P, D, a);
     uint32_t applied = 0;
     for (uint32_t k = 0; k < STEPS && o.ok; k++) {
         batch_data(k, x, y);
@@ -399,12 +410,11 @@ static outcome run_host(net *n, uint32_t P, uint32_t m, const hostcase *h, const
             o.ok = TH_CHECK(pipe_flush(p) == VKT_OK, "flush: %s", vkt_pipeline_errmsg(p));
         if (skip && o.ok) { /* every context: nothing due, so nothing submitted but reads */
             gpu_counters r0[VKT_MAX_STAGES], r1[VKT_MAX_STAGES];
-            for (uint32_t i = 0; i < P * D; i++)
-                gpu_context_counters(pipe_context(p, i / P, i % P), &r0[i]);
+            count(p, P, D, r0);
             o.ok = TH_OK(NULL, pipe_read_param(p, D - 1, n->p[0], w[1], c1));
+            count(p, P, D, r1);
             uint64_t sub = 0, t = 0;
             for (uint32_t i = 0; i < P * D; i++) {
-                gpu_context_counters(pipe_context(p, i / P, i % P), &r1[i]);
                 sub += r1[i].submits - r0[i].submits;
                 t += r1[i].sync_transfers - r0[i].sync_transfers;
             }
@@ -415,8 +425,8 @@ static outcome run_host(net *n, uint32_t P, uint32_t m, const hostcase *h, const
                      (unsigned long long)t);
         }
     }
+    count(p, P, D, b);
     for (uint32_t i = 0; i < P * D; i++) {
-        gpu_context_counters(pipe_context(p, i / P, i % P), &b[i]);
         o.submits[i] = b[i].submits - a[i].submits;
         o.waits[i] = b[i].fence_waits - a[i].fence_waits;
         o.transfers[i] = b[i].sync_transfers - a[i].sync_transfers;
@@ -465,17 +475,9 @@ static void host_ahead(net *n, uint32_t P, uint32_t m, const hostcase *h, const 
                          (!a.moments[i] ||
                           memcmp(a.moments[i], b.moments[i], a.moment_bytes[i]) == 0),
                      "%s, %s row: context %u: the optimizer's state differs", h->name, row, i);
-        for (uint32_t i = 0; i < b.stages; i++) {
-            uint64_t fewer = (uint64_t)b.updates[i];
-            TH_CHECK(a.submits[i] == b.submits[i] + fewer && a.waits[i] == b.waits[i] + fewer &&
-                         a.transfers[i] == b.transfers[i],
-                     "%s, %s row: context %u: %llu submissions, %llu fence waits, %llu "
-                     "transfers in %d steps; with the update on its own %llu, %llu, %llu (%llu "
-                     "fewer expected)", h->name, row, i, (unsigned long long)b.submits[i],
-                     (unsigned long long)b.waits[i], (unsigned long long)b.transfers[i], STEPS,
-                     (unsigned long long)a.submits[i], (unsigned long long)a.waits[i],
-                     (unsigned long long)a.transfers[i], (unsigned long long)fewer);
-        }
+        char what[160];
+        snprintf(what, sizeof what, "%s, %s row", h->name, row);
+        expect_fewer(&a, &b, what);
         printf("  host route, %s (%u stages, m %u), %s row: the update ahead = flushed, %d "
                "losses (last %.6f), parameters and optimizer states; context 0: %.3g "
                "submissions and %.3g fence waits a step (%.3g and %.3g flushed)\n", h->name, P,
