@@ -302,8 +302,10 @@ _Static_assert(SPEC_RMSNORM_T == SPEC_LAYERNORM_T && SPEC_RMSNORM_VEC4 == SPEC_L
                    SPEC_RMSNORM_BACKWARD_TC == SPEC_LAYERNORM_BACKWARD_TC &&
                    SPEC_RMSNORM_BACKWARD_VEC4 == SPEC_LAYERNORM_BACKWARD_VEC4 &&
                    SPEC_RMSNORM_BACKWARD_HAS_DX == SPEC_LAYERNORM_BACKWARD_HAS_DX &&
-                   SPEC_RMSNORM_BACKWARD_HAS_DG == SPEC_LAYERNORM_BACKWARD_HAS_DG,
-               "the row kernels' spec constants share their ids");
+                   SPEC_RMSNORM_BACKWARD_HAS_DG == SPEC_LAYERNORM_BACKWARD_HAS_DG &&
+                   SPEC_LAYERNORM_BACKWARD_HAS_DB >= SPEC_RMSNORM_BACKWARD_COUNT,
+               "the row kernels' spec constants share their ids (layernorm's HAS_DB past "
+               "rmsnorm's count: row_backward sets it for both, rmsnorm's dispatch drops it)");
 
 /* Whether cols and the n views of v but the statistics (index `stats`) suit vec4s; and
  * each view's offset into its push-constant field off[i]. */
