@@ -38,7 +38,7 @@ typedef struct train_args {
     double bucket_mb;           /* --bucket-mb: gradient MiB per allreduce */
     uint32_t check_identical;   /* --check-identical N: compare the ranks every N steps */
     int overlap;                /* --overlap on|off|auto: 1, -1, 0 */
-    int bucket_given, identical_given, overlap_given; /* the sync replicas' options given */
+    const char *sync_option;    /* the first option given that sync replicas alone use */
     /* model parallelism (docs/model_parallel.md) */
     uint32_t pipeline;          /* --pipeline P: stages, split automatically */
     uint32_t micro_batches;     /* --micro-batches m */
@@ -97,6 +97,8 @@ typedef struct train_option {
     const char *help;           /* --help text; the range and default are appended */
     const char *def_note;       /* the default as text, where it is not the field's value */
     train_ranks ranks;          /* across ranks: compared (SAME, the default), or not */
+    int sync_only;              /* used by sync replicas alone: refused with async copies,
+                                   stages or micro-batches (train_options.c, finish) */
 } train_option;
 
 /* The most options the table may hold (train_ranks.c's fixed-size exchange). */

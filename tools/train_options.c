@@ -138,13 +138,13 @@ const train_option train_options[] = {
      .rdef = 60, .section = "across processes (mpirun -np R vkt train ...; docs/distributed.md)",
      .help = "a rank more than S seconds late ends the job, naming it (exit code 3)"},
     {"--bucket-mb", "X", TRAIN_OPT_REAL, FIELD(bucket_mb), .lo = 1.0 / 1024, .hi = 1024,
-     GIVEN(bucket_given),
+     .sync_only = 1,
      .rdef = 4, .help = "sync: gradient MiB per allreduce"},
     {"--check-identical", "N", TRAIN_OPT_INT, FIELD(check_identical), .lo = 0,
-     GIVEN(identical_given),
+     .sync_only = 1,
      .hi = 1e9, .help = "sync: compare the ranks' parameters every N steps (0: never)"},
     {"--overlap", "on|off|auto", TRAIN_OPT_CHOICE, FIELD(overlap), CHOICES("auto", "on", "off"),
-     GIVEN(overlap_given),
+     .sync_only = 1,
      VALUES(0, 1, -1), .sdef = "auto",
      .help = "sync, in one process and across ranks: sum (and send) gradient buckets while "
              "the backward runs (auto: on for GPUs, off for CPU devices)",
@@ -468,24 +468,6 @@ static int devices_all_used(const train_args *a)
 }
 
 /* The checks between options, and the defaults that depend on the model. */
-/* The first option given that only sync replicas use, else NULL: the reducer's buckets
- * and overlap (reduce_host.c, reduce_world.c) and the ranks' parameter hash
- * (reduce_world.c). Async copies differ by design and push without a reducer; pipeline
- * stages and micro-batches sum their gradients at the step's meeting (pipe_sched.c), not
- * in buckets, and are not compared: given there, these would be silently unused. */
-static const char *sync_only_given(const train_args *a)
-{
-    static const struct { const char *name; size_t given; } rows[] = {
-        {"--bucket-mb", offsetof(train_args, bucket_given)},
-        {"--check-identical", offsetof(train_args, identical_given)},
-        {"--overlap", offsetof(train_args, overlap_given)},
-    };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-        if (*(const int *)((const char *)a + rows[i].given))
-            return rows[i].name;
-    return NULL;
-}
-
 static int finish(train_args *a)
 {
     int cnn = strcmp(a->model, "cnn") == 0, lm = strcmp(a->model, "charlm") == 0;
@@ -525,10 +507,14 @@ static int finish(train_args *a)
         fprintf(stderr, "vkt train: --init-map applies to --init-from\n");
         return 0;
     }
-    const char *sync = sync_only_given(a);
-    if (sync && (a->async || a->pipeline > 1 || a->micro_batches > 1)) {
+    /* The sync replicas' options (the table's sync_only): the reducer's buckets and
+     * overlap (reduce_host.c, reduce_world.c) and the ranks' parameter hash
+     * (reduce_world.c). Async copies differ by design and push without a reducer; pipeline
+     * stages and micro-batches sum their gradients at the step's meeting (pipe_sched.c),
+     * not in buckets, and are not compared: given there, these would be silently unused. */
+    if (a->sync_option && (a->async || a->pipeline > 1 || a->micro_batches > 1)) {
         fprintf(stderr, "vkt train: %s applies to --mode sync without --pipeline or "
-                "--micro-batches\n", sync);
+                "--micro-batches\n", a->sync_option);
         return 0;
     }
     if (a->bounded && !a->async) {
@@ -567,6 +553,8 @@ int train_args_parse(int argc, char **argv, train_args *a)
             *(int *)((char *)a + o->given - 1) = 1;
         if (!a->lm_option && charlm_only(o))
             a->lm_option = o->name;
+        if (!a->sync_option && o->sync_only)
+            a->sync_option = o->name;
         if (o->type == TRAIN_OPT_FLAG) {
             *(int *)field(a, o) = 1;
             continue;
